@@ -1,0 +1,4 @@
+/** @module @triode/backends: the code that runs models (onnxruntime; javascript and ensemble follow). */
+export { OnnxRuntimeBackend, type OnnxRuntimeBackendOptions } from './onnxruntime/onnxruntime-backend.js';
+export { sessionSettings, ortTypeToDataType, dataTypeToOrtType } from './onnxruntime/onnxruntime-utils.js';
+export { autoCompleteOnnxConfig } from './onnxruntime/autocomplete-config.js';

@@ -1,0 +1,63 @@
+/**
+ * @module The whole contract between the main thread and an onnxruntime instance thread.
+ * Plain data only: tensors cross as typed arrays whose buffers are transferred, never cloned.
+ */
+import type { DataType, TensorData } from '@triode/core';
+
+/** A tensor as it crosses the thread boundary. */
+export interface WireTensor {
+  name: string;
+  datatype: DataType;
+  shape: number[];
+  data: TensorData;
+}
+
+/** Creates the instance's session. */
+export interface LoadTask {
+  op: 'load';
+  modelFile: string;
+  sessionOptions: SessionSettings;
+}
+
+/** Runs one batch of requests. */
+export interface ExecuteTask {
+  op: 'execute';
+  requests: { inputs: WireTensor[]; batchSize: number }[];
+  outputNames: string[];
+  /** True when the model batches (first dim is the batch dim). */
+  batching: boolean;
+}
+
+/** Releases the session. */
+export interface UnloadTask {
+  op: 'unload';
+}
+
+export type ThreadTask = LoadTask | ExecuteTask | UnloadTask;
+
+/** Session settings derived from the model config (plain data, so they can cross threads). */
+export interface SessionSettings {
+  intraOpNumThreads: number;
+  interOpNumThreads: number;
+  executionMode: 'sequential' | 'parallel';
+  graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
+  enableCpuMemArena: boolean;
+  enableMemPattern: boolean;
+  /** ORT session config entries (`session.intra_op.allow_spinning`, ...). */
+  configEntries: Record<string, string>;
+}
+
+/** The answer to an ExecuteTask. */
+export interface ExecuteReply {
+  /** Per request: its outputs, or an error message that fails only it. */
+  responses: ({ outputs: WireTensor[] } | { error: string })[];
+  /** ns */
+  computeInputNs: number;
+  computeInferNs: number;
+  computeOutputNs: number;
+}
+
+/** The answer to a LoadTask or an UnloadTask. */
+export interface LoadReply {
+  ok: true;
+}

@@ -1,0 +1,148 @@
+/**
+ * @module The onnxruntime backend: each model instance is a thread (a one-thread piscina pool)
+ * holding its own onnxruntime session. Tensors are transferred to and from the thread.
+ * Triton: onnxruntime_backend/src/onnxruntime.cc
+ */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import {
+  Errors, TriodeError, resolveInside,
+  type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResult,
+  type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext,
+} from '@triode/core';
+import type { ExecuteReply, ExecuteTask, LoadTask, WireTensor } from './messages.js';
+import { sessionSettings } from './onnxruntime-utils.js';
+import { autoCompleteOnnxConfig } from './autocomplete-config.js';
+
+const THREAD_FILE = fileURLToPath(new URL('./onnxruntime-thread.js', import.meta.url));
+
+/** Options of the onnxruntime backend. */
+export interface OnnxRuntimeBackendOptions {
+  /** Piscina `atomics` mode for instance threads. @default 'sync' */
+  atomics?: 'sync' | 'async' | 'disabled';
+}
+
+/** Buffers that can be moved to a thread: each distinct ArrayBuffer once, never a shared one. */
+function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[] {
+  const set = new Set<ArrayBuffer>();
+  for (const r of requests) for (const t of r.inputs) if (t.data.buffer instanceof ArrayBuffer) set.add(t.data.buffer);
+  return [...set];
+}
+
+class OnnxInstance implements BackendModelInstance {
+  readonly #pool: Piscina;
+  readonly #batching: boolean;
+
+  constructor(pool: Piscina, batching: boolean) {
+    this.#pool = pool;
+    this.#batching = batching;
+  }
+
+  async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+    const task: ExecuteTask = {
+      op: 'execute',
+      requests: requests.map((r) => ({ inputs: r.inputs as WireTensor[], batchSize: r.batchSize })),
+      outputNames: requests[0]!.outputNames.length ? unionOutputs(requests) : [],
+      batching: this.#batching,
+    };
+    let reply: ExecuteReply;
+    try {
+      // Moving the request buffers detaches them here; the request owns them and no one reads them after.
+      reply = (await this.#pool.run(task, { transferList: transferList(requests) })) as ExecuteReply;
+    } catch (err) {
+      throw new TriodeError('INTERNAL', `onnx runtime error: ${(err as Error).message}`, { cause: err });
+    }
+    return {
+      responses: reply.responses.map((r, i) => {
+        if ('error' in r) return { error: Errors.internal(r.error) };
+        const want = new Set(requests[i]!.outputNames);
+        return { outputs: r.outputs.filter((o) => want.has(o.name)) };
+      }),
+      timings: { computeInputNs: reply.computeInputNs, computeInferNs: reply.computeInferNs, computeOutputNs: reply.computeOutputNs },
+    };
+  }
+
+  async finalize(): Promise<void> {
+    await this.#pool.run({ op: 'unload' }).catch(() => undefined);
+    await this.#pool.close({ force: true });
+  }
+}
+
+/** The outputs any request of the batch asked for, in the first request's order. */
+function unionOutputs(requests: readonly ExecuteRequest[]): string[] {
+  const names = new Set<string>();
+  for (const r of requests) for (const n of r.outputNames) names.add(n);
+  return [...names];
+}
+
+class OnnxModel implements BackendModel {
+  readonly #ctx: ModelContext;
+  readonly #file: string;
+  readonly #atomics: 'sync' | 'async' | 'disabled';
+
+  constructor(ctx: ModelContext, file: string, atomics: 'sync' | 'async' | 'disabled') {
+    this.#ctx = ctx;
+    this.#file = file;
+    this.#atomics = atomics;
+  }
+
+  async instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance> {
+    if (group.kind === 'KIND_GPU') throw Errors.unsupported(`instance group '${group.name ?? ''}': GPU instances are not supported on this build (CPU only)`);
+    const pool = new Piscina({
+      filename: THREAD_FILE,
+      name: 'default',
+      minThreads: 1,
+      maxThreads: 1,
+      idleTimeout: Infinity,
+      concurrentTasksPerWorker: 1,
+      atomics: this.#atomics,
+      // An instance is one thread; its queue lives in the core's scheduler, not here.
+      maxQueue: 'auto',
+    });
+    const task: LoadTask = { op: 'load', modelFile: this.#file, sessionOptions: sessionSettings(this.#ctx.config) };
+    try {
+      await pool.run(task);
+    } catch (err) {
+      await pool.close({ force: true });
+      throw Errors.internal(`failed to load model '${this.#ctx.name}' instance ${index}: ${(err as Error).message}`, err);
+    }
+    return new OnnxInstance(pool, (this.#ctx.config.max_batch_size ?? 0) > 0);
+  }
+
+  async finalize(): Promise<void> {}
+}
+
+/**
+ * The `onnxruntime` backend (platform `onnxruntime_onnx`).
+ * @example new InferenceServer({ backends: [new OnnxRuntimeBackend()], ... })
+ */
+export class OnnxRuntimeBackend implements Backend {
+  readonly name = 'onnxruntime';
+  readonly #atomics: 'sync' | 'async' | 'disabled';
+
+  constructor(options: OnnxRuntimeBackendOptions = {}) {
+    this.#atomics = options.atomics ?? 'sync';
+  }
+
+  async autoCompleteConfig(config: ModelConfig, ctx: AutoCompleteContext): Promise<void> {
+    if (!ctx.versionPath) return;
+    const file = modelFile(ctx.versionPath, config);
+    if (!existsSync(file)) return;
+    await autoCompleteOnnxConfig(config, file, ctx.backendConfig);
+  }
+
+  async modelInitialize(ctx: ModelContext): Promise<BackendModel> {
+    const file = modelFile(ctx.versionPath, ctx.config);
+    if (!existsSync(file)) throw Errors.unavailable(`unable to find '${file}' for model instance '${ctx.name}'`);
+    return new OnnxModel(ctx, file, this.#atomics);
+  }
+}
+
+/** `<version>/<default_model_filename>`, or `<version>/model.onnx/model.onnx` for a folder with external data. */
+function modelFile(versionPath: string, config: ModelConfig): string {
+  const name = config.default_model_filename || 'model.onnx';
+  const p = resolveInside(versionPath, name);
+  const nested = resolveInside(p, name);
+  return existsSync(nested) ? nested : p;
+}

@@ -1,0 +1,63 @@
+/**
+ * @module Data type maps and session settings for the onnxruntime backend.
+ * Triton: onnxruntime_backend/src/onnxruntime_utils.cc, onnxruntime.cc (ModelState::LoadModel)
+ */
+import { Errors, type DataType, type ModelConfig } from '@triode/core';
+import type { SessionSettings } from './messages.js';
+
+const ORT_TO_DT: Record<string, DataType> = {
+  bool: 'BOOL', uint8: 'UINT8', uint16: 'UINT16', uint32: 'UINT32', uint64: 'UINT64',
+  int8: 'INT8', int16: 'INT16', int32: 'INT32', int64: 'INT64',
+  float16: 'FP16', float32: 'FP32', float64: 'FP64', string: 'BYTES',
+};
+
+const DT_TO_ORT: Partial<Record<DataType, string>> = Object.fromEntries(Object.entries(ORT_TO_DT).map(([k, v]) => [v, k]));
+
+/** onnxruntime-node type name -> Triton data type. */
+export function ortTypeToDataType(t: string): DataType | undefined {
+  return ORT_TO_DT[t];
+}
+
+/** Triton data type -> onnxruntime-node type name (BF16 has none). */
+export function dataTypeToOrtType(dt: DataType): string {
+  const t = DT_TO_ORT[dt];
+  if (!t) throw Errors.unsupported(`onnxruntime backend does not support data type ${dt}`);
+  return t;
+}
+
+function intParam(config: ModelConfig, key: string): number | undefined {
+  const v = config.parameters?.[key]?.string_value;
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw Errors.invalidArg(`parameter '${key}' of model '${config.name ?? ''}' must be a non-negative integer, got '${v}'`);
+  return n;
+}
+
+/**
+ * Session settings from the config, with Triton's onnxruntime parameter names:
+ * `intra_op_thread_count`, `inter_op_thread_count`, `execution_mode` (0 sequential, 1 parallel),
+ * `enable_mem_arena`, `enable_mem_pattern`, and ORT session config keys given as `session.*`;
+ * `optimization { graph { level } }`: -1 basic, 1 extended, otherwise all.
+ * Triode's default intra-op thread count is 1 (Triton's is ORT's default: all cores), because
+ * one session per instance thread with one intra-op thread each is what scales on CPU.
+ */
+export function sessionSettings(config: ModelConfig): SessionSettings {
+  const level = config.optimization?.graph?.level ?? 0;
+  const configEntries: Record<string, string> = {};
+  for (const [k, v] of Object.entries(config.parameters ?? {})) {
+    if (k.startsWith('session.')) configEntries[k] = v.string_value ?? '';
+  }
+  const bool = (key: string, dflt: boolean) => {
+    const v = config.parameters?.[key]?.string_value;
+    return v === undefined ? dflt : !['0', 'false', 'off', ''].includes(v.toLowerCase());
+  };
+  return {
+    intraOpNumThreads: intParam(config, 'intra_op_thread_count') || 1,
+    interOpNumThreads: intParam(config, 'inter_op_thread_count') || 1,
+    executionMode: intParam(config, 'execution_mode') === 1 ? 'parallel' : 'sequential',
+    graphOptimizationLevel: level === -1 ? 'basic' : level === 1 ? 'extended' : 'all',
+    enableCpuMemArena: bool('enable_mem_arena', true),
+    enableMemPattern: bool('enable_mem_pattern', true),
+    configEntries,
+  };
+}

@@ -1,0 +1,120 @@
+/**
+ * @module `triode serve` flags, with tritonserver's names and defaults, parsed into options.
+ * Triton: server/src/command_line_parser.cc
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+
+/** Everything `triode serve` is told on its command line. */
+export interface ServeOptions {
+  modelRepositories: string[];
+  allowHttp: boolean;
+  httpPort: number;
+  httpAddress: string;
+  httpMaxInputSize: number;
+  allowGrpc: boolean;
+  grpcPort: number;
+  allowMetrics: boolean;
+  metricsPort: number;
+  id: string;
+  strictReadiness: boolean;
+  exitTimeoutSecs: number;
+  exitOnError: boolean;
+  autoCompleteConfig: boolean;
+  modelConfigName?: string;
+  modelControlMode: 'none' | 'explicit' | 'poll';
+  backendConfig: Record<string, Record<string, string>>;
+  logVerbose: number;
+  logInfo: boolean;
+  logWarning: boolean;
+  logError: boolean;
+  logFormat: 'default' | 'ISO8601';
+}
+
+export function parseBool(v: string): boolean {
+  const s = v.trim().toLowerCase();
+  if (['true', '1', 'on', 'yes'].includes(s)) return true;
+  if (['false', '0', 'off', 'no'].includes(s)) return false;
+  throw new InvalidArgumentError(`expected a boolean (true/false), got '${v}'`);
+}
+
+function parseInteger(min: number) {
+  return (v: string): number => {
+    const n = Number(v);
+    if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}, got '${v}'`);
+    return n;
+  };
+}
+
+function collect(v: string, prev: string[] = []): string[] {
+  return [...prev, v];
+}
+
+/** `<backend>,<key>=<value>` settings into a map per backend. */
+export function parseBackendConfig(entries: readonly string[]): Record<string, Record<string, string>> {
+  const out: Record<string, Record<string, string>> = {};
+  for (const e of entries) {
+    const m = /^([^,=]+),([^=]+)=(.*)$/.exec(e);
+    if (!m) throw new InvalidArgumentError(`--backend-config must be <backend>,<setting>=<value>, got '${e}'`);
+    (out[m[1]!] ??= {})[m[2]!] = m[3]!;
+  }
+  return out;
+}
+
+/** Adds the serve flags to a commander command. */
+export function addServeFlags(cmd: Command): Command {
+  return cmd
+    .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
+    .addOption(new Option('--model-store <path>', 'deprecated alias of --model-repository').argParser(collect).hideHelp())
+    .option('--allow-http <bool>', 'serve the HTTP/REST API', parseBool, true)
+    .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
+    .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
+    .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
+    .option('--allow-grpc <bool>', 'serve gRPC (not implemented yet: see README)', parseBool, true)
+    .option('--grpc-port <port>', 'gRPC port (reserved)', parseInteger(0), 8001)
+    .option('--allow-metrics <bool>', 'serve Prometheus metrics (not implemented yet: see README)', parseBool, true)
+    .option('--metrics-port <port>', 'metrics port (reserved)', parseInteger(0), 8002)
+    .option('--id <name>', 'server name in the server metadata', 'triton')
+    .option('--strict-readiness <bool>', 'ready only when every model is ready', parseBool, true)
+    .option('--exit-timeout-secs <n>', 'how long shutdown waits for in-flight requests', parseInteger(0), 30)
+    .option('--exit-on-error <bool>', 'exit when a model fails to load at startup', parseBool, false)
+    .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
+    .addOption(new Option('--strict-model-config <bool>', 'deprecated form of --disable-auto-complete-config').argParser(parseBool))
+    .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
+    .addOption(new Option('--model-control-mode <mode>', 'how models are loaded').choices(['none', 'explicit', 'poll']).default('none'))
+    .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
+    .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
+    .option('--log-info <bool>', 'log info messages', parseBool, true)
+    .option('--log-warning <bool>', 'log warnings', parseBool, true)
+    .option('--log-error <bool>', 'log errors', parseBool, true)
+    .addOption(new Option('--log-format <format>', 'log line format').choices(['default', 'ISO8601']).default('default'));
+}
+
+/** Commander's parsed values into ServeOptions. */
+export function toServeOptions(o: Record<string, unknown>): ServeOptions {
+  const repos = [...((o['modelRepository'] as string[]) ?? []), ...((o['modelStore'] as string[]) ?? [])];
+  const strict = o['strictModelConfig'] as boolean | undefined;
+  return {
+    modelRepositories: repos,
+    allowHttp: o['allowHttp'] as boolean,
+    httpPort: o['httpPort'] as number,
+    httpAddress: o['httpAddress'] as string,
+    httpMaxInputSize: o['httpMaxInputSize'] as number,
+    allowGrpc: o['allowGrpc'] as boolean,
+    grpcPort: o['grpcPort'] as number,
+    allowMetrics: o['allowMetrics'] as boolean,
+    metricsPort: o['metricsPort'] as number,
+    id: o['id'] as string,
+    strictReadiness: o['strictReadiness'] as boolean,
+    exitTimeoutSecs: o['exitTimeoutSecs'] as number,
+    exitOnError: o['exitOnError'] as boolean,
+    autoCompleteConfig: !(o['disableAutoCompleteConfig'] === true || strict === true),
+    ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
+    modelControlMode: o['modelControlMode'] as ServeOptions['modelControlMode'],
+    backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
+    logVerbose: o['logVerbose'] as number,
+    logInfo: o['logInfo'] as boolean,
+    logWarning: o['logWarning'] as boolean,
+    logError: o['logError'] as boolean,
+    logFormat: o['logFormat'] as ServeOptions['logFormat'],
+  };
+}

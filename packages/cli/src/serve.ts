@@ -1,0 +1,65 @@
+/**
+ * @module `triode serve`: the embedded mode. One process: the HTTP frontend over a LocalBackplane,
+ * the core InferenceServer, one thread per model instance.
+ * Triton: server/src/main.cc
+ */
+import { OnnxRuntimeBackend } from '@triode/backends';
+import { InferenceServer, LocalBackplane, createLogger, type Logger } from '@triode/core';
+import { HTTP_EXTENSIONS, createHttpApp, startHttpServer, type HttpServerHandle } from '@triode/gateway';
+import { modelTable } from './model-table.js';
+import type { ServeOptions } from './serve-options.js';
+
+/** A running embedded server. */
+export interface RunningServer {
+  server: InferenceServer;
+  http?: HttpServerHandle;
+  /** Drains in-flight requests (up to the exit timeout) and closes everything. */
+  shutdown(): Promise<void>;
+}
+
+/** Starts the embedded server as `triode serve` does. */
+export async function startServe(opts: ServeOptions, logger: Logger = createLogger({
+  verboseLevel: opts.logVerbose, info: opts.logInfo, warning: opts.logWarning, error: opts.logError,
+})): Promise<RunningServer> {
+  if (opts.modelControlMode !== 'none') {
+    throw new Error(`--model-control-mode=${opts.modelControlMode} is not supported yet (only 'none'); see README "Differences from Triton"`);
+  }
+  const server = await InferenceServer.create({
+    modelRepositories: opts.modelRepositories,
+    backends: [new OnnxRuntimeBackend()],
+    id: opts.id,
+    version: '0.1.0',
+    extensions: HTTP_EXTENSIONS,
+    strictReadiness: opts.strictReadiness,
+    autoCompleteConfig: opts.autoCompleteConfig,
+    ...(opts.modelConfigName ? { modelConfigName: opts.modelConfigName } : {}),
+    backendConfig: opts.backendConfig,
+    logger,
+  });
+  const index = server.repositoryIndex();
+  process.stderr.write(modelTable(index) + '\n');
+  if (opts.exitOnError && index.some((r) => r.state !== 'READY')) {
+    await server.stop(0);
+    throw new Error('failed to load all models (--exit-on-error=true)');
+  }
+  if (opts.allowGrpc) logger.warning('gRPC is not implemented yet: no gRPC endpoint started (see README)');
+  if (opts.allowMetrics) logger.warning('metrics are not implemented yet: no metrics endpoint started (see README)');
+  let http: HttpServerHandle | undefined;
+  if (opts.allowHttp) {
+    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize });
+    http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
+    logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    ...(http ? { http } : {}),
+    shutdown: () => (closing ??= (async () => {
+      logger.info(`Waiting for in-flight requests to complete (timeout ${opts.exitTimeoutSecs} s)`);
+      const left = await server.stop(opts.exitTimeoutSecs * 1000);
+      if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
+      await http?.close();
+      logger.info('Server stopped');
+    })()),
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * @module The seam between the core and the code that runs models: Triton's TRITONBACKEND_* lifecycle.
+ * Rules kept from Triton: no concurrent `execute` on one instance; if `execute` throws, the core
+ * answers every request of the batch with that error.
+ * Triton: core/include/triton/core/tritonbackend.h
+ */
+import type { TriodeError } from './errors.js';
+import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
+import type { ParameterValue } from './infer-request.js';
+import type { Tensor } from './tensor/tensor.js';
+
+/** What a backend knows of the model it loads. */
+export interface ModelContext {
+  name: string;
+  version: number;
+  /** Absolute path of the model directory. */
+  modelPath: string;
+  /** Absolute path of the version folder. */
+  versionPath: string;
+  /** The normalized, validated config. */
+  config: ModelConfig;
+  /** `--backend-config=<backend>,<key>=<value>` settings for this backend. */
+  backendConfig: Record<string, string>;
+}
+
+/** Arguments of `Backend.autoCompleteConfig`. */
+export interface AutoCompleteContext {
+  name: string;
+  modelPath: string;
+  /** Version folder to read the model from (the highest present), if any. */
+  versionPath: string | undefined;
+  backendConfig: Record<string, string>;
+}
+
+/** One request as an instance executes it (already normalized by the core). */
+export interface ExecuteRequest {
+  inputs: Tensor[];
+  /** Names of the outputs to produce. */
+  outputNames: string[];
+  /** First dim of the inputs when the model batches, else 0. */
+  batchSize: number;
+  parameters: Record<string, ParameterValue>;
+}
+
+/** One request's outcome: its outputs, or an error that fails only that request. */
+export type ExecuteResponse = { outputs: Tensor[]; error?: undefined } | { outputs?: undefined; error: TriodeError };
+
+/** Durations of one execution, for the statistics extension (nanoseconds). */
+export interface ExecuteTimings {
+  computeInputNs: number;
+  computeInferNs: number;
+  computeOutputNs: number;
+}
+
+/** The result of executing a batch: one response per request, in order. */
+export interface ExecuteResult {
+  responses: ExecuteResponse[];
+  timings?: ExecuteTimings;
+}
+
+/** One instance of a model: an execution context (for onnxruntime, a thread with a session). */
+export interface BackendModelInstance {
+  /** Executes a batch. Never called while a previous call on this instance is running. */
+  execute(requests: ExecuteRequest[]): Promise<ExecuteResult>;
+  finalize(): Promise<void>;
+}
+
+/** A loaded model (TRITONBACKEND_Model). */
+export interface BackendModel {
+  /** Creates instance `index` (0-based within the model) of `group`. */
+  instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance>;
+  finalize(): Promise<void>;
+}
+
+/** A backend (TRITONBACKEND_Backend), registered under the name used in `config.backend`. */
+export interface Backend {
+  readonly name: string;
+  /** Fills what the config leaves out from the model file itself (Triton's auto-complete). */
+  autoCompleteConfig?(config: ModelConfig, ctx: AutoCompleteContext): Promise<void>;
+  modelInitialize(ctx: ModelContext): Promise<BackendModel>;
+  finalize?(): Promise<void>;
+}

@@ -1,0 +1,66 @@
+/**
+ * @module The seam between frontends and execution. `LocalBackplane` calls an in-process
+ * InferenceServer (embedded mode); the gateway's RedisBackplane reaches workers through Redis
+ * (cluster mode). Frontends only ever talk to a Backplane.
+ */
+import type { InferenceRequest, InferenceResponse } from './infer-request.js';
+import type { InferenceServer, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
+import type { ModelStatistics } from './stats/infer-stats.js';
+
+/** What a frontend needs from the server behind it. Every method may reject with a TriodeError. */
+export interface Backplane {
+  isLive(): Promise<boolean>;
+  isReady(): Promise<boolean>;
+  serverMetadata(): Promise<ServerMetadata>;
+  modelReady(name: string, version?: number): Promise<boolean>;
+  modelMetadata(name: string, version?: number): Promise<ModelMetadata>;
+  modelConfig(name: string, version?: number): Promise<Record<string, unknown>>;
+  modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]>;
+  repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]>;
+  infer(request: InferenceRequest): Promise<InferenceResponse>;
+}
+
+/** The embedded mode's backplane: direct calls into an InferenceServer, nothing serialized. */
+export class LocalBackplane implements Backplane {
+  readonly server: InferenceServer;
+
+  constructor(server: InferenceServer) {
+    this.server = server;
+  }
+
+  async isLive(): Promise<boolean> {
+    return this.server.isLive();
+  }
+
+  async isReady(): Promise<boolean> {
+    return this.server.isReady();
+  }
+
+  async serverMetadata(): Promise<ServerMetadata> {
+    return this.server.metadata();
+  }
+
+  async modelReady(name: string, version?: number): Promise<boolean> {
+    return this.server.modelReady(name, version);
+  }
+
+  async modelMetadata(name: string, version?: number): Promise<ModelMetadata> {
+    return this.server.modelMetadata(name, version);
+  }
+
+  async modelConfig(name: string, version?: number): Promise<Record<string, unknown>> {
+    return this.server.modelConfig(name, version);
+  }
+
+  async modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]> {
+    return this.server.modelStatistics(name, version);
+  }
+
+  async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
+    return this.server.repositoryIndex(readyOnly);
+  }
+
+  infer(request: InferenceRequest): Promise<InferenceResponse> {
+    return this.server.infer(request);
+  }
+}

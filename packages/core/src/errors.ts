@@ -1,0 +1,53 @@
+/** @module Errors. Triton: core/src/status.h, common/error.h */
+
+/** Triton's error codes, as strings so they stay readable in JSON and Redis. */
+export type ErrorCode =
+  | 'UNKNOWN'
+  | 'INTERNAL'
+  | 'NOT_FOUND'
+  | 'INVALID_ARG'
+  | 'UNAVAILABLE'
+  | 'UNSUPPORTED'
+  | 'ALREADY_EXISTS'
+  | 'CANCELLED';
+
+/** The one error type of Triode. Transports map `code` to a status (see the gateway's error mapping). */
+export class TriodeError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'TriodeError';
+    this.code = code;
+  }
+
+  /** Wraps anything thrown into a TriodeError, keeping TriodeErrors as they are. */
+  static from(err: unknown, code: ErrorCode = 'INTERNAL'): TriodeError {
+    if (err instanceof TriodeError) return err;
+    if (err instanceof Error) return new TriodeError(code, err.message, { cause: err });
+    return new TriodeError(code, String(err));
+  }
+}
+
+/** Errors whose wording matches Triton's, because clients and Triton's tests match on it. */
+export const Errors = {
+  unknownModel: (name: string, version?: string | number) =>
+    new TriodeError(
+      'NOT_FOUND',
+      version === undefined || version === '' || version === -1
+        ? `Request for unknown model: '${name}' is not found`
+        : `Request for unknown model: '${name}' version ${version} is not found`,
+    ),
+  modelNotReady: (name: string, version?: string | number, reason?: string) =>
+    new TriodeError(
+      'UNAVAILABLE',
+      `Request for unknown model: '${name}'${version !== undefined && version !== '' ? ` version ${version}` : ''} is not ready${reason ? `: ${reason}` : ''}`,
+    ),
+  badVersion: (version: string) =>
+    new TriodeError('INVALID_ARG', `failed to get model version from specified version string '${version}'`),
+  invalidArg: (message: string) => new TriodeError('INVALID_ARG', message),
+  internal: (message: string, cause?: unknown) => new TriodeError('INTERNAL', message, { cause }),
+  unavailable: (message: string) => new TriodeError('UNAVAILABLE', message),
+  unsupported: (message: string) => new TriodeError('UNSUPPORTED', message),
+  serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
+} as const;

@@ -1,0 +1,143 @@
+/**
+ * @module Inference requests and their normalization against a model's config.
+ * Triton: core/src/infer_request.cc (InferenceRequest::Normalize), infer_parameter.cc
+ */
+import { Errors } from './errors.js';
+import type { ModelConfig } from './model-config/model-config.js';
+import { countBytesElements } from './tensor/bytes-tensor.js';
+import { configTypeToDataType, dataTypeByteSize, elementCount } from './tensor/data-type.js';
+import type { Tensor } from './tensor/tensor.js';
+
+/** A request or tensor parameter value (KServe v2: string, number or boolean). */
+export type ParameterValue = string | number | boolean | bigint;
+
+/** An output the client asked for. */
+export interface RequestedOutput {
+  name: string;
+  /** Classification extension: return the top `classCount` entries as strings instead of the tensor. */
+  classCount?: number;
+}
+
+/** One inference request as the frontends hand it to the core. */
+export interface InferenceRequest {
+  /** Client-given id, echoed in the response. */
+  id?: string;
+  modelName: string;
+  /** A specific version, or undefined for the version policy's choice (the highest ready one). */
+  modelVersion?: number;
+  inputs: Tensor[];
+  /** Outputs to return; all of the model's outputs when undefined or empty. */
+  outputs?: RequestedOutput[];
+  /** Request-level parameters (`sequence_id`, `priority`, `timeout`, custom ones). */
+  parameters?: Record<string, ParameterValue>;
+}
+
+/** The response to one request. */
+export interface InferenceResponse {
+  id?: string;
+  modelName: string;
+  modelVersion: string;
+  outputs: Tensor[];
+  parameters?: Record<string, ParameterValue>;
+}
+
+function fmtShape(shape: readonly number[]): string {
+  return `[${shape.join(',')}]`;
+}
+
+/**
+ * Checks a request against the model config and puts it in the form the backend receives:
+ * every input known, of the right type, shape and byte size, `reshape` applied, requested
+ * outputs known. Returns the batch size (first dim when `max_batch_size > 0`, else 0).
+ * Mutates `req.inputs[*].shape` when a reshape applies.
+ */
+export function normalizeRequest(req: InferenceRequest, config: ModelConfig): number {
+  const model = config.name ?? req.modelName;
+  const mbs = config.max_batch_size ?? 0;
+  const cfgInputs = new Map((config.input ?? []).map((i) => [i.name, i]));
+  const seen = new Set<string>();
+  let batch = 0;
+
+  for (const t of req.inputs) {
+    const cfg = cfgInputs.get(t.name);
+    if (!cfg) throw Errors.invalidArg(`unexpected inference input '${t.name}' for model '${model}'`);
+    if (seen.has(t.name)) throw Errors.invalidArg(`input '${t.name}' already exists in request`);
+    seen.add(t.name);
+    const want = configTypeToDataType(cfg.data_type ?? '');
+    if (t.datatype !== want) {
+      throw Errors.invalidArg(`inference input '${t.name}' data-type is '${t.datatype}', but model '${model}' expects '${want}'`);
+    }
+    for (const d of t.shape) {
+      if (!Number.isSafeInteger(d) || d < 0) throw Errors.invalidArg(`invalid shape ${fmtShape(t.shape)} for input '${t.name}' for model '${model}'`);
+    }
+    const dims = cfg.dims ?? [];
+    const expected = mbs > 0 ? [-1, ...dims] : dims;
+    let shapeOk = t.shape.length === expected.length && expected.every((d, i) => d === -1 || d === t.shape[i]);
+    if (cfg.reshape && !shapeOk) {
+      // A request may also give the reshaped shape (Triton accepts both).
+      const alt = mbs > 0 ? [-1, ...(cfg.reshape.shape ?? [])] : cfg.reshape.shape ?? [];
+      shapeOk = t.shape.length === alt.length && alt.every((d, i) => d === -1 || d === t.shape[i]);
+    }
+    if (!shapeOk) {
+      const note = mbs > 0
+        ? ' NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. See the model configuration docs for allowed max_batch_size values.'
+        : '';
+      throw Errors.invalidArg(`unexpected shape for input '${t.name}' for model '${model}'. Expected ${fmtShape(expected)}, got ${fmtShape(t.shape)}.${note}`);
+    }
+    if (mbs > 0) {
+      const b = t.shape[0]!;
+      if (b < 1) throw Errors.invalidArg(`inference request batch-size must be >= 1 for '${model}'`);
+      if (b > mbs) throw Errors.invalidArg(`inference request batch-size must be <= ${mbs} for '${model}'`);
+      if (batch !== 0 && b !== batch) throw Errors.invalidArg(`input '${t.name}' batch size does not match other inputs for '${model}'`);
+      batch = b;
+    }
+    const n = elementCount(t.shape);
+    if (t.datatype === 'BYTES') {
+      const got = t.data instanceof Uint8Array ? countBytesElements(t.data) : -1;
+      if (got !== n) {
+        throw Errors.invalidArg(
+          got < 0
+            ? `input '${t.name}' for model '${model}': malformed BYTES data (4-byte length prefix runs past the end)`
+            : `expected ${n} string elements for inference input '${t.name}' for model '${model}', got ${got}`,
+        );
+      }
+    } else {
+      const want = n * dataTypeByteSize(t.datatype);
+      if (t.data.byteLength !== want) {
+        throw Errors.invalidArg(`input byte size mismatch for input '${t.name}' for model '${model}'. Expected ${want}, got ${t.data.byteLength}`);
+      }
+    }
+    if (cfg.reshape) t.shape = applyReshape(t.shape, cfg.reshape.shape ?? [], mbs > 0);
+  }
+
+  const missing = (config.input ?? []).filter((i) => !seen.has(i.name) && !i.optional).map((i) => i.name);
+  if (missing.length > 0) {
+    const got = [...seen].map((n) => `'${n}'`).join(',');
+    throw Errors.invalidArg(
+      `expected ${(config.input ?? []).filter((i) => !i.optional).length} inputs but got ${req.inputs.length} inputs for model '${model}'. Got input(s) [${got}], but missing required input(s) [${missing.map((n) => `'${n}'`).join(',')}]. Please provide all required input(s).`,
+    );
+  }
+
+  if (req.outputs?.length) {
+    const names = new Set((config.output ?? []).map((o) => o.name));
+    const dup = new Set<string>();
+    for (const o of req.outputs) {
+      if (!names.has(o.name)) throw Errors.invalidArg(`unexpected inference output '${o.name}' for model '${model}'`);
+      if (dup.has(o.name)) throw Errors.invalidArg(`output '${o.name}' already exists in request`);
+      dup.add(o.name);
+      if (o.classCount !== undefined && (!Number.isSafeInteger(o.classCount) || o.classCount < 0)) {
+        throw Errors.invalidArg(`classification count for output '${o.name}' must be a non-negative integer`);
+      }
+    }
+  }
+  return batch;
+}
+
+/** The shape the model sees: `reshape` with its -1 dims filled from the request's element count. */
+function applyReshape(shape: readonly number[], reshape: readonly number[], batching: boolean): number[] {
+  const body = batching ? shape.slice(1) : [...shape];
+  const total = elementCount(body);
+  const known = reshape.reduce((a, d) => (d === -1 ? a : a * d), 1);
+  const filled = reshape.map((d) => (d === -1 ? (known === 0 ? 0 : total / known) : d));
+  return batching ? [shape[0]!, ...filled] : filled;
+}

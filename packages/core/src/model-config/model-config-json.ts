@@ -1,0 +1,118 @@
+/**
+ * @module ModelConfig <-> JSON. The writer prints what Triton's `ModelConfigToJson` prints: proto
+ * field names, every scalar, repeated and map field (defaults included), set messages only, enums
+ * by name, 64-bit integers as numbers. The reader takes the JSON a client sends as a load override
+ * (`{"max_batch_size": "16"}`: integers may be strings, as in protobuf's JSON mapping).
+ * Triton: core/src/model_config_utils.cc ModelConfigToJson / JsonToModelConfig
+ */
+import { Errors } from '../errors.js';
+import { ENUMS, INT_RANGES, MESSAGES, defaultScalar, type FieldSpec, type ValueType } from './model-config-schema.js';
+import type { ModelConfig } from './model-config.js';
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+function writeValue(v: unknown, type: ValueType): Json {
+  if (typeof type === 'object' && 'message' in type) return writeMessage(v as Record<string, unknown>, type.message);
+  return v as Json;
+}
+
+function writeMessage(m: Record<string, unknown>, type: string): { [k: string]: Json } {
+  const spec = MESSAGES[type]!;
+  const out: { [k: string]: Json } = {};
+  for (const [name, field] of Object.entries(spec)) {
+    const v = m[name];
+    const isMsg = typeof field.type === 'object' && 'message' in field.type;
+    if (field.mapKey !== undefined) {
+      const entries = Object.entries((v ?? {}) as Record<string, unknown>);
+      out[name] = Object.fromEntries(entries.map(([k, x]) => [k, writeValue(x, field.type)]));
+    } else if (field.repeated) {
+      out[name] = ((v ?? []) as unknown[]).map((x) => writeValue(x, field.type));
+    } else if (isMsg || field.oneof) {
+      if (v !== undefined) out[name] = writeValue(v, field.type);
+    } else {
+      out[name] = (v ?? defaultScalar(field.type)) as Json;
+    }
+  }
+  return out;
+}
+
+/** The JSON object Triton returns for `GET /v2/models/{m}/config`. */
+export function modelConfigToJson(config: ModelConfig): Record<string, unknown> {
+  return writeMessage(config as Record<string, unknown>, 'ModelConfig');
+}
+
+function readScalar(v: unknown, field: FieldSpec, path: string): unknown {
+  const type = field.type;
+  const bad = (what: string) => Errors.invalidArg(`failed to parse model configuration: ${path}: ${what}`);
+  if (typeof type === 'object' && 'message' in type) {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad('expected an object');
+    return readMessage(v as Record<string, unknown>, type.message, path);
+  }
+  if (typeof type === 'object') {
+    const names = ENUMS[type.enum] ?? [];
+    if (typeof v === 'string' && names.includes(v)) return v;
+    if (typeof v === 'number' && names[v] !== undefined) return names[v];
+    throw bad(`invalid value ${JSON.stringify(v)} for enum ${type.enum}`);
+  }
+  switch (type) {
+    case 'string':
+    case 'bytes':
+      if (typeof v !== 'string') throw bad('expected a string');
+      return v;
+    case 'bool':
+      if (typeof v === 'boolean') return v;
+      if (v === 'true' || v === 'false') return v === 'true';
+      throw bad('expected a boolean');
+    case 'float':
+    case 'double': {
+      const n = typeof v === 'string' ? Number(v) : v;
+      if (typeof n !== 'number' || Number.isNaN(n) && v !== 'NaN') throw bad('expected a number');
+      return n;
+    }
+    default: {
+      const n = typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v;
+      const [lo, hi] = INT_RANGES[type]!;
+      if (typeof n !== 'number' || !Number.isInteger(n) || n < lo || n > hi) throw bad(`expected an integer of type ${type}`);
+      return n;
+    }
+  }
+}
+
+function readMessage(m: Record<string, unknown>, type: string, path: string): Record<string, unknown> {
+  const spec = MESSAGES[type]!;
+  const out: Record<string, unknown> = {};
+  const oneofs = new Map<string, string>();
+  for (const [name, v] of Object.entries(m)) {
+    const field = spec[name];
+    const p = path ? `${path}.${name}` : name;
+    if (!field) throw Errors.invalidArg(`failed to parse model configuration: unknown field "${p}"`);
+    if (v === null) continue;
+    if (field.oneof) {
+      const prev = oneofs.get(field.oneof);
+      if (prev) throw Errors.invalidArg(`failed to parse model configuration: "${p}" and "${prev}" are both set (oneof ${field.oneof})`);
+      oneofs.set(field.oneof, name);
+    }
+    if (field.mapKey !== undefined) {
+      if (typeof v !== 'object' || Array.isArray(v)) throw Errors.invalidArg(`failed to parse model configuration: ${p}: expected an object`);
+      const entry: FieldSpec = { type: field.type };
+      out[name] = Object.fromEntries(Object.entries(v as Record<string, unknown>).map(([k, x]) => [k, readScalar(x, entry, `${p}.${k}`)]));
+    } else if (field.repeated) {
+      if (!Array.isArray(v)) throw Errors.invalidArg(`failed to parse model configuration: ${p}: expected an array`);
+      out[name] = v.map((x, i) => readScalar(x, field, `${p}[${i}]`));
+    } else {
+      out[name] = readScalar(v, field, p);
+    }
+  }
+  return out;
+}
+
+/**
+ * Reads a ModelConfig from its JSON form (a load request's `config` override).
+ * @throws TriodeError INVALID_ARG naming the field that is wrong.
+ */
+export function modelConfigFromJson(json: unknown): ModelConfig {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+    throw Errors.invalidArg('failed to parse model configuration: expected a JSON object');
+  }
+  return readMessage(json as Record<string, unknown>, 'ModelConfig', '') as ModelConfig;
+}

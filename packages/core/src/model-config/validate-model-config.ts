@@ -1,0 +1,127 @@
+/**
+ * @module Config validation with Triton's messages.
+ * Triton: core/src/model_config_utils.cc ValidateModelConfig, ValidateModelIOConfig, ValidateIOShape
+ */
+import { Errors } from '../errors.js';
+import { configTypeToDataType } from '../tensor/data-type.js';
+import type { ModelConfig, ModelInput, ModelOutput } from './model-config.js';
+import { PLATFORMS } from './normalize-model-config.js';
+
+const WILDCARD_DIM = -1;
+
+function count(dims: readonly number[]): number {
+  let n = 1;
+  for (const d of dims) {
+    if (d === WILDCARD_DIM) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+/** Element counts of the runs between wildcard dims: [2,4,-1,6] -> [8,6]. */
+function runs(dims: readonly number[]): number[] {
+  const out: number[] = [];
+  let cur = 1;
+  for (const d of dims) {
+    if (d === WILDCARD_DIM) { out.push(cur); cur = 1; } else cur *= d;
+  }
+  out.push(cur);
+  return out;
+}
+
+function validateIOShape(io: ModelInput | ModelOutput, maxBatchSize: number, prefix: string): void {
+  if (!io.name) throw Errors.invalidArg(`${prefix}must specify 'name'`);
+  if (!io.data_type || io.data_type === 'TYPE_INVALID') throw Errors.invalidArg(`${prefix}'${io.name}' must specify 'data_type'`);
+  if (!configTypeToDataType(io.data_type)) throw Errors.invalidArg(`${prefix}'${io.name}' has unknown data_type '${io.data_type}'`);
+  const dims = io.dims ?? [];
+  if (dims.length === 0 && !io.reshape) throw Errors.invalidArg(`${prefix}'${io.name}' must specify 'dims'`);
+  if (io.reshape && (io.reshape.shape ?? []).length === 0 && maxBatchSize === 0) {
+    throw Errors.invalidArg(`${prefix}'${io.name}' cannot have empty reshape for non-batching model`);
+  }
+  for (const d of dims) {
+    if (d < 1 && d !== WILDCARD_DIM) {
+      throw Errors.invalidArg(`${prefix}'${io.name}' dimension must be integer >= 1, or ${WILDCARD_DIM} to indicate a variable-size dimension`);
+    }
+  }
+  if (io.reshape) {
+    const shape = io.reshape.shape ?? [];
+    for (const d of shape) {
+      if (d < 1 && d !== WILDCARD_DIM) {
+        throw Errors.invalidArg(`${prefix}'${io.name}' reshape dimensions must be integer >= 1, or ${WILDCARD_DIM} to indicate a variable-size dimension`);
+      }
+    }
+    const a = count(dims);
+    const b = shape.length === 0 ? 0 : count(shape);
+    if (a !== b && (b !== 0 || a !== 1)) throw Errors.invalidArg(`${prefix}'${io.name}' has different size for dims and reshape`);
+    if (a === -1) {
+      const ra = runs(dims);
+      const rb = runs(shape);
+      if (ra.length !== rb.length) {
+        throw Errors.invalidArg(`${prefix}'${io.name}' has different number of variable-size dimensions for dims and reshape`);
+      }
+      if (ra.some((x, i) => x !== rb[i])) throw Errors.invalidArg(`${prefix}'${io.name}' has different size for dims and reshape`);
+    }
+  }
+}
+
+/**
+ * Checks a normalized config. Throws INVALID_ARG with Triton's wording where Triton has one.
+ * @param modelName the model's directory name, which `name` must equal
+ */
+export function validateModelConfig(config: ModelConfig, modelName: string): void {
+  if (!config.name) throw Errors.invalidArg('model configuration must specify \'name\'');
+  if (config.name !== modelName) {
+    throw Errors.invalidArg(`unexpected model name '${config.name}' in configuration, expected '${modelName}' (the model directory name)`);
+  }
+  if (!config.platform && !config.backend) {
+    throw Errors.invalidArg(`must specify 'platform' or 'backend' for '${config.name}'`);
+  }
+  const mbs = config.max_batch_size ?? 0;
+  if (mbs < 0) throw Errors.invalidArg(`'max_batch_size' must be non-negative value for ${config.name}`);
+  const isEnsemble = config.platform === PLATFORMS.ensemble;
+  if (!isEnsemble && (config.input ?? []).length === 0 && config.backend === 'onnxruntime') {
+    throw Errors.invalidArg(`model configuration for '${config.name}' must specify at least one input (or let auto-complete read them from the model)`);
+  }
+  const seen = new Set<string>();
+  for (const io of config.input ?? []) {
+    validateIOShape(io, mbs, 'model input ');
+    if (seen.has(io.name)) throw Errors.invalidArg(`input '${io.name}' specified more than once for ${config.name}`);
+    seen.add(io.name);
+    if ((io.format === 'FORMAT_NHWC' || io.format === 'FORMAT_NCHW') && (io.dims ?? []).length !== 3) {
+      throw Errors.invalidArg(`model input '${io.name}' NHWC/NCHW require 3 dims for ${config.name}`);
+    }
+  }
+  seen.clear();
+  for (const io of config.output ?? []) {
+    validateIOShape(io, mbs, 'model output ');
+    if (seen.has(io.name)) throw Errors.invalidArg(`output '${io.name}' specified more than once for ${config.name}`);
+    seen.add(io.name);
+  }
+  const db = config.dynamic_batching;
+  if (db) {
+    if (mbs === 0) throw Errors.invalidArg(`dynamic batching requires 'max_batch_size' > 0 for ${config.name}`);
+    for (const p of db.preferred_batch_size ?? []) {
+      if (p < 1) throw Errors.invalidArg(`dynamic batching preferred size must be positive for ${config.name}`);
+      if (p > mbs) throw Errors.invalidArg(`dynamic batching preferred size must be <= max batch size for ${config.name}`);
+    }
+    const levels = db.priority_levels ?? 0;
+    if (levels > 0 && ((db.default_priority_level ?? 0) < 1 || (db.default_priority_level ?? 0) > levels)) {
+      throw Errors.invalidArg(`default priority level must be in range [1, ${levels}] for ${config.name}`);
+    }
+    for (const k of Object.keys(db.priority_queue_policy ?? {})) {
+      const level = Number(k);
+      if (level < 1 || level > levels) {
+        throw Errors.invalidArg(`priority queue policy must have priority level in range [1, ${levels}] for ${config.name}`);
+      }
+    }
+  }
+  for (const g of config.instance_group ?? []) {
+    if ((g.count ?? 1) < 1) throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} must have count >= 1`);
+    if (g.kind === 'KIND_GPU') {
+      throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} has kind KIND_GPU but no GPUs are available`);
+    }
+  }
+  if (isEnsemble && !config.ensemble_scheduling) {
+    throw Errors.invalidArg(`ensemble scheduling must be set for ensemble ${config.name} whose platform is ensemble`);
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * @module The model repository on a local filesystem: models, version folders, config files, labels.
+ * Triton: core/src/model_repository_manager/model_repository_manager.cc (Poll), filesystem/api.cc
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve, sep } from 'node:path';
+import { Errors, TriodeError } from '../errors.js';
+import type { ModelConfig, ModelVersionPolicy } from '../model-config/model-config.js';
+import { parsePbtxt } from '../model-config/pbtxt-parser.js';
+
+/** A model directory found in a repository, or the reason it cannot be used. */
+export interface RepositoryModel {
+  name: string;
+  /** Absolute path of the model directory. */
+  path: string;
+  /** Set when the model cannot be loaded from the repositories (e.g. found twice). */
+  error?: TriodeError;
+}
+
+/**
+ * Lists the models of several repositories. A model name found in more than one repository is
+ * returned once, with an error: Triton refuses such a model unless model namespacing is on.
+ */
+export function scanRepositories(repositories: readonly string[]): Map<string, RepositoryModel> {
+  const found = new Map<string, RepositoryModel>();
+  for (const repo of repositories) {
+    const root = resolve(repo);
+    let entries: string[];
+    try {
+      entries = readdirSync(root);
+    } catch (err) {
+      throw Errors.internal(`failed to stat file ${repo}: ${(err as Error).message}`, err);
+    }
+    for (const name of entries.sort()) {
+      if (name.startsWith('.')) continue;
+      const path = join(root, name);
+      if (!isDir(path)) continue;
+      const prev = found.get(name);
+      if (prev) {
+        prev.error = Errors.invalidArg(
+          `model '${name}' is found in multiple model repositories: '${prev.path.slice(0, -name.length - 1)}' and '${root}'`,
+        );
+      } else {
+        found.set(name, { name, path });
+      }
+    }
+  }
+  return found;
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Numeric version folders of a model; names that are not numbers or that start with 0 are ignored. */
+export function listVersions(modelPath: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync(modelPath)) {
+    if (!/^[1-9]\d*$/.test(name) || !isDir(join(modelPath, name))) continue;
+    const v = Number(name);
+    if (Number.isSafeInteger(v)) out.push(v);
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/** Names of the files and folders inside every version folder (for backend detection). */
+export function listVersionFiles(modelPath: string): string[] {
+  const names = new Set<string>();
+  for (const v of listVersions(modelPath)) for (const f of readdirSync(join(modelPath, String(v)))) names.add(f);
+  return [...names];
+}
+
+/** The versions a policy selects from those present, ascending. */
+export function selectVersions(available: readonly number[], policy: ModelVersionPolicy | undefined): number[] {
+  if (!policy || policy.latest) {
+    const n = Math.max(1, policy?.latest?.num_versions ?? 1);
+    return available.slice(-n);
+  }
+  if (policy.all) return [...available];
+  const wanted = new Set(policy.specific?.versions ?? []);
+  return available.filter((v) => wanted.has(v));
+}
+
+/** Where a model's config file is: `configs/<name>.pbtxt` when that exists, else `config.pbtxt`. */
+export function configPath(modelPath: string, configName?: string): string {
+  if (configName) {
+    const custom = join(modelPath, 'configs', `${configName}.pbtxt`);
+    if (existsSync(custom)) return custom;
+  }
+  return join(modelPath, 'config.pbtxt');
+}
+
+/**
+ * Reads and parses a model's config file. Returns `{}` for a missing file when auto-complete
+ * may fill it, as Triton does.
+ */
+export function readModelConfig(modelPath: string, options: { configName?: string; autoComplete: boolean }): ModelConfig {
+  const path = configPath(modelPath, options.configName);
+  if (!existsSync(path)) {
+    if (options.autoComplete) return {};
+    throw Errors.invalidArg(`failed to read text proto from ${path}: file does not exist (auto-complete is disabled)`);
+  }
+  const text = readFileSync(path, 'utf8');
+  try {
+    return parsePbtxt(text);
+  } catch (err) {
+    throw Errors.invalidArg(`failed to read text proto from ${path}: ${(err as Error).message}`, );
+  }
+}
+
+/**
+ * Resolves a path given by a config (label file, model file) inside the model directory and
+ * refuses anything that would leave it.
+ */
+export function resolveInside(modelPath: string, relative: string): string {
+  const p = resolve(modelPath, relative);
+  if (p !== modelPath && !p.startsWith(modelPath + sep)) {
+    throw Errors.invalidArg(`path '${relative}' is outside the model directory`);
+  }
+  return p;
+}
+
+/** Reads a label file: one label per line (the index is the line number). */
+export function readLabels(modelPath: string, filename: string): string[] {
+  const path = resolveInside(modelPath, filename);
+  if (!existsSync(path)) throw Errors.invalidArg(`label file '${filename}' not found in ${modelPath}`);
+  const lines = readFileSync(path, 'utf8').split('\n');
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  return lines.map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
+}

@@ -1,0 +1,376 @@
+/**
+ * @module InferenceServer: the in-process server (Triton's C API). Owns the repository, the model
+ * lifecycle and one scheduler per loaded model version; frontends and embedding applications call it.
+ * Triton: core/src/server.cc, core/src/tritonserver.cc, model_repository_manager/model_lifecycle.cc
+ */
+import { join } from 'node:path';
+import type { Backend } from './backend-api.js';
+import { systemClock, type Clock } from './clock.js';
+import { Errors, TriodeError } from './errors.js';
+import type { InferenceRequest, InferenceResponse } from './infer-request.js';
+import { ModelVersion } from './model.js';
+import type { ModelConfig } from './model-config/model-config.js';
+import { autoCompleteBackendFields, normalizeModelConfig } from './model-config/normalize-model-config.js';
+import { validateModelConfig } from './model-config/validate-model-config.js';
+import { modelConfigToJson } from './model-config/model-config-json.js';
+import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
+import { silentLogger, type Logger } from './logger.js';
+import type { ModelStatistics } from './stats/infer-stats.js';
+import { configTypeToDataType, type DataType } from './tensor/data-type.js';
+
+/** Triton's model states (repository index `state`). */
+export type ModelReadyState = 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
+
+/** One row of the repository index. */
+export interface ModelIndexEntry {
+  name: string;
+  version?: string;
+  state: ModelReadyState;
+  reason: string;
+}
+
+/** Model metadata as the KServe v2 protocol reports it. */
+export interface ModelMetadata {
+  name: string;
+  versions: string[];
+  platform: string;
+  inputs: { name: string; datatype: DataType; shape: number[] }[];
+  outputs: { name: string; datatype: DataType; shape: number[] }[];
+}
+
+/** Server metadata (`GET /v2`). */
+export interface ServerMetadata {
+  name: string;
+  version: string;
+  extensions: string[];
+}
+
+/** Options of an InferenceServer (Triton's TRITONSERVER_ServerOptions). */
+export interface ServerOptions {
+  /** Repository paths; a model found in two of them is unavailable. */
+  modelRepositories: string[];
+  /** Backends by name (`config.backend`). */
+  backends: Backend[];
+  /** Server name in the metadata (`--id`). @default "triton" */
+  id?: string;
+  /** Version string in the metadata. @default "0.1.0" */
+  version?: string;
+  /** Extensions listed in the server metadata. @default the core's own */
+  extensions?: string[];
+  /** Ready only when every model is ready (`--strict-readiness`). @default true */
+  strictReadiness?: boolean;
+  /** Fill missing config parts from the model (`--disable-auto-complete-config` turns it off). @default true */
+  autoCompleteConfig?: boolean;
+  /** Use `configs/<name>.pbtxt` when present (`--model-config-name`). */
+  modelConfigName?: string;
+  /** Per-backend settings (`--backend-config=<backend>,<k>=<v>`). @default {} */
+  backendConfig?: Record<string, Record<string, string>>;
+  /** @default silentLogger */
+  logger?: Logger;
+  /** @default systemClock */
+  clock?: Clock;
+}
+
+/** The extensions the core implements (frontends may add their own). */
+export const CORE_EXTENSIONS = ['classification', 'binary_tensor_data', 'statistics', 'model_configuration'];
+
+interface VersionSlot {
+  state: ModelReadyState;
+  reason: string;
+  model?: ModelVersion;
+}
+
+interface ModelEntry {
+  name: string;
+  path: string;
+  config?: ModelConfig;
+  /** Set when the model failed before any version was loaded (config or repository problem). */
+  error?: TriodeError;
+  versions: Map<number, VersionSlot>;
+}
+
+/**
+ * The in-process inference server. Create it with `InferenceServer.create`, then `infer`.
+ * @example
+ * const server = await InferenceServer.create({ modelRepositories: ['./model_repository'], backends: [new OnnxRuntimeBackend()] });
+ * const res = await server.infer({ modelName: 'simple', inputs: [...] });
+ * await server.stop();
+ */
+export class InferenceServer {
+  readonly #opts: Required<Omit<ServerOptions, 'modelConfigName'>> & { modelConfigName?: string };
+  readonly #backends: Map<string, Backend>;
+  readonly #models = new Map<string, ModelEntry>();
+  #stopping = false;
+  #inflight = 0;
+
+  private constructor(options: ServerOptions) {
+    this.#opts = {
+      id: 'triton',
+      version: '0.1.0',
+      extensions: CORE_EXTENSIONS,
+      strictReadiness: true,
+      autoCompleteConfig: true,
+      backendConfig: {},
+      logger: silentLogger,
+      clock: systemClock,
+      ...options,
+    };
+    this.#backends = new Map(options.backends.map((b) => [b.name, b]));
+  }
+
+  /** Creates a server and loads every model of the repositories (model control mode NONE). */
+  static async create(options: ServerOptions): Promise<InferenceServer> {
+    if (!options.modelRepositories?.length) throw new TypeError('options.modelRepositories must name at least one repository');
+    const server = new InferenceServer(options);
+    await server.#loadAll();
+    return server;
+  }
+
+  get logger(): Logger {
+    return this.#opts.logger;
+  }
+
+  async #loadAll(): Promise<void> {
+    const found = scanRepositories(this.#opts.modelRepositories);
+    await Promise.all([...found.values()].map(async (m) => {
+      const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
+      this.#models.set(m.name, entry);
+      if (m.error) {
+        entry.error = m.error;
+        return;
+      }
+      await this.#loadModel(entry);
+    }));
+    for (const row of this.repositoryIndex()) {
+      if (row.state !== 'READY') this.logger.error(`failed to load '${row.name}'${row.version ? ` version ${row.version}` : ''}: ${row.reason}`, { model: row.name });
+      else this.logger.info(`successfully loaded '${row.name}' version ${row.version ?? ''}`, { model: row.name });
+    }
+  }
+
+  /** Reads, completes, normalizes and validates a model's config. */
+  async #prepareConfig(entry: ModelEntry): Promise<{ config: ModelConfig; versions: number[] }> {
+    const autoComplete = this.#opts.autoCompleteConfig;
+    const config = readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
+    if (!config.name) config.name = entry.name;
+    autoCompleteBackendFields(config, listVersionFiles(entry.path));
+    const available = listVersions(entry.path);
+    const backend = config.backend ? this.#backends.get(config.backend) : undefined;
+    if (config.backend && !backend && config.platform !== 'ensemble') {
+      throw Errors.invalidArg(`unable to find backend '${config.backend}' for model '${entry.name}'`);
+    }
+    if (autoComplete && backend?.autoCompleteConfig) {
+      const latest = available[available.length - 1];
+      await backend.autoCompleteConfig(config, {
+        name: entry.name,
+        modelPath: entry.path,
+        versionPath: latest === undefined ? undefined : join(entry.path, String(latest)),
+        backendConfig: this.#opts.backendConfig[backend.name] ?? {},
+      });
+    }
+    normalizeModelConfig(config);
+    validateModelConfig(config, entry.name);
+    return { config, versions: selectVersions(available, config.version_policy) };
+  }
+
+  async #loadModel(entry: ModelEntry): Promise<void> {
+    let prepared: { config: ModelConfig; versions: number[] };
+    try {
+      prepared = await this.#prepareConfig(entry);
+    } catch (err) {
+      entry.error = TriodeError.from(err, 'INVALID_ARG');
+      return;
+    }
+    const { config, versions } = prepared;
+    entry.config = config;
+    if (versions.length === 0) {
+      entry.error = Errors.unavailable(`at least one version must be available under the version policy of model '${entry.name}'`);
+      return;
+    }
+    const backend = this.#backends.get(config.backend ?? '');
+    await Promise.all(versions.map(async (version) => {
+      const slot: VersionSlot = { state: 'LOADING', reason: '' };
+      entry.versions.set(version, slot);
+      try {
+        if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported yet`);
+        slot.model = await ModelVersion.load(
+          {
+            name: entry.name,
+            version,
+            modelPath: entry.path,
+            versionPath: join(entry.path, String(version)),
+            config,
+            backendConfig: this.#opts.backendConfig[backend.name] ?? {},
+          },
+          backend,
+          this.#opts.clock,
+        );
+        slot.state = 'READY';
+      } catch (err) {
+        slot.state = 'UNAVAILABLE';
+        slot.reason = (err as Error).message;
+      }
+    }));
+  }
+
+  /** The server is live until `stop` is called. */
+  isLive(): boolean {
+    return !this.#stopping;
+  }
+
+  /** Ready: not stopping and, with strict readiness, every model has a ready version. */
+  isReady(): boolean {
+    if (this.#stopping) return false;
+    if (!this.#opts.strictReadiness) return true;
+    for (const m of this.#models.values()) {
+      if (m.error || ![...m.versions.values()].some((v) => v.state === 'READY')) return false;
+    }
+    return true;
+  }
+
+  /** Server metadata (`GET /v2`). */
+  metadata(): ServerMetadata {
+    return { name: this.#opts.id, version: this.#opts.version, extensions: [...this.#opts.extensions] };
+  }
+
+  /** Every model version with its state (the repository index). */
+  repositoryIndex(readyOnly = false): ModelIndexEntry[] {
+    const rows: ModelIndexEntry[] = [];
+    for (const m of [...this.#models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+      if (m.error && m.versions.size === 0) {
+        if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: m.error.message });
+        continue;
+      }
+      for (const [v, slot] of [...m.versions.entries()].sort((a, b) => a[0] - b[0])) {
+        if (readyOnly && slot.state !== 'READY') continue;
+        rows.push({ name: m.name, version: String(v), state: slot.state, reason: slot.reason });
+      }
+    }
+    return rows;
+  }
+
+  #entry(name: string): ModelEntry {
+    const m = this.#models.get(name);
+    if (!m) throw Errors.unknownModel(name);
+    return m;
+  }
+
+  /**
+   * The loaded version `version` of a model, or its highest ready version.
+   * @throws NOT_FOUND for an unknown model, UNAVAILABLE for one that is not ready.
+   */
+  getModel(name: string, version?: number): ModelVersion {
+    const m = this.#entry(name);
+    if (version !== undefined && version !== -1) {
+      const slot = m.versions.get(version);
+      if (!slot) throw Errors.unknownModel(name, version);
+      if (slot.state !== 'READY' || !slot.model) throw Errors.modelNotReady(name, version, slot.reason);
+      return slot.model;
+    }
+    const ready = [...m.versions.entries()].filter(([, s]) => s.state === 'READY' && s.model).sort((a, b) => b[0] - a[0]);
+    if (ready.length === 0) throw Errors.modelNotReady(name, undefined, m.error?.message ?? [...m.versions.values()][0]?.reason);
+    return ready[0]![1].model!;
+  }
+
+  /** True if the model (version) is loaded and ready. */
+  modelReady(name: string, version?: number): boolean {
+    try {
+      this.getModel(name, version);
+      return !this.#stopping;
+    } catch {
+      return false;
+    }
+  }
+
+  /** KServe v2 model metadata. */
+  modelMetadata(name: string, version?: number): ModelMetadata {
+    const model = this.getModel(name, version);
+    const c = model.config;
+    const batching = (c.max_batch_size ?? 0) > 0;
+    const io = (x: { name: string; data_type?: string; dims?: number[] }) => ({
+      name: x.name,
+      datatype: configTypeToDataType(x.data_type ?? '') ?? ('BYTES' as DataType),
+      shape: batching ? [-1, ...(x.dims ?? [])] : [...(x.dims ?? [])],
+    });
+    const versions = version !== undefined
+      ? [String(version)]
+      : [...this.#entry(name).versions.entries()].filter(([, s]) => s.state === 'READY').map(([v]) => String(v)).sort((a, b) => Number(a) - Number(b));
+    return {
+      name,
+      versions,
+      platform: c.platform || c.backend || '',
+      inputs: (c.input ?? []).map(io),
+      outputs: (c.output ?? []).map(io),
+    };
+  }
+
+  /** The model's config in Triton's JSON form. */
+  modelConfig(name: string, version?: number): Record<string, unknown> {
+    return modelConfigToJson(this.getModel(name, version).config);
+  }
+
+  /** Statistics of every loaded version, of one model, or of one version. */
+  modelStatistics(name?: string, version?: number): ModelStatistics[] {
+    if (name === undefined || name === '') {
+      const out: ModelStatistics[] = [];
+      for (const m of [...this.#models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+        for (const [v, s] of [...m.versions.entries()].sort((a, b) => a[0] - b[0])) {
+          if (s.model) out.push(s.model.stats.toJson(m.name, String(v)));
+        }
+      }
+      return out;
+    }
+    const m = this.#entry(name);
+    if (version !== undefined) {
+      const s = m.versions.get(version);
+      if (!s?.model) throw Errors.unknownModel(name, version);
+      return [s.model.stats.toJson(name, String(version))];
+    }
+    const rows = [...m.versions.entries()].filter(([, s]) => s.model).sort((a, b) => a[0] - b[0]);
+    if (rows.length === 0) throw Errors.modelNotReady(name);
+    return rows.map(([v, s]) => s.model!.stats.toJson(name, String(v)));
+  }
+
+  /** Runs one inference request; rejects with a TriodeError. */
+  async infer(request: InferenceRequest): Promise<InferenceResponse> {
+    if (this.#stopping) throw Errors.serverStopping();
+    const model = this.getModel(request.modelName, request.modelVersion);
+    this.#inflight++;
+    try {
+      return await model.infer(request);
+    } finally {
+      this.#inflight--;
+    }
+  }
+
+  /** Requests accepted and not yet answered. */
+  inflightCount(): number {
+    return this.#inflight;
+  }
+
+  /**
+   * Stops accepting requests, waits up to `timeoutMs` for those in flight, then unloads every model.
+   * Resolves to the number of requests still in flight when the timeout ran out.
+   */
+  async stop(timeoutMs = 30_000): Promise<number> {
+    this.#stopping = true;
+    const models = [...this.#models.values()].flatMap((m) => [...m.versions.values()].map((v) => v.model).filter((x): x is ModelVersion => !!x));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(models.map((m) => m.idle())),
+      new Promise<void>((r) => { timer = setTimeout(r, timeoutMs); }),
+    ]);
+    clearTimeout(timer);
+    const left = this.#inflight;
+    if (left > 0) this.logger.warning(`exit timeout expired with ${left} inference requests in flight`);
+    await Promise.allSettled(models.map((m) => m.unload()));
+    for (const b of this.#backends.values()) await b.finalize?.();
+    return left;
+  }
+}
+
+/** Parses a version string: "" means the policy's choice; anything but digits is an error. */
+export function parseModelVersion(version: string | undefined): number | undefined {
+  if (version === undefined || version === '') return undefined;
+  if (!/^\d+$/.test(version) || !Number.isSafeInteger(Number(version))) throw Errors.badVersion(version);
+  return Number(version);
+}

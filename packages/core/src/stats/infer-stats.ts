@@ -1,0 +1,106 @@
+/**
+ * @module Per-model-version statistics as the statistics extension reports them.
+ * Triton: core/src/infer_stats.cc (InferenceStatsAggregator)
+ */
+
+/** A count and a cumulative duration in nanoseconds. */
+export interface StatDuration {
+  count: number;
+  ns: number;
+}
+
+/** One entry of `model_stats` in `GET /v2/models/stats`. */
+export interface ModelStatistics {
+  name: string;
+  version: string;
+  last_inference: number;
+  inference_count: number;
+  execution_count: number;
+  inference_stats: Record<'success' | 'fail' | 'queue' | 'compute_input' | 'compute_infer' | 'compute_output' | 'cache_hit' | 'cache_miss', StatDuration>;
+  response_stats: Record<string, never>;
+  batch_stats: { batch_size: number; compute_input: StatDuration; compute_infer: StatDuration; compute_output: StatDuration }[];
+  memory_usage: { type: string; id: number; byte_size: number }[];
+}
+
+const zero = (): StatDuration => ({ count: 0, ns: 0 });
+
+/** Accumulates a model version's statistics. Durations are cumulative and monotonic. */
+export class InferStats {
+  #success = zero();
+  #fail = zero();
+  #queue = zero();
+  #computeInput = zero();
+  #computeInfer = zero();
+  #computeOutput = zero();
+  #inferenceCount = 0;
+  #executionCount = 0;
+  #lastInference = 0;
+  #batches = new Map<number, { compute_input: StatDuration; compute_infer: StatDuration; compute_output: StatDuration }>();
+
+  /** A request that succeeded: end-to-end, queue and the compute phases of its execution (ns). */
+  recordSuccess(epochMs: number, requestNs: number, queueNs: number, inputNs: number, inferNs: number, outputNs: number): void {
+    this.#lastInference = epochMs;
+    add(this.#success, requestNs);
+    add(this.#queue, queueNs);
+    add(this.#computeInput, inputNs);
+    add(this.#computeInfer, inferNs);
+    add(this.#computeOutput, outputNs);
+  }
+
+  /** A request that failed after `requestNs`. */
+  recordFailure(epochMs: number, requestNs: number): void {
+    this.#lastInference = epochMs;
+    add(this.#fail, requestNs);
+  }
+
+  /** One execution of `batchSize` inferences. */
+  recordExecution(batchSize: number, inputNs: number, inferNs: number, outputNs: number): void {
+    this.#executionCount++;
+    this.#inferenceCount += batchSize;
+    let b = this.#batches.get(batchSize);
+    if (!b) this.#batches.set(batchSize, (b = { compute_input: zero(), compute_infer: zero(), compute_output: zero() }));
+    add(b.compute_input, inputNs);
+    add(b.compute_infer, inferNs);
+    add(b.compute_output, outputNs);
+  }
+
+  get executionCount(): number {
+    return this.#executionCount;
+  }
+
+  /** The statistics in the extension's JSON shape. */
+  toJson(name: string, version: string): ModelStatistics {
+    return {
+      name,
+      version,
+      last_inference: this.#lastInference,
+      inference_count: this.#inferenceCount,
+      execution_count: this.#executionCount,
+      inference_stats: {
+        success: { ...this.#success },
+        fail: { ...this.#fail },
+        queue: { ...this.#queue },
+        compute_input: { ...this.#computeInput },
+        compute_infer: { ...this.#computeInfer },
+        compute_output: { ...this.#computeOutput },
+        cache_hit: zero(),
+        cache_miss: zero(),
+      },
+      response_stats: {},
+      batch_stats: [...this.#batches.entries()]
+        .sort((a, b) => a[0] - b[0])
+        .map(([batch_size, s]) => ({
+          batch_size,
+          compute_input: { ...s.compute_input },
+          compute_infer: { ...s.compute_infer },
+          compute_output: { ...s.compute_output },
+        })),
+      memory_usage: [],
+    };
+  }
+}
+
+function add(d: StatDuration, ns: number): void {
+  d.count++;
+  d.ns += Math.round(ns);
+}

@@ -1,0 +1,61 @@
+/**
+ * @module BYTES tensors: each element is a 4-byte unsigned little-endian length, then the bytes.
+ * Triton: server docs/protocol/extension_binary_data.md, core/src/infer_request.cc
+ */
+import { Errors } from '../errors.js';
+
+const encoder = new TextEncoder();
+
+/** Serializes strings or byte arrays into Triton's length-prefixed BYTES layout. */
+export function serializeBytesTensor(elements: ReadonlyArray<string | Uint8Array>): Uint8Array {
+  const parts = elements.map((e) => (typeof e === 'string' ? encoder.encode(e) : e));
+  let total = 0;
+  for (const p of parts) total += 4 + p.byteLength;
+  const out = new Uint8Array(total);
+  const view = new DataView(out.buffer);
+  let off = 0;
+  for (const p of parts) {
+    view.setUint32(off, p.byteLength, true);
+    out.set(p, off + 4);
+    off += 4 + p.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Splits a length-prefixed BYTES buffer into its elements (views, no copy).
+ * Throws INVALID_ARG when the buffer does not hold exactly `expected` elements (when given).
+ */
+export function deserializeBytesTensor(buf: Uint8Array, expected?: number, what = 'BYTES tensor'): Uint8Array[] {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const out: Uint8Array[] = [];
+  let off = 0;
+  while (off < buf.byteLength) {
+    if (off + 4 > buf.byteLength) throw Errors.invalidArg(`${what}: incomplete length prefix at byte ${off}`);
+    const len = view.getUint32(off, true);
+    off += 4;
+    if (off + len > buf.byteLength) {
+      throw Errors.invalidArg(`${what}: element ${out.length} of ${len} bytes runs past the end of the data`);
+    }
+    out.push(buf.subarray(off, off + len));
+    off += len;
+  }
+  if (expected !== undefined && out.length !== expected) {
+    throw Errors.invalidArg(`${what}: expected ${expected} string elements, got ${out.length}`);
+  }
+  return out;
+}
+
+/** Counts the elements of a length-prefixed BYTES buffer, or returns -1 if it is malformed. */
+export function countBytesElements(buf: Uint8Array): number {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  let off = 0;
+  let n = 0;
+  while (off < buf.byteLength) {
+    if (off + 4 > buf.byteLength) return -1;
+    off += 4 + view.getUint32(off, true);
+    if (off > buf.byteLength) return -1;
+    n++;
+  }
+  return n;
+}

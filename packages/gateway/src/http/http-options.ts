@@ -1,0 +1,17 @@
+/** @module Options of the HTTP frontend. Triton: server/src/http_server.h */
+import type { Backplane } from '@triode/core';
+
+/** Options of `createHttpApp`. */
+export interface HttpOptions {
+  /** Largest request body, received or decompressed (`--http-max-input-size`). @default 67108864 (64 MiB) */
+  maxInputSize?: number;
+}
+
+/** What every route needs. */
+export interface HttpDeps {
+  backplane: Backplane;
+  maxInputSize: number;
+}
+
+/** Triton's default `--http-max-input-size`: 64 MiB. */
+export const DEFAULT_HTTP_MAX_INPUT_SIZE = 64 * 1024 * 1024;

@@ -1,0 +1,47 @@
+/**
+ * @module The HTTP/REST frontend (KServe v2 + Triton's extensions) as a Hono app: one sub-app per
+ * route group, Triton's error bodies and status codes.
+ * Triton: server/src/http_server.cc
+ */
+import { Hono } from 'hono';
+import type { Backplane } from '@triode/core';
+import { httpError } from '../error-mapping.js';
+import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
+import { healthRoutes } from './routes/health.js';
+import { inferRoutes } from './routes/infer.js';
+import { modelRoutes } from './routes/model.js';
+import { modelPaths } from './routes/model-params.js';
+import { statsRoutes } from './routes/stats.js';
+
+/** The extensions the HTTP frontend implements, for the server metadata. */
+export const HTTP_EXTENSIONS = ['classification', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration'];
+
+/** Paths Triton routes; any other method on them is 405. */
+const KNOWN_PATHS = [
+  '/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/stats',
+  ...modelPaths(''), ...modelPaths('/ready'), ...modelPaths('/config'), ...modelPaths('/stats'), ...modelPaths('/infer'),
+];
+
+/**
+ * Builds the HTTP app over a backplane. Serve it with @hono/node-server, or call `app.request()`.
+ * @example const app = createHttpApp(new LocalBackplane(server)); serve({ fetch: app.fetch, port: 8000 });
+ */
+export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): Hono {
+  const maxInputSize = options.maxInputSize ?? DEFAULT_HTTP_MAX_INPUT_SIZE;
+  if (!Number.isSafeInteger(maxInputSize) || maxInputSize <= 0) throw new RangeError('options.maxInputSize must be a positive integer');
+  const deps: HttpDeps = { backplane, maxInputSize };
+  const app = new Hono();
+  app.route('/', statsRoutes(deps));
+  app.route('/', healthRoutes(deps));
+  app.route('/', inferRoutes(deps));
+  app.route('/', modelRoutes(deps));
+  for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
+  app.notFound((c) => c.json({ error: 'Not Found' }, 404));
+  app.onError((err, c) => {
+    const { status, body } = httpError(err);
+    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+    if (status === 501 && /Content-Encoding/.test(body)) headers['Accept-Encoding'] = 'gzip, deflate';
+    return c.body(body, status, headers);
+  });
+  return app;
+}

@@ -1,0 +1,7 @@
+/** @module @triode/gateway: the frontends (HTTP now; gRPC and the Redis backplane follow). */
+export { createHttpApp, HTTP_EXTENSIONS } from './http/http-server.js';
+export { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpOptions } from './http/http-options.js';
+export { HTTP_STATUS, httpError } from './error-mapping.js';
+export { parseInferRequest, encodeInferResponse, type OutputEncoding, type ParsedInfer, type EncodedResponse } from './http/infer-codec.js';
+export { jsonToTensorData, tensorDataToJson } from './http/json-tensor.js';
+export { startHttpServer, type HttpServerHandle } from './http/listen.js';

@@ -1,0 +1,70 @@
+// Writes the small ONNX graphs of the example repository (Triton's `simple`, `simple_int8`,
+// `simple_string`) with a hand-rolled protobuf encoder, so no Python or onnx package is needed.
+// Run: node scripts/make-example-models.mjs [outdir=model_repository]
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+function varint(n) {
+  const out = [];
+  let v = BigInt(n);
+  do {
+    let b = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v) b |= 0x80;
+    out.push(b);
+  } while (v);
+  return out;
+}
+const key = (field, wire) => varint((field << 3) | wire);
+const int = (field, n) => [...key(field, 0), ...varint(n)];
+const bytes = (field, b) => [...key(field, 2), ...varint(b.length), ...b];
+const str = (field, s) => bytes(field, [...Buffer.from(s, 'utf8')]);
+const msg = (field, parts) => bytes(field, parts.flat());
+
+const T = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, STRING: 8, BOOL: 9 };
+
+function valueInfo(field, name, elemType, dims) {
+  const dimMsgs = dims.map((d) => msg(1, typeof d === 'string' ? [str(2, d)] : [int(1, d)]));
+  return msg(field, [str(1, name), msg(2, [msg(1, [int(1, elemType), msg(2, dimMsgs)])])]);
+}
+function node(op, inputs, outputs, name, attrs = []) {
+  return msg(1, [...inputs.map((i) => str(1, i)), ...outputs.map((o) => str(2, o)), str(3, name), str(4, op), ...attrs]);
+}
+const castTo = (t) => msg(5, [str(1, 'to'), int(3, t), int(20, 2)]);
+
+function model(graphName, nodes, inputs, outputs) {
+  const graph = msg(7, [...nodes, str(2, graphName), ...inputs, ...outputs]);
+  return Uint8Array.from([...int(1, 7), ...str(2, 'triode'), ...graph, ...msg(8, [str(1, ''), int(2, 13)])]);
+}
+
+/** add_sub over `type`, with casts to and from INT32 when the type is not INT32. */
+function addSub(name, type) {
+  const dims = ['batch', 16];
+  const io = (f, n) => valueInfo(f, n, type, dims);
+  const nodes = [];
+  let a = 'INPUT0';
+  let b = 'INPUT1';
+  if (type !== T.INT32) {
+    nodes.push(node('Cast', ['INPUT0'], ['in0_i32'], 'cast_in0', [castTo(T.INT32)]));
+    nodes.push(node('Cast', ['INPUT1'], ['in1_i32'], 'cast_in1', [castTo(T.INT32)]));
+    a = 'in0_i32';
+    b = 'in1_i32';
+  }
+  const sum = type === T.INT32 ? 'OUTPUT0' : 'sum_i32';
+  const diff = type === T.INT32 ? 'OUTPUT1' : 'diff_i32';
+  nodes.push(node('Add', [a, b], [sum], 'add'));
+  nodes.push(node('Sub', [a, b], [diff], 'sub'));
+  if (type !== T.INT32) {
+    nodes.push(node('Cast', [sum], ['OUTPUT0'], 'cast_out0', [castTo(type)]));
+    nodes.push(node('Cast', [diff], ['OUTPUT1'], 'cast_out1', [castTo(type)]));
+  }
+  return model(name, nodes, [io(11, 'INPUT0'), io(11, 'INPUT1')], [io(12, 'OUTPUT0'), io(12, 'OUTPUT1')]);
+}
+
+const out = process.argv[2] ?? 'model_repository';
+for (const [name, type] of [['simple', T.INT32], ['simple_int8', T.INT8], ['simple_string', T.STRING]]) {
+  const dir = join(out, name, '1');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'model.onnx'), addSub(name, type));
+  console.log(`wrote ${join(dir, 'model.onnx')}`);
+}
