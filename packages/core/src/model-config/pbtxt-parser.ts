@@ -215,7 +215,14 @@ class Parser {
       }
       this.#fail(t, `Expected integer or identifier, got: ${t.text}`);
     }
-    return scalarFromToken(t, type, (what) => this.#fail(t, what));
+    const v = scalarFromToken(t, type, (what) => this.#fail(t, what));
+    if (typeof v === 'string') {
+      // Adjacent string literals concatenate, as in C.
+      let out = v;
+      while (this.#peek().kind === 'string') out += this.#next().value ?? '';
+      return out;
+    }
+    return v;
   }
 }
 

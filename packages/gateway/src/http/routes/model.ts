@@ -12,7 +12,7 @@ export function modelRoutes({ backplane }: HttpDeps): Hono {
   for (const path of modelPaths('/ready')) {
     app.get(path, async (c) => {
       const { name, version } = modelParams(c);
-      if (await backplane.modelReady(name, version)) return c.body(null, 200);
+      if (await backplane.modelReady(name, version)) return c.body('', 200);
       return c.json({ error: 'Model version not ready' }, 400);
     });
   }

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { classify } from './classification.js';
+import { deserializeBytesTensor } from './tensor/bytes-tensor.js';
+
+const strings = (t: { data: ArrayBufferView }) =>
+  deserializeBytesTensor(t.data as Uint8Array).map((b) => Buffer.from(b).toString());
+
+describe('classify()', () => {
+  it('returns the top-k of each batch item as value:index:label, highest first', () => {
+    const t = classify({ name: 'p', datatype: 'FP32', shape: [2, 3], data: new Float32Array([0.1, 0.7, 0.2, 0.9, 0.05, 0.05]) }, 2, true, ['a', 'b', 'c']);
+    expect(t.datatype).toBe('BYTES');
+    expect(t.shape).toEqual([2, 2]);
+    expect(strings(t)).toEqual(['0.700000:1:b', '0.200000:2:c', '0.900000:0:a', '0.050000:1:b']);
+  });
+
+  it('caps k at the elements per item and prints integers as integers, without labels', () => {
+    const t = classify({ name: 'p', datatype: 'INT32', shape: [3], data: new Int32Array([5, 10, 1]) }, 10, false);
+    expect(t.shape).toEqual([3]);
+    expect(strings(t)).toEqual(['10:1', '5:0', '1:2']);
+  });
+
+  it('refuses BYTES outputs', () => {
+    expect(() => classify({ name: 'p', datatype: 'BYTES', shape: [1], data: new Uint8Array(5) }, 1, false)).toThrow("class result not available for output 'p'");
+  });
+});

@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import { normalizeRequest, type InferenceRequest } from './infer-request.js';
+import type { ModelConfig } from './model-config/model-config.js';
+import { serializeBytesTensor } from './tensor/bytes-tensor.js';
+
+const simple: ModelConfig = {
+  name: 'simple', max_batch_size: 8,
+  input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] }],
+  output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] }],
+};
+
+const req = (over: Partial<InferenceRequest> = {}, b = 1): InferenceRequest => ({
+  modelName: 'simple',
+  inputs: [
+    { name: 'INPUT0', datatype: 'INT32', shape: [b, 16], data: new Int32Array(16 * b) },
+    { name: 'INPUT1', datatype: 'INT32', shape: [b, 16], data: new Int32Array(16 * b) },
+  ],
+  ...over,
+});
+
+describe('normalizeRequest()', () => {
+  it('returns the batch size of a valid request', () => {
+    expect(normalizeRequest(req({}, 3), simple)).toBe(3);
+  });
+
+  it('rejects an unknown input', () => {
+    const r = req();
+    r.inputs[1]!.name = 'INPUT9';
+    expect(() => normalizeRequest(r, simple)).toThrow("unexpected inference input 'INPUT9' for model 'simple'");
+  });
+
+  it('rejects a missing input, naming it', () => {
+    const r = req();
+    r.inputs.pop();
+    expect(() => normalizeRequest(r, simple)).toThrow("expected 2 inputs but got 1 inputs for model 'simple'. Got input(s) ['INPUT0'], but missing required input(s) ['INPUT1']");
+  });
+
+  it('rejects a wrong datatype', () => {
+    const r = req();
+    r.inputs[0] = { name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: new Float32Array(16) };
+    expect(() => normalizeRequest(r, simple)).toThrow("inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'");
+  });
+
+  it('rejects a wrong shape with the expected one', () => {
+    const r = req();
+    r.inputs[0]!.shape = [1, 15];
+    expect(() => normalizeRequest(r, simple)).toThrow("unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,15].");
+  });
+
+  it('rejects a batch larger than max_batch_size and mismatched batch sizes', () => {
+    expect(() => normalizeRequest(req({}, 9), simple)).toThrow("inference request batch-size must be <= 8 for 'simple'");
+    const r = req({}, 2);
+    r.inputs[1] = { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16) };
+    expect(() => normalizeRequest(r, simple)).toThrow("input 'INPUT1' batch size does not match other inputs for 'simple'");
+  });
+
+  it('rejects a byte size that does not match the shape', () => {
+    const r = req();
+    r.inputs[0]!.data = new Int32Array(15);
+    expect(() => normalizeRequest(r, simple)).toThrow("input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60");
+  });
+
+  it('rejects an unknown requested output and a bad classification count', () => {
+    expect(() => normalizeRequest(req({ outputs: [{ name: 'NOPE' }] }), simple)).toThrow("unexpected inference output 'NOPE' for model 'simple'");
+    expect(() => normalizeRequest(req({ outputs: [{ name: 'OUTPUT0', classCount: -1 }] }), simple)).toThrow('classification count');
+  });
+
+  it('counts BYTES elements', () => {
+    const cfg: ModelConfig = { name: 's', max_batch_size: 0, input: [{ name: 'x', data_type: 'TYPE_STRING', dims: [2] }], output: [] };
+    expect(normalizeRequest({ modelName: 's', inputs: [{ name: 'x', datatype: 'BYTES', shape: [2], data: serializeBytesTensor(['a', 'b']) }] }, cfg)).toBe(0);
+    expect(() => normalizeRequest({ modelName: 's', inputs: [{ name: 'x', datatype: 'BYTES', shape: [2], data: serializeBytesTensor(['a']) }] }, cfg))
+      .toThrow("expected 2 string elements for inference input 'x' for model 's', got 1");
+  });
+
+  it('applies reshape, filling variable dims', () => {
+    const cfg: ModelConfig = { name: 'r', max_batch_size: 4, input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [-1], reshape: { shape: [-1, 2] } }], output: [] };
+    const r: InferenceRequest = { modelName: 'r', inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 6], data: new Float32Array(12) }] };
+    normalizeRequest(r, cfg);
+    expect(r.inputs[0]!.shape).toEqual([2, 3, 2]);
+  });
+
+  it('lets optional inputs be left out', () => {
+    const cfg: ModelConfig = { ...simple, input: [simple.input![0]!, { ...simple.input![1]!, optional: true }] };
+    const r = req();
+    r.inputs.pop();
+    expect(normalizeRequest(r, cfg)).toBe(1);
+  });
+});

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { modelConfigFromJson, modelConfigToJson } from './model-config-json.js';
+import { normalizeModelConfig } from './normalize-model-config.js';
+import { parsePbtxt } from './pbtxt-parser.js';
+
+describe('modelConfigToJson()', () => {
+  it('prints proto field names, scalar defaults, empty repeated fields and maps, and only set messages', () => {
+    const c = normalizeModelConfig(parsePbtxt('name: "m" backend: "onnxruntime" max_batch_size: 8 input { name: "x" data_type: TYPE_FP32 dims: [3] }'));
+    const j = modelConfigToJson(c) as Record<string, unknown>;
+    expect(j['name']).toBe('m');
+    expect(j['platform']).toBe('');
+    expect(j['runtime']).toBe('');
+    expect(j['version_policy']).toEqual({ latest: { num_versions: 1 } });
+    expect(j['input']).toEqual([{ name: 'x', data_type: 'TYPE_FP32', format: 'FORMAT_NONE', dims: [3], is_shape_tensor: false, allow_ragged_batch: false, optional: false, is_non_linear_format_io: false }]);
+    expect(j['output']).toEqual([]);
+    expect(j['batch_input']).toEqual([]);
+    expect(j['parameters']).toEqual({});
+    expect(j['model_warmup']).toEqual([]);
+    expect(j).not.toHaveProperty('dynamic_batching');
+    expect(j).not.toHaveProperty('sequence_batching');
+    expect(j['instance_group']).toEqual([{ name: 'm_0', kind: 'KIND_CPU', count: 2, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: '' }]);
+    expect(j['optimization']).toMatchObject({ priority: 'PRIORITY_DEFAULT', input_pinned_memory: { enable: true }, output_pinned_memory: { enable: true } });
+  });
+});
+
+describe('modelConfigFromJson()', () => {
+  it('accepts integers given as strings, as protobuf JSON does', () => {
+    expect(modelConfigFromJson({ max_batch_size: '16' }).max_batch_size).toBe(16);
+  });
+
+  it('reads nested messages, enums and maps', () => {
+    const c = modelConfigFromJson({
+      input: [{ name: 'x', data_type: 'TYPE_INT32', dims: ['16'] }],
+      parameters: { a: { string_value: 'b' } },
+      instance_group: [{ kind: 'KIND_CPU', count: 1 }],
+    });
+    expect(c.input).toEqual([{ name: 'x', data_type: 'TYPE_INT32', dims: [16] }]);
+    expect(c.parameters).toEqual({ a: { string_value: 'b' } });
+  });
+
+  it.each([
+    [{ max_batch_size: 'eight' }, 'max_batch_size: expected an integer of type int32'],
+    [{ nope: 1 }, 'unknown field "nope"'],
+    [{ input: { name: 'x' } }, 'input: expected an array'],
+    [{ input: [{ data_type: 'FLOAT' }] }, 'invalid value "FLOAT" for enum DataType'],
+    [[1], 'expected a JSON object'],
+  ])('rejects %j', (json, message) => {
+    expect(() => modelConfigFromJson(json)).toThrow(message);
+  });
+});

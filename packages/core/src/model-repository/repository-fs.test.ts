@@ -1,0 +1,61 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { configPath, listVersions, readLabels, readModelConfig, resolveInside, scanRepositories, selectVersions } from './repository-fs.js';
+
+function repo(files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), 'triode-repo-'));
+  for (const [p, text] of Object.entries(files)) {
+    mkdirSync(join(root, p, '..'), { recursive: true });
+    if (!p.endsWith('/')) writeFileSync(join(root, p), text);
+  }
+  return root;
+}
+
+describe('model repository', () => {
+  it('lists numeric version folders only, ignoring names with a leading zero', () => {
+    const r = repo({ 'm/1/x': '', 'm/3/x': '', 'm/10/x': '', 'm/01/x': '', 'm/abc/x': '', 'm/2': 'a file, not a folder' });
+    expect(listVersions(join(r, 'm'))).toEqual([1, 3, 10]);
+  });
+
+  it('selects versions by policy', () => {
+    expect(selectVersions([1, 2, 3], undefined)).toEqual([3]);
+    expect(selectVersions([1, 2, 3], { latest: { num_versions: 2 } })).toEqual([2, 3]);
+    expect(selectVersions([1, 2, 3], { all: {} })).toEqual([1, 2, 3]);
+    expect(selectVersions([1, 2, 3], { specific: { versions: [1, 3, 7] } })).toEqual([1, 3]);
+  });
+
+  it('marks a model found in two repositories as an error for that model only', () => {
+    const a = repo({ 'm/1/x': '', 'only_a/1/x': '' });
+    const b = repo({ 'm/1/x': '', 'only_b/1/x': '' });
+    const found = scanRepositories([a, b]);
+    expect(found.get('m')?.error?.message).toMatch("model 'm' is found in multiple model repositories");
+    expect(found.get('only_a')?.error).toBeUndefined();
+    expect(found.get('only_b')?.error).toBeUndefined();
+  });
+
+  it('uses configs/<name>.pbtxt when --model-config-name names one', () => {
+    const r = repo({ 'm/config.pbtxt': 'max_batch_size: 1', 'm/configs/h100.pbtxt': 'max_batch_size: 2' });
+    expect(configPath(join(r, 'm'), 'h100')).toBe(join(r, 'm/configs/h100.pbtxt'));
+    expect(readModelConfig(join(r, 'm'), { configName: 'h100', autoComplete: true }).max_batch_size).toBe(2);
+    expect(readModelConfig(join(r, 'm'), { configName: 'a100', autoComplete: true }).max_batch_size).toBe(1);
+  });
+
+  it('reads a missing config as empty only when auto-complete is on', () => {
+    const r = repo({ 'm/1/model.onnx': '' });
+    expect(readModelConfig(join(r, 'm'), { autoComplete: true })).toEqual({});
+    expect(() => readModelConfig(join(r, 'm'), { autoComplete: false })).toThrow('auto-complete is disabled');
+  });
+
+  it('reports where a config fails to parse', () => {
+    const r = repo({ 'm/config.pbtxt': 'name: "m"\nmax_batch_size: x' });
+    expect(() => readModelConfig(join(r, 'm'), { autoComplete: true })).toThrow(/failed to read text proto from .*config.pbtxt: 2:17: Expected integer, got: x/);
+  });
+
+  it('reads labels, one per line, and refuses paths outside the model folder', () => {
+    const r = repo({ 'm/labels.txt': 'cat\r\ndog\n' });
+    expect(readLabels(join(r, 'm'), 'labels.txt')).toEqual(['cat', 'dog']);
+    expect(() => resolveInside(join(r, 'm'), '../../etc/passwd')).toThrow('outside the model directory');
+  });
+});

@@ -1,0 +1,321 @@
+import { gunzipSync, gzipSync, deflateSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OnnxRuntimeBackend } from '@triode/backends';
+import { InferenceServer, LocalBackplane, deserializeBytesTensor, serializeBytesTensor } from '@triode/core';
+import { binaryBody, makeRepository, splitBinary } from '../../../../test/helpers/repository.js';
+import { createHttpApp } from './http-server.js';
+
+let server: InferenceServer;
+let app: ReturnType<typeof createHttpApp>;
+let strictApp: ReturnType<typeof createHttpApp>;
+
+const IN0 = Int32Array.from({ length: 16 }, (_, i) => i);
+const IN1 = new Int32Array(16).fill(1);
+const SUM = Array.from(IN0, (x) => x + 1);
+const DIFF = Array.from(IN0, (x) => x - 1);
+
+const simpleJson = (extra: Record<string, unknown> = {}) => ({
+  inputs: [
+    { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: Array.from(IN0) },
+    { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: Array.from(IN1) },
+  ],
+  ...extra,
+});
+
+const post = (path: string, body: unknown, headers: Record<string, string> = {}, a = app) =>
+  a.request(path, { method: 'POST', body: typeof body === 'string' || body instanceof Uint8Array ? body as string : JSON.stringify(body), headers });
+
+beforeAll(async () => {
+  const repo = makeRepository(['simple', 'simple_string', 'ppocr_cls'], {
+    'broken/config.pbtxt': 'name: "broken"\nplatform: "onnxruntime_onnx"\nmax_batch_size: oops\n',
+    'broken/1/model.onnx': '',
+  });
+  server = await InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend()], strictReadiness: false });
+  app = createHttpApp(new LocalBackplane(server), { maxInputSize: 1 << 20 });
+  strictApp = createHttpApp(new LocalBackplane(await InferenceServer.create({ modelRepositories: [makeRepository([], { 'broken/config.pbtxt': 'x' })], backends: [] })));
+});
+
+afterAll(async () => {
+  await server?.stop(1000);
+});
+
+describe('health and metadata', () => {
+  it('GET /v2/health/live and /ready answer 200 with an empty body', async () => {
+    for (const p of ['/v2/health/live', '/v2/health/ready']) {
+      const r = await app.request(p);
+      expect(r.status).toBe(200);
+      expect(await r.text()).toBe('');
+    }
+  });
+
+  it('GET /v2/health/ready is 400 under strict readiness while a model is unavailable', async () => {
+    expect((await strictApp.request('/v2/health/ready')).status).toBe(400);
+    expect((await strictApp.request('/v2/health/live')).status).toBe(200);
+  });
+
+  it('GET /v2 gives the server metadata with the default name "triton"', async () => {
+    const r = await app.request('/v2');
+    expect(r.status).toBe(200);
+    const j = await r.json() as { name: string; version: string; extensions: string[] };
+    expect(j.name).toBe('triton');
+    expect(j.extensions).toContain('binary_tensor_data');
+    expect(j.extensions).toContain('classification');
+  });
+
+  it('GET /v2/models/{m} gives inputs and outputs with the batch dim as -1', async () => {
+    for (const p of ['/v2/models/simple', '/v2/models/simple/versions/1']) {
+      const r = await app.request(p);
+      expect(r.status).toBe(200);
+      expect(await r.json()).toEqual({
+        name: 'simple', versions: ['1'], platform: 'onnxruntime_onnx',
+        inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [-1, 16] }],
+        outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [-1, 16] }, { name: 'OUTPUT1', datatype: 'INT32', shape: [-1, 16] }],
+      });
+    }
+  });
+
+  it('answers 404 "Request for unknown model" for an unknown model or version', async () => {
+    const r = await app.request('/v2/models/nope');
+    expect(r.status).toBe(404);
+    expect((await r.json() as { error: string }).error).toMatch(/^Request for unknown model: 'nope' is not found/);
+    const v = await app.request('/v2/models/simple/versions/7');
+    expect(v.status).toBe(404);
+    expect((await v.json() as { error: string }).error).toMatch("Request for unknown model: 'simple' version 7 is not found");
+  });
+
+  it('answers 404 Not Found for a version that is not a number and for unknown paths', async () => {
+    for (const p of ['/v2/models/simple/versions/abc', '/v2/nothing', '/v3']) {
+      const r = await app.request(p);
+      expect(r.status).toBe(404);
+      expect(await r.json()).toEqual({ error: 'Not Found' });
+    }
+  });
+
+  it('answers 405 for a known path with the wrong method', async () => {
+    const r = await app.request('/v2/health/live', { method: 'POST' });
+    expect(r.status).toBe(405);
+    expect(await r.json()).toEqual({ error: 'Method Not Allowed' });
+    expect((await app.request('/v2/models/simple/infer')).status).toBe(405);
+  });
+
+  it('GET .../ready is 200 for a ready model, 400 otherwise', async () => {
+    expect((await app.request('/v2/models/simple/ready')).status).toBe(200);
+    expect((await app.request('/v2/models/simple/versions/1/ready')).status).toBe(200);
+    const r = await app.request('/v2/models/broken/ready');
+    expect(r.status).toBe(400);
+    expect(await r.json()).toEqual({ error: 'Model version not ready' });
+    expect((await app.request('/v2/models/nope/ready')).status).toBe(400);
+  });
+
+  it('GET .../config gives the config with proto field names', async () => {
+    const r = await app.request('/v2/models/ppocr_cls/config');
+    expect(r.status).toBe(200);
+    const j = await r.json() as Record<string, unknown>;
+    expect(j).toMatchObject({ name: 'ppocr_cls', platform: 'onnxruntime_onnx', backend: 'onnxruntime', max_batch_size: 16, default_model_filename: 'model.onnx' });
+    expect(j['output']).toEqual([expect.objectContaining({ name: 'softmax_0.tmp_0', data_type: 'TYPE_FP32', dims: [2], label_filename: 'ppocr_cls_labels.txt' })]);
+    expect(j['instance_group']).toEqual([expect.objectContaining({ kind: 'KIND_CPU', count: 2 })]);
+    expect(j['parameters']).toEqual({ intra_op_thread_count: { string_value: '1' } });
+  });
+
+  it('a model whose config does not parse is UNAVAILABLE with the reason, the others serve', async () => {
+    const r = await app.request('/v2/models/broken');
+    expect(r.status).toBe(503);
+    expect((await r.json() as { error: string }).error).toMatch(/failed to read text proto .*3:17: Expected integer, got: oops/);
+    expect(server.repositoryIndex().find((m) => m.name === 'broken')).toMatchObject({ state: 'UNAVAILABLE' });
+  });
+});
+
+describe('POST infer (JSON)', () => {
+  it('adds and subtracts with flat data, echoing the request id', async () => {
+    const r = await post('/v2/models/simple/infer', simpleJson({ id: 'req-1' }));
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch('application/json');
+    expect(await r.json()).toEqual({
+      id: 'req-1', model_name: 'simple', model_version: '1',
+      outputs: [
+        { name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], data: SUM },
+        { name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], data: DIFF },
+      ],
+    });
+  });
+
+  it('accepts nested data and a version in the path, and returns only the requested outputs', async () => {
+    const body = simpleJson({ outputs: [{ name: 'OUTPUT1' }] });
+    body.inputs[0]!.data = [Array.from(IN0)] as unknown as number[];
+    const r = await post('/v2/models/simple/versions/1/infer', body);
+    expect(r.status).toBe(200);
+    const j = await r.json() as { outputs: { name: string; data: number[] }[] };
+    expect(j.outputs.map((o) => o.name)).toEqual(['OUTPUT1']);
+    expect(j.outputs[0]!.data).toEqual(DIFF);
+  });
+
+  it('handles BYTES as JSON strings', async () => {
+    const r = await post('/v2/models/simple_string/infer', {
+      inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'BYTES', data: Array.from(IN0, String) },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'BYTES', data: Array.from(IN1, String) },
+      ],
+    });
+    expect(r.status).toBe(200);
+    const j = await r.json() as { outputs: { datatype: string; data: string[] }[] };
+    expect(j.outputs[0]).toMatchObject({ datatype: 'BYTES', data: SUM.map(String) });
+    expect(j.outputs[1]!.data).toEqual(DIFF.map(String));
+  });
+
+  it('returns classification strings with labels', async () => {
+    const r = await post('/v2/models/ppocr_cls/infer', {
+      inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'FP32', data: new Array(3 * 48 * 192).fill(0.5) }],
+      outputs: [{ name: 'softmax_0.tmp_0', parameters: { classification: 2 } }],
+    });
+    expect(r.status).toBe(200);
+    const j = await r.json() as { outputs: { datatype: string; shape: number[]; data: string[] }[] };
+    expect(j.outputs[0]!.datatype).toBe('BYTES');
+    expect(j.outputs[0]!.shape).toEqual([1, 2]);
+    expect(j.outputs[0]!.data[0]).toMatch(/^\d\.\d{6}:[01]:(0|180)$/);
+  });
+
+  it('counts the inference in the statistics', async () => {
+    const before = (await (await app.request('/v2/models/simple/stats')).json() as { model_stats: { inference_stats: { success: { count: number } } }[] }).model_stats[0]!;
+    await post('/v2/models/simple/infer', simpleJson());
+    const r = await app.request('/v2/models/simple/versions/1/stats');
+    const j = await r.json() as { model_stats: { name: string; version: string; inference_count: number; execution_count: number; inference_stats: { success: { count: number; ns: number } }; batch_stats: unknown[] }[] };
+    expect(j.model_stats).toHaveLength(1);
+    const s = j.model_stats[0]!;
+    expect(s).toMatchObject({ name: 'simple', version: '1' });
+    expect(s.inference_stats.success.count).toBe(before.inference_stats.success.count + 1);
+    expect(s.inference_stats.success.ns).toBeGreaterThan(0);
+    expect(s.execution_count).toBeGreaterThan(0);
+    const all = await (await app.request('/v2/models/stats')).json() as { model_stats: { name: string }[] };
+    expect(all.model_stats.map((m) => m.name)).toEqual(['ppocr_cls', 'simple', 'simple_string']);
+  });
+});
+
+describe('POST infer (binary tensor extension)', () => {
+  it('takes INPUT0 as JSON and INPUT1 as binary, returns OUTPUT0 binary and OUTPUT1 JSON', async () => {
+    const { body, headerLength } = binaryBody({
+      inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: Array.from(IN0) },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } },
+      ],
+      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1', parameters: { binary_data: false } }],
+    }, [IN1]);
+    const r = await post('/v2/models/simple/infer', new Uint8Array(body), { 'Inference-Header-Content-Length': String(headerLength) });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toBe('application/octet-stream');
+    const len = Number(r.headers.get('inference-header-content-length'));
+    const { json, rest } = splitBinary(Buffer.from(await r.arrayBuffer()), len);
+    expect(json['outputs']).toEqual([
+      { name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+      { name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], data: DIFF },
+    ]);
+    expect(Array.from(new Int32Array(rest.buffer.slice(rest.byteOffset, rest.byteOffset + 64)))).toEqual(SUM);
+  });
+
+  it('returns every output binary with binary_data_output, BYTES length-prefixed', async () => {
+    const a = serializeBytesTensor(Array.from(IN0, String));
+    const b = serializeBytesTensor(Array.from(IN1, String));
+    const { body, headerLength } = binaryBody({
+      parameters: { binary_data_output: true },
+      inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'BYTES', parameters: { binary_data_size: a.byteLength } },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'BYTES', parameters: { binary_data_size: b.byteLength } },
+      ],
+    }, [a, b]);
+    const r = await post('/v2/models/simple_string/infer', new Uint8Array(body), { 'Inference-Header-Content-Length': String(headerLength) });
+    expect(r.status).toBe(200);
+    const { json, rest } = splitBinary(Buffer.from(await r.arrayBuffer()), Number(r.headers.get('inference-header-content-length')));
+    const outs = json['outputs'] as { parameters: { binary_data_size: number } }[];
+    const s0 = outs[0]!.parameters.binary_data_size;
+    const o0 = deserializeBytesTensor(new Uint8Array(rest.subarray(0, s0))).map((x) => Buffer.from(x).toString());
+    const o1 = deserializeBytesTensor(new Uint8Array(rest.subarray(s0))).map((x) => Buffer.from(x).toString());
+    expect(o0).toEqual(SUM.map(String));
+    expect(o1).toEqual(DIFF.map(String));
+  });
+
+  it('accepts a raw binary request (header length 0) for a single-input model', async () => {
+    const x = new Float32Array(3 * 48 * 192).fill(0.25);
+    const r = await post('/v2/models/ppocr_cls/infer', new Uint8Array(x.buffer), { 'Inference-Header-Content-Length': '0' });
+    expect(r.status).toBe(200);
+    const { json, rest } = splitBinary(Buffer.from(await r.arrayBuffer()), Number(r.headers.get('inference-header-content-length')));
+    expect(json['outputs']).toEqual([{ name: 'softmax_0.tmp_0', datatype: 'FP32', shape: [1, 2], parameters: { binary_data_size: 8 } }]);
+    const p = new Float32Array(rest.buffer.slice(rest.byteOffset, rest.byteOffset + 8));
+    expect(p[0]! + p[1]!).toBeCloseTo(1, 5);
+  });
+});
+
+describe('compression', () => {
+  it('decompresses gzip and deflate requests and compresses the response when accepted', async () => {
+    for (const [enc, fn] of [['gzip', gzipSync], ['deflate', deflateSync]] as const) {
+      const r = await post('/v2/models/simple/infer', new Uint8Array(fn(JSON.stringify(simpleJson()))), { 'Content-Encoding': enc, 'Accept-Encoding': 'gzip' });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('content-encoding')).toBe('gzip');
+      const j = JSON.parse(gunzipSync(Buffer.from(await r.arrayBuffer())).toString()) as { outputs: { data: number[] }[] };
+      expect(j.outputs[0]!.data).toEqual(SUM);
+    }
+  });
+
+  it('answers 501 with Accept-Encoding for an unknown Content-Encoding', async () => {
+    const r = await post('/v2/models/simple/infer', simpleJson(), { 'Content-Encoding': 'br' });
+    expect(r.status).toBe(501);
+    expect(r.headers.get('accept-encoding')).toBe('gzip, deflate');
+    expect((await r.json() as { error: string }).error).toMatch("unsupported Content-Encoding 'br'");
+  });
+});
+
+describe('POST infer errors', () => {
+  const cases: [string, string, unknown, Record<string, string>, number, string | RegExp][] = [
+    ['unknown model', '/v2/models/nope/infer', simpleJson(), {}, 404, "Request for unknown model: 'nope' is not found"],
+    ['bad JSON', '/v2/models/simple/infer', '{"inputs": [', {}, 400, /^failed to parse the request JSON buffer: /],
+    ['no inputs array', '/v2/models/simple/infer', { outputs: [] }, {}, 400, "Request JSON must contain 'inputs' array"],
+    ['wrong datatype', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'FP32', data: Array.from(IN0) }, simpleJson().inputs[1]] }, {}, 400, "inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'"],
+    ['unknown datatype', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'FLOAT', data: [] }] }, {}, 400, "invalid datatype 'FLOAT' for input 'INPUT0'"],
+    ['wrong shape', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 8], datatype: 'INT32', data: [1, 2, 3, 4, 5, 6, 7, 8] }, simpleJson().inputs[1]] }, {}, 400, "unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]."],
+    ['missing input', '/v2/models/simple/infer', { inputs: [simpleJson().inputs[0]] }, {}, 400, "missing required input(s) ['INPUT1']"],
+    ['data count not matching the shape', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: [1, 2] }, simpleJson().inputs[1]] }, {}, 400, "Unable to parse 'data': Shape does not match true shape of 'data' field for input 'INPUT0'"],
+    ['a string in INT32 data', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 1], datatype: 'INT32', data: ['x'] }] }, {}, 400, "input 'INPUT0' element 0 is not a number"],
+    ['FP16 in JSON', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1], datatype: 'FP16', data: [1] }] }, {}, 400, "receiving FP16 data via JSON is not supported. Please use the binary data format for input 'INPUT0'"],
+    ['a reserved parameter', '/v2/models/simple/infer', simpleJson({ parameters: { triton_x: 1 } }), {}, 400, "parameter keys starting with 'triton_' are reserved"],
+    ['an unknown output', '/v2/models/simple/infer', simpleJson({ outputs: [{ name: 'OUT' }] }), {}, 400, "unexpected inference output 'OUT' for model 'simple'"],
+    ['a header length past the body', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '99999' }, 400, /^Inference header size should be in range/],
+    ['a body that is too large', '/v2/models/simple/infer', 'x'.repeat((1 << 20) + 1), {}, 400, /exceeds the maximum allowed value of 1048576 bytes. Use --http-max-input-size/],
+    ['a model that is not ready', '/v2/models/broken/infer', simpleJson(), {}, 503, /^Request for unknown model: 'broken' is not ready/],
+  ];
+  it.each(cases)('%s', async (_what, path, body, headers, status, message) => {
+    const r = await post(path, body, headers);
+    expect(r.status).toBe(status);
+    const j = await r.json() as { error: string };
+    if (typeof message === 'string') expect(j.error).toContain(message);
+    else expect(j.error).toMatch(message);
+  });
+
+  it('rejects binary data shorter or longer than declared', async () => {
+    const short = binaryBody({ inputs: [simpleJson().inputs[0], { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } }] }, [new Int32Array(8)]);
+    let r = await post('/v2/models/simple/infer', new Uint8Array(short.body), { 'Inference-Header-Content-Length': String(short.headerLength) });
+    expect(r.status).toBe(400);
+    expect((await r.json() as { error: string }).error).toBe("unexpected size for input 'INPUT1', expecting 64 additional bytes for model 'simple'");
+    const long = binaryBody({ inputs: [simpleJson().inputs[0], { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } }] }, [new Int32Array(20)]);
+    r = await post('/v2/models/simple/infer', new Uint8Array(long.body), { 'Inference-Header-Content-Length': String(long.headerLength) });
+    expect(r.status).toBe(400);
+    expect((await r.json() as { error: string }).error).toBe("unexpected additional input data for model 'simple'");
+    const wrong = binaryBody({ inputs: [simpleJson().inputs[0], { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 60 } }] }, [new Int32Array(15)]);
+    r = await post('/v2/models/simple/infer', new Uint8Array(wrong.body), { 'Inference-Header-Content-Length': String(wrong.headerLength) });
+    expect(r.status).toBe(400);
+    expect((await r.json() as { error: string }).error).toBe("input byte size mismatch for input 'INPUT1' for model 'simple'. Expected 64, got 60");
+  });
+
+  it('rejects malformed BYTES binary data', async () => {
+    const bad = new Uint8Array([200, 0, 0, 0, 1]);
+    const { body, headerLength } = binaryBody({ inputs: [
+      { name: 'INPUT0', shape: [1, 16], datatype: 'BYTES', parameters: { binary_data_size: 5 } },
+      { name: 'INPUT1', shape: [1, 16], datatype: 'BYTES', data: Array(16).fill('1') },
+    ] }, [bad]);
+    const r = await post('/v2/models/simple_string/infer', new Uint8Array(body), { 'Inference-Header-Content-Length': String(headerLength) });
+    expect(r.status).toBe(400);
+    expect((await r.json() as { error: string }).error).toMatch("unexpected number of string elements -1 for inference input 'INPUT0'");
+  });
+
+  it('keeps serving after every bad request', async () => {
+    const r = await post('/v2/models/simple/infer', simpleJson());
+    expect(r.status).toBe(200);
+  });
+});
