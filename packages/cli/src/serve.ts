@@ -5,7 +5,7 @@
  */
 import { OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, createLogger, type Logger } from '@triode/core';
-import { HTTP_EXTENSIONS, createHttpApp, startHttpServer, type HttpServerHandle } from '@triode/gateway';
+import { HTTP_EXTENSIONS, HttpLifecycle, createHttpApp, startHttpServer, type HttpServerHandle } from '@triode/gateway';
 import { modelTable } from './model-table.js';
 import type { ServeOptions } from './serve-options.js';
 
@@ -45,8 +45,9 @@ export async function startServe(opts: ServeOptions, logger: Logger = createLogg
   if (opts.allowGrpc) logger.warning('gRPC is not implemented yet: no gRPC endpoint started (see README)');
   if (opts.allowMetrics) logger.warning('metrics are not implemented yet: no metrics endpoint started (see README)');
   let http: HttpServerHandle | undefined;
+  const lifecycle = new HttpLifecycle();
   if (opts.allowHttp) {
-    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize });
+    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle });
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
   }
@@ -56,7 +57,12 @@ export async function startServe(opts: ServeOptions, logger: Logger = createLogg
     ...(http ? { http } : {}),
     shutdown: () => (closing ??= (async () => {
       logger.info(`Waiting for in-flight requests to complete (timeout ${opts.exitTimeoutSecs} s)`);
-      const left = await server.stop(opts.exitTimeoutSecs * 1000);
+      const deadline = Date.now() + opts.exitTimeoutSecs * 1000;
+      server.beginShutdown();
+      // Requests the frontend already accepted finish first (their bodies may still be arriving) ...
+      await lifecycle.shutdown(opts.exitTimeoutSecs * 1000);
+      // ... then the core stops, waiting for anything left in its queues until the deadline.
+      const left = await server.stop(Math.max(0, deadline - Date.now()));
       if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
       await http?.close();
       logger.info('Server stopped');

@@ -101,6 +101,7 @@ export class InferenceServer {
   readonly #backends: Map<string, Backend>;
   readonly #models = new Map<string, ModelEntry>();
   #stopping = false;
+  #draining = false;
   #inflight = 0;
 
   private constructor(options: ServerOptions) {
@@ -219,7 +220,7 @@ export class InferenceServer {
 
   /** Ready: not stopping and, with strict readiness, every model has a ready version. */
   isReady(): boolean {
-    if (this.#stopping) return false;
+    if (this.#stopping || this.#draining) return false;
     if (!this.#opts.strictReadiness) return true;
     for (const m of this.#models.values()) {
       if (m.error || ![...m.versions.values()].some((v) => v.state === 'READY')) return false;
@@ -345,6 +346,14 @@ export class InferenceServer {
   /** Requests accepted and not yet answered. */
   inflightCount(): number {
     return this.#inflight;
+  }
+
+  /**
+   * Marks the server not ready (load balancers stop sending) while it still serves what arrives;
+   * the first step of a graceful shutdown, before `stop`.
+   */
+  beginShutdown(): void {
+    this.#draining = true;
   }
 
   /**

@@ -5,3 +5,4 @@ export { HTTP_STATUS, httpError } from './error-mapping.js';
 export { parseInferRequest, encodeInferResponse, type OutputEncoding, type ParsedInfer, type EncodedResponse } from './http/infer-codec.js';
 export { jsonToTensorData, tensorDataToJson } from './http/json-tensor.js';
 export { startHttpServer, type HttpServerHandle } from './http/listen.js';
+export { HttpLifecycle } from './http/lifecycle.js';

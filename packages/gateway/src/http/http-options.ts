@@ -1,10 +1,13 @@
 /** @module Options of the HTTP frontend. Triton: server/src/http_server.h */
 import type { Backplane } from '@triode/core';
+import type { HttpLifecycle } from './lifecycle.js';
 
 /** Options of `createHttpApp`. */
 export interface HttpOptions {
   /** Largest request body, received or decompressed (`--http-max-input-size`). @default 67108864 (64 MiB) */
   maxInputSize?: number;
+  /** Tracks requests in flight for graceful shutdown. @default a new HttpLifecycle */
+  lifecycle?: HttpLifecycle;
 }
 
 /** What every route needs. */

@@ -6,6 +6,7 @@
 import { Hono } from 'hono';
 import type { Backplane } from '@triode/core';
 import { httpError } from '../error-mapping.js';
+import { HttpLifecycle } from './lifecycle.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
 import { inferRoutes } from './routes/infer.js';
@@ -31,6 +32,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   if (!Number.isSafeInteger(maxInputSize) || maxInputSize <= 0) throw new RangeError('options.maxInputSize must be a positive integer');
   const deps: HttpDeps = { backplane, maxInputSize };
   const app = new Hono();
+  app.use((options.lifecycle ?? new HttpLifecycle()).middleware());
   app.route('/', statsRoutes(deps));
   app.route('/', healthRoutes(deps));
   app.route('/', inferRoutes(deps));

@@ -1,0 +1,52 @@
+/**
+ * @module Graceful shutdown of the HTTP frontend: requests that arrived before shutdown began are
+ * finished; inference requests that arrive after it are refused with 503.
+ * Triton: server/src/main.cc (the exit timeout loop)
+ */
+import type { MiddlewareHandler } from 'hono';
+
+/** Counts the HTTP requests in flight and refuses new inference once shutting down. */
+export class HttpLifecycle {
+  #inflight = 0;
+  #stopping = false;
+  #waiters: (() => void)[] = [];
+
+  /** Requests received and not yet answered. */
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  get stopping(): boolean {
+    return this.#stopping;
+  }
+
+  /** The Hono middleware that does the counting. */
+  middleware(): MiddlewareHandler {
+    return async (c, next) => {
+      if (this.#stopping && c.req.method === 'POST') {
+        return c.json({ error: 'Server is stopping, no new inference requests are accepted' }, 503);
+      }
+      this.#inflight++;
+      try {
+        await next();
+      } finally {
+        this.#inflight--;
+        if (this.#inflight === 0 && this.#waiters.length) for (const w of this.#waiters.splice(0)) w();
+      }
+    };
+  }
+
+  /** Stops taking new inference requests; resolves when those in flight are answered or after `timeoutMs`. */
+  async shutdown(timeoutMs: number): Promise<number> {
+    this.#stopping = true;
+    if (this.#inflight > 0) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        new Promise<void>((r) => this.#waiters.push(r)),
+        new Promise<void>((r) => { timer = setTimeout(r, timeoutMs); }),
+      ]);
+      clearTimeout(timer);
+    }
+    return this.#inflight;
+  }
+}

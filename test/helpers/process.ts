@@ -1,0 +1,61 @@
+/** Test helper: start `triode` as a child process on free ports and stop it by PID. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { ROOT } from './repository.js';
+
+export const TRIODE_BIN = join(ROOT, 'packages', 'cli', 'bin', 'triode.js');
+
+/** A port that was free a moment ago (the OS picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** A `triode` child process. */
+export interface Child {
+  proc: ChildProcess;
+  /** Everything it wrote to stderr and stdout so far. */
+  output(): string;
+  /** Resolves with the exit code once it has exited. */
+  exited: Promise<number | null>;
+  /** SIGTERM (by PID), then SIGKILL after `graceMs`. */
+  stop(graceMs?: number): Promise<number | null>;
+}
+
+/** Spawns `triode <args>` and waits until its output matches `ready` (default: the HTTP service line). */
+export async function startTriode(args: string[], ready: RegExp = /Started HTTPService at/, timeoutMs = 60_000): Promise<Child> {
+  const proc = spawn(process.execPath, [TRIODE_BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const child: Child = {
+    proc,
+    output: () => out,
+    exited,
+    stop: async (graceMs = 10_000) => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      process.kill(proc.pid!, 'SIGTERM');
+      const t = setTimeout(() => { if (proc.exitCode === null) process.kill(proc.pid!, 'SIGKILL'); }, graceMs);
+      const code = await exited;
+      clearTimeout(t);
+      return code;
+    },
+  };
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => { void child.stop(0); reject(new Error(`triode did not start in ${timeoutMs} ms:\n${out}`)); }, timeoutMs);
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      if (ready.test(out)) { clearTimeout(timer); resolve(); }
+    };
+    proc.stdout!.on('data', onData);
+    proc.stderr!.on('data', onData);
+    void exited.then((code) => { clearTimeout(timer); reject(new Error(`triode exited with ${code} before it was ready:\n${out}`)); });
+  });
+  return child;
+}
