@@ -15,7 +15,14 @@ import type { ExecuteReply, ExecuteTask, LoadTask, WireTensor } from './messages
 import { sessionSettings } from './onnxruntime-utils.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 
-const THREAD_FILE = fileURLToPath(new URL('./onnxruntime-thread.js', import.meta.url));
+/**
+ * The thread's entry file: beside this module when running the build, or the build's copy when
+ * this module runs from its TypeScript source (tests).
+ */
+const THREAD_FILE = [
+  new URL('./onnxruntime-thread.js', import.meta.url),
+  new URL('../../dist/onnxruntime/onnxruntime-thread.js', import.meta.url),
+].map((u) => fileURLToPath(u)).find((p) => existsSync(p)) ?? fileURLToPath(new URL('./onnxruntime-thread.js', import.meta.url));
 
 /** Options of the onnxruntime backend. */
 export interface OnnxRuntimeBackendOptions {
@@ -23,10 +30,20 @@ export interface OnnxRuntimeBackendOptions {
   atomics?: 'sync' | 'async' | 'disabled';
 }
 
-/** Buffers that can be moved to a thread: each distinct ArrayBuffer once, never a shared one. */
-function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[] {
+/**
+ * Buffers to move to the thread: each distinct ArrayBuffer once. A small view into a larger
+ * buffer may be a slice of Node's shared Buffer pool, which must never be detached: such views
+ * (at most Buffer.poolSize bytes) are copied by postMessage instead.
+ */
+export function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[] {
   const set = new Set<ArrayBuffer>();
-  for (const r of requests) for (const t of r.inputs) if (t.data.buffer instanceof ArrayBuffer) set.add(t.data.buffer);
+  for (const r of requests) {
+    for (const t of r.inputs) {
+      const b = t.data.buffer;
+      if (!(b instanceof ArrayBuffer)) continue;
+      if (b.byteLength > Buffer.poolSize || t.data.byteLength === b.byteLength) set.add(b);
+    }
+  }
   return [...set];
 }
 

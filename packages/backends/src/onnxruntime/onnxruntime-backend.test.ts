@@ -1,0 +1,107 @@
+import { cpSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { InferenceServer, type ExecuteRequest, type ModelConfig } from '@triode/core';
+import { EXAMPLES, makeRepository } from '../../../../test/helpers/repository.js';
+import { autoCompleteOnnxConfig } from './autocomplete-config.js';
+import { OnnxRuntimeBackend, transferList } from './onnxruntime-backend.js';
+import { sessionSettings } from './onnxruntime-utils.js';
+
+const servers: InferenceServer[] = [];
+afterAll(async () => { await Promise.all(servers.map((s) => s.stop(1000))); });
+
+async function serve(repo: string, opts: Partial<Parameters<typeof InferenceServer.create>[0]> = {}): Promise<InferenceServer> {
+  const s = await InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend()], ...opts });
+  servers.push(s);
+  return s;
+}
+
+describe('ONNX auto-complete', () => {
+  it('fills inputs, outputs, max_batch_size 4 and dynamic_batching from a batchable model', async () => {
+    const c: ModelConfig = { name: 'simple' };
+    await autoCompleteOnnxConfig(c, join(EXAMPLES, 'simple/1/model.onnx'), {});
+    expect(c.max_batch_size).toBe(4);
+    expect(c.dynamic_batching).toEqual({});
+    expect(c.input).toEqual([{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] }]);
+    expect(c.output).toEqual([{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] }]);
+  });
+
+  it('takes default-max-batch-size from --backend-config and keeps what the config gives', async () => {
+    const c: ModelConfig = { name: 'cls', input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [3, 48, 192] }] };
+    await autoCompleteOnnxConfig(c, join(EXAMPLES, 'ppocr_cls/1/model.onnx'), { 'default-max-batch-size': '8' });
+    expect(c.max_batch_size).toBe(8);
+    expect(c.input).toEqual([{ name: 'x', data_type: 'TYPE_FP32', dims: [3, 48, 192] }]);
+    expect(c.output).toEqual([{ name: 'softmax_0.tmp_0', data_type: 'TYPE_FP32', dims: [2] }]);
+  });
+
+  it('serves a model that has no config.pbtxt at all', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-ac-'));
+    cpSync(join(EXAMPLES, 'simple/1'), join(repo, 'bare/1'), { recursive: true });
+    const s = await serve(repo);
+    expect(s.repositoryIndex()).toEqual([{ name: 'bare', version: '1', state: 'READY', reason: '' }]);
+    expect(s.modelConfig('bare')).toMatchObject({ name: 'bare', backend: 'onnxruntime', platform: 'onnxruntime_onnx', max_batch_size: 4, dynamic_batching: { preferred_batch_size: [4] } });
+    const r = await s.infer({ modelName: 'bare', inputs: [
+      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(2) },
+      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(3) },
+    ] });
+    expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual(new Array(16).fill(5));
+  });
+
+  it('with auto-complete disabled, a model without a complete config is unavailable and others stay up', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-ac-'));
+    cpSync(join(EXAMPLES, 'simple/1'), join(repo, 'bare/1'), { recursive: true });
+    cpSync(join(EXAMPLES, 'simple'), join(repo, 'simple'), { recursive: true });
+    const s = await serve(repo, { autoCompleteConfig: false, strictReadiness: true });
+    const idx = s.repositoryIndex();
+    expect(idx.find((r) => r.name === 'bare')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching('auto-complete is disabled') });
+    expect(idx.find((r) => r.name === 'simple')).toMatchObject({ state: 'READY' });
+    expect(s.isReady()).toBe(false);
+  });
+});
+
+describe('session settings', () => {
+  it("reads Triton's onnxruntime parameters and the graph optimization level", () => {
+    const s = sessionSettings({
+      optimization: { graph: { level: -1 } },
+      parameters: { intra_op_thread_count: { string_value: '2' }, inter_op_thread_count: { string_value: '3' }, execution_mode: { string_value: '1' }, 'session.intra_op.allow_spinning': { string_value: '0' }, enable_mem_arena: { string_value: '0' } },
+    });
+    expect(s).toEqual({ intraOpNumThreads: 2, interOpNumThreads: 3, executionMode: 'parallel', graphOptimizationLevel: 'basic', enableCpuMemArena: false, enableMemPattern: true, configEntries: { 'session.intra_op.allow_spinning': '0' } });
+    expect(sessionSettings({}).intraOpNumThreads).toBe(1);
+    expect(() => sessionSettings({ name: 'm', parameters: { intra_op_thread_count: { string_value: 'x' } } })).toThrow("parameter 'intra_op_thread_count' of model 'm' must be a non-negative integer, got 'x'");
+  });
+});
+
+describe('instances', () => {
+  it('moves large input buffers into the instance thread instead of copying them, but never a pooled Buffer', () => {
+    const big = new Float32Array(4096);
+    const pooled = Buffer.from([1, 2, 3, 4]);
+    const own = new Int32Array(4);
+    const req = (data: ArrayBufferView): ExecuteRequest => ({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: data as Float32Array }], outputNames: [], batchSize: 1, parameters: {} });
+    const list = transferList([req(big), req(new Uint8Array(pooled.buffer, pooled.byteOffset, pooled.byteLength)), req(own)]);
+    expect(list).toContain(big.buffer);
+    expect(list).toContain(own.buffer);
+    expect(list).not.toContain(pooled.buffer);
+  });
+
+  it('runs requests on several instances in parallel and answers each with its own result', async () => {
+    const s = await serve(makeRepository(['simple']));
+    const results = await Promise.all(Array.from({ length: 50 }, (_, k) => s.infer({ modelName: 'simple', inputs: [
+      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(k) },
+      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(1) },
+    ], outputs: [{ name: 'OUTPUT1' }] })));
+    results.forEach((r, k) => {
+      expect(r.outputs.map((o) => o.name)).toEqual(['OUTPUT1']);
+      expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual(new Array(16).fill(k - 1));
+    });
+    expect(s.modelStatistics('simple')[0]!.inference_stats.success.count).toBe(50);
+  });
+
+  it('an input tensor of the in-process API is moved: its buffer is detached after infer', async () => {
+    const s = await serve(makeRepository(['ppocr_cls']));
+    const x = new Float32Array(3 * 48 * 192).fill(0.2);
+    const r = await s.infer({ modelName: 'ppocr_cls', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3, 48, 192], data: x }] });
+    expect(r.outputs[0]!.shape).toEqual([1, 2]);
+    expect(x.byteLength).toBe(0);
+  });
+});
