@@ -60,8 +60,18 @@ export interface ExecuteResult {
 
 /** One instance of a model: an execution context (for onnxruntime, a thread with a session). */
 export interface BackendModelInstance {
-  /** Executes a batch. Never called while a previous call on this instance is running. */
+  /**
+   * Executes a batch. With the default `pipelineDepth` of 1 it is never called while a previous
+   * call on this instance is running.
+   */
   execute(requests: ExecuteRequest[]): Promise<ExecuteResult>;
+  /**
+   * How many batches the scheduler may hand this instance at once. An instance that runs its
+   * batches one after another in order on its own thread can take 2: the next batch then waits in
+   * the thread's inbox instead of a round trip away, so the thread never idles between batches.
+   * Still, no two executions of one instance ever overlap. @default 1
+   */
+  readonly pipelineDepth?: number;
   finalize(): Promise<void>;
 }
 

@@ -27,7 +27,7 @@ export function createScheduler<T extends Schedulable>(
   config: ModelConfig,
   instanceCount: number,
   runner: (instance: number, batch: T[]) => Promise<void>,
-  clock: Clock,
+  options: { clock: Clock; pipelineDepth: number },
 ): Scheduler<T> {
   const db = config.dynamic_batching;
   if (db && (config.max_batch_size ?? 0) > 0) {
@@ -35,10 +35,10 @@ export function createScheduler<T extends Schedulable>(
       maxBatchSize: config.max_batch_size ?? 0,
       preferredBatchSizes: db.preferred_batch_size ?? [],
       maxQueueDelayUs: db.max_queue_delay_microseconds ?? 0,
-      clock,
+      ...options,
     });
   }
-  return new DynamicBatchScheduler<T>(instanceCount, runner, { maxBatchSize: 1, clock });
+  return new DynamicBatchScheduler<T>(instanceCount, runner, { maxBatchSize: 1, ...options });
 }
 
 /** A model version that is loaded and can execute requests. */
@@ -64,7 +64,8 @@ export class ModelVersion {
     this.#instances = instances;
     this.#clock = clock;
     this.#outputNames = (ctx.config.output ?? []).map((o) => o.name);
-    this.#scheduler = createScheduler<Pending>(ctx.config, instances.length, (i, b) => this.#run(i, b), clock);
+    const pipelineDepth = Math.min(...instances.map((i) => i.pipelineDepth ?? 1));
+    this.#scheduler = createScheduler<Pending>(ctx.config, instances.length, (i, b) => this.#run(i, b), { clock, pipelineDepth });
   }
 
   /** Loads a version: labels, the backend model, then every instance of every instance group. */

@@ -48,6 +48,8 @@ export function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[]
 }
 
 class OnnxInstance implements BackendModelInstance {
+  /** The thread runs its tasks one at a time, in order; one more may wait in its inbox. */
+  readonly pipelineDepth = 2;
   readonly #pool: Piscina;
   readonly #batching: boolean;
 
@@ -112,8 +114,13 @@ class OnnxModel implements BackendModel {
       minThreads: 1,
       maxThreads: 1,
       idleTimeout: Infinity,
-      concurrentTasksPerWorker: 1,
+      // Two tasks may sit in the thread at once so the next one is already there when the thread
+      // finishes a run (no idle round trip). The thread's one JS event loop still runs them one
+      // after another: session.run blocks it for the whole inference.
+      concurrentTasksPerWorker: 2,
       atomics: this.#atomics,
+      // The core keeps its own statistics; piscina's per-task histograms are pure overhead here.
+      recordTiming: false,
       // An instance is one thread; its queue lives in the core's scheduler, not here.
       maxQueue: 'auto',
     });
@@ -139,7 +146,7 @@ export class OnnxRuntimeBackend implements Backend {
   readonly #atomics: 'sync' | 'async' | 'disabled';
 
   constructor(options: OnnxRuntimeBackendOptions = {}) {
-    this.#atomics = options.atomics ?? 'sync';
+    this.#atomics = options.atomics ?? (process.env['TRIODE_PISCINA_ATOMICS'] as 'sync' | 'async' | 'disabled' | undefined) ?? 'sync';
   }
 
   async autoCompleteConfig(config: ModelConfig, ctx: AutoCompleteContext): Promise<void> {

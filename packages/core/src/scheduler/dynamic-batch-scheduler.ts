@@ -13,6 +13,8 @@ export interface DynamicBatchSchedulerOptions {
   preferredBatchSizes?: number[];
   /** How long the oldest request may wait for a fuller batch (µs). @default 0 */
   maxQueueDelayUs?: number;
+  /** Batches each instance may hold at once (see BackendModelInstance.pipelineDepth). @default 1 */
+  pipelineDepth?: number;
   /** @default systemClock */
   clock?: Clock;
 }
@@ -29,7 +31,9 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   readonly #preferred: number[];
   readonly #delayNs: number;
   readonly #clock: Clock;
-  readonly #free: number[];
+  /** Batches handed to each instance and not finished yet. */
+  readonly #outstanding: number[];
+  readonly #depth: number;
   #queue: T[] = [];
   #inflight = 0;
   #timer: unknown = undefined;
@@ -44,7 +48,8 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     this.#preferred = [...(options.preferredBatchSizes ?? [])].filter((p) => p <= this.#maxBatch).sort((a, b) => b - a);
     this.#delayNs = (options.maxQueueDelayUs ?? 0) * 1000;
     this.#clock = options.clock ?? systemClock;
-    this.#free = Array.from({ length: instanceCount }, (_, i) => i);
+    this.#outstanding = new Array<number>(instanceCount).fill(0);
+    this.#depth = Math.max(1, options.pipelineDepth ?? 1);
   }
 
   enqueue(request: T): void {
@@ -75,27 +80,44 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     this.#timer = undefined;
   }
 
+  /** The least busy instance with room for another batch (an idle one first), or -1. */
+  #pickInstance(): number {
+    let best = -1;
+    for (let i = 0; i < this.#outstanding.length; i++) {
+      const o = this.#outstanding[i]!;
+      if (o < this.#depth && (best < 0 || o < this.#outstanding[best]!)) best = i;
+      if (o === 0) break;
+    }
+    return best;
+  }
+
   #schedule(): void {
-    while (this.#free.length > 0 && this.#queue.length > 0 && !this.#stopped) {
-      const n = this.#batchLength();
-      if (n === 0) return; // waiting for the delay; a timer is armed
+    while (this.#queue.length > 0 && !this.#stopped) {
+      const instance = this.#pickInstance();
+      if (instance < 0) return;
+      // A batch for an instance that is still busy is formed only when it is full or preferred:
+      // waiting lets it grow while the instance works.
+      const n = this.#batchLength(this.#outstanding[instance]! > 0);
+      if (n === 0) return; // waiting for the delay (a timer is armed) or for the instance
       const batch = this.#queue.splice(0, n);
-      const instance = this.#free.shift()!;
+      this.#outstanding[instance]!++;
       this.#inflight += batch.length;
       this.#runner(instance, batch)
         .catch(() => undefined) // the runner answers its requests itself
         .finally(() => {
           this.#inflight -= batch.length;
-          this.#free.push(instance);
-          this.#free.sort((a, b) => a - b);
+          this.#outstanding[instance]!--;
           this.#schedule();
           this.#notifyIdle();
         });
     }
   }
 
-  /** How many queued requests form the next batch, or 0 to keep waiting. */
-  #batchLength(): number {
+  /**
+   * How many queued requests form the next batch, or 0 to keep waiting. `ahead`: the batch would
+   * wait behind another on a busy instance, so only a full or preferred batch is worth forming.
+   */
+  #batchLength(ahead: boolean): number {
     const q = this.#queue;
     const first = q[0]!;
     if (this.#maxBatch === 1) return 1;
@@ -112,6 +134,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     // The queue can form a full batch (a request that does not fit, or has other shapes, ends it).
     const ended = n < q.length || size >= this.#maxBatch;
     if (preferredAt > 0) return preferredAt;
+    if (ahead) return ended ? n : 0;
     if (ended || this.#delayNs === 0) return n;
     const deadline = first.enqueueNs + this.#delayNs;
     const now = this.#clock.nowNs();

@@ -8,6 +8,7 @@ import {
   Errors, elementCount, isDataType, viewBytesAs, countBytesElements, dataTypeByteSize,
   type InferenceRequest, type InferenceResponse, type ParameterValue, type RequestedOutput, type Tensor,
 } from '@triode/core';
+import { readJson } from './json-reader.js';
 import { jsonToTensorData, tensorDataToJson } from './json-tensor.js';
 
 /** How the client wants each output back. */
@@ -39,8 +40,6 @@ function parameters(v: unknown, where: string): Record<string, ParameterValue> {
   return v as Record<string, ParameterValue>;
 }
 
-const decoder = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * Parses an infer request body. `headerLength` is `Inference-Header-Content-Length` (undefined:
  * the whole body is JSON). A header length of 0 is a raw binary request: the body is the data of
@@ -59,7 +58,7 @@ export function parseInferRequest(
   const jsonBytes = headerLength === undefined ? body : body.subarray(0, headerLength);
   let doc: unknown;
   try {
-    doc = JSON.parse(decoder.decode(jsonBytes));
+    doc = readJson(jsonBytes);
   } catch (err) {
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
   }
@@ -84,7 +83,9 @@ export function parseInferRequest(
     if (!isDataType(datatype)) {
       throw Errors.invalidArg(`invalid datatype '${String(datatype)}' for input '${name}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
     }
-    const shape = inp['shape'];
+    const rawShape = inp['shape'];
+    // The reader returns number arrays as Float64Arrays.
+    const shape = rawShape instanceof Float64Array ? Array.from(rawShape) : rawShape;
     if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
       throw Errors.invalidArg(`input '${name}' must have a 'shape' of non-negative integers`);
     }

@@ -12,53 +12,54 @@ const INT_LIMITS: Partial<Record<DataType, [number, number]>> = {
   UINT8: [0, 255], UINT16: [0, 65535], UINT32: [0, 4294967295],
 };
 
-/** Flattens nested arrays of `data` (row-major) into `out`. */
-function flatten(v: unknown, out: unknown[]): boolean {
-  if (!Array.isArray(v)) {
-    out.push(v);
-    return true;
-  }
-  for (const x of v) if (!flatten(x, out)) return false;
-  return true;
+/** Number of leaf values in nested `data` (a Float64Array counts its elements). */
+function countLeaves(v: unknown): number {
+  if (v instanceof Float64Array) return v.length;
+  if (!Array.isArray(v)) return 1;
+  let n = 0;
+  for (const x of v) n += countLeaves(x);
+  return n;
+}
+
+/** Calls `leaf` for every value of nested `data` in row-major order; Float64Array runs go to `run`. */
+function walk(v: unknown, leaf: (x: unknown) => void, run: (a: Float64Array) => void): void {
+  if (v instanceof Float64Array) run(v);
+  else if (Array.isArray(v)) for (const x of v) walk(x, leaf, run);
+  else leaf(v);
 }
 
 /**
- * Converts an input's JSON `data` to a typed array of `datatype` holding `count` elements.
+ * Converts an input's JSON `data` (nested or flat; numeric arrays may be Float64Arrays from the
+ * request reader) to a typed array of `datatype` holding `count` elements.
  * @throws INVALID_ARG naming the input when a value has the wrong type or the count differs.
  */
 export function jsonToTensorData(data: unknown, datatype: DataType, count: number, input: string): TensorData {
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw Errors.invalidArg(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input '${input}'`);
   }
-  const flat: unknown[] = [];
-  flatten(data, flat);
-  if (flat.length !== count) {
-    throw Errors.invalidArg(`Unable to parse 'data': Shape does not match true shape of 'data' field for input '${input}': expected ${count} elements, got ${flat.length}`);
+  const got = countLeaves(data);
+  if (got !== count) {
+    throw Errors.invalidArg(`Unable to parse 'data': Shape does not match true shape of 'data' field for input '${input}': expected ${count} elements, got ${got}`);
   }
-  const bad = (i: number, what: string) => Errors.invalidArg(`Unable to parse 'data': input '${input}' element ${i} is not ${what}`);
+  let i = 0;
+  const bad = (what: string) => Errors.invalidArg(`Unable to parse 'data': input '${input}' element ${i} is not ${what}`);
   if (datatype === 'BYTES') {
-    const parts = flat.map((x, i) => {
-      if (typeof x !== 'string') throw bad(i, 'a string');
-      return x;
-    });
+    const parts: string[] = [];
+    walk(data, (x) => { if (typeof x !== 'string') throw bad('a string'); parts.push(x); i++; }, () => { throw bad('a string'); });
     return serializeBytesTensor(parts);
   }
   if (datatype === 'BOOL') {
     const out = new Uint8Array(count);
-    for (let i = 0; i < count; i++) {
-      const x = flat[i];
-      if (typeof x !== 'boolean') throw bad(i, 'a boolean');
-      out[i] = x ? 1 : 0;
-    }
+    walk(data, (x) => { if (typeof x !== 'boolean') throw bad('a boolean'); out[i++] = x ? 1 : 0; }, () => { throw bad('a boolean'); });
     return out;
   }
   if (datatype === 'INT64' || datatype === 'UINT64') {
     const out = datatype === 'INT64' ? new BigInt64Array(count) : new BigUint64Array(count);
-    for (let i = 0; i < count; i++) {
-      const x = flat[i];
-      if (typeof x !== 'number' || !Number.isInteger(x) || (datatype === 'UINT64' && x < 0)) throw bad(i, `an integer of type ${datatype}`);
-      out[i] = BigInt(x);
-    }
+    const one = (x: unknown) => {
+      if (typeof x !== 'number' || !Number.isInteger(x) || (datatype === 'UINT64' && x < 0)) throw bad(`an integer of type ${datatype}`);
+      out[i++] = BigInt(x);
+    };
+    walk(data, one, (a) => { for (const x of a) one(x); });
     return out;
   }
   const Ctor = {
@@ -67,12 +68,20 @@ export function jsonToTensorData(data: unknown, datatype: DataType, count: numbe
   }[datatype];
   const out = new Ctor(count);
   const limits = INT_LIMITS[datatype];
-  for (let i = 0; i < count; i++) {
-    const x = flat[i];
-    if (typeof x !== 'number') throw bad(i, 'a number');
-    if (limits && (!Number.isInteger(x) || x < limits[0] || x > limits[1])) throw bad(i, `an integer of type ${datatype}`);
-    out[i] = x;
-  }
+  const one = (x: unknown) => {
+    if (typeof x !== 'number') throw bad('a number');
+    if (limits && (!Number.isInteger(x) || x < limits[0] || x > limits[1])) throw bad(`an integer of type ${datatype}`);
+    out[i++] = x;
+  };
+  walk(data, one, (a) => {
+    if (limits) {
+      for (const x of a) one(x);
+    } else {
+      // Floats: one bulk conversion of the whole run.
+      out.set(a, i);
+      i += a.length;
+    }
+  });
   return out;
 }
 

@@ -15,13 +15,13 @@ export function inferRoutes({ backplane, maxInputSize }: HttpDeps): Hono {
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
       const model = modelParams(c);
-      const body = await readBody(c, maxInputSize);
       const h = c.req.header('inference-header-content-length');
       let headerLength: number | undefined;
       if (h !== undefined) {
         if (!/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${h}'`);
         headerLength = Number(h);
       }
+      const body = await readBody(c, maxInputSize, headerLength);
       let raw: { name: string; datatype: string; shape: number[] } | undefined;
       if (headerLength === 0) {
         const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;

@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { readJson, type JsonValue } from './json-reader.js';
+
+const enc = new TextEncoder();
+const read = (s: string) => readJson(enc.encode(s));
+
+/** JSON.parse's result with number-only arrays as Float64Arrays, to compare with readJson. */
+function expected(v: unknown): JsonValue {
+  if (Array.isArray(v)) {
+    if (v.length > 0 && v.every((x) => typeof x === 'number')) return Float64Array.from(v as number[]);
+    return v.map(expected);
+  }
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, expected(x)]));
+  return v as JsonValue;
+}
+
+function randomValue(depth: number, rnd: () => number): unknown {
+  const r = rnd();
+  if (depth > 3 || r < 0.3) {
+    const k = Math.floor(rnd() * 6);
+    if (k === 0) return (rnd() - 0.5) * 10 ** Math.floor(rnd() * 40 - 20);
+    if (k === 1) return Math.floor((rnd() - 0.5) * 2 ** 53);
+    if (k === 2) return rnd() < 0.5;
+    if (k === 3) return null;
+    if (k === 4) return String.fromCharCode(...Array.from({ length: Math.floor(rnd() * 8) }, () => Math.floor(rnd() * 0x2fff)));
+    return 'ascii "quoted" \\ text\n\t';
+  }
+  if (r < 0.6) return Array.from({ length: Math.floor(rnd() * 5) }, () => randomValue(depth + 1, rnd));
+  if (r < 0.75) return Array.from({ length: Math.floor(rnd() * 20) + 1 }, () => (rnd() - 0.5) * 10 ** Math.floor(rnd() * 10 - 5));
+  return Object.fromEntries(Array.from({ length: Math.floor(rnd() * 4) }, (_, i) => [`k${i}`, randomValue(depth + 1, rnd)]));
+}
+
+describe('readJson()', () => {
+  it('reads what JSON.parse reads, with number-only arrays as Float64Arrays', () => {
+    let seed = 42;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let n = 0; n < 300; n++) {
+      const text = JSON.stringify(randomValue(0, rnd), null, n % 3 === 0 ? 2 : undefined);
+      expect(readJson(enc.encode(text), { exact: true })).toEqual(expected(JSON.parse(text)));
+    }
+  });
+
+  it('reads numbers within 2 ulp of Number(), exactly up to 15 digits, and exactly with { exact: true }', () => {
+    const samples = ['0', '-0', '1e308', '2.2250738585072014e-308', '5e-324', '0.1', '123456789012345678901234567890', '9007199254740993', '1.7976931348623157e308', '3.141592653589793238462643', '-1.5E+3', '1e-7', '0.30000000000000004', '4.35', '0.000123456789'];
+    let seed = 7;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let i = 0; i < 2000; i++) samples.push(String((rnd() - 0.5) * 10 ** Math.floor(rnd() * 60 - 30)), ((rnd() - 0.5) * 100).toFixed(Math.floor(rnd() * 8)));
+    const text = `[${samples.join(',')}]`;
+    const exact = readJson(enc.encode(text), { exact: true }) as Float64Array;
+    samples.forEach((s, i) => expect(Object.is(exact[i], Number(s))).toBe(true));
+    const fast = read(text) as Float64Array;
+    samples.forEach((s, i) => {
+      const want = Number(s);
+      const significant = s.replace(/^-?0*\.?0*|[eE].*$|\./g, '').length;
+      if (significant <= 15) expect(Object.is(fast[i], want)).toBe(true);
+      else expect(Math.abs(fast[i]! - want)).toBeLessThanOrEqual(2 * Math.abs(want) * Number.EPSILON);
+    });
+  });
+
+  it('reads float32 values printed as doubles back to the same float32', () => {
+    const f = Float32Array.from({ length: 5000 }, (_, i) => Math.sin(i) * 10 ** ((i % 9) - 4));
+    const got = read(`[${Array.from(f).join(',')}]`) as Float64Array;
+    expect(Float32Array.from(got)).toEqual(f);
+  });
+
+  it('keeps __proto__ as an own property', () => {
+    const v = read('{"__proto__": {"x": 1}, "a": 2}') as Record<string, unknown>;
+    expect(Object.getPrototypeOf(v)).toBe(Object.prototype);
+    expect(Object.keys(v)).toEqual(['__proto__', 'a']);
+  });
+
+  it('decodes escapes and UTF-8', () => {
+    expect(read(String.raw`["a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00", "héllo ✓"]`)).toEqual(['a"b\\c/d\b\f\n\r\té😀', 'héllo ✓']);
+  });
+
+  it.each([
+    ['', 'Unexpected end of JSON input at position 0'],
+    ['{"a":1,}', 'Expected property name at position 7'],
+    ['[1,2', "Expected ',' or ']' after array element at position 4"],
+    ['[01]', 'Unexpected number (leading zero) at position 2'],
+    ['[1.]', 'Unterminated fractional number at position 3'],
+    ['[-]', 'No number after minus sign at position 2'],
+    ['[1e]', 'Exponent part is missing a number at position 3'],
+    ['"abc', 'Unterminated string in JSON at position 4'],
+    ['"a\u0001"', 'Bad control character in string literal at position 2'],
+    ['"\\x"', 'Bad escaped character in JSON at position 1'],
+    ['{} x', 'Unexpected non-whitespace character after JSON at position 3'],
+    ['tru', 'Unexpected token at position 0'],
+    ['['.repeat(1000), 'JSON nested too deeply'],
+  ])('rejects %j', (text, message) => {
+    expect(() => read(text)).toThrow(message);
+  });
+
+  it('rejects invalid UTF-8', () => {
+    expect(() => readJson(new Uint8Array([0x22, 0xff, 0xfe, 0x22]))).toThrow('Invalid UTF-8 in string');
+  });
+});

@@ -1,0 +1,368 @@
+/**
+ * @module A JSON reader for infer request bodies. It returns what JSON.parse returns, except that
+ * an array holding only numbers comes back as a Float64Array: tensor `data` then never becomes
+ * a JS array of boxed values, which is what makes JSON.parse + conversion cost more than the
+ * inference itself for image-sized tensors (PERF-BASELINE finding 4). See `readJson` for how
+ * exactly numbers are read.
+ */
+
+/** A JSON value as this reader returns it. */
+export type JsonValue = null | boolean | number | string | Float64Array | JsonValue[] | { [k: string]: JsonValue };
+
+const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
+const MAX_DEPTH = 512;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+class JsonError extends Error {}
+
+// The number readers are plain functions over module state, not methods: this is the hot loop
+// of a JSON tensor body (tens of thousands of numbers), where private-field access shows up.
+let numberEnd = 0;
+let numberError = '';
+/** The document as a latin1 string, made once per document when a number needs Number(). */
+let docBytes: Uint8Array | undefined;
+/** Read every number exactly (Number()), at some cost for long mantissas. */
+let exactNumbers = false;
+let docText = '';
+
+/** Number() of bytes [from, to): exact for any length of mantissa. */
+function slowNumber(b: Uint8Array, from: number, to: number): number {
+  if (docBytes !== b) {
+    docBytes = b;
+    docText = Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1');
+  }
+  return Number(docText.slice(from, to));
+}
+
+const isDigit = (c: number | undefined): c is number => c !== undefined && c >= 48 && c <= 57;
+const isWs = (c: number | undefined) => c === 32 || c === 10 || c === 13 || c === 9;
+
+/** Reads a JSON number at `start`; sets `numberEnd`, and `numberError` when malformed. */
+function readNumber(b: Uint8Array, start: number): number {
+  numberError = '';
+  let i = start;
+  let c = b[i];
+  const neg = c === 45;
+  if (neg) c = b[++i];
+  let mant = 0;
+  let digits = 0;
+  let exp = 0;
+  let long = false;
+  if (c === 48) {
+    c = b[++i];
+    if (isDigit(c)) { numberEnd = i; numberError = 'Unexpected number (leading zero)'; return 0; }
+  } else if (isDigit(c) && c !== 48) {
+    while (isDigit(c)) {
+      // Past 17 significant digits a double cannot tell them apart: scale instead.
+      if (digits < 17) {
+        mant = mant * 10 + (c - 48);
+        digits++;
+      } else {
+        exp++;
+        long = true;
+      }
+      c = b[++i];
+    }
+  } else {
+    numberEnd = i;
+    numberError = 'No number after minus sign';
+    return 0;
+  }
+  if (c === 46) {
+    c = b[++i];
+    if (!isDigit(c)) { numberEnd = i; numberError = 'Unterminated fractional number'; return 0; }
+    while (isDigit(c)) {
+      if (digits < 17) {
+        // Leading zeros of a fraction are not significant digits.
+        if (mant !== 0 || c !== 48) digits++;
+        mant = mant * 10 + (c - 48);
+        exp--;
+      } else {
+        long = true;
+      }
+      c = b[++i];
+    }
+  }
+  if (c === 101 || c === 69) {
+    c = b[++i];
+    let sign = 1;
+    if (c === 45 || c === 43) {
+      if (c === 45) sign = -1;
+      c = b[++i];
+    }
+    if (!isDigit(c)) { numberEnd = i; numberError = 'Exponent part is missing a number'; return 0; }
+    let e = 0;
+    while (isDigit(c)) {
+      if (e < 100000) e = e * 10 + (c - 48);
+      c = b[++i];
+    }
+    exp += sign * e;
+  }
+  numberEnd = i;
+  if (exp >= -22 && exp <= 22) {
+    // Up to 15 digits this is Clinger's fast path: an exact mantissa and an exact power of ten
+    // round once, so the result is correctly rounded. With 16-17+ digits (what printing a
+    // float32 as a double gives) the mantissa itself was rounded: the result is within 2 ulp of
+    // the exact double, as with Triton's own JSON reader (rapidjson without full precision), and
+    // exact once rounded to float32.
+    if (digits <= 15 && !long) {
+      const v = exp >= 0 ? mant * POW10[exp]! : mant / POW10[-exp]!;
+      return neg ? -v : v;
+    }
+    if (!exactNumbers) {
+      const v = exp >= 0 ? mant * POW10[exp]! : mant / POW10[-exp]!;
+      return neg ? -v : v;
+    }
+  }
+  return slowNumber(b, start, i);
+}
+
+/**
+ * Reads `n1, n2, ... ]` (the position is just after `[`) into doubles. Returns undefined when an
+ * element is not a number, so the caller reads the array the general way.
+ */
+function readNumberArray(b: Uint8Array, start: number, scratch: Float64Array): { values: Float64Array; end: number; scratch: Float64Array } | undefined {
+  let i = start;
+  let n = 0;
+  let buf = scratch;
+  for (;;) {
+    while (isWs(b[i])) i++;
+    const c = b[i];
+    if (!(c === 45 || isDigit(c))) return undefined;
+    const v = readNumber(b, i);
+    if (numberError) return undefined;
+    i = numberEnd;
+    if (n === buf.length) {
+      const bigger = new Float64Array(buf.length * 2);
+      bigger.set(buf);
+      buf = bigger;
+    }
+    buf[n++] = v;
+    while (isWs(b[i])) i++;
+    const d = b[i];
+    if (d === 44) { i++; continue; }
+    if (d === 93) return { values: buf.slice(0, n), end: i + 1, scratch: buf };
+    return undefined;
+  }
+}
+
+/**
+ * Parses JSON from UTF-8 bytes. Numbers with up to 15 significant digits are always exact;
+ * longer ones are within 2 ulp unless `exact` is set.
+ * @throws Error with the position of the first problem.
+ */
+export function readJson(bytes: Uint8Array, options: { exact?: boolean } = {}): JsonValue {
+  exactNumbers = options.exact ?? false;
+  try {
+    return new Reader(bytes).document();
+  } finally {
+    docBytes = undefined;
+    docText = '';
+  }
+}
+
+class Reader {
+  readonly #b: Uint8Array;
+  #i = 0;
+  #scratch: Float64Array = new Float64Array(64);
+
+  constructor(b: Uint8Array) {
+    this.#b = b;
+  }
+
+  document(): JsonValue {
+    const v = this.#value(0);
+    this.#ws();
+    if (this.#i < this.#b.length) this.#fail('Unexpected non-whitespace character after JSON');
+    return v;
+  }
+
+  #fail(what: string): never {
+    throw new JsonError(`${what} at position ${this.#i}`);
+  }
+
+  #ws(): void {
+    const b = this.#b;
+    let i = this.#i;
+    for (;;) {
+      const c = b[i];
+      if (c === 32 || c === 10 || c === 13 || c === 9) i++;
+      else break;
+    }
+    this.#i = i;
+  }
+
+  #value(depth: number): JsonValue {
+    this.#ws();
+    const c = this.#b[this.#i];
+    switch (c) {
+      case 123: return this.#object(depth + 1);
+      case 91: return this.#array(depth + 1);
+      case 34: return this.#string();
+      case 116: return this.#literal('true', true);
+      case 102: return this.#literal('false', false);
+      case 110: return this.#literal('null', null);
+      case undefined: return this.#fail('Unexpected end of JSON input');
+      default:
+        if (c === 45 || (c >= 48 && c <= 57)) return this.#number();
+        return this.#fail(`Unexpected token '${String.fromCharCode(c)}'`);
+    }
+  }
+
+  #literal<T>(word: string, v: T): T {
+    for (let k = 0; k < word.length; k++) {
+      if (this.#b[this.#i + k] !== word.charCodeAt(k)) this.#fail('Unexpected token');
+    }
+    this.#i += word.length;
+    return v;
+  }
+
+  #object(depth: number): JsonValue {
+    if (depth > MAX_DEPTH) this.#fail('JSON nested too deeply');
+    this.#i++;
+    const out: { [k: string]: JsonValue } = {};
+    this.#ws();
+    if (this.#b[this.#i] === 125) { this.#i++; return out; }
+    for (;;) {
+      this.#ws();
+      if (this.#b[this.#i] !== 34) this.#fail('Expected property name');
+      const key = this.#string();
+      this.#ws();
+      if (this.#b[this.#i] !== 58) this.#fail("Expected ':' after property name");
+      this.#i++;
+      const v = this.#value(depth);
+      // Like JSON.parse, "__proto__" is an own property, never the prototype.
+      if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[key] = v;
+      this.#ws();
+      const c = this.#b[this.#i];
+      if (c === 44) { this.#i++; continue; }
+      if (c === 125) { this.#i++; return out; }
+      this.#fail("Expected ',' or '}' after property value");
+    }
+  }
+
+  #array(depth: number): JsonValue {
+    if (depth > MAX_DEPTH) this.#fail('JSON nested too deeply');
+    this.#i++;
+    this.#ws();
+    const c = this.#b[this.#i];
+    if (c === 93) { this.#i++; return []; }
+    if (c === 45 || (c !== undefined && c >= 48 && c <= 57)) {
+      const nums = this.#numberArray();
+      if (nums) return nums;
+    }
+    const out: JsonValue[] = [];
+    for (;;) {
+      out.push(this.#value(depth));
+      this.#ws();
+      const d = this.#b[this.#i];
+      if (d === 44) { this.#i++; continue; }
+      if (d === 93) { this.#i++; return out; }
+      this.#fail("Expected ',' or ']' after array element");
+    }
+  }
+
+  /** An array of numbers only, read straight into doubles; undefined (position restored) otherwise. */
+  #numberArray(): Float64Array | undefined {
+    const r = readNumberArray(this.#b, this.#i, this.#scratch);
+    if (r === undefined) return undefined;
+    if (r.scratch !== this.#scratch) this.#scratch = r.scratch;
+    this.#i = r.end;
+    return r.values;
+  }
+
+  #number(): number {
+    const v = readNumber(this.#b, this.#i);
+    if (numberError) {
+      this.#i = numberEnd;
+      this.#fail(numberError);
+    }
+    this.#i = numberEnd;
+    return v;
+  }
+
+  #string(): string {
+    const b = this.#b;
+    const start = ++this.#i;
+    let i = start;
+    for (;;) {
+      const c = b[i];
+      if (c === 34) {
+        this.#i = i + 1;
+        return this.#decode(start, i);
+      }
+      if (c === 92) return this.#escapedString(start);
+      if (c === undefined) { this.#i = i; this.#fail('Unterminated string in JSON'); }
+      if (c < 32) { this.#i = i; this.#fail('Bad control character in string literal'); }
+      i++;
+    }
+  }
+
+  #decode(from: number, to: number): string {
+    const b = this.#b;
+    let ascii = true;
+    for (let k = from; k < to; k++) if (b[k]! >= 128) { ascii = false; break; }
+    if (ascii) {
+      if (to - from < 64) {
+        let s = '';
+        for (let k = from; k < to; k++) s += String.fromCharCode(b[k]!);
+        return s;
+      }
+      return utf8.decode(b.subarray(from, to));
+    }
+    try {
+      return utf8.decode(b.subarray(from, to));
+    } catch {
+      this.#i = from;
+      return this.#fail('Invalid UTF-8 in string');
+    }
+  }
+
+  #escapedString(start: number): string {
+    const b = this.#b;
+    let i = start;
+    let out = '';
+    let run = start;
+    for (;;) {
+      const c = b[i];
+      if (c === undefined) { this.#i = i; this.#fail('Unterminated string in JSON'); }
+      if (c === 34) {
+        out += this.#decode(run, i);
+        this.#i = i + 1;
+        return out;
+      }
+      if (c < 32) { this.#i = i; this.#fail('Bad control character in string literal'); }
+      if (c !== 92) { i++; continue; }
+      out += this.#decode(run, i);
+      const e = b[i + 1];
+      switch (e) {
+        case 34: out += '"'; break;
+        case 92: out += '\\'; break;
+        case 47: out += '/'; break;
+        case 98: out += '\b'; break;
+        case 102: out += '\f'; break;
+        case 110: out += '\n'; break;
+        case 114: out += '\r'; break;
+        case 116: out += '\t'; break;
+        case 117: {
+          let code = 0;
+          for (let k = 2; k < 6; k++) {
+            const h = b[i + k];
+            const d = h === undefined ? -1 : h >= 48 && h <= 57 ? h - 48 : h >= 97 && h <= 102 ? h - 87 : h >= 65 && h <= 70 ? h - 55 : -1;
+            if (d < 0) { this.#i = i; this.#fail('Bad Unicode escape in JSON'); }
+            code = code * 16 + d;
+          }
+          out += String.fromCharCode(code);
+          i += 4;
+          break;
+        }
+        default:
+          this.#i = i;
+          this.#fail('Bad escaped character in JSON');
+      }
+      i += 2;
+      run = i;
+    }
+  }
+}
