@@ -7,5 +7,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Instance threads and child servers use both cores: run test files one at a time.
     fileParallelism: false,
+    reporters: ['default', './test/summary-reporter.ts'],
   },
 });
