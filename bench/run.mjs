@@ -108,6 +108,15 @@ for (const model of MODELS) {
 }
 const bodiesByModel = Object.fromEntries(MODELS.map((m) => [m, bodies(m)]));
 
+// 1b. Triode in-process (no HTTP): the core and its instance threads alone.
+results.inprocess = {};
+for (const model of MODELS) for (const c of CONCURRENCY) {
+  const out = execFileSync(process.execPath, [join(ROOT, 'bench', 'inprocess.mjs'), join(ROOT, 'model_repository'), model, String(c), String(SECONDS)], { encoding: 'utf8' });
+  const r = JSON.parse(out.trim().split('\n').pop());
+  results.inprocess[`${model}/${c}`] = r;
+  console.error(JSON.stringify({ inprocess: true, ...r }));
+}
+
 // 2. Triode embedded.
 {
   const port = await freePort();
@@ -138,6 +147,14 @@ writeFileSync(args.out, JSON.stringify(results, null, 2));
 // Markdown.
 const f = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
 console.log(`Raw onnxruntime limit (b1, inferences/s): ${MODELS.map((m) => `${m} ${f(results.raw[`${m}/1`])} on 1 thread, ${f(results.raw[`${m}/2`])} on 2`).join('; ')}\n`);
+console.log('Triode in-process (InferenceServer.infer, no HTTP):\n');
+console.log('| model | c | req/s | p50 ms | p99 ms | x raw 2-thread limit |');
+console.log('|---|---|---|---|---|---|');
+for (const [k, r] of Object.entries(results.inprocess)) {
+  const [m] = k.split('/');
+  console.log(`| ${m} | ${r.c} | ${f(r.rps)} | ${f(r.p50, 3)} | ${f(r.p99, 3)} | ${f(r.rps / results.raw[`${m}/2`], 2)} |`);
+}
+console.log('\nOver HTTP (wrk on the same 2 cores):\n');
 console.log('| server | model | encoding | c | req/s | p50 ms | p99 ms | server CPU % | x raw 2-thread limit | errors |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results.rows) {

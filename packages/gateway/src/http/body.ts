@@ -60,6 +60,14 @@ function readIncoming(incoming: IncomingMessage, limit: number, declared: number
       else resolve(join(buf ? [buf.subarray(pad, pad + Math.min(total, buf.byteLength - pad)), ...chunks] : chunks, total));
     });
     incoming.on('error', (e) => { if (!failed) reject(Errors.invalidArg(`failed to read the request body: ${e.message}`)); });
+    // A client that goes away mid-body: nothing else would settle this promise (and free `buf`).
+    incoming.on('close', () => {
+      if (!failed && !incoming.complete) {
+        failed = true;
+        buf = undefined;
+        reject(Errors.invalidArg('the client closed the connection before sending the whole request body'));
+      }
+    });
   });
 }
 
