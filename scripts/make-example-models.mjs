@@ -1,5 +1,5 @@
 // Writes the small ONNX graphs of the example repository (Triton's `simple`, `simple_int8`,
-// `simple_string`) with a hand-rolled protobuf encoder, so no Python or onnx package is needed.
+// `simple_string`, `simple_sequence`, `simple_dyna_sequence`) with a hand-rolled protobuf encoder, so no Python or onnx package is needed.
 // Run: node scripts/make-example-models.mjs [outdir=model_repository]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,7 +21,7 @@ const bytes = (field, b) => [...key(field, 2), ...varint(b.length), ...b];
 const str = (field, s) => bytes(field, [...Buffer.from(s, 'utf8')]);
 const msg = (field, parts) => bytes(field, parts.flat());
 
-const T = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, STRING: 8, BOOL: 9 };
+const T = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, STRING: 8, BOOL: 9, UINT64: 13 };
 
 function valueInfo(field, name, elemType, dims) {
   const dimMsgs = dims.map((d) => msg(1, typeof d === 'string' ? [str(2, d)] : [int(1, d)]));
@@ -61,10 +61,38 @@ function addSub(name, type) {
   return model(name, nodes, [io(11, 'INPUT0'), io(11, 'INPUT1')], [io(12, 'OUTPUT0'), io(12, 'OUTPUT1')]);
 }
 
+/**
+ * Triton's stateless sequence examples, fed by the sequence batcher's control inputs:
+ * simple_sequence:      OUTPUT = (INPUT + START) * READY
+ * simple_dyna_sequence: OUTPUT = (INPUT + START + END * int32(CORRID)) * READY
+ */
+function sequenceModel(name, dyna) {
+  const io = (f, n, t = T.INT32) => valueInfo(f, n, t, ['batch', 1]);
+  const nodes = [node('Add', ['INPUT', 'START'], ['in_start'], 'add_start')];
+  let sum = 'in_start';
+  if (dyna) {
+    nodes.push(node('Cast', ['CORRID'], ['corrid_i32'], 'cast_corrid', [castTo(T.INT32)]));
+    nodes.push(node('Mul', ['END', 'corrid_i32'], ['end_corrid'], 'mul_end'));
+    nodes.push(node('Add', ['in_start', 'end_corrid'], ['in_start_end'], 'add_end'));
+    sum = 'in_start_end';
+  }
+  nodes.push(node('Mul', [sum, 'READY'], ['OUTPUT'], 'mul_ready'));
+  const inputs = [io(11, 'INPUT'), io(11, 'START'), io(11, 'READY')];
+  if (dyna) inputs.push(io(11, 'END'), io(11, 'CORRID', T.UINT64));
+  return model(name, nodes, inputs, [io(12, 'OUTPUT')]);
+}
+
 const out = process.argv[2] ?? 'model_repository';
-for (const [name, type] of [['simple', T.INT32], ['simple_int8', T.INT8], ['simple_string', T.STRING]]) {
+const models = [
+  ['simple', addSub('simple', T.INT32)],
+  ['simple_int8', addSub('simple_int8', T.INT8)],
+  ['simple_string', addSub('simple_string', T.STRING)],
+  ['simple_sequence', sequenceModel('simple_sequence', false)],
+  ['simple_dyna_sequence', sequenceModel('simple_dyna_sequence', true)],
+];
+for (const [name, bytes] of models) {
   const dir = join(out, name, '1');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'model.onnx'), addSub(name, type));
+  writeFileSync(join(dir, 'model.onnx'), bytes);
   console.log(`wrote ${join(dir, 'model.onnx')}`);
 }

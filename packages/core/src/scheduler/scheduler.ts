@@ -1,22 +1,36 @@
 /** @module The scheduler seam. Triton: core/src/scheduler.h */
+import type { TriodeError } from '../errors.js';
+import type { QueueItem } from './priority-queue.js';
 
 /** What a scheduler needs to know of a queued request. */
-export interface Schedulable {
+export interface Schedulable extends QueueItem {
   /** Inferences the request holds: its first dim when the model batches, else 1. */
   batchSize: number;
   /** Requests batch together only when their keys (non-batch dims of every input) match. */
   shapeKey: string;
   /** When the request entered the queue (Clock.nowNs). */
   enqueueNs: number;
+  /** Request `priority` parameter (0: the model's default level). */
+  priority?: number;
+  /** Request `timeout` parameter in µs (0: none). */
+  timeoutUs?: number;
 }
 
-/** Runs one batch on instance `instance`; resolves when the instance is free again. */
+/** Runs one batch on instance `instance`; resolves when the instance is done with it. */
 export type BatchRunner<T> = (instance: number, batch: T[]) => Promise<void>;
+
+/** Answers a request the scheduler gives up on (timed out, stopped) with an error. */
+export type RejectHandler<T> = (request: T, error: TriodeError) => void;
 
 /** A model version's scheduler. */
 export interface Scheduler<T extends Schedulable> {
-  /** Queues a request; the runner is called with it (alone or in a batch) once an instance is free. */
+  /**
+   * Queues a request; the runner is called with it (alone or in a batch) once an instance is free.
+   * @throws TriodeError when it cannot be queued (e.g. "Exceeds maximum queue size").
+   */
   enqueue(request: T): void;
+  /** Removes a request that has not started; false if it already runs or ran. */
+  cancel(request: T): boolean;
   /** Requests queued, not yet executing (`nv_inference_pending_request_count`). */
   pendingCount(): number;
   /** Requests executing now. */

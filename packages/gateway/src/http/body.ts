@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import { deflate, gunzip, gzip, inflate } from 'node:zlib';
 import type { Context } from 'hono';
-import { Errors, TriodeError } from '@triode/core';
+import { Errors, TriodeError, markTransferable } from '@triode/core';
 
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
@@ -93,10 +93,14 @@ export async function readBody(c: Context, limit: number, headerLength?: number)
     if (ab.byteLength > limit) throw tooLarge(ab.byteLength, limit);
     raw = new Uint8Array(ab);
   }
+  // The body belongs to this request alone: its tensors (views of it) may move it to a thread.
+  markTransferable(raw.buffer);
   if (encoding === 'identity') return raw;
   try {
     const out = encoding === 'gzip' ? await gunzipAsync(raw, { maxOutputLength: limit }) : await inflateAsync(raw, { maxOutputLength: limit });
-    return join([out], out.byteLength);
+    const body = join([out], out.byteLength);
+    markTransferable(body.buffer);
+    return body;
   } catch (err) {
     if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(limit + 1, limit);
     throw Errors.invalidArg(`failed to decompress the request body (${encoding}): ${(err as Error).message}`);

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { PriorityQueue } from './priority-queue.js';
+
+interface I { id: number; deadlineNs: number }
+const item = (id: number): I => ({ id, deadlineNs: 0 });
+const ids = (q: PriorityQueue<I>) => [...q].map((i) => i.id);
+
+describe('PriorityQueue', () => {
+  it('serves level 1 before level 2, arrival order within a level, and the default level for 0 or out of range', () => {
+    const q = new PriorityQueue<I>({ priority_levels: 3, default_priority_level: 2 });
+    q.enqueue(item(1), 0, 3);
+    q.enqueue(item(2), 0, 0);
+    q.enqueue(item(3), 0, 1);
+    q.enqueue(item(4), 0, 9);
+    q.enqueue(item(5), 0, 1);
+    expect(ids(q)).toEqual([3, 5, 2, 4, 1]);
+    expect(q.take(3).map((i) => i.id)).toEqual([3, 5, 2]);
+    expect(q.size).toBe(2);
+  });
+
+  it('refuses a request when its level is full with "Exceeds maximum queue size"', () => {
+    const q = new PriorityQueue<I>({ priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '2': { max_queue_size: 1 } } });
+    q.enqueue(item(1), 0, 2);
+    expect(() => q.enqueue(item(2), 0, 2)).toThrow('Exceeds maximum queue size');
+    q.enqueue(item(3), 0, 1);
+    expect(q.size).toBe(2);
+  });
+
+  it('REJECT removes timed-out requests; DELAY moves them behind the level', () => {
+    const q = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 100, timeout_action: 'DELAY' } });
+    q.enqueue(item(1), 0);
+    q.enqueue(item(2), 50_000);
+    expect(q.nextDeadline()).toBe(100_000);
+    expect(q.expire(100_000)).toEqual([]);
+    expect(ids(q)).toEqual([2, 1]);
+    const r = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 100 } });
+    r.enqueue(item(1), 0);
+    r.enqueue(item(2), 50_000);
+    expect(r.expire(100_000).map((i) => i.id)).toEqual([1]);
+    expect(ids(r)).toEqual([2]);
+  });
+
+  it('lets a request shorten its timeout only when the policy allows an override', () => {
+    const allow = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 1000, allow_timeout_override: true } });
+    const a = item(1);
+    allow.enqueue(a, 0, 0, 10);
+    expect(a.deadlineNs).toBe(10_000);
+    const b = item(2);
+    allow.enqueue(b, 0, 0, 5000);
+    expect(b.deadlineNs).toBe(1_000_000);
+    const deny = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 1000 } });
+    const c = item(3);
+    deny.enqueue(c, 0, 0, 10);
+    expect(c.deadlineNs).toBe(1_000_000);
+    // With no level timeout, a request's timeout is ignored (Triton's PolicyQueue::Enqueue).
+    const none = new PriorityQueue<I>({ default_queue_policy: { allow_timeout_override: true } });
+    const d = item(4);
+    none.enqueue(d, 0, 0, 10);
+    expect(d.deadlineNs).toBe(0);
+  });
+});

@@ -1,0 +1,147 @@
+import { describe, expect, it } from 'vitest';
+import type { ModelSequenceBatching } from '../model-config/model-config.js';
+import { runSchedulerCases } from './scheduler.case.js';
+import { SequenceBatchScheduler, type SequenceSchedulable } from './sequence-batch-scheduler.js';
+import { manualClock } from './test-clock.js';
+
+interface R extends SequenceSchedulable { id: string }
+
+const r = (seq: number | string, n: number, opts: { start?: boolean; end?: boolean; at?: number } = {}): R => ({
+  id: `${seq}_${n}`,
+  batchSize: 1,
+  shapeKey: '',
+  enqueueNs: opts.at ?? 0,
+  deadlineNs: 0,
+  sequence: {
+    key: typeof seq === 'string' ? `s:${seq}` : `n:${seq}`,
+    correlationId: typeof seq === 'string' ? seq : BigInt(seq),
+    start: opts.start ?? false,
+    end: opts.end ?? false,
+  },
+});
+
+runSchedulerCases<R>({
+  name: 'SequenceBatchScheduler (direct)',
+  create: (n, runner, clock, onReject) => new SequenceBatchScheduler<R>(n, runner, { config: {}, modelName: 'm', maxBatchSize: 4, clock, onReject }),
+  // 20 requests over 5 sequences of 4: each starts with START and ends with END.
+  request: (i, clock) => r(1000 + (i % 5), Math.floor(i / 5), { start: i < 5, end: i >= 15, at: clock.nowNs() }),
+});
+runSchedulerCases<R>({
+  name: 'SequenceBatchScheduler (oldest)',
+  create: (n, runner, clock, onReject) => new SequenceBatchScheduler<R>(n, runner, { config: { oldest: { max_candidate_sequences: 4, max_queue_delay_microseconds: 100 } }, modelName: 'm', maxBatchSize: 4, clock, onReject }),
+  request: (i, clock) => r(1000 + (i % 5), Math.floor(i / 5), { start: i < 5, end: i >= 15, at: clock.nowNs() }),
+});
+
+function harness(instances: number, config: ModelSequenceBatching, maxBatchSize = 4) {
+  const clock = manualClock();
+  const batches: { instance: number; ids: string[] }[] = [];
+  const release: (() => void)[] = [];
+  const ended: string[] = [];
+  const s = new SequenceBatchScheduler<R>(instances, (instance, b) => {
+    batches.push({ instance, ids: b.map((x) => x.id) });
+    return new Promise<void>((res) => release.push(res));
+  }, { config, modelName: 'm', maxBatchSize, clock, onSequenceEnd: (k) => ended.push(k) });
+  return { s, batches, release, ended, clock };
+}
+
+const flush = async () => { for (let i = 0; i < 3; i++) await new Promise((res) => setImmediate(res)); };
+const ids = (b: { ids: string[] }[]) => b.map((x) => x.ids);
+
+describe('SequenceBatchScheduler', () => {
+  it('refuses a first request without START, naming the sequence', () => {
+    const { s } = harness(1, {});
+    expect(() => s.enqueue(r(7, 0))).toThrow("inference request for sequence 7 to model 'm' must specify the START flag on the first request of the sequence");
+  });
+
+  it('keeps every request of a sequence on one instance, in order, one at a time', async () => {
+    const { s, batches, release } = harness(2, {}, 1);
+    s.enqueue(r(1, 0, { start: true }));
+    s.enqueue(r(2, 0, { start: true }));
+    s.enqueue(r(1, 1));
+    s.enqueue(r(2, 1, { end: true }));
+    s.enqueue(r(1, 2, { end: true }));
+    expect(batches).toEqual([{ instance: 0, ids: ['1_0'] }, { instance: 1, ids: ['2_0'] }]);
+    for (let k = 0; k < 6; k++) {
+      release.shift()?.();
+      await flush();
+    }
+    const on = (inst: number) => batches.filter((b) => b.instance === inst).flatMap((b) => b.ids);
+    expect(on(0)).toEqual(['1_0', '1_1', '1_2']);
+    expect(on(1)).toEqual(['2_0', '2_1']);
+  });
+
+  it('Direct: batches one request of each sequence of an instance together', async () => {
+    const { s, batches, release } = harness(1, {}, 4);
+    s.enqueue(r(1, 0, { start: true }));
+    s.enqueue(r(2, 0, { start: true }));
+    s.enqueue(r(3, 0, { start: true }));
+    s.enqueue(r(1, 1));
+    s.enqueue(r(2, 1));
+    release.shift()!();
+    await flush();
+    expect(ids(batches)).toEqual([['1_0'], ['1_1', '2_0', '3_0']]);
+    release.shift()!();
+    await flush();
+    expect(ids(batches)).toEqual([['1_0'], ['1_1', '2_0', '3_0'], ['2_1']]);
+  });
+
+  it('puts a sequence that finds no free slot in the backlog until one ends', async () => {
+    const { s, batches, release, ended } = harness(1, {}, 1);
+    s.enqueue(r(1, 0, { start: true }));
+    s.enqueue(r(2, 0, { start: true }));
+    s.enqueue(r(1, 1, { end: true }));
+    expect(ids(batches)).toEqual([['1_0']]);
+    release.shift()!();
+    await flush();
+    expect(ids(batches)).toEqual([['1_0'], ['1_1']]);
+    release.shift()!();
+    await flush();
+    expect(ended).toEqual(['n:1']);
+    expect(ids(batches)).toEqual([['1_0'], ['1_1'], ['2_0']]);
+  });
+
+  it('an ended id must START again; a new START reuses it', async () => {
+    const { s, release } = harness(1, {}, 1);
+    s.enqueue(r(5, 0, { start: true, end: true }));
+    release.shift()!();
+    await flush();
+    expect(() => s.enqueue(r(5, 1))).toThrow('must specify the START flag');
+    s.enqueue(r(5, 2, { start: true }));
+    expect(s.activeSequenceCount()).toBe(1);
+  });
+
+  it('frees an idle sequence after max_sequence_idle_microseconds', async () => {
+    const { s, release, ended, clock } = harness(1, { max_sequence_idle_microseconds: 1000 }, 1);
+    s.enqueue(r(9, 0, { start: true }));
+    release.shift()!();
+    await flush();
+    clock.advance(999_999);
+    expect(ended).toEqual([]);
+    clock.advance(1);
+    expect(ended).toEqual(['n:9']);
+    expect(() => s.enqueue(r(9, 1))).toThrow('must specify the START flag');
+  });
+
+  it('Oldest: waits for the delay or a preferred size, taking the oldest sequences first', async () => {
+    const { s, batches, release, clock } = harness(1, { oldest: { max_candidate_sequences: 8, preferred_batch_size: [3], max_queue_delay_microseconds: 100 } }, 4);
+    s.enqueue(r(1, 0, { start: true, at: 0 }));
+    s.enqueue(r(2, 0, { start: true, at: 0 }));
+    expect(batches).toEqual([]);
+    clock.advance(100_000);
+    expect(ids(batches)).toEqual([['1_0', '2_0']]);
+    release.shift()!();
+    await flush();
+    s.enqueue(r(3, 0, { start: true, at: clock.nowNs() }));
+    s.enqueue(r(2, 1, { at: clock.nowNs() }));
+    s.enqueue(r(1, 1, { at: clock.nowNs() }));
+    expect(ids(batches)).toEqual([['1_0', '2_0'], ['1_1', '2_1', '3_0']]);
+  });
+
+  it('string correlation ids are their own keys', () => {
+    const { s, batches } = harness(1, {}, 2);
+    s.enqueue(r('abc', 0, { start: true }));
+    s.enqueue(r(1, 0, { start: true }));
+    expect(ids(batches)).toEqual([['abc_0']]);
+    expect(s.activeSequenceCount()).toBe(2);
+  });
+});

@@ -1,0 +1,299 @@
+/**
+ * @module The sequence batcher: every request of a sequence (correlation id) runs on the same
+ * instance, in order, one at a time; batches mix requests of different sequences. Direct and
+ * Oldest strategies, a backlog for sequences that find no free slot, and the idle timeout.
+ * Triton: core/src/sequence_batch_scheduler/sequence_batch_scheduler.cc
+ */
+import { systemClock, type Clock } from '../clock.js';
+import { Errors, type TriodeError } from '../errors.js';
+import type { ModelSequenceBatching } from '../model-config/model-config.js';
+import type { BatchRunner, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
+
+/** The sequence parameters of a request. */
+export interface SequenceInfo {
+  /** The correlation id as a map key (`"n:1000"` or `"s:abc"`). */
+  key: string;
+  /** The id as given: uint64 (bigint) or string. */
+  correlationId: bigint | string;
+  start: boolean;
+  end: boolean;
+}
+
+/** A request of a sequence. */
+export interface SequenceSchedulable extends Schedulable {
+  sequence: SequenceInfo;
+}
+
+/** Options of a SequenceBatchScheduler. */
+export interface SequenceBatchSchedulerOptions<T> {
+  /** The model's `sequence_batching { }`. */
+  config: ModelSequenceBatching;
+  modelName: string;
+  /** The model's max_batch_size (0: one request per execution). */
+  maxBatchSize: number;
+  /** Called when a sequence ends, times out or is restarted, to drop its state. */
+  onSequenceEnd?: (key: string) => void;
+  /** Answers requests of a sequence dropped for idleness. */
+  onReject?: RejectHandler<T>;
+  /** @default systemClock */
+  clock?: Clock;
+}
+
+interface Sequence<T> {
+  key: string;
+  /** The instance it is pinned to, or -1 while in the backlog. */
+  instance: number;
+  queue: T[];
+  running: boolean;
+  /** Last arrival or completion (ns), for the idle timeout. */
+  lastActivityNs: number;
+  /** Set once its END request was queued: no more requests are accepted for it. */
+  ending: boolean;
+}
+
+/** Schedules sequences onto instances (Triton's sequence batcher). */
+export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Scheduler<T> {
+  readonly #runner: BatchRunner<T>;
+  readonly #clock: Clock;
+  readonly #modelName: string;
+  readonly #onEnd: (key: string) => void;
+  readonly #onReject: RejectHandler<T>;
+  readonly #oldest: boolean;
+  /** Sequences an instance may hold: its batch slots (Direct) or candidates (Oldest). */
+  readonly #capacity: number;
+  readonly #maxBatch: number;
+  readonly #preferred: number[];
+  readonly #delayNs: number;
+  readonly #idleNs: number;
+  readonly #minSlotUtilization: number;
+  readonly #busy: boolean[];
+  readonly #pinned: number[];
+  readonly #sequences = new Map<string, Sequence<T>>();
+  readonly #backlog: Sequence<T>[] = [];
+  #queued = 0;
+  #inflight = 0;
+  #timer: unknown = undefined;
+  #timerAt = 0;
+  #idleWaiters: (() => void)[] = [];
+  #stopped = false;
+
+  constructor(instanceCount: number, runner: BatchRunner<T>, options: SequenceBatchSchedulerOptions<T>) {
+    if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
+    const c = options.config;
+    this.#runner = runner;
+    this.#clock = options.clock ?? systemClock;
+    this.#modelName = options.modelName;
+    this.#onEnd = options.onSequenceEnd ?? (() => undefined);
+    this.#onReject = options.onReject ?? (() => undefined);
+    this.#maxBatch = Math.max(1, options.maxBatchSize);
+    this.#oldest = c.oldest !== undefined;
+    if (c.oldest) {
+      this.#capacity = Math.max(1, c.oldest.max_candidate_sequences ?? this.#maxBatch);
+      this.#preferred = (c.oldest.preferred_batch_size ?? []).filter((p) => p <= this.#maxBatch);
+      this.#delayNs = (c.oldest.max_queue_delay_microseconds ?? 0) * 1000;
+      this.#minSlotUtilization = 0;
+    } else {
+      this.#capacity = this.#maxBatch;
+      this.#preferred = [];
+      this.#delayNs = (c.direct?.max_queue_delay_microseconds ?? 0) * 1000;
+      this.#minSlotUtilization = c.direct?.minimum_slot_utilization ?? 0;
+    }
+    this.#idleNs = (c.max_sequence_idle_microseconds || 1_000_000) * 1000;
+    this.#busy = new Array<boolean>(instanceCount).fill(false);
+    this.#pinned = new Array<number>(instanceCount).fill(0);
+  }
+
+  enqueue(request: T): void {
+    if (this.#stopped) throw Errors.serverStopping();
+    const info = request.sequence;
+    const now = this.#clock.nowNs();
+    let seq = this.#sequences.get(info.key);
+    if (seq && info.start) {
+      // START on a running id: Triton ends the old sequence early and starts a new one.
+      if (seq.queue.length === 0 && !seq.running) {
+        this.#onEnd(info.key);
+        seq.ending = false;
+      } else if (seq.ending) {
+        throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' cannot start the sequence again before its END request has run`);
+      } else {
+        this.#onEnd(info.key);
+      }
+    }
+    if (!seq) {
+      if (!info.start) {
+        throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' must specify the START flag on the first request of the sequence`);
+      }
+      seq = { key: info.key, instance: -1, queue: [], running: false, lastActivityNs: now, ending: false };
+      this.#sequences.set(info.key, seq);
+      this.#place(seq);
+    } else if (seq.ending && !info.start) {
+      throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' must specify the START flag on the first request of the sequence`);
+    }
+    if (info.end) seq.ending = true;
+    seq.queue.push(request);
+    seq.lastActivityNs = now;
+    this.#queued++;
+    this.#schedule();
+  }
+
+  cancel(request: T): boolean {
+    const seq = this.#sequences.get(request.sequence.key);
+    const i = seq ? seq.queue.indexOf(request) : -1;
+    if (!seq || i < 0) return false;
+    seq.queue.splice(i, 1);
+    this.#queued--;
+    this.#notifyIdle();
+    return true;
+  }
+
+  pendingCount(): number {
+    return this.#queued;
+  }
+
+  inflightInferenceCount(): number {
+    return this.#inflight;
+  }
+
+  /** Sequences holding a slot or waiting for one. */
+  activeSequenceCount(): number {
+    return this.#sequences.size;
+  }
+
+  idle(): Promise<void> {
+    if (this.#queued === 0 && this.#inflight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#clearTimer();
+  }
+
+  /** Pins a sequence to the instance with the most free capacity, or puts it in the backlog. */
+  #place(seq: Sequence<T>): void {
+    let best = -1;
+    for (let i = 0; i < this.#pinned.length; i++) {
+      if (this.#pinned[i]! < this.#capacity && (best < 0 || this.#pinned[i]! < this.#pinned[best]!)) best = i;
+    }
+    if (best < 0) {
+      this.#backlog.push(seq);
+      return;
+    }
+    seq.instance = best;
+    this.#pinned[best]!++;
+  }
+
+  /** Frees a sequence's slot (END ran, or idle) and gives it to the oldest backlog sequence. */
+  #release(seq: Sequence<T>): void {
+    this.#sequences.delete(seq.key);
+    this.#onEnd(seq.key);
+    if (seq.instance < 0) {
+      const i = this.#backlog.indexOf(seq);
+      if (i >= 0) this.#backlog.splice(i, 1);
+      return;
+    }
+    this.#pinned[seq.instance]!--;
+    const next = this.#backlog.shift();
+    if (next) {
+      next.instance = seq.instance;
+      this.#pinned[seq.instance]!++;
+    }
+  }
+
+  #clearTimer(): void {
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerAt = 0;
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    const now = this.#clock.nowNs();
+    let wake = 0;
+    const later = (t: number) => { if (t > 0 && (wake === 0 || t < wake)) wake = t; };
+    // Idle sequences lose their slot (and their state).
+    for (const seq of [...this.#sequences.values()]) {
+      if (seq.running || seq.queue.length > 0) continue;
+      const at = seq.lastActivityNs + this.#idleNs;
+      if (at <= now) this.#release(seq);
+      else later(at);
+    }
+    for (let inst = 0; inst < this.#busy.length; inst++) {
+      if (this.#busy[inst]) continue;
+      const ready: Sequence<T>[] = [];
+      for (const seq of this.#sequences.values()) {
+        if (seq.instance === inst && !seq.running && seq.queue.length > 0) ready.push(seq);
+      }
+      if (ready.length === 0) continue;
+      // Oldest first: by the arrival of each sequence's next request.
+      ready.sort((a, b) => a.queue[0]!.enqueueNs - b.queue[0]!.enqueueNs);
+      let n = Math.min(ready.length, this.#maxBatch);
+      const oldestNs = ready[0]!.queue[0]!.enqueueNs;
+      if (this.#delayNs > 0 && now < oldestNs + this.#delayNs) {
+        const preferredAt = this.#preferred.filter((p) => p <= n).sort((a, b) => b - a)[0];
+        const full = n >= this.#maxBatch;
+        const utilized = this.#minSlotUtilization > 0 && n / this.#capacity >= this.#minSlotUtilization;
+        if (preferredAt !== undefined) n = preferredAt;
+        else if (!full && (this.#oldest || (this.#minSlotUtilization > 0 && !utilized))) {
+          later(oldestNs + this.#delayNs);
+          continue;
+        }
+      }
+      const chosen = ready.slice(0, n);
+      const batch = chosen.map((s) => {
+        s.running = true;
+        return s.queue.shift()!;
+      });
+      this.#queued -= batch.length;
+      this.#inflight += batch.length;
+      this.#busy[inst] = true;
+      this.#runner(inst, batch)
+        .catch(() => undefined)
+        .finally(() => {
+          const done = this.#clock.nowNs();
+          this.#busy[inst] = false;
+          this.#inflight -= batch.length;
+          chosen.forEach((s, k) => {
+            s.running = false;
+            s.lastActivityNs = done;
+            if (batch[k]!.sequence.end && s.queue.length === 0 && this.#sequences.get(s.key) === s) this.#release(s);
+          });
+          this.#schedule();
+          this.#notifyIdle();
+        });
+    }
+    this.#armTimer(wake);
+  }
+
+  #armTimer(at: number): void {
+    if (at === 0) {
+      this.#clearTimer();
+      return;
+    }
+    if (this.#timer !== undefined && this.#timerAt === at) return;
+    this.#clearTimer();
+    this.#timerAt = at;
+    this.#timer = this.#clock.setTimeout(() => {
+      this.#timer = undefined;
+      this.#timerAt = 0;
+      this.#schedule();
+    }, Math.max(0, (at - this.#clock.nowNs()) / 1e6));
+  }
+
+  #notifyIdle(): void {
+    if (this.#queued === 0 && this.#inflight === 0 && this.#idleWaiters.length > 0) {
+      const w = this.#idleWaiters;
+      this.#idleWaiters = [];
+      for (const f of w) f();
+    }
+  }
+
+  /** For tests: rejects every queued request (used by stop paths). */
+  rejectAll(error: TriodeError): void {
+    for (const seq of this.#sequences.values()) {
+      for (const r of seq.queue.splice(0)) this.#onReject(r, error);
+    }
+    this.#queued = 0;
+    this.#notifyIdle();
+  }
+}
