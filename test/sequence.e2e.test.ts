@@ -1,0 +1,147 @@
+/**
+ * Scheduling end to end over HTTP against `triode serve`: interleaved sequences as NVIDIA's
+ * simple_http_sequence_sync_infer_client.py sends them (with and without -d), implicit state of a
+ * real stateful model (Silero VAD) kept apart per sequence, and dynamic batching of `simple`.
+ */
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EXAMPLES, makeRepository } from './helpers/repository.js';
+import { freePort, startTriode, type Child } from './helpers/process.js';
+
+let triode: Child;
+let base: string;
+
+async function post(model: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  const r = await fetch(`${base}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() as Record<string, unknown> };
+}
+
+const VALUES = [11, 7, 5, 3, 2, 0, 1];
+
+/** One sequence as the client example sends it: the start value, then VALUES, END on the last. */
+async function runSequence(model: string, id: number | string, start: number, sign: number): Promise<number[]> {
+  const values = [start, ...VALUES.map((v) => v * sign)];
+  const out: number[] = [];
+  for (let i = 0; i < values.length; i++) {
+    const parameters: Record<string, unknown> = { sequence_id: id };
+    if (i === 0) parameters['sequence_start'] = true;
+    if (i === values.length - 1) parameters['sequence_end'] = true;
+    const r = await post(model, { id: `${id}_${i}`, parameters, inputs: [{ name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [values[i]] }] });
+    expect(r.status).toBe(200);
+    expect(r.json['id']).toBe(`${id}_${i}`);
+    out.push((r.json['outputs'] as { data: number[] }[])[0]!.data[0]!);
+  }
+  return out;
+}
+
+beforeAll(async () => {
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  const repo = makeRepository(['simple', 'simple_sequence', 'simple_dyna_sequence', 'silero_vad']);
+  triode = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
+});
+
+afterAll(async () => {
+  await triode?.stop();
+});
+
+describe('sequence batching over HTTP', () => {
+  it('simple_sequence: three interleaved sequences get their own results', async () => {
+    const [a, b, c] = await Promise.all([
+      runSequence('simple_sequence', 1000, 0, 1),
+      runSequence('simple_sequence', 1001, 100, -1),
+      runSequence('simple_sequence', 'b1cbdc5f-8e8a-4f7e-9a5e-3c1d6a1e2f00', 20, -1),
+    ]);
+    expect(a).toEqual([1, 11, 7, 5, 3, 2, 0, 1]);
+    expect(b).toEqual([101, -11, -7, -5, -3, -2, 0, -1]);
+    expect(c).toEqual([21, -11, -7, -5, -3, -2, 0, -1]);
+  });
+
+  it('simple_dyna_sequence (Oldest, CORRID): the END request adds the correlation id', async () => {
+    const [a, b, c] = await Promise.all([
+      runSequence('simple_dyna_sequence', 1000, 0, 1),
+      runSequence('simple_dyna_sequence', 1001, 100, -1),
+      runSequence('simple_dyna_sequence', 1002, 20, -1),
+    ]);
+    expect(a).toEqual([1, 11, 7, 5, 3, 2, 0, 1001]);
+    expect(b).toEqual([101, -11, -7, -5, -3, -2, 0, 1000]);
+    expect(c).toEqual([21, -11, -7, -5, -3, -2, 0, 1001]);
+  });
+
+  it("answers Triton's errors: no correlation id, no START, batch size over 1", async () => {
+    const input = { name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [1] };
+    let r = await post('simple_sequence', { inputs: [input] });
+    expect(r.status).toBe(400);
+    expect(r.json['error']).toBe("inference request to model 'simple_sequence' must specify a non-zero or non-empty correlation ID");
+    r = await post('simple_sequence', { parameters: { sequence_id: 4242 }, inputs: [input] });
+    expect(r.status).toBe(400);
+    expect(r.json['error']).toBe("inference request for sequence 4242 to model 'simple_sequence' must specify the START flag on the first request of the sequence");
+    r = await post('simple_sequence', { parameters: { sequence_id: 4243, sequence_start: true }, inputs: [{ name: 'INPUT', shape: [2, 1], datatype: 'INT32', data: [1, 2] }] });
+    expect(r.status).toBe(400);
+    expect(r.json['error']).toBe("inference request to model 'simple_sequence' must specify batch-size 1 due to requirements of sequence batcher");
+  });
+
+  it('silero_vad: implicit state is kept per sequence, exactly as feeding it back by hand', async () => {
+    // Two tones under a slow envelope, different per sequence (4 decimals, so JSON is exact).
+    const chunk = (seed: number, k: number) => Array.from({ length: 512 }, (_, i) => {
+      const t = (i + k * 512) / 16000;
+      const v = Math.sin(2 * Math.PI * (150 + 40 * seed) * t) * Math.sin(2 * Math.PI * 3 * t) * 0.6 + Math.sin(2 * Math.PI * (700 + 90 * seed) * t) * 0.25;
+      return Math.round(v * 1e4) / 1e4;
+    });
+    // Ground truth: onnxruntime directly, state fed back by hand.
+    const session = await ort.InferenceSession.create(join(EXAMPLES, 'silero_vad', '1', 'model.onnx'));
+    const truth = async (seed: number, keepState = true) => {
+      let state = new ort.Tensor('float32', new Float32Array(256), [2, 1, 128]);
+      const out: number[] = [];
+      for (let k = 0; k < 6; k++) {
+        const r = await session.run({ input: new ort.Tensor('float32', Float32Array.from(chunk(seed, k)), [1, 512]), state, sr: new ort.Tensor('int64', BigInt64Array.of(16000n), [1]) });
+        out.push((r['output']!.data as Float32Array)[0]!);
+        if (keepState) state = r['stateN']! as ort.Tensor;
+      }
+      return out;
+    };
+    const served = async (seed: number, id: number) => {
+      const out: number[] = [];
+      for (let k = 0; k < 6; k++) {
+        const r = await post('silero_vad', {
+          parameters: { sequence_id: id, sequence_start: k === 0, sequence_end: k === 5 },
+          inputs: [
+            { name: 'input', shape: [1, 512], datatype: 'FP32', data: chunk(seed, k) },
+            { name: 'sr', shape: [1], datatype: 'INT64', data: [16000] },
+          ],
+        });
+        expect(r.status).toBe(200);
+        out.push((r.json['outputs'] as { data: number[] }[])[0]!.data[0]!);
+      }
+      return out;
+    };
+    const [x, y] = await Promise.all([served(1, 7001), served(4, 7002)]);
+    const [tx, ty] = [await truth(1), await truth(4)];
+    expect(x).toEqual(tx.map((v) => Math.fround(v)));
+    expect(y).toEqual(ty.map((v) => Math.fround(v)));
+    // The state matters: the same chunks without it give other probabilities.
+    expect(await truth(1, false)).not.toEqual(tx);
+    await session.release();
+  });
+});
+
+describe('dynamic batching over HTTP', () => {
+  it('64 concurrent requests to simple run in fewer executions than requests', async () => {
+    const before = (await (await fetch(`${base}/v2/models/simple/stats`)).json() as { model_stats: { execution_count: number; inference_count: number }[] }).model_stats[0]!;
+    const results = await Promise.all(Array.from({ length: 64 }, (_, k) => post('simple', {
+      inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(k) },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(1) },
+      ],
+    })));
+    results.forEach((r, k) => {
+      expect(r.status).toBe(200);
+      expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual(new Array(16).fill(k + 1));
+    });
+    const after = (await (await fetch(`${base}/v2/models/simple/stats`)).json() as { model_stats: { execution_count: number; inference_count: number; batch_stats: { batch_size: number }[] }[] }).model_stats[0]!;
+    expect(after.inference_count - before.inference_count).toBe(64);
+    expect(after.execution_count - before.execution_count).toBeLessThan(64);
+    expect(after.batch_stats.some((b) => b.batch_size > 1)).toBe(true);
+  });
+});
