@@ -92,7 +92,7 @@ describe('sequence batching over HTTP', () => {
     // Ground truth: onnxruntime directly, state fed back by hand.
     const session = await ort.InferenceSession.create(join(EXAMPLES, 'silero_vad', '1', 'model.onnx'));
     const truth = async (seed: number, keepState = true) => {
-      let state = new ort.Tensor('float32', new Float32Array(256), [2, 1, 128]);
+      let state: ort.Tensor = new ort.Tensor('float32', new Float32Array(256), [2, 1, 128]);
       const out: number[] = [];
       for (let k = 0; k < 6; k++) {
         const r = await session.run({ input: new ort.Tensor('float32', Float32Array.from(chunk(seed, k)), [1, 512]), state, sr: new ort.Tensor('int64', BigInt64Array.of(16000n), [1]) });

@@ -1,0 +1,156 @@
+/**
+ * ModelVersion with a test-only backend: what the schedulers do once wired to a model
+ * (execution errors, ordering, queue policy over requests, sequence controls and state).
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Backend, ExecuteRequest, ExecuteResult } from './backend-api.js';
+import { Errors } from './errors.js';
+import type { InferenceRequest } from './infer-request.js';
+import { InferenceServer } from './server.js';
+
+/**
+ * A backend named "testing": OUT = IN (+ STATE_IN when the model has state, + 1000 * START), after
+ * `delayMs` per batch. A request whose IN holds -1 fails alone; one holding -2 fails its batch.
+ */
+function testingBackend(delayMs = 0, executions: number[][] = []): Backend {
+  return {
+    name: 'testing',
+    async modelInitialize() {
+      return {
+        async instanceInitialize() {
+          return {
+            async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+              executions.push(requests.map((r) => Number((r.inputs.find((t) => t.name === 'IN')!.data as Int32Array)[0])));
+              if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
+              if (requests.some((r) => (r.inputs[0]!.data as Int32Array)[0] === -2)) throw new Error('batch poisoned');
+              return {
+                responses: requests.map((r) => {
+                  const input = r.inputs.find((t) => t.name === 'IN')!;
+                  if ((input.data as Int32Array)[0] === -1) return { error: Errors.invalidArg('value -1 refused') };
+                  const state = r.inputs.find((t) => t.name === 'STATE_IN');
+                  const start = r.inputs.find((t) => t.name === 'START');
+                  const out = Int32Array.from(input.data as Int32Array, (v, i) => v + (state ? (state.data as Int32Array)[i]! : 0) + (start ? 1000 * (start.data as Int32Array)[0]! : 0));
+                  const outputs = [{ name: 'OUT', datatype: 'INT32' as const, shape: input.shape, data: out }];
+                  if (r.outputNames.includes('STATE_OUT')) outputs.push({ name: 'STATE_OUT', datatype: 'INT32', shape: input.shape, data: out.slice() });
+                  return { outputs };
+                }),
+              };
+            },
+            async finalize() {},
+          };
+        },
+        async finalize() {},
+      };
+    },
+  };
+}
+
+const servers: InferenceServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.stop(1000)));
+});
+
+async function serve(config: string, backend: Backend): Promise<InferenceServer> {
+  const repo = mkdtempSync(join(tmpdir(), 'triode-model-'));
+  mkdirSync(join(repo, 'm', '1'), { recursive: true });
+  writeFileSync(join(repo, 'm', 'config.pbtxt'), `backend: "testing"\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n${config}`);
+  const s = await InferenceServer.create({ modelRepositories: [repo], backends: [backend] });
+  servers.push(s);
+  const row = s.repositoryIndex()[0]!;
+  if (row.state !== 'READY') throw new Error(row.reason);
+  return s;
+}
+
+const req = (v: number, parameters: InferenceRequest['parameters'] = {}): InferenceRequest => ({
+  modelName: 'm', parameters, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(v) }],
+});
+const out = async (p: Promise<{ outputs: { data: ArrayLike<number | bigint> }[] }>) => Number((await p).outputs[0]!.data[0]);
+
+describe('ModelVersion', () => {
+  it('an error for one request fails only that request; a thrown execute fails exactly its batch', async () => {
+    const s = await serve('max_batch_size: 4 dynamic_batching { max_queue_delay_microseconds: 50000 } instance_group { count: 1 kind: KIND_CPU }', testingBackend(0));
+    const [a, b, c] = await Promise.allSettled([s.infer(req(1)), s.infer(req(-1)), s.infer(req(3))]);
+    expect(a).toMatchObject({ status: 'fulfilled' });
+    expect(b).toMatchObject({ status: 'rejected', reason: { message: 'value -1 refused', code: 'INVALID_ARG' } });
+    expect(c).toMatchObject({ status: 'fulfilled' });
+    const poisoned = await Promise.allSettled([s.infer(req(5)), s.infer(req(-2))]);
+    expect(poisoned.map((p) => p.status)).toEqual(['rejected', 'rejected']);
+    expect((poisoned[0] as PromiseRejectedResult).reason.message).toBe('batch poisoned');
+    expect(await out(s.infer(req(7)))).toBe(7);
+    expect(s.modelStatistics('m')[0]!.inference_stats.fail.count).toBe(3);
+  });
+
+  it('preserve_ordering releases responses in arrival order across instances', async () => {
+    const order: number[] = [];
+    const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true } instance_group { count: 2 kind: KIND_CPU }', {
+      ...testingBackend(),
+      async modelInitialize(ctx) {
+        const inner = await testingBackend().modelInitialize(ctx);
+        let n = 0;
+        return {
+          async instanceInitialize(g, i) {
+            const inst = await inner.instanceInitialize(g, i);
+            // Instance 0 is slow: without ordering, the second request would answer first.
+            const delay = n++ === 0 ? 60 : 0;
+            return { ...inst, execute: async (r) => { await new Promise((x) => setTimeout(x, delay)); return inst.execute(r); } };
+          },
+          finalize: () => inner.finalize(),
+        };
+      },
+    });
+    await Promise.all([1, 2, 3].map((v) => s.infer(req(v)).then(() => order.push(v))));
+    expect(order).toEqual([1, 2, 3]);
+  });
+
+  it('queue policy: 503-style UNAVAILABLE when full, "Request timeout expired" from a request timeout', async () => {
+    const s = await serve('max_batch_size: 1 dynamic_batching { default_queue_policy { max_queue_size: 1 default_timeout_microseconds: 10000000 allow_timeout_override: true } } instance_group { count: 1 kind: KIND_CPU }', testingBackend(300));
+    const settled: string[] = [];
+    const first = s.infer(req(1)).then((r) => { settled.push('first'); return r; });
+    const second = s.infer(req(2, { timeout: 20000 })).catch((e: unknown) => { settled.push('second'); throw e; });
+    await expect(s.infer(req(3))).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Exceeds maximum queue size' });
+    await expect(second).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Request timeout expired' });
+    expect(await out(first)).toBe(1);
+    // Answered when it timed out (20 ms), not after the running execution (300 ms).
+    expect(settled).toEqual(['second', 'first']);
+  });
+
+  it('priority levels: a priority 1 request overtakes queued default ones', async () => {
+    const executions: number[][] = [];
+    const s = await serve('max_batch_size: 1 dynamic_batching { priority_levels: 2 default_priority_level: 2 } instance_group { count: 1 kind: KIND_CPU }', testingBackend(20, executions));
+    await Promise.all([s.infer(req(1)), s.infer(req(2)), s.infer(req(3)), s.infer(req(4, { priority: 1 }))]);
+    expect(executions.flat()).toEqual([1, 4, 2, 3]);
+  });
+
+  it('rejects bad priority and timeout parameters', async () => {
+    const s = await serve('max_batch_size: 1 dynamic_batching { }', testingBackend());
+    await expect(s.infer(req(1, { priority: -1 }))).rejects.toThrow("parameter 'priority' must be a non-negative integer");
+    await expect(s.infer(req(1, { timeout: 'soon' }))).rejects.toThrow("parameter 'timeout' must be a non-negative integer");
+  });
+
+  it('sequences: control tensors, and implicit state kept apart between interleaved sequences', async () => {
+    const s = await serve([
+      'max_batch_size: 4',
+      'sequence_batching {',
+      '  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]',
+      '  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true name: "z" } } ]',
+      '}',
+      'instance_group { count: 1 kind: KIND_CPU }',
+    ].join('\n'), testingBackend(5));
+    const seq = async (id: number, values: number[]) => {
+      const got: number[] = [];
+      for (let i = 0; i < values.length; i++) {
+        got.push(await out(s.infer(req(values[i]!, { sequence_id: id, sequence_start: i === 0, sequence_end: i === values.length - 1 }))));
+      }
+      return got;
+    };
+    // Running sums per sequence; START adds 1000 to the first output (and so to the state).
+    const [a, b] = await Promise.all([seq(1, [1, 2, 3]), seq(2, [10, 20, 30])]);
+    expect(a).toEqual([1001, 1003, 1006]);
+    expect(b).toEqual([1010, 1030, 1060]);
+    // An ended id starts again from the initial state.
+    expect(await seq(1, [5])).toEqual([1005]);
+  });
+});
