@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import { Errors, configTypeToDataType, type ModelConfig } from '@triode/core';
-import { compress, readBody, responseCompression } from '../body.js';
+import { compress, header, readBody, responseCompression } from '../body.js';
 import type { HttpDeps } from '../http-options.js';
 import { encodeInferResponse, parseInferRequest } from '../infer-codec.js';
 import { modelParams, modelPaths } from './model-params.js';
@@ -15,7 +15,7 @@ export function inferRoutes({ backplane, maxInputSize }: HttpDeps): Hono {
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
       const model = modelParams(c);
-      const h = c.req.header('inference-header-content-length');
+      const h = header(c, 'inference-header-content-length');
       let headerLength: number | undefined;
       if (h !== undefined) {
         if (!/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${h}'`);
