@@ -15,7 +15,7 @@ import { modelPaths } from './routes/model-params.js';
 import { statsRoutes } from './routes/stats.js';
 
 /** The extensions the HTTP frontend implements, for the server metadata. */
-export const HTTP_EXTENSIONS = ['classification', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration'];
+export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration'];
 
 /** Paths Triton routes; any other method on them is 405. */
 const KNOWN_PATHS = [
