@@ -7,6 +7,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { Errors } from '../errors.js';
 import type { ModelDynamicBatching } from '../model-config/model-config.js';
 import { PriorityQueue } from './priority-queue.js';
+import { IdleWaiters, WakeTimer } from './wake-timer.js';
 import type { BatchRunner, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
 
 /** Options of a DynamicBatchScheduler. */
@@ -47,11 +48,10 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   readonly #depth: number;
   readonly #queue: PriorityQueue<T>;
   #inflight = 0;
-  #timer: unknown = undefined;
-  #timerAt = 0;
+  readonly #timer: WakeTimer;
   /** When the batch being held back for the delay must go (0: none held). */
   #batchDeadline = 0;
-  #idleWaiters: (() => void)[] = [];
+  readonly #idle = new IdleWaiters();
   #stopped = false;
 
   constructor(instanceCount: number, runner: BatchRunner<T>, options: DynamicBatchSchedulerOptions<T> = {}) {
@@ -65,6 +65,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     this.#outstanding = new Array<number>(instanceCount).fill(0);
     this.#depth = Math.max(1, options.pipelineDepth ?? 1);
     this.#queue = new PriorityQueue<T>(options.queuePolicy ?? {});
+    this.#timer = new WakeTimer(this.#clock, () => this.#schedule());
   }
 
   enqueue(request: T): void {
@@ -88,20 +89,14 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   }
 
   idle(): Promise<void> {
-    if (this.#queue.size === 0 && this.#inflight === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    return this.#idle.wait(this.#queue.size === 0 && this.#inflight === 0);
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    this.#clearTimer();
+    this.#timer.clear();
   }
 
-  #clearTimer(): void {
-    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAt = 0;
-  }
 
   /** Rejects or delays what has timed out. */
   #expire(now: number): void {
@@ -149,19 +144,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   /** One timer for whichever comes first: a queue timeout or the end of the batching delay. */
   #armTimer(): void {
     const deadlines = [this.#queue.nextDeadline(), this.#batchDeadline].filter((d) => d > 0);
-    if (deadlines.length === 0) {
-      this.#clearTimer();
-      return;
-    }
-    const at = Math.min(...deadlines);
-    if (this.#timer !== undefined && this.#timerAt === at) return;
-    this.#clearTimer();
-    this.#timerAt = at;
-    this.#timer = this.#clock.setTimeout(() => {
-      this.#timer = undefined;
-      this.#timerAt = 0;
-      this.#schedule();
-    }, Math.max(0, (at - this.#clock.nowNs()) / 1e6));
+    this.#timer.set(deadlines.length ? Math.min(...deadlines) : 0);
   }
 
   /**
@@ -204,10 +187,6 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   }
 
   #notifyIdle(): void {
-    if (this.#queue.size === 0 && this.#inflight === 0 && this.#idleWaiters.length > 0) {
-      const w = this.#idleWaiters;
-      this.#idleWaiters = [];
-      for (const f of w) f();
-    }
+    this.#idle.notify(this.#queue.size === 0 && this.#inflight === 0);
   }
 }

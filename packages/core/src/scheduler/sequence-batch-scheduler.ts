@@ -8,6 +8,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { Errors, type TriodeError } from '../errors.js';
 import type { ModelSequenceBatching } from '../model-config/model-config.js';
 import type { BatchRunner, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
+import { IdleWaiters, WakeTimer } from './wake-timer.js';
 
 /** The sequence parameters of a request. */
 export interface SequenceInfo {
@@ -72,9 +73,8 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   readonly #backlog: Sequence<T>[] = [];
   #queued = 0;
   #inflight = 0;
-  #timer: unknown = undefined;
-  #timerAt = 0;
-  #idleWaiters: (() => void)[] = [];
+  readonly #timer: WakeTimer;
+  readonly #idle = new IdleWaiters();
   #stopped = false;
 
   constructor(instanceCount: number, runner: BatchRunner<T>, options: SequenceBatchSchedulerOptions<T>) {
@@ -101,6 +101,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     this.#idleNs = (c.max_sequence_idle_microseconds || 1_000_000) * 1000;
     this.#busy = new Array<boolean>(instanceCount).fill(false);
     this.#pinned = new Array<number>(instanceCount).fill(0);
+    this.#timer = new WakeTimer(this.#clock, () => this.#schedule());
   }
 
   enqueue(request: T): void {
@@ -160,13 +161,12 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   }
 
   idle(): Promise<void> {
-    if (this.#queued === 0 && this.#inflight === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+    return this.#idle.wait(this.#queued === 0 && this.#inflight === 0);
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    this.#clearTimer();
+    this.#timer.clear();
   }
 
   /** Pins a sequence to the instance with the most free capacity, or puts it in the backlog. */
@@ -200,11 +200,6 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     }
   }
 
-  #clearTimer(): void {
-    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAt = 0;
-  }
 
   #schedule(): void {
     if (this.#stopped) return;
@@ -262,33 +257,14 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
           this.#notifyIdle();
         });
     }
-    this.#armTimer(wake);
-  }
-
-  #armTimer(at: number): void {
-    if (at === 0) {
-      this.#clearTimer();
-      return;
-    }
-    if (this.#timer !== undefined && this.#timerAt === at) return;
-    this.#clearTimer();
-    this.#timerAt = at;
-    this.#timer = this.#clock.setTimeout(() => {
-      this.#timer = undefined;
-      this.#timerAt = 0;
-      this.#schedule();
-    }, Math.max(0, (at - this.#clock.nowNs()) / 1e6));
+    this.#timer.set(wake);
   }
 
   #notifyIdle(): void {
-    if (this.#queued === 0 && this.#inflight === 0 && this.#idleWaiters.length > 0) {
-      const w = this.#idleWaiters;
-      this.#idleWaiters = [];
-      for (const f of w) f();
-    }
+    this.#idle.notify(this.#queued === 0 && this.#inflight === 0);
   }
 
-  /** For tests: rejects every queued request (used by stop paths). */
+  /** Answers every queued request with `error` (for a stop that does not wait). */
   rejectAll(error: TriodeError): void {
     for (const seq of this.#sequences.values()) {
       for (const r of seq.queue.splice(0)) this.#onReject(r, error);
