@@ -3,7 +3,7 @@
  * the core InferenceServer, one thread per model instance.
  * Triton: server/src/main.cc
  */
-import { OnnxRuntimeBackend } from '@triode/backends';
+import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, createLogger, type Logger } from '@triode/core';
 import { HTTP_EXTENSIONS, HttpLifecycle, createHttpApp, startHttpServer, type HttpServerHandle } from '@triode/gateway';
 import { modelTable } from './model-table.js';
@@ -26,7 +26,7 @@ export async function startServe(opts: ServeOptions, logger: Logger = createLogg
   }
   const server = await InferenceServer.create({
     modelRepositories: opts.modelRepositories,
-    backends: [new OnnxRuntimeBackend()],
+    backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
     id: opts.id,
     version: '0.1.0',
     extensions: HTTP_EXTENSIONS,

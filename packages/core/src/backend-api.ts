@@ -6,7 +6,7 @@
  */
 import type { TriodeError } from './errors.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
-import type { ParameterValue } from './infer-request.js';
+import type { InferenceRequest, InferenceResponse, ParameterValue } from './infer-request.js';
 import type { Tensor } from './tensor/tensor.js';
 
 /** What a backend knows of the model it loads. */
@@ -21,6 +21,11 @@ export interface ModelContext {
   config: ModelConfig;
   /** `--backend-config=<backend>,<key>=<value>` settings for this backend. */
   backendConfig: Record<string, string>;
+  /**
+   * Runs a request on any loaded model of the server (business logic scripting, BLS). Absent
+   * when the model is loaded outside a server.
+   */
+  infer?: (request: InferenceRequest) => Promise<InferenceResponse>;
 }
 
 /** Arguments of `Backend.autoCompleteConfig`. */
@@ -40,6 +45,12 @@ export interface ExecuteRequest {
   /** First dim of the inputs when the model batches, else 0. */
   batchSize: number;
   parameters: Record<string, ParameterValue>;
+  /** The request's id, when the client gave one. */
+  id?: string;
+  /** How many BLS calls deep this request is (0: it came from a client). */
+  blsDepth?: number;
+  /** The models of the BLS call chain that led to this request (empty: a client's request). */
+  blsChain?: string[];
 }
 
 /** One request's outcome: its outputs, or an error that fails only that request. */

@@ -30,6 +30,10 @@ export interface InferenceRequest {
   outputs?: RequestedOutput[];
   /** Request-level parameters (`sequence_id`, `priority`, `timeout`, custom ones). */
   parameters?: Record<string, ParameterValue>;
+  /** Set on requests a model makes of other models (BLS): how deep the call chain is. */
+  blsDepth?: number;
+  /** Set on BLS requests: the models of the call chain, the caller last. */
+  blsChain?: string[];
 }
 
 /** The response to one request. */

@@ -169,7 +169,7 @@ export class ModelVersion {
     return new Promise<InferenceResponse>((resolve, reject) => {
       const pending: Pending = {
         req,
-        exec: { inputs: req.inputs, outputNames, batchSize, parameters: req.parameters ?? {} },
+        exec: { inputs: req.inputs, outputNames, batchSize, parameters: req.parameters ?? {}, ...(req.id !== undefined ? { id: req.id } : {}), blsDepth: req.blsDepth ?? 0, blsChain: [...(req.blsChain ?? []), this.name] },
         batchSize: Math.max(batchSize, 1),
         shapeKey,
         enqueueNs: startNs,

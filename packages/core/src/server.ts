@@ -71,6 +71,9 @@ export interface ServerOptions {
   clock?: Clock;
 }
 
+/** How deep models may call models (BLS) before a request is refused: stops endless recursion. */
+export const MAX_BLS_DEPTH = 16;
+
 /** The extensions the core implements (frontends may add their own). */
 export const CORE_EXTENSIONS = ['classification', 'binary_tensor_data', 'statistics', 'model_configuration'];
 
@@ -201,6 +204,7 @@ export class InferenceServer {
             versionPath: join(entry.path, String(version)),
             config,
             backendConfig: this.#opts.backendConfig[backend.name] ?? {},
+            infer: (request) => this.infer(request),
           },
           backend,
           this.#opts.clock,
@@ -334,6 +338,9 @@ export class InferenceServer {
   /** Runs one inference request; rejects with a TriodeError. */
   async infer(request: InferenceRequest): Promise<InferenceResponse> {
     if (this.#stopping) throw Errors.serverStopping();
+    if ((request.blsDepth ?? 0) > MAX_BLS_DEPTH) {
+      throw Errors.invalidArg(`BLS call chain deeper than ${MAX_BLS_DEPTH} requests (does model '${request.modelName}' call itself without end?)`);
+    }
     const model = this.getModel(request.modelName, request.modelVersion);
     this.#inflight++;
     try {

@@ -1,0 +1,167 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { InferenceServer, deserializeBytesTensor, serializeBytesTensor, type InferenceRequest, type Logger } from '@triode/core';
+import { makeRepository } from '../../../../test/helpers/repository.js';
+import { OnnxRuntimeBackend } from '../onnxruntime/onnxruntime-backend.js';
+import { JavaScriptBackend } from './javascript-backend.js';
+
+const marker = join(mkdtempSync(join(tmpdir(), 'triode-js-')), 'finalized.txt');
+const logs: string[] = [];
+const logger: Logger = { error: (m) => logs.push(`E ${m}`), warning: (m) => logs.push(`W ${m}`), info: (m) => logs.push(`I ${m}`), verbose: (_l, m) => logs.push(`V ${m}`) };
+
+const io = (t = 'TYPE_INT32') => `input { name: "IN" data_type: ${t} dims: [ 1 ] }\noutput { name: "OUT" data_type: ${t} dims: [ 1 ] }\n`;
+
+const repo = makeRepository(['simple', 'simple_bls', 'simple_identity', 'simple_string_dyna_sequence'], {
+  // Echo with lifecycle checks: initialize args, per-request errors, a batch-wide throw, finalize.
+  'lifecycle/config.pbtxt': `backend: "javascript"\nmax_batch_size: 4\n${io()}parameters { key: "marker" value { string_value: "${marker}" } }\ninstance_group { count: 1 kind: KIND_CPU }\n`,
+  'lifecycle/1/model.mjs': `
+    import { writeFileSync } from 'node:fs';
+    import { tensor, TritonModelError, log } from 'triode';
+    export default class {
+      initialize(args) {
+        this.args = args;
+        this.marker = JSON.parse(args.model_config).parameters.marker.string_value;
+        log.info('initialized ' + args.model_name + ' ' + args.model_version + ' ' + args.model_instance_kind);
+      }
+      execute(requests) {
+        if (requests.some((r) => r.input('IN').data[0] === -2)) throw new Error('whole batch refused');
+        return requests.map((r) => {
+          const v = r.input('IN').data[0];
+          if (v === -1) return new TritonModelError('minus one refused');
+          return { outputs: [tensor('OUT', 'INT32', [1, 1], [v * 2])] };
+        });
+      }
+      finalize() { writeFileSync(this.marker, 'done'); }
+    }`,
+  'broken_init/config.pbtxt': `backend: "javascript"\n${io()}`,
+  'broken_init/1/model.js': `export default class { initialize() { throw new Error('no weights found'); } execute() { return []; } }`,
+  // Inputs and outputs come from the model's static autoCompleteConfig.
+  'autocompleted/1/model.mjs': `
+    import { tensor } from 'triode';
+    export class Model {
+      static autoCompleteConfig(config) {
+        config.max_batch_size = 0;
+        config.input = [{ name: 'A', data_type: 'TYPE_FP32', dims: [2] }];
+        config.output = [{ name: 'B', data_type: 'TYPE_FP32', dims: [2] }];
+        return config;
+      }
+      execute(requests) { return requests.map((r) => ({ outputs: [tensor('B', 'FP32', [2], r.input('A').data.map((x) => x + 1))] })); }
+    }`,
+  // BLS to itself, and to a model that calls it back.
+  'recursive/config.pbtxt': `backend: "javascript"\n${io()}`,
+  'recursive/1/model.mjs': `
+    import { infer, tensor } from 'triode';
+    export default class {
+      async execute(requests) {
+        return Promise.all(requests.map(async (r) => {
+          const target = r.parameters.target ?? 'recursive';
+          const res = await infer({ model: target, inputs: [r.input('IN')] });
+          return res.error ? { outputs: [tensor('OUT', 'INT32', [1], [-999])], error: res.error } : { outputs: res.outputs };
+        }));
+      }
+    }`,
+  'ping/config.pbtxt': `backend: "javascript"\n${io()}`,
+  'ping/1/model.mjs': `
+    import { infer } from 'triode';
+    export default class {
+      async execute(requests) {
+        return Promise.all(requests.map(async (r) => {
+          const res = await infer({ model: 'recursive', inputs: [r.input('IN')], parameters: { target: 'ping' } });
+          return res.error ? new Error(res.error) : { outputs: res.outputs };
+        }));
+      }
+    }`,
+});
+
+const server = InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })], strictReadiness: false });
+
+afterAll(async () => {
+  await (await server).stop(2000);
+});
+
+const req = (model: string, v: number, extra: Partial<InferenceRequest> = {}): InferenceRequest => ({
+  // `lifecycle` batches (shape [1, 1]); the BLS test models do not (shape [1]).
+  modelName: model, inputs: [{ name: 'IN', datatype: 'INT32', shape: model === 'lifecycle' ? [1, 1] : [1], data: Int32Array.of(v) }], ...extra,
+});
+
+describe('javascript backend', () => {
+  it('loads models, gives initialize() Triton\'s args, and routes model logs to the server log', async () => {
+    const s = await server;
+    expect(s.repositoryIndex().filter((r) => r.state === 'READY').map((r) => r.name)).toEqual(
+      ['autocompleted', 'lifecycle', 'ping', 'recursive', 'simple', 'simple_bls', 'simple_identity', 'simple_string_dyna_sequence'],
+    );
+    expect(logs).toContain('I lifecycle: initialized lifecycle 1 CPU');
+  });
+
+  it('a throw in initialize() makes the model UNAVAILABLE with the message', async () => {
+    const row = (await server).repositoryIndex().find((r) => r.name === 'broken_init')!;
+    expect(row.state).toBe('UNAVAILABLE');
+    expect(row.reason).toContain('no weights found');
+  });
+
+  it('an error response fails only its request; a throw fails the whole batch', async () => {
+    const s = await server;
+    const [a, b] = await Promise.allSettled([s.infer(req('lifecycle', 3)), s.infer(req('lifecycle', -1))]);
+    expect(a).toMatchObject({ status: 'fulfilled' });
+    expect(Array.from((a as PromiseFulfilledResult<{ outputs: { data: Int32Array }[] }>).value.outputs[0]!.data)).toEqual([6]);
+    expect(b).toMatchObject({ status: 'rejected', reason: { message: 'minus one refused' } });
+    await expect(s.infer(req('lifecycle', -2))).rejects.toThrow('whole batch refused');
+    expect(Array.from((await s.infer(req('lifecycle', 5))).outputs[0]!.data as Int32Array)).toEqual([10]);
+  });
+
+  it('fills the config from the model class\'s static autoCompleteConfig', async () => {
+    const s = await server;
+    expect(s.modelMetadata('autocompleted')).toMatchObject({ platform: 'javascript', inputs: [{ name: 'A', datatype: 'FP32', shape: [2] }] });
+    const r = await s.infer({ modelName: 'autocompleted', inputs: [{ name: 'A', datatype: 'FP32', shape: [2], data: Float32Array.of(1, 2) }] });
+    expect(Array.from(r.outputs[0]!.data as Float32Array)).toEqual([2, 3]);
+  });
+
+  it('keeps BYTES byte for byte (simple_identity)', async () => {
+    const s = await server;
+    const data = serializeBytesTensor(['he\0llo', new Uint8Array([0, 1, 2, 3])]);
+    const r = await s.infer({ modelName: 'simple_identity', inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 2], data }] });
+    const parts = deserializeBytesTensor(r.outputs[0]!.data as Uint8Array);
+    expect(Buffer.from(parts[0]!).toString('latin1')).toBe('he\0llo');
+    expect([...parts[1]!]).toEqual([0, 1, 2, 3]);
+  });
+
+  it('BLS: a model calls simple through the server', async () => {
+    const s = await server;
+    const r = await s.infer({ modelName: 'simple_bls', inputs: [
+      { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: Int32Array.from({ length: 16 }, (_, i) => i) },
+      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(1) },
+    ] });
+    expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual(Array.from({ length: 16 }, (_, i) => i + 1));
+    expect(Array.from(r.outputs[1]!.data as Int32Array)).toEqual(Array.from({ length: 16 }, (_, i) => i - 1));
+  });
+
+  it('BLS: calling itself, or a model that calls it back, is refused with an error value', async () => {
+    const s = await server;
+    await expect(s.infer(req('recursive', 1))).rejects.toThrow("BLS request to model 'recursive' refused: it is already in the call chain (recursive -> recursive)");
+    await expect(s.infer(req('ping', 1))).rejects.toThrow("BLS request to model 'ping' refused: it is already in the call chain (ping -> recursive -> ping)");
+    await expect(s.infer(req('recursive', 1, { parameters: { target: 'nope' } }))).rejects.toThrow("Request for unknown model: 'nope' is not found");
+  });
+
+  it('simple_string_dyna_sequence: an accumulator per string correlation id', async () => {
+    const s = await server;
+    const seq = async (id: string, values: number[]) => {
+      const out: number[] = [];
+      for (let i = 0; i < values.length; i++) {
+        const r = await s.infer({ modelName: 'simple_string_dyna_sequence', parameters: { sequence_id: id, sequence_start: i === 0, sequence_end: i === values.length - 1 }, inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(values[i]!) }] });
+        out.push((r.outputs[0]!.data as Int32Array)[0]!);
+      }
+      return out;
+    };
+    // The client example's C sequence with -d: id "1002", start 20, negated values.
+    expect(await seq('1002', [20, -11, -7, -5, -3, -2, 0, -1])).toEqual([20, 9, 2, -3, -6, -8, -8, 993]);
+    await expect(seq('abc', [1])).rejects.toThrow('dyna sequence backend expects correlation ID to be decodable into an integer');
+  });
+
+  it('runs finalize() on unload', async () => {
+    const s = await server;
+    await s.stop(2000);
+    expect(existsSync(marker) && readFileSync(marker, 'utf8')).toBe('done');
+  });
+});

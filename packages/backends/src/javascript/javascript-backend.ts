@@ -1,0 +1,201 @@
+/**
+ * @module The `javascript` backend: `<model>/<version>/model.js` (or `.mjs`) exporting a model
+ * class, run in the instance's thread (Triode's answer to Triton's Python backend). Models can call
+ * other models through the server (BLS) from `execute`.
+ * Triton: python_backend/src/python_be.cc
+ */
+import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import {
+  Errors, TriodeError, isTransferable, resolveInside,
+  type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest,
+  type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup,
+} from '@triode/core';
+import type { JsExecuteReply, JsExecuteTask, JsLoadTask } from './messages.js';
+import type { InferRequest, Tensor } from './model-api.js';
+
+const here = (name: string) => [
+  new URL(`./${name}`, import.meta.url),
+  new URL(`../../dist/javascript/${name}`, import.meta.url),
+].map((u) => fileURLToPath(u)).find((p) => existsSync(p)) ?? fileURLToPath(new URL(`./${name}`, import.meta.url));
+
+const THREAD_FILE = here('javascript-thread.js');
+
+function pool(): Piscina {
+  return new Piscina({ filename: THREAD_FILE, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, concurrentTasksPerWorker: 1, atomics: 'disabled', recordTiming: false });
+}
+
+function modelFile(versionPath: string, config: ModelConfig): string {
+  const name = config.default_model_filename || 'model.js';
+  const p = resolveInside(versionPath, name);
+  if (!existsSync(p) && !config.default_model_filename && existsSync(resolveInside(versionPath, 'model.mjs'))) return resolveInside(versionPath, 'model.mjs');
+  return p;
+}
+
+/** Answers the thread's BLS calls and log lines on the main thread. */
+function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger): void {
+  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string }) => {
+    if (m.type === 'log') {
+      const fields = { model: ctx.name };
+      const msg = `${ctx.name}: ${m.msg ?? ''}`;
+      if (m.level === 'error') logger.error(msg, fields);
+      else if (m.level === 'warning') logger.warning(msg, fields);
+      else if (m.level === 'verbose') logger.verbose(1, msg, fields);
+      else logger.info(msg, fields);
+      return;
+    }
+    if (m.type !== 'infer' || m.id === undefined || !m.request) return;
+    const id = m.id;
+    const r = m.request;
+    const chain = m.chain ?? [ctx.name];
+    const reply = (payload: { outputs?: Tensor[]; error?: string }) => {
+      const transfer = (payload.outputs ?? []).filter((t) => isTransferable(t.data)).map((t) => t.data.buffer as ArrayBuffer);
+      port.postMessage({ type: 'infer-result', id, ...payload }, [...new Set(transfer)]);
+    };
+    if (!ctx.infer) {
+      reply({ error: 'BLS is not available: the model is not running inside a server' });
+      return;
+    }
+    if (chain.includes(r.model)) {
+      reply({ error: `BLS request to model '${r.model}' refused: it is already in the call chain (${[...chain, r.model].join(' -> ')}), and its instances would wait on themselves` });
+      return;
+    }
+    const request: InferenceRequest = {
+      modelName: r.model,
+      inputs: r.inputs,
+      parameters: r.parameters ?? {},
+      blsDepth: chain.length,
+      blsChain: chain,
+      ...(r.version !== undefined ? { modelVersion: r.version } : {}),
+      ...(r.outputs?.length ? { outputs: r.outputs.map((name) => ({ name })) } : {}),
+    };
+    ctx.infer(request).then(
+      (res) => reply({ outputs: res.outputs }),
+      (err: unknown) => reply({ error: TriodeError.from(err).message }),
+    );
+  });
+}
+
+class JsInstance implements BackendModelInstance {
+  readonly #pool: Piscina;
+  readonly #port: MessagePort;
+
+  constructor(p: Piscina, port: MessagePort) {
+    this.#pool = p;
+    this.#port = port;
+  }
+
+  async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+    const task: JsExecuteTask = {
+      op: 'execute',
+      requests: requests.map((r) => ({
+        ...(r.id !== undefined ? { id: r.id } : {}),
+        inputs: r.inputs as Tensor[],
+        outputNames: r.outputNames,
+        parameters: r.parameters,
+        chain: r.blsChain ?? [],
+      })),
+    };
+    const transfer = [...new Set(requests.flatMap((r) => r.inputs.filter((t) => isTransferable(t.data)).map((t) => t.data.buffer as ArrayBuffer)))];
+    let reply: JsExecuteReply;
+    try {
+      reply = (await this.#pool.run(task, { transferList: transfer })) as JsExecuteReply;
+    } catch (err) {
+      throw new TriodeError('INTERNAL', (err as Error).message, { cause: err });
+    }
+    return {
+      responses: reply.responses.map((r) => ('error' in r ? { error: Errors.internal(r.error) } : { outputs: r.outputs })),
+      timings: { computeInputNs: 0, computeInferNs: reply.computeInferNs, computeOutputNs: 0 },
+    };
+  }
+
+  async finalize(): Promise<void> {
+    await this.#pool.run({ op: 'unload' }).catch(() => undefined);
+    this.#port.close();
+    await this.#pool.close({ force: true });
+  }
+}
+
+class JsModel implements BackendModel {
+  readonly #ctx: ModelContext;
+  readonly #file: string;
+  readonly #logger: Logger;
+
+  constructor(ctx: ModelContext, file: string, logger: Logger) {
+    this.#ctx = ctx;
+    this.#file = file;
+    this.#logger = logger;
+  }
+
+  async instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance> {
+    const p = pool();
+    const { port1, port2 } = new MessageChannel();
+    serveBridge(port1, this.#ctx, this.#logger);
+    const ctx = this.#ctx;
+    const task: JsLoadTask = {
+      op: 'load',
+      file: this.#file,
+      config: ctx.config,
+      name: ctx.name,
+      version: ctx.version,
+      repository: dirname(ctx.modelPath),
+      instanceName: `${group.name ?? ctx.name}_${index}`,
+      instanceKind: group.kind === 'KIND_GPU' ? 'GPU' : group.kind === 'KIND_MODEL' ? 'MODEL' : 'CPU',
+      port: port2,
+    };
+    try {
+      await p.run(task, { transferList: [port2] });
+    } catch (err) {
+      port1.close();
+      await p.close({ force: true });
+      // A throw in initialize() makes the model UNAVAILABLE with its message.
+      throw Errors.internal(`failed to initialize model '${ctx.name}': ${(err as Error).message}`, err);
+    }
+    return new JsInstance(p, port1);
+  }
+
+  async finalize(): Promise<void> {}
+}
+
+/** Options of the javascript backend. */
+export interface JavaScriptBackendOptions {
+  /** Where models' `log.*` lines go. @default the server's logger is not reachable here: silent */
+  logger?: Logger;
+}
+
+/**
+ * The `javascript` backend (`backend: "javascript"`, or a version folder holding model.js/.mjs).
+ * @example new InferenceServer({ backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()], ... })
+ */
+export class JavaScriptBackend implements Backend {
+  readonly name = 'javascript';
+  readonly #logger: Logger;
+
+  constructor(options: JavaScriptBackendOptions = {}) {
+    this.#logger = options.logger ?? { error() {}, warning() {}, info() {}, verbose() {} };
+  }
+
+  async autoCompleteConfig(config: ModelConfig, ctx: AutoCompleteContext): Promise<void> {
+    if (!ctx.versionPath) return;
+    const file = modelFile(ctx.versionPath, config);
+    if (!existsSync(file)) return;
+    const p = pool();
+    try {
+      const completed = (await p.run({ op: 'autocomplete', file, config })) as ModelConfig;
+      Object.assign(config, completed);
+    } catch (err) {
+      throw Errors.invalidArg(`auto-complete of model '${ctx.name}' failed: ${(err as Error).message}`);
+    } finally {
+      await p.close({ force: true });
+    }
+  }
+
+  async modelInitialize(ctx: ModelContext): Promise<BackendModel> {
+    const file = modelFile(ctx.versionPath, ctx.config);
+    if (!existsSync(file)) throw Errors.unavailable(`unable to find '${file}' for model '${ctx.name}'`);
+    return new JsModel(ctx, file, this.#logger);
+  }
+}

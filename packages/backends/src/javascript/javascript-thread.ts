@@ -1,0 +1,118 @@
+/**
+ * @module The instance thread of a JavaScript model: imports model.js / model.mjs, creates the
+ * model object, and runs `initialize`, `execute` and `finalize` on it. Errors come back as data.
+ * Triton: python_backend/src/pb_stub.cc (the stub process that hosts a Python model)
+ */
+import { register } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { Piscina } from 'piscina';
+import { isDataType, type ModelConfig } from '@triode/core';
+import * as api from './model-api.js';
+import type { JsExecuteReply, JsTask } from './messages.js';
+
+// `import ... from 'triode'` in a model file resolves to the model API this thread uses.
+register(new URL('./resolve-hooks.js', import.meta.url), { data: { apiUrl: new URL('./model-api.js', import.meta.url).href } });
+
+type ModelClass = (new () => api.Model) & { autoCompleteConfig?: (config: ModelConfig) => ModelConfig | void | Promise<ModelConfig | void> };
+
+let model: api.Model | undefined;
+
+async function importModel(file: string): Promise<ModelClass> {
+  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  const cls = mod['default'] ?? mod['Model'] ?? mod['TritonModel'] ?? mod['TritonPythonModel'];
+  if (typeof cls !== 'function') {
+    throw new Error(`${file} must export a model class (export default class, or export class Model)`);
+  }
+  return cls as ModelClass;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Checks a response from user code and keeps only the outputs the request asked for. */
+function checkResponse(r: unknown, outputNames: string[], index: number): { outputs: api.Tensor[] } | { error: string } {
+  if (r instanceof Error) return { error: r.message };
+  if (!r || typeof r !== 'object') return { error: `execute() returned ${String(r)} for request ${index}; expected { outputs: [...] } or an Error` };
+  if ('error' in r && typeof (r as { error: unknown }).error === 'string') return { error: (r as { error: string }).error };
+  const outputs = (r as { outputs?: unknown }).outputs;
+  if (!Array.isArray(outputs)) return { error: `execute() returned a response without 'outputs' for request ${index}` };
+  const want = new Set(outputNames);
+  const out: api.Tensor[] = [];
+  for (const o of outputs as api.Tensor[]) {
+    if (!o || typeof o.name !== 'string' || !isDataType(o.datatype) || !Array.isArray(o.shape) || !ArrayBuffer.isView(o.data)) {
+      return { error: `execute() returned an output that is not a tensor for request ${index} (use tensor(name, datatype, shape, data))` };
+    }
+    if (want.size === 0 || want.has(o.name)) out.push(o);
+  }
+  return { outputs: out };
+}
+
+/** Piscina entry. */
+export default async function handle(task: JsTask): Promise<unknown> {
+  switch (task.op) {
+    case 'autocomplete': {
+      const cls = await importModel(task.file);
+      if (typeof cls.autoCompleteConfig !== 'function') return task.config;
+      return (await cls.autoCompleteConfig(task.config)) ?? task.config;
+    }
+    case 'load': {
+      api.__connect(task.port, task.name);
+      const cls = await importModel(task.file);
+      model = new cls();
+      if (typeof model.execute !== 'function') throw new Error(`the model class of ${task.file} has no execute(requests) method`);
+      await model.initialize?.({
+        model_config: JSON.stringify(task.config),
+        config: task.config,
+        model_instance_kind: task.instanceKind,
+        model_instance_device_id: '0',
+        model_instance_name: task.instanceName,
+        model_repository: task.repository,
+        model_version: String(task.version),
+        model_name: task.name,
+      });
+      return { ok: true };
+    }
+    case 'execute': {
+      if (!model) throw new Error('the model is not loaded');
+      const t0 = performance.now();
+      const requests: api.Request[] = task.requests.map((r) => ({
+        ...(r.id !== undefined ? { id: r.id } : {}),
+        inputs: r.inputs,
+        input: (name: string) => r.inputs.find((t) => t.name === name),
+        requestedOutputs: r.outputNames,
+        parameters: r.parameters,
+      }));
+      api.__setChain(task.requests[0]?.chain ?? []);
+      let raw: unknown;
+      try {
+        raw = await model.execute(requests);
+      } catch (err) {
+        // A throw fails every request of the batch with its message (the core answers them).
+        throw new Error(message(err));
+      }
+      if (!Array.isArray(raw) || raw.length !== requests.length) {
+        throw new Error(`execute() must return one response per request (${requests.length}), got ${Array.isArray(raw) ? raw.length : typeof raw}`);
+      }
+      const reply: JsExecuteReply = {
+        responses: raw.map((r, i) => checkResponse(r, task.requests[i]!.outputNames, i)),
+        computeInferNs: (performance.now() - t0) * 1e6,
+      };
+      // Move output buffers a tensor covers whole; views of anything else are copied.
+      const transfer = new Set<ArrayBuffer>();
+      for (const r of reply.responses) {
+        if (!('outputs' in r)) continue;
+        for (const o of r.outputs) {
+          const b = o.data.buffer;
+          if (b instanceof ArrayBuffer && o.data.byteOffset === 0 && o.data.byteLength === b.byteLength) transfer.add(b);
+        }
+      }
+      const movable = { [Piscina.transferableSymbol]: [...transfer], [Piscina.valueSymbol]: reply };
+      return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]);
+    }
+    case 'unload':
+      await model?.finalize?.();
+      model = undefined;
+      return { ok: true };
+  }
+}
