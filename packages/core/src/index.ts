@@ -22,3 +22,4 @@ export * from './scheduler/dynamic-batch-scheduler.js';
 export * from './stats/infer-stats.js';
 export * from './backplane.js';
 export * from './tensor/transferable.js';
+export * from './ensemble-model.js';

@@ -9,11 +9,12 @@ import { systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 import { ModelVersion } from './model.js';
+import { EnsembleModel, validateEnsemble } from './ensemble-model.js';
 import type { ModelConfig } from './model-config/model-config.js';
-import { autoCompleteBackendFields, normalizeModelConfig } from './model-config/normalize-model-config.js';
+import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from './model-config/normalize-model-config.js';
 import { validateModelConfig } from './model-config/validate-model-config.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
-import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
+import { listVersionFiles, listVersions, readLabels, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
 import { configTypeToDataType, type DataType } from './tensor/data-type.js';
@@ -71,6 +72,9 @@ export interface ServerOptions {
   clock?: Clock;
 }
 
+/** A loaded model version: one run by a backend, or an ensemble of other models. */
+export type LoadedModel = ModelVersion | EnsembleModel;
+
 /** How deep models may call models (BLS) before a request is refused: stops endless recursion. */
 export const MAX_BLS_DEPTH = 16;
 
@@ -80,7 +84,7 @@ export const CORE_EXTENSIONS = ['classification', 'binary_tensor_data', 'statist
 interface VersionSlot {
   state: ModelReadyState;
   reason: string;
-  model?: ModelVersion;
+  model?: LoadedModel;
 }
 
 interface ModelEntry {
@@ -136,6 +140,7 @@ export class InferenceServer {
 
   async #loadAll(): Promise<void> {
     const found = scanRepositories(this.#opts.modelRepositories);
+    const entries: { entry: ModelEntry; versions: number[] }[] = [];
     await Promise.all([...found.values()].map(async (m) => {
       const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
       this.#models.set(m.name, entry);
@@ -143,8 +148,23 @@ export class InferenceServer {
         entry.error = m.error;
         return;
       }
-      await this.#loadModel(entry);
+      const versions = await this.#prepare(entry);
+      if (versions) entries.push({ entry, versions });
     }));
+    // Models first, then ensembles in dependency order (an ensemble checks its steps at load).
+    const isEnsemble = (e: ModelEntry) => e.config?.platform === PLATFORMS.ensemble;
+    await Promise.all(entries.filter((e) => !isEnsemble(e.entry)).map((e) => this.#loadVersions(e.entry, e.versions)));
+    let pending = entries.filter((e) => isEnsemble(e.entry));
+    while (pending.length > 0) {
+      const names = new Set(pending.map((e) => e.entry.name));
+      const ready = pending.filter((e) => !(e.entry.config?.ensemble_scheduling?.step ?? []).some((s) => names.has(s.model_name ?? '')));
+      if (ready.length === 0) {
+        for (const e of pending) e.entry.error = Errors.invalidArg(`ensemble '${e.entry.name}' is part of a circular dependency between ensembles`);
+        break;
+      }
+      await Promise.all(ready.map((e) => this.#loadVersions(e.entry, e.versions)));
+      pending = pending.filter((e) => !ready.includes(e));
+    }
     for (const row of this.repositoryIndex()) {
       if (row.state !== 'READY') this.logger.error(`failed to load '${row.name}'${row.version ? ` version ${row.version}` : ''}: ${row.reason}`, { model: row.name });
       else this.logger.info(`successfully loaded '${row.name}' version ${row.version ?? ''}`, { model: row.name });
@@ -176,39 +196,59 @@ export class InferenceServer {
     return { config, versions: selectVersions(available, config.version_policy) };
   }
 
-  async #loadModel(entry: ModelEntry): Promise<void> {
+  /** Prepares a model's config; returns the versions to load, or undefined (entry.error set). */
+  async #prepare(entry: ModelEntry): Promise<number[] | undefined> {
     let prepared: { config: ModelConfig; versions: number[] };
     try {
       prepared = await this.#prepareConfig(entry);
     } catch (err) {
       entry.error = TriodeError.from(err, 'INVALID_ARG');
-      return;
+      return undefined;
     }
-    const { config, versions } = prepared;
-    entry.config = config;
-    if (versions.length === 0) {
+    entry.config = prepared.config;
+    if (prepared.versions.length === 0) {
       entry.error = Errors.unavailable(`at least one version must be available under the version policy of model '${entry.name}'`);
-      return;
+      return undefined;
     }
+    return prepared.versions;
+  }
+
+  /** Loads the versions of a prepared model (an ensemble after the models it uses). */
+  async #loadVersions(entry: ModelEntry, versions: number[]): Promise<void> {
+    const config = entry.config!;
     const backend = this.#backends.get(config.backend ?? '');
+    const infer = (request: InferenceRequest) => this.infer(request);
     await Promise.all(versions.map(async (version) => {
       const slot: VersionSlot = { state: 'LOADING', reason: '' };
       entry.versions.set(version, slot);
       try {
-        if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported yet`);
-        slot.model = await ModelVersion.load(
-          {
-            name: entry.name,
-            version,
-            modelPath: entry.path,
-            versionPath: join(entry.path, String(version)),
-            config,
-            backendConfig: this.#opts.backendConfig[backend.name] ?? {},
-            infer: (request) => this.infer(request),
-          },
-          backend,
-          this.#opts.clock,
-        );
+        if (config.platform === PLATFORMS.ensemble) {
+          validateEnsemble(config, (name, v) => {
+            try {
+              return this.getModel(name, v >= 0 ? v : undefined);
+            } catch {
+              return undefined;
+            }
+          });
+          const labels = new Map<string, string[]>();
+          for (const o of config.output ?? []) if (o.label_filename) labels.set(o.name, readLabels(entry.path, o.label_filename));
+          slot.model = new EnsembleModel(config, version, infer, { clock: this.#opts.clock, labels });
+        } else {
+          if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported`);
+          slot.model = await ModelVersion.load(
+            {
+              name: entry.name,
+              version,
+              modelPath: entry.path,
+              versionPath: join(entry.path, String(version)),
+              config,
+              backendConfig: this.#opts.backendConfig[backend.name] ?? {},
+              infer,
+            },
+            backend,
+            this.#opts.clock,
+          );
+        }
         slot.state = 'READY';
       } catch (err) {
         slot.state = 'UNAVAILABLE';
@@ -263,7 +303,7 @@ export class InferenceServer {
    * The loaded version `version` of a model, or its highest ready version.
    * @throws NOT_FOUND for an unknown model, UNAVAILABLE for one that is not ready.
    */
-  getModel(name: string, version?: number): ModelVersion {
+  getModel(name: string, version?: number): LoadedModel {
     const m = this.#entry(name);
     if (version !== undefined && version !== -1) {
       const slot = m.versions.get(version);
@@ -369,7 +409,7 @@ export class InferenceServer {
    */
   async stop(timeoutMs = 30_000): Promise<number> {
     this.#stopping = true;
-    const models = [...this.#models.values()].flatMap((m) => [...m.versions.values()].map((v) => v.model).filter((x): x is ModelVersion => !!x));
+    const models = [...this.#models.values()].flatMap((m) => [...m.versions.values()].map((v) => v.model).filter((x): x is LoadedModel => !!x));
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
       Promise.all(models.map((m) => m.idle())),

@@ -1,0 +1,118 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Backend, ExecuteRequest } from './backend-api.js';
+import { Errors } from './errors.js';
+import { InferenceServer } from './server.js';
+
+/**
+ * Test-only backend "ops": `add1` adds 1, `double` doubles, `fail` fails on 13; each execution
+ * waits 30 ms and records when it ran, so parallel branches can be seen overlapping.
+ */
+const spans: { model: string; start: number; end: number }[] = [];
+const ops: Backend = {
+  name: 'ops',
+  async modelInitialize(ctx) {
+    return {
+      async instanceInitialize() {
+        return {
+          async execute(requests: ExecuteRequest[]) {
+            const start = performance.now();
+            await new Promise((r) => setTimeout(r, 30));
+            spans.push({ model: ctx.name, start, end: performance.now() });
+            return {
+              responses: requests.map((r) => {
+                const x = r.inputs[0]!.data as Int32Array;
+                if (ctx.name === 'fail' && x[0] === 13) return { error: Errors.invalidArg('thirteen is unlucky') };
+                const y = Int32Array.from(x, (v) => (ctx.name === 'double' ? v * 2 : v + 1));
+                return { outputs: [{ name: 'Y', datatype: 'INT32' as const, shape: r.inputs[0]!.shape, data: y }] };
+              }),
+            };
+          },
+          async finalize() {},
+        };
+      },
+      async finalize() {},
+    };
+  },
+};
+
+const io = 'input { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n';
+const step = (model: string, input: string, output: string) => `step { model_name: "${model}" model_version: -1 input_map { key: "X" value: "${input}" } output_map { key: "Y" value: "${output}" } }`;
+const ensemble = (inputs: string, outputs: string, steps: string[]) =>
+  `platform: "ensemble"\nmax_batch_size: 0\n${inputs}\n${outputs}\nensemble_scheduling {\n${steps.join('\n')}\n}\n`;
+
+const files: Record<string, string> = {
+  'add1/config.pbtxt': `backend: "ops"\n${io}`,
+  'double/config.pbtxt': `backend: "ops"\n${io}`,
+  'fail/config.pbtxt': `backend: "ops"\n${io}`,
+  'floaty/config.pbtxt': 'backend: "ops"\ninput { name: "X" data_type: TYPE_FP32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }\n',
+  // IN -> add1 -> double -> OUT
+  'chain/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'IN', 't1'), step('double', 't1', 'OUT')]),
+  // IN -> add1 -> A and IN -> double -> B, in parallel
+  'fork/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output [ { name: "A" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "B" data_type: TYPE_INT32 dims: [ 1 ] } ]', [step('add1', 'IN', 'A'), step('double', 'IN', 'B')]),
+  'failing/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'IN', 't1'), step('fail', 't1', 'OUT')]),
+  // An ensemble using an ensemble.
+  'nested/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', ['step { model_name: "chain" model_version: -1 input_map { key: "IN" value: "IN" } output_map { key: "OUT" value: "t" } }', step('add1', 't', 'OUT')]),
+  'bad_unknown/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('nope', 'IN', 'OUT')]),
+  'bad_type/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }', [step('floaty', 'IN', 'OUT')]),
+  'bad_cycle/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'b', 'a'), step('double', 'a', 'b'), step('add1', 'IN', 'OUT')]),
+  'bad_output/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'IN', 'other')]),
+  'bad_twice/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'IN', 'OUT'), step('double', 'IN', 'OUT')]),
+};
+const repo = mkdtempSync(join(tmpdir(), 'triode-ensemble-'));
+for (const [p, text] of Object.entries(files)) {
+  const dir = join(repo, p.split('/')[0]!);
+  mkdirSync(join(dir, '1'), { recursive: true });
+  writeFileSync(join(repo, p), text);
+}
+const server = InferenceServer.create({ modelRepositories: [repo], backends: [ops], strictReadiness: false });
+afterAll(async () => { await (await server).stop(1000); });
+
+const run = async (model: string, v: number) => {
+  const r = await (await server).infer({ modelName: model, id: 'r1', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(v) }] });
+  return Object.fromEntries(r.outputs.map((o) => [o.name, (o.data as Int32Array)[0]]));
+};
+
+describe('ensembles', () => {
+  it('runs a chain of steps', async () => {
+    expect(await run('chain', 4)).toEqual({ OUT: 10 });
+  });
+
+  it('runs independent branches in parallel', async () => {
+    spans.length = 0;
+    expect(await run('fork', 4)).toEqual({ A: 5, B: 8 });
+    const [a, b] = spans;
+    expect(a!.start < b!.end && b!.start < a!.end).toBe(true);
+  });
+
+  it('uses ensembles as steps of ensembles', async () => {
+    expect(await run('nested', 1)).toEqual({ OUT: 5 });
+  });
+
+  it('names the failed step in the error', async () => {
+    await expect(run('failing', 12)).rejects.toThrow("in ensemble 'failing', step 1 (model 'fail') failed: thirteen is unlucky");
+    expect(await run('failing', 1)).toEqual({ OUT: 3 });
+  });
+
+  it("reports the ensemble's metadata, config and statistics", async () => {
+    const s = await server;
+    expect(s.modelMetadata('chain')).toMatchObject({ name: 'chain', platform: 'ensemble', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }] });
+    expect(s.modelConfig('chain')).toMatchObject({ platform: 'ensemble', ensemble_scheduling: { step: [expect.objectContaining({ model_name: 'add1' }), expect.objectContaining({ model_name: 'double' })] } });
+    expect(s.modelConfig('chain')).not.toHaveProperty('instance_group.0');
+    expect(s.modelStatistics('chain')[0]!.inference_stats.success.count).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ['bad_unknown', "ensemble bad_unknown contains model 'nope' (step 0) which is not loaded or not ready"],
+    ['bad_type', 'in ensemble bad_type, ensemble tensor IN has data type TYPE_INT32 but input X of model floaty expects TYPE_FP32'],
+    ['bad_cycle', 'ensemble bad_cycle contains a cycle'],
+    ['bad_output', 'ensemble output OUT of ensemble bad_output is not produced by any step'],
+    ['bad_twice', 'ensemble tensor OUT can appear in an output map only once for ensemble bad_twice step 1'],
+  ])('refuses to load %s', async (name, message) => {
+    const row = (await server).repositoryIndex().find((r) => r.name === name)!;
+    expect(row.state).toBe('UNAVAILABLE');
+    expect(row.reason).toContain(message);
+  });
+});
