@@ -22,7 +22,7 @@ let port: number;
 
 beforeAll(async () => {
   port = await freePort();
-  triode = await startTriode(['serve', '--model-repository', makeRepository(['simple', 'ppocr_cls']), '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
+  triode = await startTriode(['serve', '--model-repository', makeRepository(['simple', 'ppocr_cls', 'ppocr_det', 'ppocr_rec', 'ocr']), '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
 });
 
 afterAll(async () => {
@@ -31,12 +31,12 @@ afterAll(async () => {
 
 describe('README', () => {
   it('has the examples this test runs', () => {
-    expect(examples().map((e) => e.name)).toEqual(['health', 'server-metadata', 'model-metadata', 'infer-json', 'infer-binary', 'unknown-model']);
+    expect(examples().map((e) => e.name)).toEqual(['health', 'server-metadata', 'model-metadata', 'infer-json', 'infer-binary', 'ocr', 'unknown-model']);
   });
 
   it.each(examples().map((e) => [e.name, e] as const))('example %s prints what the README says', (_name, e) => {
     const script = e.script.replaceAll('localhost:8000', `127.0.0.1:${port}`).replaceAll('/tmp/simple.bin', `/tmp/triode-readme-${port}.bin`);
-    const out = execFileSync('bash', ['-c', script], { encoding: 'utf8' });
+    const out = execFileSync('bash', ['-c', script], { encoding: 'utf8', cwd: ROOT });
     expect(out.trim()).toBe(e.expected.trim());
   });
 
