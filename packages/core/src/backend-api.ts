@@ -51,6 +51,12 @@ export interface ExecuteRequest {
   blsDepth?: number;
   /** The models of the BLS call chain that led to this request (empty: a client's request). */
   blsChain?: string[];
+  /**
+   * Decoupled models only (`model_transaction_policy { decoupled: true }`): where the backend
+   * sends this request's 0..N responses, the last with `final` (or a final call with no response).
+   * `execute` then returns no responses for the request.
+   */
+  respond?: (response: ExecuteResponse | undefined, final: boolean) => void;
 }
 
 /** One request's outcome: its outputs, or an error that fails only that request. */

@@ -18,6 +18,8 @@ export interface Backplane {
   modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]>;
   repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]>;
   infer(request: InferenceRequest): Promise<InferenceResponse>;
+  /** Streams a request's responses (0..N for decoupled models); resolves after the last. */
+  inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void>;
 }
 
 /** The embedded mode's backplane: direct calls into an InferenceServer, nothing serialized. */
@@ -62,5 +64,9 @@ export class LocalBackplane implements Backplane {
 
   infer(request: InferenceRequest): Promise<InferenceResponse> {
     return this.server.infer(request);
+  }
+
+  inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+    return this.server.inferStream(request, onResponse);
   }
 }

@@ -26,6 +26,8 @@ interface Pending extends Schedulable {
   seqNo: number;
   resolve: (r: InferenceResponse) => void;
   reject: (e: TriodeError) => void;
+  /** Decoupled models: each response as it comes (`resolve` is called after the final one). */
+  onResponse?: (r: InferenceResponse) => void;
 }
 
 const NO_SEQUENCE: SequenceInfo = { key: '', correlationId: '', start: false, end: false };
@@ -149,8 +151,32 @@ export class ModelVersion {
     return this.#scheduler.pendingCount() + this.#scheduler.inflightInferenceCount();
   }
 
+  /** True for `model_transaction_policy { decoupled: true }`: 0..N responses per request. */
+  get decoupled(): boolean {
+    return this.config.model_transaction_policy?.decoupled === true;
+  }
+
   /** Validates and queues a request; resolves with its response. */
   infer(req: InferenceRequest): Promise<InferenceResponse> {
+    if (this.decoupled) {
+      return Promise.reject(Errors.unsupported(`model '${this.name}' is decoupled (0..N responses per request): use a streaming endpoint (generate_stream)`));
+    }
+    return this.#enqueue(req);
+  }
+
+  /**
+   * Runs a request and calls `onResponse` for each response as it comes: once for a regular
+   * model, 0..N times for a decoupled one. Resolves after the last.
+   */
+  async inferStream(req: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+    if (!this.decoupled) {
+      onResponse(await this.#enqueue(req));
+      return;
+    }
+    await this.#enqueue(req, onResponse);
+  }
+
+  #enqueue(req: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
     const startNs = this.#clock.nowNs();
     let batchSize: number;
     let sequence = NO_SEQUENCE;
@@ -181,6 +207,7 @@ export class ModelVersion {
         seqNo: -1,
         resolve,
         reject,
+        ...(onResponse ? { onResponse } : {}),
       };
       try {
         this.#scheduler.enqueue(pending);
@@ -233,6 +260,10 @@ export class ModelVersion {
     const execStart = this.#clock.nowNs();
     let responses: ExecuteResponse[];
     let timings: ExecuteTimings | undefined;
+    if (this.decoupled) {
+      await this.#runDecoupled(instance, batch, execStart);
+      return;
+    }
     try {
       const result = await this.#instances[instance]!.execute(batch.map((p) => this.#execRequest(p)));
       responses = result.responses;
@@ -264,6 +295,51 @@ export class ModelVersion {
         this.#fail(p, TriodeError.from(err));
       }
     });
+  }
+
+  /**
+   * A decoupled model's batch: each request's responses go to its stream as the backend sends
+   * them; the request is done at its final response (or with the error that failed it).
+   */
+  async #runDecoupled(instance: number, batch: Pending[], execStart: number): Promise<void> {
+    const done = new Array<boolean>(batch.length).fill(false);
+    const finish = (i: number, error?: TriodeError) => {
+      if (done[i]) return;
+      done[i] = true;
+      const p = batch[i]!;
+      if (error) {
+        this.#fail(p, error);
+        return;
+      }
+      this.stats.recordSuccess(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs, execStart - p.enqueueNs, 0, this.#clock.nowNs() - execStart, 0);
+      p.resolve({ modelName: this.name, modelVersion: String(this.version), outputs: [] });
+    };
+    const requests = batch.map((p, i) => ({
+      ...this.#execRequest(p),
+      respond: (r: ExecuteResponse | undefined, final: boolean) => {
+        if (done[i]) return;
+        if (r?.error) {
+          finish(i, r.error);
+          return;
+        }
+        if (r) {
+          try {
+            p.onResponse?.(this.#respond(p, r.outputs));
+          } catch (err) {
+            finish(i, TriodeError.from(err));
+            return;
+          }
+        }
+        if (final) finish(i);
+      },
+    }));
+    try {
+      await this.#instances[instance]!.execute(requests);
+      this.stats.recordExecution(batch.reduce((a, p) => a + p.batchSize, 0), 0, this.#clock.nowNs() - execStart, 0);
+    } catch (err) {
+      const e = TriodeError.from(err);
+      batch.forEach((_p, i) => finish(i, e));
+    }
   }
 
   #respond(p: Pending, outputs: Tensor[]): InferenceResponse {

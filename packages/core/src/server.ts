@@ -390,6 +390,23 @@ export class InferenceServer {
     }
   }
 
+  /**
+   * Runs a request and calls `onResponse` for each of its responses: one for a regular model,
+   * 0..N for a decoupled one (`model_transaction_policy { decoupled: true }`). Resolves after the
+   * last response; rejects with a TriodeError.
+   */
+  async inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+    if (this.#stopping) throw Errors.serverStopping();
+    const model = this.getModel(request.modelName, request.modelVersion);
+    this.#inflight++;
+    try {
+      if (model instanceof ModelVersion) await model.inferStream(request, onResponse);
+      else onResponse(await model.infer(request));
+    } finally {
+      this.#inflight--;
+    }
+  }
+
   /** Requests accepted and not yet answered. */
   inflightCount(): number {
     return this.#inflight;

@@ -11,7 +11,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import {
   Errors, TriodeError, isTransferable, resolveInside,
-  type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest,
+  type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
   type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup,
 } from '@triode/core';
 import type { JsExecuteReply, JsExecuteTask, JsLoadTask } from './messages.js';
@@ -35,9 +35,26 @@ function modelFile(versionPath: string, config: ModelConfig): string {
   return p;
 }
 
-/** Answers the thread's BLS calls and log lines on the main thread. */
-function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger): void {
-  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string }) => {
+/** Where a decoupled model's streamed responses go: per execute call, per request. */
+type Responders = Map<number, { respond: ((r: ExecuteResponse | undefined, final: boolean) => void)[]; open: Set<number> }>;
+
+/** Answers the thread's BLS calls, log lines and decoupled responses on the main thread. */
+function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, responders: Responders): void {
+  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; outputs?: Tensor[]; error?: string }) => {
+    if (m.type === 'response') {
+      const call = responders.get(m.token ?? -1);
+      const index = m.index ?? -1;
+      const respond = call?.respond[index];
+      if (!call || !respond || !call.open.has(index)) return;
+      const r: ExecuteResponse | undefined = m.error !== undefined ? { error: Errors.internal(m.error) } : m.outputs ? { outputs: m.outputs } : undefined;
+      const final = m.final === true || m.error !== undefined;
+      respond(r, final);
+      if (final) {
+        call.open.delete(index);
+        if (call.open.size === 0) responders.delete(m.token!);
+      }
+      return;
+    }
     if (m.type === 'log') {
       const fields = { model: ctx.name };
       const msg = `${ctx.name}: ${m.msg ?? ''}`;
@@ -79,18 +96,28 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger): void
   });
 }
 
+let nextToken = 1;
+
 class JsInstance implements BackendModelInstance {
   readonly #pool: Piscina;
   readonly #port: MessagePort;
+  readonly #responders: Responders;
 
-  constructor(p: Piscina, port: MessagePort) {
+  constructor(p: Piscina, port: MessagePort, responders: Responders) {
     this.#pool = p;
     this.#port = port;
+    this.#responders = responders;
   }
 
   async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+    const decoupled = requests.some((r) => r.respond);
+    const token = decoupled ? nextToken++ : undefined;
+    if (token !== undefined) {
+      this.#responders.set(token, { respond: requests.map((r) => r.respond ?? (() => undefined)), open: new Set(requests.map((_r, i) => i)) });
+    }
     const task: JsExecuteTask = {
       op: 'execute',
+      ...(token !== undefined ? { token } : {}),
       requests: requests.map((r) => ({
         ...(r.id !== undefined ? { id: r.id } : {}),
         inputs: r.inputs as Tensor[],
@@ -104,6 +131,7 @@ class JsInstance implements BackendModelInstance {
     try {
       reply = (await this.#pool.run(task, { transferList: transfer })) as JsExecuteReply;
     } catch (err) {
+      if (token !== undefined) this.#responders.delete(token);
       throw new TriodeError('INTERNAL', (err as Error).message, { cause: err });
     }
     return {
@@ -133,7 +161,8 @@ class JsModel implements BackendModel {
   async instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance> {
     const p = pool();
     const { port1, port2 } = new MessageChannel();
-    serveBridge(port1, this.#ctx, this.#logger);
+    const responders: Responders = new Map();
+    serveBridge(port1, this.#ctx, this.#logger, responders);
     const ctx = this.#ctx;
     const task: JsLoadTask = {
       op: 'load',
@@ -154,7 +183,7 @@ class JsModel implements BackendModel {
       // A throw in initialize() makes the model UNAVAILABLE with its message.
       throw Errors.internal(`failed to initialize model '${ctx.name}': ${(err as Error).message}`, err);
     }
-    return new JsInstance(p, port1);
+    return new JsInstance(p, port1, responders);
   }
 
   async finalize(): Promise<void> {}

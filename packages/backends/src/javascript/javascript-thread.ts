@@ -76,12 +76,14 @@ export default async function handle(task: JsTask): Promise<unknown> {
     case 'execute': {
       if (!model) throw new Error('the model is not loaded');
       const t0 = performance.now();
-      const requests: api.Request[] = task.requests.map((r) => ({
+      const token = task.token;
+      const requests: api.Request[] = task.requests.map((r, i) => ({
         ...(r.id !== undefined ? { id: r.id } : {}),
         inputs: r.inputs,
         input: (name: string) => r.inputs.find((t) => t.name === name),
         requestedOutputs: r.outputNames,
         parameters: r.parameters,
+        ...(token !== undefined ? { sender: api.__sender(token, i, (x) => checkResponse(x, r.outputNames, i)) } : {}),
       }));
       api.__setChain(task.requests[0]?.chain ?? []);
       let raw: unknown;
@@ -90,6 +92,10 @@ export default async function handle(task: JsTask): Promise<unknown> {
       } catch (err) {
         // A throw fails every request of the batch with its message (the core answers them).
         throw new Error(message(err));
+      }
+      if (token !== undefined) {
+        // Decoupled: the responses went (or will go) through the senders.
+        return { responses: [], computeInferNs: (performance.now() - t0) * 1e6 };
       }
       if (!Array.isArray(raw) || raw.length !== requests.length) {
         throw new Error(`execute() must return one response per request (${requests.length}), got ${Array.isArray(raw) ? raw.length : typeof raw}`);

@@ -27,6 +27,8 @@ export interface JsAutoCompleteTask {
 /** Calls `execute(requests)`. */
 export interface JsExecuteTask {
   op: 'execute';
+  /** Set for decoupled models: responses come over the bridge port tagged with it. */
+  token?: number;
   requests: { id?: string; inputs: Tensor[]; outputNames: string[]; parameters: Record<string, ParameterValue>; chain: string[] }[];
 }
 

@@ -51,6 +51,19 @@ export interface Request {
   /** The outputs the client asked for (all the model's outputs when it named none). */
   requestedOutputs: string[];
   parameters: Record<string, ParameterValue>;
+  /**
+   * Decoupled models (`model_transaction_policy { decoupled: true }`) answer through this instead
+   * of returning responses: 0..N `send`s, the last with `{ final: true }` (or `close()`).
+   */
+  sender?: ResponseSender;
+}
+
+/** How a decoupled model sends a request's responses. */
+export interface ResponseSender {
+  /** Sends a response (an Error fails the request and ends it). `final` ends the request. */
+  send(response: { outputs: Tensor[] } | Error, options?: { final?: boolean }): void;
+  /** Ends the request without another response. */
+  close(): void;
 }
 
 /** One response: its outputs, or an error that fails only this request. */
@@ -135,6 +148,30 @@ const calls = new Map<number, (r: InferResult) => void>();
 
 function send(msg: Record<string, unknown>, transfer: ArrayBuffer[] = []): void {
   port?.postMessage(msg, transfer);
+}
+
+/** @internal A sender that streams responses of request `index` of execute call `token`. */
+export function __sender(token: number, index: number, check: (r: unknown) => { outputs: Tensor[] } | { error: string }): ResponseSender {
+  let ended = false;
+  const post = (payload: Record<string, unknown>, final: boolean) => {
+    if (ended) throw new Error('this request has already ended (its final response was sent)');
+    if (final) ended = true;
+    const transfer = new Set<ArrayBuffer>();
+    for (const t of (payload['outputs'] as Tensor[] | undefined) ?? []) {
+      const b = t.data.buffer;
+      if (b instanceof ArrayBuffer && t.data.byteOffset === 0 && t.data.byteLength === b.byteLength) transfer.add(b);
+    }
+    send({ type: 'response', token, index, final, ...payload }, [...transfer]);
+  };
+  return {
+    send(response, options = {}) {
+      const r = check(response);
+      post(r, 'error' in r || options.final === true);
+    },
+    close() {
+      post({}, true);
+    },
+  };
 }
 
 /** @internal Connects the module to its instance thread (called by the thread, not by models). */

@@ -9,18 +9,20 @@ import { httpError } from '../error-mapping.js';
 import { HttpLifecycle } from './lifecycle.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
+import { generateRoutes } from './routes/generate.js';
 import { inferRoutes } from './routes/infer.js';
 import { modelRoutes } from './routes/model.js';
 import { modelPaths } from './routes/model-params.js';
 import { statsRoutes } from './routes/stats.js';
 
 /** The extensions the HTTP frontend implements, for the server metadata. */
-export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration'];
+export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'generate'];
 
 /** Paths Triton routes; any other method on them is 405. */
 const KNOWN_PATHS = [
   '/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/stats',
   ...modelPaths(''), ...modelPaths('/ready'), ...modelPaths('/config'), ...modelPaths('/stats'), ...modelPaths('/infer'),
+  ...modelPaths('/generate'), ...modelPaths('/generate_stream'),
 ];
 
 /**
@@ -36,6 +38,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', statsRoutes(deps));
   app.route('/', healthRoutes(deps));
   app.route('/', inferRoutes(deps));
+  app.route('/', generateRoutes(deps));
   app.route('/', modelRoutes(deps));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));

@@ -1,0 +1,79 @@
+/**
+ * Decoupled models over HTTP: `generate_stream` streams each response as a server-sent event as
+ * the model sends it; `generate` answers models with one response; `/infer` refuses decoupled
+ * models with a clear error.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeRepository } from './helpers/repository.js';
+import { freePort, startTriode, type Child } from './helpers/process.js';
+
+let triode: Child;
+let base: string;
+
+beforeAll(async () => {
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  triode = await startTriode(['serve', '--model-repository', makeRepository(['repeat_int32', 'simple_identity', 'simple']), '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
+});
+
+afterAll(async () => {
+  await triode?.stop();
+});
+
+/** Reads an SSE response, noting when each event arrived. */
+async function events(r: Response): Promise<{ at: number; data: Record<string, unknown> }[]> {
+  const out: { at: number; data: Record<string, unknown> }[] = [];
+  const reader = r.body!.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let i: number;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const chunk = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const line = chunk.split('\n').find((l) => l.startsWith('data:'));
+      if (line) out.push({ at: performance.now(), data: JSON.parse(line.slice(5).trim()) as Record<string, unknown> });
+    }
+  }
+  return out;
+}
+
+describe('decoupled models and the generate extension', () => {
+  it('generate_stream sends repeat_int32\'s responses one by one, in order, as they are made', async () => {
+    const t0 = performance.now();
+    const r = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [100, 101, 102, 103], DELAY: [0, 150, 150, 150], WAIT: [0] }) });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch('text/event-stream');
+    const ev = await events(r);
+    expect(ev.map((e) => [e.data['OUT'], e.data['IDX']])).toEqual([[100, 0], [101, 1], [102, 2], [103, 3]]);
+    // Streamed, not buffered: the first event came long before the last.
+    expect(ev[3]!.at - ev[0]!.at).toBeGreaterThan(300);
+    expect(ev[0]!.at - t0).toBeLessThan(ev[3]!.at - t0);
+  });
+
+  it('an error from the model arrives as an error event', async () => {
+    const r = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [1, 2], DELAY: [0], WAIT: [0] }) });
+    const ev = await events(r);
+    expect(ev).toEqual([{ at: expect.any(Number), data: { error: 'expected DELAY to have 2 elements, got 1' } }]);
+  });
+
+  it('/infer refuses a decoupled model with a clear error', async () => {
+    const r = await fetch(`${base}/v2/models/repeat_int32/infer`, { method: 'POST', body: JSON.stringify({ inputs: [] }) });
+    expect(r.status).toBe(501);
+    expect((await r.json() as { error: string }).error).toBe("model 'repeat_int32' is decoupled (0..N responses per request): use a streaming endpoint (generate_stream)");
+  });
+
+  it('generate answers a regular model with its outputs as fields', async () => {
+    const r = await fetch(`${base}/v2/models/simple_identity/generate`, { method: 'POST', body: JSON.stringify({ id: 'g1', INPUT0: ['hello'] }) });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ id: 'g1', model_name: 'simple_identity', model_version: '1', OUTPUT0: 'hello' });
+    const s = await fetch(`${base}/v2/models/simple/generate`, { method: 'POST', body: JSON.stringify({ INPUT0: new Array(16).fill(2), INPUT1: new Array(16).fill(1) }) });
+    expect(await s.json()).toMatchObject({ OUTPUT0: new Array(16).fill(3), OUTPUT1: new Array(16).fill(1) });
+    const bad = await fetch(`${base}/v2/models/simple/generate`, { method: 'POST', body: JSON.stringify({ NOPE: 1 }) });
+    expect(bad.status).toBe(400);
+    expect((await bad.json() as { error: string }).error).toBe("unexpected field 'NOPE' in the generate request: model 'simple' has no input of that name");
+  });
+});
