@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { addServeFlags, toServeOptions } from './serve-options.js';
 import { startServe } from './serve.js';
+import { addClusterCommands } from './cluster.js';
 
 /** Runs the CLI; resolves to an exit code (or never, for a running server). */
 export async function main(argv: string[]): Promise<number | undefined> {
@@ -12,6 +13,8 @@ export async function main(argv: string[]): Promise<number | undefined> {
     .showHelpAfterError();
 
   let result: number | undefined = 0;
+  const long = ['serve', 'gateway', 'worker'];
+  if (long.includes(argv[0] ?? '')) result = undefined;
   addServeFlags(program.command('serve').description('serve a model repository in one process (embedded mode)'))
     .action(async (o: Record<string, unknown>) => {
       const opts = toServeOptions(o);
@@ -27,8 +30,9 @@ export async function main(argv: string[]): Promise<number | undefined> {
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
-  for (const name of ['gateway', 'worker', 'perf']) {
-    program.command(name).description(`(not implemented yet) the ${name} command of cluster mode / load testing`).allowUnknownOption()
+  addClusterCommands(program);
+  for (const name of ['perf']) {
+    program.command(name).description('(not implemented yet) a perf_analyzer-like load tool').allowUnknownOption()
       .action(() => {
         process.stderr.write(`triode ${name}: not implemented yet\n`);
         result = 2;

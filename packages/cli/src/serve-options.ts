@@ -37,7 +37,7 @@ export function parseBool(v: string): boolean {
   throw new InvalidArgumentError(`expected a boolean (true/false), got '${v}'`);
 }
 
-function parseInteger(min: number) {
+export function parseInteger(min: number) {
   return (v: string): number => {
     const n = Number(v);
     if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}, got '${v}'`);

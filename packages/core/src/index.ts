@@ -23,3 +23,6 @@ export * from './stats/infer-stats.js';
 export * from './backplane.js';
 export * from './tensor/transferable.js';
 export * from './ensemble-model.js';
+export * from './tensor/tensor-codec.js';
+export * from './cluster/keys.js';
+export * from './cluster/registry.js';

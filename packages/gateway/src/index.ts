@@ -6,3 +6,4 @@ export { parseInferRequest, encodeInferResponse, type OutputEncoding, type Parse
 export { jsonToTensorData, tensorDataToJson } from './http/json-tensor.js';
 export { startHttpServer, type HttpServerHandle } from './http/listen.js';
 export { HttpLifecycle } from './http/lifecycle.js';
+export { RedisBackplane, type RedisBackplaneOptions } from './redis/redis-backplane.js';

@@ -1,4 +1,2 @@
-/**
- * @module @triode/worker. Reserved: the cluster-mode worker (Redis Streams consumer feeding an InferenceServer) lands with issue #6.
- */
-export const PACKAGE_NAME = '@triode/worker';
+/** @module @triode/worker: the cluster-mode worker (Redis Streams consumer feeding an InferenceServer). */
+export { StreamConsumer, type StreamConsumerOptions } from './stream-consumer.js';

@@ -44,6 +44,9 @@ describe('data types', () => {
     const v = viewBytesAs('INT32', aligned);
     expect(v.buffer).toBe(aligned.buffer);
     expect([...viewBytesAs('INT64', new Uint8Array([1, 0, 0, 0, 0, 0, 0, 0]))]).toEqual([1n]);
+    // A Node Buffer at an odd offset (Buffer#slice is a view, so it must not be used to copy).
+    const b = Buffer.from([9, 2, 0, 0, 0, 3, 0, 0, 0]).subarray(1);
+    expect([...viewBytesAs('INT32', b)]).toEqual([2, 3]);
     expect(elementCount([])).toBe(1);
     expect(elementCount([2, 0, 3])).toBe(0);
   });

@@ -58,7 +58,8 @@ export function typedArrayView(dt: DataType, buffer: ArrayBufferLike, byteOffset
  */
 export function viewBytesAs(dt: DataType, bytes: Uint8Array): TensorData {
   const size = INFO[dt].size || 1;
-  if (bytes.byteOffset % size !== 0) bytes = bytes.slice();
+  // A copy into a fresh buffer (offset 0). Not `bytes.slice()`: on a Node Buffer that is a view.
+  if (bytes.byteOffset % size !== 0) bytes = new Uint8Array(bytes);
   return new INFO[dt].array(bytes.buffer, bytes.byteOffset, bytes.byteLength / size);
 }
 

@@ -1,0 +1,110 @@
+/**
+ * @module `triode gateway` and `triode worker`: cluster mode. Gateways are stateless HTTP frontends
+ * over Redis; workers load the model repository and serve the requests Redis hands them.
+ */
+import { Command } from 'commander';
+import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
+import { InferenceServer, createLogger, type Logger } from '@triode/core';
+import { HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer } from '@triode/gateway';
+import { StreamConsumer } from '@triode/worker';
+import { modelTable } from './model-table.js';
+import { parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
+
+const collect = (v: string, prev: string[] = []) => [...prev, v];
+
+function loggerFrom(o: Record<string, unknown>): Logger {
+  return createLogger({ verboseLevel: o['logVerbose'] as number, info: o['logInfo'] as boolean });
+}
+
+function onSignals(stop: () => Promise<void>): void {
+  let stopping = false;
+  const go = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`Received ${signal}, shutting down\n`);
+    stop().then(() => process.exit(0), (err: unknown) => {
+      process.stderr.write(`shutdown failed: ${String(err)}\n`);
+      process.exit(1);
+    });
+  };
+  process.once('SIGTERM', () => go('SIGTERM'));
+  process.once('SIGINT', () => go('SIGINT'));
+}
+
+/** Adds the `gateway` and `worker` commands. */
+export function addClusterCommands(program: Command): void {
+  program.command('gateway')
+    .description('serve HTTP in front of a cluster of workers (cluster mode)')
+    .requiredOption('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379')
+    .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
+    .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
+    .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
+    .option('--http-max-input-size <bytes>', 'largest request body', parseInteger(1), 64 * 1024 * 1024)
+    .option('--id <name>', 'server name in the server metadata', 'triton')
+    .option('--strict-readiness <bool>', 'ready only when every model is ready on some worker', parseBool, true)
+    .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
+    .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
+    .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
+    .option('--log-info <bool>', 'log info messages', parseBool, true)
+    .action(async (o: Record<string, unknown>) => {
+      const logger = loggerFrom(o);
+      const backplane = new RedisBackplane({
+        redis: o['redis'] as string,
+        prefix: o['redisPrefix'] as string,
+        requestTimeoutMs: (o['requestTimeoutSecs'] as number) * 1000,
+        id: o['id'] as string,
+        extensions: HTTP_EXTENSIONS.filter((e) => e !== 'generate'),
+        strictReadiness: o['strictReadiness'] as boolean,
+        logger,
+      });
+      await backplane.start();
+      const lifecycle = new HttpLifecycle();
+      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle }), o['httpPort'] as number, o['httpAddress'] as string);
+      logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}`);
+      logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
+      onSignals(async () => {
+        await lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000);
+        await http.close();
+        await backplane.stop();
+      });
+    });
+
+  program.command('worker')
+    .description('load a model repository and serve requests from Redis (cluster mode)')
+    .requiredOption('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379')
+    .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
+    .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
+    .option('--worker-id <id>', 'this worker\'s name in the cluster (default: random)')
+    .option('--max-inflight <n>', 'requests this worker runs at once', parseInteger(1), 256)
+    .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
+    .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
+    .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
+    .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
+    .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
+    .option('--log-info <bool>', 'log info messages', parseBool, true)
+    .action(async (o: Record<string, unknown>) => {
+      const logger = loggerFrom(o);
+      const server = await InferenceServer.create({
+        modelRepositories: o['modelRepository'] as string[],
+        backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
+        autoCompleteConfig: o['disableAutoCompleteConfig'] !== true,
+        ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
+        backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
+        logger,
+      });
+      process.stderr.write(modelTable(server.repositoryIndex()) + '\n');
+      const consumer = new StreamConsumer(server, {
+        redis: o['redis'] as string,
+        prefix: o['redisPrefix'] as string,
+        maxInflight: o['maxInflight'] as number,
+        ...(o['workerId'] ? { workerId: o['workerId'] as string } : {}),
+        logger,
+      });
+      await consumer.start();
+      logger.info(`Started worker ${consumer.workerId} on Redis ${o['redis'] as string}`);
+      onSignals(async () => {
+        await consumer.stop((o['exitTimeoutSecs'] as number) * 1000);
+        await server.stop((o['exitTimeoutSecs'] as number) * 1000);
+      });
+    });
+}

@@ -1,0 +1,38 @@
+/**
+ * @module The only place Redis key names are built (gateways and workers share them).
+ * Everything lives under one prefix, so several clusters can share a Redis.
+ */
+
+/** Key names of one cluster. */
+export class ClusterKeys {
+  readonly prefix: string;
+
+  constructor(prefix = 'triode') {
+    this.prefix = prefix;
+  }
+
+  /** The request stream of a model (all versions; the request names the version). */
+  requests(model: string): string {
+    return `${this.prefix}:req:${model}`;
+  }
+
+  /** The consumer group all workers of the cluster read request streams with. */
+  get group(): string {
+    return 'workers';
+  }
+
+  /** A gateway's reply stream. */
+  replies(gatewayId: string): string {
+    return `${this.prefix}:reply:${gatewayId}`;
+  }
+
+  /** A worker's registry entry (what it has loaded), kept alive by its heartbeat. */
+  worker(workerId: string): string {
+    return `${this.prefix}:worker:${workerId}`;
+  }
+
+  /** Pattern matching every worker entry. */
+  get workerPattern(): string {
+    return `${this.prefix}:worker:*`;
+  }
+}

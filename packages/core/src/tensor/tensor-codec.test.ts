@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { serializeBytesTensor } from './bytes-tensor.js';
+import { decodeReply, decodeRequest, encodeReply, encodeRequest } from './tensor-codec.js';
+
+describe('tensor codec (gateway <-> worker)', () => {
+  it('round-trips a request with its envelope, bigints and every tensor kind, from any buffer offset', () => {
+    const req = {
+      modelName: 'm', modelVersion: 2, id: 'r1',
+      parameters: { sequence_id: 12345678901234567890n, flag: true, s: 'x' },
+      outputs: [{ name: 'o', classCount: 3 }],
+      inputs: [
+        { name: 'a', datatype: 'INT32' as const, shape: [1, 3], data: Int32Array.of(1, -2, 3) },
+        { name: 'b', datatype: 'BYTES' as const, shape: [2], data: serializeBytesTensor(['he\0llo', '']) },
+        { name: 'c', datatype: 'FP64' as const, shape: [1], data: Float64Array.of(Math.PI) },
+      ],
+    };
+    const env = { requestKey: '7', replyTo: 'triode:reply:g', enqueuedMs: 1, deadlineMs: 2 };
+    const buf = encodeRequest(req, env);
+    // What Redis hands back is a Buffer, often at an odd offset in a larger allocation.
+    const shifted = Buffer.concat([Buffer.from([0xff]), buf]).subarray(1);
+    const { request, env: e } = decodeRequest(shifted);
+    expect(e).toEqual(env);
+    expect(request.parameters).toEqual(req.parameters);
+    expect(request.outputs).toEqual(req.outputs);
+    expect(request.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as ArrayLike<number>)])).toEqual(
+      req.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as ArrayLike<number>)]),
+    );
+  });
+
+  it('round-trips responses and errors', () => {
+    const ok = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', id: 'x', outputs: [{ name: 'o', datatype: 'FP32', shape: [2], data: Float32Array.of(1.5, 2) }] } }));
+    expect(ok).toMatchObject({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', id: 'x' } });
+    expect('response' in ok && Array.from(ok.response.outputs[0]!.data as Float32Array)).toEqual([1.5, 2]);
+    expect(decodeReply(encodeReply({ requestKey: '2', error: { code: 'INVALID_ARG', message: 'bad' } }))).toEqual({ requestKey: '2', error: { code: 'INVALID_ARG', message: 'bad' } });
+  });
+
+  it('rejects a truncated message', () => {
+    const buf = encodeRequest({ modelName: 'm', inputs: [{ name: 'a', datatype: 'INT32', shape: [4], data: new Int32Array(4) }] }, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 });
+    expect(() => decodeRequest(buf.subarray(0, buf.length - 12))).toThrow("malformed message: tensor 'a'");
+  });
+});

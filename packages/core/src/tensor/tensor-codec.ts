@@ -1,0 +1,96 @@
+/**
+ * @module The compact binary form of requests and responses between gateways and workers:
+ * `[u32 LE header length][header JSON][tensor bytes, in header order]`. Tensor data never goes
+ * through JSON; a tensor's bytes are viewed in place on decode when aligned.
+ */
+import { Errors } from '../errors.js';
+import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
+import { dataBytes, isDataType, viewBytesAs } from './data-type.js';
+import type { Tensor } from './tensor.js';
+
+interface TensorHeader {
+  name: string;
+  datatype: string;
+  shape: number[];
+  bytes: number;
+}
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buffer {
+  const header = enc.encode(JSON.stringify({ ...meta, tensors: tensors.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: t.data.byteLength })) }, (_k, v: unknown) => (typeof v === 'bigint' ? { $bigint: v.toString() } : v)));
+  // Pad the header so the first tensor starts 8-byte aligned.
+  const pad = (8 - ((4 + header.byteLength) % 8)) % 8;
+  let total = 4 + header.byteLength + pad;
+  for (const t of tensors) total += t.data.byteLength + ((8 - (t.data.byteLength % 8)) % 8);
+  const out = Buffer.allocUnsafeSlow(total);
+  out.writeUInt32LE(header.byteLength + pad, 0);
+  out.set(header, 4);
+  out.fill(0x20, 4 + header.byteLength, 4 + header.byteLength + pad);
+  let off = 4 + header.byteLength + pad;
+  for (const t of tensors) {
+    out.set(dataBytes(t.data), off);
+    off += t.data.byteLength + ((8 - (t.data.byteLength % 8)) % 8);
+  }
+  return out;
+}
+
+function decode(buf: Uint8Array): { meta: Record<string, unknown>; tensors: Tensor[] } {
+  if (buf.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const hlen = view.getUint32(0, true);
+  if (4 + hlen > buf.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
+  const meta = JSON.parse(dec.decode(buf.subarray(4, 4 + hlen)), (_k, v: unknown) =>
+    v && typeof v === 'object' && '$bigint' in (v as object) ? BigInt((v as { $bigint: string }).$bigint) : v) as Record<string, unknown>;
+  let off = 4 + hlen;
+  const tensors = ((meta['tensors'] as TensorHeader[]) ?? []).map((h) => {
+    if (!isDataType(h.datatype) || off + h.bytes > buf.byteLength) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
+    const data = viewBytesAs(h.datatype, buf.subarray(off, off + h.bytes));
+    off += h.bytes + ((8 - (h.bytes % 8)) % 8);
+    return { name: h.name, datatype: h.datatype, shape: h.shape, data };
+  });
+  return { meta, tensors };
+}
+
+/** Routing data a request carries through Redis besides the request itself. */
+export interface WireEnvelope {
+  /** Unique per gateway: matches the reply to the waiting request. */
+  requestKey: string;
+  /** The gateway's reply stream. */
+  replyTo: string;
+  /** When the gateway queued it (ms since the epoch). */
+  enqueuedMs: number;
+  /** After this (ms since the epoch) nobody waits for the answer any more. */
+  deadlineMs: number;
+}
+
+/** Encodes a request and its envelope. */
+export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer {
+  const { inputs, ...rest } = req;
+  return encode({ ...rest, env }, inputs);
+}
+
+/** Decodes what `encodeRequest` wrote. */
+export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env: WireEnvelope } {
+  const { meta, tensors } = decode(buf);
+  const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
+  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs: tensors }, env };
+}
+
+/** A reply: the response, or the error (code and message) that failed the request. */
+export type WireReply = { requestKey: string; response: InferenceResponse } | { requestKey: string; error: { code: string; message: string } };
+
+/** Encodes a reply. */
+export function encodeReply(reply: WireReply): Buffer {
+  if ('error' in reply) return encode({ requestKey: reply.requestKey, error: reply.error }, []);
+  const { outputs, ...rest } = reply.response;
+  return encode({ requestKey: reply.requestKey, response: rest }, outputs);
+}
+
+/** Decodes what `encodeReply` wrote. */
+export function decodeReply(buf: Uint8Array): WireReply {
+  const { meta, tensors } = decode(buf);
+  if (meta['error']) return { requestKey: String(meta['requestKey']), error: meta['error'] as { code: string; message: string } };
+  return { requestKey: String(meta['requestKey']), response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };
+}

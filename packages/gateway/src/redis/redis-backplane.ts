@@ -1,0 +1,292 @@
+/**
+ * @module Cluster mode's backplane: a stateless gateway puts each request on its model's Redis
+ * stream and waits for the reply on its own reply stream; what is loaded where comes from the
+ * workers' registry entries. Every frontend works unchanged on top of it.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import {
+  ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest,
+  type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger,
+  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
+} from '@triode/core';
+
+/** Options of a RedisBackplane. */
+export interface RedisBackplaneOptions {
+  redis: string;
+  /** Key prefix of the cluster. @default "triode" */
+  prefix?: string;
+  /** How long a request may wait for a worker's answer (ms). @default 30000 */
+  requestTimeoutMs?: number;
+  /** Server metadata. */
+  id?: string;
+  version?: string;
+  extensions?: string[];
+  /** Ready only when every model is ready on at least one live worker. @default true */
+  strictReadiness?: boolean;
+  /** How often the registry is re-read (ms). @default 500 */
+  registryRefreshMs?: number;
+  logger?: Logger;
+}
+
+interface Waiting {
+  resolve: (r: InferenceResponse) => void;
+  reject: (e: TriodeError) => void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+type StreamReply = [Buffer, [Buffer, Buffer[]][]][] | null;
+
+const unavailable = (err: unknown) => Errors.unavailable(`Redis is unavailable: ${(err as Error).message}`);
+
+/** The gateway's backplane over Redis Streams. */
+export class RedisBackplane implements Backplane {
+  readonly gatewayId = `g-${randomUUID().slice(0, 8)}`;
+  readonly #opts: Required<Omit<RedisBackplaneOptions, 'logger'>> & { logger?: Logger };
+  readonly #keys: ClusterKeys;
+  readonly #cmd: Redis;
+  readonly #block: Redis;
+  readonly #waiting = new Map<string, Waiting>();
+  #next = 0;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #workers: WorkerRecord[] = [];
+  #registryAt = 0;
+  #registryLoad: Promise<void> | undefined;
+
+  constructor(options: RedisBackplaneOptions) {
+    this.#opts = {
+      prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
+      strictReadiness: true, registryRefreshMs: 500, ...options,
+    };
+    this.#keys = new ClusterKeys(this.#opts.prefix);
+    // No offline queue: while Redis is away, calls fail at once (503) instead of piling up.
+    const common = { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, retryStrategy: () => 200 } as const;
+    this.#cmd = new Redis(this.#opts.redis, common);
+    this.#block = new Redis(this.#opts.redis, { ...common, maxRetriesPerRequest: null });
+    for (const c of [this.#cmd, this.#block]) c.on('error', (e: Error) => this.#opts.logger?.verbose(1, `redis: ${e.message}`));
+  }
+
+  get #replyKey(): string {
+    return this.#keys.replies(this.gatewayId);
+  }
+
+  /** Connects and starts reading replies. */
+  async start(): Promise<void> {
+    await Promise.all([this.#cmd.connect(), this.#block.connect()]);
+    this.#running = true;
+    this.#loop = this.#readReplies();
+  }
+
+  async #readReplies(): Promise<void> {
+    let last = '$';
+    while (this.#running) {
+      let reply: StreamReply;
+      try {
+        reply = (await this.#block.xreadBuffer('COUNT', 512, 'BLOCK', 500, 'STREAMS', this.#replyKey, last)) as StreamReply;
+      } catch {
+        if (!this.#running) break;
+        await new Promise((r) => setTimeout(r, 200));
+        continue;
+      }
+      const ids: string[] = [];
+      for (const [, entries] of reply ?? []) {
+        for (const [id, fields] of entries) {
+          last = id.toString();
+          ids.push(last);
+          const body = fields[1];
+          if (!body) continue;
+          try {
+            const r = decodeReply(body);
+            const w = this.#waiting.get(r.requestKey);
+            // Unknown keys are duplicates or answers that came after the deadline: dropped.
+            if (!w) continue;
+            this.#waiting.delete(r.requestKey);
+            clearTimeout(w.timer);
+            if ('error' in r) w.reject(new TriodeError(r.error.code as ErrorCode, r.error.message));
+            else w.resolve(r.response);
+          } catch (err) {
+            this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
+          }
+        }
+      }
+      if (ids.length) void this.#cmd.xdel(this.#replyKey, ...ids).catch(() => undefined);
+    }
+  }
+
+  /** Re-reads the workers' registry entries when they are older than the refresh period. */
+  async #registry(): Promise<WorkerRecord[]> {
+    if (Date.now() - this.#registryAt < this.#opts.registryRefreshMs) return this.#workers;
+    this.#registryLoad ??= (async () => {
+      try {
+        const keys: string[] = [];
+        let cursor = '0';
+        do {
+          const [next, found] = await this.#cmd.scan(cursor, 'MATCH', this.#keys.workerPattern, 'COUNT', 200);
+          cursor = next;
+          keys.push(...found);
+        } while (cursor !== '0');
+        const values = keys.length ? await this.#cmd.mget(...keys) : [];
+        this.#workers = values.filter((v): v is string => typeof v === 'string').map((v) => JSON.parse(v) as WorkerRecord);
+        this.#registryAt = Date.now();
+      } finally {
+        this.#registryLoad = undefined;
+      }
+    })();
+    try {
+      await this.#registryLoad;
+    } catch (err) {
+      throw unavailable(err);
+    }
+    return this.#workers;
+  }
+
+  /** Every live worker's entries for a model (version), ready ones first. */
+  async #entries(name: string, version?: number): Promise<RegistryModel[]> {
+    const out: RegistryModel[] = [];
+    for (const w of await this.#registry()) {
+      for (const m of w.models) if (m.name === name && (version === undefined || m.version === String(version))) out.push(m);
+    }
+    return out.sort((a, b) => Number(b.state === 'READY') - Number(a.state === 'READY') || Number(b.version ?? 0) - Number(a.version ?? 0));
+  }
+
+  async #ready(name: string, version?: number): Promise<RegistryModel> {
+    const entries = await this.#entries(name, version);
+    if (entries.length === 0) throw Errors.unknownModel(name, version);
+    const r = entries[0]!;
+    if (r.state !== 'READY') throw Errors.modelNotReady(name, version, r.reason);
+    return r;
+  }
+
+  async isLive(): Promise<boolean> {
+    return this.#running;
+  }
+
+  async isReady(): Promise<boolean> {
+    if (!this.#running || this.#cmd.status !== 'ready') return false;
+    try {
+      const index = await this.repositoryIndex();
+      if (!this.#opts.strictReadiness) return true;
+      if (index.length === 0) return false;
+      const names = new Set(index.map((r) => r.name));
+      return [...names].every((n) => index.some((r) => r.name === n && r.state === 'READY'));
+    } catch {
+      return false;
+    }
+  }
+
+  async serverMetadata(): Promise<ServerMetadata> {
+    return { name: this.#opts.id, version: this.#opts.version, extensions: [...this.#opts.extensions] };
+  }
+
+  async modelReady(name: string, version?: number): Promise<boolean> {
+    try {
+      await this.#ready(name, version);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async modelMetadata(name: string, version?: number): Promise<ModelMetadata> {
+    const r = await this.#ready(name, version);
+    const versions = [...new Set((await this.#entries(name)).filter((e) => e.state === 'READY').map((e) => e.version ?? ''))].sort((a, b) => Number(a) - Number(b));
+    return { ...r.metadata!, versions: version !== undefined ? [String(version)] : versions };
+  }
+
+  async modelConfig(name: string, version?: number): Promise<Record<string, unknown>> {
+    return (await this.#ready(name, version)).config ?? {};
+  }
+
+  /** Statistics summed over the workers. */
+  async modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]> {
+    const sums = new Map<string, ModelStatistics>();
+    for (const w of await this.#registry()) {
+      for (const m of w.models) {
+        if (!m.stats || (name && m.name !== name) || (version !== undefined && m.version !== String(version))) continue;
+        const key = `${m.name}/${m.version ?? ''}`;
+        const prev = sums.get(key);
+        sums.set(key, prev ? addStats(prev, m.stats) : structuredClone(m.stats));
+      }
+    }
+    if (name && sums.size === 0) await this.#ready(name, version);
+    return [...sums.values()].sort((a, b) => a.name.localeCompare(b.name) || Number(a.version) - Number(b.version));
+  }
+
+  /** The union of the workers' indexes: a version is READY if it is ready on some live worker. */
+  async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
+    const rows = new Map<string, ModelIndexEntry>();
+    for (const w of await this.#registry()) {
+      for (const m of w.models) {
+        const key = `${m.name}/${m.version ?? ''}`;
+        const prev = rows.get(key);
+        if (!prev || (prev.state !== 'READY' && m.state === 'READY')) {
+          rows.set(key, { name: m.name, ...(m.version !== undefined ? { version: m.version } : {}), state: m.state, reason: m.reason });
+        }
+      }
+    }
+    return [...rows.values()].filter((r) => !readyOnly || r.state === 'READY').sort((a, b) => a.name.localeCompare(b.name) || Number(a.version ?? 0) - Number(b.version ?? 0));
+  }
+
+  async infer(request: InferenceRequest): Promise<InferenceResponse> {
+    if (!this.#running) throw Errors.serverStopping();
+    await this.#ready(request.modelName, request.modelVersion);
+    const requestKey = `${this.#next++}`;
+    const now = Date.now();
+    const body = encodeRequest(request, { requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs });
+    return new Promise<InferenceResponse>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiting.delete(requestKey);
+        reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${this.#opts.requestTimeoutMs / 1000} s`));
+      }, this.#opts.requestTimeoutMs);
+      this.#waiting.set(requestKey, { resolve, reject, timer });
+      this.#cmd.xadd(this.#keys.requests(request.modelName), 'MAXLEN', '~', '1000000', '*', 'r', body).catch((err: unknown) => {
+        clearTimeout(timer);
+        this.#waiting.delete(requestKey);
+        reject(unavailable(err));
+      });
+    });
+  }
+
+  async inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+    onResponse(await this.infer(request));
+  }
+
+  /** Stops reading replies; requests still waiting get an error. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    await this.#loop;
+    for (const [k, w] of this.#waiting) {
+      clearTimeout(w.timer);
+      w.reject(Errors.serverStopping());
+      this.#waiting.delete(k);
+    }
+    await this.#cmd.del(this.#replyKey).catch(() => undefined);
+    this.#block.disconnect();
+    this.#cmd.disconnect();
+  }
+}
+
+function addStats(a: ModelStatistics, b: ModelStatistics): ModelStatistics {
+  const out = structuredClone(a);
+  out.last_inference = Math.max(a.last_inference, b.last_inference);
+  out.inference_count += b.inference_count;
+  out.execution_count += b.execution_count;
+  for (const k of Object.keys(out.inference_stats) as (keyof ModelStatistics['inference_stats'])[]) {
+    out.inference_stats[k].count += b.inference_stats[k].count;
+    out.inference_stats[k].ns += b.inference_stats[k].ns;
+  }
+  for (const bs of b.batch_stats) {
+    const mine = out.batch_stats.find((x) => x.batch_size === bs.batch_size);
+    if (!mine) {
+      out.batch_stats.push(structuredClone(bs));
+      continue;
+    }
+    for (const k of ['compute_input', 'compute_infer', 'compute_output'] as const) {
+      mine[k].count += bs[k].count;
+      mine[k].ns += bs[k].ns;
+    }
+  }
+  out.batch_stats.sort((x, y) => x.batch_size - y.batch_size);
+  return out;
+}

@@ -1,0 +1,170 @@
+/**
+ * @module The worker's side of cluster mode: reads requests from the models' Redis streams in a
+ * consumer group (Redis balances them over the workers), runs them on the local InferenceServer,
+ * replies to the sending gateway's stream, and acks. Reads only as many entries as it has room
+ * for, so a busy worker leaves work to the others.
+ */
+import { Redis } from 'ioredis';
+import {
+  ClusterKeys, TriodeError, decodeRequest, encodeReply,
+  type InferenceServer, type Logger, type WireReply, type WorkerRecord,
+} from '@triode/core';
+
+/** Options of a StreamConsumer. */
+export interface StreamConsumerOptions {
+  /** Redis URL. */
+  redis: string;
+  /** This worker's id (its consumer name). @default a random id */
+  workerId?: string;
+  /** Key prefix of the cluster. @default "triode" */
+  prefix?: string;
+  /** Requests this worker runs at once. @default 256 */
+  maxInflight?: number;
+  /** Heartbeat period (ms); the registry entry expires after 3 missed beats. @default 1000 */
+  heartbeatMs?: number;
+  logger?: Logger;
+}
+
+type StreamReply = [Buffer, [Buffer, Buffer[]][]][] | null;
+
+/** Consumes the cluster's request streams for one worker. */
+export class StreamConsumer {
+  readonly workerId: string;
+  readonly #server: InferenceServer;
+  readonly #keys: ClusterKeys;
+  readonly #cmd: Redis;
+  readonly #block: Redis;
+  readonly #maxInflight: number;
+  readonly #heartbeatMs: number;
+  readonly #logger: Logger | undefined;
+  #inflight = 0;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
+  #wake: (() => void) | undefined;
+  #streams: string[] = [];
+
+  constructor(server: InferenceServer, options: StreamConsumerOptions) {
+    this.#server = server;
+    this.workerId = options.workerId ?? `w-${Math.random().toString(36).slice(2, 10)}`;
+    this.#keys = new ClusterKeys(options.prefix);
+    this.#maxInflight = options.maxInflight ?? 256;
+    this.#heartbeatMs = options.heartbeatMs ?? 1000;
+    this.#logger = options.logger;
+    const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true } as const;
+    this.#cmd = new Redis(options.redis, common);
+    this.#block = new Redis(options.redis, common);
+    for (const c of [this.#cmd, this.#block]) c.on('error', (e: Error) => this.#logger?.verbose(1, `redis: ${e.message}`));
+  }
+
+  /** Connects, joins the consumer group of every ready model, and starts consuming. */
+  async start(): Promise<void> {
+    await Promise.all([this.#cmd.connect(), this.#block.connect()]);
+    const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
+    this.#streams = models.map((m) => this.#keys.requests(m));
+    for (const s of this.#streams) {
+      try {
+        // From '0': requests queued before any worker joined are not lost.
+        await this.#cmd.xgroup('CREATE', s, this.#keys.group, '0', 'MKSTREAM');
+      } catch (err) {
+        if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+      }
+    }
+    await this.#beat();
+    this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
+    this.#running = true;
+    this.#loop = this.#consume();
+  }
+
+  /** Publishes what this worker serves, with an expiry of three heartbeats. */
+  async #beat(): Promise<void> {
+    const s = this.#server;
+    const models = s.repositoryIndex().map((row) => {
+      const v = row.version !== undefined ? Number(row.version) : undefined;
+      const ready = row.state === 'READY';
+      return {
+        ...row,
+        ...(ready ? { metadata: s.modelMetadata(row.name, v), config: s.modelConfig(row.name, v), stats: s.modelStatistics(row.name, v)[0] } : {}),
+      };
+    });
+    const record: WorkerRecord = { workerId: this.workerId, heartbeatMs: Date.now(), models };
+    await this.#cmd.set(this.#keys.worker(this.workerId), JSON.stringify(record), 'PX', this.#heartbeatMs * 3);
+  }
+
+  async #consume(): Promise<void> {
+    while (this.#running) {
+      const room = this.#maxInflight - this.#inflight;
+      if (room <= 0) {
+        await new Promise<void>((r) => { this.#wake = r; });
+        continue;
+      }
+      let reply: StreamReply;
+      try {
+        reply = (await this.#block.xreadgroupBuffer(
+          'GROUP', this.#keys.group, this.workerId, 'COUNT', room, 'BLOCK', 200,
+          'STREAMS', ...this.#streams, ...this.#streams.map(() => '>'),
+        )) as StreamReply;
+      } catch (err) {
+        if (!this.#running) break;
+        this.#logger?.warning(`reading requests failed: ${(err as Error).message}`);
+        await new Promise((r) => setTimeout(r, 500));
+        continue;
+      }
+      for (const [key, entries] of reply ?? []) {
+        for (const [id, fields] of entries) this.#handle(key.toString(), id.toString(), fields);
+      }
+    }
+  }
+
+  #handle(stream: string, id: string, fields: Buffer[]): void {
+    const body = fields[1];
+    const ack = () => { void this.#cmd.xack(stream, this.#keys.group, id); void this.#cmd.xdel(stream, id); };
+    if (!body) {
+      ack();
+      return;
+    }
+    let decoded: ReturnType<typeof decodeRequest>;
+    try {
+      decoded = decodeRequest(body);
+    } catch (err) {
+      this.#logger?.warning(`dropping a malformed request from ${stream}: ${(err as Error).message}`);
+      ack();
+      return;
+    }
+    const { request, env } = decoded;
+    if (env.deadlineMs < Date.now()) {
+      // Its gateway stopped waiting: running it would only waste an instance.
+      ack();
+      return;
+    }
+    this.#inflight++;
+    const send = (r: WireReply) => {
+      void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', encodeReply(r)).catch(() => undefined);
+      ack();
+    };
+    this.#server.infer(request).then(
+      (response) => send({ requestKey: env.requestKey, response }),
+      (err: unknown) => {
+        const e = TriodeError.from(err);
+        send({ requestKey: env.requestKey, error: { code: e.code, message: e.message } });
+      },
+    ).finally(() => {
+      this.#inflight--;
+      this.#wake?.();
+      this.#wake = undefined;
+    });
+  }
+
+  /** Stops reading, finishes what it holds (up to `timeoutMs`), and leaves the registry. */
+  async stop(timeoutMs = 30_000): Promise<void> {
+    this.#running = false;
+    this.#wake?.();
+    clearInterval(this.#heartbeat);
+    await this.#loop;
+    const until = Date.now() + timeoutMs;
+    while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await this.#cmd.del(this.#keys.worker(this.workerId)).catch(() => undefined);
+    this.#block.disconnect();
+    await this.#cmd.quit().catch(() => undefined);
+  }
+}
