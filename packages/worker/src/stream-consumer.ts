@@ -62,6 +62,15 @@ export class StreamConsumer {
     await Promise.all([this.#cmd.connect(), this.#block.connect()]);
     const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
     this.#streams = models.map((m) => this.#keys.requests(m));
+    await this.#ensureGroups();
+    await this.#beat();
+    this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
+    this.#running = true;
+    this.#loop = this.#consume();
+  }
+
+  /** Creates the consumer group of every stream (again after Redis lost them, e.g. a restart). */
+  async #ensureGroups(): Promise<void> {
     for (const s of this.#streams) {
       try {
         // From '0': requests queued before any worker joined are not lost.
@@ -70,10 +79,6 @@ export class StreamConsumer {
         if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
       }
     }
-    await this.#beat();
-    this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
-    this.#running = true;
-    this.#loop = this.#consume();
   }
 
   /** Publishes what this worker serves, with an expiry of three heartbeats. */
@@ -106,8 +111,10 @@ export class StreamConsumer {
         )) as StreamReply;
       } catch (err) {
         if (!this.#running) break;
-        this.#logger?.warning(`reading requests failed: ${(err as Error).message}`);
-        await new Promise((r) => setTimeout(r, 500));
+        const msg = (err as Error).message;
+        this.#logger?.warning(`reading requests failed: ${msg}`);
+        await new Promise((r) => setTimeout(r, 200));
+        if (msg.includes('NOGROUP')) await this.#ensureGroups().catch(() => undefined);
         continue;
       }
       for (const [key, entries] of reply ?? []) {

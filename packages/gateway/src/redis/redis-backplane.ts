@@ -152,7 +152,11 @@ export class RedisBackplane implements Backplane {
 
   async #ready(name: string, version?: number): Promise<RegistryModel> {
     const entries = await this.#entries(name, version);
-    if (entries.length === 0) throw Errors.unknownModel(name, version);
+    if (entries.length === 0) {
+      // With no live worker at all (starting up, or Redis just came back), nothing is known yet.
+      if (this.#workers.length === 0) throw Errors.unavailable(`no live worker is registered in the cluster, so model '${name}' cannot be served now`);
+      throw Errors.unknownModel(name, version);
+    }
     const r = entries[0]!;
     if (r.state !== 'READY') throw Errors.modelNotReady(name, version, r.reason);
     return r;

@@ -1,0 +1,106 @@
+/**
+ * Cluster mode end to end: a real redis-server on a free port, two workers and two gateways as
+ * child processes. Requests through either gateway reach the workers; the registry answers
+ * metadata; Redis going away gives 503 and everything recovers when it is back.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeRepository } from './helpers/repository.js';
+import { freePort, startTriode, type Child } from './helpers/process.js';
+import { startRedis, type RedisHandle } from './helpers/redis.js';
+
+let redis: RedisHandle;
+const workers: Child[] = [];
+const gateways: { child: Child; base: string }[] = [];
+
+const simpleBody = (k: number) => JSON.stringify({
+  inputs: [
+    { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(k) },
+    { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(1) },
+  ],
+});
+
+async function infer(base: string, model: string, body: string): Promise<{ status: number; json: Record<string, unknown> }> {
+  const r = await fetch(`${base}/v2/models/${model}/infer`, { method: 'POST', body });
+  return { status: r.status, json: await r.json() as Record<string, unknown> };
+}
+
+async function until(f: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await f().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('condition not met in time');
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+  const repo = makeRepository(['simple', 'ppocr_cls']);
+  for (let i = 0; i < 2; i++) {
+    workers.push(await startTriode(['worker', '--redis', redis.url, '--model-repository', repo, '--worker-id', `w${i}`], /Started worker/));
+  }
+  for (let i = 0; i < 2; i++) {
+    const port = await freePort();
+    gateways.push({ child: await startTriode(['gateway', '--redis', redis.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--request-timeout-secs', '10']), base: `http://127.0.0.1:${port}` });
+  }
+  await until(async () => (await fetch(`${gateways[0]!.base}/v2/health/ready`)).status === 200);
+});
+
+afterAll(async () => {
+  await Promise.all([...gateways.map((g) => g.child.stop()), ...workers.map((w) => w.stop())]);
+  await redis?.stop();
+});
+
+describe('cluster: gateways and workers over Redis', () => {
+  it('both gateways are ready and answer metadata from the workers\' registry', async () => {
+    for (const g of gateways) {
+      expect((await fetch(`${g.base}/v2/health/ready`)).status).toBe(200);
+      const m = await (await fetch(`${g.base}/v2/models/simple`)).json() as { name: string; inputs: unknown[] };
+      expect(m.name).toBe('simple');
+      expect(m.inputs).toHaveLength(2);
+      const unknown = await fetch(`${g.base}/v2/models/nope`);
+      expect(unknown.status).toBe(404);
+      expect((await unknown.json() as { error: string }).error).toMatch(/^Request for unknown model/);
+    }
+  });
+
+  it('answers inference through either gateway, JSON and binary', async () => {
+    for (const g of gateways) {
+      const r = await infer(g.base, 'simple', simpleBody(5));
+      expect(r.status).toBe(200);
+      expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual(new Array(16).fill(6));
+    }
+    const x = new Float32Array(3 * 48 * 192).fill(0.1);
+    const header = Buffer.from(JSON.stringify({ parameters: { binary_data_output: true }, inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } }] }));
+    const r = await fetch(`${gateways[1]!.base}/v2/models/ppocr_cls/infer`, { method: 'POST', headers: { 'Inference-Header-Content-Length': String(header.length) }, body: Buffer.concat([header, Buffer.from(x.buffer)]) });
+    expect(r.status).toBe(200);
+    const body = Buffer.from(await r.arrayBuffer());
+    const p = new Float32Array(body.buffer.slice(body.byteOffset + Number(r.headers.get('inference-header-content-length'))));
+    expect(p[0]! + p[1]!).toBeCloseTo(1, 5);
+  });
+
+  it('spreads 64 concurrent requests over the workers, every answer right; statistics sum over workers', async () => {
+    const results = await Promise.all(Array.from({ length: 64 }, (_, k) => infer(gateways[k % 2]!.base, 'simple', simpleBody(k))));
+    results.forEach((r, k) => {
+      expect(r.status).toBe(200);
+      expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual(new Array(16).fill(k + 1));
+    });
+    // 2 requests of the previous test + these 64, summed over both workers' heartbeats.
+    await until(async () => {
+      const total = (await (await fetch(`${gateways[0]!.base}/v2/models/simple/stats`)).json() as { model_stats: { inference_count: number }[] }).model_stats[0]!.inference_count;
+      return total === 66;
+    }, 5000);
+  });
+
+  it('answers 503 while Redis is away, and recovers by itself when it is back', async () => {
+    const port = redis.port;
+    await redis.stop();
+    const r = await infer(gateways[0]!.base, 'simple', simpleBody(1));
+    expect(r.status).toBe(503);
+    expect(String(r.json['error'])).toMatch(/Redis is unavailable/);
+    expect((await fetch(`${gateways[0]!.base}/v2/health/ready`)).status).toBe(400);
+    redis = await startRedis(port);
+    for (const g of gateways) await until(async () => (await infer(g.base, 'simple', simpleBody(2))).status === 200, 20_000);
+    expect((await fetch(`${gateways[1]!.base}/v2/health/ready`)).status).toBe(200);
+  });
+});
