@@ -104,3 +104,43 @@ describe('cluster: gateways and workers over Redis', () => {
     expect((await fetch(`${gateways[1]!.base}/v2/health/ready`)).status).toBe(200);
   });
 });
+
+describe('cluster: a worker killed mid-stream', () => {
+  it('SIGKILL a worker during a stream of requests: every request is answered right or with a clear error, none hangs', async () => {
+    const r2 = await startRedis();
+    const repo = makeRepository(['sleepy']);
+    // Short claim idle time so the survivor takes over quickly.
+    const w = [0, 1].map((i) => startTriode(['worker', '--redis', r2.url, '--model-repository', repo, '--worker-id', `k${i}`, '--claim-idle-ms', '1000'], /Started worker/));
+    const [wa, wb] = await Promise.all(w);
+    const port = await freePort();
+    const gw = await startTriode(['gateway', '--redis', r2.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--request-timeout-secs', '15']);
+    const base = `http://127.0.0.1:${port}`;
+    try {
+      await until(async () => (await fetch(`${base}/v2/health/ready`)).status === 200);
+      const body = (k: number) => JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [1, 1], datatype: 'INT32', data: [k] }] });
+      const results = Array.from({ length: 120 }, (_, k) => new Promise<{ k: number; status: number; value?: number; error?: string }>((resolve) => {
+        setTimeout(() => {
+          fetch(`${base}/v2/models/sleepy/infer`, { method: 'POST', body: body(k) })
+            .then(async (r) => {
+              const j = await r.json() as { outputs?: { data: number[] }[]; error?: string };
+              resolve({ k, status: r.status, ...(j.outputs ? { value: j.outputs[0]!.data[0]! } : { error: j.error ?? '' }) });
+            })
+            .catch((e: unknown) => resolve({ k, status: 0, error: String(e) }));
+        }, k * 10);
+      }));
+      await new Promise((r) => setTimeout(r, 400));
+      process.kill(wa.proc.pid!, 'SIGKILL');
+      const done = await Promise.all(results);
+      const ok = done.filter((d) => d.status === 200);
+      const failed = done.filter((d) => d.status !== 200);
+      console.log(`after SIGKILL: ${ok.length} answered, ${failed.length} failed (${[...new Set(failed.map((f) => f.error))].join('; ')})`);
+      for (const d of ok) expect(d.value).toBe(d.k);
+      for (const d of failed) expect(d.error).toMatch(/no worker answered|unavailable/i);
+      // The survivor took the dead worker's requests over: nearly everything is answered.
+      expect(ok.length).toBeGreaterThanOrEqual(110);
+    } finally {
+      await Promise.all([gw.stop(), wb.stop(), wa.stop()]);
+      await r2.stop();
+    }
+  });
+});

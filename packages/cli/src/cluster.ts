@@ -76,6 +76,7 @@ export function addClusterCommands(program: Command): void {
     .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
     .option('--worker-id <id>', 'this worker\'s name in the cluster (default: random)')
     .option('--max-inflight <n>', 'requests this worker runs at once', parseInteger(1), 256)
+    .option('--claim-idle-ms <ms>', 'take over requests another worker left unacknowledged this long', parseInteger(100), 5000)
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
@@ -97,6 +98,7 @@ export function addClusterCommands(program: Command): void {
         redis: o['redis'] as string,
         prefix: o['redisPrefix'] as string,
         maxInflight: o['maxInflight'] as number,
+        claimIdleMs: o['claimIdleMs'] as number,
         ...(o['workerId'] ? { workerId: o['workerId'] as string } : {}),
         logger,
       });

@@ -22,6 +22,11 @@ export interface StreamConsumerOptions {
   maxInflight?: number;
   /** Heartbeat period (ms); the registry entry expires after 3 missed beats. @default 1000 */
   heartbeatMs?: number;
+  /**
+   * Requests another worker read but has not acknowledged for this long (ms) are taken over and
+   * run here: what a worker that died (SIGKILL, a lost node) leaves behind. @default 5000
+   */
+  claimIdleMs?: number;
   logger?: Logger;
 }
 
@@ -36,7 +41,10 @@ export class StreamConsumer {
   readonly #block: Redis;
   readonly #maxInflight: number;
   readonly #heartbeatMs: number;
+  readonly #claimIdleMs: number;
   readonly #logger: Logger | undefined;
+  #claimer: ReturnType<typeof setInterval> | undefined;
+  #claiming = false;
   #inflight = 0;
   #running = false;
   #loop: Promise<void> | undefined;
@@ -50,6 +58,7 @@ export class StreamConsumer {
     this.#keys = new ClusterKeys(options.prefix);
     this.#maxInflight = options.maxInflight ?? 256;
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
+    this.#claimIdleMs = options.claimIdleMs ?? 5000;
     this.#logger = options.logger;
     const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true } as const;
     this.#cmd = new Redis(options.redis, common);
@@ -67,6 +76,27 @@ export class StreamConsumer {
     this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
     this.#running = true;
     this.#loop = this.#consume();
+    this.#claimer = setInterval(() => { void this.#claim(); }, Math.max(100, Math.min(1000, this.#claimIdleMs / 2)));
+  }
+
+  /** Takes over requests that another (dead) worker read and never acknowledged. */
+  async #claim(): Promise<void> {
+    if (this.#claiming || !this.#running) return;
+    this.#claiming = true;
+    try {
+      for (const stream of this.#streams) {
+        const room = this.#maxInflight - this.#inflight;
+        if (room <= 0) break;
+        const res = (await this.#cmd.callBuffer('XAUTOCLAIM', stream, this.#keys.group, this.workerId, this.#claimIdleMs, '0-0', 'COUNT', room)) as [Buffer, [Buffer, Buffer[] | null][], Buffer[]?];
+        const entries = res[1] ?? [];
+        if (entries.length) this.#logger?.warning(`took over ${entries.length} unacknowledged requests from ${stream}`);
+        for (const [id, fields] of entries) if (fields) this.#handle(stream, id.toString(), fields);
+      }
+    } catch (err) {
+      this.#logger?.verbose(1, `claiming pending requests failed: ${(err as Error).message}`);
+    } finally {
+      this.#claiming = false;
+    }
   }
 
   /** Creates the consumer group of every stream (again after Redis lost them, e.g. a restart). */
@@ -167,6 +197,7 @@ export class StreamConsumer {
     this.#running = false;
     this.#wake?.();
     clearInterval(this.#heartbeat);
+    clearInterval(this.#claimer);
     await this.#loop;
     const until = Date.now() + timeoutMs;
     while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
