@@ -1,0 +1,9 @@
+# One image for every role: `triode serve` (embedded), `triode gateway`, `triode worker`.
+FROM node:20-bookworm-slim
+WORKDIR /app
+COPY . .
+# The postinstall script copies the example models from npm packages and builds the workspaces.
+RUN npm install --no-audit --no-fund && npm cache clean --force
+EXPOSE 8000
+ENTRYPOINT ["node", "packages/cli/bin/triode.js"]
+CMD ["serve", "--model-repository", "/app/model_repository"]
