@@ -18,7 +18,7 @@ export interface StreamConsumerOptions {
   workerId?: string;
   /** Key prefix of the cluster. @default "triode" */
   prefix?: string;
-  /** Requests this worker runs at once. @default 256 */
+  /** Requests this worker runs at once, over all models. @default 256 */
   maxInflight?: number;
   /** Heartbeat period (ms); the registry entry expires after 3 missed beats. @default 1000 */
   heartbeatMs?: number;
@@ -51,6 +51,9 @@ export class StreamConsumer {
   #heartbeat: ReturnType<typeof setInterval> | undefined;
   #wake: (() => void) | undefined;
   #streams: string[] = [];
+  /** Per stream: how many requests the model's instances can hold, and how many it holds now. */
+  #slots = new Map<string, number>();
+  #held = new Map<string, number>();
 
   constructor(server: InferenceServer, options: StreamConsumerOptions) {
     this.#server = server;
@@ -71,6 +74,14 @@ export class StreamConsumer {
     await Promise.all([this.#cmd.connect(), this.#block.connect()]);
     const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
     this.#streams = models.map((m) => this.#keys.requests(m));
+    for (const m of models) {
+      // A full batch per instance, twice: one running and one ready to go. Reading more would
+      // take work other workers could start at once.
+      const c = this.#server.getModel(m).config;
+      const instances = (c.instance_group ?? []).reduce((a, g) => a + (g.count ?? 1), 0) || 1;
+      this.#slots.set(this.#keys.requests(m), instances * Math.max(1, c.max_batch_size ?? 0) * 2);
+      this.#held.set(this.#keys.requests(m), 0);
+    }
     await this.#ensureGroups();
     await this.#beat();
     this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
@@ -85,8 +96,8 @@ export class StreamConsumer {
     this.#claiming = true;
     try {
       for (const stream of this.#streams) {
-        const room = this.#maxInflight - this.#inflight;
-        if (room <= 0) break;
+        const room = this.#room(stream);
+        if (room <= 0) continue;
         const res = (await this.#cmd.callBuffer('XAUTOCLAIM', stream, this.#keys.group, this.workerId, this.#claimIdleMs, '0-0', 'COUNT', room)) as [Buffer, [Buffer, Buffer[] | null][], Buffer[]?];
         const entries = res[1] ?? [];
         if (entries.length) this.#logger?.warning(`took over ${entries.length} unacknowledged requests from ${stream}`);
@@ -126,18 +137,25 @@ export class StreamConsumer {
     await this.#cmd.set(this.#keys.worker(this.workerId), JSON.stringify(record), 'PX', this.#heartbeatMs * 3);
   }
 
+  /** Room for more requests of a stream: its model's free slots, within the worker's limit. */
+  #room(stream: string): number {
+    return Math.min(this.#maxInflight - this.#inflight, (this.#slots.get(stream) ?? 1) - (this.#held.get(stream) ?? 0));
+  }
+
   async #consume(): Promise<void> {
     while (this.#running) {
-      const room = this.#maxInflight - this.#inflight;
-      if (room <= 0) {
+      const open = this.#streams.filter((s) => this.#room(s) > 0);
+      if (open.length === 0) {
         await new Promise<void>((r) => { this.#wake = r; });
         continue;
       }
+      // COUNT applies to each stream: the smallest room keeps every model within its slots.
+      const count = Math.min(...open.map((s) => this.#room(s)));
       let reply: StreamReply;
       try {
         reply = (await this.#block.xreadgroupBuffer(
-          'GROUP', this.#keys.group, this.workerId, 'COUNT', room, 'BLOCK', 200,
-          'STREAMS', ...this.#streams, ...this.#streams.map(() => '>'),
+          'GROUP', this.#keys.group, this.workerId, 'COUNT', count, 'BLOCK', 200,
+          'STREAMS', ...open, ...open.map(() => '>'),
         )) as StreamReply;
       } catch (err) {
         if (!this.#running) break;
@@ -175,6 +193,7 @@ export class StreamConsumer {
       return;
     }
     this.#inflight++;
+    this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
     const send = (r: WireReply) => {
       void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', encodeReply(r)).catch(() => undefined);
       ack();
@@ -187,6 +206,7 @@ export class StreamConsumer {
       },
     ).finally(() => {
       this.#inflight--;
+      this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
       this.#wake?.();
       this.#wake = undefined;
     });
