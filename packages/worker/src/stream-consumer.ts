@@ -54,6 +54,10 @@ export class StreamConsumer {
   /** Per stream: how many requests the model's instances can hold, and how many it holds now. */
   #slots = new Map<string, number>();
   #held = new Map<string, number>();
+  /** The blocking connection's client id, and the streams its current read waits on. */
+  #blockId: number | undefined;
+  #reading = new Set<string>();
+  #unblocking = false;
 
   constructor(server: InferenceServer, options: StreamConsumerOptions) {
     this.#server = server;
@@ -72,6 +76,9 @@ export class StreamConsumer {
   /** Connects, joins the consumer group of every ready model, and starts consuming. */
   async start(): Promise<void> {
     await Promise.all([this.#cmd.connect(), this.#block.connect()]);
+    this.#blockId = Number(await this.#block.client('ID'));
+    // After a reconnect the blocking connection has a new id.
+    this.#block.on('ready', () => { this.#block.client('ID').then((id) => { this.#blockId = Number(id); }, () => undefined); });
     const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
     this.#streams = models.map((m) => this.#keys.requests(m));
     for (const m of models) {
@@ -152,11 +159,13 @@ export class StreamConsumer {
       // COUNT applies to each stream: the smallest room keeps every model within its slots.
       const count = Math.min(...open.map((s) => this.#room(s)));
       let reply: StreamReply;
+      this.#reading = new Set(open);
       try {
         reply = (await this.#block.xreadgroupBuffer(
           'GROUP', this.#keys.group, this.workerId, 'COUNT', count, 'BLOCK', 200,
           'STREAMS', ...open, ...open.map(() => '>'),
         )) as StreamReply;
+        this.#reading.clear();
       } catch (err) {
         if (!this.#running) break;
         const msg = (err as Error).message;
@@ -209,6 +218,12 @@ export class StreamConsumer {
       this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
       this.#wake?.();
       this.#wake = undefined;
+      // The read under way does not wait on this stream (it was full): cut it short so the
+      // freed room is used now, not when the read times out.
+      if (this.#running && !this.#reading.has(stream) && this.#reading.size > 0 && !this.#unblocking && this.#blockId !== undefined) {
+        this.#unblocking = true;
+        this.#cmd.client('UNBLOCK', this.#blockId).catch(() => undefined).finally(() => { this.#unblocking = false; });
+      }
     });
   }
 
