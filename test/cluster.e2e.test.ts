@@ -111,7 +111,7 @@ describe('cluster: a worker killed mid-stream', () => {
     const repo = makeRepository(['sleepy']);
     // Short claim idle time so the survivor takes over quickly.
     const w = [0, 1].map((i) => startTriode(['worker', '--redis', r2.url, '--model-repository', repo, '--worker-id', `k${i}`, '--claim-idle-ms', '1000'], /Started worker/));
-    const [wa, wb] = await Promise.all(w);
+    const [wa, wb] = (await Promise.all(w)) as [Child, Child];
     const port = await freePort();
     const gw = await startTriode(['gateway', '--redis', r2.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--request-timeout-secs', '15']);
     const base = `http://127.0.0.1:${port}`;
