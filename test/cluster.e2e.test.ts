@@ -3,8 +3,10 @@
  * child processes. Requests through either gateway reach the workers; the registry answers
  * metadata; Redis going away gives 503 and everything recovers when it is back.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeRepository } from './helpers/repository.js';
+import { ROOT, makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, type Child } from './helpers/process.js';
 import { startRedis, type RedisHandle } from './helpers/redis.js';
 
@@ -141,6 +143,30 @@ describe('cluster: a worker killed mid-stream', () => {
     } finally {
       await Promise.all([gw.stop(), wb.stop(), wa.stop()]);
       await r2.stop();
+    }
+  });
+});
+
+describe('cluster: the OCR pipeline through a gateway', () => {
+  it('reads the sample image\'s text through a gateway (the worker runs ocr and its BLS calls)', async () => {
+    const r3 = await startRedis();
+    const worker = await startTriode(['worker', '--redis', r3.url, '--model-repository', makeRepository(['ocr', 'ppocr_det', 'ppocr_cls', 'ppocr_rec'])], /Started worker/);
+    const port = await freePort();
+    const gw = await startTriode(['gateway', '--redis', r3.url, '--http-port', String(port), '--http-address', '127.0.0.1']);
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      await until(async () => (await fetch(`${base}/v2/models/ocr/ready`)).status === 200);
+      const img = readFileSync(join(ROOT, 'examples', 'ocr', 'sample.png'));
+      const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'IMAGE', shape: [1], datatype: 'BYTES', parameters: { binary_data_size: img.length + 4 } }], outputs: [{ name: 'TEXT' }] }));
+      const len = Buffer.alloc(4);
+      len.writeUInt32LE(img.length);
+      const r = await fetch(`${base}/v2/models/ocr/infer`, { method: 'POST', headers: { 'Inference-Header-Content-Length': String(header.length) }, body: Buffer.concat([header, len, img]) });
+      expect(r.status).toBe(200);
+      const j = await r.json() as { outputs: { data: string[] }[] };
+      expect(j.outputs[0]!.data).toEqual(['Hello Triode 2026', 'inference server']);
+    } finally {
+      await Promise.all([gw.stop(), worker.stop()]);
+      await r3.stop();
     }
   });
 });
