@@ -170,3 +170,37 @@ describe('cluster: the OCR pipeline through a gateway', () => {
     }
   });
 });
+
+describe('cluster: sequences stick to one worker', () => {
+  it('interleaved sequences through two gateways and two workers get their own results', async () => {
+    const r4 = await startRedis();
+    const repo = makeRepository(['simple_sequence']);
+    const ws = await Promise.all([0, 1].map((i) => startTriode(['worker', '--redis', r4.url, '--model-repository', repo, '--worker-id', `s${i}`], /Started worker/)));
+    const gws = await Promise.all([0, 1].map(async () => {
+      const port = await freePort();
+      return { child: await startTriode(['gateway', '--redis', r4.url, '--http-port', String(port), '--http-address', '127.0.0.1']), base: `http://127.0.0.1:${port}` };
+    }));
+    try {
+      for (const g of gws) await until(async () => (await fetch(`${g.base}/v2/models/simple_sequence/ready`)).status === 200);
+      const values = [11, 7, 5, 3, 2, 0, 1];
+      const run = async (id: number, start: number, sign: number) => {
+        const seq = [start, ...values.map((v) => v * sign)];
+        const out: number[] = [];
+        for (let i = 0; i < seq.length; i++) {
+          // Alternate gateways: the sequence must still reach the same worker.
+          const g = gws[i % 2]!;
+          const parameters: Record<string, unknown> = { sequence_id: id, sequence_start: i === 0, sequence_end: i === seq.length - 1 };
+          const r = await infer(g.base, 'simple_sequence', JSON.stringify({ parameters, inputs: [{ name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [seq[i]] }] }));
+          expect(r.status, JSON.stringify(r.json)).toBe(200);
+          out.push((r.json['outputs'] as { data: number[] }[])[0]!.data[0]!);
+        }
+        return out;
+      };
+      const results = await Promise.all(Array.from({ length: 6 }, (_, k) => run(1000 + k, k % 2 ? 100 : 0, k % 2 ? -1 : 1)));
+      results.forEach((r, k) => expect(r).toEqual(k % 2 ? [101, -11, -7, -5, -3, -2, 0, -1] : [1, 11, 7, 5, 3, 2, 0, 1]));
+    } finally {
+      await Promise.all([...gws.map((g) => g.child.stop()), ...ws.map((w) => w.stop())]);
+      await r4.stop();
+    }
+  });
+});

@@ -80,14 +80,21 @@ export class StreamConsumer {
     // After a reconnect the blocking connection has a new id.
     this.#block.on('ready', () => { this.#block.client('ID').then((id) => { this.#blockId = Number(id); }, () => undefined); });
     const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
-    this.#streams = models.map((m) => this.#keys.requests(m));
+    this.#streams = [];
     for (const m of models) {
       // A full batch per instance, twice: one running and one ready to go. Reading more would
       // take work other workers could start at once.
       const c = this.#server.getModel(m).config;
       const instances = (c.instance_group ?? []).reduce((a, g) => a + (g.count ?? 1), 0) || 1;
-      this.#slots.set(this.#keys.requests(m), instances * Math.max(1, c.max_batch_size ?? 0) * 2);
-      this.#held.set(this.#keys.requests(m), 0);
+      const streams = [this.#keys.requests(m)];
+      // Sequence models also get a stream of this worker's own: gateways send every request of
+      // a sequence that started here to it.
+      if (c.sequence_batching) streams.push(this.#keys.workerRequests(m, this.workerId));
+      for (const s of streams) {
+        this.#streams.push(s);
+        this.#slots.set(s, instances * Math.max(1, c.max_batch_size ?? 0) * 2);
+        this.#held.set(s, 0);
+      }
     }
     await this.#ensureGroups();
     await this.#beat();

@@ -16,6 +16,16 @@ export class ClusterKeys {
     return `${this.prefix}:req:${model}`;
   }
 
+  /** A worker's own request stream for a model: the requests of sequences pinned to it. */
+  workerRequests(model: string, workerId: string): string {
+    return `${this.prefix}:req:${model}:w:${workerId}`;
+  }
+
+  /** Which worker holds a sequence (its correlation id as a key, see SequenceInfo.key). */
+  sequence(model: string, sequenceKey: string): string {
+    return `${this.prefix}:seq:${model}:${sequenceKey}`;
+  }
+
   /** The consumer group all workers of the cluster read request streams with. */
   get group(): string {
     return 'workers';

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest,
+  ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
 } from '@triode/core';
@@ -232,9 +232,44 @@ export class RedisBackplane implements Backplane {
     return [...rows.values()].filter((r) => !readyOnly || r.state === 'READY').sort((a, b) => a.name.localeCompare(b.name) || Number(a.version ?? 0) - Number(b.version ?? 0));
   }
 
+  /**
+   * The stream a request goes to: its model's shared stream, or for a sequence model the own
+   * stream of the worker holding the sequence (sticky, kept in Redis so every gateway agrees;
+   * it expires when the sequence has been idle well past its idle timeout).
+   */
+  async #streamFor(request: InferenceRequest, model: RegistryModel): Promise<string> {
+    const sb = (model.config as { sequence_batching?: { max_sequence_idle_microseconds?: number } } | undefined)?.sequence_batching;
+    const seq = sb ? sequenceParams(request.parameters) : undefined;
+    if (!sb || !seq) return this.#keys.requests(request.modelName);
+    const key = this.#keys.sequence(request.modelName, seq.key);
+    const ttl = Math.ceil((sb.max_sequence_idle_microseconds || 1_000_000) / 1000) + 5000;
+    try {
+      let worker: string | null;
+      if (seq.start) {
+        const live = (await this.#registry()).filter((w) => w.models.some((m) => m.name === request.modelName && m.state === 'READY'));
+        if (live.length === 0) throw Errors.unavailable(`no live worker serves model '${request.modelName}'`);
+        worker = live[Math.floor(Math.random() * live.length)]!.workerId;
+        await this.#cmd.set(key, worker, 'PX', ttl);
+      } else {
+        worker = await this.#cmd.get(key);
+        if (worker === null) return this.#keys.requests(request.modelName); // the worker answers "must START"
+        if (!(await this.#registry()).some((w) => w.workerId === worker)) {
+          throw Errors.unavailable(`the worker that held sequence ${String(seq.correlationId)} of model '${request.modelName}' is gone: start the sequence again`);
+        }
+        if (seq.end) await this.#cmd.del(key);
+        else await this.#cmd.pexpire(key, ttl);
+      }
+      return this.#keys.workerRequests(request.modelName, worker);
+    } catch (err) {
+      if (err instanceof TriodeError) throw err;
+      throw unavailable(err);
+    }
+  }
+
   async infer(request: InferenceRequest): Promise<InferenceResponse> {
     if (!this.#running) throw Errors.serverStopping();
-    await this.#ready(request.modelName, request.modelVersion);
+    const model = await this.#ready(request.modelName, request.modelVersion);
+    const stream = await this.#streamFor(request, model);
     const requestKey = `${this.#next++}`;
     const now = Date.now();
     const body = encodeRequest(request, { requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs });
@@ -244,7 +279,7 @@ export class RedisBackplane implements Backplane {
         reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${this.#opts.requestTimeoutMs / 1000} s`));
       }, this.#opts.requestTimeoutMs);
       this.#waiting.set(requestKey, { resolve, reject, timer });
-      this.#cmd.xadd(this.#keys.requests(request.modelName), 'MAXLEN', '~', '1000000', '*', 'r', body).catch((err: unknown) => {
+      this.#cmd.xadd(stream, 'MAXLEN', '~', '1000000', '*', 'r', body).catch((err: unknown) => {
         clearTimeout(timer);
         this.#waiting.delete(requestKey);
         reject(unavailable(err));
