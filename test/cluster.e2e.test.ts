@@ -204,3 +204,30 @@ describe('cluster: sequences stick to one worker', () => {
     }
   });
 });
+
+describe('cluster: async inference (BullMQ)', () => {
+  it('submits, polls, fetches the result in the infer response format, fails with the reason, cancels', async () => {
+    const g = gateways[0]!.base;
+    const sub = await fetch(`${g}/v2/models/simple/infer_async`, { method: 'POST', body: simpleBody(41) });
+    expect(sub.status).toBe(202);
+    const { job_id: id } = await sub.json() as { job_id: string };
+    // Any gateway answers for any job.
+    await until(async () => ((await (await fetch(`${gateways[1]!.base}/v2/jobs/${id}`)).json()) as { state: string }).state === 'completed');
+    const st = await (await fetch(`${g}/v2/jobs/${id}`)).json() as { model_name: string; progress: number; finished_ms: number };
+    expect(st).toMatchObject({ model_name: 'simple', progress: 100 });
+    const res = await fetch(`${g}/v2/jobs/${id}/result`);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual(new Array(16).fill(42));
+
+    const bad = await fetch(`${g}/v2/models/simple/infer_async`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [1, 3], datatype: 'INT32', data: [1, 2, 3] }] }) });
+    const { job_id: badId } = await bad.json() as { job_id: string };
+    await until(async () => ((await (await fetch(`${g}/v2/jobs/${badId}`)).json()) as { state: string }).state === 'failed');
+    const badStatus = await (await fetch(`${g}/v2/jobs/${badId}`)).json() as { error: string };
+    expect(badStatus.error).toMatch("unexpected shape for input 'INPUT0' for model 'simple'");
+    const badResult = await fetch(`${g}/v2/jobs/${badId}/result`);
+    expect(badResult.status).toBe(400);
+
+    expect((await fetch(`${g}/v2/jobs/nope`)).status).toBe(404);
+    expect((await fetch(`${g}/v2/jobs/${id}`, { method: 'DELETE' })).status).toBe(400);
+  });
+});

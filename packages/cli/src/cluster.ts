@@ -5,7 +5,7 @@
 import { Command } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, createLogger, type Logger } from '@triode/core';
-import { HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer } from '@triode/gateway';
+import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer } from '@triode/gateway';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
 import { parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
@@ -43,6 +43,7 @@ export function addClusterCommands(program: Command): void {
     .option('--id <name>', 'server name in the server metadata', 'triton')
     .option('--strict-readiness <bool>', 'ready only when every model is ready on some worker', parseBool, true)
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
+    .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
@@ -58,13 +59,16 @@ export function addClusterCommands(program: Command): void {
         logger,
       });
       await backplane.start();
+      const asyncJobs = new AsyncJobs(backplane, { redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number, logger });
+      asyncJobs.start();
       const lifecycle = new HttpLifecycle();
-      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle }), o['httpPort'] as number, o['httpAddress'] as string);
+      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs }), o['httpPort'] as number, o['httpAddress'] as string);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}`);
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
         await lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000);
         await http.close();
+        await asyncJobs.stop();
         await backplane.stop();
       });
     });

@@ -7,3 +7,4 @@ export { jsonToTensorData, tensorDataToJson } from './http/json-tensor.js';
 export { startHttpServer, type HttpServerHandle } from './http/listen.js';
 export { HttpLifecycle } from './http/lifecycle.js';
 export { RedisBackplane, type RedisBackplaneOptions } from './redis/redis-backplane.js';
+export { AsyncJobs, type AsyncJobsOptions, type JobStatus } from './async/async-jobs.js';

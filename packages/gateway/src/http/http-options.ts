@@ -1,6 +1,7 @@
 /** @module Options of the HTTP frontend. Triton: server/src/http_server.h */
 import type { Backplane } from '@triode/core';
 import type { HttpLifecycle } from './lifecycle.js';
+import type { AsyncJobs } from '../async/async-jobs.js';
 
 /** Options of `createHttpApp`. */
 export interface HttpOptions {
@@ -8,6 +9,8 @@ export interface HttpOptions {
   maxInputSize?: number;
   /** Tracks requests in flight for graceful shutdown. @default a new HttpLifecycle */
   lifecycle?: HttpLifecycle;
+  /** Async inference jobs (cluster mode); without them the async endpoints answer 501. */
+  asyncJobs?: AsyncJobs;
 }
 
 /** What every route needs. */

@@ -262,6 +262,16 @@ describe('compression', () => {
   });
 });
 
+describe('async inference in embedded mode', () => {
+  it('answers 501 with what to do instead', async () => {
+    for (const [method, path] of [['POST', '/v2/models/simple/infer_async'], ['GET', '/v2/jobs/1'], ['GET', '/v2/jobs/1/result'], ['DELETE', '/v2/jobs/1']] as const) {
+      const r = await app.request(path, { method, ...(method === 'POST' ? { body: JSON.stringify(simpleJson()) } : {}) });
+      expect(r.status).toBe(501);
+      expect((await r.json() as { error: string }).error).toBe('async inference needs cluster mode: start a gateway with --redis (triode gateway)');
+    }
+  });
+});
+
 describe('POST infer errors', () => {
   const cases: [string, string, unknown, Record<string, string>, number, string | RegExp][] = [
     ['unknown model', '/v2/models/nope/infer', simpleJson(), {}, 404, "Request for unknown model: 'nope' is not found"],

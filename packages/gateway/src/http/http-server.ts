@@ -9,6 +9,7 @@ import { httpError } from '../error-mapping.js';
 import { HttpLifecycle } from './lifecycle.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
+import { asyncRoutes } from './routes/async.js';
 import { generateRoutes } from './routes/generate.js';
 import { inferRoutes } from './routes/infer.js';
 import { modelRoutes } from './routes/model.js';
@@ -22,7 +23,8 @@ export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy',
 const KNOWN_PATHS = [
   '/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/stats',
   ...modelPaths(''), ...modelPaths('/ready'), ...modelPaths('/config'), ...modelPaths('/stats'), ...modelPaths('/infer'),
-  ...modelPaths('/generate'), ...modelPaths('/generate_stream'),
+  ...modelPaths('/generate'), ...modelPaths('/generate_stream'), ...modelPaths('/infer_async'),
+  '/v2/jobs/:id', '/v2/jobs/:id/result',
 ];
 
 /**
@@ -39,6 +41,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', healthRoutes(deps));
   app.route('/', inferRoutes(deps));
   app.route('/', generateRoutes(deps));
+  app.route('/', asyncRoutes(deps, options.asyncJobs));
   app.route('/', modelRoutes(deps));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));
