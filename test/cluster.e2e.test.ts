@@ -231,3 +231,26 @@ describe('cluster: async inference (BullMQ)', () => {
     expect((await fetch(`${g}/v2/jobs/${id}`, { method: 'DELETE' })).status).toBe(400);
   });
 });
+
+describe('cluster: decoupled models through a gateway', () => {
+  it('generate_stream relays repeat_int32\'s responses as the worker sends them', async () => {
+    const r5 = await startRedis();
+    const worker = await startTriode(['worker', '--redis', r5.url, '--model-repository', makeRepository(['repeat_int32'])], /Started worker/);
+    const port = await freePort();
+    const gw = await startTriode(['gateway', '--redis', r5.url, '--http-port', String(port), '--http-address', '127.0.0.1']);
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      await until(async () => (await fetch(`${base}/v2/models/repeat_int32/ready`)).status === 200);
+      const r = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [7, 8, 9], DELAY: [0, 100, 100], WAIT: [0] }) });
+      expect(r.status).toBe(200);
+      const text = await r.text();
+      const events = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => JSON.parse(l.slice(5)) as { OUT: number; IDX: number });
+      expect(events.map((e) => [e.OUT, e.IDX])).toEqual([[7, 0], [8, 1], [9, 2]]);
+      const refused = await fetch(`${base}/v2/models/repeat_int32/infer`, { method: 'POST', body: JSON.stringify({ inputs: [] }) });
+      expect(refused.status).toBe(501);
+    } finally {
+      await Promise.all([gw.stop(), worker.stop()]);
+      await r5.stop();
+    }
+  });
+});

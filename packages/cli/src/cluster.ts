@@ -54,7 +54,7 @@ export function addClusterCommands(program: Command): void {
         prefix: o['redisPrefix'] as string,
         requestTimeoutMs: (o['requestTimeoutSecs'] as number) * 1000,
         id: o['id'] as string,
-        extensions: HTTP_EXTENSIONS.filter((e) => e !== 'generate'),
+        extensions: HTTP_EXTENSIONS,
         strictReadiness: o['strictReadiness'] as boolean,
         logger,
       });

@@ -214,8 +214,14 @@ export class StreamConsumer {
       void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', encodeReply(r)).catch(() => undefined);
       ack();
     };
-    this.#server.infer(request).then(
-      (response) => send({ requestKey: env.requestKey, response }),
+    const decoupled = this.#decoupled(request.modelName);
+    const run = decoupled
+      ? this.#server.inferStream(request, (response) => {
+        void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', encodeReply({ requestKey: env.requestKey, response, more: true })).catch(() => undefined);
+      }).then(() => ({ requestKey: env.requestKey, end: true as const }))
+      : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
+    run.then(
+      (reply) => send(reply),
       (err: unknown) => {
         const e = TriodeError.from(err);
         send({ requestKey: env.requestKey, error: { code: e.code, message: e.message } });
@@ -232,6 +238,15 @@ export class StreamConsumer {
         this.#cmd.client('UNBLOCK', this.#blockId).catch(() => undefined).finally(() => { this.#unblocking = false; });
       }
     });
+  }
+
+  /** True for a decoupled model (0..N responses per request, sent as they come). */
+  #decoupled(model: string): boolean {
+    try {
+      return this.#server.getModel(model).config.model_transaction_policy?.decoupled === true;
+    } catch {
+      return false;
+    }
   }
 
   /** Stops reading, finishes what it holds (up to `timeoutMs`), and leaves the registry. */

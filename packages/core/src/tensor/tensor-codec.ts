@@ -78,19 +78,30 @@ export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env
   return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs: tensors }, env };
 }
 
-/** A reply: the response, or the error (code and message) that failed the request. */
-export type WireReply = { requestKey: string; response: InferenceResponse } | { requestKey: string; error: { code: string; message: string } };
+/**
+ * A reply: the response, or the error (code and message) that failed the request. A decoupled
+ * model's request gets its responses with `more: true`, then `{ end: true }`.
+ */
+export type WireReply =
+  | { requestKey: string; response: InferenceResponse; more?: boolean }
+  | { requestKey: string; error: { code: string; message: string } }
+  | { requestKey: string; end: true };
 
 /** Encodes a reply. */
 export function encodeReply(reply: WireReply): Buffer {
   if ('error' in reply) return encode({ requestKey: reply.requestKey, error: reply.error }, []);
+  if ('end' in reply) return encode({ requestKey: reply.requestKey, end: true }, []);
   const { outputs, ...rest } = reply.response;
-  return encode({ requestKey: reply.requestKey, response: rest }, outputs);
+  return encode({ requestKey: reply.requestKey, response: rest, ...(reply.more ? { more: true } : {}) }, outputs);
 }
 
 /** Decodes what `encodeReply` wrote. */
 export function decodeReply(buf: Uint8Array): WireReply {
   const { meta, tensors } = decode(buf);
-  if (meta['error']) return { requestKey: String(meta['requestKey']), error: meta['error'] as { code: string; message: string } };
-  return { requestKey: String(meta['requestKey']), response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };
+  const requestKey = String(meta['requestKey']);
+  if (meta['error']) return { requestKey, error: meta['error'] as { code: string; message: string } };
+  if (meta['end']) return { requestKey, end: true };
+  const reply: WireReply = { requestKey, response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };
+  if (meta['more']) reply.more = true;
+  return reply;
 }

@@ -128,6 +128,7 @@ export class AsyncJobs {
     if (state !== 'completed') throw Errors.unavailable(`async job '${id}' is ${state}: its result is not ready yet`);
     const reply = decodeReply(Buffer.from(job.returnvalue as string, 'base64'));
     if ('error' in reply) throw new TriodeError(reply.error.code as ErrorCode, reply.error.message);
+    if (!('response' in reply)) throw Errors.internal(`async job '${id}' has no response`);
     return { response: reply.response, encoding: { binary: new Map(job.data.binary), defaultBinary: job.data.defaultBinary } };
   }
 

@@ -33,6 +33,8 @@ interface Waiting {
   resolve: (r: InferenceResponse) => void;
   reject: (e: TriodeError) => void;
   timer: ReturnType<typeof setTimeout>;
+  /** Decoupled models: each streamed response. */
+  onResponse?: (r: InferenceResponse) => void;
 }
 
 type StreamReply = [Buffer, [Buffer, Buffer[]][]][] | null;
@@ -101,9 +103,14 @@ export class RedisBackplane implements Backplane {
             const w = this.#waiting.get(r.requestKey);
             // Unknown keys are duplicates or answers that came after the deadline: dropped.
             if (!w) continue;
+            if ('response' in r && r.more) {
+              w.onResponse?.(r.response);
+              continue;
+            }
             this.#waiting.delete(r.requestKey);
             clearTimeout(w.timer);
             if ('error' in r) w.reject(new TriodeError(r.error.code as ErrorCode, r.error.message));
+            else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
             else w.resolve(r.response);
           } catch (err) {
             this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
@@ -267,8 +274,16 @@ export class RedisBackplane implements Backplane {
   }
 
   async infer(request: InferenceRequest): Promise<InferenceResponse> {
+    return this.#send(request);
+  }
+
+  async #send(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
     if (!this.#running) throw Errors.serverStopping();
     const model = await this.#ready(request.modelName, request.modelVersion);
+    const decoupled = (model.config as { model_transaction_policy?: { decoupled?: boolean } } | undefined)?.model_transaction_policy?.decoupled === true;
+    if (decoupled && !onResponse) {
+      throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (generate_stream)`);
+    }
     const stream = await this.#streamFor(request, model);
     const requestKey = `${this.#next++}`;
     const now = Date.now();
@@ -278,7 +293,7 @@ export class RedisBackplane implements Backplane {
         this.#waiting.delete(requestKey);
         reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${this.#opts.requestTimeoutMs / 1000} s`));
       }, this.#opts.requestTimeoutMs);
-      this.#waiting.set(requestKey, { resolve, reject, timer });
+      this.#waiting.set(requestKey, { resolve, reject, timer, ...(decoupled && onResponse ? { onResponse } : {}) });
       this.#cmd.xadd(stream, 'MAXLEN', '~', '1000000', '*', 'r', body).catch((err: unknown) => {
         clearTimeout(timer);
         this.#waiting.delete(requestKey);
@@ -288,7 +303,10 @@ export class RedisBackplane implements Backplane {
   }
 
   async inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
-    onResponse(await this.infer(request));
+    let streamed = false;
+    const last = await this.#send(request, (r) => { streamed = true; onResponse(r); });
+    // A regular model's one response comes as the final reply; a decoupled one's came streamed.
+    if (!streamed && last.outputs.length > 0) onResponse(last);
   }
 
   /** Stops reading replies; requests still waiting get an error. */
