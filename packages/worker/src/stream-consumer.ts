@@ -67,7 +67,9 @@ export class StreamConsumer {
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
     this.#claimIdleMs = options.claimIdleMs ?? 5000;
     this.#logger = options.logger;
-    const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true } as const;
+    // XAUTOCLAIM goes through callBuffer, which ioredis's auto-pipelining mangles (it drops the
+    // command name and sends the key as the command): keep it out of the pipeline.
+    const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['XAUTOCLAIM'] };
     this.#cmd = new Redis(options.redis, common);
     this.#block = new Redis(options.redis, common);
     for (const c of [this.#cmd, this.#block]) c.on('error', (e: Error) => this.#logger?.verbose(1, `redis: ${e.message}`));
