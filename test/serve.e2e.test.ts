@@ -11,6 +11,7 @@ import { freePort, startTriode, type Child } from './helpers/process.js';
 
 let triode: Child;
 let base: string;
+let metricsPort: number;
 
 const IN0 = Int32Array.from({ length: 16 }, (_, i) => i);
 const ONES = new Int32Array(16).fill(1);
@@ -33,7 +34,8 @@ beforeAll(async () => {
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
   const repo = makeRepository(['simple', 'simple_int8', 'simple_string', 'ppocr_cls']);
-  triode = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
+  metricsPort = await freePort();
+  triode = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--metrics-port', String(metricsPort)]);
 });
 
 afterAll(async () => {
@@ -171,6 +173,14 @@ describe('triode serve over a socket', () => {
     }, [x]);
     expect(r.status).toBe(200);
     expect((r.json['outputs'] as { shape: number[] }[])[0]!.shape).toEqual([4, 2]);
+  });
+});
+
+describe('metrics', () => {
+  it('serves Prometheus metrics on --metrics-port, counting the requests above', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    expect(text).toContain('# TYPE nv_inference_request_success counter');
+    expect(Number(/nv_inference_request_success\{model="simple",version="1"\} (\d+)/.exec(text)?.[1])).toBeGreaterThan(30);
   });
 });
 

@@ -5,7 +5,7 @@
  */
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, createLogger, type Logger } from '@triode/core';
-import { HTTP_EXTENSIONS, HttpLifecycle, createHttpApp, startHttpServer, type HttpServerHandle } from '@triode/gateway';
+import { HTTP_EXTENSIONS, HttpLifecycle, createHttpApp, startHttpServer, startMetricsServer, type HttpServerHandle, type MetricsServerHandle } from '@triode/gateway';
 import { modelTable } from './model-table.js';
 import type { ServeOptions } from './serve-options.js';
 
@@ -43,7 +43,11 @@ export async function startServe(opts: ServeOptions, logger: Logger = createLogg
     throw new Error('failed to load all models (--exit-on-error=true)');
   }
   if (opts.allowGrpc) logger.warning('gRPC is not implemented yet: no gRPC endpoint started (see README)');
-  if (opts.allowMetrics) logger.warning('metrics are not implemented yet: no metrics endpoint started (see README)');
+  let metrics: MetricsServerHandle | undefined;
+  if (opts.allowMetrics) {
+    metrics = await startMetricsServer(server, opts.metricsPort, opts.httpAddress);
+    logger.info(`Started Metrics Service at ${opts.httpAddress}:${metrics.port}`);
+  }
   let http: HttpServerHandle | undefined;
   const lifecycle = new HttpLifecycle();
   if (opts.allowHttp) {
@@ -65,6 +69,7 @@ export async function startServe(opts: ServeOptions, logger: Logger = createLogg
       const left = await server.stop(Math.max(0, deadline - Date.now()));
       if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
       await http?.close();
+      await metrics?.close();
       logger.info('Server stopped');
     })()),
   };

@@ -230,9 +230,10 @@ export class ModelVersion {
     return seq;
   }
 
-  /** Answers a request with an error (queue timeout, execution failure). */
+  /** Answers a request with an error (queue timeout: REJECTED; execution failure: BACKEND). */
   #fail(p: Pending, e: TriodeError): void {
-    this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs);
+    const reason = e.message === 'Request timeout expired' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
+    this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs, reason);
     this.#send(p, () => p.reject(e));
   }
 

@@ -375,6 +375,18 @@ export class InferenceServer {
     return rows.map(([v, s]) => s.model!.stats.toJson(name, String(v)));
   }
 
+  /** Per loaded model version: its statistics and queue depth, for the metrics endpoint. */
+  metricsSnapshot(): { name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number }[] {
+    const out: { name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number }[] = [];
+    for (const m of this.#models.values()) {
+      for (const [v, slot] of m.versions) {
+        if (!slot.model) continue;
+        out.push({ name: m.name, version: String(v), stats: slot.model.stats.toJson(m.name, String(v)), failures: { ...slot.model.stats.failures }, pending: slot.model.pendingCount() });
+      }
+    }
+    return out;
+  }
+
   /** Runs one inference request; rejects with a TriodeError. */
   async infer(request: InferenceRequest): Promise<InferenceResponse> {
     if (this.#stopping) throw Errors.serverStopping();

@@ -8,3 +8,4 @@ export { startHttpServer, type HttpServerHandle } from './http/listen.js';
 export { HttpLifecycle } from './http/lifecycle.js';
 export { RedisBackplane, type RedisBackplaneOptions } from './redis/redis-backplane.js';
 export { AsyncJobs, type AsyncJobsOptions, type JobStatus } from './async/async-jobs.js';
+export { createMetricsRegistry, startMetricsServer, type MetricsSource, type MetricsServerHandle } from './metrics/metrics.js';

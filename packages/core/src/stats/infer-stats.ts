@@ -24,8 +24,13 @@ export interface ModelStatistics {
 
 const zero = (): StatDuration => ({ count: 0, ns: 0 });
 
+/** Why a request failed, as the `reason` label of `nv_inference_request_failure` says it. */
+export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
+
 /** Accumulates a model version's statistics. Durations are cumulative and monotonic. */
 export class InferStats {
+  /** Failed requests by reason (for the metrics endpoint). */
+  readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
   #success = zero();
   #fail = zero();
   #queue = zero();
@@ -48,9 +53,10 @@ export class InferStats {
   }
 
   /** A request that failed after `requestNs`. */
-  recordFailure(epochMs: number, requestNs: number): void {
+  recordFailure(epochMs: number, requestNs: number, reason: FailureReason = 'OTHER'): void {
     this.#lastInference = epochMs;
     add(this.#fail, requestNs);
+    this.failures[reason]++;
   }
 
   /** One execution of `batchSize` inferences. */
