@@ -4,7 +4,7 @@
  */
 import { Command } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, createLogger, type Logger } from '@triode/core';
+import { InferenceServer, LogSettings, createLogger, type Logger } from '@triode/core';
 import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer } from '@triode/gateway';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
@@ -12,8 +12,12 @@ import { parseBackendConfig, parseBool, parseInteger } from './serve-options.js'
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
-function loggerFrom(o: Record<string, unknown>): Logger {
-  return createLogger({ verboseLevel: o['logVerbose'] as number, info: o['logInfo'] as boolean });
+function settingsFrom(o: Record<string, unknown>): LogSettings {
+  return new LogSettings({ verboseLevel: o['logVerbose'] as number, info: o['logInfo'] as boolean });
+}
+
+function loggerFrom(o: Record<string, unknown>, settings = settingsFrom(o)): Logger {
+  return createLogger({}, settings);
 }
 
 function onSignals(stop: () => Promise<void>): void {
@@ -48,7 +52,8 @@ export function addClusterCommands(program: Command): void {
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
     .action(async (o: Record<string, unknown>) => {
-      const logger = loggerFrom(o);
+      const logSettings = settingsFrom(o);
+      const logger = loggerFrom(o, logSettings);
       const backplane = new RedisBackplane({
         redis: o['redis'] as string,
         prefix: o['redisPrefix'] as string,
@@ -62,7 +67,7 @@ export function addClusterCommands(program: Command): void {
       const asyncJobs = new AsyncJobs(backplane, { redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number, logger });
       asyncJobs.start();
       const lifecycle = new HttpLifecycle();
-      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs }), o['httpPort'] as number, o['httpAddress'] as string);
+      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings }), o['httpPort'] as number, o['httpAddress'] as string);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}`);
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {

@@ -86,7 +86,7 @@ export function addServeFlags(cmd: Command): Command {
     .option('--log-info <bool>', 'log info messages', parseBool, true)
     .option('--log-warning <bool>', 'log warnings', parseBool, true)
     .option('--log-error <bool>', 'log errors', parseBool, true)
-    .addOption(new Option('--log-format <format>', 'log line format').choices(['default', 'ISO8601']).default('default'));
+    .addOption(new Option('--log-format <format>', 'timestamps: default (UTC) or ISO8601 (local offset)').choices(['default', 'ISO8601']).default('default'));
 }
 
 /** Commander's parsed values into ServeOptions. */

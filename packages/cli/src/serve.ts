@@ -4,7 +4,7 @@
  * Triton: server/src/main.cc
  */
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, createLogger, type Logger } from '@triode/core';
+import { InferenceServer, LocalBackplane, LogSettings, createLogger, type Logger } from '@triode/core';
 import { HTTP_EXTENSIONS, HttpLifecycle, createHttpApp, startHttpServer, startMetricsServer, type HttpServerHandle, type MetricsServerHandle } from '@triode/gateway';
 import { modelTable } from './model-table.js';
 import type { ServeOptions } from './serve-options.js';
@@ -18,9 +18,9 @@ export interface RunningServer {
 }
 
 /** Starts the embedded server as `triode serve` does. */
-export async function startServe(opts: ServeOptions, logger: Logger = createLogger({
-  verboseLevel: opts.logVerbose, info: opts.logInfo, warning: opts.logWarning, error: opts.logError,
-})): Promise<RunningServer> {
+export async function startServe(opts: ServeOptions, logSettings = new LogSettings({
+  verboseLevel: opts.logVerbose, info: opts.logInfo, warning: opts.logWarning, error: opts.logError, format: opts.logFormat,
+}), logger: Logger = createLogger({}, logSettings)): Promise<RunningServer> {
   if (opts.modelControlMode !== 'none') {
     throw new Error(`--model-control-mode=${opts.modelControlMode} is not supported yet (only 'none'); see README "Differences from Triton"`);
   }
@@ -51,7 +51,7 @@ export async function startServe(opts: ServeOptions, logger: Logger = createLogg
   let http: HttpServerHandle | undefined;
   const lifecycle = new HttpLifecycle();
   if (opts.allowHttp) {
-    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle });
+    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings });
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
   }

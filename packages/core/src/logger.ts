@@ -31,12 +31,43 @@ export interface LoggerOptions {
   stream?: NodeJS.WritableStream & { isTTY?: boolean };
 }
 
-/** A logger that writes to a stream (stderr by default). */
-export function createLogger(options: LoggerOptions = {}): Logger {
+/**
+ * Log settings that can change while the server runs (`/v2/logging`), with Triton's field names.
+ */
+export class LogSettings {
+  log_info: boolean;
+  log_warning: boolean;
+  log_error: boolean;
+  log_verbose_level: number;
+  log_format: 'default' | 'ISO8601';
+  readonly log_file: string;
+
+  constructor(options: LoggerOptions & { format?: 'default' | 'ISO8601'; file?: string } = {}) {
+    this.log_info = options.info ?? true;
+    this.log_warning = options.warning ?? true;
+    this.log_error = options.error ?? true;
+    this.log_verbose_level = options.verboseLevel ?? 0;
+    this.log_format = options.format ?? 'default';
+    this.log_file = options.file ?? '';
+  }
+
+  /** The settings as `GET /v2/logging` reports them. */
+  toJson(): Record<string, string | number | boolean> {
+    return {
+      log_file: this.log_file, log_info: this.log_info, log_warning: this.log_warning, log_error: this.log_error,
+      log_verbose_level: this.log_verbose_level, log_format: this.log_format,
+    };
+  }
+}
+
+/** A logger that writes to a stream (stderr by default), following `settings` as they change. */
+export function createLogger(options: LoggerOptions = {}, settings: LogSettings = new LogSettings(options)): Logger {
   const stream = options.stream ?? process.stderr;
   const json = options.json ?? !stream.isTTY;
   const write = (level: LogLevel, msg: string, fields?: Record<string, unknown>) => {
-    const time = new Date().toISOString();
+    const now = new Date();
+    // default: ISO time in UTC; ISO8601: the same with the local offset, as Triton's option names it.
+    const time = settings.log_format === 'ISO8601' ? isoLocal(now) : now.toISOString();
     if (json) {
       stream.write(JSON.stringify({ time, level, msg, ...fields }) + '\n');
     } else {
@@ -45,11 +76,18 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     }
   };
   return {
-    error: (m, f) => { if (options.error !== false) write('error', m, f); },
-    warning: (m, f) => { if (options.warning !== false) write('warning', m, f); },
-    info: (m, f) => { if (options.info !== false) write('info', m, f); },
-    verbose: (lvl, m, f) => { if ((options.verboseLevel ?? 0) >= lvl) write('verbose', m, f); },
+    error: (m, f) => { if (settings.log_error) write('error', m, f); },
+    warning: (m, f) => { if (settings.log_warning) write('warning', m, f); },
+    info: (m, f) => { if (settings.log_info) write('info', m, f); },
+    verbose: (lvl, m, f) => { if (settings.log_verbose_level >= lvl) write('verbose', m, f); },
   };
+}
+
+function isoLocal(d: Date): string {
+  const off = -d.getTimezoneOffset();
+  const pad = (n: number) => String(Math.floor(Math.abs(n))).padStart(2, '0');
+  const local = new Date(d.getTime() + off * 60_000).toISOString().slice(0, -1);
+  return `${local}${off >= 0 ? '+' : '-'}${pad(off / 60)}:${pad(off % 60)}`;
 }
 
 /** A logger that drops everything (tests, embedding). */

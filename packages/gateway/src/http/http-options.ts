@@ -1,5 +1,5 @@
 /** @module Options of the HTTP frontend. Triton: server/src/http_server.h */
-import type { Backplane } from '@triode/core';
+import type { Backplane, LogSettings } from '@triode/core';
 import type { HttpLifecycle } from './lifecycle.js';
 import type { AsyncJobs } from '../async/async-jobs.js';
 
@@ -11,6 +11,8 @@ export interface HttpOptions {
   lifecycle?: HttpLifecycle;
   /** Async inference jobs (cluster mode); without them the async endpoints answer 501. */
   asyncJobs?: AsyncJobs;
+  /** The process's log settings, for `/v2/logging`; without them it answers 501. */
+  logSettings?: LogSettings;
 }
 
 /** What every route needs. */

@@ -1,7 +1,7 @@
 import { gunzipSync, gzipSync, deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, deserializeBytesTensor, serializeBytesTensor } from '@triode/core';
+import { InferenceServer, LocalBackplane, LogSettings, deserializeBytesTensor, serializeBytesTensor } from '@triode/core';
 import { binaryBody, makeRepository, splitBinary } from '../../../../test/helpers/repository.js';
 import { createHttpApp } from './http-server.js';
 
@@ -259,6 +259,24 @@ describe('compression', () => {
     expect(r.status).toBe(501);
     expect(r.headers.get('accept-encoding')).toBe('gzip, deflate');
     expect((await r.json() as { error: string }).error).toMatch("unsupported Content-Encoding 'br'");
+  });
+});
+
+describe('log settings', () => {
+  it('GET /v2/logging reports and POST changes them with Triton\'s field names', async () => {
+    const settings = new LogSettings();
+    const a = createHttpApp(new LocalBackplane(server), { logSettings: settings });
+    expect(await (await a.request('/v2/logging')).json()).toEqual({ log_file: '', log_info: true, log_warning: true, log_error: true, log_verbose_level: 0, log_format: 'default' });
+    const r = await a.request('/v2/logging', { method: 'POST', body: JSON.stringify({ log_verbose_level: 2, log_info: false, log_format: 'ISO8601' }) });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ log_info: false, log_verbose_level: 2, log_format: 'ISO8601' });
+    expect(settings.log_verbose_level).toBe(2);
+    for (const [body, message] of [[{ log_info: 'yes' }, "expect boolean for 'log_info'"], [{ log_format: 'json' }, "invalid log format 'json'"], [{ nope: 1 }, "unknown log setting 'nope'"]] as const) {
+      const bad = await a.request('/v2/logging', { method: 'POST', body: JSON.stringify(body) });
+      expect(bad.status).toBe(400);
+      expect((await bad.json() as { error: string }).error).toContain(message);
+    }
+    expect(settings.log_info).toBe(false);
   });
 });
 

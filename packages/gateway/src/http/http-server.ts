@@ -10,6 +10,7 @@ import { HttpLifecycle } from './lifecycle.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
 import { asyncRoutes } from './routes/async.js';
+import { loggingRoutes } from './routes/logging.js';
 import { generateRoutes } from './routes/generate.js';
 import { inferRoutes } from './routes/infer.js';
 import { modelRoutes } from './routes/model.js';
@@ -17,14 +18,14 @@ import { modelPaths } from './routes/model-params.js';
 import { statsRoutes } from './routes/stats.js';
 
 /** The extensions the HTTP frontend implements, for the server metadata. */
-export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'generate'];
+export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'generate', 'logging'];
 
 /** Paths Triton routes; any other method on them is 405. */
 const KNOWN_PATHS = [
   '/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/stats',
   ...modelPaths(''), ...modelPaths('/ready'), ...modelPaths('/config'), ...modelPaths('/stats'), ...modelPaths('/infer'),
   ...modelPaths('/generate'), ...modelPaths('/generate_stream'), ...modelPaths('/infer_async'),
-  '/v2/jobs/:id', '/v2/jobs/:id/result',
+  '/v2/jobs/:id', '/v2/jobs/:id/result', '/v2/logging',
 ];
 
 /**
@@ -42,6 +43,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', inferRoutes(deps));
   app.route('/', generateRoutes(deps));
   app.route('/', asyncRoutes(deps, options.asyncJobs));
+  app.route('/', loggingRoutes(options.logSettings));
   app.route('/', modelRoutes(deps));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));
