@@ -280,6 +280,21 @@ describe('log settings', () => {
   });
 });
 
+describe('trace settings', () => {
+  it('keeps global and per-model settings with Triton\'s fields; null resets a model field', async () => {
+    expect(await (await app.request('/v2/trace/setting')).json()).toEqual({ trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0' });
+    let r = await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_rate: '100' }) });
+    expect(await r.json()).toMatchObject({ trace_rate: '100' });
+    r = await app.request('/v2/models/simple/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['TIMESTAMPS'], trace_rate: '5' }) });
+    expect(await r.json()).toMatchObject({ trace_level: ['TIMESTAMPS'], trace_rate: '5' });
+    r = await app.request('/v2/models/simple/trace/setting', { method: 'POST', body: JSON.stringify({ trace_rate: null }) });
+    expect(await r.json()).toMatchObject({ trace_level: ['TIMESTAMPS'], trace_rate: '100' });
+    expect((await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['LOUD'] }) })).status).toBe(400);
+    expect((await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_rate: 5 }) })).status).toBe(400);
+    expect((await app.request('/v2/models/nope/trace/setting')).status).toBe(404);
+  });
+});
+
 describe('async inference in embedded mode', () => {
   it('answers 501 with what to do instead', async () => {
     for (const [method, path] of [['POST', '/v2/models/simple/infer_async'], ['GET', '/v2/jobs/1'], ['GET', '/v2/jobs/1/result'], ['DELETE', '/v2/jobs/1']] as const) {

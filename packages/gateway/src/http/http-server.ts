@@ -11,6 +11,7 @@ import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './
 import { healthRoutes } from './routes/health.js';
 import { asyncRoutes } from './routes/async.js';
 import { loggingRoutes } from './routes/logging.js';
+import { traceRoutes } from './routes/trace.js';
 import { generateRoutes } from './routes/generate.js';
 import { inferRoutes } from './routes/infer.js';
 import { modelRoutes } from './routes/model.js';
@@ -25,7 +26,7 @@ const KNOWN_PATHS = [
   '/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/stats',
   ...modelPaths(''), ...modelPaths('/ready'), ...modelPaths('/config'), ...modelPaths('/stats'), ...modelPaths('/infer'),
   ...modelPaths('/generate'), ...modelPaths('/generate_stream'), ...modelPaths('/infer_async'),
-  '/v2/jobs/:id', '/v2/jobs/:id/result', '/v2/logging',
+  '/v2/jobs/:id', '/v2/jobs/:id/result', '/v2/logging', '/v2/trace/setting', '/v2/models/:model/trace/setting',
 ];
 
 /**
@@ -44,6 +45,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', generateRoutes(deps));
   app.route('/', asyncRoutes(deps, options.asyncJobs));
   app.route('/', loggingRoutes(options.logSettings));
+  app.route('/', traceRoutes(backplane));
   app.route('/', modelRoutes(deps));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));
