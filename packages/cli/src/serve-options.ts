@@ -22,6 +22,7 @@ export interface ServeOptions {
   autoCompleteConfig: boolean;
   modelConfigName?: string;
   modelControlMode: 'none' | 'explicit' | 'poll';
+  loadModels: string[];
   backendConfig: Record<string, Record<string, string>>;
   logVerbose: number;
   logInfo: boolean;
@@ -80,7 +81,8 @@ export function addServeFlags(cmd: Command): Command {
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
     .addOption(new Option('--strict-model-config <bool>', 'deprecated form of --disable-auto-complete-config').argParser(parseBool))
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
-    .addOption(new Option('--model-control-mode <mode>', 'how models are loaded').choices(['none', 'explicit', 'poll']).default('none'))
+    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then the repository API').choices(['none', 'explicit', 'poll']).default('none'))
+    .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
@@ -110,6 +112,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     autoCompleteConfig: !(o['disableAutoCompleteConfig'] === true || strict === true),
     ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
     modelControlMode: o['modelControlMode'] as ServeOptions['modelControlMode'],
+    loadModels: (o['loadModel'] as string[]) ?? [],
     backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
     logVerbose: o['logVerbose'] as number,
     logInfo: o['logInfo'] as boolean,

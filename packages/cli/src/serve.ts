@@ -21,9 +21,10 @@ export interface RunningServer {
 export async function startServe(opts: ServeOptions, logSettings = new LogSettings({
   verboseLevel: opts.logVerbose, info: opts.logInfo, warning: opts.logWarning, error: opts.logError, format: opts.logFormat,
 }), logger: Logger = createLogger({}, logSettings)): Promise<RunningServer> {
-  if (opts.modelControlMode !== 'none') {
-    throw new Error(`--model-control-mode=${opts.modelControlMode} is not supported yet (only 'none'); see README "Differences from Triton"`);
+  if (opts.modelControlMode === 'poll') {
+    throw new Error('--model-control-mode=poll is not supported yet (none and explicit are); see README "Differences from Triton"');
   }
+  if (opts.loadModels.includes('*') && opts.loadModels.length > 1) throw new Error("--load-model=* must be the only --load-model flag");
   const server = await InferenceServer.create({
     modelRepositories: opts.modelRepositories,
     backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
@@ -32,6 +33,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     extensions: HTTP_EXTENSIONS,
     strictReadiness: opts.strictReadiness,
     autoCompleteConfig: opts.autoCompleteConfig,
+    modelControlMode: opts.modelControlMode,
+    startupModels: opts.loadModels,
     ...(opts.modelConfigName ? { modelConfigName: opts.modelConfigName } : {}),
     backendConfig: opts.backendConfig,
     logger,

@@ -4,6 +4,7 @@
  * (cluster mode). Frontends only ever talk to a Backplane.
  */
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
+import type { ModelConfig } from './model-config/model-config.js';
 import type { InferenceServer, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
 
@@ -20,6 +21,10 @@ export interface Backplane {
   infer(request: InferenceRequest): Promise<InferenceResponse>;
   /** Streams a request's responses (0..N for decoupled models); resolves after the last. */
   inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void>;
+  /** Loads or reloads a model (explicit model control); `config` overrides its config file. */
+  loadModel(name: string, options?: { config?: ModelConfig }): Promise<void>;
+  /** Unloads a model (explicit model control). */
+  unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void>;
 }
 
 /** The embedded mode's backplane: direct calls into an InferenceServer, nothing serialized. */
@@ -68,5 +73,13 @@ export class LocalBackplane implements Backplane {
 
   inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
     return this.server.inferStream(request, onResponse);
+  }
+
+  loadModel(name: string, options?: { config?: ModelConfig }): Promise<void> {
+    return this.server.loadModel(name, options);
+  }
+
+  unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void> {
+    return this.server.unloadModel(name, options);
   }
 }

@@ -64,6 +64,13 @@ export interface ServerOptions {
   autoCompleteConfig?: boolean;
   /** Use `configs/<name>.pbtxt` when present (`--model-config-name`). */
   modelConfigName?: string;
+  /**
+   * `none`: load every model at start, no load/unload API. `explicit`: load only `startupModels`
+   * at start; `loadModel` / `unloadModel` do the rest. @default "none"
+   */
+  modelControlMode?: 'none' | 'explicit';
+  /** Models to load at start in explicit mode (`--load-model`; `*` loads all). @default [] */
+  startupModels?: string[];
   /** Per-backend settings (`--backend-config=<backend>,<k>=<v>`). @default {} */
   backendConfig?: Record<string, Record<string, string>>;
   /** @default silentLogger */
@@ -93,6 +100,8 @@ interface ModelEntry {
   config?: ModelConfig;
   /** Set when the model failed before any version was loaded (config or repository problem). */
   error?: TriodeError;
+  /** In the repository but not loaded (explicit mode, or unloaded). */
+  unloaded?: boolean;
   versions: Map<number, VersionSlot>;
 }
 
@@ -105,6 +114,8 @@ interface ModelEntry {
  */
 export class InferenceServer {
   readonly #opts: Required<Omit<ServerOptions, 'modelConfigName'>> & { modelConfigName?: string };
+  /** Serializes load/unload calls of one model. */
+  readonly #loading = new Map<string, Promise<unknown>>();
   readonly #backends: Map<string, Backend>;
   readonly #models = new Map<string, ModelEntry>();
   #stopping = false;
@@ -121,6 +132,8 @@ export class InferenceServer {
       backendConfig: {},
       logger: silentLogger,
       clock: systemClock,
+      modelControlMode: 'none',
+      startupModels: [],
       ...options,
     };
     this.#backends = new Map(options.backends.map((b) => [b.name, b]));
@@ -141,9 +154,18 @@ export class InferenceServer {
   async #loadAll(): Promise<void> {
     const found = scanRepositories(this.#opts.modelRepositories);
     const entries: { entry: ModelEntry; versions: number[] }[] = [];
+    const startup = this.#opts.startupModels;
+    const selected = (name: string) => this.#opts.modelControlMode === 'none' || startup.includes('*') || startup.includes(name);
+    for (const name of startup) {
+      if (name !== '*' && !found.has(name)) this.logger.error(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
+    }
     await Promise.all([...found.values()].map(async (m) => {
       const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
       this.#models.set(m.name, entry);
+      if (!selected(m.name)) {
+        entry.unloaded = true;
+        return;
+      }
       if (m.error) {
         entry.error = m.error;
         return;
@@ -166,15 +188,16 @@ export class InferenceServer {
       pending = pending.filter((e) => !ready.includes(e));
     }
     for (const row of this.repositoryIndex()) {
+      if (row.reason === 'unloaded') continue;
       if (row.state !== 'READY') this.logger.error(`failed to load '${row.name}'${row.version ? ` version ${row.version}` : ''}: ${row.reason}`, { model: row.name });
       else this.logger.info(`successfully loaded '${row.name}' version ${row.version ?? ''}`, { model: row.name });
     }
   }
 
   /** Reads, completes, normalizes and validates a model's config. */
-  async #prepareConfig(entry: ModelEntry): Promise<{ config: ModelConfig; versions: number[] }> {
+  async #prepareConfig(entry: ModelEntry, override?: ModelConfig): Promise<{ config: ModelConfig; versions: number[] }> {
     const autoComplete = this.#opts.autoCompleteConfig;
-    const config = readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
+    const config = override ? structuredClone(override) : readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
     if (!config.name) config.name = entry.name;
     autoCompleteBackendFields(config, listVersionFiles(entry.path));
     const available = listVersions(entry.path);
@@ -197,10 +220,10 @@ export class InferenceServer {
   }
 
   /** Prepares a model's config; returns the versions to load, or undefined (entry.error set). */
-  async #prepare(entry: ModelEntry): Promise<number[] | undefined> {
+  async #prepare(entry: ModelEntry, override?: ModelConfig): Promise<number[] | undefined> {
     let prepared: { config: ModelConfig; versions: number[] };
     try {
-      prepared = await this.#prepareConfig(entry);
+      prepared = await this.#prepareConfig(entry, override);
     } catch (err) {
       entry.error = TriodeError.from(err, 'INVALID_ARG');
       return undefined;
@@ -267,6 +290,7 @@ export class InferenceServer {
     if (this.#stopping || this.#draining) return false;
     if (!this.#opts.strictReadiness) return true;
     for (const m of this.#models.values()) {
+      if (m.unloaded) continue;
       if (m.error || ![...m.versions.values()].some((v) => v.state === 'READY')) return false;
     }
     return true;
@@ -281,6 +305,10 @@ export class InferenceServer {
   repositoryIndex(readyOnly = false): ModelIndexEntry[] {
     const rows: ModelIndexEntry[] = [];
     for (const m of [...this.#models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+      if (m.unloaded) {
+        if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: 'unloaded' });
+        continue;
+      }
       if (m.error && m.versions.size === 0) {
         if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: m.error.message });
         continue;
@@ -373,6 +401,82 @@ export class InferenceServer {
     const rows = [...m.versions.entries()].filter(([, s]) => s.model).sort((a, b) => a[0] - b[0]);
     if (rows.length === 0) throw Errors.modelNotReady(name);
     return rows.map(([v, s]) => s.model!.stats.toJson(name, String(v)));
+  }
+
+  #checkControl(action: 'load' | 'unload', name: string): void {
+    if (this.#opts.modelControlMode !== 'explicit') {
+      throw Errors.unsupported(`failed to ${action} '${name}': explicit model load / unload is not allowed if model control mode is ${this.#opts.modelControlMode.toUpperCase()}`);
+    }
+    if (this.#stopping) throw Errors.serverStopping();
+  }
+
+  /** Runs load/unload calls of one model one after another. */
+  async #serialize<T>(name: string, f: () => Promise<T>): Promise<T> {
+    const prev = this.#loading.get(name) ?? Promise.resolve();
+    const next = prev.catch(() => undefined).then(f);
+    this.#loading.set(name, next);
+    try {
+      return await next;
+    } finally {
+      if (this.#loading.get(name) === next) this.#loading.delete(name);
+    }
+  }
+
+  /**
+   * Loads a model, or reloads it (explicit mode). The new versions load beside the serving ones
+   * and replace them only when ready, so requests keep being answered; a failed load leaves the
+   * old versions serving. `config` replaces the model's config file (a load override).
+   * @throws TriodeError "failed to load '<name>': ..." when the model cannot be loaded.
+   */
+  async loadModel(name: string, options: { config?: ModelConfig } = {}): Promise<void> {
+    this.#checkControl('load', name);
+    await this.#serialize(name, async () => {
+      const found = scanRepositories(this.#opts.modelRepositories).get(name);
+      if (!found) throw Errors.invalidArg(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
+      if (found.error) throw Errors.invalidArg(`failed to load '${name}': ${found.error.message}`);
+      const entry: ModelEntry = { name, path: found.path, versions: new Map() };
+      const versions = await this.#prepare(entry, options.config);
+      if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
+      await this.#loadVersions(entry, versions);
+      const failed = [...entry.versions.entries()].filter(([, v]) => v.state !== 'READY');
+      if (failed.length === entry.versions.size) {
+        throw Errors.invalidArg(`failed to load '${name}': ${failed.map(([v, s]) => `version ${v}: ${s.reason}`).join('; ')}`);
+      }
+      const old = this.#models.get(name);
+      this.#models.set(name, entry);
+      this.logger.info(`successfully loaded '${name}'`, { model: name });
+      // The old versions finish what they hold, then go.
+      if (old) void this.#retire(old);
+    });
+  }
+
+  /**
+   * Unloads a model (explicit mode): it stops taking requests at once and finishes those it holds.
+   * With `unloadDependents`, the ensembles that use it are unloaded too.
+   */
+  async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    this.#checkControl('unload', name);
+    await this.#serialize(name, async () => {
+      const old = this.#models.get(name);
+      if (!old) throw Errors.invalidArg(`failed to unload '${name}': no model named '${name}' in the model repositories`);
+      this.#models.set(name, { name, path: old.path, versions: new Map(), unloaded: true });
+      await this.#retire(old);
+      this.logger.info(`successfully unloaded '${name}'`, { model: name });
+    });
+    if (options.unloadDependents) {
+      const dependents = [...this.#models.values()].filter((m) => !m.unloaded && (m.config?.ensemble_scheduling?.step ?? []).some((s) => s.model_name === name));
+      for (const d of dependents) await this.unloadModel(d.name, options);
+    }
+  }
+
+  async #retire(entry: ModelEntry): Promise<void> {
+    await Promise.allSettled([...entry.versions.values()].map(async (slot) => {
+      if (!slot.model) return;
+      slot.state = 'UNLOADING';
+      await slot.model.unload();
+      slot.state = 'UNAVAILABLE';
+      slot.reason = 'unloaded';
+    }));
   }
 
   /** Per loaded model version: its statistics and queue depth, for the metrics endpoint. */

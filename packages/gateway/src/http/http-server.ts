@@ -11,6 +11,7 @@ import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './
 import { healthRoutes } from './routes/health.js';
 import { asyncRoutes } from './routes/async.js';
 import { loggingRoutes } from './routes/logging.js';
+import { repositoryRoutes } from './routes/repository.js';
 import { traceRoutes } from './routes/trace.js';
 import { generateRoutes } from './routes/generate.js';
 import { inferRoutes } from './routes/infer.js';
@@ -19,7 +20,7 @@ import { modelPaths } from './routes/model-params.js';
 import { statsRoutes } from './routes/stats.js';
 
 /** The extensions the HTTP frontend implements, for the server metadata. */
-export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'generate', 'logging'];
+export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'generate', 'logging', 'model_repository', 'model_repository(unload_dependents)'];
 
 /** Paths Triton routes; any other method on them is 405. */
 const KNOWN_PATHS = [
@@ -27,6 +28,7 @@ const KNOWN_PATHS = [
   ...modelPaths(''), ...modelPaths('/ready'), ...modelPaths('/config'), ...modelPaths('/stats'), ...modelPaths('/infer'),
   ...modelPaths('/generate'), ...modelPaths('/generate_stream'), ...modelPaths('/infer_async'),
   '/v2/jobs/:id', '/v2/jobs/:id/result', '/v2/logging', '/v2/trace/setting', '/v2/models/:model/trace/setting',
+  '/v2/repository/index', '/v2/repository/:repository/index', '/v2/repository/models/:model/load', '/v2/repository/models/:model/unload',
 ];
 
 /**
@@ -46,6 +48,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', asyncRoutes(deps, options.asyncJobs));
   app.route('/', loggingRoutes(options.logSettings));
   app.route('/', traceRoutes(backplane));
+  app.route('/', repositoryRoutes(deps));
   app.route('/', modelRoutes(deps));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));

@@ -309,6 +309,14 @@ export class RedisBackplane implements Backplane {
     if (!streamed && last.outputs.length > 0) onResponse(last);
   }
 
+  async loadModel(name: string): Promise<void> {
+    throw Errors.unsupported(`failed to load '${name}': load / unload through a gateway is not implemented yet (load it on the workers)`);
+  }
+
+  async unloadModel(name: string): Promise<void> {
+    throw Errors.unsupported(`failed to unload '${name}': load / unload through a gateway is not implemented yet (unload it on the workers)`);
+  }
+
   /** Stops reading replies; requests still waiting get an error. */
   async stop(): Promise<void> {
     this.#running = false;

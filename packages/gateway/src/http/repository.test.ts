@@ -1,0 +1,91 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
+import { InferenceServer, LocalBackplane } from '@triode/core';
+import { makeRepository } from '../../../../test/helpers/repository.js';
+import { createHttpApp } from './http-server.js';
+
+let server: InferenceServer;
+let app: ReturnType<typeof createHttpApp>;
+
+const post = (path: string, body?: unknown) => app.request(path, { method: 'POST', ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+const index = async () => (await (await post('/v2/repository/index')).json()) as { name: string; version?: string; state: string; reason: string }[];
+const simpleBody = JSON.stringify({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(1) })) });
+
+beforeAll(async () => {
+  const repo = makeRepository(['simple', 'simple_int8', 'custom_identity_int32', 'identity_chain']);
+  server = await InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()], modelControlMode: 'explicit', startupModels: ['simple'] });
+  app = createHttpApp(new LocalBackplane(server));
+});
+
+afterAll(async () => {
+  await server?.stop(2000);
+});
+
+describe('model repository extension (explicit mode)', () => {
+  it('loads only --load-model at start; the others are listed as unloaded and do not hold readiness back', async () => {
+    expect(await index()).toEqual([
+      { name: 'custom_identity_int32', state: 'UNAVAILABLE', reason: 'unloaded' },
+      { name: 'identity_chain', state: 'UNAVAILABLE', reason: 'unloaded' },
+      { name: 'simple', version: '1', state: 'READY', reason: '' },
+      { name: 'simple_int8', state: 'UNAVAILABLE', reason: 'unloaded' },
+    ]);
+    expect(((await (await post('/v2/repository/index', { ready: true })).json()) as unknown[]).length).toBe(1);
+    expect((await app.request('/v2/health/ready')).status).toBe(200);
+  });
+
+  it('loads a model, which then serves', async () => {
+    expect((await post('/v2/repository/models/simple_int8/load')).status).toBe(200);
+    expect((await app.request('/v2/models/simple_int8/ready')).status).toBe(200);
+  });
+
+  it('accepts a config override with integers as strings', async () => {
+    const r = await post('/v2/repository/models/simple/load', { parameters: { config: '{"max_batch_size":"16"}' } });
+    expect(r.status).toBe(200);
+    expect(((await (await app.request('/v2/models/simple/config')).json()) as { max_batch_size: number }).max_batch_size).toBe(16);
+    expect((await post('/v2/models/simple/infer', JSON.parse(simpleBody))).status).toBe(200);
+  });
+
+  it('fails with "failed to load" for a bad override or an unknown model, and the old version keeps serving', async () => {
+    for (const [path, body] of [['/v2/repository/models/simple/load', { parameters: { config: '{"max_batch_size": ' } }], ['/v2/repository/models/nope/load', undefined]] as const) {
+      const r = await post(path, body);
+      expect(r.status).toBe(400);
+      expect((await r.json() as { error: string }).error).toMatch(/^failed to load '(simple|nope)'/);
+    }
+    expect((await app.request('/v2/models/simple/ready')).status).toBe(200);
+  });
+
+  it('reloads with no failed request for a client running throughout', async () => {
+    let running = true;
+    const statuses: number[] = [];
+    const client = (async () => {
+      while (running) statuses.push((await app.request('/v2/models/simple/infer', { method: 'POST', body: simpleBody })).status);
+    })();
+    for (let i = 0; i < 3; i++) expect((await post('/v2/repository/models/simple/load')).status).toBe(200);
+    running = false;
+    await client;
+    expect(statuses.length).toBeGreaterThan(10);
+    expect(statuses.every((s) => s === 200)).toBe(true);
+  });
+
+  it('unloads a model (not ready afterwards), and with unload_dependents the ensembles using it', async () => {
+    expect((await post('/v2/repository/models/custom_identity_int32/load')).status).toBe(200);
+    expect((await post('/v2/repository/models/identity_chain/load')).status).toBe(200);
+    expect((await app.request('/v2/models/identity_chain/ready')).status).toBe(200);
+    expect((await post('/v2/repository/models/custom_identity_int32/unload', { parameters: { unload_dependents: true } })).status).toBe(200);
+    expect((await app.request('/v2/models/identity_chain/ready')).status).toBe(400);
+    expect((await post('/v2/repository/models/simple_int8/unload')).status).toBe(200);
+    expect((await app.request('/v2/models/simple_int8/ready')).status).toBe(400);
+    expect((await index()).find((r) => r.name === 'simple_int8')).toEqual({ name: 'simple_int8', state: 'UNAVAILABLE', reason: 'unloaded' });
+  });
+
+  it('refuses load / unload when the model control mode is none', async () => {
+    const none = await InferenceServer.create({ modelRepositories: [makeRepository(['simple'])], backends: [new OnnxRuntimeBackend()] });
+    try {
+      const r = await createHttpApp(new LocalBackplane(none)).request('/v2/repository/models/simple/load', { method: 'POST' });
+      expect(r.status).toBe(501);
+      expect((await r.json() as { error: string }).error).toBe("failed to load 'simple': explicit model load / unload is not allowed if model control mode is NONE");
+    } finally {
+      await none.stop(1000);
+    }
+  });
+});

@@ -1,0 +1,67 @@
+/**
+ * @module The model repository extension: `POST /v2/repository/index`, and
+ * `POST /v2/repository/models/{m}/load|unload` (explicit model control).
+ * Triton: server/src/http_server.cc HandleRepositoryIndex, HandleRepositoryControl,
+ * docs/protocol/extension_model_repository.md
+ */
+import { Hono, type Context } from 'hono';
+import { Errors, modelConfigFromJson, type ModelConfig } from '@triode/core';
+import type { HttpDeps } from '../http-options.js';
+
+async function body(c: Context): Promise<Record<string, unknown>> {
+  const text = await c.req.text();
+  if (!text.trim()) return {};
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (err) {
+    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw Errors.invalidArg('the request must be a JSON object');
+  return doc as Record<string, unknown>;
+}
+
+function parameters(doc: Record<string, unknown>): Record<string, unknown> {
+  const p = doc['parameters'];
+  if (p === undefined) return {};
+  if (typeof p !== 'object' || p === null || Array.isArray(p)) throw Errors.invalidArg("'parameters' must be a JSON object");
+  return p as Record<string, unknown>;
+}
+
+/** The repository routes (with or without a repository name in the path, as Triton). */
+export function repositoryRoutes({ backplane }: HttpDeps): Hono {
+  const app = new Hono();
+  for (const prefix of ['/v2/repository', '/v2/repository/:repository']) {
+    app.post(`${prefix}/index`, async (c) => {
+      const ready = (await body(c))['ready'];
+      if (ready !== undefined && typeof ready !== 'boolean') throw Errors.invalidArg("'ready' must be a boolean");
+      return c.json(await backplane.repositoryIndex(ready === true));
+    });
+    app.post(`${prefix}/models/:model/load`, async (c) => {
+      const name = c.req.param('model');
+      const params = parameters(await body(c));
+      let config: ModelConfig | undefined;
+      for (const k of Object.keys(params)) {
+        if (k.startsWith('file:')) throw Errors.unsupported(`failed to load '${name}': 'file:' overrides are not supported yet`);
+      }
+      if (params['config'] !== undefined) {
+        if (typeof params['config'] !== 'string') throw Errors.invalidArg(`failed to load '${name}': the 'config' parameter must be a string of JSON`);
+        try {
+          config = modelConfigFromJson(JSON.parse(params['config']));
+        } catch (err) {
+          throw Errors.invalidArg(`failed to load '${name}': failed to parse the config override: ${(err as Error).message}`);
+        }
+      }
+      await backplane.loadModel(name, config ? { config } : {});
+      return c.body('', 200);
+    });
+    app.post(`${prefix}/models/:model/unload`, async (c) => {
+      const params = parameters(await body(c));
+      const dependents = params['unload_dependents'];
+      if (dependents !== undefined && typeof dependents !== 'boolean') throw Errors.invalidArg("'unload_dependents' must be a boolean");
+      await backplane.unloadModel(c.req.param('model'), { unloadDependents: dependents === true });
+      return c.body('', 200);
+    });
+  }
+  return app;
+}
