@@ -255,3 +255,41 @@ describe('cluster: decoupled models through a gateway', () => {
     }
   });
 });
+
+describe('cluster: load / unload through any gateway', () => {
+  it('a load sent to one gateway reaches every worker and shows on the other; unload too; a late worker catches up', async () => {
+    const r6 = await startRedis();
+    const repo = makeRepository(['simple', 'simple_int8']);
+    const worker = (id: string) => startTriode(['worker', '--redis', r6.url, '--model-repository', repo, '--worker-id', id, '--model-control-mode', 'explicit', '--load-model', 'simple'], /Started worker/);
+    const ws = await Promise.all([worker('c0'), worker('c1')]);
+    const gws = await Promise.all([0, 1].map(async () => {
+      const port = await freePort();
+      return { child: await startTriode(['gateway', '--redis', r6.url, '--http-port', String(port), '--http-address', '127.0.0.1']), base: `http://127.0.0.1:${port}` };
+    }));
+    try {
+      const a = gws[0]!;
+      const b = gws[1]!;
+      await until(async () => (await fetch(`${a.base}/v2/models/simple/ready`)).status === 200);
+      expect((await fetch(`${b.base}/v2/models/simple_int8/ready`)).status).toBe(400);
+      const load = await fetch(`${a.base}/v2/repository/models/simple_int8/load`, { method: 'POST' });
+      expect(load.status).toBe(200);
+      await until(async () => (await fetch(`${b.base}/v2/models/simple_int8/ready`)).status === 200, 5000);
+      const body = JSON.stringify({ parameters: { binary_data_output: false }, inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT8', data: new Array(16).fill(3) })) });
+      const r = await infer(b.base, 'simple_int8', body);
+      expect(r.status).toBe(200);
+      expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual(new Array(16).fill(6));
+      // A worker that joins later loads what the cluster has loaded.
+      const late = await worker('c2');
+      ws.push(late);
+      expect(late.output()).toMatch(/successfully loaded 'simple_int8'/);
+      const unknown = await fetch(`${b.base}/v2/repository/models/nope/load`, { method: 'POST' });
+      expect(unknown.status).toBe(400);
+      expect((await unknown.json() as { error: string }).error).toMatch(/worker c\d: failed to load 'nope'/);
+      expect((await fetch(`${b.base}/v2/repository/models/simple_int8/unload`, { method: 'POST' })).status).toBe(200);
+      await until(async () => (await fetch(`${a.base}/v2/models/simple_int8/ready`)).status === 400, 5000);
+    } finally {
+      await Promise.all([...gws.map((g) => g.child.stop()), ...ws.map((w) => w.stop())]);
+      await r6.stop();
+    }
+  });
+});

@@ -2,7 +2,7 @@
  * @module `triode gateway` and `triode worker`: cluster mode. Gateways are stateless HTTP frontends
  * over Redis; workers load the model repository and serve the requests Redis hands them.
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, type Logger } from '@triode/core';
 import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer } from '@triode/gateway';
@@ -87,6 +87,8 @@ export function addClusterCommands(program: Command): void {
     .option('--max-inflight <n>', 'requests this worker runs at once', parseInteger(1), 256)
     .option('--claim-idle-ms <ms>', 'take over requests another worker left unacknowledged this long', parseInteger(100), 5000)
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
+    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then load/unload through any gateway').choices(['none', 'explicit']).default('none'))
+    .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
@@ -98,6 +100,8 @@ export function addClusterCommands(program: Command): void {
         modelRepositories: o['modelRepository'] as string[],
         backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
         autoCompleteConfig: o['disableAutoCompleteConfig'] !== true,
+        modelControlMode: o['modelControlMode'] as 'none' | 'explicit',
+        startupModels: o['loadModel'] as string[],
         ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
         backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
         logger,

@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import {
   ClusterKeys, TriodeError, decodeRequest, encodeReply,
-  type InferenceServer, type Logger, type WireReply, type WorkerRecord,
+  type InferenceServer, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 
 /** Options of a StreamConsumer. */
@@ -39,6 +39,7 @@ export class StreamConsumer {
   readonly #keys: ClusterKeys;
   readonly #cmd: Redis;
   readonly #block: Redis;
+  readonly #sub: Redis;
   readonly #maxInflight: number;
   readonly #heartbeatMs: number;
   readonly #claimIdleMs: number;
@@ -72,38 +73,92 @@ export class StreamConsumer {
     const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['XAUTOCLAIM'] };
     this.#cmd = new Redis(options.redis, common);
     this.#block = new Redis(options.redis, common);
-    for (const c of [this.#cmd, this.#block]) c.on('error', (e: Error) => this.#logger?.verbose(1, `redis: ${e.message}`));
+    this.#sub = new Redis(options.redis, { lazyConnect: true, maxRetriesPerRequest: null });
+    for (const c of [this.#cmd, this.#block, this.#sub]) c.on('error', (e: Error) => this.#logger?.verbose(1, `redis: ${e.message}`));
   }
 
   /** Connects, joins the consumer group of every ready model, and starts consuming. */
   async start(): Promise<void> {
-    await Promise.all([this.#cmd.connect(), this.#block.connect()]);
+    await Promise.all([this.#cmd.connect(), this.#block.connect(), this.#sub.connect()]);
+    // Load/unload commands sent to any gateway reach every worker.
+    await this.#sub.subscribe(this.#keys.control);
+    this.#sub.on('message', (_channel: string, message: string) => { void this.#control(message); });
+    await this.#joinCluster();
     this.#blockId = Number(await this.#block.client('ID'));
     // After a reconnect the blocking connection has a new id.
     this.#block.on('ready', () => { this.#block.client('ID').then((id) => { this.#blockId = Number(id); }, () => undefined); });
-    const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
-    this.#streams = [];
-    for (const m of models) {
-      // A full batch per instance, twice: one running and one ready to go. Reading more would
-      // take work other workers could start at once.
-      const c = this.#server.getModel(m).config;
-      const instances = (c.instance_group ?? []).reduce((a, g) => a + (g.count ?? 1), 0) || 1;
-      const streams = [this.#keys.requests(m)];
-      // Sequence models also get a stream of this worker's own: gateways send every request of
-      // a sequence that started here to it.
-      if (c.sequence_batching) streams.push(this.#keys.workerRequests(m, this.workerId));
-      for (const s of streams) {
-        this.#streams.push(s);
-        this.#slots.set(s, instances * Math.max(1, c.max_batch_size ?? 0) * 2);
-        this.#held.set(s, 0);
-      }
-    }
-    await this.#ensureGroups();
+    await this.#refreshStreams();
     await this.#beat();
     this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
     this.#running = true;
     this.#loop = this.#consume();
     this.#claimer = setInterval(() => { void this.#claim(); }, Math.max(100, Math.min(1000, this.#claimIdleMs / 2)));
+  }
+
+  /** Loads what the cluster has loaded (a worker that joins later catches up). */
+  async #joinCluster(): Promise<void> {
+    let desired: Record<string, string>;
+    try {
+      desired = await this.#cmd.hgetall(this.#keys.desired);
+    } catch {
+      return;
+    }
+    for (const [model, raw] of Object.entries(desired)) {
+      const want = JSON.parse(raw) as { action: 'load'; config?: ModelConfig };
+      if (this.#server.modelReady(model)) continue;
+      try {
+        await this.#server.loadModel(model, want.config ? { config: want.config } : {});
+      } catch (err) {
+        this.#logger?.warning(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  /** Applies a load/unload command and answers the gateway that sent it. */
+  async #control(message: string): Promise<void> {
+    let cmd: { id: string; action: 'load' | 'unload'; model: string; config?: ModelConfig; unloadDependents?: boolean };
+    try {
+      cmd = JSON.parse(message) as typeof cmd;
+    } catch {
+      return;
+    }
+    let error: string | undefined;
+    try {
+      if (cmd.action === 'load') await this.#server.loadModel(cmd.model, cmd.config ? { config: cmd.config } : {});
+      else await this.#server.unloadModel(cmd.model, { unloadDependents: cmd.unloadDependents === true });
+      await this.#refreshStreams();
+      await this.#beat();
+    } catch (err) {
+      error = (err as Error).message;
+    }
+    const key = this.#keys.controlReplies(cmd.id);
+    await this.#cmd.rpush(key, JSON.stringify({ workerId: this.workerId, ...(error !== undefined ? { error } : {}) })).catch(() => undefined);
+    await this.#cmd.pexpire(key, 60_000).catch(() => undefined);
+  }
+
+  /** The streams to read: one per ready model, plus this worker's own for sequence models. */
+  async #refreshStreams(): Promise<void> {
+    const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
+    const streams: string[] = [];
+    for (const m of models) {
+      // A full batch per instance, twice: one running and one ready to go. Reading more would
+      // take work other workers could start at once.
+      const c = this.#server.getModel(m).config;
+      const instances = (c.instance_group ?? []).reduce((a, g) => a + (g.count ?? 1), 0) || 1;
+      // Sequence models also get a stream of this worker's own: gateways send every request of
+      // a sequence that started here to it.
+      const own = [this.#keys.requests(m)];
+      if (c.sequence_batching) own.push(this.#keys.workerRequests(m, this.workerId));
+      for (const s of own) {
+        streams.push(s);
+        this.#slots.set(s, instances * Math.max(1, c.max_batch_size ?? 0) * 2);
+        if (!this.#held.has(s)) this.#held.set(s, 0);
+      }
+    }
+    this.#streams = streams;
+    await this.#ensureGroups();
+    // A read blocked on the old set of streams would not see a newly loaded model's.
+    if (this.#running && this.#blockId !== undefined) await this.#cmd.client('UNBLOCK', this.#blockId).catch(() => undefined);
   }
 
   /** Takes over requests that another (dead) worker read and never acknowledged. */
@@ -261,6 +316,7 @@ export class StreamConsumer {
     const until = Date.now() + timeoutMs;
     while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     await this.#cmd.del(this.#keys.worker(this.workerId)).catch(() => undefined);
+    this.#sub.disconnect();
     this.#block.disconnect();
     await this.#cmd.quit().catch(() => undefined);
   }

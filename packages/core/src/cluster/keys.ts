@@ -41,6 +41,21 @@ export class ClusterKeys {
     return `${this.prefix}:worker:${workerId}`;
   }
 
+  /** Pub/sub channel of load/unload commands to every worker. */
+  get control(): string {
+    return `${this.prefix}:control`;
+  }
+
+  /** Where the workers answer control command `id`. */
+  controlReplies(id: string): string {
+    return `${this.prefix}:control:reply:${id}`;
+  }
+
+  /** The cluster's loaded set: model -> load parameters (a worker that joins later loads it). */
+  get desired(): string {
+    return `${this.prefix}:desired`;
+  }
+
   /** Pattern matching every worker entry. */
   get workerPattern(): string {
     return `${this.prefix}:worker:*`;

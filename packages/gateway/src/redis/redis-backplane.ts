@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import {
   ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger,
-  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
+  type ModelConfig, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
 } from '@triode/core';
 
 /** Options of a RedisBackplane. */
@@ -309,12 +309,51 @@ export class RedisBackplane implements Backplane {
     if (!streamed && last.outputs.length > 0) onResponse(last);
   }
 
-  async loadModel(name: string): Promise<void> {
-    throw Errors.unsupported(`failed to load '${name}': load / unload through a gateway is not implemented yet (load it on the workers)`);
+  /**
+   * Sends a load/unload command to every live worker and waits for all of them to answer
+   * (up to `timeoutMs`); fails with the workers' reasons if any failed.
+   */
+  async #control(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs = 120_000): Promise<void> {
+    this.#registryAt = 0;
+    const workers = (await this.#registry()).map((w) => w.workerId);
+    if (workers.length === 0) throw Errors.unavailable(`failed to ${action} '${name}': no live worker is registered in the cluster`);
+    const id = randomUUID();
+    const key = this.#keys.controlReplies(id);
+    try {
+      await this.#cmd.publish(this.#keys.control, JSON.stringify({ id, action, model: name, ...extra }));
+      const answers = new Map<string, string | undefined>();
+      const end = Date.now() + timeoutMs;
+      while (answers.size < workers.length && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 50));
+        for (const raw of await this.#cmd.lrange(key, 0, -1)) {
+          const a = JSON.parse(raw) as { workerId: string; error?: string };
+          answers.set(a.workerId, a.error);
+        }
+      }
+      const failed = [...answers.entries()].filter(([, e]) => e !== undefined);
+      if (failed.length > 0) {
+        throw Errors.invalidArg(failed.map(([w, e]) => `worker ${w}: ${e ?? ''}`).join('; '));
+      }
+      if (answers.size < workers.length) {
+        throw Errors.unavailable(`failed to ${action} '${name}': ${workers.length - answers.size} of ${workers.length} workers did not answer within ${timeoutMs / 1000} s`);
+      }
+      if (action === 'load') await this.#cmd.hset(this.#keys.desired, name, JSON.stringify({ action, ...extra }));
+      else await this.#cmd.hdel(this.#keys.desired, name);
+    } catch (err) {
+      if (err instanceof TriodeError) throw err;
+      throw unavailable(err);
+    } finally {
+      this.#registryAt = 0;
+      await this.#cmd.del(key).catch(() => undefined);
+    }
   }
 
-  async unloadModel(name: string): Promise<void> {
-    throw Errors.unsupported(`failed to unload '${name}': load / unload through a gateway is not implemented yet (unload it on the workers)`);
+  async loadModel(name: string, options: { config?: ModelConfig } = {}): Promise<void> {
+    await this.#control('load', name, options.config ? { config: options.config } : {});
+  }
+
+  async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    await this.#control('unload', name, { unloadDependents: options.unloadDependents === true });
   }
 
   /** Stops reading replies; requests still waiting get an error. */
