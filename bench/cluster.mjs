@@ -61,12 +61,12 @@ try {
   const url = `redis://127.0.0.1:${redisPort}`;
   const gwPort = await freePort();
   const gw = await start(process.execPath, [BIN, 'gateway', '--redis', url, '--http-port', String(gwPort), '--http-address', '127.0.0.1'], /Started HTTPService/);
-  const workers = [await start(process.execPath, [BIN, 'worker', '--redis', url, '--model-repository', repo, '--worker-id', 'w0', '--log-info=false'], /\+\n[\s\S]*\+\n/)];
+  const workers = [await start(process.execPath, [BIN, 'worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', 'w0', '--log-info=false'], /\+\n[\s\S]*\+\n/)];
   await new Promise((r) => setTimeout(r, 1500));
   for (const model of ['simple', 'ppocr_cls']) for (const c of [1, 16]) rows.push({ mode: 'cluster (1 worker)', model, c, ...measure(gwPort, model, c) });
   const scale = [];
   for (const n of (process.env.SCALE_ONLY ? [1, 2, 4] : [1, 2, 4])) {
-    while (workers.length < n) workers.push(await start(process.execPath, [BIN, 'worker', '--redis', url, '--model-repository', repo, '--worker-id', `w${workers.length}`, '--log-info=false'], /\+\n[\s\S]*\+\n/));
+    while (workers.length < n) workers.push(await start(process.execPath, [BIN, 'worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', `w${workers.length}`, '--log-info=false'], /\+\n[\s\S]*\+\n/));
     await new Promise((r) => setTimeout(r, 2000));
     scale.push({ workers: n, ...measure(gwPort, 'sleepy', 64) });
   }

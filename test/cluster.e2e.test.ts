@@ -39,7 +39,7 @@ beforeAll(async () => {
   redis = await startRedis();
   const repo = makeRepository(['simple', 'ppocr_cls']);
   for (let i = 0; i < 2; i++) {
-    workers.push(await startTriode(['worker', '--redis', redis.url, '--model-repository', repo, '--worker-id', `w${i}`], /Started worker/));
+    workers.push(await startTriode(['worker', '--metrics-port', '0', '--redis', redis.url, '--model-repository', repo, '--worker-id', `w${i}`], /Started worker/));
   }
   for (let i = 0; i < 2; i++) {
     const port = await freePort();
@@ -112,7 +112,7 @@ describe('cluster: a worker killed mid-stream', () => {
     const r2 = await startRedis();
     const repo = makeRepository(['sleepy']);
     // Short claim idle time so the survivor takes over quickly.
-    const w = [0, 1].map((i) => startTriode(['worker', '--redis', r2.url, '--model-repository', repo, '--worker-id', `k${i}`, '--claim-idle-ms', '1000'], /Started worker/));
+    const w = [0, 1].map((i) => startTriode(['worker', '--metrics-port', '0', '--redis', r2.url, '--model-repository', repo, '--worker-id', `k${i}`, '--claim-idle-ms', '1000'], /Started worker/));
     const [wa, wb] = (await Promise.all(w)) as [Child, Child];
     const port = await freePort();
     const gw = await startTriode(['gateway', '--redis', r2.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--request-timeout-secs', '15']);
@@ -151,7 +151,7 @@ describe('cluster: a worker killed mid-stream', () => {
 describe('cluster: the OCR pipeline through a gateway', () => {
   it('reads the sample image\'s text through a gateway (the worker runs ocr and its BLS calls)', async () => {
     const r3 = await startRedis();
-    const worker = await startTriode(['worker', '--redis', r3.url, '--model-repository', makeRepository(['ocr', 'ppocr_det', 'ppocr_cls', 'ppocr_rec'])], /Started worker/);
+    const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r3.url, '--model-repository', makeRepository(['ocr', 'ppocr_det', 'ppocr_cls', 'ppocr_rec'])], /Started worker/);
     const port = await freePort();
     const gw = await startTriode(['gateway', '--redis', r3.url, '--http-port', String(port), '--http-address', '127.0.0.1']);
     try {
@@ -176,7 +176,7 @@ describe('cluster: sequences stick to one worker', () => {
   it('interleaved sequences through two gateways and two workers get their own results', async () => {
     const r4 = await startRedis();
     const repo = makeRepository(['simple_sequence']);
-    const ws = await Promise.all([0, 1].map((i) => startTriode(['worker', '--redis', r4.url, '--model-repository', repo, '--worker-id', `s${i}`], /Started worker/)));
+    const ws = await Promise.all([0, 1].map((i) => startTriode(['worker', '--metrics-port', '0', '--redis', r4.url, '--model-repository', repo, '--worker-id', `s${i}`], /Started worker/)));
     const gws = await Promise.all([0, 1].map(async () => {
       const port = await freePort();
       return { child: await startTriode(['gateway', '--redis', r4.url, '--http-port', String(port), '--http-address', '127.0.0.1']), base: `http://127.0.0.1:${port}` };
@@ -236,7 +236,7 @@ describe('cluster: async inference (BullMQ)', () => {
 describe('cluster: decoupled models through a gateway', () => {
   it('generate_stream relays repeat_int32\'s responses as the worker sends them', async () => {
     const r5 = await startRedis();
-    const worker = await startTriode(['worker', '--redis', r5.url, '--model-repository', makeRepository(['repeat_int32'])], /Started worker/);
+    const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r5.url, '--model-repository', makeRepository(['repeat_int32'])], /Started worker/);
     const port = await freePort();
     const gw = await startTriode(['gateway', '--redis', r5.url, '--http-port', String(port), '--http-address', '127.0.0.1']);
     try {
@@ -260,7 +260,7 @@ describe('cluster: load / unload through any gateway', () => {
   it('a load sent to one gateway reaches every worker and shows on the other; unload too; a late worker catches up', async () => {
     const r6 = await startRedis();
     const repo = makeRepository(['simple', 'simple_int8']);
-    const worker = (id: string) => startTriode(['worker', '--redis', r6.url, '--model-repository', repo, '--worker-id', id, '--model-control-mode', 'explicit', '--load-model', 'simple'], /Started worker/);
+    const worker = (id: string) => startTriode(['worker', '--metrics-port', '0', '--redis', r6.url, '--model-repository', repo, '--worker-id', id, '--model-control-mode', 'explicit', '--load-model', 'simple'], /Started worker/);
     const ws = await Promise.all([worker('c0'), worker('c1')]);
     const gws = await Promise.all([0, 1].map(async () => {
       const port = await freePort();

@@ -5,7 +5,7 @@
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, type Logger } from '@triode/core';
-import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer } from '@triode/gateway';
+import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
 import { parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
@@ -92,6 +92,9 @@ export function addClusterCommands(program: Command): void {
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
+    .option('--allow-metrics <bool>', 'serve this worker\'s Prometheus metrics on --metrics-port', parseBool, true)
+    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
+    .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
     .action(async (o: Record<string, unknown>) => {
@@ -116,8 +119,12 @@ export function addClusterCommands(program: Command): void {
         logger,
       });
       await consumer.start();
+      // Each worker serves its own metrics: Prometheus scrapes every worker (README, Scaling out).
+      const metrics = o['allowMetrics'] ? await startMetricsServer(server, o['metricsPort'] as number, o['metricsAddress'] as string) : undefined;
+      if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);
       logger.info(`Started worker ${consumer.workerId} on Redis ${o['redis'] as string}`);
       onSignals(async () => {
+        await metrics?.close();
         await consumer.stop((o['exitTimeoutSecs'] as number) * 1000);
         await server.stop((o['exitTimeoutSecs'] as number) * 1000);
       });
