@@ -26,3 +26,4 @@ export * from './ensemble-model.js';
 export * from './tensor/tensor-codec.js';
 export * from './cluster/keys.js';
 export * from './cluster/registry.js';
+export * from './model-warmup.js';

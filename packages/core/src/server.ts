@@ -10,6 +10,7 @@ import { Errors, TriodeError } from './errors.js';
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 import { ModelVersion } from './model.js';
 import { EnsembleModel, validateEnsemble } from './ensemble-model.js';
+import { warmupRequests } from './model-warmup.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from './model-config/normalize-model-config.js';
 import { validateModelConfig } from './model-config/validate-model-config.js';
@@ -258,7 +259,7 @@ export class InferenceServer {
           slot.model = new EnsembleModel(config, version, infer, { clock: this.#opts.clock, labels });
         } else {
           if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported`);
-          slot.model = await ModelVersion.load(
+          const model = await ModelVersion.load(
             {
               name: entry.name,
               version,
@@ -271,6 +272,16 @@ export class InferenceServer {
             backend,
             this.#opts.clock,
           );
+          // READY only after the warmup samples ran (a failing sample fails the load).
+          try {
+            for (const sample of config.model_warmup ?? []) {
+              for (const req of warmupRequests(sample, config, entry.path)) await model.infer({ ...req, modelVersion: version });
+            }
+          } catch (err) {
+            await model.unload().catch(() => undefined);
+            throw Errors.invalidArg(`warmup sample failed: ${(err as Error).message}`);
+          }
+          slot.model = model;
         }
         slot.state = 'READY';
       } catch (err) {

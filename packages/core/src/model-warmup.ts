@@ -1,0 +1,49 @@
+/**
+ * @module Model warmup: the `model_warmup` samples a model runs before it is declared READY.
+ * Triton: core/src/backend_model_instance.cc (WarmUp, GenerateWarmupData)
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Errors } from './errors.js';
+import type { InferenceRequest } from './infer-request.js';
+import type { ModelConfig, ModelWarmup } from './model-config/model-config.js';
+import { resolveInside } from './model-repository/repository-fs.js';
+import { serializeBytesTensor } from './tensor/bytes-tensor.js';
+import { configTypeToDataType, dataTypeByteSize, elementCount, typedArrayView } from './tensor/data-type.js';
+import type { Tensor } from './tensor/tensor.js';
+
+/** The requests of one warmup sample (each batch item as the sample's dims, batched when allowed). */
+export function warmupRequests(sample: ModelWarmup, config: ModelConfig, modelPath: string): InferenceRequest[] {
+  const batching = (config.max_batch_size ?? 0) > 0;
+  const batch = Math.max(1, sample.batch_size ?? 1);
+  const inputs: Tensor[] = Object.entries(sample.inputs ?? {}).map(([name, spec]) => {
+    const dt = configTypeToDataType(spec.data_type ?? '');
+    if (!dt) throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': input '${name}' has no valid data_type`);
+    const dims = spec.dims ?? [];
+    const shape = batching ? [batch, ...dims] : dims;
+    const n = elementCount(shape);
+    if (dt === 'BYTES') {
+      const value = spec.input_data_file ? readFileSync(resolveInside(join(modelPath, 'warmup'), spec.input_data_file)) : new Uint8Array(0);
+      return { name, datatype: dt, shape, data: serializeBytesTensor(new Array(n).fill(value)) };
+    }
+    const bytes = n * dataTypeByteSize(dt);
+    let raw: Uint8Array;
+    if (spec.input_data_file) {
+      const file = readFileSync(resolveInside(join(modelPath, 'warmup'), spec.input_data_file));
+      if (file.byteLength < bytes) throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': file '${spec.input_data_file}' holds ${file.byteLength} bytes, input '${name}' needs ${bytes}`);
+      raw = new Uint8Array(file.subarray(0, bytes));
+    } else {
+      raw = new Uint8Array(bytes);
+      if (spec.random_data) {
+        for (let i = 0; i < bytes; i++) raw[i] = Math.floor(Math.random() * 256);
+        // Random bits can make NaN/Inf floats: keep random floats in [0, 1).
+        if (dt === 'FP32' || dt === 'FP64') {
+          const v = typedArrayView(dt, raw.buffer, 0, n) as Float32Array;
+          for (let i = 0; i < n; i++) v[i] = Math.random();
+        }
+      }
+    }
+    return { name, datatype: dt, shape, data: typedArrayView(dt, raw.buffer, 0, n) };
+  });
+  return Array.from({ length: Math.max(1, sample.count ?? 1) }, () => ({ modelName: config.name ?? '', inputs: inputs.map((t) => ({ ...t, data: t.data.slice() })) }));
+}
