@@ -23,6 +23,7 @@ export interface ServeOptions {
   modelConfigName?: string;
   modelControlMode: 'none' | 'explicit' | 'poll';
   loadModels: string[];
+  repositoryPollSecs: number;
   backendConfig: Record<string, Record<string, string>>;
   logVerbose: number;
   logInfo: boolean;
@@ -81,8 +82,9 @@ export function addServeFlags(cmd: Command): Command {
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
     .addOption(new Option('--strict-model-config <bool>', 'deprecated form of --disable-auto-complete-config').argParser(parseBool))
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
-    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then the repository API').choices(['none', 'explicit', 'poll']).default('none'))
+    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then the repository API; poll: load all, then follow the repository').choices(['none', 'explicit', 'poll']).default('none'))
     .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
+    .option('--repository-poll-secs <n>', 'poll mode: how often the repositories are re-read', parseInteger(1), 15)
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
@@ -113,6 +115,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
     modelControlMode: o['modelControlMode'] as ServeOptions['modelControlMode'],
     loadModels: (o['loadModel'] as string[]) ?? [],
+    repositoryPollSecs: (o['repositoryPollSecs'] as number) ?? 15,
     backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
     logVerbose: o['logVerbose'] as number,
     logInfo: o['logInfo'] as boolean,

@@ -21,9 +21,6 @@ export interface RunningServer {
 export async function startServe(opts: ServeOptions, logSettings = new LogSettings({
   verboseLevel: opts.logVerbose, info: opts.logInfo, warning: opts.logWarning, error: opts.logError, format: opts.logFormat,
 }), logger: Logger = createLogger({}, logSettings)): Promise<RunningServer> {
-  if (opts.modelControlMode === 'poll') {
-    throw new Error('--model-control-mode=poll is not supported yet (none and explicit are); see README "Differences from Triton"');
-  }
   if (opts.loadModels.includes('*') && opts.loadModels.length > 1) throw new Error("--load-model=* must be the only --load-model flag");
   const server = await InferenceServer.create({
     modelRepositories: opts.modelRepositories,
@@ -35,6 +32,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     autoCompleteConfig: opts.autoCompleteConfig,
     modelControlMode: opts.modelControlMode,
     startupModels: opts.loadModels,
+    repositoryPollMs: opts.repositoryPollSecs * 1000,
     ...(opts.modelConfigName ? { modelConfigName: opts.modelConfigName } : {}),
     backendConfig: opts.backendConfig,
     logger,

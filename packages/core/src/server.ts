@@ -3,6 +3,7 @@
  * lifecycle and one scheduler per loaded model version; frontends and embedding applications call it.
  * Triton: core/src/server.cc, core/src/tritonserver.cc, model_repository_manager/model_lifecycle.cc
  */
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Backend } from './backend-api.js';
 import { systemClock, type Clock } from './clock.js';
@@ -69,7 +70,9 @@ export interface ServerOptions {
    * `none`: load every model at start, no load/unload API. `explicit`: load only `startupModels`
    * at start; `loadModel` / `unloadModel` do the rest. @default "none"
    */
-  modelControlMode?: 'none' | 'explicit';
+  modelControlMode?: 'none' | 'explicit' | 'poll';
+  /** Poll mode: how often the repositories are re-read (ms; `--repository-poll-secs` x 1000). @default 15000 */
+  repositoryPollMs?: number;
   /** Models to load at start in explicit mode (`--load-model`; `*` loads all). @default [] */
   startupModels?: string[];
   /** Per-backend settings (`--backend-config=<backend>,<k>=<v>`). @default {} */
@@ -117,6 +120,10 @@ export class InferenceServer {
   readonly #opts: Required<Omit<ServerOptions, 'modelConfigName'>> & { modelConfigName?: string };
   /** Serializes load/unload calls of one model. */
   readonly #loading = new Map<string, Promise<unknown>>();
+  /** Poll mode: each model directory's file signature at the last poll, and the poll timer. */
+  readonly #signatures = new Map<string, string>();
+  #pollTimer: ReturnType<typeof setInterval> | undefined;
+  #polling = false;
   readonly #backends: Map<string, Backend>;
   readonly #models = new Map<string, ModelEntry>();
   #stopping = false;
@@ -135,6 +142,7 @@ export class InferenceServer {
       clock: systemClock,
       modelControlMode: 'none',
       startupModels: [],
+      repositoryPollMs: 15_000,
       ...options,
     };
     this.#backends = new Map(options.backends.map((b) => [b.name, b]));
@@ -145,6 +153,11 @@ export class InferenceServer {
     if (!options.modelRepositories?.length) throw new TypeError('options.modelRepositories must name at least one repository');
     const server = new InferenceServer(options);
     await server.#loadAll();
+    if (server.#opts.modelControlMode === 'poll') {
+      for (const m of scanRepositories(server.#opts.modelRepositories).values()) server.#signatures.set(m.name, signature(m.path));
+      server.#pollTimer = setInterval(() => { void server.pollRepository(); }, server.#opts.repositoryPollMs);
+      server.#pollTimer.unref();
+    }
     return server;
   }
 
@@ -156,7 +169,7 @@ export class InferenceServer {
     const found = scanRepositories(this.#opts.modelRepositories);
     const entries: { entry: ModelEntry; versions: number[] }[] = [];
     const startup = this.#opts.startupModels;
-    const selected = (name: string) => this.#opts.modelControlMode === 'none' || startup.includes('*') || startup.includes(name);
+    const selected = (name: string) => this.#opts.modelControlMode !== 'explicit' || startup.includes('*') || startup.includes(name);
     for (const name of startup) {
       if (name !== '*' && !found.has(name)) this.logger.error(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
     }
@@ -415,6 +428,9 @@ export class InferenceServer {
   }
 
   #checkControl(action: 'load' | 'unload', name: string): void {
+    if (this.#opts.modelControlMode === 'poll') {
+      throw Errors.unsupported(`failed to ${action} '${name}': explicit model load / unload is not allowed if polling is enabled`);
+    }
     if (this.#opts.modelControlMode !== 'explicit') {
       throw Errors.unsupported(`failed to ${action} '${name}': explicit model load / unload is not allowed if model control mode is ${this.#opts.modelControlMode.toUpperCase()}`);
     }
@@ -441,6 +457,10 @@ export class InferenceServer {
    */
   async loadModel(name: string, options: { config?: ModelConfig } = {}): Promise<void> {
     this.#checkControl('load', name);
+    await this.#load(name, options);
+  }
+
+  async #load(name: string, options: { config?: ModelConfig } = {}): Promise<void> {
     await this.#serialize(name, async () => {
       const found = scanRepositories(this.#opts.modelRepositories).get(name);
       if (!found) throw Errors.invalidArg(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
@@ -467,6 +487,10 @@ export class InferenceServer {
    */
   async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     this.#checkControl('unload', name);
+    await this.#unload(name, options);
+  }
+
+  async #unload(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     await this.#serialize(name, async () => {
       const old = this.#models.get(name);
       if (!old) throw Errors.invalidArg(`failed to unload '${name}': no model named '${name}' in the model repositories`);
@@ -476,7 +500,42 @@ export class InferenceServer {
     });
     if (options.unloadDependents) {
       const dependents = [...this.#models.values()].filter((m) => !m.unloaded && (m.config?.ensemble_scheduling?.step ?? []).some((s) => s.model_name === name));
-      for (const d of dependents) await this.unloadModel(d.name, options);
+      for (const d of dependents) await this.#unload(d.name, options);
+    }
+  }
+
+  /**
+   * Poll mode: re-reads the repositories; a model whose files changed is reloaded (beside the
+   * serving version, which stays if the reload fails), a new one loaded, a removed one unloaded.
+   * Runs every `repositoryPollMs`; callable directly.
+   */
+  async pollRepository(): Promise<void> {
+    if (this.#polling || this.#stopping) return;
+    this.#polling = true;
+    try {
+      const found = scanRepositories(this.#opts.modelRepositories);
+      for (const [name, m] of found) {
+        const sig = signature(m.path);
+        if (this.#signatures.get(name) === sig) continue;
+        this.#signatures.set(name, sig);
+        try {
+          await this.#load(name);
+        } catch (err) {
+          this.logger.error((err as Error).message, { model: name });
+          // A model that never loaded shows why in the index.
+          const entry = this.#models.get(name);
+          if (!entry || entry.unloaded) this.#models.set(name, { name, path: m.path, versions: new Map(), error: TriodeError.from(err) });
+        }
+      }
+      for (const name of [...this.#models.keys()]) {
+        if (found.has(name) || this.#models.get(name)?.unloaded) continue;
+        this.#signatures.delete(name);
+        await this.#unload(name).catch((err: unknown) => this.logger.error((err as Error).message, { model: name }));
+      }
+    } catch (err) {
+      this.logger.error(`failed to poll from model repository: ${(err as Error).message}`);
+    } finally {
+      this.#polling = false;
     }
   }
 
@@ -553,6 +612,7 @@ export class InferenceServer {
    */
   async stop(timeoutMs = 30_000): Promise<number> {
     this.#stopping = true;
+    clearInterval(this.#pollTimer);
     const models = [...this.#models.values()].flatMap((m) => [...m.versions.values()].map((v) => v.model).filter((x): x is LoadedModel => !!x));
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([
@@ -566,6 +626,29 @@ export class InferenceServer {
     for (const b of this.#backends.values()) await b.finalize?.();
     return left;
   }
+}
+
+/** What changes when a model's files change: every path, size and mtime under its directory. */
+function signature(dir: string, depth = 0): string {
+  if (depth > 4) return '';
+  let out = '';
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return '';
+  }
+  for (const n of names) {
+    const p = join(dir, n);
+    let st;
+    try {
+      st = statSync(p);
+    } catch {
+      continue;
+    }
+    out += st.isDirectory() ? `${n}/[${signature(p, depth + 1)}]` : `${n}:${st.size}:${st.mtimeMs};`;
+  }
+  return out;
 }
 
 /** Parses a version string: "" means the policy's choice; anything but digits is an error. */
