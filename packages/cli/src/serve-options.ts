@@ -24,6 +24,8 @@ export interface ServeOptions {
   modelControlMode: 'none' | 'explicit' | 'poll';
   loadModels: string[];
   repositoryPollSecs: number;
+  modelLoadThreadCount: number;
+  modelLoadRetryCount: number;
   backendConfig: Record<string, Record<string, string>>;
   logVerbose: number;
   logInfo: boolean;
@@ -85,6 +87,8 @@ export function addServeFlags(cmd: Command): Command {
     .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then the repository API; poll: load all, then follow the repository').choices(['none', 'explicit', 'poll']).default('none'))
     .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
     .option('--repository-poll-secs <n>', 'poll mode: how often the repositories are re-read', parseInteger(1), 15)
+    .option('--model-load-thread-count <n>', 'model versions loading at once', parseInteger(1), 4)
+    .option('--model-load-retry-count <n>', 'times a failed model load is tried again', parseInteger(0), 0)
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
@@ -116,6 +120,8 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     modelControlMode: o['modelControlMode'] as ServeOptions['modelControlMode'],
     loadModels: (o['loadModel'] as string[]) ?? [],
     repositoryPollSecs: (o['repositoryPollSecs'] as number) ?? 15,
+    modelLoadThreadCount: (o['modelLoadThreadCount'] as number) ?? 4,
+    modelLoadRetryCount: (o['modelLoadRetryCount'] as number) ?? 0,
     backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
     logVerbose: o['logVerbose'] as number,
     logInfo: o['logInfo'] as boolean,

@@ -33,6 +33,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     modelControlMode: opts.modelControlMode,
     startupModels: opts.loadModels,
     repositoryPollMs: opts.repositoryPollSecs * 1000,
+    modelLoadThreadCount: opts.modelLoadThreadCount,
+    modelLoadRetryCount: opts.modelLoadRetryCount,
     ...(opts.modelConfigName ? { modelConfigName: opts.modelConfigName } : {}),
     backendConfig: opts.backendConfig,
     logger,

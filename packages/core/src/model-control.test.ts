@@ -54,3 +54,39 @@ describe('model control mode POLL', () => {
     }
   });
 });
+
+describe('model loading', () => {
+  it('tries a failed load again --model-load-retry-count times, and loads at most --model-load-thread-count at once', async () => {
+    let attempts = 0;
+    let active = 0;
+    let peak = 0;
+    const flaky: Backend = {
+      name: 'echo',
+      async modelInitialize(ctx) {
+        active++;
+        peak = Math.max(peak, active);
+        await new Promise((r) => setTimeout(r, 20));
+        active--;
+        if (ctx.name === 'flaky' && attempts++ < 2) throw new Error('not yet');
+        return echo.modelInitialize(ctx);
+      },
+    };
+    const root = mkdtempSync(join(tmpdir(), 'triode-retry-'));
+    for (const n of ['flaky', 'm1', 'm2', 'm3']) addModel(root, n, config(1));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [flaky], modelLoadRetryCount: 2, modelLoadThreadCount: 2 });
+    try {
+      expect(s.modelReady('flaky')).toBe(true);
+      expect(attempts).toBe(3);
+      expect(peak).toBeLessThanOrEqual(2);
+    } finally {
+      await s.stop(1000);
+    }
+    attempts = 0;
+    const s2 = await InferenceServer.create({ modelRepositories: [root], backends: [flaky], modelLoadRetryCount: 1 });
+    try {
+      expect(s2.repositoryIndex().find((r) => r.name === 'flaky')).toMatchObject({ state: 'UNAVAILABLE', reason: 'not yet' });
+    } finally {
+      await s2.stop(1000);
+    }
+  });
+});

@@ -73,6 +73,10 @@ export interface ServerOptions {
   modelControlMode?: 'none' | 'explicit' | 'poll';
   /** Poll mode: how often the repositories are re-read (ms; `--repository-poll-secs` x 1000). @default 15000 */
   repositoryPollMs?: number;
+  /** How many times a failed model load is tried again (`--model-load-retry-count`). @default 0 */
+  modelLoadRetryCount?: number;
+  /** How many model versions load at once (`--model-load-thread-count`). @default 4 */
+  modelLoadThreadCount?: number;
   /** Models to load at start in explicit mode (`--load-model`; `*` loads all). @default [] */
   startupModels?: string[];
   /** Per-backend settings (`--backend-config=<backend>,<k>=<v>`). @default {} */
@@ -124,6 +128,9 @@ export class InferenceServer {
   readonly #signatures = new Map<string, string>();
   #pollTimer: ReturnType<typeof setInterval> | undefined;
   #polling = false;
+  /** Loads running now, and those waiting for a free load slot. */
+  #activeLoads = 0;
+  #loadQueue: (() => void)[] = [];
   readonly #backends: Map<string, Backend>;
   readonly #models = new Map<string, ModelEntry>();
   #stopping = false;
@@ -143,6 +150,8 @@ export class InferenceServer {
       modelControlMode: 'none',
       startupModels: [],
       repositoryPollMs: 15_000,
+      modelLoadRetryCount: 0,
+      modelLoadThreadCount: 4,
       ...options,
     };
     this.#backends = new Map(options.backends.map((b) => [b.name, b]));
@@ -272,7 +281,7 @@ export class InferenceServer {
           slot.model = new EnsembleModel(config, version, infer, { clock: this.#opts.clock, labels });
         } else {
           if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported`);
-          const model = await ModelVersion.load(
+          const model = await this.#withLoadSlot(() => this.#retry(() => ModelVersion.load(
             {
               name: entry.name,
               version,
@@ -284,7 +293,7 @@ export class InferenceServer {
             },
             backend,
             this.#opts.clock,
-          );
+          ), `'${entry.name}' version ${version}`));
           // READY only after the warmup samples ran (a failing sample fails the load).
           try {
             for (const sample of config.model_warmup ?? []) {
@@ -302,6 +311,30 @@ export class InferenceServer {
         slot.reason = (err as Error).message;
       }
     }));
+  }
+
+  /** Runs `f` when fewer than `modelLoadThreadCount` loads are running. */
+  async #withLoadSlot<T>(f: () => Promise<T>): Promise<T> {
+    if (this.#activeLoads >= Math.max(1, this.#opts.modelLoadThreadCount)) await new Promise<void>((r) => this.#loadQueue.push(r));
+    this.#activeLoads++;
+    try {
+      return await f();
+    } finally {
+      this.#activeLoads--;
+      this.#loadQueue.shift()?.();
+    }
+  }
+
+  /** Tries a load again up to `modelLoadRetryCount` times. */
+  async #retry<T>(f: () => Promise<T>, what: string): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await f();
+      } catch (err) {
+        if (attempt >= this.#opts.modelLoadRetryCount) throw err;
+        this.logger.warning(`loading ${what} failed (${(err as Error).message}); retrying (${attempt + 1} of ${this.#opts.modelLoadRetryCount})`);
+      }
+    }
   }
 
   /** The server is live until `stop` is called. */
