@@ -6,24 +6,19 @@
 import { Hono } from 'hono';
 import { Errors } from '@triode/core';
 import type { AsyncJobs } from '../../async/async-jobs.js';
-import { header, readBody } from '../body.js';
 import type { HttpDeps } from '../http-options.js';
-import { encodeInferResponse, parseInferRequest } from '../infer-codec.js';
-import { modelParams, modelPaths } from './model-params.js';
+import { readInferRequest, writeInferResponse } from '../infer-http.js';
+import { modelPaths } from './model-params.js';
 
 const noJobs = () => Errors.unsupported('async inference needs cluster mode: start a gateway with --redis (triode gateway)');
 
 /** The async routes; `jobs` absent (embedded mode) answers 501. */
-export function asyncRoutes({ maxInputSize }: HttpDeps, jobs?: AsyncJobs): Hono {
+export function asyncRoutes({ backplane, maxInputSize }: HttpDeps, jobs?: AsyncJobs): Hono {
   const app = new Hono();
   for (const path of modelPaths('/infer_async')) {
     app.post(path, async (c) => {
       if (!jobs) throw noJobs();
-      const h = header(c, 'inference-header-content-length');
-      if (h !== undefined && !/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${h}'`);
-      const headerLength = h === undefined ? undefined : Number(h);
-      const body = await readBody(c, maxInputSize, headerLength);
-      const { request, encoding } = parseInferRequest(body, headerLength, modelParams(c));
+      const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
       const id = await jobs.submit(request, encoding);
       return c.json({ job_id: id, state: 'waiting' }, 202);
     });
@@ -35,10 +30,7 @@ export function asyncRoutes({ maxInputSize }: HttpDeps, jobs?: AsyncJobs): Hono 
   app.get('/v2/jobs/:id/result', async (c) => {
     if (!jobs) throw noJobs();
     const { response, encoding } = await jobs.result(c.req.param('id'));
-    const encoded = encodeInferResponse(response, encoding);
-    const headers: Record<string, string> = { 'Content-Type': encoded.headerLength === undefined ? 'application/json' : 'application/octet-stream' };
-    if (encoded.headerLength !== undefined) headers['Inference-Header-Content-Length'] = String(encoded.headerLength);
-    return c.body(encoded.body as Uint8Array<ArrayBuffer> | string, 200, headers);
+    return writeInferResponse(c, response, encoding);
   });
   app.delete('/v2/jobs/:id', async (c) => {
     if (!jobs) throw noJobs();

@@ -1,0 +1,50 @@
+/**
+ * @module Reading an infer request off HTTP and writing its response: shared by `/infer` and the
+ * async endpoints (`/infer_async`, `/v2/jobs/{id}/result`), which take and give the same bodies.
+ */
+import type { Context } from 'hono';
+import { Errors, configTypeToDataType, type Backplane, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { compress, header, readBody, responseCompression } from './body.js';
+import { encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
+import { modelParams } from './routes/model-params.js';
+
+/** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
+export async function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<ParsedInfer> {
+  const model = modelParams(c);
+  const h = header(c, 'inference-header-content-length');
+  let headerLength: number | undefined;
+  if (h !== undefined) {
+    if (!/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${h}'`);
+    headerLength = Number(h);
+  }
+  const body = await readBody(c, maxInputSize, headerLength);
+  let raw: { name: string; datatype: string; shape: number[] } | undefined;
+  if (headerLength === 0) {
+    const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
+    const inputs = config.input ?? [];
+    if (inputs.length !== 1) throw Errors.invalidArg(`raw binary request requires model '${model.name}' to have exactly one input, it has ${inputs.length}`);
+    const inp = inputs[0]!;
+    const dims = inp.dims ?? [];
+    raw = {
+      name: inp.name,
+      datatype: configTypeToDataType(inp.data_type ?? '') ?? '',
+      shape: (config.max_batch_size ?? 0) > 0 ? [1, ...dims] : dims,
+    };
+  }
+  return parseInferRequest(body, headerLength, model, raw);
+}
+
+/** Writes an infer response (JSON, or JSON header + binary), compressed when the client accepts it. */
+export async function writeInferResponse(c: Context, response: InferenceResponse, encoding: OutputEncoding): Promise<Response> {
+  const encoded = encodeInferResponse(response, encoding);
+  const headers: Record<string, string> = {
+    'Content-Type': encoded.headerLength === undefined ? 'application/json' : 'application/octet-stream',
+  };
+  if (encoded.headerLength !== undefined) headers['Inference-Header-Content-Length'] = String(encoded.headerLength);
+  const how = responseCompression(c);
+  if (how) {
+    headers['Content-Encoding'] = how;
+    return c.body(await compress(encoded.body, how) as Uint8Array<ArrayBuffer>, 200, headers);
+  }
+  return c.body(encoded.body as Uint8Array<ArrayBuffer> | string, 200, headers);
+}
