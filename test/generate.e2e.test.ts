@@ -63,7 +63,7 @@ describe('decoupled models and the generate extension', () => {
   it('/infer refuses a decoupled model with a clear error', async () => {
     const r = await fetch(`${base}/v2/models/repeat_int32/infer`, { method: 'POST', body: JSON.stringify({ inputs: [] }) });
     expect(r.status).toBe(501);
-    expect((await r.json() as { error: string }).error).toBe("model 'repeat_int32' is decoupled (0..N responses per request): use a streaming endpoint (generate_stream)");
+    expect((await r.json() as { error: string }).error).toBe("model 'repeat_int32' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)");
   });
 
   it('generate answers a regular model with its outputs as fields', async () => {

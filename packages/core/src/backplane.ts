@@ -4,8 +4,7 @@
  * (cluster mode). Frontends only ever talk to a Backplane.
  */
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
-import type { ModelConfig } from './model-config/model-config.js';
-import type { InferenceServer, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
+import type { InferenceServer, LoadOptions, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
 
 /** What a frontend needs from the server behind it. Every method may reject with a TriodeError. */
@@ -21,8 +20,8 @@ export interface Backplane {
   infer(request: InferenceRequest): Promise<InferenceResponse>;
   /** Streams a request's responses (0..N for decoupled models); resolves after the last. */
   inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void>;
-  /** Loads or reloads a model (explicit model control); `config` overrides its config file. */
-  loadModel(name: string, options?: { config?: ModelConfig }): Promise<void>;
+  /** Loads or reloads a model (explicit model control); `config` / `files` override its files. */
+  loadModel(name: string, options?: LoadOptions): Promise<void>;
   /** Unloads a model (explicit model control). */
   unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void>;
 }
@@ -75,7 +74,7 @@ export class LocalBackplane implements Backplane {
     return this.server.inferStream(request, onResponse);
   }
 
-  loadModel(name: string, options?: { config?: ModelConfig }): Promise<void> {
+  loadModel(name: string, options?: LoadOptions): Promise<void> {
     return this.server.loadModel(name, options);
   }
 

@@ -49,5 +49,7 @@ export const Errors = {
   internal: (message: string, cause?: unknown) => new TriodeError('INTERNAL', message, { cause }),
   unavailable: (message: string) => new TriodeError('UNAVAILABLE', message),
   unsupported: (message: string) => new TriodeError('UNSUPPORTED', message),
+  /** A request whose client went away (gRPC call cancelled) before it ran. */
+  cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
 } as const;

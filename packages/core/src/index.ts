@@ -27,3 +27,6 @@ export * from './tensor/tensor-codec.js';
 export * from './cluster/keys.js';
 export * from './cluster/registry.js';
 export * from './model-warmup.js';
+export * from './proto-files.js';
+export * from './model-repository/load-override.js';
+export * from './protocol/grpc-parameters.js';

@@ -34,6 +34,12 @@ export interface InferenceRequest {
   blsDepth?: number;
   /** Set on BLS requests: the models of the call chain, the caller last. */
   blsChain?: string[];
+  /**
+   * Aborted when the client gives up (a cancelled gRPC call). A request still queued is taken
+   * out of the queue and fails with CANCELLED; one already executing runs to the end and its
+   * response is dropped by the frontend. Never serialized (stays in the process).
+   */
+  signal?: AbortSignal;
 }
 
 /** The response to one request. */
@@ -43,6 +49,12 @@ export interface InferenceResponse {
   modelVersion: string;
   outputs: Tensor[];
   parameters?: Record<string, ParameterValue>;
+  /**
+   * Decoupled models only: whether this is the request's last response (the model sent it with
+   * the final flag). Undefined for regular models. gRPC streams report it as
+   * `triton_final_response`.
+   */
+  final?: boolean;
 }
 
 function fmtShape(shape: readonly number[]): string {

@@ -70,6 +70,25 @@ const req = (v: number, parameters: InferenceRequest['parameters'] = {}): Infere
 const out = async (p: Promise<{ outputs: { data: ArrayLike<number | bigint> }[] }>) => Number((await p).outputs[0]!.data[0]);
 
 describe('ModelVersion', () => {
+  it('an aborted signal takes a queued request out of the queue (CANCELLED); a running one finishes', async () => {
+    const executions: number[][] = [];
+    const s = await serve('max_batch_size: 1 instance_group { count: 1 kind: KIND_CPU }', testingBackend(100, executions));
+    const running = new AbortController();
+    const queued = new AbortController();
+    const first = s.infer({ ...req(1), signal: running.signal });
+    const second = s.infer({ ...req(2), signal: queued.signal });
+    await new Promise((r) => setTimeout(r, 20));
+    running.abort();
+    queued.abort();
+    await expect(out(first)).resolves.toBe(1);
+    await expect(second).rejects.toMatchObject({ code: 'CANCELLED' });
+    expect(executions).toEqual([[1]]);
+    const already = new AbortController();
+    already.abort();
+    await expect(s.infer({ ...req(3), signal: already.signal })).rejects.toMatchObject({ code: 'CANCELLED' });
+    expect(s.modelStatistics('m')[0]!.inference_stats.fail.count).toBe(2);
+  });
+
   it('an error for one request fails only that request; a thrown execute fails exactly its batch', async () => {
     const s = await serve('max_batch_size: 4 dynamic_batching { max_queue_delay_microseconds: 50000 } instance_group { count: 1 kind: KIND_CPU }', testingBackend(0));
     const [a, b, c] = await Promise.allSettled([s.infer(req(1)), s.infer(req(-1)), s.infer(req(3))]);

@@ -159,7 +159,7 @@ export class ModelVersion {
   /** Validates and queues a request; resolves with its response. */
   infer(req: InferenceRequest): Promise<InferenceResponse> {
     if (this.decoupled) {
-      return Promise.reject(Errors.unsupported(`model '${this.name}' is decoupled (0..N responses per request): use a streaming endpoint (generate_stream)`));
+      return Promise.reject(Errors.unsupported(`model '${this.name}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`));
     }
     return this.#enqueue(req);
   }
@@ -192,7 +192,22 @@ export class ModelVersion {
     const outputNames = req.outputs?.length ? req.outputs.map((o) => o.name) : this.#outputNames;
     let shapeKey = '';
     for (const t of req.inputs) shapeKey += `${t.name}:${t.shape.slice(1).join(',')};`;
-    return new Promise<InferenceResponse>((resolve, reject) => {
+    const signal = req.signal;
+    if (signal?.aborted) {
+      this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs, 'CANCELED');
+      return Promise.reject(Errors.cancelled());
+    }
+    return new Promise<InferenceResponse>((settle, fail) => {
+      let resolve = settle;
+      let reject = fail;
+      if (signal) {
+        const onAbort = (): void => {
+          if (this.#scheduler.cancel(pending)) this.#fail(pending, Errors.cancelled());
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        resolve = (r) => { signal.removeEventListener('abort', onAbort); settle(r); };
+        reject = (e) => { signal.removeEventListener('abort', onAbort); fail(e); };
+      }
       const pending: Pending = {
         req,
         exec: { inputs: req.inputs, outputNames, batchSize, parameters: req.parameters ?? {}, ...(req.id !== undefined ? { id: req.id } : {}), blsDepth: req.blsDepth ?? 0, blsChain: [...(req.blsChain ?? []), this.name] },
@@ -325,7 +340,7 @@ export class ModelVersion {
         }
         if (r) {
           try {
-            p.onResponse?.(this.#respond(p, r.outputs));
+            p.onResponse?.({ ...this.#respond(p, r.outputs), final });
           } catch (err) {
             finish(i, TriodeError.from(err));
             return;

@@ -16,6 +16,7 @@ import type { ModelConfig } from './model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from './model-config/normalize-model-config.js';
 import { validateModelConfig } from './model-config/validate-model-config.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
+import { removeOverride, writeOverrideFiles } from './model-repository/load-override.js';
 import { listVersionFiles, listVersions, readLabels, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
@@ -110,7 +111,20 @@ interface ModelEntry {
   error?: TriodeError;
   /** In the repository but not loaded (explicit mode, or unloaded). */
   unloaded?: boolean;
+  /** Loaded from `file:` overrides: `path` is a temporary directory, removed on retirement. */
+  override?: boolean;
   versions: Map<number, VersionSlot>;
+}
+
+/** Options of an explicit load: a config override and `file:` overrides of the model's files. */
+export interface LoadOptions {
+  /** Replaces the model's config file (the `config` parameter). */
+  config?: ModelConfig;
+  /**
+   * The model's files, keyed by path relative to the model directory (`1/model.onnx`); when
+   * given, the model is loaded from these instead of the repository, and `config` is required.
+   */
+  files?: Record<string, Uint8Array>;
 }
 
 /**
@@ -488,22 +502,32 @@ export class InferenceServer {
    * old versions serving. `config` replaces the model's config file (a load override).
    * @throws TriodeError "failed to load '<name>': ..." when the model cannot be loaded.
    */
-  async loadModel(name: string, options: { config?: ModelConfig } = {}): Promise<void> {
+  async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
     this.#checkControl('load', name);
     await this.#load(name, options);
   }
 
-  async #load(name: string, options: { config?: ModelConfig } = {}): Promise<void> {
+  async #load(name: string, options: LoadOptions = {}): Promise<void> {
     await this.#serialize(name, async () => {
-      const found = scanRepositories(this.#opts.modelRepositories).get(name);
-      if (!found) throw Errors.invalidArg(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
-      if (found.error) throw Errors.invalidArg(`failed to load '${name}': ${found.error.message}`);
-      const entry: ModelEntry = { name, path: found.path, versions: new Map() };
+      let entry: ModelEntry;
+      if (options.files && Object.keys(options.files).length > 0) {
+        if (!options.config) throw Errors.invalidArg(`failed to load '${name}': a 'config' parameter must be given with 'file:' overrides`);
+        entry = { name, path: writeOverrideFiles(name, options.files), override: true, versions: new Map() };
+      } else {
+        const found = scanRepositories(this.#opts.modelRepositories).get(name);
+        if (!found) throw Errors.invalidArg(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
+        if (found.error) throw Errors.invalidArg(`failed to load '${name}': ${found.error.message}`);
+        entry = { name, path: found.path, versions: new Map() };
+      }
       const versions = await this.#prepare(entry, options.config);
-      if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
+      if (!versions) {
+        if (entry.override) removeOverride(entry.path);
+        throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
+      }
       await this.#loadVersions(entry, versions);
       const failed = [...entry.versions.entries()].filter(([, v]) => v.state !== 'READY');
       if (failed.length === entry.versions.size) {
+        if (entry.override) removeOverride(entry.path);
         throw Errors.invalidArg(`failed to load '${name}': ${failed.map(([v, s]) => `version ${v}: ${s.reason}`).join('; ')}`);
       }
       const old = this.#models.get(name);
@@ -580,6 +604,7 @@ export class InferenceServer {
       slot.state = 'UNAVAILABLE';
       slot.reason = 'unloaded';
     }));
+    if (entry.override) removeOverride(entry.path);
   }
 
   /** Per loaded model version: its statistics and queue depth, for the metrics endpoint. */

@@ -6,8 +6,8 @@
  */
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, TriodeError, decodeRequest, encodeReply,
-  type InferenceServer, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
+  ClusterKeys, TriodeError, decodeRequest, encodeReply, overrideFilesFromJson,
+  type InferenceServer, type LoadOptions, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 
 /** Options of a StreamConsumer. */
@@ -104,10 +104,10 @@ export class StreamConsumer {
       return;
     }
     for (const [model, raw] of Object.entries(desired)) {
-      const want = JSON.parse(raw) as { action: 'load'; config?: ModelConfig };
+      const want = JSON.parse(raw) as { action: 'load'; config?: ModelConfig; files?: Record<string, string> };
       if (this.#server.modelReady(model)) continue;
       try {
-        await this.#server.loadModel(model, want.config ? { config: want.config } : {});
+        await this.#server.loadModel(model, loadOptions(want));
       } catch (err) {
         this.#logger?.warning(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
       }
@@ -116,7 +116,7 @@ export class StreamConsumer {
 
   /** Applies a load/unload command and answers the gateway that sent it. */
   async #control(message: string): Promise<void> {
-    let cmd: { id: string; action: 'load' | 'unload'; model: string; config?: ModelConfig; unloadDependents?: boolean };
+    let cmd: { id: string; action: 'load' | 'unload'; model: string; config?: ModelConfig; files?: Record<string, string>; unloadDependents?: boolean };
     try {
       cmd = JSON.parse(message) as typeof cmd;
     } catch {
@@ -124,7 +124,7 @@ export class StreamConsumer {
     }
     let error: string | undefined;
     try {
-      if (cmd.action === 'load') await this.#server.loadModel(cmd.model, cmd.config ? { config: cmd.config } : {});
+      if (cmd.action === 'load') await this.#server.loadModel(cmd.model, loadOptions(cmd));
       else await this.#server.unloadModel(cmd.model, { unloadDependents: cmd.unloadDependents === true });
       await this.#refreshStreams();
       await this.#beat();
@@ -320,4 +320,12 @@ export class StreamConsumer {
     this.#block.disconnect();
     await this.#cmd.quit().catch(() => undefined);
   }
+}
+
+/** The load options a control command or the desired set carries (files as base64). */
+function loadOptions(cmd: { config?: ModelConfig; files?: Record<string, string> }): LoadOptions {
+  return {
+    ...(cmd.config ? { config: cmd.config } : {}),
+    ...(cmd.files ? { files: overrideFilesFromJson(cmd.files) } : {}),
+  };
 }

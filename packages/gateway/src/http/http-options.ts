@@ -2,6 +2,7 @@
 import type { Backplane, LogSettings } from '@triode/core';
 import type { HttpLifecycle } from './lifecycle.js';
 import type { AsyncJobs } from '../async/async-jobs.js';
+import type { TraceSettings } from '../control/trace-settings.js';
 
 /** Options of `createHttpApp`. */
 export interface HttpOptions {
@@ -13,6 +14,8 @@ export interface HttpOptions {
   asyncJobs?: AsyncJobs;
   /** The process's log settings, for `/v2/logging`; without them it answers 501. */
   logSettings?: LogSettings;
+  /** Trace settings, shared with the gRPC frontend. @default a new store */
+  traceSettings?: TraceSettings;
 }
 
 /** What every route needs. */

@@ -47,7 +47,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', generateRoutes(deps));
   app.route('/', asyncRoutes(deps, options.asyncJobs));
   app.route('/', loggingRoutes(options.logSettings));
-  app.route('/', traceRoutes(backplane));
+  app.route('/', traceRoutes(backplane, options.traceSettings));
   app.route('/', repositoryRoutes(deps));
   app.route('/', modelRoutes(deps));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));

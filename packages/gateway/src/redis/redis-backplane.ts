@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest, sequenceParams,
-  type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger,
+  ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest, overrideFilesToJson, sequenceParams,
+  type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelConfig, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
 } from '@triode/core';
 
@@ -282,7 +282,7 @@ export class RedisBackplane implements Backplane {
     const model = await this.#ready(request.modelName, request.modelVersion);
     const decoupled = (model.config as { model_transaction_policy?: { decoupled?: boolean } } | undefined)?.model_transaction_policy?.decoupled === true;
     if (decoupled && !onResponse) {
-      throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (generate_stream)`);
+      throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
     }
     const stream = await this.#streamFor(request, model);
     const requestKey = `${this.#next++}`;
@@ -348,8 +348,11 @@ export class RedisBackplane implements Backplane {
     }
   }
 
-  async loadModel(name: string, options: { config?: ModelConfig } = {}): Promise<void> {
-    await this.#control('load', name, options.config ? { config: options.config } : {});
+  async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
+    await this.#control('load', name, {
+      ...(options.config ? { config: options.config } : {}),
+      ...(options.files ? { files: overrideFilesToJson(options.files) } : {}),
+    });
   }
 
   async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {

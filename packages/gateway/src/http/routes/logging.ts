@@ -4,6 +4,7 @@
  */
 import { Hono } from 'hono';
 import { Errors, type LogSettings } from '@triode/core';
+import { updateLogSettings } from '../../control/log-settings-update.js';
 
 /** The logging routes; without settings (none given) they answer 501. */
 export function loggingRoutes(settings?: LogSettings): Hono {
@@ -21,33 +22,7 @@ export function loggingRoutes(settings?: LogSettings): Hono {
       throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
     }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw Errors.invalidArg('log settings must be a JSON object');
-    const update = body as Record<string, unknown>;
-    // Check everything before changing anything.
-    for (const [k, v] of Object.entries(update)) {
-      switch (k) {
-        case 'log_info':
-        case 'log_warning':
-        case 'log_error':
-          if (typeof v !== 'boolean') throw Errors.invalidArg(`expect boolean for '${k}'`);
-          break;
-        case 'log_verbose_level':
-          if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw Errors.invalidArg(`expect a non-negative integer for '${k}'`);
-          break;
-        case 'log_format':
-          if (v !== 'default' && v !== 'ISO8601') throw Errors.invalidArg(`invalid log format '${String(v)}': expect 'default' or 'ISO8601'`);
-          break;
-        case 'log_file':
-          if (v !== settings.log_file) throw Errors.unsupported('log_file cannot be changed while the server runs (start it with --log-file)');
-          break;
-        default:
-          throw Errors.invalidArg(`unknown log setting '${k}'`);
-      }
-    }
-    for (const [k, v] of Object.entries(update)) {
-      if (k === 'log_info' || k === 'log_warning' || k === 'log_error') settings[k] = v as boolean;
-      else if (k === 'log_verbose_level') settings.log_verbose_level = v as number;
-      else if (k === 'log_format') settings.log_format = v as 'default' | 'ISO8601';
-    }
+    updateLogSettings(settings, body as Record<string, unknown>);
     return c.json(settings.toJson());
   });
   return app;

@@ -5,7 +5,8 @@
  * docs/protocol/extension_model_repository.md
  */
 import { Hono, type Context } from 'hono';
-import { Errors, modelConfigFromJson, type ModelConfig } from '@triode/core';
+import { Errors } from '@triode/core';
+import { loadOptionsFrom, type LoadParameter } from '../../control/load-parameters.js';
 import type { HttpDeps } from '../http-options.js';
 
 async function body(c: Context): Promise<Record<string, unknown>> {
@@ -40,19 +41,12 @@ export function repositoryRoutes({ backplane }: HttpDeps): Hono {
     app.post(`${prefix}/models/:model/load`, async (c) => {
       const name = c.req.param('model');
       const params = parameters(await body(c));
-      let config: ModelConfig | undefined;
-      for (const k of Object.keys(params)) {
-        if (k.startsWith('file:')) throw Errors.unsupported(`failed to load '${name}': 'file:' overrides are not supported yet`);
-      }
-      if (params['config'] !== undefined) {
-        if (typeof params['config'] !== 'string') throw Errors.invalidArg(`failed to load '${name}': the 'config' parameter must be a string of JSON`);
-        try {
-          config = modelConfigFromJson(JSON.parse(params['config']));
-        } catch (err) {
-          throw Errors.invalidArg(`failed to load '${name}': failed to parse the config override: ${(err as Error).message}`);
+      for (const [k, v] of Object.entries(params)) {
+        if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
+          throw Errors.invalidArg(`failed to load '${name}': parameter '${k}' must be a string, number or boolean`);
         }
       }
-      await backplane.loadModel(name, config ? { config } : {});
+      await backplane.loadModel(name, loadOptionsFrom(name, params as Record<string, LoadParameter>));
       return c.body('', 200);
     });
     app.post(`${prefix}/models/:model/unload`, async (c) => {

@@ -1,0 +1,74 @@
+/**
+ * @module Parameters in the gRPC protocol: `InferParameter` is a oneof (bool_param, int64_param,
+ * string_param, double_param, uint64_param); Triode's ParameterValue is a plain JS value. Used by
+ * the gRPC frontend and by the client, in both directions.
+ * Triton: common/protobuf/grpc_service.proto (InferParameter)
+ */
+import type { ParameterValue } from '../infer-request.js';
+
+/** A 64-bit protobuf integer as protobufjs may give it. */
+export type ProtoLong = number | string | { toString(): string; toNumber(): number; unsigned?: boolean };
+
+/** An InferParameter as protobufjs decodes or encodes it (only one field set). */
+export interface InferParameterMessage {
+  bool_param?: boolean | null;
+  int64_param?: ProtoLong | null;
+  string_param?: string | null;
+  double_param?: number | null;
+  uint64_param?: ProtoLong | null;
+  /** The oneof's virtual field (protobufjs): the name of the field that is set. */
+  parameter_choice?: string;
+}
+
+/** A 64-bit integer as a number when exact, else as a bigint. */
+export function longValue(v: ProtoLong): number | bigint {
+  if (typeof v === 'number') return v;
+  const n = typeof v === 'string' ? Number(v) : v.toNumber();
+  return Number.isSafeInteger(n) ? n : BigInt(v.toString());
+}
+
+/** The value of a decoded InferParameter; undefined when no field is set. */
+export function parameterValue(p: InferParameterMessage): ParameterValue | undefined {
+  switch (p.parameter_choice) {
+    case 'bool_param': return p.bool_param === true;
+    case 'int64_param': return longValue(p.int64_param ?? 0);
+    case 'string_param': return p.string_param ?? '';
+    case 'double_param': return p.double_param ?? 0;
+    case 'uint64_param': return longValue(p.uint64_param ?? 0);
+    default:
+      if (p.bool_param !== undefined && p.bool_param !== null) return p.bool_param;
+      if (p.string_param !== undefined && p.string_param !== null) return p.string_param;
+      if (p.int64_param !== undefined && p.int64_param !== null) return longValue(p.int64_param);
+      if (p.double_param !== undefined && p.double_param !== null) return p.double_param;
+      if (p.uint64_param !== undefined && p.uint64_param !== null) return longValue(p.uint64_param);
+      return undefined;
+  }
+}
+
+const INT64_MAX = (1n << 63n) - 1n;
+
+/** The InferParameter for a value: integers as int64 (uint64 beyond int64), other numbers as double. */
+export function inferParameter(v: ParameterValue): InferParameterMessage {
+  if (typeof v === 'boolean') return { bool_param: v };
+  if (typeof v === 'string') return { string_param: v };
+  if (typeof v === 'bigint') return v > INT64_MAX ? { uint64_param: v.toString() } : { int64_param: v.toString() };
+  return Number.isInteger(v) ? { int64_param: v } : { double_param: v };
+}
+
+/** A parameter map both ways. */
+export function parametersFromMessage(map: Readonly<Record<string, InferParameterMessage>> | null | undefined): Record<string, ParameterValue> {
+  const out: Record<string, ParameterValue> = {};
+  if (!map) return out;
+  for (const [k, p] of Object.entries(map)) {
+    const v = parameterValue(p);
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
+/** Parameters to an InferParameter map. */
+export function parametersToMessage(params: Readonly<Record<string, ParameterValue>> | undefined): Record<string, InferParameterMessage> {
+  const out: Record<string, InferParameterMessage> = {};
+  if (params) for (const [k, v] of Object.entries(params)) out[k] = inferParameter(v);
+  return out;
+}

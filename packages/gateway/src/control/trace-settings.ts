@@ -1,0 +1,60 @@
+/**
+ * @module Trace settings, global and per model, as Triton keeps and reports them (string values;
+ * `trace_level` a list). Emitting traces is not implemented: the settings are stored and
+ * reported so tools that set them keep working. Shared by the HTTP and gRPC frontends.
+ * Triton: docs/protocol/extension_trace.md, server/src/tracer.cc
+ */
+import { Errors } from '@triode/core';
+
+/** Trace settings as reported: every value a string except `trace_level`. */
+export type TraceSettingValues = Record<string, string | string[]>;
+
+/** A settings update: `null` resets a field (per model: to the global value). */
+export type TraceSettingUpdate = Record<string, string | string[] | null>;
+
+const DEFAULTS: TraceSettingValues = { trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0' };
+const LEVELS = ['OFF', 'TIMESTAMPS', 'TENSORS'];
+
+/** Checks an update; throws INVALID_ARG naming the first bad field. */
+function check(update: Readonly<Record<string, unknown>>): asserts update is TraceSettingUpdate {
+  for (const [k, v] of Object.entries(update)) {
+    if (!(k in DEFAULTS)) throw Errors.invalidArg(`unknown trace setting '${k}'`);
+    if (v === null) continue;
+    if (k === 'trace_level') {
+      if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && LEVELS.includes(x))) {
+        throw Errors.invalidArg(`'trace_level' must be a list of ${LEVELS.join(', ')}`);
+      }
+    } else if (k === 'trace_file') {
+      if (typeof v !== 'string') throw Errors.invalidArg(`'trace_file' must be a string`);
+    } else if (typeof v !== 'string' || !/^-?\d+$/.test(v)) {
+      throw Errors.invalidArg(`'${k}' must be an integer given as a string`);
+    }
+  }
+}
+
+/** The global trace settings and each model's own. */
+export class TraceSettings {
+  readonly #global: TraceSettingValues = { ...DEFAULTS };
+  readonly #perModel = new Map<string, TraceSettingValues>();
+
+  /** The settings in effect (for a model: the global ones with its own on top). */
+  get(model?: string): TraceSettingValues {
+    return model ? { ...this.#global, ...this.#perModel.get(model) } : { ...this.#global };
+  }
+
+  /** Applies an update (checked first, all or nothing) and returns the settings in effect. */
+  update(update: Readonly<Record<string, unknown>>, model?: string): TraceSettingValues {
+    check(update);
+    if (!model) {
+      for (const [k, v] of Object.entries(update)) this.#global[k] = v ?? DEFAULTS[k]!;
+      return this.get();
+    }
+    const own = this.#perModel.get(model) ?? {};
+    for (const [k, v] of Object.entries(update)) {
+      if (v === null) delete own[k];
+      else own[k] = v;
+    }
+    this.#perModel.set(model, own);
+    return this.get(model);
+  }
+}

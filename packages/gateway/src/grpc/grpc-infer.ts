@@ -1,0 +1,169 @@
+/**
+ * @module ModelInferRequest -> InferenceRequest and InferenceResponse -> ModelInferResponse, with
+ * Triton's rules: raw_input_contents (one per input, in order, never mixed with typed contents)
+ * or typed `contents`; responses always in raw_output_contents.
+ * Triton: server/src/grpc/infer_handler.cc (InferGRPCToInput, InferResponseCompleteCommon)
+ */
+import {
+  Errors, countBytesElements, dataBytes, dataTypeByteSize, elementCount, isDataType, longValue, parameterValue,
+  parametersToMessage, parseModelVersion, serializeBytesTensor, viewBytesAs,
+  type DataType, type InferParameterMessage, type InferenceRequest, type InferenceResponse, type ParameterValue,
+  type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
+} from '@triode/core';
+import { toNumber } from './grpc-proto.js';
+
+/** InferTensorContents as decoded. */
+interface ContentsMessage {
+  bool_contents?: boolean[];
+  int_contents?: number[];
+  int64_contents?: ProtoLong[];
+  uint_contents?: number[];
+  uint64_contents?: ProtoLong[];
+  fp32_contents?: number[];
+  fp64_contents?: number[];
+  bytes_contents?: Uint8Array[];
+}
+
+/** ModelInferRequest as protobufjs decodes it (field names as in the proto). */
+export interface ModelInferRequestMessage {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, InferParameterMessage>;
+  inputs: { name: string; datatype: string; shape: ProtoLong[]; parameters: Record<string, InferParameterMessage>; contents?: ContentsMessage | null }[];
+  outputs: { name: string; parameters: Record<string, InferParameterMessage> }[];
+  raw_input_contents: Uint8Array[];
+}
+
+/** ModelInferResponse as given to the encoder. */
+export interface ModelInferResponseMessage {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, InferParameterMessage>;
+  outputs: { name: string; datatype: string; shape: number[]; parameters?: Record<string, InferParameterMessage> }[];
+  raw_output_contents: Uint8Array[];
+}
+
+/** Which typed field carries each datatype (FP16/BF16 have none: raw only). */
+const CONTENT_FIELD: Partial<Record<DataType, keyof ContentsMessage>> = {
+  BOOL: 'bool_contents', INT8: 'int_contents', INT16: 'int_contents', INT32: 'int_contents', INT64: 'int64_contents',
+  UINT8: 'uint_contents', UINT16: 'uint_contents', UINT32: 'uint_contents', UINT64: 'uint64_contents',
+  FP32: 'fp32_contents', FP64: 'fp64_contents', BYTES: 'bytes_contents',
+};
+
+function hasContents(c: ContentsMessage | null | undefined): boolean {
+  if (!c) return false;
+  return Object.values(CONTENT_FIELD).some((f) => ((c[f] as unknown[] | undefined)?.length ?? 0) > 0);
+}
+
+function typedContents(c: ContentsMessage, dt: DataType, count: number, input: string, model: string): TensorData {
+  const field = CONTENT_FIELD[dt];
+  if (!field) throw Errors.invalidArg(`unable to find data for input tensor '${input}' for model '${model}' in request: ${dt} data must be sent in raw_input_contents`);
+  const values = (c[field] ?? []) as unknown[];
+  if (values.length !== count) {
+    throw Errors.invalidArg(`unexpected number of elements for input '${input}' for model '${model}': expected ${count} in '${field}', got ${values.length}`);
+  }
+  switch (dt) {
+    case 'BOOL': return Uint8Array.from(values as boolean[], (b) => (b ? 1 : 0));
+    case 'INT8': return Int8Array.from(values as number[]);
+    case 'INT16': return Int16Array.from(values as number[]);
+    case 'INT32': return Int32Array.from(values as number[]);
+    case 'UINT8': return Uint8Array.from(values as number[]);
+    case 'UINT16': return Uint16Array.from(values as number[]);
+    case 'UINT32': return Uint32Array.from(values as number[]);
+    case 'INT64': return BigInt64Array.from(values as ProtoLong[], (v) => BigInt.asIntN(64, BigInt(v.toString())));
+    case 'UINT64': return BigUint64Array.from(values as ProtoLong[], (v) => BigInt.asUintN(64, BigInt(v.toString())));
+    case 'FP32': return Float32Array.from(values as number[]);
+    case 'FP64': return Float64Array.from(values as number[]);
+    default: return serializeBytesTensor(values as Uint8Array[]);
+  }
+}
+
+/** Request parameters; `triton_` keys are reserved (the empty-final-response flag excepted). */
+function requestParameters(map: Record<string, InferParameterMessage>): { params: Record<string, ParameterValue>; emptyFinal: boolean } {
+  const params: Record<string, ParameterValue> = {};
+  let emptyFinal = false;
+  for (const [k, p] of Object.entries(map)) {
+    const v = parameterValue(p);
+    if (v === undefined) continue;
+    if (k === 'triton_enable_empty_final_response') {
+      emptyFinal = v === true;
+      continue;
+    }
+    if (k.startsWith('triton_')) {
+      throw Errors.invalidArg(`parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.`);
+    }
+    params[k] = v;
+  }
+  return { params, emptyFinal };
+}
+
+/** A decoded ModelInferRequest as an InferenceRequest (plus the stream's empty-final flag). */
+export function inferRequestFromMessage(m: ModelInferRequestMessage): { request: InferenceRequest; emptyFinal: boolean } {
+  const model = m.model_name;
+  const version = parseModelVersion(m.model_version);
+  const raw = m.raw_input_contents;
+  if (raw.length > 0 && raw.length !== m.inputs.length) {
+    throw Errors.invalidArg(`expected ${m.inputs.length} raw_input_contents (one per input, in the order of 'inputs') for model '${model}', got ${raw.length}`);
+  }
+  const inputs: Tensor[] = m.inputs.map((inp, i) => {
+    const { name, datatype } = inp;
+    if (!isDataType(datatype)) {
+      throw Errors.invalidArg(`invalid datatype '${datatype}' for input '${name}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
+    }
+    const shape = inp.shape.map((d) => {
+      const n = toNumber(d);
+      if (!Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`input '${name}' must have a 'shape' of non-negative integers`);
+      return n;
+    });
+    const count = elementCount(shape);
+    if (raw.length > 0) {
+      if (hasContents(inp.contents)) {
+        throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${name}' for model '${model}'`);
+      }
+      const bytes = raw[i]!;
+      if (datatype === 'BYTES') {
+        if (countBytesElements(bytes) !== count) {
+          throw Errors.invalidArg(`unexpected number of string elements ${countBytesElements(bytes)} for inference input '${name}' for model '${model}', expecting ${count}`);
+        }
+      } else if (bytes.byteLength !== count * dataTypeByteSize(datatype)) {
+        throw Errors.invalidArg(`input byte size mismatch for input '${name}' for model '${model}'. Expected ${count * dataTypeByteSize(datatype)}, got ${bytes.byteLength}`);
+      }
+      return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
+    }
+    if (!hasContents(inp.contents) && count > 0) {
+      throw Errors.invalidArg(`unable to find data for input tensor '${name}' for model '${model}' in request.`);
+    }
+    return { name, datatype, shape, data: typedContents(inp.contents ?? {}, datatype, count, name, model) };
+  });
+  const outputs: RequestedOutput[] = m.outputs.map((o) => {
+    const ro: RequestedOutput = { name: o.name };
+    const cls = o.parameters['classification'];
+    if (cls) {
+      const n = parameterValue(cls);
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`'classification' of output '${o.name}' must be a non-negative integer`);
+      if (n > 0) ro.classCount = n;
+    }
+    return ro;
+  });
+  const { params, emptyFinal } = requestParameters(m.parameters);
+  const request: InferenceRequest = { modelName: model, inputs, parameters: params };
+  if (version !== undefined) request.modelVersion = version;
+  if (m.id) request.id = m.id;
+  if (outputs.length) request.outputs = outputs;
+  return { request, emptyFinal };
+}
+
+/** An InferenceResponse as a ModelInferResponse: every output's bytes in raw_output_contents. */
+export function inferResponseToMessage(r: InferenceResponse, extra?: Record<string, ParameterValue>): ModelInferResponseMessage {
+  return {
+    model_name: r.modelName,
+    model_version: r.modelVersion,
+    id: r.id ?? '',
+    parameters: parametersToMessage(extra ? { ...r.parameters, ...extra } : r.parameters),
+    outputs: r.outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape })),
+    raw_output_contents: r.outputs.map((t) => dataBytes(t.data)),
+  };
+}
+

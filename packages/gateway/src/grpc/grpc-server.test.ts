@@ -1,0 +1,297 @@
+/**
+ * The gRPC frontend through @grpc/grpc-js as a plain client (stubs from Triode's .proto files):
+ * every RPC, Triton's error texts and status codes, stream ordering, decoupled streams,
+ * cancellation, restricted protocols, compression and channel options.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ServiceError } from '@grpc/grpc-js';
+import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
+import { InferenceServer, LocalBackplane, LogSettings, serializeBytesTensor } from '@triode/core';
+import { makeRepository } from '../../../../test/helpers/repository.js';
+import { parseRestrictions } from '../control/restricted.js';
+import { serviceDefinition, messageType } from './grpc-proto.js';
+import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
+
+type Plain = Record<string, unknown>;
+type Unary = (req: object, md: Metadata, opts: object, cb: (err: ServiceError | null, res: Plain) => void) => void;
+
+let server: InferenceServer;
+let grpc: GrpcServerHandle;
+let restricted: GrpcServerHandle;
+let client: Client & Record<string, Unary>;
+const Service = makeGenericClientConstructor(serviceDefinition('inference.GRPCInferenceService'), 'GRPCInferenceService');
+const Health = makeGenericClientConstructor(serviceDefinition('grpc.health.v1.Health'), 'Health');
+
+const plain = (type: string, m: object): Plain => messageType(type).toObject(m as never, { longs: Number, enums: String, defaults: true }) as Plain;
+
+/** Calls a unary RPC; resolves with the response as a plain object (defaults filled in). */
+function call(rpc: string, req: object = {}, md = new Metadata(), c: Client & Record<string, Unary> = client): Promise<Plain> {
+  const responseType = `${rpc === 'Check' ? 'grpc.health.v1.HealthCheck' : rpc === 'ModelInfer' ? 'ModelInfer' : rpc}Response`;
+  return new Promise((resolve, reject) => {
+    c[rpc]!(req, md, {}, (err, res) => (err ? reject(err) : resolve(plain(responseType.replace(/^Model(Infer)Response$/, 'ModelInferResponse'), res))));
+  });
+}
+
+const IN0 = Int32Array.from({ length: 16 }, (_, i) => i);
+const IN1 = new Int32Array(16).fill(1);
+const raw = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+const int32s = (b: Uint8Array) => Array.from(new Int32Array(new Uint8Array(b).buffer));
+const simpleRequest = (extra: Plain = {}) => ({
+  model_name: 'simple',
+  inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+  raw_input_contents: [raw(IN0), raw(IN1)],
+  ...extra,
+});
+
+beforeAll(async () => {
+  const repo = makeRepository(['simple', 'simple_int8', 'simple_string', 'simple_sequence', 'repeat_int32'], {
+    'slow/config.pbtxt': 'name: "slow"\nbackend: "javascript"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\ninstance_group [ { count: 1, kind: KIND_CPU } ]\nparameters { key: "delay_ms" value: { string_value: "400" } }\n',
+    'slow/1/model.mjs': readFileSync(new URL('../../../../model_repository/sleepy/1/model.mjs', import.meta.url), 'utf8'),
+  });
+  server = await InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()] });
+  const logSettings = new LogSettings();
+  grpc = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', logSettings });
+  restricted = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', restrictions: parseRestrictions(['inference,model-repository:api-key=s3cret']) });
+  client = new Service(`127.0.0.1:${grpc.port}`, credentials.createInsecure(), {
+    'grpc.max_receive_message_length': 1 << 20,
+    'grpc.max_send_message_length': 1 << 20,
+    'grpc.keepalive_time_ms': 10000,
+    'grpc.keepalive_timeout_ms': 5000,
+    'grpc.default_compression_algorithm': 2,
+  }) as unknown as Client & Record<string, Unary>;
+}, 60000);
+
+afterAll(async () => {
+  client?.close();
+  await grpc?.close(1000);
+  await restricted?.close(1000);
+  await server?.stop(1000);
+});
+
+describe('health, metadata, config', () => {
+  it('ServerLive, ServerReady, grpc.health.v1 Check, ServerMetadata', async () => {
+    expect(await call('ServerLive')).toEqual({ live: true });
+    expect(await call('ServerReady')).toEqual({ ready: true });
+    const meta = await call('ServerMetadata');
+    expect(meta['name']).toBe('triton');
+    expect(meta['extensions']).toEqual(expect.arrayContaining(['classification', 'statistics']));
+    const health = new Health(`127.0.0.1:${grpc.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    expect(await call('Check', { service: '' }, new Metadata(), health)).toEqual({ status: 'SERVING' });
+    await expect(call('Check', { service: 'nope' }, new Metadata(), health)).rejects.toMatchObject({ code: status.NOT_FOUND });
+    health.close();
+  });
+
+  it('ModelReady, ModelMetadata, ModelConfig; unknown models and bad versions get Triton errors', async () => {
+    expect(await call('ModelReady', { name: 'simple' })).toEqual({ ready: true });
+    expect(await call('ModelReady', { name: 'nope' })).toEqual({ ready: false });
+    const meta = await call('ModelMetadata', { name: 'simple' });
+    expect(meta).toMatchObject({ name: 'simple', versions: ['1'], platform: 'onnxruntime_onnx' });
+    expect(meta['inputs']).toEqual([{ name: 'INPUT0', datatype: 'INT32', shape: [-1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [-1, 16] }]);
+    await expect(call('ModelMetadata', { name: 'nope' })).rejects.toMatchObject({ code: status.NOT_FOUND, details: "Request for unknown model: 'nope' is not found" });
+    const cfg = (await call('ModelConfig', { name: 'simple' }))['config'] as Plain;
+    expect(cfg).toMatchObject({ name: 'simple', platform: 'onnxruntime_onnx', backend: 'onnxruntime', max_batch_size: 8 });
+    expect((cfg['input'] as Plain[])[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] });
+    await expect(call('ModelConfig', { name: 'simple_int8', version: 'wrong_specification' })).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT, details: "failed to get model version from specified version string 'wrong_specification'",
+    });
+  });
+});
+
+describe('ModelInfer', () => {
+  it('raw_input_contents in, raw_output_contents out (with the request id)', async () => {
+    const r = await call('ModelInfer', simpleRequest({ id: 'r1' }));
+    expect(r).toMatchObject({ model_name: 'simple', model_version: '1', id: 'r1' });
+    expect((r['outputs'] as Plain[]).map((o) => [o['name'], o['datatype'], o['shape']])).toEqual([['OUTPUT0', 'INT32', [1, 16]], ['OUTPUT1', 'INT32', [1, 16]]]);
+    const [sum, diff] = r['raw_output_contents'] as Uint8Array[];
+    expect(int32s(sum!)).toEqual(Array.from(IN0, (x) => x + 1));
+    expect(int32s(diff!)).toEqual(Array.from(IN0, (x) => x - 1));
+  });
+
+  it('typed int_contents for INT32 and INT8, bytes_contents for BYTES; outputs still raw', async () => {
+    const typed = await call('ModelInfer', {
+      model_name: 'simple',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], contents: { int_contents: Array.from(IN0) } },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], contents: { int_contents: Array.from(IN1) } },
+      ],
+    });
+    expect(int32s((typed['raw_output_contents'] as Uint8Array[])[0]!)).toEqual(Array.from(IN0, (x) => x + 1));
+    const i8 = await call('ModelInfer', {
+      model_name: 'simple_int8',
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT8', shape: [1, 16], contents: { int_contents: Array.from(IN0) } },
+        { name: 'INPUT1', datatype: 'INT8', shape: [1, 16], contents: { int_contents: Array.from(IN1) } },
+      ],
+    });
+    expect(Array.from(new Int8Array(new Uint8Array((i8['raw_output_contents'] as Uint8Array[])[0]!).buffer))).toEqual(Array.from(IN0, (x) => x + 1));
+    const strings = await call('ModelInfer', {
+      model_name: 'simple_string',
+      inputs: [
+        { name: 'INPUT0', datatype: 'BYTES', shape: [1, 16], contents: { bytes_contents: Array.from(IN0, (x) => Buffer.from(String(x))) } },
+        { name: 'INPUT1', datatype: 'BYTES', shape: [1, 16], contents: { bytes_contents: Array.from(IN1, (x) => Buffer.from(String(x))) } },
+      ],
+    });
+    const out0 = Buffer.from((strings['raw_output_contents'] as Uint8Array[])[0]!);
+    expect(out0.equals(Buffer.from(serializeBytesTensor(Array.from(IN0, (x) => String(x + 1)))))).toBe(true);
+  });
+
+  it('mixing raw and typed contents, missing data and unknown models fail with Triton texts', async () => {
+    const mixed = simpleRequest();
+    (mixed.inputs[0] as Plain)['contents'] = { int_contents: Array.from(IN0) };
+    await expect(call('ModelInfer', mixed)).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT, details: "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'simple'",
+    });
+    await expect(call('ModelInfer', { model_name: 'simple', inputs: simpleRequest().inputs })).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT, details: "unable to find data for input tensor 'INPUT0' for model 'simple' in request.",
+    });
+    await expect(call('ModelInfer', simpleRequest({ model_name: 'nope' }))).rejects.toMatchObject({ code: status.NOT_FOUND });
+    await expect(call('ModelInfer', simpleRequest({ model_version: 'x1' }))).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT, details: "failed to get model version from specified version string 'x1'",
+    });
+  });
+
+  it('ModelInfer on a decoupled model is UNIMPLEMENTED', async () => {
+    await expect(call('ModelInfer', { model_name: 'repeat_int32', inputs: [] })).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
+  });
+
+  it('a cancelled call leaves the queue without running; the running one finishes', async () => {
+    const before = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
+    const req = (v: number) => ({ model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(v))] });
+    const first = call('ModelInfer', req(1));
+    await new Promise((r) => setTimeout(r, 50));
+    const second = client.makeUnaryRequest(`/inference.GRPCInferenceService/ModelInfer`, (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()), (b: Buffer) => b, req(2), (err) => {
+      expect(err?.code).toBe(status.CANCELLED);
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    second.cancel();
+    expect(int32s(((await first)['raw_output_contents'] as Uint8Array[])[0]!)).toEqual([1]);
+    await new Promise((r) => setTimeout(r, 600));
+    const after = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
+    expect(Number(after['execution_count']) - Number(before['execution_count'])).toBe(1);
+    const fail = (s: Plain) => Number(((s['inference_stats'] as Plain)['fail'] as Plain)['count']);
+    expect(fail(after) - fail(before)).toBe(1);
+  });
+});
+
+describe('ModelStreamInfer', () => {
+  function stream(md = new Metadata()) {
+    const s = client.makeBidiStreamRequest('/inference.GRPCInferenceService/ModelStreamInfer',
+      (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()),
+      (b: Buffer) => plain('ModelStreamInferResponse', messageType('ModelStreamInferResponse').decode(b)), md);
+    const got: Plain[] = [];
+    const done = new Promise<Plain[]>((resolve, reject) => {
+      s.on('data', (m: Plain) => got.push(m));
+      s.on('end', () => resolve(got));
+      s.on('error', reject);
+    });
+    return { s, got, done };
+  }
+  const seqReq = (id: string, seq: number, value: number, start = false, end = false) => ({
+    model_name: 'simple_sequence', id,
+    parameters: { sequence_id: { int64_param: seq }, sequence_start: { bool_param: start }, sequence_end: { bool_param: end } },
+    inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(value))],
+  });
+
+  it('two interleaved sequences: responses in request order, each with its request id; errors in-band', async () => {
+    const { s, done } = stream();
+    const values = [11, 7, 5, 3, 2, 0, 1];
+    s.write(seqReq('1000_0', 1000, 0, true));
+    s.write(seqReq('1001_0', 1001, 100, true));
+    s.write({ model_name: 'nope', id: 'bad', inputs: [] });
+    values.forEach((v, i) => {
+      const last = i === values.length - 1;
+      s.write(seqReq(`1000_${i + 1}`, 1000, v, false, last));
+      s.write(seqReq(`1001_${i + 1}`, 1001, -v, false, last));
+    });
+    s.end();
+    const got = await done;
+    expect(got.map((g) => (g['infer_response'] as Plain)['id'])).toEqual(['1000_0', '1001_0', 'bad', ...values.flatMap((_, i) => [`1000_${i + 1}`, `1001_${i + 1}`])]);
+    expect(got[2]!['error_message']).toBe("Request for unknown model: 'nope' is not found");
+    const outs = (seq: string) => got.filter((g) => String((g['infer_response'] as Plain)['id']).startsWith(seq)).map((g) => int32s(((g['infer_response'] as Plain)['raw_output_contents'] as Uint8Array[])[0]!)[0]);
+    expect(outs('1000_')).toEqual([1, 11, 7, 5, 3, 2, 0, 1]);
+    expect(outs('1001_')).toEqual([101, -11, -7, -5, -3, -2, 0, -1]);
+  });
+
+  it('a decoupled model streams 0..N responses marked triton_final_response; an empty final on request', async () => {
+    const { s, done } = stream();
+    const rq = (id: string, n: number, emptyFinal: boolean) => ({
+      model_name: 'repeat_int32', id,
+      ...(emptyFinal ? { parameters: { triton_enable_empty_final_response: { bool_param: true } } } : {}),
+      inputs: [{ name: 'IN', datatype: 'INT32', shape: [n] }, { name: 'DELAY', datatype: 'UINT32', shape: [n] }, { name: 'WAIT', datatype: 'UINT32', shape: [1] }],
+      raw_input_contents: [raw(Int32Array.from({ length: n }, (_, i) => 100 + i)), raw(new Uint32Array(n).fill(5)), raw(Uint32Array.of(10))],
+    });
+    s.write(rq('a', 3, false));
+    s.end();
+    const got = await done;
+    const a = got.map((g) => g['infer_response'] as Plain);
+    expect(a.map((r) => int32s((r['raw_output_contents'] as Uint8Array[])[0]!)[0])).toEqual([100, 101, 102]);
+    expect(a.every((r) => r['id'] === 'a')).toBe(true);
+    const finals = a.map((r) => ((r['parameters'] as Record<string, Plain>)['triton_final_response'] ?? {})['bool_param']);
+    expect(finals.slice(0, 2)).toEqual([false, false]);
+    const s2 = stream();
+    s2.s.write(rq('e', 0, true));
+    s2.s.end();
+    const empty = (await s2.done).map((g) => g['infer_response'] as Plain);
+    expect(empty).toHaveLength(1);
+    expect(((empty[0]!['parameters'] as Record<string, Plain>)['triton_final_response'] ?? {})['bool_param']).toBe(true);
+  });
+
+  it('with the triton_grpc_error header, an error ends the stream with its status', async () => {
+    const md = new Metadata();
+    md.set('triton_grpc_error', 'true');
+    const { s, done } = stream(md);
+    s.write({ model_name: 'nope', inputs: [] });
+    await expect(done).rejects.toMatchObject({ code: status.NOT_FOUND });
+  });
+});
+
+describe('statistics, repository, logging, trace, shared memory', () => {
+  it('ModelStatistics counts the requests above; RepositoryIndex lists every model with its state', async () => {
+    const stats = ((await call('ModelStatistics', { name: 'simple' }))['model_stats'] as Plain[])[0]!;
+    expect(stats['name']).toBe('simple');
+    expect(Number(((stats['inference_stats'] as Plain)['success'] as Plain)['count'])).toBeGreaterThanOrEqual(2);
+    expect(((await call('ModelStatistics'))['model_stats'] as Plain[]).length).toBeGreaterThanOrEqual(5);
+    const index = (await call('RepositoryIndex', { ready: true }))['models'] as Plain[];
+    expect(index.map((m) => m['name'])).toContain('simple');
+    expect(index.find((m) => m['name'] === 'simple')).toMatchObject({ version: '1', state: 'READY' });
+  });
+
+  it('load and unload answer as Triton in model control mode NONE', async () => {
+    await expect(call('RepositoryModelLoad', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('explicit model load / unload is not allowed') });
+    await expect(call('RepositoryModelUnload', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
+  });
+
+  it('LogSettings reads and changes the settings; TraceSetting stores global and per-model values', async () => {
+    const logs = (await call('LogSettings'))['settings'] as Record<string, Plain>;
+    expect(logs['log_info']).toMatchObject({ bool_param: true });
+    const changed = (await call('LogSettings', { settings: { log_verbose_level: { uint32_param: 2 } } }))['settings'] as Record<string, Plain>;
+    expect(changed['log_verbose_level']).toMatchObject({ uint32_param: 2 });
+    await expect(call('LogSettings', { settings: { nope: { bool_param: true } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+    const t = (await call('TraceSetting', { settings: { trace_rate: { value: ['5'] } } }))['settings'] as Record<string, Plain>;
+    expect(t['trace_rate']).toEqual({ value: ['5'] });
+    const m = (await call('TraceSetting', { model_name: 'simple', settings: { trace_level: { value: ['TIMESTAMPS'] } } }))['settings'] as Record<string, Plain>;
+    expect(m).toMatchObject({ trace_level: { value: ['TIMESTAMPS'] }, trace_rate: { value: ['5'] } });
+    expect(((await call('TraceSetting'))['settings'] as Record<string, Plain>)['trace_level']).toEqual({ value: ['OFF'] });
+  });
+
+  it('shared-memory RPCs answer UNIMPLEMENTED with a clear message', async () => {
+    for (const rpc of ['SystemSharedMemoryStatus', 'SystemSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
+      await expect(call(rpc)).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('shared memory is not supported') });
+    }
+  });
+});
+
+describe('restricted protocols', () => {
+  it('restricted groups need the triton-grpc-protocol-<key> header; others stay open', async () => {
+    const c = new Service(`127.0.0.1:${restricted.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    expect(await call('ServerLive', {}, new Metadata(), c)).toEqual({ live: true });
+    await expect(call('ModelInfer', simpleRequest(), new Metadata(), c)).rejects.toMatchObject({
+      code: status.UNAVAILABLE, details: "This protocol is restricted, expecting header 'triton-grpc-protocol-api-key'",
+    });
+    const md = new Metadata();
+    md.set('triton-grpc-protocol-api-key', 's3cret');
+    expect((await call('ModelInfer', simpleRequest(), md, c))['model_name']).toBe('simple');
+    c.close();
+  });
+});

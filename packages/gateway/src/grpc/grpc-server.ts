@@ -1,0 +1,406 @@
+/**
+ * @module The gRPC frontend: Triton's `inference.GRPCInferenceService` (every RPC) and
+ * `grpc.health.v1.Health/Check`, over a Backplane, on @grpc/grpc-js.
+ * Triton: server/src/grpc/grpc_server.cc, infer_handler.cc, stream_infer_handler.cc
+ */
+import {
+  Server, ServerCredentials, status,
+  type Metadata, type ServerDuplexStream, type ServerUnaryCall, type ServiceError, type UntypedServiceImplementation,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
+import {
+  Errors, TriodeError, parseModelVersion, silentLogger,
+  type Backplane, type InferenceResponse, type LogSettings, type Logger,
+} from '@triode/core';
+import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
+import { updateLogSettings } from '../control/log-settings-update.js';
+import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
+import { TraceSettings } from '../control/trace-settings.js';
+import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
+import { messageType, serviceDefinition, toPlain } from './grpc-proto.js';
+import { grpcError } from './grpc-status.js';
+
+/** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
+export interface GrpcKeepalive {
+  /** `--grpc-keepalive-time` (ms). @default 7200000 */
+  timeMs?: number;
+  /** `--grpc-keepalive-timeout` (ms). @default 20000 */
+  timeoutMs?: number;
+  /** `--grpc-keepalive-permit-without-calls`. @default false */
+  permitWithoutCalls?: boolean;
+  /** `--grpc-http2-max-pings-without-data`. @default 2 */
+  maxPingsWithoutData?: number;
+  /** `--grpc-http2-min-recv-ping-interval-without-data` (ms). @default 300000 */
+  minRecvPingIntervalWithoutDataMs?: number;
+  /** `--grpc-http2-max-ping-strikes`. @default 2 */
+  maxPingStrikes?: number;
+}
+
+/** TLS settings (`--grpc-use-ssl`, `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`, `--grpc-use-ssl-mutual`). */
+export interface GrpcTls {
+  cert: Buffer;
+  key: Buffer;
+  rootCert?: Buffer;
+  /** Require and check client certificates (against `rootCert`). */
+  mutual?: boolean;
+}
+
+/** Options of the gRPC frontend. */
+export interface GrpcServerOptions {
+  /** `host:port` to listen on (`--grpc-address`, `--grpc-port`); port 0 picks a free one. @default "0.0.0.0:8001" */
+  address?: string;
+  tls?: GrpcTls;
+  keepalive?: GrpcKeepalive;
+  /** Largest message received or sent. @default 2147483647 (Triton's INT32_MAX) */
+  maxMessageBytes?: number;
+  /** `--grpc-restricted-protocol`: groups that need a metadata key/value. */
+  restrictions?: Restrictions;
+  /** The process's log settings, for LogSettings; without them it answers UNIMPLEMENTED. */
+  logSettings?: LogSettings;
+  /** Trace settings, shared with the HTTP frontend. */
+  traceSettings?: TraceSettings;
+  logger?: Logger;
+}
+
+/** A running gRPC server. */
+export interface GrpcServerHandle {
+  /** The port bound (useful with port 0). */
+  readonly port: number;
+  /** Stops accepting calls; waits up to `graceMs` for running calls, then cancels the rest. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** The RPCs of each restricted group. */
+const GROUP_OF: Record<string, RestrictedGroup> = {
+  ServerLive: 'health', ServerReady: 'health', ModelReady: 'health', Check: 'health',
+  ServerMetadata: 'metadata', ModelMetadata: 'metadata',
+  ModelInfer: 'inference', ModelStreamInfer: 'inference',
+  ModelConfig: 'model-config', ModelStatistics: 'statistics',
+  RepositoryIndex: 'model-repository', RepositoryModelLoad: 'model-repository', RepositoryModelUnload: 'model-repository',
+  SystemSharedMemoryStatus: 'shared-memory', SystemSharedMemoryRegister: 'shared-memory', SystemSharedMemoryUnregister: 'shared-memory',
+  CudaSharedMemoryStatus: 'shared-memory', CudaSharedMemoryRegister: 'shared-memory', CudaSharedMemoryUnregister: 'shared-memory',
+  TraceSetting: 'trace', LogSettings: 'logging',
+};
+
+type Plain = Record<string, unknown>;
+type UnaryHandler = (request: Plain & object, call: ServerUnaryCall<object, object>) => Promise<object>;
+
+const HEALTH_SERVING = 1;
+const HEALTH_NOT_SERVING = 2;
+
+/** The value of a repository/log parameter oneof, as a plain value. */
+function oneofValue(p: Plain | undefined): LoadParameter | undefined {
+  if (!p) return undefined;
+  for (const k of ['bool_param', 'int64_param', 'uint32_param', 'string_param', 'bytes_param']) {
+    if (p[k] !== undefined) return p[k] as LoadParameter;
+  }
+  return undefined;
+}
+
+/** A log setting value as LogSettingsResponse.SettingValue. */
+function logValue(v: unknown): Plain {
+  if (typeof v === 'boolean') return { bool_param: v };
+  if (typeof v === 'number') return { uint32_param: v };
+  return { string_param: String(v) };
+}
+
+/** The RPC implementations over a backplane. */
+function inferenceService(backplane: Backplane, options: GrpcServerOptions, guard: (rpc: string, md: Metadata) => void): UntypedServiceImplementation {
+  const traces = options.traceSettings ?? new TraceSettings();
+  const logger = options.logger ?? silentLogger;
+  const plainOf = (name: string) => {
+    const t = messageType(name);
+    return (m: object): Plain => toPlain(t, m as Parameters<typeof toPlain>[1]);
+  };
+
+  const unary = (rpc: string, requestType: string | undefined, f: UnaryHandler) => {
+    const plain = requestType ? plainOf(requestType) : undefined;
+    return (call: ServerUnaryCall<object, object>, callback: sendUnaryData<object>): void => {
+      try {
+        guard(rpc, call.metadata);
+      } catch (err) {
+        callback(grpcError(err) as ServiceError);
+        return;
+      }
+      const req = plain ? plain(call.request) : (call.request as Plain);
+      f(req, call).then((r) => callback(null, r), (err: unknown) => callback(grpcError(err) as ServiceError));
+    };
+  };
+  const versionOf = (req: Plain) => parseModelVersion(String(req['version'] ?? ''));
+  const shmUnsupported = async (): Promise<object> => {
+    throw Errors.unsupported('shared memory is not supported by Triode: send tensors in the request (raw_input_contents)');
+  };
+  const configType = messageType('ModelConfig');
+
+  return {
+    ServerLive: unary('ServerLive', undefined, async () => ({ live: await backplane.isLive() })),
+    ServerReady: unary('ServerReady', undefined, async () => ({ ready: await backplane.isReady() })),
+    ModelReady: unary('ModelReady', 'ModelReadyRequest', async (req) => ({ ready: await backplane.modelReady(String(req['name'] ?? ''), versionOf(req)) })),
+    ServerMetadata: unary('ServerMetadata', undefined, async () => backplane.serverMetadata()),
+    ModelMetadata: unary('ModelMetadata', 'ModelMetadataRequest', async (req) => {
+      const m = await backplane.modelMetadata(String(req['name'] ?? ''), versionOf(req));
+      return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs };
+    }),
+    ModelConfig: unary('ModelConfig', 'ModelConfigRequest', async (req) => {
+      const json = await backplane.modelConfig(String(req['name'] ?? ''), versionOf(req));
+      return { config: configType.fromObject(json) };
+    }),
+    ModelStatistics: unary('ModelStatistics', 'ModelStatisticsRequest', async (req) => {
+      const name = String(req['name'] ?? '');
+      return { model_stats: await backplane.modelStatistics(name || undefined, name ? versionOf(req) : undefined) };
+    }),
+    RepositoryIndex: unary('RepositoryIndex', 'RepositoryIndexRequest', async (req) => ({
+      models: (await backplane.repositoryIndex(req['ready'] === true)).map((e) => ({ name: e.name, version: e.version ?? '', state: e.state ?? '', reason: e.reason ?? '' })),
+    })),
+    RepositoryModelLoad: unary('RepositoryModelLoad', 'RepositoryModelLoadRequest', async (req) => {
+      const name = String(req['model_name'] ?? '');
+      const params: Record<string, LoadParameter> = {};
+      for (const [k, v] of Object.entries((req['parameters'] ?? {}) as Record<string, Plain>)) {
+        const value = oneofValue(v);
+        if (value !== undefined) params[k] = value;
+      }
+      await backplane.loadModel(name, loadOptionsFrom(name, params));
+      return {};
+    }),
+    RepositoryModelUnload: unary('RepositoryModelUnload', 'RepositoryModelUnloadRequest', async (req) => {
+      const dependents = oneofValue(((req['parameters'] ?? {}) as Record<string, Plain>)['unload_dependents']);
+      if (dependents !== undefined && typeof dependents !== 'boolean') throw Errors.invalidArg("'unload_dependents' must be a bool_param");
+      await backplane.unloadModel(String(req['model_name'] ?? ''), { unloadDependents: dependents === true });
+      return {};
+    }),
+    SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', undefined, shmUnsupported),
+    SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', undefined, shmUnsupported),
+    SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', undefined, shmUnsupported),
+    CudaSharedMemoryStatus: unary('CudaSharedMemoryStatus', undefined, shmUnsupported),
+    CudaSharedMemoryRegister: unary('CudaSharedMemoryRegister', undefined, shmUnsupported),
+    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', undefined, shmUnsupported),
+    TraceSetting: unary('TraceSetting', 'TraceSettingRequest', async (req) => {
+      const model = String(req['model_name'] ?? '') || undefined;
+      if (model) await backplane.modelMetadata(model);
+      const update: Record<string, string | string[] | null> = {};
+      for (const [k, v] of Object.entries((req['settings'] ?? {}) as Record<string, { value?: string[] }>)) {
+        const values = v.value ?? [];
+        update[k] = values.length === 0 ? null : k === 'trace_level' ? values : values[0]!;
+      }
+      const now = Object.keys(update).length ? traces.update(update, model) : traces.get(model);
+      return { settings: Object.fromEntries(Object.entries(now).map(([k, v]) => [k, { value: Array.isArray(v) ? v : [v] }])) };
+    }),
+    LogSettings: unary('LogSettings', 'LogSettingsRequest', async (req) => {
+      const settings = options.logSettings;
+      if (!settings) throw Errors.unsupported('log settings are not available here');
+      const update: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries((req['settings'] ?? {}) as Record<string, Plain>)) update[k] = oneofValue(v);
+      if (Object.keys(update).length) updateLogSettings(settings, update);
+      return { settings: Object.fromEntries(Object.entries(settings.toJson()).map(([k, v]) => [k, logValue(v)])) };
+    }),
+    ModelInfer: (call: ServerUnaryCall<ModelInferRequestMessage, ModelInferResponseMessage>, callback: sendUnaryData<ModelInferResponseMessage>) => {
+      const abort = new AbortController();
+      call.on('cancelled', () => abort.abort());
+      void (async () => {
+        guard('ModelInfer', call.metadata);
+        const { request } = inferRequestFromMessage(call.request);
+        request.signal = abort.signal;
+        return inferResponseToMessage(await backplane.infer(request));
+      })().then((r) => callback(null, r), (err: unknown) => {
+        if (!abort.signal.aborted) callback(grpcError(err) as ServiceError);
+      });
+    },
+    ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, object>) => {
+      try {
+        guard('ModelStreamInfer', call.metadata);
+      } catch (err) {
+        call.emit('error', grpcError(err));
+        return;
+      }
+      new StreamInferSession(backplane, call, logger).start();
+    },
+  };
+}
+
+/** One request of a stream: where its responses wait their turn (regular models answer in order). */
+interface StreamSlot {
+  queued: object[];
+  done: boolean;
+}
+
+/**
+ * One ModelStreamInfer call. Requests run concurrently; a regular model's response is written in
+ * request order, a decoupled model's responses as they come, each marked `triton_final_response`.
+ * Errors go in-band (`error_message`) and the stream stays open, unless the client opened it with
+ * the `triton_grpc_error: true` header: then the first error ends the call with its status.
+ */
+class StreamInferSession {
+  readonly #backplane: Backplane;
+  readonly #call: ServerDuplexStream<ModelInferRequestMessage, object>;
+  readonly #logger: Logger;
+  readonly #slots: StreamSlot[] = [];
+  readonly #abort = new AbortController();
+  readonly #grpcErrors: boolean;
+  #inflight = 0;
+  #readEnded = false;
+  #closed = false;
+
+  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger) {
+    this.#backplane = backplane;
+    this.#call = call;
+    this.#logger = logger;
+    this.#grpcErrors = String(call.metadata.get('triton_grpc_error')[0] ?? '').toLowerCase() === 'true';
+  }
+
+  start(): void {
+    this.#call.on('data', (m: ModelInferRequestMessage) => this.#onRequest(m));
+    this.#call.on('end', () => {
+      this.#readEnded = true;
+      this.#maybeEnd();
+    });
+    this.#call.on('cancelled', () => {
+      this.#closed = true;
+      this.#abort.abort();
+    });
+    this.#call.on('error', () => {
+      this.#closed = true;
+      this.#abort.abort();
+    });
+  }
+
+  #onRequest(m: ModelInferRequestMessage): void {
+    const slot: StreamSlot = { queued: [], done: false };
+    this.#slots.push(slot);
+    this.#inflight++;
+    void this.#run(m, slot).finally(() => {
+      slot.done = true;
+      this.#inflight--;
+      this.#flush();
+      this.#maybeEnd();
+    });
+  }
+
+  async #run(m: ModelInferRequestMessage, slot: StreamSlot): Promise<void> {
+    const id = m.id ?? '';
+    try {
+      const { request, emptyFinal } = inferRequestFromMessage(m);
+      request.signal = this.#abort.signal;
+      let sawFinal = false;
+      await this.#backplane.inferStream(request, (r: InferenceResponse) => {
+        if (r.final === undefined) {
+          // A regular model: one response, in request order.
+          slot.queued.push({ infer_response: inferResponseToMessage(r, emptyFinal ? { triton_final_response: true } : undefined) });
+          return;
+        }
+        if (r.final) sawFinal = true;
+        this.#write({ infer_response: inferResponseToMessage(r, { triton_final_response: r.final }) });
+      });
+      if (emptyFinal && !sawFinal && slot.queued.length === 0) {
+        // A decoupled request that ended without a final response: the empty final the client asked for.
+        this.#write({ infer_response: { model_name: m.model_name, model_version: m.model_version, id, parameters: { triton_final_response: { bool_param: true } }, outputs: [], raw_output_contents: [] } });
+      }
+    } catch (err) {
+      if (this.#grpcErrors) {
+        this.#fail(err);
+        return;
+      }
+      slot.queued.push({ error_message: TriodeError.from(err).message, infer_response: { model_name: m.model_name, model_version: m.model_version, id } });
+    }
+  }
+
+  /** Writes the responses that are next in request order. */
+  #flush(): void {
+    while (this.#slots.length > 0) {
+      const head = this.#slots[0]!;
+      for (const msg of head.queued.splice(0)) this.#write(msg);
+      if (!head.done) return;
+      this.#slots.shift();
+    }
+  }
+
+  #write(msg: object): void {
+    if (this.#closed) return;
+    try {
+      this.#call.write(msg);
+    } catch (err) {
+      this.#logger.warning(`gRPC stream write failed: ${(err as Error).message}`);
+    }
+  }
+
+  #fail(err: unknown): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#abort.abort();
+    this.#call.emit('error', grpcError(err));
+  }
+
+  #maybeEnd(): void {
+    if (this.#readEnded && this.#inflight === 0 && !this.#closed) {
+      this.#flush();
+      this.#closed = true;
+      this.#call.end();
+    }
+  }
+}
+
+/** Starts the gRPC frontend over a backplane. */
+export async function startGrpcServer(backplane: Backplane, options: GrpcServerOptions = {}): Promise<GrpcServerHandle> {
+  const ka = options.keepalive ?? {};
+  const maxBytes = options.maxMessageBytes ?? 2147483647;
+  const server = new Server({
+    'grpc.max_receive_message_length': maxBytes,
+    'grpc.max_send_message_length': maxBytes,
+    'grpc.keepalive_time_ms': ka.timeMs ?? 7200000,
+    'grpc.keepalive_timeout_ms': ka.timeoutMs ?? 20000,
+    'grpc.keepalive_permit_without_calls': ka.permitWithoutCalls ? 1 : 0,
+    'grpc.http2.max_pings_without_data': ka.maxPingsWithoutData ?? 2,
+    'grpc.http2.min_ping_interval_without_data_ms': ka.minRecvPingIntervalWithoutDataMs ?? 300000,
+    'grpc.http2.max_ping_strikes': ka.maxPingStrikes ?? 2,
+  });
+  const restrictions = options.restrictions ?? new Map();
+  const guard = (rpc: string, md: Metadata): void => {
+    const group = GROUP_OF[rpc];
+    const need = group ? restrictions.get(group) : undefined;
+    if (!need) return;
+    const header = `triton-grpc-protocol-${need.key}`;
+    if (String(md.get(header)[0] ?? '') !== need.value) {
+      throw new TriodeError('UNAVAILABLE', `This protocol is restricted, expecting header '${header}'`);
+    }
+  };
+  server.addService(serviceDefinition('inference.GRPCInferenceService'), inferenceService(backplane, options, guard));
+  server.addService(serviceDefinition('grpc.health.v1.Health'), {
+    Check: (call: ServerUnaryCall<{ service?: string }, object>, callback: sendUnaryData<object>) => {
+      try {
+        guard('Check', call.metadata);
+      } catch (err) {
+        callback(grpcError(err) as ServiceError);
+        return;
+      }
+      const service = call.request.service ?? '';
+      if (service !== '' && service !== 'inference.GRPCInferenceService') {
+        callback({ code: status.NOT_FOUND, details: `unknown service '${service}'` } as ServiceError);
+        return;
+      }
+      backplane.isReady().then(
+        (ready) => callback(null, { status: ready ? HEALTH_SERVING : HEALTH_NOT_SERVING }),
+        () => callback(null, { status: HEALTH_NOT_SERVING }),
+      );
+    },
+  });
+  const tls = options.tls;
+  const credentials = tls
+    ? ServerCredentials.createSsl(tls.rootCert ?? null, [{ private_key: tls.key, cert_chain: tls.cert }], tls.mutual === true)
+    : ServerCredentials.createInsecure();
+  const address = options.address ?? '0.0.0.0:8001';
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(address, credentials, (err, p) => (err ? reject(err) : resolve(p)));
+  });
+  return {
+    port,
+    close: (graceMs = 5000) => new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, graceMs);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    }),
+  };
+}
