@@ -5,7 +5,8 @@
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, type Logger } from '@triode/core';
-import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
+import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, TraceSettings, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
+import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
 import { parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
@@ -37,8 +38,8 @@ function onSignals(stop: () => Promise<void>): void {
 
 /** Adds the `gateway` and `worker` commands. */
 export function addClusterCommands(program: Command): void {
-  program.command('gateway')
-    .description('serve HTTP in front of a cluster of workers (cluster mode)')
+  addGrpcFlags(program.command('gateway')
+    .description('serve HTTP and gRPC in front of a cluster of workers (cluster mode)'))
     .requiredOption('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379')
     .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
     .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
@@ -67,11 +68,13 @@ export function addClusterCommands(program: Command): void {
       const asyncJobs = new AsyncJobs(backplane, { redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number, logger });
       asyncJobs.start();
       const lifecycle = new HttpLifecycle();
-      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings }), o['httpPort'] as number, o['httpAddress'] as string);
+      const traceSettings = new TraceSettings();
+      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings }), o['httpPort'] as number, o['httpAddress'] as string);
+      const grpc = await startGrpc(backplane, toGrpcFlags(o), logSettings, traceSettings, logger);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}`);
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
-        await lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000);
+        await Promise.all([lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000), grpc?.close((o['exitTimeoutSecs'] as number) * 1000)]);
         await http.close();
         await asyncJobs.stop();
         await backplane.stop();

@@ -3,6 +3,7 @@
  * Triton: server/src/command_line_parser.cc
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 
 /** Everything `triode serve` is told on its command line. */
 export interface ServeOptions {
@@ -11,8 +12,7 @@ export interface ServeOptions {
   httpPort: number;
   httpAddress: string;
   httpMaxInputSize: number;
-  allowGrpc: boolean;
-  grpcPort: number;
+  grpc: GrpcFlags;
   allowMetrics: boolean;
   metricsPort: number;
   id: string;
@@ -66,15 +66,13 @@ export function parseBackendConfig(entries: readonly string[]): Record<string, R
 
 /** Adds the serve flags to a commander command. */
 export function addServeFlags(cmd: Command): Command {
-  return cmd
+  return addGrpcFlags(cmd)
     .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
     .addOption(new Option('--model-store <path>', 'deprecated alias of --model-repository').argParser(collect).hideHelp())
     .option('--allow-http <bool>', 'serve the HTTP/REST API', parseBool, true)
     .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
-    .option('--allow-grpc <bool>', 'serve gRPC (not implemented yet: see README)', parseBool, true)
-    .option('--grpc-port <port>', 'gRPC port (reserved)', parseInteger(0), 8001)
     .option('--allow-metrics <bool>', 'serve Prometheus metrics on --metrics-port', parseBool, true)
     .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
     .option('--id <name>', 'server name in the server metadata', 'triton')
@@ -107,8 +105,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     httpPort: o['httpPort'] as number,
     httpAddress: o['httpAddress'] as string,
     httpMaxInputSize: o['httpMaxInputSize'] as number,
-    allowGrpc: o['allowGrpc'] as boolean,
-    grpcPort: o['grpcPort'] as number,
+    grpc: toGrpcFlags(o),
     allowMetrics: o['allowMetrics'] as boolean,
     metricsPort: o['metricsPort'] as number,
     id: o['id'] as string,

@@ -5,7 +5,11 @@
  */
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, createLogger, type Logger } from '@triode/core';
-import { HTTP_EXTENSIONS, HttpLifecycle, createHttpApp, startHttpServer, startMetricsServer, type HttpServerHandle, type MetricsServerHandle } from '@triode/gateway';
+import {
+  HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, createHttpApp, startHttpServer, startMetricsServer,
+  type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle,
+} from '@triode/gateway';
+import { startGrpc } from './grpc-options.js';
 import { modelTable } from './model-table.js';
 import type { ServeOptions } from './serve-options.js';
 
@@ -13,6 +17,7 @@ import type { ServeOptions } from './serve-options.js';
 export interface RunningServer {
   server: InferenceServer;
   http?: HttpServerHandle;
+  grpc?: GrpcServerHandle;
   /** Drains in-flight requests (up to the exit timeout) and closes everything. */
   shutdown(): Promise<void>;
 }
@@ -45,7 +50,6 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     await server.stop(0);
     throw new Error('failed to load all models (--exit-on-error=true)');
   }
-  if (opts.allowGrpc) logger.warning('gRPC is not implemented yet: no gRPC endpoint started (see README)');
   let metrics: MetricsServerHandle | undefined;
   if (opts.allowMetrics) {
     metrics = await startMetricsServer(server, opts.metricsPort, opts.httpAddress);
@@ -53,21 +57,24 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   }
   let http: HttpServerHandle | undefined;
   const lifecycle = new HttpLifecycle();
+  const traceSettings = new TraceSettings();
   if (opts.allowHttp) {
-    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings });
+    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings });
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
   }
+  const grpc = await startGrpc(new LocalBackplane(server), opts.grpc, logSettings, traceSettings, logger);
   let closing: Promise<void> | undefined;
   return {
     server,
     ...(http ? { http } : {}),
+    ...(grpc ? { grpc } : {}),
     shutdown: () => (closing ??= (async () => {
       logger.info(`Waiting for in-flight requests to complete (timeout ${opts.exitTimeoutSecs} s)`);
       const deadline = Date.now() + opts.exitTimeoutSecs * 1000;
       server.beginShutdown();
       // Requests the frontend already accepted finish first (their bodies may still be arriving) ...
-      await lifecycle.shutdown(opts.exitTimeoutSecs * 1000);
+      await Promise.all([lifecycle.shutdown(opts.exitTimeoutSecs * 1000), grpc?.close(opts.exitTimeoutSecs * 1000)]);
       // ... then the core stops, waiting for anything left in its queues until the deadline.
       const left = await server.stop(Math.max(0, deadline - Date.now()));
       if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
