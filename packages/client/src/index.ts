@@ -1,4 +1,13 @@
 /**
- * @module @triode/client. Reserved: the TypeScript HTTP/gRPC client and `triode perf` land with issue #7.
+ * @module @triode/client: HTTP and gRPC clients for any KServe v2 / Triton inference server, with
+ * typed tensors in and out, and the `perf` load tool behind `triode perf`.
  */
-export const PACKAGE_NAME = '@triode/client';
+export { HttpClient, decodeInferResponse, type HttpClientOptions } from './http-client.js';
+export { GrpcClient, type GrpcClientOptions, type InferStream } from './grpc-client.js';
+export { InferenceServerError } from './errors.js';
+export {
+  InferResult, splitBytes,
+  type InferenceClient, type InferInput, type InferOptions, type InputData, type LoadModelOptions, type OutputTensor, type RequestedOutput, type SequenceOptions,
+  type DataType, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ParameterValue, type ServerMetadata, type TensorData,
+} from './types.js';
+export { inputTensorData } from './tensor-data.js';

@@ -30,3 +30,4 @@ export * from './model-warmup.js';
 export * from './proto-files.js';
 export * from './model-repository/load-override.js';
 export * from './protocol/grpc-parameters.js';
+export * from './protocol/grpc-proto.js';

@@ -11,6 +11,5 @@ export { AsyncJobs, type AsyncJobsOptions, type JobStatus } from './async/async-
 export { createMetricsRegistry, startMetricsServer, type MetricsSource, type MetricsServerHandle } from './metrics/metrics.js';
 export { startGrpcServer, type GrpcServerOptions, type GrpcServerHandle, type GrpcKeepalive, type GrpcTls } from './grpc/grpc-server.js';
 export { GRPC_STATUS, grpcError } from './grpc/grpc-status.js';
-export { protoRoot, messageType, serviceDefinition } from './grpc/grpc-proto.js';
 export { parseRestrictions, RESTRICTED_GROUPS, type Restrictions, type RestrictedGroup } from './control/restricted.js';
 export { TraceSettings } from './control/trace-settings.js';

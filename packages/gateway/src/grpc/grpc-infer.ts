@@ -5,12 +5,11 @@
  * Triton: server/src/grpc/infer_handler.cc (InferGRPCToInput, InferResponseCompleteCommon)
  */
 import {
-  Errors, countBytesElements, dataBytes, dataTypeByteSize, elementCount, isDataType, longValue, parameterValue,
-  parametersToMessage, parseModelVersion, serializeBytesTensor, viewBytesAs,
+  Errors, countBytesElements, dataBytes, dataTypeByteSize, elementCount, isDataType, parameterValue,
+  parametersToMessage, parseModelVersion, serializeBytesTensor, toNumber, viewBytesAs,
   type DataType, type InferParameterMessage, type InferenceRequest, type InferenceResponse, type ParameterValue,
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
 } from '@triode/core';
-import { toNumber } from './grpc-proto.js';
 
 /** InferTensorContents as decoded. */
 interface ContentsMessage {

@@ -7,10 +7,9 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ServiceError } from '@grpc/grpc-js';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, LogSettings, serializeBytesTensor } from '@triode/core';
+import { InferenceServer, LocalBackplane, LogSettings, messageType, serializeBytesTensor, serviceDefinition } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { parseRestrictions } from '../control/restricted.js';
-import { serviceDefinition, messageType } from './grpc-proto.js';
 import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
 
 type Plain = Record<string, unknown>;

@@ -9,7 +9,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
-  Errors, TriodeError, parseModelVersion, silentLogger,
+  Errors, TriodeError, messageType, parseModelVersion, serviceDefinition, silentLogger, toPlain,
   type Backplane, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
@@ -17,7 +17,6 @@ import { updateLogSettings } from '../control/log-settings-update.js';
 import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
 import { TraceSettings } from '../control/trace-settings.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
-import { messageType, serviceDefinition, toPlain } from './grpc-proto.js';
 import { grpcError } from './grpc-status.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */

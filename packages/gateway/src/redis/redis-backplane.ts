@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import {
   ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest, overrideFilesToJson, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
-  type ModelConfig, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
+  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
 } from '@triode/core';
 
 /** Options of a RedisBackplane. */

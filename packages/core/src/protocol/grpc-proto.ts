@@ -6,8 +6,19 @@
  */
 import { join } from 'node:path';
 import protobuf from 'protobufjs';
-import type { ServiceDefinition } from '@grpc/grpc-js';
-import { PROTO_DIR, PROTO_FILES } from '@triode/core';
+import { PROTO_DIR, PROTO_FILES } from '../proto-files.js';
+
+/** One method as @grpc/grpc-js wants it in a service definition (structurally its MethodDefinition). */
+export interface GrpcMethodDefinition {
+  path: string;
+  requestStream: boolean;
+  responseStream: boolean;
+  requestSerialize: (m: object) => Buffer;
+  requestDeserialize: (b: Buffer) => protobuf.Message;
+  responseSerialize: (m: object) => Buffer;
+  responseDeserialize: (b: Buffer) => protobuf.Message;
+  originalName: string;
+}
 
 let root: protobuf.Root | undefined;
 
@@ -29,9 +40,9 @@ export function messageType(name: string): protobuf.Type {
 }
 
 /** A grpc-js service definition for a service of the root (`inference.GRPCInferenceService`). */
-export function serviceDefinition(fullName: string): ServiceDefinition {
+export function serviceDefinition(fullName: string): Record<string, GrpcMethodDefinition> {
   const service = protoRoot().lookupService(fullName);
-  const def: Record<string, ServiceDefinition[string]> = {};
+  const def: Record<string, GrpcMethodDefinition> = {};
   for (const method of Object.values(service.methods)) {
     method.resolve();
     const req = method.resolvedRequestType!;
@@ -47,7 +58,7 @@ export function serviceDefinition(fullName: string): ServiceDefinition {
       originalName: method.name,
     };
   }
-  return def as ServiceDefinition;
+  return def;
 }
 
 /** A protobuf int64/uint64 as a JS number (protobufjs gives Long objects for 64-bit fields). */

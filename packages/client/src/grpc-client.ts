@@ -1,0 +1,235 @@
+/**
+ * @module A gRPC client for any Triton server (package `inference`, GRPCInferenceService):
+ * unary calls, and ModelStreamInfer streams (sequences, decoupled models). Tensors go as
+ * raw_input_contents and come back from raw_output_contents, as tritonclient.grpc does.
+ * Triton: client/src/python/library/tritonclient/grpc
+ */
+import {
+  Metadata, credentials as grpcCredentials, makeGenericClientConstructor,
+  type ChannelCredentials, type ChannelOptions, type Client, type ClientDuplexStream, type ServiceError,
+} from '@grpc/grpc-js';
+import {
+  isDataType, messageType, parametersFromMessage, parametersToMessage, serviceDefinition, toPlain,
+  type InferParameterMessage, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata,
+} from '@triode/core';
+import { InferenceServerError } from './errors.js';
+import { requestParameters, versionString } from './request-parameters.js';
+import { inputBytes, outputData } from './tensor-data.js';
+import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor } from './types.js';
+
+/** Options of a GrpcClient. */
+export interface GrpcClientOptions {
+  /** TLS or other credentials. @default insecure */
+  credentials?: ChannelCredentials;
+  /**
+   * Channel options, e.g. `grpc.max_receive_message_length`, `grpc.keepalive_time_ms`,
+   * `grpc.default_compression_algorithm` (1 deflate, 2 gzip).
+   */
+  channelOptions?: ChannelOptions;
+  /** Metadata sent with every call (e.g. `triton-grpc-protocol-<key>` for restricted protocols). */
+  metadata?: Record<string, string>;
+  /** Per-call deadline in ms (0: none). @default 0 */
+  timeoutMs?: number;
+}
+
+type Unary = (req: object, md: Metadata, opts: object, cb: (err: ServiceError | null, res: object) => void) => void;
+
+/** A ModelInferResponse as protobufjs decodes it. */
+interface InferResponseMessage {
+  model_name: string;
+  model_version: string;
+  id: string;
+  parameters: Record<string, InferParameterMessage>;
+  outputs: { name: string; datatype: string; shape: (number | { toNumber(): number })[] }[];
+  raw_output_contents: Uint8Array[];
+}
+
+const Service = makeGenericClientConstructor(serviceDefinition('inference.GRPCInferenceService'), 'GRPCInferenceService');
+
+/** A ModelInferRequest for the options. */
+function inferRequest(model: string, o: InferOptions): object {
+  return {
+    model_name: model,
+    model_version: versionString(o.version),
+    id: o.id ?? '',
+    parameters: parametersToMessage(requestParameters(o)),
+    inputs: o.inputs.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape })),
+    outputs: (o.outputs ?? []).map((r) => ({ name: r.name, parameters: r.classCount ? { classification: { int64_param: r.classCount } } : {} })),
+    raw_input_contents: o.inputs.map(inputBytes),
+  };
+}
+
+/** An InferResult from a decoded ModelInferResponse. */
+function inferResult(m: InferResponseMessage): InferResult {
+  const outputs: OutputTensor[] = m.outputs.map((o, i) => {
+    if (!isDataType(o.datatype)) throw new InferenceServerError(`output '${o.name}' has an unknown datatype '${o.datatype}'`);
+    const raw = m.raw_output_contents[i] ?? new Uint8Array(0);
+    return { name: o.name, datatype: o.datatype, shape: o.shape.map((d) => (typeof d === 'number' ? d : d.toNumber())), data: outputData(o.datatype, raw) };
+  });
+  return new InferResult({ modelName: m.model_name, modelVersion: m.model_version, id: m.id, parameters: parametersFromMessage(m.parameters), outputs });
+}
+
+function grpcFailure(err: ServiceError): InferenceServerError {
+  return new InferenceServerError(err.details || err.message, { grpcCode: err.code, cause: err });
+}
+
+/** A ModelStreamInfer call: send requests, get responses (and in-band errors) through the callback. */
+export interface InferStream {
+  /** Sends one request on the stream. */
+  infer(model: string, options: Omit<InferOptions, 'signal'>): void;
+  /** Half-closes the stream; resolves when the server has sent everything and ended it. */
+  end(): Promise<void>;
+  /** Cancels the call (requests not started are dropped by the server). */
+  cancel(): void;
+}
+
+/**
+ * A client for Triton's gRPC protocol.
+ * @example
+ * const client = new GrpcClient('127.0.0.1:8001');
+ * const r = await client.infer('simple', { inputs: [...] });
+ * const s = client.stream((err, result) => console.log(err ?? result?.id));
+ * s.infer('simple_sequence', { id: '1', sequence: { id: 1000, start: true }, inputs: [...] });
+ * await s.end();
+ */
+export class GrpcClient implements InferenceClient {
+  readonly #client: Client & Record<string, Unary>;
+  readonly #options: GrpcClientOptions;
+
+  /** @param address `host:port` of the server's gRPC endpoint. */
+  constructor(address = '127.0.0.1:8001', options: GrpcClientOptions = {}) {
+    this.#client = new Service(address, options.credentials ?? grpcCredentials.createInsecure(), {
+      'grpc.max_receive_message_length': -1,
+      'grpc.max_send_message_length': -1,
+      ...options.channelOptions,
+    }) as unknown as Client & Record<string, Unary>;
+    this.#options = options;
+  }
+
+  #metadata(): Metadata {
+    const md = new Metadata();
+    for (const [k, v] of Object.entries(this.#options.metadata ?? {})) md.set(k, v);
+    return md;
+  }
+
+  #callOptions(): object {
+    return this.#options.timeoutMs ? { deadline: Date.now() + this.#options.timeoutMs } : {};
+  }
+
+  /** Calls a unary RPC; resolves with the decoded message. */
+  #unary<T>(rpc: string, request: object, signal?: AbortSignal): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(new InferenceServerError('the call was aborted before it was sent', { grpcCode: 1 }));
+        return;
+      }
+      const call = (this.#client[rpc] as unknown as (...a: unknown[]) => { cancel(): void })(request, this.#metadata(), this.#callOptions(), (err: ServiceError | null, res: object) => {
+        if (err) reject(grpcFailure(err));
+        else resolve(res as T);
+      });
+      signal?.addEventListener('abort', () => call.cancel(), { once: true });
+    });
+  }
+
+  /** Calls a unary RPC; resolves with the response as a plain object (64-bit ints as numbers). */
+  async #plain(rpc: string, request: object = {}): Promise<Record<string, unknown>> {
+    const m = await this.#unary<object>(rpc, request);
+    const type = messageType(`${rpc}Response`);
+    return type.toObject(m as never, { longs: Number, enums: String, defaults: true, arrays: true, objects: true });
+  }
+
+  async isServerLive(): Promise<boolean> {
+    return (await this.#plain('ServerLive'))['live'] === true;
+  }
+
+  async isServerReady(): Promise<boolean> {
+    return (await this.#plain('ServerReady'))['ready'] === true;
+  }
+
+  async isModelReady(model: string, version?: number | string): Promise<boolean> {
+    return (await this.#plain('ModelReady', { name: model, version: versionString(version) }))['ready'] === true;
+  }
+
+  async serverMetadata(): Promise<ServerMetadata> {
+    return (await this.#plain('ServerMetadata')) as unknown as ServerMetadata;
+  }
+
+  async modelMetadata(model: string, version?: number | string): Promise<ModelMetadata> {
+    return (await this.#plain('ModelMetadata', { name: model, version: versionString(version) })) as unknown as ModelMetadata;
+  }
+
+  async modelConfig(model: string, version?: number | string): Promise<Record<string, unknown>> {
+    const m = await this.#unary<{ config: object }>('ModelConfig', { name: model, version: versionString(version) });
+    return toPlain(messageType('ModelConfig'), m.config as never);
+  }
+
+  async modelStatistics(model?: string, version?: number | string): Promise<ModelStatistics[]> {
+    return (await this.#plain('ModelStatistics', { name: model ?? '', version: versionString(version) }))['model_stats'] as ModelStatistics[];
+  }
+
+  async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
+    return (await this.#plain('RepositoryIndex', { ready: readyOnly }))['models'] as ModelIndexEntry[];
+  }
+
+  async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {
+    const parameters: Record<string, object> = {};
+    if (options.config !== undefined) parameters['config'] = { string_param: typeof options.config === 'string' ? options.config : JSON.stringify(options.config) };
+    for (const [path, bytes] of Object.entries(options.files ?? {})) parameters[`file:${path}`] = { bytes_param: bytes };
+    await this.#unary('RepositoryModelLoad', { model_name: model, parameters });
+  }
+
+  async unloadModel(model: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    await this.#unary('RepositoryModelUnload', { model_name: model, parameters: options.unloadDependents ? { unload_dependents: { bool_param: true } } : {} });
+  }
+
+  /** Reads (no update) or changes the log settings. */
+  async logSettings(update: Record<string, boolean | number | string> = {}): Promise<Record<string, boolean | number | string>> {
+    const settings: Record<string, object> = {};
+    for (const [k, v] of Object.entries(update)) {
+      settings[k] = typeof v === 'boolean' ? { bool_param: v } : typeof v === 'number' ? { uint32_param: v } : { string_param: v };
+    }
+    const res = (await this.#plain('LogSettings', { settings }))['settings'] as Record<string, Record<string, boolean | number | string>>;
+    return Object.fromEntries(Object.entries(res).map(([k, v]) => [k, v['bool_param'] ?? v['uint32_param'] ?? v['string_param'] ?? '']));
+  }
+
+  async infer(model: string, options: InferOptions): Promise<InferResult> {
+    const m = await this.#unary<InferResponseMessage>('ModelInfer', inferRequest(model, options), options.signal);
+    return inferResult(m);
+  }
+
+  /**
+   * Opens a ModelStreamInfer stream. `onResponse` gets each response, or the in-band error of a
+   * request (the stream stays open); with `grpcErrors` the server instead ends the stream at the
+   * first error, which `end()` then rejects with.
+   */
+  stream(onResponse: (error: InferenceServerError | undefined, result: InferResult | undefined) => void, options: { grpcErrors?: boolean } = {}): InferStream {
+    const md = this.#metadata();
+    if (options.grpcErrors) md.set('triton_grpc_error', 'true');
+    const call = (this.#client as unknown as { ModelStreamInfer(md: Metadata, opts: object): ClientDuplexStream<object, { error_message: string; infer_response: InferResponseMessage | null }> })
+      .ModelStreamInfer(md, this.#callOptions());
+    const ended = new Promise<void>((resolve, reject) => {
+      call.on('data', (m) => {
+        if (m.error_message) onResponse(new InferenceServerError(m.error_message), m.infer_response ? inferResult({ ...m.infer_response, outputs: [], raw_output_contents: [] }) : undefined);
+        else if (m.infer_response) onResponse(undefined, inferResult(m.infer_response));
+      });
+      call.on('end', () => resolve());
+      call.on('error', (err: ServiceError) => reject(grpcFailure(err)));
+    });
+    // The rejection is handed to whoever awaits end(); keep it from being reported as unhandled.
+    ended.catch(() => undefined);
+    return {
+      infer: (model, o) => {
+        call.write(inferRequest(model, o));
+      },
+      end: async () => {
+        call.end();
+        await ended;
+      },
+      cancel: () => call.cancel(),
+    };
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+}

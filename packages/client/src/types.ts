@@ -1,0 +1,162 @@
+/**
+ * @module What both clients (HTTP and gRPC) take and give: typed tensors, infer options and
+ * results, and the management calls, in one interface.
+ */
+import type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, ParameterValue, ServerMetadata, TensorData } from '@triode/core';
+
+export type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, ParameterValue, ServerMetadata, TensorData };
+
+/**
+ * Tensor data a client accepts: a typed array matching the datatype (Int32Array for INT32,
+ * BigInt64Array for INT64, Uint16Array holding raw half floats for FP16/BF16, Uint8Array of 0/1 for
+ * BOOL), a plain array of numbers / booleans / bigints (converted), or for BYTES an array of
+ * strings (UTF-8) and/or byte arrays.
+ */
+export type InputData = TensorData | readonly number[] | readonly boolean[] | readonly bigint[] | readonly (string | Uint8Array)[];
+
+/** One input tensor of a request. */
+export interface InferInput {
+  name: string;
+  datatype: DataType;
+  shape: readonly number[];
+  data: InputData;
+}
+
+/** An output to ask for. */
+export interface RequestedOutput {
+  name: string;
+  /** Classification extension: the top `classCount` classes as "score:index[:label]" strings. */
+  classCount?: number;
+  /** HTTP only: ask for this output in binary (default) or as JSON. */
+  binary?: boolean;
+}
+
+/** Sequence parameters of a request to a stateful model. */
+export interface SequenceOptions {
+  /** Correlation id (a number, a bigint or a string). */
+  id: number | bigint | string;
+  start?: boolean;
+  end?: boolean;
+}
+
+/** Everything an infer call may set besides the inputs. */
+export interface InferOptions {
+  inputs: readonly InferInput[];
+  /** Outputs to return (all when omitted). */
+  outputs?: readonly RequestedOutput[];
+  /** A specific model version (the server's policy when omitted). */
+  version?: number | string;
+  /** Echoed in the response. */
+  id?: string;
+  sequence?: SequenceOptions;
+  /** Scheduling priority (1 is highest; 0 the model's default). */
+  priority?: number;
+  /** Queue timeout in microseconds. */
+  timeoutUs?: number;
+  /** Any other request parameters. */
+  parameters?: Record<string, ParameterValue>;
+  /** Aborts the call (gRPC: the server drops the request if it has not started). */
+  signal?: AbortSignal;
+}
+
+/** One output of a response. */
+export interface OutputTensor {
+  name: string;
+  datatype: DataType;
+  shape: number[];
+  /** The elements as a typed array (BYTES: the 4-byte-length-prefixed serialization). */
+  data: TensorData;
+}
+
+/** The response to an infer call. */
+export class InferResult {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id: string;
+  readonly parameters: Record<string, ParameterValue>;
+  readonly outputs: OutputTensor[];
+
+  constructor(init: { modelName: string; modelVersion: string; id?: string; parameters?: Record<string, ParameterValue>; outputs: OutputTensor[] }) {
+    this.modelName = init.modelName;
+    this.modelVersion = init.modelVersion;
+    this.id = init.id ?? '';
+    this.parameters = init.parameters ?? {};
+    this.outputs = init.outputs;
+  }
+
+  /**
+   * The named output.
+   * @throws InferenceServerError when the response has no such output.
+   */
+  output(name: string): OutputTensor {
+    const t = this.outputs.find((o) => o.name === name);
+    if (!t) throw new Error(`no output named '${name}' in the response (outputs: ${this.outputs.map((o) => o.name).join(', ')})`);
+    return t;
+  }
+
+  /** The named output's elements as a typed array (BYTES: use `strings` or `bytes`). */
+  data<T extends TensorData = TensorData>(name: string): T {
+    return this.output(name).data as T;
+  }
+
+  /** A BYTES output's elements as byte arrays. */
+  bytes(name: string): Uint8Array[] {
+    return splitBytes(this.output(name).data as Uint8Array);
+  }
+
+  /** A BYTES output's elements decoded as UTF-8 strings. */
+  strings(name: string): string[] {
+    const utf8 = new TextDecoder();
+    return this.bytes(name).map((b) => utf8.decode(b));
+  }
+
+  /** Decoupled models over a gRPC stream: whether this is the request's last response. */
+  get final(): boolean | undefined {
+    const f = this.parameters['triton_final_response'];
+    return typeof f === 'boolean' ? f : undefined;
+  }
+}
+
+/** Splits a length-prefixed BYTES serialization into its elements (views, no copies). */
+export function splitBytes(buf: Uint8Array): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  let i = 0;
+  while (i + 4 <= buf.byteLength) {
+    const n = view.getUint32(i, true);
+    i += 4;
+    if (i + n > buf.byteLength) throw new Error('malformed BYTES tensor: an element runs past the end');
+    out.push(buf.subarray(i, i + n));
+    i += n;
+  }
+  if (i !== buf.byteLength) throw new Error('malformed BYTES tensor: trailing bytes');
+  return out;
+}
+
+/** Options of a repository load. */
+export interface LoadModelOptions {
+  /** A config override (a ModelConfig in Triton's JSON form, or its JSON text). */
+  config?: Record<string, unknown> | string;
+  /** `file:` overrides: path in the model directory (e.g. `1/model.onnx`) -> contents. */
+  files?: Record<string, Uint8Array>;
+}
+
+/** Calls both clients offer. Every method rejects with InferenceServerError. */
+export interface InferenceClient {
+  isServerLive(): Promise<boolean>;
+  isServerReady(): Promise<boolean>;
+  isModelReady(model: string, version?: number | string): Promise<boolean>;
+  serverMetadata(): Promise<ServerMetadata>;
+  modelMetadata(model: string, version?: number | string): Promise<ModelMetadata>;
+  /** The model's configuration in Triton's JSON form. */
+  modelConfig(model: string, version?: number | string): Promise<Record<string, unknown>>;
+  /** Runs one inference request. */
+  infer(model: string, options: InferOptions): Promise<InferResult>;
+  /** Statistics of all models, one model, or one version. */
+  modelStatistics(model?: string, version?: number | string): Promise<ModelStatistics[]>;
+  repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]>;
+  loadModel(model: string, options?: LoadModelOptions): Promise<void>;
+  unloadModel(model: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  /** Closes connections. */
+  close(): void;
+}
