@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { addServeFlags, toServeOptions } from './serve-options.js';
 import { startServe } from './serve.js';
 import { addClusterCommands } from './cluster.js';
+import { addPerfCommand } from './perf.js';
 
 /** Runs the CLI; resolves to an exit code (or never, for a running server). */
 export async function main(argv: string[]): Promise<number | undefined> {
@@ -31,13 +32,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
       process.once('SIGINT', () => stop('SIGINT'));
     });
   addClusterCommands(program);
-  for (const name of ['perf']) {
-    program.command(name).description('(not implemented yet) a perf_analyzer-like load tool').allowUnknownOption()
-      .action(() => {
-        process.stderr.write(`triode ${name}: not implemented yet\n`);
-        result = 2;
-      });
-  }
+  addPerfCommand(program, (code) => { result = code; });
   await program.parseAsync(argv, { from: 'user' });
   return result;
 }

@@ -15,7 +15,7 @@ import {
 import { InferenceServerError } from './errors.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputBytes, outputData } from './tensor-data.js';
-import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor } from './types.js';
+import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
 /** Options of a GrpcClient. */
 export interface GrpcClientOptions {
@@ -43,6 +43,8 @@ interface InferResponseMessage {
   outputs: { name: string; datatype: string; shape: (number | { toNumber(): number })[] }[];
   raw_output_contents: Uint8Array[];
 }
+
+const decodeInferResponse = (b: Buffer): InferResponseMessage => messageType('ModelInferResponse').decode(b) as unknown as InferResponseMessage;
 
 const Service = makeGenericClientConstructor(serviceDefinition('inference.GRPCInferenceService'), 'GRPCInferenceService');
 
@@ -195,6 +197,20 @@ export class GrpcClient implements InferenceClient {
   async infer(model: string, options: InferOptions): Promise<InferResult> {
     const m = await this.#unary<InferResponseMessage>('ModelInfer', inferRequest(model, options), options.signal);
     return inferResult(m);
+  }
+
+  prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {
+    return { model, body: messageType('ModelInferRequest').encode(inferRequest(model, options)).finish() };
+  }
+
+  inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
+    return new Promise((resolve, reject) => {
+      this.#client.makeUnaryRequest('/inference.GRPCInferenceService/ModelInfer', (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength), decodeInferResponse,
+        prepared.body, this.#metadata(), this.#callOptions(), (err: ServiceError | null, res?: InferResponseMessage) => {
+          if (err) reject(grpcFailure(err));
+          else resolve(inferResult(res!));
+        });
+    });
   }
 
   /**

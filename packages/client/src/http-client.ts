@@ -12,7 +12,7 @@ import {
 import { InferenceServerError } from './errors.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputTensorData, outputData } from './tensor-data.js';
-import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor } from './types.js';
+import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
 /** Options of an HttpClient. */
 export interface HttpClientOptions {
@@ -177,7 +177,7 @@ export class HttpClient implements InferenceClient {
   }
 
   /** Encodes an infer request body (binary extension unless `binary: false`). */
-  encodeInfer(options: InferOptions): { body: Buffer; headers: Record<string, string | number> } {
+  encodeInfer(options: Omit<InferOptions, 'signal'>): { body: Buffer; headers: Record<string, string | number> } {
     const binary = this.#options.binary !== false;
     const chunks: Uint8Array[] = [];
     const inputs = options.inputs.map((input) => {
@@ -211,8 +211,16 @@ export class HttpClient implements InferenceClient {
   }
 
   async infer(model: string, options: InferOptions): Promise<InferResult> {
+    return this.inferPrepared(this.prepare(model, options));
+  }
+
+  prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {
     const { body, headers } = this.encodeInfer(options);
-    const r = await this.#send('POST', `${modelPath(model, options.version)}/infer`, body, headers);
+    return { model, body, headers, path: `${modelPath(model, options.version)}/infer` };
+  }
+
+  async inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
+    const r = await this.#send('POST', prepared.path ?? `${modelPath(prepared.model)}/infer`, prepared.body, prepared.headers);
     if (r.status !== 200) throw errorOf(r);
     return decodeInferResponse(r.body, r.headers['inference-header-content-length']);
   }

@@ -7,7 +7,10 @@ export { GrpcClient, type GrpcClientOptions, type InferStream } from './grpc-cli
 export { InferenceServerError } from './errors.js';
 export {
   InferResult, splitBytes,
-  type InferenceClient, type InferInput, type InferOptions, type InputData, type LoadModelOptions, type OutputTensor, type RequestedOutput, type SequenceOptions,
+  type InferenceClient, type InferInput, type InferOptions, type InputData, type LoadModelOptions, type OutputTensor, type PreparedInfer, type RequestedOutput, type SequenceOptions,
   type DataType, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ParameterValue, type ServerMetadata, type TensorData,
 } from './types.js';
 export { inputTensorData } from './tensor-data.js';
+export { runPerf, type PerfOptions, type PerfResult } from './perf/perf-runner.js';
+export { perfInputs, type InputDataSource } from './perf/perf-inputs.js';
+export { perfTable, perfCsv } from './perf/perf-report.js';

@@ -141,6 +141,14 @@ export interface LoadModelOptions {
   files?: Record<string, Uint8Array>;
 }
 
+/** A request encoded for the wire by the client that prepared it (opaque). */
+export interface PreparedInfer {
+  readonly model: string;
+  readonly body: Uint8Array;
+  readonly path?: string;
+  readonly headers?: Record<string, string | number>;
+}
+
 /** Calls both clients offer. Every method rejects with InferenceServerError. */
 export interface InferenceClient {
   isServerLive(): Promise<boolean>;
@@ -152,6 +160,10 @@ export interface InferenceClient {
   modelConfig(model: string, version?: number | string): Promise<Record<string, unknown>>;
   /** Runs one inference request. */
   infer(model: string, options: InferOptions): Promise<InferResult>;
+  /** Encodes a request once, to send many times with `inferPrepared` (load generators). */
+  prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer;
+  /** Sends a prepared request. */
+  inferPrepared(prepared: PreparedInfer): Promise<InferResult>;
   /** Statistics of all models, one model, or one version. */
   modelStatistics(model?: string, version?: number | string): Promise<ModelStatistics[]>;
   repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]>;

@@ -1,0 +1,78 @@
+/**
+ * runPerf against an embedded server over both protocols: closed and open loop, sequence models,
+ * the server-side breakdown, and the reports. Short windows: this checks behaviour, not speed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { OnnxRuntimeBackend } from '@triode/backends';
+import { InferenceServer, LocalBackplane } from '@triode/core';
+import { createHttpApp, startGrpcServer, startHttpServer, type GrpcServerHandle, type HttpServerHandle } from '@triode/gateway';
+import { makeRepository } from '../../../../test/helpers/repository.js';
+import { GrpcClient } from '../grpc-client.js';
+import { HttpClient } from '../http-client.js';
+import { runPerf } from './perf-runner.js';
+import { perfCsv, perfTable } from './perf-report.js';
+
+let server: InferenceServer;
+let http: HttpServerHandle;
+let grpc: GrpcServerHandle;
+
+beforeAll(async () => {
+  server = await InferenceServer.create({ modelRepositories: [makeRepository(['simple', 'simple_sequence', 'simple_string'])], backends: [new OnnxRuntimeBackend()] });
+  http = await startHttpServer(createHttpApp(new LocalBackplane(server)), 0, '127.0.0.1');
+  grpc = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0' });
+}, 60000);
+
+afterAll(async () => {
+  await grpc?.close(1000);
+  await http?.close();
+  await server?.stop(1000);
+});
+
+const quick = { measurementIntervalMs: 300, maxTrials: 3, warmupRequests: 5 };
+
+describe('runPerf', () => {
+  it('measures concurrency levels over HTTP with the server-side breakdown', async () => {
+    const client = new HttpClient(`http://127.0.0.1:${http.port}`);
+    const results = await runPerf(client, { model: 'simple', concurrency: [1, 2], ...quick });
+    client.close();
+    expect(results.map((r) => r.concurrency)).toEqual([1, 2]);
+    for (const r of results) {
+      expect(r.errors).toBe(0);
+      expect(r.requests).toBeGreaterThan(10);
+      expect(r.throughput).toBeCloseTo(r.requestsPerSec, 5);
+      expect(r.latencyUs.p50).toBeGreaterThan(0);
+      expect(r.latencyUs.p99).toBeGreaterThanOrEqual(r.latencyUs.p50);
+      expect(r.server!.requests).toBeGreaterThanOrEqual(r.requests);
+      expect(r.server!.computeInferUs).toBeGreaterThan(0);
+    }
+    expect(perfTable(results)).toMatch(/\| +Concurrency \| +Infer\/s \|/);
+    const csv = perfCsv(results).trim().split('\n');
+    expect(csv[0]).toBe('Concurrency,Inferences/Second,Server Queue,Server Compute Input,Server Compute Infer,Server Compute Output,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,Errors,Client CPU');
+    expect(csv).toHaveLength(3);
+  });
+
+  it('measures a request rate over gRPC with batch size 4 and zero data', async () => {
+    const client = new GrpcClient(`127.0.0.1:${grpc.port}`);
+    const [r] = await runPerf(client, { model: 'simple', concurrency: [], requestRates: [200], batchSize: 4, inputData: 'zero', ...quick });
+    client.close();
+    expect(r!.requestRate).toBe(200);
+    expect(r!.requestsPerSec).toBeGreaterThan(120);
+    expect(r!.requestsPerSec).toBeLessThan(260);
+    expect(r!.throughput).toBeCloseTo(r!.requestsPerSec * 4, 5);
+  });
+
+  it('runs sequences on a sequence model, data from a perf_analyzer JSON file, BYTES inputs', async () => {
+    const client = new HttpClient(`http://127.0.0.1:${http.port}`);
+    const [seq] = await runPerf(client, { model: 'simple_sequence', concurrency: [2], sequenceLength: 5, ...quick });
+    expect(seq!.errors).toBe(0);
+    const dir = mkdtempSync(join(tmpdir(), 'perf-'));
+    writeFileSync(join(dir, 'data.json'), JSON.stringify({ data: [{ INPUT0: Array(16).fill('3'), INPUT1: { content: Array(16).fill('4'), shape: [16] } }] }));
+    const [str] = await runPerf(client, { model: 'simple_string', concurrency: [1], inputData: { file: join(dir, 'data.json') }, ...quick });
+    expect(str!.errors).toBe(0);
+    await expect(runPerf(client, { model: 'nope', concurrency: [1], ...quick })).rejects.toThrow(/unknown model/);
+    client.close();
+  });
+});

@@ -1,0 +1,261 @@
+/**
+ * @module `triode perf`: a perf_analyzer-like load generator. For each concurrency (closed loop:
+ * N requests always outstanding) or request rate (open loop: requests sent on a fixed schedule),
+ * it warms up, then measures in windows until three in a row agree within the stability
+ * percentage (throughput and p95 latency), and reports throughput, latency percentiles, the
+ * server-side breakdown from the statistics API, and the client's own CPU use.
+ * Triton: perf_analyzer docs (measurements_metrics.md, cli.md)
+ */
+import { performance } from 'node:perf_hooks';
+import type { ModelStatistics } from '@triode/core';
+import type { InferenceClient, InferInput, PreparedInfer } from '../types.js';
+import { perfInputs, type InputDataSource } from './perf-inputs.js';
+
+/** What `triode perf` is asked to do. */
+export interface PerfOptions {
+  model: string;
+  version?: string;
+  /** Concurrency levels to measure (closed loop); ignored when `requestRates` is given. */
+  concurrency: number[];
+  /** Request rates (requests/s) to measure (open loop). */
+  requestRates?: number[];
+  /** Batch size of each request (first dim) for batching models. @default 1 */
+  batchSize?: number;
+  inputData?: InputDataSource;
+  /** Shapes of variable inputs, without the batch dim. */
+  shapes?: Record<string, number[]>;
+  /** Length of one measurement window. @default 5000 */
+  measurementIntervalMs?: number;
+  /** Windows agree when within this percentage. @default 10 */
+  stabilityPercentage?: number;
+  /** Windows measured at most per level. @default 10 */
+  maxTrials?: number;
+  /** Requests sent before measuring, per level. @default 100 (x concurrency) */
+  warmupRequests?: number;
+  /** Sequence models: requests per sequence. @default 20 */
+  sequenceLength?: number;
+  /** Open loop: most requests outstanding at once. @default 1000 */
+  maxOutstanding?: number;
+}
+
+/** The result of one concurrency level or request rate. */
+export interface PerfResult {
+  concurrency?: number;
+  requestRate?: number;
+  /** Inferences per second (requests x batch size). */
+  throughput: number;
+  requestsPerSec: number;
+  /** Client-side latency in microseconds. */
+  latencyUs: { p50: number; p90: number; p95: number; p99: number; avg: number };
+  requests: number;
+  errors: number;
+  /** The windows agreed within the stability percentage. */
+  stable: boolean;
+  /** Server-side averages per request over the measured windows (µs), from the statistics API. */
+  server?: { requests: number; executions: number; queueUs: number; computeInputUs: number; computeInferUs: number; computeOutputUs: number };
+  /** This process's CPU time over wall time while measuring (1.0 = one core). */
+  clientCpu: number;
+  /** The first error message seen, if any. */
+  firstError?: string;
+}
+
+interface Window {
+  latencies: number[];
+  errors: number;
+  startMs: number;
+  endMs: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** Sums the statistics of a model's versions (the version asked for only, when given). */
+function sumStats(stats: ModelStatistics[], version?: string): { success: number; execs: number; queue: number; input: number; infer: number; output: number } {
+  const out = { success: 0, execs: 0, queue: 0, input: 0, infer: 0, output: 0 };
+  for (const s of stats) {
+    if (version && s.version !== version) continue;
+    out.success += Number(s.inference_stats.success.count);
+    out.execs += Number(s.execution_count);
+    out.queue += Number(s.inference_stats.queue.ns);
+    out.input += Number(s.inference_stats.compute_input.ns);
+    out.infer += Number(s.inference_stats.compute_infer.ns);
+    out.output += Number(s.inference_stats.compute_output.ns);
+  }
+  return out;
+}
+
+/** Runs the measurements. `log` gets progress lines. */
+export async function runPerf(client: InferenceClient, options: PerfOptions, log: (line: string) => void = () => undefined): Promise<PerfResult[]> {
+  const meta = await client.modelMetadata(options.model, options.version);
+  const config = await client.modelConfig(options.model, options.version);
+  const maxBatch = Number(config['max_batch_size'] ?? 0);
+  const batch = options.batchSize ?? 1;
+  if (maxBatch === 0 && batch !== 1) throw new Error(`model '${options.model}' does not batch (max_batch_size 0): use -b 1`);
+  if (maxBatch > 0 && batch > maxBatch) throw new Error(`batch size ${batch} is above the model's max_batch_size ${maxBatch}`);
+  if ((config['model_transaction_policy'] as { decoupled?: boolean } | undefined)?.decoupled) {
+    throw new Error(`model '${options.model}' is decoupled: triode perf measures request/response models only`);
+  }
+  const sets = perfInputs(meta, maxBatch, batch, options.inputData ?? 'random', options.shapes ?? {});
+  const sequences = config['sequence_batching'] !== undefined;
+  const version = options.version;
+  const prepared: PreparedInfer[] = sequences ? [] : sets.map((inputs) => client.prepare(options.model, { inputs, ...(version ? { version } : {}) }));
+  const seqLength = options.sequenceLength ?? 20;
+  let nextSequence = 1;
+
+  // One request: prepared bytes for stateless models; sequence models get their parameters.
+  const perWorker = (worker: number) => {
+    let k = worker;
+    let seqId = 0;
+    let pos = seqLength;
+    return (): Promise<unknown> => {
+      k++;
+      if (!sequences) return client.inferPrepared(prepared[k % prepared.length]!);
+      if (pos >= seqLength) {
+        seqId = nextSequence++;
+        pos = 0;
+      }
+      const inputs: InferInput[] = sets[k % sets.length]!;
+      const start = pos === 0;
+      const end = ++pos === seqLength;
+      return client.infer(options.model, { inputs, sequence: { id: seqId, start, end }, ...(version ? { version } : {}) });
+    };
+  };
+
+  const interval = options.measurementIntervalMs ?? 5000;
+  const stability = (options.stabilityPercentage ?? 10) / 100;
+  const maxTrials = Math.max(3, options.maxTrials ?? 10);
+  const levels: { concurrency?: number; requestRate?: number }[] = options.requestRates?.length
+    ? options.requestRates.map((r) => ({ requestRate: r }))
+    : options.concurrency.map((c) => ({ concurrency: c }));
+  const results: PerfResult[] = [];
+
+  for (const level of levels) {
+    let current: Window = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
+    let firstError: string | undefined;
+    let stopping = false;
+    let warm = 0;
+    const warmupTotal = (options.warmupRequests ?? 100) * (level.concurrency ?? 1);
+    let warmed: () => void = () => undefined;
+    const warmedUp = new Promise<void>((r) => { warmed = r; });
+    const record = (t0: number, ok: boolean, err?: unknown) => {
+      if (warm < warmupTotal) {
+        if (++warm === warmupTotal) warmed();
+        return;
+      }
+      if (ok) current.latencies.push((performance.now() - t0) * 1000);
+      else {
+        current.errors++;
+        firstError ??= (err as Error)?.message ?? String(err);
+      }
+    };
+    const tasks: Promise<void>[] = [];
+    if (level.concurrency !== undefined) {
+      for (let w = 0; w < level.concurrency; w++) {
+        const next = perWorker(w);
+        tasks.push((async () => {
+          while (!stopping) {
+            const t0 = performance.now();
+            try {
+              await next();
+              record(t0, true);
+            } catch (err) {
+              record(t0, false, err);
+            }
+          }
+        })());
+      }
+    } else {
+      const rate = level.requestRate!;
+      const next = perWorker(0);
+      const maxOut = options.maxOutstanding ?? 1000;
+      let outstanding = 0;
+      tasks.push((async () => {
+        const t00 = performance.now();
+        let sent = 0;
+        while (!stopping) {
+          const due = t00 + (sent * 1000) / rate;
+          const wait = due - performance.now();
+          if (wait > 1) await new Promise((r) => setTimeout(r, Math.floor(wait)));
+          if (outstanding >= maxOut) {
+            await new Promise((r) => setImmediate(r));
+            continue;
+          }
+          sent++;
+          outstanding++;
+          const t0 = performance.now();
+          next().then(() => record(t0, true), (err: unknown) => record(t0, false, err)).finally(() => { outstanding--; });
+        }
+        while (outstanding > 0) await new Promise((r) => setTimeout(r, 5));
+      })());
+    }
+    if (warmupTotal > 0) await warmedUp;
+    const windows: Window[] = [];
+    const statsBefore = sumStats(await client.modelStatistics(options.model).catch(() => []), version);
+    const statsAt: ReturnType<typeof sumStats>[] = [statsBefore];
+    const cpu0 = process.cpuUsage();
+    const wall0 = performance.now();
+    let stable = false;
+    current = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
+    for (let trial = 0; trial < maxTrials; trial++) {
+      await new Promise((r) => setTimeout(r, interval));
+      current.endMs = performance.now();
+      windows.push(current);
+      current = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
+      statsAt.push(sumStats(await client.modelStatistics(options.model).catch(() => []), version));
+      const w = windows[windows.length - 1]!;
+      const tput = (w.latencies.length * 1000) / (w.endMs - w.startMs);
+      const sorted = [...w.latencies].sort((a, b) => a - b);
+      log(`  ${level.concurrency !== undefined ? `concurrency ${level.concurrency}` : `rate ${level.requestRate}/s`} window ${trial + 1}: ${(tput * batch).toFixed(1)} infer/s, p95 ${(percentile(sorted, 95) / 1000).toFixed(3)} ms`);
+      if (windows.length >= 3) {
+        const last = windows.slice(-3);
+        const t = last.map((x) => x.latencies.length / (x.endMs - x.startMs));
+        const p = last.map((x) => percentile([...x.latencies].sort((a, b) => a - b), 95));
+        const agree = (xs: number[]) => {
+          const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+          return mean > 0 && xs.every((x) => Math.abs(x - mean) <= stability * mean);
+        };
+        if (agree(t) && agree(p)) {
+          stable = true;
+          break;
+        }
+      }
+    }
+    const wall = performance.now() - wall0;
+    const cpu = process.cpuUsage(cpu0);
+    stopping = true;
+    await Promise.all(tasks);
+
+    const used = windows.slice(-3);
+    const all = used.flatMap((w) => w.latencies).sort((a, b) => a - b);
+    const spanMs = used.reduce((a, w) => a + (w.endMs - w.startMs), 0);
+    const requestsPerSec = (all.length * 1000) / spanMs;
+    const sA = statsAt[statsAt.length - 1 - used.length]!;
+    const sB = statsAt[statsAt.length - 1]!;
+    const n = sB.success - sA.success;
+    const result: PerfResult = {
+      ...level,
+      throughput: requestsPerSec * batch,
+      requestsPerSec,
+      latencyUs: {
+        p50: percentile(all, 50), p90: percentile(all, 90), p95: percentile(all, 95), p99: percentile(all, 99),
+        avg: all.length ? all.reduce((a, b) => a + b, 0) / all.length : 0,
+      },
+      requests: all.length,
+      errors: used.reduce((a, w) => a + w.errors, 0),
+      stable,
+      clientCpu: (cpu.user + cpu.system) / 1000 / wall,
+      ...(firstError !== undefined ? { firstError } : {}),
+    };
+    if (n > 0) {
+      result.server = {
+        requests: n, executions: sB.execs - sA.execs,
+        queueUs: (sB.queue - sA.queue) / n / 1000, computeInputUs: (sB.input - sA.input) / n / 1000,
+        computeInferUs: (sB.infer - sA.infer) / n / 1000, computeOutputUs: (sB.output - sA.output) / n / 1000,
+      };
+    }
+    results.push(result);
+  }
+  return results;
+}
