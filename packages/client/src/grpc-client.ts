@@ -103,6 +103,8 @@ export class GrpcClient implements InferenceClient {
     this.#client = new Service(address, options.credentials ?? grpcCredentials.createInsecure(), {
       'grpc.max_receive_message_length': -1,
       'grpc.max_send_message_length': -1,
+      // A larger HTTP/2 window than the 64 KiB default: big tensors do not wait for WINDOW_UPDATEs.
+      'grpc-node.flow_control_window': 8 * 1024 * 1024,
       ...options.channelOptions,
     }) as unknown as Client & Record<string, Unary>;
     this.#options = options;
