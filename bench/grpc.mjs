@@ -4,7 +4,7 @@
 //   node bench/grpc.mjs [--window 3000] [--trials 5]
 // Prints markdown tables; bench/RESULTS.md keeps the committed ones with the command line.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,6 +50,7 @@ async function startServer(httpPort, grpcPort) {
 /** One `triode perf` run; returns its JSON result and the server's CPU over the run. */
 function perf(server, protocol, url, model, c) {
   const json = join(OUT, `perf-${protocol}-${model}-${c}.json`);
+  rmSync(json, { force: true });
   const t0 = cpuTicks(server.pid);
   const w0 = Date.now();
   execFileSync(process.execPath, [BIN, 'perf', '-m', model, '-i', protocol, '-u', url, '--concurrency-range', String(c),

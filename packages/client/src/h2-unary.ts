@@ -29,6 +29,8 @@ function statusOf(h: IncomingHttpHeaders): { code: number; message: string } | u
 export class H2Unary {
   readonly #authority: string;
   #session: ClientHttp2Session | undefined;
+  /** Calls in flight: the connection keeps the process alive only while there are some. */
+  #inflight = 0;
 
   /** @param address `host:port` */
   constructor(address: string) {
@@ -74,12 +76,15 @@ export class H2Unary {
       };
       if (timeoutMs) headers['grpc-timeout'] = `${Math.max(1, Math.ceil(timeoutMs))}m`;
       let req;
+      let session: ClientHttp2Session;
       try {
-        req = this.#connection().request(headers);
+        session = this.#connection();
+        req = session.request(headers);
       } catch (err) {
         reject(new InferenceServerError(`gRPC call ${path} failed: ${(err as Error).message}`, { grpcCode: 14, cause: err }));
         return;
       }
+      if (this.#inflight++ === 0) session.ref();
       const chunks: Buffer[] = [];
       let status: { code: number; message: string } | undefined;
       req.on('response', (h) => { status = statusOf(h); });
@@ -87,6 +92,7 @@ export class H2Unary {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('error', (err) => reject(new InferenceServerError(`gRPC call ${path} failed: ${err.message}`, { grpcCode: 14, cause: err })));
       req.on('close', () => {
+        if (--this.#inflight === 0 && !session.destroyed) session.unref();
         if (!status) {
           reject(new InferenceServerError(`gRPC call ${path} ended without a status`, { grpcCode: 13 }));
           return;

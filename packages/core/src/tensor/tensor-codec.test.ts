@@ -27,6 +27,14 @@ describe('tensor codec (gateway <-> worker)', () => {
     );
   });
 
+  it('leaves the abort signal behind (it cannot cross processes) and keeps a decoupled final flag', () => {
+    const req = { modelName: 'm', inputs: [], signal: new AbortController().signal };
+    const { request } = decodeRequest(encodeRequest(req, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 }));
+    expect('signal' in request).toBe(false);
+    const reply = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', outputs: [], final: true }, more: true }));
+    expect(reply).toMatchObject({ response: { final: true }, more: true });
+  });
+
   it('round-trips responses and errors', () => {
     const ok = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', id: 'x', outputs: [{ name: 'o', datatype: 'FP32', shape: [2], data: Float32Array.of(1.5, 2) }] } }));
     expect(ok).toMatchObject({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', id: 'x' } });

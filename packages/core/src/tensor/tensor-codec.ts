@@ -67,7 +67,8 @@ export interface WireEnvelope {
 
 /** Encodes a request and its envelope. */
 export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer {
-  const { inputs, ...rest } = req;
+  // The abort signal stays in the sending process (cancellation is the gateway's business).
+  const { inputs, signal: _signal, ...rest } = req;
   return encode({ ...rest, env }, inputs);
 }
 

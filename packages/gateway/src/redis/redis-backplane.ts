@@ -294,6 +294,12 @@ export class RedisBackplane implements Backplane {
         reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${this.#opts.requestTimeoutMs / 1000} s`));
       }, this.#opts.requestTimeoutMs);
       this.#waiting.set(requestKey, { resolve, reject, timer, ...(decoupled && onResponse ? { onResponse } : {}) });
+      // A cancelled call is answered at once; a worker may still run the request (its reply is dropped).
+      request.signal?.addEventListener('abort', () => {
+        if (!this.#waiting.delete(requestKey)) return;
+        clearTimeout(timer);
+        reject(Errors.cancelled());
+      }, { once: true });
       this.#cmd.xadd(stream, 'MAXLEN', '~', '1000000', '*', 'r', body).catch((err: unknown) => {
         clearTimeout(timer);
         this.#waiting.delete(requestKey);
