@@ -373,6 +373,7 @@ function raiseFlowControlWindow(server: Server, maxBytes: number): void {
 function raiseSessionWindows(server: Server): void {
   const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
   for (const h2 of servers?.keys() ?? []) {
+    h2.on('connection', (socket: { setNoDelay?: (on?: boolean) => void }) => socket.setNoDelay?.(true));
     h2.on('session', (session: Http2Session) => {
       try {
         session.setLocalWindowSize(GRPC_FLOW_CONTROL_WINDOW);
