@@ -18,7 +18,10 @@ type Unary = (req: object, md: Metadata, opts: object, cb: (err: ServiceError | 
 let server: InferenceServer;
 let grpc: GrpcServerHandle;
 let restricted: GrpcServerHandle;
+let small: GrpcServerHandle;
 let client: Client & Record<string, Unary>;
+/** No compression: its ModelInfer calls take the server's fast path. */
+let plainClient: Client & Record<string, Unary>;
 const Service = makeGenericClientConstructor(serviceDefinition('inference.GRPCInferenceService'), 'GRPCInferenceService');
 const Health = makeGenericClientConstructor(serviceDefinition('grpc.health.v1.Health'), 'Health');
 
@@ -52,6 +55,8 @@ beforeAll(async () => {
   const logSettings = new LogSettings();
   grpc = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', logSettings });
   restricted = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', restrictions: parseRestrictions(['inference,model-repository:api-key=s3cret']) });
+  small = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', maxMessageBytes: 1024 });
+  plainClient = new Service(`127.0.0.1:${grpc.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
   client = new Service(`127.0.0.1:${grpc.port}`, credentials.createInsecure(), {
     'grpc.max_receive_message_length': 1 << 20,
     'grpc.max_send_message_length': 1 << 20,
@@ -63,6 +68,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   client?.close();
+  plainClient?.close();
+  await small?.close(1000);
   await grpc?.close(1000);
   await restricted?.close(1000);
   await server?.stop(1000);
@@ -292,5 +299,51 @@ describe('restricted protocols', () => {
     md.set('triton-grpc-protocol-api-key', 's3cret');
     expect((await call('ModelInfer', simpleRequest(), md, c))['model_name']).toBe('simple');
     c.close();
+  });
+});
+
+describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)', () => {
+  const slowReq = (v: number) => ({ model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(v))] });
+  const callWith = (c: Client & Record<string, Unary>, req: object, opts: object = {}) => new Promise<Plain>((resolve, reject) => {
+    c['ModelInfer']!(req, new Metadata(), opts, (err, res) => (err ? reject(err) : resolve(plain('ModelInferResponse', res))));
+  });
+
+  it('answers like grpc-js: outputs, ids, Triton error texts and codes', async () => {
+    const r = await callWith(plainClient, simpleRequest({ id: 'fast' }));
+    expect(r['id']).toBe('fast');
+    expect(int32s((r['raw_output_contents'] as Uint8Array[])[1]!)).toEqual(Array.from(IN0, (x) => x - 1));
+    const mixed = simpleRequest();
+    (mixed.inputs[1] as Plain)['contents'] = { int_contents: Array.from(IN1) };
+    await expect(callWith(plainClient, mixed)).rejects.toMatchObject({
+      code: status.INVALID_ARGUMENT, details: "contents field must not be specified when using raw_input_contents for 'INPUT1' for model 'simple'",
+    });
+    await expect(callWith(plainClient, simpleRequest({ model_name: 'nöpe' }))).rejects.toMatchObject({ code: status.NOT_FOUND, details: "Request for unknown model: 'nöpe' is not found" });
+  });
+
+  it('a deadline passes: DEADLINE_EXCEEDED, and the queued request leaves the queue', async () => {
+    const first = callWith(plainClient, slowReq(1));
+    await expect(callWith(plainClient, slowReq(2), { deadline: Date.now() + 100 })).rejects.toMatchObject({ code: status.DEADLINE_EXCEEDED });
+    await first;
+  });
+
+  it('a message above the server limit: RESOURCE_EXHAUSTED', async () => {
+    const c = new Service(`127.0.0.1:${small.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    const big = { model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1024] }], raw_input_contents: [Buffer.alloc(4096)] };
+    await expect(callWith(c, big)).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+    expect((await callWith(c, simpleRequest()))['model_name']).toBe('simple');
+    c.close();
+  });
+
+  it('a cancelled call leaves the queue without running', async () => {
+    const before = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
+    const first = callWith(plainClient, slowReq(1));
+    await new Promise((r) => setTimeout(r, 50));
+    const second = plainClient.makeUnaryRequest('/inference.GRPCInferenceService/ModelInfer', (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()), (b: Buffer) => b, slowReq(2), () => undefined);
+    await new Promise((r) => setTimeout(r, 50));
+    second.cancel();
+    await first;
+    await new Promise((r) => setTimeout(r, 500));
+    const after = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
+    expect(Number(after['execution_count']) - Number(before['execution_count'])).toBe(1);
   });
 });
