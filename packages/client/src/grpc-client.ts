@@ -215,12 +215,13 @@ export class GrpcClient implements InferenceClient {
   }
 
   prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {
-    return { model, body: messageType('ModelInferRequest').encode(inferRequest(model, options)).finish() };
+    const frame = H2Unary.frame(messageType('ModelInferRequest').encode(inferRequest(model, options)).finish());
+    return { model, frame, body: frame.subarray(5) };
   }
 
   inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
     if (this.#h2) {
-      return this.#h2.call(INFER_PATH, prepared.body, this.#options.metadata ?? {}, this.#options.timeoutMs)
+      return this.#h2.call(INFER_PATH, prepared.frame ?? H2Unary.frame(prepared.body), this.#options.metadata ?? {}, this.#options.timeoutMs)
         .then((b) => inferResult(decodeInferResponse(b)));
     }
     return new Promise((resolve, reject) => {

@@ -57,16 +57,21 @@ export class H2Unary {
     return session;
   }
 
+  /** A serialized message with gRPC's prefix (uncompressed flag, 4-byte big-endian length). */
+  static frame(message: Uint8Array): Buffer {
+    const frame = Buffer.allocUnsafe(5 + message.byteLength);
+    frame[0] = 0;
+    frame.writeUInt32BE(message.byteLength, 1);
+    frame.set(message, 5);
+    return frame;
+  }
+
   /**
-   * Calls `path` with a serialized message; resolves with the serialized response.
+   * Calls `path` with a framed message (see `frame`); resolves with the serialized response.
    * @throws InferenceServerError with the gRPC status code and message.
    */
-  call(path: string, message: Uint8Array, metadata: Record<string, string>, timeoutMs?: number): Promise<Buffer> {
+  call(path: string, frame: Uint8Array, metadata: Record<string, string>, timeoutMs?: number): Promise<Buffer> {
     return new Promise<Buffer>((resolve, reject) => {
-      const frame = Buffer.allocUnsafe(5 + message.byteLength);
-      frame[0] = 0;
-      frame.writeUInt32BE(message.byteLength, 1);
-      frame.set(message, 5);
       const headers: Record<string, string> = {
         ...metadata,
         [constants.HTTP2_HEADER_METHOD]: 'POST',

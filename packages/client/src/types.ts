@@ -147,6 +147,8 @@ export interface PreparedInfer {
   readonly body: Uint8Array;
   readonly path?: string;
   readonly headers?: Record<string, string | number>;
+  /** gRPC: `body` with gRPC's 5-byte message prefix in front (`body` is a view of it). */
+  readonly frame?: Uint8Array;
 }
 
 /** Calls both clients offer. Every method rejects with InferenceServerError. */

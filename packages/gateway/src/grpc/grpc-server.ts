@@ -368,7 +368,8 @@ export const GRPC_FLOW_CONTROL_WINDOW = 8 * 1024 * 1024;
 function raiseFlowControlWindow(server: Server, maxBytes: number): void {
   const common = (server as unknown as { commonServerOptions?: { settings?: Record<string, unknown> } }).commonServerOptions;
   if (!common) return;
-  common.settings = { ...common.settings, initialWindowSize: Math.min(GRPC_FLOW_CONTROL_WINDOW, maxBytes, 2147483647) };
+  // Larger DATA frames too: a 110 KB tensor then arrives in one or two reads, not seven.
+  common.settings = { ...common.settings, initialWindowSize: Math.min(GRPC_FLOW_CONTROL_WINDOW, maxBytes, 2147483647), maxFrameSize: 1024 * 1024 };
 }
 
 /**
