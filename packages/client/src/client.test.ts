@@ -2,7 +2,9 @@
  * HttpClient and GrpcClient against an embedded server (both frontends over one
  * InferenceServer): the same calls and the same answers through either protocol.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { credentials } from '@grpc/grpc-js';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane } from '@triode/core';
 import { createHttpApp, startGrpcServer, startHttpServer, type GrpcServerHandle, type HttpServerHandle } from '@triode/gateway';
@@ -150,5 +152,30 @@ describe('gRPC streams', () => {
     const ac = new AbortController();
     ac.abort();
     await expect((clients['grpc'] as GrpcClient).infer('simple', { inputs: simpleInputs, signal: ac.signal })).rejects.toMatchObject({ grpcCode: 1 });
+  });
+});
+
+describe('TLS', () => {
+  const tls = (f: string) => readFileSync(new URL(`../../../test/fixtures/tls/${f}`, import.meta.url));
+
+  it('GrpcClient over TLS, and mutual TLS refusing a client without its certificate', async () => {
+    const one = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', tls: { cert: tls('server.crt'), key: tls('server.key') } });
+    const mutual = await startGrpcServer(new LocalBackplane(server), {
+      address: '127.0.0.1:0', tls: { cert: tls('server.crt'), key: tls('server.key'), rootCert: tls('client.crt'), mutual: true },
+    });
+    try {
+      const c = new GrpcClient(`localhost:${one.port}`, { credentials: credentials.createSsl(tls('server.crt')) });
+      expect(Array.from((await c.infer('simple', { inputs: simpleInputs })).data<Int32Array>('OUTPUT0'))).toEqual(Array.from(IN0, (x) => x + 1));
+      c.close();
+      const withCert = new GrpcClient(`localhost:${mutual.port}`, { credentials: credentials.createSsl(tls('server.crt'), tls('client.key'), tls('client.crt')) });
+      expect(await withCert.isServerLive()).toBe(true);
+      withCert.close();
+      const without = new GrpcClient(`localhost:${mutual.port}`, { credentials: credentials.createSsl(tls('server.crt')), timeoutMs: 3000 });
+      await expect(without.isServerLive()).rejects.toBeInstanceOf(InferenceServerError);
+      without.close();
+    } finally {
+      await one.close(500);
+      await mutual.close(500);
+    }
   });
 });
