@@ -90,3 +90,94 @@ describe('model loading', () => {
     }
   });
 });
+
+describe('instance-count-only changes', () => {
+  /** An echo backend that counts live instances and delays each execution. */
+  function countingBackend(live: { n: number; inits: number }, delayMs = 5): Backend {
+    return {
+      name: 'echo',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            live.n++;
+            live.inits++;
+            return {
+              async execute(requests) {
+                await new Promise((r) => setTimeout(r, delayMs));
+                return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) };
+              },
+              async finalize() { live.n--; },
+            };
+          },
+          async finalize() {},
+        };
+      },
+    };
+  }
+  const withCount = (n: number, mbs = 4) => `${config(mbs)}instance_group [ { count: ${n} kind: KIND_CPU } ]\n`;
+  const req = (v: number) => ({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(v) }] });
+
+  it('explicit load with only the instance count changed updates instances in place: no reload, no failed request', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-instances-'));
+    addModel(root, 'a', withCount(1));
+    const live = { n: 0, inits: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [countingBackend(live)], modelControlMode: 'explicit', startupModels: ['a'] });
+    try {
+      let stop = false;
+      let failed = 0;
+      let done = 0;
+      const client = (async () => {
+        while (!stop) {
+          await s.infer(req(done)).then(() => { done++; }, () => { failed++; });
+          await new Promise((r) => setImmediate(r));
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 30));
+      writeFileSync(join(root, 'a', 'config.pbtxt'), withCount(3));
+      await s.loadModel('a');
+      expect(live.n).toBe(3);
+      expect(live.inits).toBe(3); // 1 + 2 new: the first instance was kept
+      expect(s.modelConfig('a')['instance_group']).toMatchObject([{ count: 3 }]);
+      await new Promise((r) => setTimeout(r, 30));
+      await s.loadModel('a', { config: { ...s.modelConfig('a'), instance_group: [{ count: 2, kind: 'KIND_CPU' }] } as never });
+      expect(live.n).toBe(2);
+      await new Promise((r) => setTimeout(r, 30));
+      stop = true;
+      await client;
+      expect(failed).toBe(0);
+      // Statistics survive: the version was never replaced.
+      expect(s.modelStatistics('a')[0]!.inference_count).toBe(done);
+      // Any other change still reloads (a new version object: statistics start again).
+      writeFileSync(join(root, 'a', 'config.pbtxt'), withCount(2, 8));
+      await s.loadModel('a');
+      expect(s.modelStatistics('a')[0]!.inference_count).toBe(0);
+      expect(live.inits).toBe(5);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('poll mode does the same when only the count changed, and reloads when a model file changed too', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-instances-poll-'));
+    addModel(root, 'a', withCount(2));
+    const live = { n: 0, inits: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [countingBackend(live)], modelControlMode: 'poll', repositoryPollMs: 3_600_000 });
+    try {
+      await s.infer(req(1));
+      await new Promise((r) => setTimeout(r, 20));
+      writeFileSync(join(root, 'a', 'config.pbtxt'), withCount(1));
+      await s.pollRepository();
+      expect(live.n).toBe(1);
+      expect(s.modelStatistics('a')[0]!.inference_count).toBe(1);
+      await new Promise((r) => setTimeout(r, 20));
+      writeFileSync(join(root, 'a', '1', 'weights.bin'), 'new');
+      writeFileSync(join(root, 'a', 'config.pbtxt'), withCount(2));
+      await s.pollRepository();
+      expect(s.modelStatistics('a')[0]!.inference_count).toBe(0);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(live.n).toBe(2);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+});

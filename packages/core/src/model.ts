@@ -141,6 +141,45 @@ export class ModelVersion {
     return new ModelVersion(ctx, model, instances, labels, clock);
   }
 
+  /**
+   * Applies a new instance count without reloading: new instances are initialized and join;
+   * removed ones (from the end) take no new work, finish what they hold, then are finalized.
+   * Only the last instance group's count may change (the others keep their instances).
+   * @returns false when this model's scheduler cannot change its instance count (sequence
+   *   batcher): the caller reloads instead.
+   */
+  async setInstanceGroups(groups: NonNullable<ModelConfig['instance_group']>): Promise<boolean> {
+    const resize = this.#scheduler.resize?.bind(this.#scheduler);
+    const drained = this.#scheduler.drained?.bind(this.#scheduler);
+    if (!resize || !drained || groups.length === 0) return false;
+    const want = groups.reduce((a, g) => a + (g.count ?? 1), 0);
+    const have = this.#instances.length;
+    if (want > have) {
+      const last = groups[groups.length - 1]!;
+      const fresh: BackendModelInstance[] = [];
+      try {
+        for (let k = have; k < want; k++) fresh.push(await this.#backendModel.instanceInitialize(last, k));
+      } catch (err) {
+        await Promise.allSettled(fresh.map((x) => x.finalize()));
+        throw err;
+      }
+      this.#instances.push(...fresh);
+      resize(want);
+    } else if (want < have) {
+      resize(want);
+      await Promise.all(Array.from({ length: have - want }, (_, k) => drained(want + k)));
+      const gone = this.#instances.splice(want);
+      await Promise.allSettled(gone.map((x) => x.finalize()));
+    }
+    this.config.instance_group = groups;
+    return true;
+  }
+
+  /** Instances serving now. */
+  get instanceCount(): number {
+    return this.#instances.length;
+  }
+
   /** Requests waiting in the queue. */
   pendingCount(): number {
     return this.#scheduler.pendingCount();

@@ -113,6 +113,8 @@ interface ModelEntry {
   unloaded?: boolean;
   /** Loaded from `file:` overrides: `path` is a temporary directory, removed on retirement. */
   override?: boolean;
+  /** Signature of the model's files other than its config, when it was prepared. */
+  filesSig?: string;
   versions: Map<number, VersionSlot>;
 }
 
@@ -266,6 +268,7 @@ export class InferenceServer {
       return undefined;
     }
     entry.config = prepared.config;
+    entry.filesSig = modelFilesSignature(entry.path);
     if (prepared.versions.length === 0) {
       entry.error = Errors.unavailable(`at least one version must be available under the version policy of model '${entry.name}'`);
       return undefined;
@@ -518,6 +521,7 @@ export class InferenceServer {
         if (!found) throw Errors.invalidArg(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
         if (found.error) throw Errors.invalidArg(`failed to load '${name}': ${found.error.message}`);
         entry = { name, path: found.path, versions: new Map() };
+        if (await this.#updateInstancesInPlace(entry, options.config)) return;
       }
       const versions = await this.#prepare(entry, options.config);
       if (!versions) {
@@ -536,6 +540,35 @@ export class InferenceServer {
       // The old versions finish what they hold, then go.
       if (old) void this.#retire(old);
     });
+  }
+
+  /**
+   * A reload whose only change is the instance count of the (last) instance group, with the same
+   * versions and model files, changes the serving versions' instances in place: no reload, no
+   * pause (Triton does the same). Returns false when a full reload is needed.
+   */
+  async #updateInstancesInPlace(candidate: ModelEntry, override?: ModelConfig): Promise<boolean> {
+    const old = this.#models.get(candidate.name);
+    if (!old?.config || old.unloaded || old.override || old.path !== candidate.path || old.filesSig !== modelFilesSignature(candidate.path)) return false;
+    let prepared: { config: ModelConfig; versions: number[] };
+    try {
+      prepared = await this.#prepareConfig(candidate, override);
+    } catch {
+      return false; // the full load reports the error
+    }
+    const groups = prepared.config.instance_group ?? [];
+    if (!onlyLastInstanceCountDiffers(old.config, prepared.config)) return false;
+    const slots = [...old.versions.entries()];
+    const serving = slots.filter(([, v]) => v.state === 'READY' && v.model instanceof ModelVersion);
+    if (serving.length !== slots.length || serving.length !== prepared.versions.length || !serving.every(([v]) => prepared.versions.includes(v))) return false;
+    if (prepared.config.sequence_batching) return false;
+    for (const [, slot] of serving) {
+      if (!(await (slot.model as ModelVersion).setInstanceGroups(structuredClone(groups)))) return false;
+    }
+    old.config = prepared.config;
+    const n = groups.reduce((a, g) => a + (g.count ?? 1), 0);
+    this.logger.info(`updated '${candidate.name}' to ${n} instances without reloading`, { model: candidate.name });
+    return true;
   }
 
   /**
@@ -687,6 +720,51 @@ export class InferenceServer {
 }
 
 /** What changes when a model's files change: every path, size and mtime under its directory. */
+/** JSON with object keys sorted: equal for equal configs whatever order fields were written in. */
+function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** True when two configs differ only in the count of their last instance group. */
+export function onlyLastInstanceCountDiffers(a: ModelConfig, b: ModelConfig): boolean {
+  // Compared in the JSON form, which spells out every default: a config read from config.pbtxt
+  // and the same config given as a load override compare equal.
+  const ja = modelConfigToJson(a) as Record<string, unknown> & { instance_group?: Record<string, unknown>[] };
+  const jb = modelConfigToJson(b) as Record<string, unknown> & { instance_group?: Record<string, unknown>[] };
+  const ga = ja.instance_group ?? [];
+  const gb = jb.instance_group ?? [];
+  if (ga.length === 0 || ga.length !== gb.length) return false;
+  if (stableJson({ ...ja, instance_group: [] }) !== stableJson({ ...jb, instance_group: [] })) return false;
+  for (let i = 0; i < ga.length - 1; i++) if (stableJson(ga[i]) !== stableJson(gb[i])) return false;
+  const la = ga[ga.length - 1]!;
+  const lb = gb[gb.length - 1]!;
+  return (la.count ?? 1) !== (lb.count ?? 1) && stableJson({ ...la, count: 0 }) === stableJson({ ...lb, count: 0 });
+}
+
+/** Signature of a model directory's files other than its config (`config.pbtxt`, `configs/`). */
+function modelFilesSignature(dir: string): string {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n !== 'config.pbtxt' && n !== 'configs').sort();
+  } catch {
+    return '';
+  }
+  return names.map((n) => {
+    const p = join(dir, n);
+    let st;
+    try {
+      st = statSync(p);
+    } catch {
+      return '';
+    }
+    return st.isDirectory() ? `${n}/[${signature(p, 1)}]` : `${n}:${st.size}:${st.mtimeMs};`;
+  }).join('');
+}
+
 function signature(dir: string, depth = 0): string {
   if (depth > 4) return '';
   let out = '';

@@ -53,6 +53,10 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   #batchDeadline = 0;
   readonly #idle = new IdleWaiters();
   #stopped = false;
+  /** Instances that get new batches: 0..active-1 (an instance count change moves it). */
+  #active: number;
+  /** Per instance: callbacks waiting for it to have nothing outstanding. */
+  readonly #drainWaiters = new Map<number, (() => void)[]>();
 
   constructor(instanceCount: number, runner: BatchRunner<T>, options: DynamicBatchSchedulerOptions<T> = {}) {
     if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
@@ -63,6 +67,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     this.#clock = options.clock ?? systemClock;
     this.#onReject = options.onReject ?? (() => undefined);
     this.#outstanding = new Array<number>(instanceCount).fill(0);
+    this.#active = instanceCount;
     this.#depth = Math.max(1, options.pipelineDepth ?? 1);
     this.#queue = new PriorityQueue<T>(options.queuePolicy ?? {});
     this.#timer = new WakeTimer(this.#clock, () => this.#schedule());
@@ -97,6 +102,27 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     this.#timer.clear();
   }
 
+  /**
+   * Changes how many instances get work: new ones (indices up to n-1) get batches at once;
+   * instances n and above get no new batch and finish what they hold (see `drained`).
+   */
+  resize(instanceCount: number): void {
+    if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
+    while (this.#outstanding.length < instanceCount) this.#outstanding.push(0);
+    this.#active = instanceCount;
+    this.#schedule();
+  }
+
+  /** Resolves once instance `i` has no batch outstanding. */
+  drained(instance: number): Promise<void> {
+    if ((this.#outstanding[instance] ?? 0) === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const list = this.#drainWaiters.get(instance) ?? [];
+      list.push(resolve);
+      this.#drainWaiters.set(instance, list);
+    });
+  }
+
 
   /** Rejects or delays what has timed out. */
   #expire(now: number): void {
@@ -106,7 +132,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   /** The least busy instance with room for another batch (an idle one first), or -1. */
   #pickInstance(): number {
     let best = -1;
-    for (let i = 0; i < this.#outstanding.length; i++) {
+    for (let i = 0; i < this.#active; i++) {
       const o = this.#outstanding[i]!;
       if (o < this.#depth && (best < 0 || o < this.#outstanding[best]!)) best = i;
       if (o === 0) break;
@@ -132,7 +158,10 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
         .catch(() => undefined) // the runner answers its requests itself
         .finally(() => {
           this.#inflight -= batch.length;
-          this.#outstanding[instance]!--;
+          if (--this.#outstanding[instance]! === 0 && this.#drainWaiters.has(instance)) {
+            for (const f of this.#drainWaiters.get(instance)!) f();
+            this.#drainWaiters.delete(instance);
+          }
           this.#schedule();
           this.#notifyIdle();
         });

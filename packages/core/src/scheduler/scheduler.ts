@@ -39,4 +39,8 @@ export interface Scheduler<T extends Schedulable> {
   idle(): Promise<void>;
   /** Stops timers; queued requests are left to the caller. */
   stop(): Promise<void>;
+  /** Changes the number of instances that get work (schedulers that support it). */
+  resize?(instanceCount: number): void;
+  /** Resolves once an instance has no batch outstanding (with `resize`). */
+  drained?(instance: number): Promise<void>;
 }
