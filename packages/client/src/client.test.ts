@@ -102,6 +102,20 @@ describe.each(['http', 'http-json', 'grpc'])('%s client', (kind) => {
     await expect(c().infer('simple', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: [1, 2] }] })).rejects.toThrow(/8 bytes of data for 16 INT32 elements/);
   });
 
+  it('file: overrides load a model from the request; an over-long file name fails and the server stays live', async () => {
+    const onnx = readFileSync(new URL('../../../model_repository/simple/1/model.onnx', import.meta.url));
+    const name = `simple_files_${kind.replace('-', '_')}`;
+    const config = { name, platform: 'onnxruntime_onnx', max_batch_size: 8, input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] }] };
+    await c().loadModel(name, { config, files: { '1/model.onnx': onnx } });
+    expect(Array.from((await c().infer(name, { inputs: simpleInputs })).data<Int32Array>('OUTPUT0'))).toEqual(Array.from(IN0, (x) => x + 1));
+    const err = await c().loadModel('simple_long', { config, files: { [`1/${'a'.repeat(256)}`]: onnx } }).catch((e: unknown) => e as InferenceServerError);
+    expect((err as Error).message).toMatch(/failed to load 'simple_long': failed to poll from model repository/);
+    if (kind === 'grpc') expect((err as InferenceServerError).grpcCode).toBe(13);
+    expect(await c().isServerLive()).toBe(true);
+    await expect(c().loadModel('simple_nocfg', { files: { '1/model.onnx': onnx } })).rejects.toThrow(/a 'config' parameter must be given with 'file:' overrides/);
+    await c().unloadModel(name);
+  });
+
   it('statistics, repository index, unload and load', async () => {
     const stats = await c().modelStatistics('simple');
     expect(stats[0]!.inference_stats.success.count).toBeGreaterThan(0);
