@@ -60,7 +60,7 @@ try {
   const redis = await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], /Ready to accept/);
   const url = `redis://127.0.0.1:${redisPort}`;
   const gwPort = await freePort();
-  const gw = await start(process.execPath, [BIN, 'gateway', '--redis', url, '--http-port', String(gwPort), '--http-address', '127.0.0.1', '--allow-grpc=false'], /Started HTTPService/);
+  const gw = await start(process.execPath, [BIN, 'gateway', '--metrics-port', '0', '--redis', url, '--http-port', String(gwPort), '--http-address', '127.0.0.1', '--allow-grpc=false'], /Started HTTPService/);
   const workers = [await start(process.execPath, [BIN, 'worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', 'w0', '--log-info=false'], /\+\n[\s\S]*\+\n/)];
   await new Promise((r) => setTimeout(r, 1500));
   for (const model of ['simple', 'ppocr_cls']) for (const c of [1, 16]) rows.push({ mode: 'cluster (1 worker)', model, c, ...measure(gwPort, model, c) });

@@ -43,7 +43,7 @@ beforeAll(async () => {
   }
   for (let i = 0; i < 2; i++) {
     const port = await freePort();
-    gateways.push({ child: await startTriode(['gateway', '--redis', redis.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--request-timeout-secs', '10']), base: `http://127.0.0.1:${port}` });
+    gateways.push({ child: await startTriode(['gateway', '--metrics-port', '0', '--redis', redis.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--request-timeout-secs', '10']), base: `http://127.0.0.1:${port}` });
   }
   await until(async () => (await fetch(`${gateways[0]!.base}/v2/health/ready`)).status === 200);
 });
@@ -115,7 +115,7 @@ describe('cluster: a worker killed mid-stream', () => {
     const w = [0, 1].map((i) => startTriode(['worker', '--metrics-port', '0', '--redis', r2.url, '--model-repository', repo, '--worker-id', `k${i}`, '--claim-idle-ms', '1000'], /Started worker/));
     const [wa, wb] = (await Promise.all(w)) as [Child, Child];
     const port = await freePort();
-    const gw = await startTriode(['gateway', '--redis', r2.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--request-timeout-secs', '15']);
+    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r2.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--request-timeout-secs', '15']);
     const base = `http://127.0.0.1:${port}`;
     try {
       await until(async () => (await fetch(`${base}/v2/health/ready`)).status === 200);
@@ -153,7 +153,7 @@ describe('cluster: the OCR pipeline through a gateway', () => {
     const r3 = await startRedis();
     const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r3.url, '--model-repository', makeRepository(['ocr', 'ppocr_det', 'ppocr_cls', 'ppocr_rec'])], /Started worker/);
     const port = await freePort();
-    const gw = await startTriode(['gateway', '--redis', r3.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']);
+    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r3.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']);
     try {
       const base = `http://127.0.0.1:${port}`;
       await until(async () => (await fetch(`${base}/v2/models/ocr/ready`)).status === 200);
@@ -179,7 +179,7 @@ describe('cluster: sequences stick to one worker', () => {
     const ws = await Promise.all([0, 1].map((i) => startTriode(['worker', '--metrics-port', '0', '--redis', r4.url, '--model-repository', repo, '--worker-id', `s${i}`], /Started worker/)));
     const gws = await Promise.all([0, 1].map(async () => {
       const port = await freePort();
-      return { child: await startTriode(['gateway', '--redis', r4.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']), base: `http://127.0.0.1:${port}` };
+      return { child: await startTriode(['gateway', '--metrics-port', '0', '--redis', r4.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']), base: `http://127.0.0.1:${port}` };
     }));
     try {
       for (const g of gws) await until(async () => (await fetch(`${g.base}/v2/models/simple_sequence/ready`)).status === 200);
@@ -238,7 +238,7 @@ describe('cluster: decoupled models through a gateway', () => {
     const r5 = await startRedis();
     const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r5.url, '--model-repository', makeRepository(['repeat_int32'])], /Started worker/);
     const port = await freePort();
-    const gw = await startTriode(['gateway', '--redis', r5.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']);
+    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r5.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']);
     try {
       const base = `http://127.0.0.1:${port}`;
       await until(async () => (await fetch(`${base}/v2/models/repeat_int32/ready`)).status === 200);
@@ -264,7 +264,7 @@ describe('cluster: load / unload through any gateway', () => {
     const ws = await Promise.all([worker('c0'), worker('c1')]);
     const gws = await Promise.all([0, 1].map(async () => {
       const port = await freePort();
-      return { child: await startTriode(['gateway', '--redis', r6.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']), base: `http://127.0.0.1:${port}` };
+      return { child: await startTriode(['gateway', '--metrics-port', '0', '--redis', r6.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']), base: `http://127.0.0.1:${port}` };
     }));
     try {
       const a = gws[0]!;

@@ -77,6 +77,7 @@ describe('@triode/client through a cluster gateway', () => {
   let redis: RedisHandle;
   let worker: Child;
   let gateway: Child;
+  let gatewayMetrics: number;
   const clients: Record<string, InferenceClient> = {};
 
   beforeAll(async () => {
@@ -84,7 +85,8 @@ describe('@triode/client through a cluster gateway', () => {
     worker = await startTriode(['worker', '--metrics-port', '0', '--redis', redis.url, '--model-repository', makeRepository(['simple', 'simple_sequence', 'repeat_int32'])], /Started worker/);
     const httpPort = await freePort();
     const grpcPort = await freePort();
-    gateway = await startTriode(['gateway', '--redis', redis.url, '--http-port', String(httpPort), '--http-address', '127.0.0.1', '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1'],
+    gatewayMetrics = await freePort();
+    gateway = await startTriode(['gateway', '--metrics-port', String(gatewayMetrics), '--metrics-address', '127.0.0.1', '--metrics-config', 'histogram_latencies=true', '--redis', redis.url, '--http-port', String(httpPort), '--http-address', '127.0.0.1', '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1'],
       /Started GRPCInferenceService/);
     clients['http'] = new HttpClient(`http://127.0.0.1:${httpPort}`);
     clients['grpc'] = new GrpcClient(`127.0.0.1:${grpcPort}`);
@@ -109,6 +111,15 @@ describe('@triode/client through a cluster gateway', () => {
     // Workers publish their statistics with their heartbeat: the sum catches up within a beat.
     await until(async () => (await c.modelStatistics('simple'))[0]!.inference_stats.success.count > 0);
     expect((await c.repositoryIndex()).map((m) => m.name).sort()).toEqual(['repeat_int32', 'simple', 'simple_sequence']);
+  });
+
+  it("the gateway serves its frontend metrics: requests it relayed, by model and version", async () => {
+    await clients['grpc']!.infer('simple', { inputs: simpleInputs });
+    await expect(clients['http']!.infer('nope', { inputs: simpleInputs })).rejects.toThrow();
+    const text = await (await fetch(`http://127.0.0.1:${gatewayMetrics}/metrics`)).text();
+    expect(Number(/nv_inference_request_success\{model="simple",version="1"\} (\d+)/.exec(text)?.[1])).toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/nv_inference_request_failure\{model="nope",version="",reason="OTHER"\} 1/);
+    expect(text).toMatch(/nv_inference_first_response_histogram_ms_count\{model="simple",version="1"\} \d+/);
   });
 
   it('grpc: a ModelStreamInfer stream through the gateway keeps request order and streams decoupled responses', async () => {

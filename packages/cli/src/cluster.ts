@@ -5,20 +5,21 @@
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, type Logger } from '@triode/core';
-import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, RedisBackplane, TraceSettings, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
+import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBackplane, TraceSettings, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
-import { parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
+import { metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
+import { logStream } from './log-file.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
 function settingsFrom(o: Record<string, unknown>): LogSettings {
-  return new LogSettings({ verboseLevel: o['logVerbose'] as number, info: o['logInfo'] as boolean });
+  return new LogSettings({ verboseLevel: o['logVerbose'] as number, info: o['logInfo'] as boolean, ...(o['logFile'] ? { file: o['logFile'] as string } : {}) });
 }
 
 function loggerFrom(o: Record<string, unknown>, settings = settingsFrom(o)): Logger {
-  return createLogger({}, settings);
+  return createLogger(logStream(o['logFile'] as string | undefined), settings);
 }
 
 function onSignals(stop: () => Promise<void>): void {
@@ -50,8 +51,14 @@ export function addClusterCommands(program: Command): void {
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
     .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
+    .option('--allow-metrics <bool>', 'serve this gateway\'s frontend metrics on --metrics-port', parseBool, true)
+    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
+    .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
+    .option('--metrics-config <key=value>', 'as triode serve (repeatable)', collect, [])
+    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
+    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr')
     .action(async (o: Record<string, unknown>) => {
       const logSettings = settingsFrom(o);
       const logger = loggerFrom(o, logSettings);
@@ -65,18 +72,23 @@ export function addClusterCommands(program: Command): void {
         logger,
       });
       await backplane.start();
+      // The gateway's own view of the requests it relays (its "frontend" metrics); workers serve theirs.
+      const measured = new MeasuredBackplane(backplane);
+      const metrics = o['allowMetrics'] ? await startMetricsServer(measured, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
+      if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);
       const asyncJobs = new AsyncJobs(backplane, { redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number, logger });
       asyncJobs.start();
       const lifecycle = new HttpLifecycle();
       const traceSettings = new TraceSettings();
-      const http = await startHttpServer(createHttpApp(backplane, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings }), o['httpPort'] as number, o['httpAddress'] as string);
-      const grpc = await startGrpc(backplane, toGrpcFlags(o), logSettings, traceSettings, logger);
+      const http = await startHttpServer(createHttpApp(measured, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings }), o['httpPort'] as number, o['httpAddress'] as string);
+      const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}`);
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
         await Promise.all([lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000), grpc?.close((o['exitTimeoutSecs'] as number) * 1000)]);
         await http.close();
         await asyncJobs.stop();
+        await metrics?.close();
         await backplane.stop();
       });
     });
@@ -98,8 +110,11 @@ export function addClusterCommands(program: Command): void {
     .option('--allow-metrics <bool>', 'serve this worker\'s Prometheus metrics on --metrics-port', parseBool, true)
     .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
     .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
+    .option('--metrics-config <key=value>', 'as triode serve (repeatable)', collect, [])
+    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
+    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr')
     .action(async (o: Record<string, unknown>) => {
       const logger = loggerFrom(o);
       const server = await InferenceServer.create({
@@ -123,7 +138,7 @@ export function addClusterCommands(program: Command): void {
       });
       await consumer.start();
       // Each worker serves its own metrics: Prometheus scrapes every worker (README, Scaling out).
-      const metrics = o['allowMetrics'] ? await startMetricsServer(server, o['metricsPort'] as number, o['metricsAddress'] as string) : undefined;
+      const metrics = o['allowMetrics'] ? await startMetricsServer(server, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
       if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);
       logger.info(`Started worker ${consumer.workerId} on Redis ${o['redis'] as string}`);
       onSignals(async () => {

@@ -3,6 +3,7 @@
  * Triton: server/src/command_line_parser.cc
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { parseMetricsConfig, type MetricsConfig } from '@triode/gateway';
 import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 
 /** Everything `triode serve` is told on its command line. */
@@ -15,6 +16,7 @@ export interface ServeOptions {
   grpc: GrpcFlags;
   allowMetrics: boolean;
   metricsPort: number;
+  metricsConfig: MetricsConfig;
   id: string;
   strictReadiness: boolean;
   exitTimeoutSecs: number;
@@ -32,6 +34,8 @@ export interface ServeOptions {
   logWarning: boolean;
   logError: boolean;
   logFormat: 'default' | 'ISO8601';
+  /** `--log-file`: log lines go to this file (appended) instead of stderr. */
+  logFile?: string;
 }
 
 export function parseBool(v: string): boolean {
@@ -51,6 +55,15 @@ export function parseInteger(min: number) {
 
 function collect(v: string, prev: string[] = []): string[] {
   return [...prev, v];
+}
+
+/** `--metrics-config` / `--metrics-interval-ms` into a MetricsConfig (errors name the flag). */
+export function metricsConfigFrom(o: Record<string, unknown>): MetricsConfig {
+  try {
+    return { ...parseMetricsConfig((o['metricsConfig'] as string[] | undefined) ?? []), intervalMs: (o['metricsIntervalMs'] as number | undefined) ?? 2000 };
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
 }
 
 /** `<backend>,<key>=<value>` settings into a map per backend. */
@@ -75,6 +88,8 @@ export function addServeFlags(cmd: Command): Command {
     .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
     .option('--allow-metrics <bool>', 'serve Prometheus metrics on --metrics-port', parseBool, true)
     .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
+    .option('--metrics-config <key=value>', 'summary_latencies, summary_quantiles, histogram_latencies, histogram_buckets, counter_latencies (repeatable)', collect, [])
+    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
     .option('--id <name>', 'server name in the server metadata', 'triton')
     .option('--strict-readiness <bool>', 'ready only when every model is ready', parseBool, true)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for in-flight requests', parseInteger(0), 30)
@@ -92,7 +107,8 @@ export function addServeFlags(cmd: Command): Command {
     .option('--log-info <bool>', 'log info messages', parseBool, true)
     .option('--log-warning <bool>', 'log warnings', parseBool, true)
     .option('--log-error <bool>', 'log errors', parseBool, true)
-    .addOption(new Option('--log-format <format>', 'timestamps: default (UTC) or ISO8601 (local offset)').choices(['default', 'ISO8601']).default('default'));
+    .addOption(new Option('--log-format <format>', 'timestamps: default (UTC) or ISO8601 (local offset)').choices(['default', 'ISO8601']).default('default'))
+    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr');
 }
 
 /** Commander's parsed values into ServeOptions. */
@@ -108,6 +124,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     grpc: toGrpcFlags(o),
     allowMetrics: o['allowMetrics'] as boolean,
     metricsPort: o['metricsPort'] as number,
+    metricsConfig: metricsConfigFrom(o),
     id: o['id'] as string,
     strictReadiness: o['strictReadiness'] as boolean,
     exitTimeoutSecs: o['exitTimeoutSecs'] as number,
@@ -125,5 +142,6 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     logWarning: o['logWarning'] as boolean,
     logError: o['logError'] as boolean,
     logFormat: o['logFormat'] as ServeOptions['logFormat'],
+    ...(o['logFile'] ? { logFile: o['logFile'] as string } : {}),
   };
 }

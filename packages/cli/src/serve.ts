@@ -10,6 +10,7 @@ import {
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle,
 } from '@triode/gateway';
 import { startGrpc } from './grpc-options.js';
+import { logStream } from './log-file.js';
 import { modelTable } from './model-table.js';
 import type { ServeOptions } from './serve-options.js';
 
@@ -25,7 +26,8 @@ export interface RunningServer {
 /** Starts the embedded server as `triode serve` does. */
 export async function startServe(opts: ServeOptions, logSettings = new LogSettings({
   verboseLevel: opts.logVerbose, info: opts.logInfo, warning: opts.logWarning, error: opts.logError, format: opts.logFormat,
-}), logger: Logger = createLogger({}, logSettings)): Promise<RunningServer> {
+  ...(opts.logFile ? { file: opts.logFile } : {}),
+}), logger: Logger = createLogger(logStream(opts.logFile), logSettings)): Promise<RunningServer> {
   if (opts.loadModels.includes('*') && opts.loadModels.length > 1) throw new Error("--load-model=* must be the only --load-model flag");
   const server = await InferenceServer.create({
     modelRepositories: opts.modelRepositories,
@@ -52,7 +54,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   }
   let metrics: MetricsServerHandle | undefined;
   if (opts.allowMetrics) {
-    metrics = await startMetricsServer(server, opts.metricsPort, opts.httpAddress);
+    metrics = await startMetricsServer(server, opts.metricsPort, opts.httpAddress, opts.metricsConfig);
     logger.info(`Started Metrics Service at ${opts.httpAddress}:${metrics.port}`);
   }
   let http: HttpServerHandle | undefined;

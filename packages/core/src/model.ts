@@ -20,6 +20,8 @@ interface Pending extends Schedulable {
   req: InferenceRequest;
   exec: ExecuteRequest;
   startNs: number;
+  /** Decoupled: when the first response went out (ns since startNs), for the first-response histogram. */
+  firstResponseNs?: number;
   /** Sequence parameters (sequence batching models only). */
   sequence: SequenceInfo;
   /** Arrival number, for preserve_ordering. */
@@ -366,7 +368,8 @@ export class ModelVersion {
         this.#fail(p, error);
         return;
       }
-      this.stats.recordSuccess(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs, execStart - p.enqueueNs, 0, this.#clock.nowNs() - execStart, 0);
+      const total = this.#clock.nowNs() - p.startNs;
+      this.stats.recordSuccess(this.#clock.epochMs(), total, execStart - p.enqueueNs, 0, this.#clock.nowNs() - execStart, 0, p.firstResponseNs ?? total);
       p.resolve({ modelName: this.name, modelVersion: String(this.version), outputs: [] });
     };
     const requests = batch.map((p, i) => ({
@@ -379,6 +382,7 @@ export class ModelVersion {
         }
         if (r) {
           try {
+            p.firstResponseNs ??= this.#clock.nowNs() - p.startNs;
             p.onResponse?.({ ...this.#respond(p, r.outputs), final });
           } catch (err) {
             finish(i, TriodeError.from(err));

@@ -19,7 +19,7 @@ import { modelConfigToJson } from './model-config/model-config-json.js';
 import { removeOverride, writeOverrideFiles } from './model-repository/load-override.js';
 import { listVersionFiles, listVersions, readLabels, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
 import { silentLogger, type Logger } from './logger.js';
-import type { ModelStatistics } from './stats/infer-stats.js';
+import type { LatencyObservation, ModelStatistics } from './stats/infer-stats.js';
 import { configTypeToDataType, type DataType } from './tensor/data-type.js';
 
 /** Triton's model states (repository index `state`). */
@@ -144,6 +144,7 @@ export class InferenceServer {
   readonly #signatures = new Map<string, string>();
   #pollTimer: ReturnType<typeof setInterval> | undefined;
   #polling = false;
+  #latencyListener: ((model: string, version: string, o: LatencyObservation) => void) | undefined;
   /** Loads running now, and those waiting for a free load slot. */
   #activeLoads = 0;
   #loadQueue: (() => void)[] = [];
@@ -296,6 +297,7 @@ export class InferenceServer {
           const labels = new Map<string, string[]>();
           for (const o of config.output ?? []) if (o.label_filename) labels.set(o.name, readLabels(entry.path, o.label_filename));
           slot.model = new EnsembleModel(config, version, infer, { clock: this.#opts.clock, labels });
+          this.#observe(entry.name, version, slot.model);
         } else {
           if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported`);
           const model = await this.#withLoadSlot(() => this.#retry(() => ModelVersion.load(
@@ -321,6 +323,7 @@ export class InferenceServer {
             throw Errors.invalidArg(`warmup sample failed: ${(err as Error).message}`);
           }
           slot.model = model;
+          this.#observe(entry.name, version, model);
         }
         slot.state = 'READY';
       } catch (err) {
@@ -638,6 +641,22 @@ export class InferenceServer {
       slot.reason = 'unloaded';
     }));
     if (entry.override) removeOverride(entry.path);
+  }
+
+  /**
+   * Calls `listener` with every successful request's latencies, per model version (for latency
+   * histograms and summaries). One listener; a new call replaces it.
+   */
+  observeLatencies(listener: (model: string, version: string, o: LatencyObservation) => void): void {
+    this.#latencyListener = listener;
+    for (const m of this.#models.values()) {
+      for (const [v, slot] of m.versions) if (slot.model) this.#observe(m.name, v, slot.model);
+    }
+  }
+
+  #observe(name: string, version: number, model: LoadedModel): void {
+    const listener = this.#latencyListener;
+    model.stats.observer = listener ? (o) => listener(name, String(version), o) : undefined;
   }
 
   /** Per loaded model version: its statistics and queue depth, for the metrics endpoint. */

@@ -27,8 +27,21 @@ const zero = (): StatDuration => ({ count: 0, ns: 0 });
 /** Why a request failed, as the `reason` label of `nv_inference_request_failure` says it. */
 export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
 
+/** One successful request's latencies (ns), for histograms and summaries. */
+export interface LatencyObservation {
+  requestNs: number;
+  queueNs: number;
+  computeInputNs: number;
+  computeInferNs: number;
+  computeOutputNs: number;
+  /** Time to the first response (the whole request for a regular model). */
+  firstResponseNs: number;
+}
+
 /** Accumulates a model version's statistics. Durations are cumulative and monotonic. */
 export class InferStats {
+  /** Called with each successful request's latencies (set by whoever keeps histograms). */
+  observer: ((o: LatencyObservation) => void) | undefined;
   /** Failed requests by reason (for the metrics endpoint). */
   readonly failures: Record<FailureReason, number> = { REJECTED: 0, CANCELED: 0, BACKEND: 0, OTHER: 0 };
   #success = zero();
@@ -43,13 +56,14 @@ export class InferStats {
   #batches = new Map<number, { compute_input: StatDuration; compute_infer: StatDuration; compute_output: StatDuration }>();
 
   /** A request that succeeded: end-to-end, queue and the compute phases of its execution (ns). */
-  recordSuccess(epochMs: number, requestNs: number, queueNs: number, inputNs: number, inferNs: number, outputNs: number): void {
+  recordSuccess(epochMs: number, requestNs: number, queueNs: number, inputNs: number, inferNs: number, outputNs: number, firstResponseNs = requestNs): void {
     this.#lastInference = epochMs;
     add(this.#success, requestNs);
     add(this.#queue, queueNs);
     add(this.#computeInput, inputNs);
     add(this.#computeInfer, inferNs);
     add(this.#computeOutput, outputNs);
+    this.observer?.({ requestNs, queueNs, computeInputNs: inputNs, computeInferNs: inferNs, computeOutputNs: outputNs, firstResponseNs });
   }
 
   /** A request that failed after `requestNs`. */

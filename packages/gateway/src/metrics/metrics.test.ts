@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OnnxRuntimeBackend } from '@triode/backends';
+import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
-import { startMetricsServer, type MetricsServerHandle } from './metrics.js';
+import { parseMetricsConfig, startMetricsServer, type MetricsServerHandle } from './metrics.js';
 
 let server: InferenceServer;
 let metrics: MetricsServerHandle;
@@ -45,5 +45,45 @@ describe('metrics endpoint', () => {
 
   it('answers 404 elsewhere', async () => {
     expect((await fetch(`http://127.0.0.1:${metrics.port}/other`)).status).toBe(404);
+  });
+});
+
+describe('--metrics-config', () => {
+  it('summaries and the first-response histogram, fed per request; counter_latencies=false drops the duration counters', async () => {
+    const s = await InferenceServer.create({ modelRepositories: [makeRepository(['simple', 'repeat_int32'])], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()] });
+    const m = await startMetricsServer(s, 0, '127.0.0.1', parseMetricsConfig([
+      'summary_latencies=true', 'histogram_latencies=true', 'counter_latencies=false', 'summary_quantiles=0.5:0.05,0.99:0.001', 'histogram_buckets=1,10,100',
+    ]));
+    try {
+      const input = (n: string) => ({ name: n, datatype: 'INT32' as const, shape: [1, 16], data: new Int32Array(16) });
+      for (let i = 0; i < 5; i++) await s.infer({ modelName: 'simple', inputs: [input('INPUT0'), input('INPUT1')] });
+      // A decoupled model: the histogram times the first of its responses, not the whole request.
+      await s.inferStream({ modelName: 'repeat_int32', inputs: [
+        { name: 'IN', datatype: 'INT32', shape: [2], data: Int32Array.of(1, 2) },
+        { name: 'DELAY', datatype: 'UINT32', shape: [2], data: Uint32Array.of(0, 150) },
+        { name: 'WAIT', datatype: 'UINT32', shape: [1], data: Uint32Array.of(0) },
+      ] }, () => undefined);
+      const text = await (await fetch(`http://127.0.0.1:${m.port}/metrics`)).text();
+      for (const f of ['request', 'queue', 'compute_input', 'compute_infer', 'compute_output']) {
+        expect(text).toContain(`# TYPE nv_inference_${f}_summary_us summary`);
+      }
+      expect(text).toContain('nv_inference_request_summary_us_count{model="simple",version="1"} 5');
+      expect(text).toMatch(/nv_inference_request_summary_us\{quantile="0.99",model="simple",version="1"\} [\d.]+/);
+      expect(text).toContain('# TYPE nv_inference_first_response_histogram_ms histogram');
+      expect(text).toContain('nv_inference_first_response_histogram_ms_bucket{le="100",model="simple",version="1"} 5');
+      expect(text).toContain('nv_inference_first_response_histogram_ms_count{model="repeat_int32",version="1"} 1');
+      expect(text).toContain('nv_inference_first_response_histogram_ms_bucket{le="100",model="repeat_int32",version="1"} 1');
+      expect(text).not.toContain('nv_inference_request_duration_us');
+    } finally {
+      await m.close();
+      await s.stop(1000);
+    }
+  });
+
+  it('rejects unknown keys and bad values with the flag named', () => {
+    expect(() => parseMetricsConfig(['nope=1'])).toThrow(/unknown key 'nope'/);
+    expect(() => parseMetricsConfig(['summary_latencies=yes'])).toThrow(/expected true or false/);
+    expect(() => parseMetricsConfig(['histogram_buckets=5,1'])).toThrow(/increasing/);
+    expect(parseMetricsConfig([])).toEqual({});
   });
 });

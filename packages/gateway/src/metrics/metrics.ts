@@ -7,17 +7,79 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Counter, Gauge, Registry } from 'prom-client';
-import type { ModelStatistics } from '@triode/core';
+import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
+import type { LatencyObservation, ModelStatistics } from '@triode/core';
 
 /** What the metrics are read from (an InferenceServer has it). */
 export interface MetricsSource {
   metricsSnapshot(): { name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number }[];
+  /** Per-request latencies, for histograms and summaries. */
+  observeLatencies?(listener: (model: string, version: string, o: LatencyObservation) => void): void;
+}
+
+/** `--metrics-config` and `--metrics-interval-ms`, with Triton's keys and defaults. */
+export interface MetricsConfig {
+  /** `counter_latencies`: the cumulative `*_duration_us` counters. @default true */
+  counterLatencies?: boolean;
+  /** `summary_latencies`: `nv_inference_{request,queue,compute_*}_summary_us`. @default false */
+  summaryLatencies?: boolean;
+  /** `summary_quantiles`: quantile:error pairs. @default 0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001,0.999:0.001 */
+  summaryQuantiles?: [number, number][];
+  /** `histogram_latencies`: `nv_inference_first_response_histogram_ms`. @default false */
+  histogramLatencies?: boolean;
+  /** Bucket bounds (ms) of the histogram (Triode: server-wide). @default 100,500,2000,5000 */
+  histogramBucketsMs?: number[];
+  /** How often CPU and memory are sampled (`--metrics-interval-ms`). @default 2000 */
+  intervalMs?: number;
+}
+
+/** Triton's default summary quantiles and their allowed errors. */
+export const DEFAULT_SUMMARY_QUANTILES: [number, number][] = [[0.5, 0.05], [0.9, 0.01], [0.95, 0.001], [0.99, 0.001], [0.999, 0.001]];
+
+/**
+ * Parses `--metrics-config <key>=<value>` flags (Triton's keys, plus `histogram_buckets`).
+ * @throws Error naming a bad key or value.
+ */
+export function parseMetricsConfig(flags: readonly string[]): MetricsConfig {
+  const out: MetricsConfig = {};
+  const bool = (k: string, v: string) => {
+    if (v !== 'true' && v !== 'false') throw new Error(`--metrics-config ${k}: expected true or false, got '${v}'`);
+    return v === 'true';
+  };
+  for (const f of flags) {
+    const i = f.indexOf('=');
+    if (i <= 0) throw new Error(`--metrics-config expects <key>=<value>, got '${f}'`);
+    const k = f.slice(0, i).trim();
+    const v = f.slice(i + 1).trim();
+    switch (k) {
+      case 'counter_latencies': out.counterLatencies = bool(k, v); break;
+      case 'summary_latencies': out.summaryLatencies = bool(k, v); break;
+      case 'histogram_latencies': out.histogramLatencies = bool(k, v); break;
+      case 'summary_quantiles':
+        out.summaryQuantiles = v.split(',').map((pair) => {
+          const [q, e] = pair.split(':').map(Number);
+          if (!(q! > 0 && q! < 1) || !(e! >= 0 && e! < 1)) throw new Error(`--metrics-config summary_quantiles: expected <quantile>:<error>,..., got '${v}'`);
+          return [q!, e!] as [number, number];
+        });
+        break;
+      case 'histogram_buckets': {
+        const b = v.split(',').map(Number);
+        if (b.length === 0 || b.some((x) => !Number.isFinite(x)) || b.some((x, j) => j > 0 && x <= b[j - 1]!)) {
+          throw new Error(`--metrics-config histogram_buckets: expected increasing numbers, got '${v}'`);
+        }
+        out.histogramBucketsMs = b;
+        break;
+      }
+      default:
+        throw new Error(`--metrics-config: unknown key '${k}' (counter_latencies, summary_latencies, summary_quantiles, histogram_latencies, histogram_buckets)`);
+    }
+  }
+  return out;
 }
 
 const US = 1e-3;
 
-/** CPU utilization between two reads of /proc/stat (0..1), Linux only. */
+/** CPU utilization between two reads of /proc/stat (0..1), Linux only. Triton: metrics.cc (CPU metrics). */
 function cpuSampler(): () => number {
   let last: { busy: number; total: number } | undefined;
   return () => {
@@ -46,9 +108,9 @@ function memory(): { total: number; used: number } {
   }
 }
 
-/** Builds the registry; every value is read from `source` when scraped. */
-export function createMetricsRegistry(source: MetricsSource): Registry {
-  const registry = new Registry();
+/** Builds the registry: counters read from `source` when scraped, latency distributions fed per request. */
+export function createMetricsRegistry(source: MetricsSource, config: MetricsConfig = {}): Registry & { stopSampling(): void } {
+  const registry = new Registry() as Registry & { stopSampling(): void };
   const labels = ['model', 'version'] as const;
   const perModel = (name: string, help: string, value: (s: ReturnType<MetricsSource['metricsSnapshot']>[number]) => number, type: 'counter' | 'gauge' = 'counter') => {
     const collect = function (this: Counter<'model' | 'version'> | Gauge<'model' | 'version'>) {
@@ -79,16 +141,58 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
   perModel('nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)', (m) => m.stats.execution_count);
   perModel('nv_inference_pending_request_count', 'Instantaneous number of pending requests awaiting execution per-model.', (m) => m.pending, 'gauge');
   const s = (m: ReturnType<MetricsSource['metricsSnapshot']>[number]) => m.stats.inference_stats;
-  perModel('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (m) => Math.round((s(m).success.ns + s(m).fail.ns) * US));
-  perModel('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) => Math.round(s(m).queue.ns * US));
-  perModel('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_input.ns * US));
-  perModel('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_infer.ns * US));
-  perModel('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_output.ns * US));
+  if (config.counterLatencies !== false) {
+    perModel('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (m) => Math.round((s(m).success.ns + s(m).fail.ns) * US));
+    perModel('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) => Math.round(s(m).queue.ns * US));
+    perModel('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_input.ns * US));
+    perModel('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_infer.ns * US));
+    perModel('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_output.ns * US));
+  }
+  addLatencyDistributions(registry, source, config);
+  // CPU and memory are sampled every interval (as Triton's per-interval metrics), not per scrape.
   const cpu = cpuSampler();
-  new Gauge({ name: 'nv_cpu_utilization', help: 'CPU utilization rate [0.0 - 1.0]', registers: [registry], collect() { this.set(cpu()); } });
-  new Gauge({ name: 'nv_cpu_memory_total_bytes', help: 'CPU total memory (RAM), in bytes', registers: [registry], collect() { this.set(memory().total); } });
-  new Gauge({ name: 'nv_cpu_memory_used_bytes', help: 'CPU used memory (RAM), in bytes', registers: [registry], collect() { this.set(memory().used); } });
+  let sample = { cpu: cpu(), mem: memory() };
+  const timer = setInterval(() => { sample = { cpu: cpu(), mem: memory() }; }, Math.max(100, config.intervalMs ?? 2000));
+  timer.unref();
+  registry.stopSampling = () => clearInterval(timer);
+  new Gauge({ name: 'nv_cpu_utilization', help: 'CPU utilization rate [0.0 - 1.0]', registers: [registry], collect() { this.set(sample.cpu); } });
+  new Gauge({ name: 'nv_cpu_memory_total_bytes', help: 'CPU total memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.total); } });
+  new Gauge({ name: 'nv_cpu_memory_used_bytes', help: 'CPU used memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.used); } });
   return registry;
+}
+
+/** Summaries (µs) and the first-response histogram (ms), fed with each request's latencies. */
+function addLatencyDistributions(registry: Registry, source: MetricsSource, config: MetricsConfig): void {
+  if (!config.summaryLatencies && !config.histogramLatencies) return;
+  if (!source.observeLatencies) return;
+  const labelNames = ['model', 'version'] as const;
+  const quantiles = config.summaryQuantiles ?? DEFAULT_SUMMARY_QUANTILES;
+  // prometheus-cpp's summary (Triton's) keeps a sliding window of 60 s in 5 age buckets.
+  const summary = (name: string, help: string) => new Summary({
+    name, help, labelNames, registers: [registry], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5,
+  });
+  const summaries = config.summaryLatencies ? {
+    request: summary('nv_inference_request_summary_us', 'Summary of inference request duration in microseconds (includes cached requests)'),
+    queue: summary('nv_inference_queue_summary_us', 'Summary of inference queuing duration in microseconds (includes cached requests)'),
+    input: summary('nv_inference_compute_input_summary_us', 'Summary of compute input duration in microseconds (does not include cached requests)'),
+    infer: summary('nv_inference_compute_infer_summary_us', 'Summary of compute inference duration in microseconds (does not include cached requests)'),
+    output: summary('nv_inference_compute_output_summary_us', 'Summary of inference compute output duration in microseconds (does not include cached requests)'),
+  } : undefined;
+  const firstResponse = config.histogramLatencies ? new Histogram({
+    name: 'nv_inference_first_response_histogram_ms', help: 'Duration from request to first response in milliseconds',
+    labelNames, registers: [registry], buckets: config.histogramBucketsMs ?? [100, 500, 2000, 5000],
+  }) : undefined;
+  source.observeLatencies((model, version, o) => {
+    const l = { model, version };
+    if (summaries) {
+      summaries.request.observe(l, o.requestNs * US);
+      summaries.queue.observe(l, o.queueNs * US);
+      summaries.input.observe(l, o.computeInputNs * US);
+      summaries.infer.observe(l, o.computeInferNs * US);
+      summaries.output.observe(l, o.computeOutputNs * US);
+    }
+    firstResponse?.observe(l, o.firstResponseNs * 1e-6);
+  });
 }
 
 /** A listening metrics endpoint. */
@@ -98,8 +202,8 @@ export interface MetricsServerHandle {
 }
 
 /** Serves `GET /metrics` on `address:port` (port 0 picks a free one). */
-export function startMetricsServer(source: MetricsSource, port: number, address = '0.0.0.0'): Promise<MetricsServerHandle> {
-  const registry = createMetricsRegistry(source);
+export function startMetricsServer(source: MetricsSource, port: number, address = '0.0.0.0', config: MetricsConfig = {}): Promise<MetricsServerHandle> {
+  const registry = createMetricsRegistry(source, config);
   const server: Server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"Not Found"}');
@@ -115,7 +219,7 @@ export function startMetricsServer(source: MetricsSource, port: number, address 
     server.listen(port, address, () => {
       resolve({
         port: (server.address() as AddressInfo).port,
-        close: () => new Promise<void>((r) => { server.close(() => r()); server.closeIdleConnections(); }),
+        close: () => new Promise<void>((r) => { registry.stopSampling(); server.close(() => r()); server.closeIdleConnections(); }),
       });
     });
   });
