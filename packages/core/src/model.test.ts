@@ -70,6 +70,27 @@ const req = (v: number, parameters: InferenceRequest['parameters'] = {}): Infere
 const out = async (p: Promise<{ outputs: { data: ArrayLike<number | bigint> }[] }>) => Number((await p).outputs[0]!.data[0]);
 
 describe('ModelVersion', () => {
+  it('statistics under batching: per request vs per execution counts add up (Triton\'s rules)', async () => {
+    const executions: number[][] = [];
+    const s = await serve('max_batch_size: 4 dynamic_batching { max_queue_delay_microseconds: 20000 } instance_group { count: 1 kind: KIND_CPU }', testingBackend(10, executions));
+    // 10 requests, two of them batch-2: 12 inferences.
+    await Promise.all(Array.from({ length: 10 }, (_, i) => s.infer(i < 2
+      ? { modelName: 'm', inputs: [{ name: 'IN', datatype: 'INT32', shape: [2, 1], data: Int32Array.of(i, i) }] }
+      : req(i))));
+    const st = s.modelStatistics('m')[0]!;
+    const sizes = executions.map((e) => e.length);
+    expect(st.inference_stats.success.count).toBe(10);
+    for (const k of ['queue', 'compute_input', 'compute_infer', 'compute_output'] as const) expect(st.inference_stats[k].count).toBe(10);
+    expect(st.execution_count).toBe(executions.length);
+    expect(executions.length).toBeLessThan(10);
+    expect(st.inference_count).toBe(12);
+    expect(st.batch_stats.reduce((a, b) => a + b.compute_infer.count, 0)).toBe(st.execution_count);
+    expect(st.batch_stats.reduce((a, b) => a + b.batch_size * b.compute_infer.count, 0)).toBe(st.inference_count);
+    expect(st.batch_stats.map((b) => b.batch_size)).toEqual([...new Set(st.batch_stats.map((b) => b.batch_size))].sort((a, b) => a - b));
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(10);
+    expect(st.inference_stats.success.ns).toBeGreaterThanOrEqual(st.inference_stats.queue.ns);
+  });
+
   it('an aborted signal takes a queued request out of the queue (CANCELLED); a running one finishes', async () => {
     const executions: number[][] = [];
     const s = await serve('max_batch_size: 1 instance_group { count: 1 kind: KIND_CPU }', testingBackend(100, executions));
