@@ -3,7 +3,7 @@
  * child processes. Requests through either gateway reach the workers; the registry answers
  * metadata; Redis going away gives 503 and everything recovers when it is back.
  */
-import { readFileSync } from 'node:fs';
+import { cpSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, makeRepository } from './helpers/repository.js';
@@ -290,6 +290,36 @@ describe('cluster: load / unload through any gateway', () => {
     } finally {
       await Promise.all([...gws.map((g) => g.child.stop()), ...ws.map((w) => w.stop())]);
       await r6.stop();
+    }
+  });
+});
+
+describe('cluster: poll mode', () => {
+  it('workers polling the shared repository serve a model added to it, through the gateway', async () => {
+    const r7 = await startRedis();
+    const repo = makeRepository(['simple']);
+    const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r7.url, '--model-repository', repo, '--model-control-mode', 'poll', '--repository-poll-secs', '1'], /Started worker/);
+    const port = await freePort();
+    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r7.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']);
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      await until(async () => (await fetch(`${base}/v2/models/simple/ready`)).status === 200);
+      expect((await fetch(`${base}/v2/models/simple_int8/ready`)).status).toBe(400);
+      cpSync(join(ROOT, 'model_repository', 'simple_int8'), join(repo, 'simple_int8'), { recursive: true });
+      await until(async () => (await fetch(`${base}/v2/models/simple_int8/ready`)).status === 200);
+      const body = JSON.stringify({ inputs: [
+        { name: 'INPUT0', shape: [1, 16], datatype: 'INT8', data: new Array(16).fill(2) },
+        { name: 'INPUT1', shape: [1, 16], datatype: 'INT8', data: new Array(16).fill(1) },
+      ] });
+      const r = await infer(base, 'simple_int8', body);
+      expect(r.status).toBe(200);
+      expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual(new Array(16).fill(3));
+      const refused = await fetch(`${base}/v2/repository/models/simple/unload`, { method: 'POST' });
+      expect(refused.status).not.toBe(200);
+      expect((await refused.json() as { error: string }).error).toMatch(/polling is enabled/);
+    } finally {
+      await Promise.all([gw.stop(), worker.stop()]);
+      await r7.stop();
     }
   });
 });

@@ -102,7 +102,8 @@ export function addClusterCommands(program: Command): void {
     .option('--max-inflight <n>', 'requests this worker runs at once', parseInteger(1), 256)
     .option('--claim-idle-ms <ms>', 'take over requests another worker left unacknowledged this long', parseInteger(100), 5000)
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
-    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then load/unload through any gateway').choices(['none', 'explicit']).default('none'))
+    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then load/unload through any gateway; poll: each worker follows the (shared) repository').choices(['none', 'explicit', 'poll']).default('none'))
+    .option('--repository-poll-secs <n>', 'poll mode: how often the repository is re-read', parseInteger(1), 15)
     .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
@@ -121,7 +122,8 @@ export function addClusterCommands(program: Command): void {
         modelRepositories: o['modelRepository'] as string[],
         backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
         autoCompleteConfig: o['disableAutoCompleteConfig'] !== true,
-        modelControlMode: o['modelControlMode'] as 'none' | 'explicit',
+        modelControlMode: o['modelControlMode'] as 'none' | 'explicit' | 'poll',
+        repositoryPollMs: (o['repositoryPollSecs'] as number) * 1000,
         startupModels: o['loadModel'] as string[],
         ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
         backendConfig: parseBackendConfig(o['backendConfig'] as string[]),

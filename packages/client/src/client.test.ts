@@ -125,6 +125,8 @@ describe.each(['http', 'http-json', 'grpc'])('%s client', (kind) => {
     await c().loadModel('simple_identity', { config: { max_batch_size: '4', backend: 'javascript', input: [{ name: 'INPUT0', data_type: 'TYPE_STRING', dims: [-1] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_STRING', dims: [-1] }] } });
     expect((await c().modelConfig('simple_identity'))['max_batch_size']).toBe(4);
     await expect(c().loadModel('nope')).rejects.toThrow(/failed to load 'nope'/);
+    await expect(c().loadModel('simple', { config: '{"max_batch_size": oops' })).rejects.toThrow(/failed to load 'simple'/);
+    expect(await c().isModelReady('simple')).toBe(true);
   });
 });
 

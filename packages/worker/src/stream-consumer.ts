@@ -137,7 +137,18 @@ export class StreamConsumer {
   }
 
   /** The streams to read: one per ready model, plus this worker's own for sequence models. */
+  /** What the streams were last built from: the ready models and their instance counts. */
+  #servingSignature(): string {
+    return this.#server.repositoryIndex(true).map((r) => {
+      const c = this.#server.getModel(r.name).config;
+      return `${r.name}:${r.version ?? ''}:${(c.instance_group ?? []).map((g) => g.count ?? 1).join('+')}`;
+    }).join(',');
+  }
+
+  #streamsBuiltFor = '';
+
   async #refreshStreams(): Promise<void> {
+    this.#streamsBuiltFor = this.#servingSignature();
     const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
     const streams: string[] = [];
     for (const m of models) {
@@ -196,6 +207,8 @@ export class StreamConsumer {
   /** Publishes what this worker serves, with an expiry of three heartbeats. */
   async #beat(): Promise<void> {
     const s = this.#server;
+    // Models that changed without a control message (poll mode, instance counts): read their streams.
+    if (this.#running && this.#servingSignature() !== this.#streamsBuiltFor) await this.#refreshStreams();
     const models = s.repositoryIndex().map((row) => {
       const v = row.version !== undefined ? Number(row.version) : undefined;
       const ready = row.state === 'READY';
