@@ -37,10 +37,23 @@ function onSignals(stop: () => Promise<void>): void {
   process.once('SIGINT', () => go('SIGINT'));
 }
 
+/** The metrics and log flags gateways and workers share (`whose`: whose metrics they serve). */
+function addProcessFlags(cmd: Command, whose: string): Command {
+  return cmd
+    .option('--allow-metrics <bool>', `serve this ${whose} metrics on --metrics-port`, parseBool, true)
+    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
+    .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
+    .option('--metrics-config <key=value>', 'as triode serve (repeatable)', collect, [])
+    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
+    .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
+    .option('--log-info <bool>', 'log info messages', parseBool, true)
+    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr');
+}
+
 /** Adds the `gateway` and `worker` commands. */
 export function addClusterCommands(program: Command): void {
-  addGrpcFlags(program.command('gateway')
-    .description('serve HTTP and gRPC in front of a cluster of workers (cluster mode)'))
+  addProcessFlags(addGrpcFlags(program.command('gateway')
+    .description('serve HTTP and gRPC in front of a cluster of workers (cluster mode)')), 'gateway\'s frontend')
     .requiredOption('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379')
     .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
     .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
@@ -51,14 +64,6 @@ export function addClusterCommands(program: Command): void {
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
     .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
-    .option('--allow-metrics <bool>', 'serve this gateway\'s frontend metrics on --metrics-port', parseBool, true)
-    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
-    .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
-    .option('--metrics-config <key=value>', 'as triode serve (repeatable)', collect, [])
-    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
-    .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
-    .option('--log-info <bool>', 'log info messages', parseBool, true)
-    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr')
     .action(async (o: Record<string, unknown>) => {
       const logSettings = settingsFrom(o);
       const logger = loggerFrom(o, logSettings);
@@ -93,8 +98,8 @@ export function addClusterCommands(program: Command): void {
       });
     });
 
-  program.command('worker')
-    .description('load a model repository and serve requests from Redis (cluster mode)')
+  addProcessFlags(program.command('worker')
+    .description('load a model repository and serve requests from Redis (cluster mode)'), 'worker\'s Prometheus')
     .requiredOption('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379')
     .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
     .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
@@ -108,14 +113,6 @@ export function addClusterCommands(program: Command): void {
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
-    .option('--allow-metrics <bool>', 'serve this worker\'s Prometheus metrics on --metrics-port', parseBool, true)
-    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
-    .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
-    .option('--metrics-config <key=value>', 'as triode serve (repeatable)', collect, [])
-    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
-    .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
-    .option('--log-info <bool>', 'log info messages', parseBool, true)
-    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr')
     .action(async (o: Record<string, unknown>) => {
       const logger = loggerFrom(o);
       const server = await InferenceServer.create({
