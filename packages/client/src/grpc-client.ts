@@ -37,6 +37,12 @@ export interface GrpcClientOptions {
    * @default true
    */
   leanInfer?: boolean;
+  /**
+   * HTTP/2 connections the lean ModelInfer path spreads calls over. Two measured best on 2 cores:
+   * with one, a busy connection delivers requests in bursts and they wait longer in the server's
+   * queue (bench/RESULTS.md). @default 2
+   */
+  connections?: number;
 }
 
 type Unary = (req: object, md: Metadata, opts: object, cb: (err: ServiceError | null, res: object) => void) => void;
@@ -119,7 +125,7 @@ export class GrpcClient implements InferenceClient {
     }) as unknown as Client & Record<string, Unary>;
     this.#options = options;
     const plain = options.credentials === undefined && options.channelOptions?.['grpc.default_compression_algorithm'] === undefined;
-    this.#h2 = plain && options.leanInfer !== false ? new H2Unary(address) : undefined;
+    this.#h2 = plain && options.leanInfer !== false ? new H2Unary(address, options.connections ?? 2) : undefined;
   }
 
   #metadata(): Metadata {

@@ -28,22 +28,28 @@ function statusOf(h: IncomingHttpHeaders): { code: number; message: string } | u
 /** Unary calls on one HTTP/2 connection (re-opened when it closes). */
 export class H2Unary {
   readonly #authority: string;
-  #session: ClientHttp2Session | undefined;
+  readonly #sessions: (ClientHttp2Session | undefined)[];
+  #next = 0;
   /** Calls in flight: the connection keeps the process alive only while there are some. */
   #inflight = 0;
 
-  /** @param address `host:port` */
-  constructor(address: string) {
+  /**
+   * @param address `host:port`
+   * @param connections HTTP/2 connections calls are spread over (round robin).
+   */
+  constructor(address: string, connections = 1) {
     this.#authority = `http://${address}`;
+    this.#sessions = new Array<ClientHttp2Session | undefined>(Math.max(1, connections)).fill(undefined);
   }
 
   #connection(): ClientHttp2Session {
-    const s = this.#session;
+    const slot = this.#next++ % this.#sessions.length;
+    const s = this.#sessions[slot];
     if (s && !s.closed && !s.destroyed) return s;
     const session = connect(this.#authority, { settings: { initialWindowSize: WINDOW } });
     session.on('error', () => undefined);
     session.on('close', () => {
-      if (this.#session === session) this.#session = undefined;
+      if (this.#sessions[slot] === session) this.#sessions[slot] = undefined;
     });
     session.once('remoteSettings', () => {
       try {
@@ -53,7 +59,7 @@ export class H2Unary {
       }
     });
     session.unref();
-    this.#session = session;
+    this.#sessions[slot] = session;
     return session;
   }
 
@@ -118,7 +124,7 @@ export class H2Unary {
   }
 
   close(): void {
-    this.#session?.close();
-    this.#session = undefined;
+    for (const s of this.#sessions) s?.close();
+    this.#sessions.fill(undefined);
   }
 }
