@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { normalizeRequest, type InferenceRequest } from './infer-request.js';
+import { CancelToken, normalizeRequest, type InferenceRequest } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 
@@ -84,5 +84,22 @@ describe('normalizeRequest()', () => {
     const r = req();
     r.inputs.pop();
     expect(normalizeRequest(r, cfg)).toBe(1);
+  });
+});
+
+describe('CancelToken', () => {
+  it('runs each listener once on cancel, none after removal, and reports aborted', () => {
+    const t = new CancelToken();
+    let a = 0;
+    let b = 0;
+    const fa = () => { a++; };
+    const fb = () => { b++; };
+    t.addEventListener('abort', fa);
+    t.addEventListener('abort', fb);
+    t.removeEventListener('abort', fb);
+    expect(t.aborted).toBe(false);
+    t.cancel();
+    t.cancel();
+    expect([t.aborted, a, b]).toEqual([true, 1, 0]);
   });
 });

@@ -39,7 +39,43 @@ export interface InferenceRequest {
    * out of the queue and fails with CANCELLED; one already executing runs to the end and its
    * response is dropped by the frontend. Never serialized (stays in the process).
    */
-  signal?: AbortSignal;
+  signal?: CancelSignal;
+}
+
+/** The part of AbortSignal the core uses; an AbortSignal is one, and so is a CancelToken. */
+export interface CancelSignal {
+  readonly aborted: boolean;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/**
+ * A CancelSignal without EventTarget machinery, for frontends that make one per request (an
+ * AbortController costs a few µs and a DOMException when aborted).
+ */
+export class CancelToken implements CancelSignal {
+  #aborted = false;
+  #listeners: (() => void)[] = [];
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  addEventListener(_type: 'abort', listener: () => void): void {
+    if (!this.#aborted) this.#listeners.push(listener);
+  }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    const i = this.#listeners.indexOf(listener);
+    if (i >= 0) this.#listeners.splice(i, 1);
+  }
+
+  /** Cancels: every listener runs once. */
+  cancel(): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    for (const l of this.#listeners.splice(0)) l();
+  }
 }
 
 /** The response to one request. */

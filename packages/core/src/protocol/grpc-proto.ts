@@ -34,9 +34,16 @@ export function protoRoot(): protobuf.Root {
   return root;
 }
 
-/** A message type of the `inference` package (e.g. `ModelInferRequest`). */
+const types = new Map<string, protobuf.Type>();
+
+/** A message type of the `inference` package (e.g. `ModelInferRequest`); looked up once. */
 export function messageType(name: string): protobuf.Type {
-  return protoRoot().lookupType(name.includes('.') ? name : `inference.${name}`);
+  let t = types.get(name);
+  if (!t) {
+    t = protoRoot().lookupType(name.includes('.') ? name : `inference.${name}`);
+    types.set(name, t);
+  }
+  return t;
 }
 
 /** A grpc-js service definition for a service of the root (`inference.GRPCInferenceService`). */

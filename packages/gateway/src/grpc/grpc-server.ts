@@ -453,6 +453,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
       backplane,
       maxMessageBytes: maxBytes,
       guard: (headers) => {
+        if (!restrictions.has('inference')) return;
         const md = new Metadata();
         for (const [k, v] of Object.entries(headers)) if (!k.startsWith(':') && typeof v === 'string') md.set(k, v);
         guard('ModelInfer', md);

@@ -8,7 +8,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
-import { TriodeError, messageType, type Backplane } from '@triode/core';
+import { CancelToken, TriodeError, messageType, type Backplane } from '@triode/core';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
 import { GRPC_STATUS } from './grpc-status.js';
 
@@ -70,16 +70,16 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
   const chunks: Buffer[] = [];
   let size = 0;
   let tooBig = false;
-  const abort = new AbortController();
+  const abort = new CancelToken();
   let answered = false;
   stream.on('close', () => {
-    if (!answered) abort.abort();
+    if (!answered) abort.cancel();
   });
   const limitMs = timeoutMs(headers['grpc-timeout']);
   const timer = limitMs !== undefined ? setTimeout(() => {
     if (answered) return;
     answered = true;
-    abort.abort();
+    abort.cancel();
     fail(stream, DEADLINE_EXCEEDED, 'Deadline Exceeded');
   }, limitMs) : undefined;
   stream.on('data', (c: Buffer) => {
@@ -97,7 +97,7 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       }
       const message = requestType.decode(body.subarray(5)) as unknown as ModelInferRequestMessage;
       const { request } = inferRequestFromMessage(message);
-      request.signal = abort.signal;
+      request.signal = abort;
       return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request))).finish();
     })().then((encoded) => {
       if (answered || stream.destroyed) return;
