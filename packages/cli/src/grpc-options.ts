@@ -13,7 +13,7 @@ export interface GrpcFlags {
   allow: boolean;
   /** Options for startGrpcServer (address, TLS, keepalive, restrictions). */
   server: GrpcServerOptions;
-  /** `--grpc-infer-response-compression-level` (grpc-js cannot compress responses: warned). */
+  /** `--grpc-infer-response-compression-level` (ModelInfer responses; streams stay uncompressed). */
   responseCompression: 'none' | 'low' | 'medium' | 'high';
 }
 
@@ -37,7 +37,7 @@ export function addGrpcFlags(cmd: Command): Command {
     .option('--grpc-http2-min-recv-ping-interval-without-data <ms>', 'shortest ping interval accepted without data', parseInteger(0), 300000)
     .option('--grpc-http2-max-ping-strikes <n>', 'bad pings tolerated before closing the connection', parseInteger(0), 2)
     .option('--grpc-restricted-protocol <protocols:key=value>', 'protocols (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that need metadata triton-grpc-protocol-<key>=<value> (repeatable)', collect, [])
-    .addOption(new Option('--grpc-infer-response-compression-level <level>', 'response compression (accepted; not applied, see README)').choices(['none', 'low', 'medium', 'high']).default('none'))
+    .addOption(new Option('--grpc-infer-response-compression-level <level>', 'gzip ModelInfer responses (low, medium, high)').choices(['none', 'low', 'medium', 'high']).default('none'))
     .addOption(new Option('--grpc-infer-allocation-pool-size <n>', 'accepted for compatibility; no effect').argParser(parseInteger(0)).hideHelp())
     .addOption(new Option('--grpc-infer-thread-count <n>', 'accepted for compatibility; no effect').argParser(parseInteger(1)).hideHelp());
 }
@@ -81,9 +81,9 @@ export async function startGrpc(
 ): Promise<GrpcServerHandle | undefined> {
   if (!flags.allow) return undefined;
   if (flags.responseCompression !== 'none') {
-    logger.warning(`--grpc-infer-response-compression-level=${flags.responseCompression} is accepted but not applied: @grpc/grpc-js servers do not compress responses (compressed requests are accepted)`);
+    logger.info(`gRPC ModelInfer responses are gzip-compressed (level ${flags.responseCompression}) for clients that accept it; ModelStreamInfer responses are not (grpc-js cannot compress)`);
   }
-  const grpc = await startGrpcServer(backplane, { ...flags.server, logSettings, traceSettings, logger });
+  const grpc = await startGrpcServer(backplane, { ...flags.server, logSettings, traceSettings, logger, inferResponseCompression: flags.responseCompression });
   logger.info(`Started GRPCInferenceService at ${flags.server.address?.replace(/:\d+$/, '')}:${grpc.port}`);
   return grpc;
 }

@@ -347,3 +347,37 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
     expect(Number(after['execution_count']) - Number(before['execution_count'])).toBe(1);
   });
 });
+
+describe('response compression (--grpc-infer-response-compression-level)', () => {
+  it('gzips ModelInfer responses for clients that accept gzip, and answers the same values', async () => {
+    const gz = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', inferResponseCompression: 'high' });
+    const c = new Service(`127.0.0.1:${gz.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    try {
+      const r = await new Promise<Plain>((resolve, reject) => {
+        c['ModelInfer']!(simpleRequest(), new Metadata(), {}, (err, res) => (err ? reject(err) : resolve(plain('ModelInferResponse', res))));
+      });
+      expect(int32s((r['raw_output_contents'] as Uint8Array[])[0]!)).toEqual(Array.from(IN0, (x) => x + 1));
+      // On the wire: a raw HTTP/2 call shows the compressed flag and grpc-encoding.
+      const { connect } = await import('node:http2');
+      const session = connect(`http://127.0.0.1:${gz.port}`);
+      const body = Buffer.from(messageType('ModelInferRequest').encode(simpleRequest()).finish());
+      const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), body]);
+      frame.writeUInt32BE(body.byteLength, 1);
+      const wire = await new Promise<{ encoding: unknown; flag: number }>((resolve, reject) => {
+        const req = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers', 'grpc-accept-encoding': 'identity,gzip' });
+        let encoding: unknown;
+        const chunks: Buffer[] = [];
+        req.on('response', (h) => { encoding = h['grpc-encoding']; });
+        req.on('data', (d: Buffer) => chunks.push(d));
+        req.on('end', () => resolve({ encoding, flag: Buffer.concat(chunks)[0]! }));
+        req.on('error', reject);
+        req.end(frame);
+      });
+      session.close();
+      expect(wire).toEqual({ encoding: 'gzip', flag: 1 });
+    } finally {
+      c.close();
+      await gz.close(500);
+    }
+  });
+});

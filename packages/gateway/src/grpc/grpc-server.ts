@@ -67,6 +67,11 @@ export interface GrpcServerOptions {
    * CPU per call); grpc-js serves everything else. @default true
    */
   inferFastPath?: boolean;
+  /**
+   * `--grpc-infer-response-compression-level`: gzip ModelInfer responses for clients that accept
+   * it (low, medium, high = zlib levels 1, 6, 9). @default "none"
+   */
+  inferResponseCompression?: 'none' | 'low' | 'medium' | 'high';
 }
 
 /** A running gRPC server. */
@@ -447,11 +452,14 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     server.bindAsync(address, credentials, (err, p) => (err ? reject(err) : resolve(p)));
   });
   raiseSessionWindows(server);
-  if (options.inferFastPath !== false) {
+  if (options.inferFastPath !== false || (options.inferResponseCompression ?? 'none') !== 'none') {
     const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
+    const levels: Record<string, number> = { low: 1, medium: 6, high: 9 };
+    const level = levels[options.inferResponseCompression ?? 'none'];
     installInferFastPath(servers?.keys() ?? [], {
       backplane,
       maxMessageBytes: maxBytes,
+      ...(level !== undefined ? { compressionLevel: level } : {}),
       guard: (headers) => {
         if (!restrictions.has('inference')) return;
         const md = new Metadata();

@@ -8,6 +8,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import { gzipSync } from 'node:zlib';
 import { CancelToken, TriodeError, messageType, type Backplane } from '@triode/core';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
 import { GRPC_STATUS } from './grpc-status.js';
@@ -19,6 +20,8 @@ export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
 export interface FastPathOptions {
   backplane: Backplane;
   maxMessageBytes: number;
+  /** zlib level for responses (`--grpc-infer-response-compression-level`); undefined: none. */
+  compressionLevel?: number;
   /** Throws (UNAVAILABLE) when a restricted protocol's header is missing. */
   guard: (headers: IncomingHttpHeaders) => void;
 }
@@ -103,11 +106,15 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       if (answered || stream.destroyed) return;
       answered = true;
       clearTimeout(timer);
-      const frame = Buffer.allocUnsafe(5 + encoded.byteLength);
-      frame[0] = 0;
-      frame.writeUInt32BE(encoded.byteLength, 1);
-      frame.set(encoded, 5);
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': 'identity' }, { waitForTrailers: true });
+      // Response compression when the server is set to it and the client takes gzip.
+      const accepts = String(headers['grpc-accept-encoding'] ?? '').split(',').map((x) => x.trim());
+      const gzip = opts.compressionLevel !== undefined && accepts.includes('gzip');
+      const payload = gzip ? gzipSync(encoded, { level: opts.compressionLevel }) : encoded;
+      const frame = Buffer.allocUnsafe(5 + payload.byteLength);
+      frame[0] = gzip ? 1 : 0;
+      frame.writeUInt32BE(payload.byteLength, 1);
+      frame.set(payload, 5);
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': gzip ? 'gzip' : 'identity' }, { waitForTrailers: true });
       stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
       stream.end(frame);
     }, (err: unknown) => {
