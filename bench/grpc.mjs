@@ -1,5 +1,6 @@
 // Issue #7 benchmark: gRPC vs HTTP (binary tensors) on one embedded server, measured with
-// `triode perf`, for `simple` and `ppocr_cls` at concurrency 1, 16 and 64; then the same HTTP
+// `triode perf`, for `simple` and `ppocr_cls` at concurrency 1, 16 and 64 (each cell measured in
+// the order HTTP, gRPC, gRPC, HTTP and averaged per protocol); then the same HTTP
 // case through wrk, to compare triode perf's client-side cost with wrk's. Run by hand:
 //   node bench/grpc.mjs [--window 3000] [--trials 5]
 // Prints markdown tables; bench/RESULTS.md keeps the committed ones with the command line.
@@ -47,9 +48,11 @@ async function startServer(httpPort, grpcPort) {
   throw new Error(`server did not start: ${err}`);
 }
 
+let runs = 0;
+
 /** One `triode perf` run; returns its JSON result and the server's CPU over the run. */
 function perf(server, protocol, url, model, c) {
-  const json = join(OUT, `perf-${protocol}-${model}-${c}.json`);
+  const json = join(OUT, `perf-${protocol}-${model}-${c}-${runs++}.json`);
   rmSync(json, { force: true });
   const t0 = cpuTicks(server.pid);
   const w0 = Date.now();
@@ -59,6 +62,17 @@ function perf(server, protocol, url, model, c) {
   return { ...JSON.parse(readFileSync(json, 'utf8'))[0], serverCpu };
 }
 
+/** Two perf results averaged field by field (throughput, latencies, CPU). */
+function mean(a, b) {
+  const avg = (x, y) => (x + y) / 2;
+  return {
+    ...a,
+    throughput: avg(a.throughput, b.throughput), requestsPerSec: avg(a.requestsPerSec, b.requestsPerSec),
+    latencyUs: Object.fromEntries(Object.keys(a.latencyUs).map((k) => [k, avg(a.latencyUs[k], b.latencyUs[k])])),
+    clientCpu: avg(a.clientCpu, b.clientCpu), serverCpu: avg(a.serverCpu, b.serverCpu),
+  };
+}
+
 const httpPort = await freePort();
 const grpcPort = await freePort();
 const server = await startServer(httpPort, grpcPort);
@@ -66,8 +80,14 @@ const rows = [];
 try {
   for (const model of MODELS) {
     for (const c of CONCURRENCY) {
-      const h = perf(server, 'http', `127.0.0.1:${httpPort}`, model, c);
-      const g = perf(server, 'grpc', `127.0.0.1:${grpcPort}`, model, c);
+      // ABBA order (HTTP, gRPC, gRPC, HTTP), averaged: a drift of the machine's speed during the
+      // cell weighs on both protocols alike.
+      const h1 = perf(server, 'http', `127.0.0.1:${httpPort}`, model, c);
+      const g1 = perf(server, 'grpc', `127.0.0.1:${grpcPort}`, model, c);
+      const g2 = perf(server, 'grpc', `127.0.0.1:${grpcPort}`, model, c);
+      const h2 = perf(server, 'http', `127.0.0.1:${httpPort}`, model, c);
+      const h = mean(h1, h2);
+      const g = mean(g1, g2);
       rows.push({ model, c, h, g });
       process.stderr.write(`${model} c=${c}: http ${h.throughput.toFixed(0)}/s, grpc ${g.throughput.toFixed(0)}/s\n`);
     }
