@@ -323,3 +323,40 @@ describe('cluster: poll mode', () => {
     }
   });
 });
+
+describe('cluster: direct replies', () => {
+  it('replies come over the direct channel, and through Redis when workers cannot reach it', async () => {
+    const r8 = await startRedis();
+    const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r8.url, '--model-repository', makeRepository(['simple'])], /Started worker/);
+    const direct = await freePort();
+    const unreachable = await freePort();
+    const gwDirect = await startTriode(['gateway', '--metrics-port', '0', '--redis', r8.url, '--http-port', String(direct), '--http-address', '127.0.0.1', '--allow-grpc=false', '--advertise-address', '127.0.0.1'],
+      /direct replies at 127\.0\.0\.1:\d+[\s\S]*Started HTTPService/);
+    const gwFallback = await startTriode(['gateway', '--metrics-port', '0', '--redis', r8.url, '--http-port', String(unreachable), '--http-address', '127.0.0.1', '--allow-grpc=false', '--advertise-address', 'no-such-host.invalid']);
+    try {
+      const { Redis } = await import('ioredis');
+      const redis = new Redis(r8.url);
+      for (const port of [direct, unreachable]) await until(async () => (await fetch(`http://127.0.0.1:${port}/v2/models/simple/ready`)).status === 200);
+      // Let the worker open its channel to the first gateway, then count Redis writes afresh.
+      await infer(`http://127.0.0.1:${direct}`, 'simple', simpleBody(0));
+      await new Promise((r) => setTimeout(r, 200));
+      await redis.config('RESETSTAT');
+      for (const port of [direct, unreachable]) {
+        const base = `http://127.0.0.1:${port}`;
+        for (let k = 0; k < 20; k++) {
+          const r = await infer(base, 'simple', simpleBody(k));
+          expect(r.status).toBe(200);
+          expect((r.json['outputs'] as { data: number[] }[])[0]!.data[0]).toBe(k + 1);
+        }
+      }
+      // 40 requests went in through XADD; only the 20 of the gateway workers cannot reach
+      // replied through XADD too (80 if the direct channel were not used).
+      const xadds = Number(/cmdstat_xadd:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+      await redis.quit();
+      expect(xadds).toBe(60);
+    } finally {
+      await Promise.all([gwDirect.stop(), gwFallback.stop(), worker.stop()]);
+      await r8.stop();
+    }
+  });
+});

@@ -63,6 +63,10 @@ export function addClusterCommands(program: Command): void {
     .option('--strict-readiness <bool>', 'ready only when every model is ready on some worker', parseBool, true)
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
     .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
+    .option('--direct-replies <bool>', 'workers send replies straight to this gateway over TCP (Redis is the fallback)', parseBool, true)
+    .option('--reply-address <addr>', 'address the direct reply channel listens on', '0.0.0.0')
+    .option('--reply-port <port>', 'port of the direct reply channel (0: any free one)', parseInteger(0), 0)
+    .option('--advertise-address <host>', 'host workers use to reach this gateway\'s reply channel (default: its first non-loopback IPv4)')
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
     .action(async (o: Record<string, unknown>) => {
       const logSettings = settingsFrom(o);
@@ -74,6 +78,11 @@ export function addClusterCommands(program: Command): void {
         id: o['id'] as string,
         extensions: HTTP_EXTENSIONS,
         strictReadiness: o['strictReadiness'] as boolean,
+        directReplies: o['directReplies'] === false ? false : {
+          host: o['replyAddress'] as string,
+          port: o['replyPort'] as number,
+          ...(o['advertiseAddress'] ? { advertise: o['advertiseAddress'] as string } : {}),
+        },
         logger,
       });
       await backplane.start();
@@ -87,7 +96,7 @@ export function addClusterCommands(program: Command): void {
       const traceSettings = new TraceSettings();
       const http = await startHttpServer(createHttpApp(measured, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings }), o['httpPort'] as number, o['httpAddress'] as string);
       const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger);
-      logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}`);
+      logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}`);
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
         await Promise.all([lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000), grpc?.close((o['exitTimeoutSecs'] as number) * 1000)]);

@@ -31,3 +31,4 @@ export * from './proto-files.js';
 export * from './model-repository/load-override.js';
 export * from './protocol/grpc-parameters.js';
 export * from './protocol/grpc-proto.js';
+export * from './cluster/reply-frames.js';

@@ -9,6 +9,7 @@ import {
   ClusterKeys, TriodeError, decodeRequest, encodeReply, overrideFilesFromJson,
   type InferenceServer, type LoadOptions, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
+import { DirectReplies } from './direct-replies.js';
 
 /** Options of a StreamConsumer. */
 export interface StreamConsumerOptions {
@@ -38,6 +39,7 @@ export class StreamConsumer {
   readonly #server: InferenceServer;
   readonly #keys: ClusterKeys;
   readonly #cmd: Redis;
+  readonly #directReplies = new DirectReplies();
   readonly #block: Redis;
   readonly #sub: Redis;
   readonly #maxInflight: number;
@@ -280,11 +282,15 @@ export class StreamConsumer {
     }
     this.#inflight++;
     this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
+    const decoupled = this.#decoupled(request.modelName);
     const send = (r: WireReply) => {
-      void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', encodeReply(r)).catch(() => undefined);
+      const body = encodeReply(r);
+      // A decoupled request's replies all take the stream, so they cannot overtake one another.
+      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body)) {
+        void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', body).catch(() => undefined);
+      }
       ack();
     };
-    const decoupled = this.#decoupled(request.modelName);
     const run = decoupled
       ? this.#server.inferStream(request, (response) => {
         void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', encodeReply({ requestKey: env.requestKey, response, more: true })).catch(() => undefined);
@@ -331,6 +337,7 @@ export class StreamConsumer {
     await this.#cmd.del(this.#keys.worker(this.workerId)).catch(() => undefined);
     this.#sub.disconnect();
     this.#block.disconnect();
+    this.#directReplies.close();
     await this.#cmd.quit().catch(() => undefined);
   }
 }

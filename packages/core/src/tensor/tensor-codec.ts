@@ -63,6 +63,11 @@ export interface WireEnvelope {
   enqueuedMs: number;
   /** After this (ms since the epoch) nobody waits for the answer any more. */
   deadlineMs: number;
+  /**
+   * The gateway's direct reply channel (TCP `host:port` and the token to present), if it has one;
+   * replies go there, and to `replyTo` when it cannot be reached.
+   */
+  direct?: { address: string; token: string };
 }
 
 /** Encodes a request and its envelope. */

@@ -4,9 +4,11 @@
  * workers' registry entries. Every frontend works unchanged on top of it.
  */
 import { randomUUID } from 'node:crypto';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, Errors, TriodeError, decodeReply, encodeRequest, overrideFilesToJson, sequenceParams,
+  ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, encodeRequest, overrideFilesToJson, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
 } from '@triode/core';
@@ -26,6 +28,12 @@ export interface RedisBackplaneOptions {
   strictReadiness?: boolean;
   /** How often the registry is re-read (ms). @default 500 */
   registryRefreshMs?: number;
+  /**
+   * Direct reply channel: workers send replies straight to this gateway over TCP (one Redis leg
+   * fewer per request) and fall back to its Redis reply stream when they cannot reach it.
+   * `false` turns it off. @default { host: '0.0.0.0', port: 0, advertise: first non-loopback IPv4 }
+   */
+  directReplies?: { host?: string; port?: number; advertise?: string } | false;
   logger?: Logger;
 }
 
@@ -38,6 +46,14 @@ interface Waiting {
 }
 
 type StreamReply = [Buffer, [Buffer, Buffer[]][]][] | null;
+
+/** The first non-loopback IPv4 address of this host (what workers on other nodes can reach), else 127.0.0.1. */
+function advertisedHost(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
 
 const unavailable = (err: unknown) => Errors.unavailable(`Redis is unavailable: ${(err as Error).message}`);
 
@@ -55,11 +71,13 @@ export class RedisBackplane implements Backplane {
   #workers: WorkerRecord[] = [];
   #registryAt = 0;
   #registryLoad: Promise<void> | undefined;
+  #direct: { address: string; token: string } | undefined;
+  #directServer: Server | undefined;
 
   constructor(options: RedisBackplaneOptions) {
     this.#opts = {
       prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
-      strictReadiness: true, registryRefreshMs: 500, ...options,
+      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, ...options,
     };
     this.#keys = new ClusterKeys(this.#opts.prefix);
     // No offline queue: while Redis is away, calls fail at once (503) instead of piling up.
@@ -75,6 +93,7 @@ export class RedisBackplane implements Backplane {
 
   /** Connects and starts reading replies. */
   async start(): Promise<void> {
+    await this.#listenDirect();
     await Promise.all([this.#cmd.connect(), this.#block.connect()]);
     this.#running = true;
     this.#loop = this.#readReplies();
@@ -97,28 +116,78 @@ export class RedisBackplane implements Backplane {
           last = id.toString();
           ids.push(last);
           const body = fields[1];
-          if (!body) continue;
-          try {
-            const r = decodeReply(body);
-            const w = this.#waiting.get(r.requestKey);
-            // Unknown keys are duplicates or answers that came after the deadline: dropped.
-            if (!w) continue;
-            if ('response' in r && r.more) {
-              w.onResponse?.(r.response);
-              continue;
-            }
-            this.#waiting.delete(r.requestKey);
-            clearTimeout(w.timer);
-            if ('error' in r) w.reject(new TriodeError(r.error.code as ErrorCode, r.error.message));
-            else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
-            else w.resolve(r.response);
-          } catch (err) {
-            this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
-          }
+          if (body) this.#onReply(body);
         }
       }
       if (ids.length) void this.#cmd.xdel(this.#replyKey, ...ids).catch(() => undefined);
     }
+  }
+
+  /** One reply, from the reply stream or the direct channel. */
+  #onReply(body: Uint8Array): void {
+    try {
+      const r = decodeReply(body);
+      const w = this.#waiting.get(r.requestKey);
+      // Unknown keys are duplicates or answers that came after the deadline: dropped.
+      if (!w) return;
+      if ('response' in r && r.more) {
+        w.onResponse?.(r.response);
+        return;
+      }
+      this.#waiting.delete(r.requestKey);
+      clearTimeout(w.timer);
+      if ('error' in r) w.reject(new TriodeError(r.error.code as ErrorCode, r.error.message));
+      else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
+      else w.resolve(r.response);
+    } catch (err) {
+      this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
+    }
+  }
+
+  /** Opens the direct reply channel: a TCP server that accepts workers presenting the token. */
+  async #listenDirect(): Promise<void> {
+    const cfg = this.#opts.directReplies;
+    if (cfg === false) return;
+    const token = randomUUID();
+    const server = createServer((socket) => {
+      socket.setNoDelay(true);
+      const reader = new FrameReader();
+      let authed = false;
+      socket.on('data', (chunk: Buffer) => {
+        let frames: Buffer[];
+        try {
+          frames = reader.push(chunk);
+        } catch {
+          socket.destroy();
+          return;
+        }
+        for (const f of frames) {
+          if (!authed) {
+            if (f.toString() !== token) {
+              socket.destroy();
+              return;
+            }
+            authed = true;
+            continue;
+          }
+          this.#onReply(f);
+        }
+      });
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(cfg.port ?? 0, cfg.host ?? '0.0.0.0', () => resolve());
+    });
+    server.unref();
+    this.#directServer = server;
+    const port = (server.address() as AddressInfo).port;
+    this.#direct = { address: `${cfg.advertise ?? advertisedHost()}:${port}`, token };
+  }
+
+  /** Where workers reach this gateway's direct reply channel (undefined: none). */
+  get directAddress(): string | undefined {
+    return this.#direct?.address;
   }
 
   /** Re-reads the workers' registry entries when they are older than the refresh period. */
@@ -287,7 +356,10 @@ export class RedisBackplane implements Backplane {
     const stream = await this.#streamFor(request, model);
     const requestKey = `${this.#next++}`;
     const now = Date.now();
-    const body = encodeRequest(request, { requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs });
+    const body = encodeRequest(request, {
+      requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs,
+      ...(this.#direct ? { direct: this.#direct } : {}),
+    });
     return new Promise<InferenceResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiting.delete(requestKey);
@@ -375,6 +447,7 @@ export class RedisBackplane implements Backplane {
       this.#waiting.delete(k);
     }
     await this.#cmd.del(this.#replyKey).catch(() => undefined);
+    this.#directServer?.close();
     this.#block.disconnect();
     this.#cmd.disconnect();
   }
