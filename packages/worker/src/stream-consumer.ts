@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, TriodeError, decodeRequest, encodeReply, overrideFilesFromJson,
+  ClusterKeys, TriodeError, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
   type InferenceServer, type LoadOptions, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
@@ -268,7 +268,8 @@ export class StreamConsumer {
     }
     let decoded: ReturnType<typeof decodeRequest>;
     try {
-      decoded = decodeRequest(body);
+      // [r, header, t, tensor, t, tensor, ...] from gateways; a single message from older ones.
+      decoded = fields.length > 2 ? decodeRequestParts(fields.filter((_f, i) => i % 2 === 1)) : decodeRequest(body);
     } catch (err) {
       this.#logger?.warning(`dropping a malformed request from ${stream}: ${(err as Error).message}`);
       ack();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor } from './bytes-tensor.js';
-import { decodeReply, decodeRequest, encodeReply, encodeRequest } from './tensor-codec.js';
+import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts } from './tensor-codec.js';
 
 describe('tensor codec (gateway <-> worker)', () => {
   it('round-trips a request with its envelope, bigints and every tensor kind, from any buffer offset', () => {
@@ -33,6 +33,24 @@ describe('tensor codec (gateway <-> worker)', () => {
     expect('signal' in request).toBe(false);
     const reply = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', outputs: [], final: true }, more: true }));
     expect(reply).toMatchObject({ response: { final: true }, more: true });
+  });
+
+  it('round-trips a request as parts: the tensors are views of the request, and decode from any offsets', () => {
+    const a = Int32Array.of(1, -2, 3);
+    const req = { modelName: 'm', id: 'p', parameters: { sequence_id: 2n ** 63n }, inputs: [
+      { name: 'a', datatype: 'INT32' as const, shape: [1, 3], data: a },
+      { name: 'b', datatype: 'BYTES' as const, shape: [1], data: serializeBytesTensor(['x']) },
+    ] };
+    const env = { requestKey: '9', replyTo: 'r', enqueuedMs: 1, deadlineMs: 2, direct: { address: '10.0.0.1:4000', token: 't' } };
+    const parts = encodeRequestParts(req, env);
+    expect(parts).toHaveLength(3);
+    expect(parts[1]!.buffer).toBe(a.buffer);
+    const shifted = parts.map((p) => Buffer.concat([Buffer.from([0]), p]).subarray(1));
+    const { request, env: e } = decodeRequestParts(shifted);
+    expect(e).toEqual(env);
+    expect(request.parameters).toEqual(req.parameters);
+    expect(Array.from(request.inputs[0]!.data as Int32Array)).toEqual([1, -2, 3]);
+    expect(() => decodeRequestParts(parts.slice(0, 2))).toThrow(/do not match/);
   });
 
   it('round-trips responses and errors', () => {

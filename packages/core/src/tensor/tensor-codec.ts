@@ -18,8 +18,18 @@ interface TensorHeader {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
+/** The JSON header: the metadata and each tensor's name, type, shape and byte size (bigints tagged). */
+function headerJson(meta: Record<string, unknown>, tensors: readonly Tensor[]): Uint8Array {
+  return enc.encode(JSON.stringify({ ...meta, tensors: tensors.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: t.data.byteLength })) }, (_k, v: unknown) => (typeof v === 'bigint' ? { $bigint: v.toString() } : v)));
+}
+
+function parseHeader(bytes: Uint8Array): Record<string, unknown> {
+  return JSON.parse(dec.decode(bytes), (_k, v: unknown) =>
+    v && typeof v === 'object' && '$bigint' in (v as object) ? BigInt((v as { $bigint: string }).$bigint) : v) as Record<string, unknown>;
+}
+
 function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buffer {
-  const header = enc.encode(JSON.stringify({ ...meta, tensors: tensors.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: t.data.byteLength })) }, (_k, v: unknown) => (typeof v === 'bigint' ? { $bigint: v.toString() } : v)));
+  const header = headerJson(meta, tensors);
   // Pad the header so the first tensor starts 8-byte aligned.
   const pad = (8 - ((4 + header.byteLength) % 8)) % 8;
   let total = 4 + header.byteLength + pad;
@@ -41,8 +51,7 @@ function decode(buf: Uint8Array): { meta: Record<string, unknown>; tensors: Tens
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const hlen = view.getUint32(0, true);
   if (4 + hlen > buf.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
-  const meta = JSON.parse(dec.decode(buf.subarray(4, 4 + hlen)), (_k, v: unknown) =>
-    v && typeof v === 'object' && '$bigint' in (v as object) ? BigInt((v as { $bigint: string }).$bigint) : v) as Record<string, unknown>;
+  const meta = parseHeader(buf.subarray(4, 4 + hlen));
   let off = 4 + hlen;
   const tensors = ((meta['tensors'] as TensorHeader[]) ?? []).map((h) => {
     if (!isDataType(h.datatype) || off + h.bytes > buf.byteLength) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
@@ -75,6 +84,38 @@ export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer 
   // The abort signal stays in the sending process (cancellation is the gateway's business).
   const { inputs, signal: _signal, ...rest } = req;
   return encode({ ...rest, env }, inputs);
+}
+
+/**
+ * Encodes a request as parts, for a transport that takes several values (Redis stream fields):
+ * the header (`[u32 LE length][JSON]`, with each tensor's byte size) and then each tensor's bytes
+ * as a view of the request's own buffer, not a copy.
+ */
+export function encodeRequestParts(req: InferenceRequest, env: WireEnvelope): Buffer[] {
+  const { inputs, signal: _signal, ...rest } = req;
+  const header = headerJson({ ...rest, env }, inputs);
+  const head = Buffer.allocUnsafe(4 + header.byteLength);
+  head.writeUInt32LE(header.byteLength, 0);
+  head.set(header, 4);
+  return [head, ...inputs.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))];
+}
+
+/** Decodes what `encodeRequestParts` wrote (the header, then one part per tensor). */
+export function decodeRequestParts(parts: readonly Uint8Array[]): { request: InferenceRequest; env: WireEnvelope } {
+  const head = parts[0];
+  if (!head || head.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
+  const hlen = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(0, true);
+  if (4 + hlen > head.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
+  const meta = parseHeader(head.subarray(4, 4 + hlen));
+  const heads = (meta['tensors'] as TensorHeader[]) ?? [];
+  if (heads.length !== parts.length - 1) throw Errors.invalidArg('malformed message: tensor parts do not match the header');
+  const inputs = heads.map((h, i) => {
+    const bytes = parts[i + 1]!;
+    if (!isDataType(h.datatype) || bytes.byteLength !== h.bytes) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
+    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, bytes) };
+  });
+  const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
+  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env };
 }
 
 /** Decodes what `encodeRequest` wrote. */

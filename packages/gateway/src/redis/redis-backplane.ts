@@ -8,7 +8,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, encodeRequest, overrideFilesToJson, sequenceParams,
+  ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, encodeRequestParts, overrideFilesToJson, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
 } from '@triode/core';
@@ -356,10 +356,13 @@ export class RedisBackplane implements Backplane {
     const stream = await this.#streamFor(request, model);
     const requestKey = `${this.#next++}`;
     const now = Date.now();
-    const body = encodeRequest(request, {
+    // The header and each tensor as separate stream fields: tensor bytes are not copied into one message.
+    const [head, ...tensors] = encodeRequestParts(request, {
       requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs,
       ...(this.#direct ? { direct: this.#direct } : {}),
     });
+    const fields: (string | Buffer)[] = ['r', head!];
+    for (const t of tensors) fields.push('t', t);
     return new Promise<InferenceResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiting.delete(requestKey);
@@ -372,7 +375,7 @@ export class RedisBackplane implements Backplane {
         clearTimeout(timer);
         reject(Errors.cancelled());
       }, { once: true });
-      this.#cmd.xadd(stream, 'MAXLEN', '~', '1000000', '*', 'r', body).catch((err: unknown) => {
+      this.#cmd.xadd(stream, 'MAXLEN', '~', '1000000', '*', ...fields).catch((err: unknown) => {
         clearTimeout(timer);
         this.#waiting.delete(requestKey);
         reject(unavailable(err));
