@@ -34,6 +34,11 @@ export class DirectReplies {
     return false;
   }
 
+  /** Addresses known now (open, opening or in their pause after a failure). */
+  get size(): number {
+    return this.#peers.size;
+  }
+
   #open(direct: { address: string; token: string }): void {
     const i = direct.address.lastIndexOf(':');
     const host = direct.address.slice(0, i);
@@ -48,9 +53,15 @@ export class DirectReplies {
     peer.socket = socket;
     const fail = () => {
       socket.destroy();
+      if (!peer.socket) return;
       peer.open = false;
       peer.socket = undefined;
       peer.retryAt = Date.now() + RETRY_MS;
+      // Forget the address after the pause: gateways that restart come back on new addresses,
+      // and the table should not keep every one it ever saw.
+      setTimeout(() => {
+        if (this.#peers.get(direct.address) === peer && !peer.socket) this.#peers.delete(direct.address);
+      }, RETRY_MS).unref();
     };
     socket.setTimeout(CONNECT_TIMEOUT_MS, fail);
     socket.once('connect', () => {
