@@ -37,3 +37,13 @@ describe('gRPC flags', () => {
     expect(() => parse(['--grpc-use-ssl-mutual', 'true', '--grpc-server-cert', fixture('server.crt'), '--grpc-server-key', fixture('server.key')])).toThrow(/needs --grpc-root-cert/);
   });
 });
+
+describe('--trace-config', () => {
+  it("Triton's keys (with or without the triton, prefix) into trace settings; a bad key is named", async () => {
+    const { parseTraceConfig } = await import('./serve-options.js');
+    expect(parseTraceConfig(['triton,file=/tmp/t.json', 'level=TIMESTAMPS', 'rate=1', 'count=10', 'log_frequency=50'])).toEqual({
+      trace_file: '/tmp/t.json', trace_level: ['TIMESTAMPS'], trace_rate: '1', trace_count: '10', log_frequency: '50',
+    });
+    expect(() => parseTraceConfig(['mode=opentelemetry'])).toThrow(/--trace-config expects/);
+  });
+});

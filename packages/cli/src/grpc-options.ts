@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Backplane, LogSettings, Logger } from '@triode/core';
-import { parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type TraceSettings } from '@triode/gateway';
+import { parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type TraceSettings, type Tracer } from '@triode/gateway';
 import { parseBool, parseInteger } from './serve-options.js';
 
 /** Parsed gRPC flags. */
@@ -77,13 +77,13 @@ export function toGrpcFlags(o: Record<string, unknown>): GrpcFlags {
 
 /** Starts the gRPC frontend when allowed; logs where it listens. */
 export async function startGrpc(
-  backplane: Backplane, flags: GrpcFlags, logSettings: LogSettings, traceSettings: TraceSettings, logger: Logger,
+  backplane: Backplane, flags: GrpcFlags, logSettings: LogSettings, traceSettings: TraceSettings, logger: Logger, tracer?: Tracer,
 ): Promise<GrpcServerHandle | undefined> {
   if (!flags.allow) return undefined;
   if (flags.responseCompression !== 'none') {
     logger.info(`gRPC ModelInfer responses are gzip-compressed (level ${flags.responseCompression}) for clients that accept it; ModelStreamInfer responses are not (grpc-js cannot compress)`);
   }
-  const grpc = await startGrpcServer(backplane, { ...flags.server, logSettings, traceSettings, logger, inferResponseCompression: flags.responseCompression });
+  const grpc = await startGrpcServer(backplane, { ...flags.server, logSettings, traceSettings, logger, inferResponseCompression: flags.responseCompression, ...(tracer ? { tracer } : {}) });
   logger.info(`Started GRPCInferenceService at ${flags.server.address?.replace(/:\d+$/, '')}:${grpc.port}`);
   return grpc;
 }

@@ -36,6 +36,8 @@ export interface ServeOptions {
   logFormat: 'default' | 'ISO8601';
   /** `--log-file`: log lines go to this file (appended) instead of stderr. */
   logFile?: string;
+  /** `--trace-config`: initial trace settings (Triton's field names). */
+  traceConfig: Record<string, string | string[]>;
 }
 
 export function parseBool(v: string): boolean {
@@ -64,6 +66,20 @@ export function metricsConfigFrom(o: Record<string, unknown>): MetricsConfig {
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message);
   }
+}
+
+/** `--trace-config [triton,]<key>=<value>` flags into trace settings (Triton's field names). */
+export function parseTraceConfig(flags: readonly string[]): Record<string, string | string[]> {
+  const names: Record<string, string> = { file: 'trace_file', level: 'trace_level', rate: 'trace_rate', count: 'trace_count', log_frequency: 'log_frequency' };
+  const out: Record<string, string | string[]> = {};
+  for (const f of flags) {
+    const m = /^(?:triton,)?([a-z_]+)=(.*)$/.exec(f);
+    const key = m ? names[m[1]!] : undefined;
+    if (!m || !key) throw new InvalidArgumentError(`--trace-config expects [triton,]<file|level|rate|count|log_frequency>=<value>, got '${f}'`);
+    if (key === 'trace_level') out[key] = [...((out[key] as string[] | undefined) ?? []), m[2]!];
+    else out[key] = m[2]!;
+  }
+  return out;
 }
 
 /** `<backend>,<key>=<value>` settings into a map per backend. */
@@ -108,7 +124,8 @@ export function addServeFlags(cmd: Command): Command {
     .option('--log-warning <bool>', 'log warnings', parseBool, true)
     .option('--log-error <bool>', 'log errors', parseBool, true)
     .addOption(new Option('--log-format <format>', 'timestamps: default (UTC) or ISO8601 (local offset)').choices(['default', 'ISO8601']).default('default'))
-    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr');
+    .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr')
+    .option('--trace-config <[triton,]key=value>', 'trace settings: file, level (OFF, TIMESTAMPS), rate, count, log_frequency (repeatable)', collect, []);
 }
 
 /** Commander's parsed values into ServeOptions. */
@@ -143,5 +160,6 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     logError: o['logError'] as boolean,
     logFormat: o['logFormat'] as ServeOptions['logFormat'],
     ...(o['logFile'] ? { logFile: o['logFile'] as string } : {}),
+    traceConfig: parseTraceConfig((o['traceConfig'] as string[] | undefined) ?? []),
   };
 }

@@ -6,7 +6,7 @@
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, createLogger, type Logger } from '@triode/core';
 import {
-  HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, createHttpApp, startHttpServer, startMetricsServer,
+  HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, Tracer, createHttpApp, startHttpServer, startMetricsServer,
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle,
 } from '@triode/gateway';
 import { startGrpc } from './grpc-options.js';
@@ -60,12 +60,14 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   let http: HttpServerHandle | undefined;
   const lifecycle = new HttpLifecycle();
   const traceSettings = new TraceSettings();
+  if (Object.keys(opts.traceConfig).length) traceSettings.update(opts.traceConfig);
+  const tracer = new Tracer(traceSettings);
   if (opts.allowHttp) {
-    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings });
+    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer });
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
   }
-  const grpc = await startGrpc(new LocalBackplane(server), opts.grpc, logSettings, traceSettings, logger);
+  const grpc = await startGrpc(new LocalBackplane(server), opts.grpc, logSettings, traceSettings, logger, tracer);
   let closing: Promise<void> | undefined;
   return {
     server,
@@ -82,6 +84,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
       if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
       await http?.close();
       await metrics?.close();
+      tracer.flush();
       logger.info('Server stopped');
     })()),
   };

@@ -40,6 +40,13 @@ export interface InferenceRequest {
    * response is dropped by the frontend. Never serialized (stays in the process).
    */
   signal?: CancelSignal;
+  /** Set when the request is traced (trace_level TIMESTAMPS): the core adds its timestamps. Never serialized. */
+  trace?: RequestTrace;
+}
+
+/** A traced request's timestamps (Triton's trace names, ns on the process's monotonic clock). */
+export interface RequestTrace {
+  timestamps: { name: string; ns: number }[];
 }
 
 /** The part of AbortSignal the core uses; an AbortSignal is one, and so is a CancelToken. */

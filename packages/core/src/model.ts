@@ -233,6 +233,7 @@ export class ModelVersion {
     const outputNames = req.outputs?.length ? req.outputs.map((o) => o.name) : this.#outputNames;
     let shapeKey = '';
     for (const t of req.inputs) shapeKey += `${t.name}:${t.shape.slice(1).join(',')};`;
+    req.trace?.timestamps.push({ name: 'REQUEST_START', ns: startNs }, { name: 'QUEUE_START', ns: startNs });
     const signal = req.signal;
     if (signal?.aborted) {
       this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs, 'CANCELED');
@@ -294,6 +295,7 @@ export class ModelVersion {
   }
 
   #send(p: Pending, f: () => void): void {
+    p.req.trace?.timestamps.push({ name: 'REQUEST_END', ns: this.#clock.nowNs() });
     if (this.#order && p.seqNo >= 0) this.#order.deliver(p.seqNo, f);
     else f();
   }
@@ -334,6 +336,12 @@ export class ModelVersion {
     }
     const end = this.#clock.nowNs();
     const t = timings ?? { computeInputNs: 0, computeInferNs: end - execStart, computeOutputNs: 0 };
+    for (const p of batch) {
+      p.req.trace?.timestamps.push(
+        { name: 'COMPUTE_START', ns: execStart }, { name: 'COMPUTE_INPUT_END', ns: execStart + t.computeInputNs },
+        { name: 'COMPUTE_OUTPUT_START', ns: end - t.computeOutputNs }, { name: 'COMPUTE_END', ns: end },
+      );
+    }
     const inferences = batch.reduce((a, p) => a + p.batchSize, 0);
     if (responses.some((r) => !r.error)) this.stats.recordExecution(inferences, t.computeInputNs, t.computeInferNs, t.computeOutputNs);
     const epoch = this.#clock.epochMs();
@@ -370,6 +378,7 @@ export class ModelVersion {
       }
       const total = this.#clock.nowNs() - p.startNs;
       this.stats.recordSuccess(this.#clock.epochMs(), total, execStart - p.enqueueNs, 0, this.#clock.nowNs() - execStart, 0, p.firstResponseNs ?? total);
+      p.req.trace?.timestamps.push({ name: 'REQUEST_END', ns: this.#clock.nowNs() });
       p.resolve({ modelName: this.name, modelVersion: String(this.version), outputs: [] });
     };
     const requests = batch.map((p, i) => ({

@@ -82,7 +82,7 @@ export interface WireEnvelope {
 /** Encodes a request and its envelope. */
 export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer {
   // The abort signal stays in the sending process (cancellation is the gateway's business).
-  const { inputs, signal: _signal, ...rest } = req;
+  const { inputs, signal: _signal, trace: _trace, ...rest } = req;
   return encode({ ...rest, env }, inputs);
 }
 
@@ -92,7 +92,7 @@ export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer 
  * as a view of the request's own buffer, not a copy.
  */
 export function encodeRequestParts(req: InferenceRequest, env: WireEnvelope): Buffer[] {
-  const { inputs, signal: _signal, ...rest } = req;
+  const { inputs, signal: _signal, trace: _trace, ...rest } = req;
   const header = headerJson({ ...rest, env }, inputs);
   const head = Buffer.allocUnsafe(4 + header.byteLength);
   head.writeUInt32LE(header.byteLength, 0);

@@ -18,6 +18,7 @@ import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.
 import { updateLogSettings } from '../control/log-settings-update.js';
 import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
 import { TraceSettings } from '../control/trace-settings.js';
+import type { Tracer } from '../control/tracer.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
 import { installInferFastPath } from './infer-fast-path.js';
@@ -72,6 +73,8 @@ export interface GrpcServerOptions {
    * it (low, medium, high = zlib levels 1, 6, 9). @default "none"
    */
   inferResponseCompression?: 'none' | 'low' | 'medium' | 'high';
+  /** Emits traces of ModelInfer calls on the direct path, per the trace settings. */
+  tracer?: Tracer;
 }
 
 /** A running gRPC server. */
@@ -460,6 +463,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
       backplane,
       maxMessageBytes: maxBytes,
       ...(level !== undefined ? { compressionLevel: level } : {}),
+      ...(options.tracer ? { tracer: options.tracer } : {}),
       guard: (headers) => {
         if (!restrictions.has('inference')) return;
         const md = new Metadata();

@@ -12,6 +12,7 @@ import { gzipSync } from 'node:zlib';
 import { CancelToken, TriodeError, messageType, type Backplane } from '@triode/core';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
 import { GRPC_STATUS } from './grpc-status.js';
+import { traceNow, type Tracer } from '../control/tracer.js';
 
 /** The RPC this path serves. */
 export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
@@ -22,6 +23,7 @@ export interface FastPathOptions {
   maxMessageBytes: number;
   /** zlib level for responses (`--grpc-infer-response-compression-level`); undefined: none. */
   compressionLevel?: number;
+  tracer?: Tracer;
   /** Throws (UNAVAILABLE) when a restricted protocol's header is missing. */
   guard: (headers: IncomingHttpHeaders) => void;
 }
@@ -70,6 +72,7 @@ function fail(stream: ServerHttp2Stream, code: number, message: string): void {
 }
 
 function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: FastPathOptions): void {
+  const waitStart = opts.tracer ? traceNow() : 0;
   const chunks: Buffer[] = [];
   let size = 0;
   let tooBig = false;
@@ -101,7 +104,16 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       const message = requestType.decode(body.subarray(5)) as unknown as ModelInferRequestMessage;
       const { request } = inferRequestFromMessage(message);
       request.signal = abort;
-      return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request))).finish();
+      const t = opts.tracer?.start(request.modelName);
+      if (!t) return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request))).finish();
+      t.trace.timestamps.push({ name: 'GRPC_WAITREAD_START', ns: waitStart }, { name: 'GRPC_WAITREAD_END', ns: traceNow() });
+      request.trace = t.trace;
+      const response = await opts.backplane.infer(request);
+      t.trace.timestamps.push({ name: 'GRPC_SEND_START', ns: traceNow() });
+      const encoded = responseType.encode(inferResponseToMessage(response)).finish();
+      t.trace.timestamps.push({ name: 'GRPC_SEND_END', ns: traceNow() });
+      opts.tracer!.finish(t, response.modelVersion, request.id ?? '');
+      return encoded;
     })().then((encoded) => {
       if (answered || stream.destroyed) return;
       answered = true;

@@ -3,6 +3,7 @@ import type { Backplane, LogSettings } from '@triode/core';
 import type { HttpLifecycle } from './lifecycle.js';
 import type { AsyncJobs } from '../async/async-jobs.js';
 import type { TraceSettings } from '../control/trace-settings.js';
+import type { Tracer } from '../control/tracer.js';
 
 /** Options of `createHttpApp`. */
 export interface HttpOptions {
@@ -16,12 +17,15 @@ export interface HttpOptions {
   logSettings?: LogSettings;
   /** Trace settings, shared with the gRPC frontend. @default a new store */
   traceSettings?: TraceSettings;
+  /** Emits traces per the trace settings (none when absent). */
+  tracer?: Tracer;
 }
 
 /** What every route needs. */
 export interface HttpDeps {
   backplane: Backplane;
   maxInputSize: number;
+  tracer?: Tracer;
 }
 
 /** Triton's default `--http-max-input-size`: 64 MiB. */

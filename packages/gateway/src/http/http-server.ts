@@ -38,7 +38,7 @@ const KNOWN_PATHS = [
 export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): Hono {
   const maxInputSize = options.maxInputSize ?? DEFAULT_HTTP_MAX_INPUT_SIZE;
   if (!Number.isSafeInteger(maxInputSize) || maxInputSize <= 0) throw new RangeError('options.maxInputSize must be a positive integer');
-  const deps: HttpDeps = { backplane, maxInputSize };
+  const deps: HttpDeps = { backplane, maxInputSize, ...(options.tracer ? { tracer: options.tracer } : {}) };
   const app = new Hono();
   app.use((options.lifecycle ?? new HttpLifecycle()).middleware());
   app.route('/', statsRoutes(deps));

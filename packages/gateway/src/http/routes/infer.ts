@@ -6,14 +6,25 @@ import { Hono } from 'hono';
 import type { HttpDeps } from '../http-options.js';
 import { readInferRequest, writeInferResponse } from '../infer-http.js';
 import { modelPaths } from './model-params.js';
+import { traceNow } from '../../control/tracer.js';
 
 /** The infer routes. */
-export function inferRoutes({ backplane, maxInputSize }: HttpDeps): Hono {
+export function inferRoutes({ backplane, maxInputSize, tracer }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
+      const t = tracer?.start(c.req.param('model') ?? '');
+      t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: traceNow() });
       const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
-      return writeInferResponse(c, await backplane.infer(request), encoding);
+      if (!t) return writeInferResponse(c, await backplane.infer(request), encoding);
+      t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
+      request.trace = t.trace;
+      const response = await backplane.infer(request);
+      t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
+      const written = await writeInferResponse(c, response, encoding);
+      t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });
+      tracer!.finish(t, response.modelVersion, request.id ?? '');
+      return written;
     });
   }
   return app;

@@ -1,0 +1,89 @@
+/** Trace emission: sampling, Triton's record shape and timestamp names, the files written. */
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OnnxRuntimeBackend } from '@triode/backends';
+import { InferenceServer, LocalBackplane, messageType } from '@triode/core';
+import { makeRepository } from '../../../../test/helpers/repository.js';
+import { createHttpApp } from '../http/http-server.js';
+import { startGrpcServer, type GrpcServerHandle } from '../grpc/grpc-server.js';
+import { TraceSettings } from './trace-settings.js';
+import { Tracer, type TraceRecord } from './tracer.js';
+
+let server: InferenceServer;
+let grpc: GrpcServerHandle;
+const dir = mkdtempSync(join(tmpdir(), 'triode-trace-'));
+const settings = new TraceSettings();
+const tracer = new Tracer(settings);
+let app: ReturnType<typeof createHttpApp>;
+
+const body = JSON.stringify({ id: 'r', inputs: [
+  { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(1) },
+  { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(2) },
+] });
+
+beforeAll(async () => {
+  server = await InferenceServer.create({ modelRepositories: [makeRepository(['simple'])], backends: [new OnnxRuntimeBackend()] });
+  app = createHttpApp(new LocalBackplane(server), { traceSettings: settings, tracer });
+  grpc = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', traceSettings: settings, tracer });
+});
+
+afterAll(async () => {
+  await grpc?.close(500);
+  await server?.stop(1000);
+});
+
+describe('trace emission', () => {
+  it('nothing is traced while trace_level is OFF', async () => {
+    settings.update({ trace_file: join(dir, 'off.json'), trace_rate: '1' });
+    expect((await app.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
+    tracer.flush();
+    expect(existsSync(join(dir, 'off.json'))).toBe(false);
+  });
+
+  it('TIMESTAMPS: every trace_rate-th request, log_frequency per file, with Triton\'s names in order', async () => {
+    const file = join(dir, 'trace.json');
+    settings.update({ trace_file: file, trace_level: ['TIMESTAMPS'], trace_rate: '2', log_frequency: '2', trace_count: '-1' });
+    for (let i = 0; i < 4; i++) expect((await app.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
+    // Over gRPC (the direct ModelInfer path), with plain HTTP/2 from here.
+    const { connect } = await import('node:http2');
+    const session = connect(`http://127.0.0.1:${grpc.port}`);
+    const msg = Buffer.from(messageType('ModelInferRequest').encode({ model_name: 'simple', id: 'g', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }], raw_input_contents: [Buffer.alloc(64), Buffer.alloc(64)] }).finish());
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), msg]);
+    frame.writeUInt32BE(msg.byteLength, 1);
+    for (let i = 0; i < 2; i++) {
+      await new Promise<void>((resolve, reject) => {
+        const req = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' });
+        req.on('data', () => undefined);
+        req.on('end', () => resolve());
+        req.on('error', reject);
+        req.end(frame);
+      });
+    }
+    session.close();
+    // 6 requests, rate 2: 3 traced; log_frequency 2: one file of 2 now, the third at flush.
+    const first = JSON.parse(readFileSync(`${file}.0`, 'utf8')) as TraceRecord[];
+    expect(first).toHaveLength(2);
+    expect(first[0]).toMatchObject({ model_name: 'simple', model_version: 1, request_id: 'r' });
+    expect(first[0]!.timestamps.map((t) => t.name)).toEqual([
+      'HTTP_RECV_START', 'HTTP_RECV_END', 'REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'COMPUTE_INPUT_END',
+      'COMPUTE_OUTPUT_START', 'COMPUTE_END', 'REQUEST_END', 'HTTP_SEND_START', 'HTTP_SEND_END',
+    ]);
+    const ns = first[0]!.timestamps.map((t) => t.ns);
+    expect([...ns].sort((a, b) => a - b)).toEqual(ns);
+    tracer.flush();
+    const rest = JSON.parse(readFileSync(`${file}.1`, 'utf8')) as TraceRecord[];
+    expect(rest).toHaveLength(1);
+    expect(rest[0]!.request_id).toBe('g');
+    expect(rest[0]!.timestamps.map((t) => t.name)).toContain('GRPC_WAITREAD_START');
+  });
+
+  it('trace_count caps how many requests are traced, counted from when it was set', async () => {
+    const file = join(dir, 'count.json');
+    settings.update({ trace_file: file, trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '2' });
+    for (let i = 0; i < 3; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
+    tracer.flush();
+    expect((JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[]).length).toBe(2);
+  });
+});
