@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient, type InferenceClient, type InferInput } from '@triode/client';
-import { makeRepository } from './helpers/repository.js';
+import { ROOT, makeRepository } from './helpers/repository.js';
 import { TRIODE_BIN, freePort, startTriode, type Child } from './helpers/process.js';
 import { startRedis, type RedisHandle } from './helpers/redis.js';
 
@@ -64,6 +64,16 @@ describe('triode serve over gRPC, and triode perf', () => {
     const lines = readFileSync(csv, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(3);
     expect(Number(lines[1]!.split(',')[1])).toBeGreaterThan(0);
+  });
+
+  it('a script that uses GrpcClient for concurrent calls and never closes it still exits', async () => {
+    const script = `import { GrpcClient } from '@triode/client';
+      const c = new GrpcClient('127.0.0.1:${grpcPort}');
+      const inputs = ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], data: new Int32Array(16) }));
+      await Promise.all(Array.from({ length: 8 }, () => c.infer('simple', { inputs })));
+      console.log('done');`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { timeout: 15_000, cwd: ROOT });
+    expect(stdout.trim()).toBe('done');
   });
 
   it('triode perf exits 1 with a clear message for an unknown model', async () => {

@@ -30,8 +30,8 @@ export class H2Unary {
   readonly #authority: string;
   readonly #sessions: (ClientHttp2Session | undefined)[];
   #next = 0;
-  /** Calls in flight: the connection keeps the process alive only while there are some. */
-  #inflight = 0;
+  /** Calls in flight per connection: a connection keeps the process alive only while it has some. */
+  readonly #inflight = new WeakMap<ClientHttp2Session, number>();
 
   /**
    * @param address `host:port`
@@ -95,7 +95,9 @@ export class H2Unary {
         reject(new InferenceServerError(`gRPC call ${path} failed: ${(err as Error).message}`, { grpcCode: 14, cause: err }));
         return;
       }
-      if (this.#inflight++ === 0) session.ref();
+      const n = this.#inflight.get(session) ?? 0;
+      this.#inflight.set(session, n + 1);
+      if (n === 0) session.ref();
       const chunks: Buffer[] = [];
       let status: { code: number; message: string } | undefined;
       req.on('response', (h) => { status = statusOf(h); });
@@ -103,7 +105,9 @@ export class H2Unary {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('error', (err) => reject(new InferenceServerError(`gRPC call ${path} failed: ${err.message}`, { grpcCode: 14, cause: err })));
       req.on('close', () => {
-        if (--this.#inflight === 0 && !session.destroyed) session.unref();
+        const left = (this.#inflight.get(session) ?? 1) - 1;
+        this.#inflight.set(session, left);
+        if (left === 0 && !session.destroyed) session.unref();
         if (!status) {
           reject(new InferenceServerError(`gRPC call ${path} ended without a status`, { grpcCode: 13 }));
           return;
