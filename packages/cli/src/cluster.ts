@@ -9,7 +9,7 @@ import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBack
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
-import { metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
+import { httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
 import { logStream } from './log-file.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
@@ -59,6 +59,7 @@ export function addClusterCommands(program: Command): void {
     .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body', parseInteger(1), 64 * 1024 * 1024)
+    .option('--http-restricted-api <apis:key=value>', 'as triode serve (repeatable)', collect, [])
     .option('--id <name>', 'server name in the server metadata', 'triton')
     .option('--strict-readiness <bool>', 'ready only when every model is ready on some worker', parseBool, true)
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
@@ -94,7 +95,11 @@ export function addClusterCommands(program: Command): void {
       asyncJobs.start();
       const lifecycle = new HttpLifecycle();
       const traceSettings = new TraceSettings();
-      const http = await startHttpServer(createHttpApp(measured, { maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings }), o['httpPort'] as number, o['httpAddress'] as string);
+      const restrictions = httpRestrictionsFrom(o['httpRestrictedApi'] as string[]);
+      const http = await startHttpServer(createHttpApp(measured, {
+        maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings,
+        ...(restrictions ? { restrictions } : {}),
+      }), o['httpPort'] as number, o['httpAddress'] as string);
       const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}`);
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);

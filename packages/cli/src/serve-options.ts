@@ -3,7 +3,7 @@
  * Triton: server/src/command_line_parser.cc
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { parseMetricsConfig, type MetricsConfig } from '@triode/gateway';
+import { parseMetricsConfig, parseRestrictions, type MetricsConfig, type Restrictions } from '@triode/gateway';
 import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 
 /** Everything `triode serve` is told on its command line. */
@@ -13,6 +13,8 @@ export interface ServeOptions {
   httpPort: number;
   httpAddress: string;
   httpMaxInputSize: number;
+  /** `--http-restricted-api` flags. */
+  httpRestrictedApi: string[];
   grpc: GrpcFlags;
   allowMetrics: boolean;
   metricsPort: number;
@@ -68,6 +70,16 @@ export function metricsConfigFrom(o: Record<string, unknown>): MetricsConfig {
   }
 }
 
+/** `--http-restricted-api` flags parsed (errors name the flag). */
+export function httpRestrictionsFrom(flags: readonly string[]): Restrictions | undefined {
+  if (flags.length === 0) return undefined;
+  try {
+    return parseRestrictions(flags);
+  } catch (err) {
+    throw new InvalidArgumentError(`--http-restricted-api: ${(err as Error).message}`);
+  }
+}
+
 /** `--trace-config [triton,]<key>=<value>` flags into trace settings (Triton's field names). */
 export function parseTraceConfig(flags: readonly string[]): Record<string, string | string[]> {
   const names: Record<string, string> = { file: 'trace_file', level: 'trace_level', rate: 'trace_rate', count: 'trace_count', log_frequency: 'log_frequency' };
@@ -102,6 +114,7 @@ export function addServeFlags(cmd: Command): Command {
     .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
+    .option('--http-restricted-api <apis:key=value>', 'API groups (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that answer 403 unless header <key> is <value> (repeatable)', collect, [])
     .option('--allow-metrics <bool>', 'serve Prometheus metrics on --metrics-port', parseBool, true)
     .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
     .option('--metrics-config <key=value>', 'summary_latencies, summary_quantiles, histogram_latencies, histogram_buckets, counter_latencies (repeatable)', collect, [])
@@ -138,6 +151,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     httpPort: o['httpPort'] as number,
     httpAddress: o['httpAddress'] as string,
     httpMaxInputSize: o['httpMaxInputSize'] as number,
+    httpRestrictedApi: (o['httpRestrictedApi'] as string[] | undefined) ?? [],
     grpc: toGrpcFlags(o),
     allowMetrics: o['allowMetrics'] as boolean,
     metricsPort: o['metricsPort'] as number,

@@ -12,7 +12,7 @@ import {
 import { startGrpc } from './grpc-options.js';
 import { logStream } from './log-file.js';
 import { modelTable } from './model-table.js';
-import type { ServeOptions } from './serve-options.js';
+import { httpRestrictionsFrom, type ServeOptions } from './serve-options.js';
 
 /** A running embedded server. */
 export interface RunningServer {
@@ -59,11 +59,15 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   }
   let http: HttpServerHandle | undefined;
   const lifecycle = new HttpLifecycle();
+  const restrictions = httpRestrictionsFrom(opts.httpRestrictedApi);
   const traceSettings = new TraceSettings();
   if (Object.keys(opts.traceConfig).length) traceSettings.update(opts.traceConfig);
   const tracer = new Tracer(traceSettings);
   if (opts.allowHttp) {
-    const app = createHttpApp(new LocalBackplane(server), { maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer });
+    const app = createHttpApp(new LocalBackplane(server), {
+      maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer,
+      ...(restrictions ? { restrictions } : {}),
+    });
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
   }

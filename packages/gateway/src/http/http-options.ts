@@ -4,6 +4,7 @@ import type { HttpLifecycle } from './lifecycle.js';
 import type { AsyncJobs } from '../async/async-jobs.js';
 import type { TraceSettings } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
+import type { Restrictions } from '../control/restricted.js';
 
 /** Options of `createHttpApp`. */
 export interface HttpOptions {
@@ -19,6 +20,8 @@ export interface HttpOptions {
   traceSettings?: TraceSettings;
   /** Emits traces per the trace settings (none when absent). */
   tracer?: Tracer;
+  /** `--http-restricted-api`: endpoint groups that need a header. */
+  restrictions?: Restrictions;
 }
 
 /** What every route needs. */

@@ -7,6 +7,7 @@ import { Hono } from 'hono';
 import type { Backplane } from '@triode/core';
 import { httpError } from '../error-mapping.js';
 import { HttpLifecycle } from './lifecycle.js';
+import { restrictedApi } from './restricted-api.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
 import { asyncRoutes } from './routes/async.js';
@@ -41,6 +42,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   const deps: HttpDeps = { backplane, maxInputSize, ...(options.tracer ? { tracer: options.tracer } : {}) };
   const app = new Hono();
   app.use((options.lifecycle ?? new HttpLifecycle()).middleware());
+  if (options.restrictions?.size) app.use(restrictedApi(options.restrictions));
   app.route('/', statsRoutes(deps));
   app.route('/', healthRoutes(deps));
   app.route('/', inferRoutes(deps));
