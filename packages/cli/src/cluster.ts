@@ -5,7 +5,7 @@
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, type Logger } from '@triode/core';
-import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBackplane, TraceSettings, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
+import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBackplane, TraceSettings, headerPattern, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
@@ -60,6 +60,7 @@ export function addClusterCommands(program: Command): void {
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body', parseInteger(1), 64 * 1024 * 1024)
     .option('--http-restricted-api <apis:key=value>', 'as triode serve (repeatable)', collect, [])
+    .option('--http-header-forward-pattern <regex>', 'request headers whose names match become request parameters')
     .option('--id <name>', 'server name in the server metadata', 'triton')
     .option('--strict-readiness <bool>', 'ready only when every model is ready on some worker', parseBool, true)
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
@@ -99,6 +100,7 @@ export function addClusterCommands(program: Command): void {
       const http = await startHttpServer(createHttpApp(measured, {
         maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings,
         ...(restrictions ? { restrictions } : {}),
+        ...(o['httpHeaderForwardPattern'] ? { headerForwardPattern: headerPattern(o['httpHeaderForwardPattern'] as string)! } : {}),
       }), o['httpPort'] as number, o['httpAddress'] as string);
       const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}`);

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Backplane, LogSettings, Logger } from '@triode/core';
-import { parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type TraceSettings, type Tracer } from '@triode/gateway';
+import { headerPattern, parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type TraceSettings, type Tracer } from '@triode/gateway';
 import { parseBool, parseInteger } from './serve-options.js';
 
 /** Parsed gRPC flags. */
@@ -36,6 +36,7 @@ export function addGrpcFlags(cmd: Command): Command {
     .option('--grpc-http2-max-pings-without-data <n>', 'pings allowed without data', parseInteger(0), 2)
     .option('--grpc-http2-min-recv-ping-interval-without-data <ms>', 'shortest ping interval accepted without data', parseInteger(0), 300000)
     .option('--grpc-http2-max-ping-strikes <n>', 'bad pings tolerated before closing the connection', parseInteger(0), 2)
+    .option('--grpc-header-forward-pattern <regex>', 'metadata whose keys match becomes request parameters')
     .option('--grpc-restricted-protocol <protocols:key=value>', 'protocols (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that need metadata triton-grpc-protocol-<key>=<value> (repeatable)', collect, [])
     .addOption(new Option('--grpc-infer-response-compression-level <level>', 'gzip ModelInfer responses (low, medium, high)').choices(['none', 'low', 'medium', 'high']).default('none'))
     .addOption(new Option('--grpc-infer-allocation-pool-size <n>', 'accepted for compatibility; no effect').argParser(parseInteger(0)).hideHelp())
@@ -55,6 +56,7 @@ export function toGrpcFlags(o: Record<string, unknown>): GrpcFlags {
       maxPingStrikes: o['grpcHttp2MaxPingStrikes'] as number,
     },
   };
+  if (o['grpcHeaderForwardPattern']) server.headerForwardPattern = headerPattern(o['grpcHeaderForwardPattern'] as string)!;
   const restricted = (o['grpcRestrictedProtocol'] as string[]) ?? [];
   if (restricted.length) {
     try {

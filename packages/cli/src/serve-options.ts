@@ -15,6 +15,8 @@ export interface ServeOptions {
   httpMaxInputSize: number;
   /** `--http-restricted-api` flags. */
   httpRestrictedApi: string[];
+  /** `--http-header-forward-pattern`. */
+  httpHeaderForwardPattern?: string;
   grpc: GrpcFlags;
   allowMetrics: boolean;
   metricsPort: number;
@@ -114,6 +116,7 @@ export function addServeFlags(cmd: Command): Command {
     .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
+    .option('--http-header-forward-pattern <regex>', 'request headers whose names match become request parameters')
     .option('--http-restricted-api <apis:key=value>', 'API groups (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that answer 403 unless header <key> is <value> (repeatable)', collect, [])
     .option('--allow-metrics <bool>', 'serve Prometheus metrics on --metrics-port', parseBool, true)
     .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
@@ -152,6 +155,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     httpAddress: o['httpAddress'] as string,
     httpMaxInputSize: o['httpMaxInputSize'] as number,
     httpRestrictedApi: (o['httpRestrictedApi'] as string[] | undefined) ?? [],
+    ...(o['httpHeaderForwardPattern'] ? { httpHeaderForwardPattern: o['httpHeaderForwardPattern'] as string } : {}),
     grpc: toGrpcFlags(o),
     allowMetrics: o['allowMetrics'] as boolean,
     metricsPort: o['metricsPort'] as number,

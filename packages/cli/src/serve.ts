@@ -6,7 +6,7 @@
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, createLogger, type Logger } from '@triode/core';
 import {
-  HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, Tracer, createHttpApp, startHttpServer, startMetricsServer,
+  HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle,
 } from '@triode/gateway';
 import { startGrpc } from './grpc-options.js';
@@ -67,6 +67,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     const app = createHttpApp(new LocalBackplane(server), {
       maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer,
       ...(restrictions ? { restrictions } : {}),
+      ...(opts.httpHeaderForwardPattern ? { headerForwardPattern: headerPattern(opts.httpHeaderForwardPattern)! } : {}),
     });
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);

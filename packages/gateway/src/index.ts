@@ -15,3 +15,4 @@ export { parseRestrictions, RESTRICTED_GROUPS, type Restrictions, type Restricte
 export { TraceSettings } from './control/trace-settings.js';
 export { MeasuredBackplane } from './metrics/measured-backplane.js';
 export { Tracer, traceNow, type ActiveTrace, type TraceRecord } from './control/tracer.js';
+export { forwardHeaders, headerPattern } from './control/header-forward.js';

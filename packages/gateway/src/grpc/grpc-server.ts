@@ -19,6 +19,7 @@ import { updateLogSettings } from '../control/log-settings-update.js';
 import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
 import { TraceSettings } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
+import { forwardHeaders } from '../control/header-forward.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
 import { installInferFastPath } from './infer-fast-path.js';
@@ -75,6 +76,8 @@ export interface GrpcServerOptions {
   inferResponseCompression?: 'none' | 'low' | 'medium' | 'high';
   /** Emits traces of ModelInfer calls on the direct path, per the trace settings. */
   tracer?: Tracer;
+  /** `--grpc-header-forward-pattern`: metadata whose keys match becomes request parameters. */
+  headerForwardPattern?: RegExp;
 }
 
 /** A running gRPC server. */
@@ -102,6 +105,11 @@ type UnaryHandler = (request: Plain & object, call: ServerUnaryCall<object, obje
 
 const HEALTH_SERVING = 1;
 const HEALTH_NOT_SERVING = 2;
+
+/** String metadata as [key, value] pairs. */
+function metadataEntries(md: Metadata): [string, string][] {
+  return Object.entries(md.getMap()).filter((e): e is [string, string] => typeof e[1] === 'string');
+}
 
 /** The value of a repository/log parameter oneof, as a plain value. */
 function oneofValue(p: Plain | undefined): LoadParameter | undefined {
@@ -220,6 +228,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         guard('ModelInfer', call.metadata);
         const { request } = inferRequestFromMessage(call.request);
         request.signal = abort.signal;
+        if (options.headerForwardPattern) forwardHeaders(request, metadataEntries(call.metadata), options.headerForwardPattern);
         return inferResponseToMessage(await backplane.infer(request));
       })().then((r) => {
         answered = true;
@@ -236,7 +245,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         call.emit('error', grpcError(err));
         return;
       }
-      new StreamInferSession(backplane, call, logger).start();
+      new StreamInferSession(backplane, call, logger, options.headerForwardPattern).start();
     },
   };
 }
@@ -264,7 +273,10 @@ class StreamInferSession {
   #readEnded = false;
   #closed = false;
 
-  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger) {
+  readonly #forward: RegExp | undefined;
+
+  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, forward?: RegExp) {
+    this.#forward = forward;
     this.#backplane = backplane;
     this.#call = call;
     this.#logger = logger;
@@ -306,6 +318,7 @@ class StreamInferSession {
     try {
       const { request, emptyFinal } = inferRequestFromMessage(m);
       request.signal = this.#abort.signal;
+      if (this.#forward) forwardHeaders(request, metadataEntries(this.#call.metadata), this.#forward);
       let sawFinal = false;
       await this.#backplane.inferStream(request, (r: InferenceResponse) => {
         if (r.final === undefined) {
@@ -464,6 +477,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
       maxMessageBytes: maxBytes,
       ...(level !== undefined ? { compressionLevel: level } : {}),
       ...(options.tracer ? { tracer: options.tracer } : {}),
+      ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
       guard: (headers) => {
         if (!restrictions.has('inference')) return;
         const md = new Metadata();

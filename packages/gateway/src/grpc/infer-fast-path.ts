@@ -13,6 +13,7 @@ import { CancelToken, TriodeError, messageType, type Backplane } from '@triode/c
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
 import { GRPC_STATUS } from './grpc-status.js';
 import { traceNow, type Tracer } from '../control/tracer.js';
+import { forwardHeaders } from '../control/header-forward.js';
 
 /** The RPC this path serves. */
 export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
@@ -24,6 +25,8 @@ export interface FastPathOptions {
   /** zlib level for responses (`--grpc-infer-response-compression-level`); undefined: none. */
   compressionLevel?: number;
   tracer?: Tracer;
+  /** `--grpc-header-forward-pattern`. */
+  headerForwardPattern?: RegExp;
   /** Throws (UNAVAILABLE) when a restricted protocol's header is missing. */
   guard: (headers: IncomingHttpHeaders) => void;
 }
@@ -104,6 +107,9 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       const message = requestType.decode(body.subarray(5)) as unknown as ModelInferRequestMessage;
       const { request } = inferRequestFromMessage(message);
       request.signal = abort;
+      if (opts.headerForwardPattern) {
+        forwardHeaders(request, Object.entries(headers).filter((e): e is [string, string] => typeof e[1] === 'string'), opts.headerForwardPattern);
+      }
       const t = opts.tracer?.start(request.modelName);
       if (!t) return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request))).finish();
       t.trace.timestamps.push({ name: 'GRPC_WAITREAD_START', ns: waitStart }, { name: 'GRPC_WAITREAD_END', ns: traceNow() });

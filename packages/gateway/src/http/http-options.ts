@@ -22,6 +22,8 @@ export interface HttpOptions {
   tracer?: Tracer;
   /** `--http-restricted-api`: endpoint groups that need a header. */
   restrictions?: Restrictions;
+  /** `--http-header-forward-pattern`: request headers whose names match become request parameters. */
+  headerForwardPattern?: RegExp;
 }
 
 /** What every route needs. */
@@ -29,6 +31,7 @@ export interface HttpDeps {
   backplane: Backplane;
   maxInputSize: number;
   tracer?: Tracer;
+  headerForwardPattern?: RegExp;
 }
 
 /** Triton's default `--http-max-input-size`: 64 MiB. */

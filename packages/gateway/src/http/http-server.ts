@@ -39,7 +39,11 @@ const KNOWN_PATHS = [
 export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): Hono {
   const maxInputSize = options.maxInputSize ?? DEFAULT_HTTP_MAX_INPUT_SIZE;
   if (!Number.isSafeInteger(maxInputSize) || maxInputSize <= 0) throw new RangeError('options.maxInputSize must be a positive integer');
-  const deps: HttpDeps = { backplane, maxInputSize, ...(options.tracer ? { tracer: options.tracer } : {}) };
+  const deps: HttpDeps = {
+    backplane, maxInputSize,
+    ...(options.tracer ? { tracer: options.tracer } : {}),
+    ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
+  };
   const app = new Hono();
   app.use((options.lifecycle ?? new HttpLifecycle()).middleware());
   if (options.restrictions?.size) app.use(restrictedApi(options.restrictions));

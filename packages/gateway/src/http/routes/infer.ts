@@ -7,15 +7,17 @@ import type { HttpDeps } from '../http-options.js';
 import { readInferRequest, writeInferResponse } from '../infer-http.js';
 import { modelPaths } from './model-params.js';
 import { traceNow } from '../../control/tracer.js';
+import { forwardHeaders } from '../../control/header-forward.js';
 
 /** The infer routes. */
-export function inferRoutes({ backplane, maxInputSize, tracer }: HttpDeps): Hono {
+export function inferRoutes({ backplane, maxInputSize, tracer, headerForwardPattern }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
       const t = tracer?.start(c.req.param('model') ?? '');
       t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: traceNow() });
       const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
+      if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
       if (!t) return writeInferResponse(c, await backplane.infer(request), encoding);
       t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
       request.trace = t.trace;
