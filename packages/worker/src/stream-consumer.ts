@@ -259,9 +259,30 @@ export class StreamConsumer {
     }
   }
 
+  /** Entries answered since the last flush, per stream: acknowledged and deleted together. */
+  readonly #acks = new Map<string, string[]>();
+  #ackFlush: ReturnType<typeof setImmediate> | undefined;
+
+  /** Queues an entry's XACK + XDEL; one of each per stream goes out per event-loop turn. */
+  #ack(stream: string, id: string): void {
+    const ids = this.#acks.get(stream);
+    if (ids) ids.push(id);
+    else this.#acks.set(stream, [id]);
+    this.#ackFlush ??= setImmediate(() => this.#flushAcks());
+  }
+
+  #flushAcks(): void {
+    this.#ackFlush = undefined;
+    for (const [stream, ids] of this.#acks) {
+      void this.#cmd.xack(stream, this.#keys.group, ...ids).catch(() => undefined);
+      void this.#cmd.xdel(stream, ...ids).catch(() => undefined);
+    }
+    this.#acks.clear();
+  }
+
   #handle(stream: string, id: string, fields: Buffer[]): void {
     const body = fields[1];
-    const ack = () => { void this.#cmd.xack(stream, this.#keys.group, id); void this.#cmd.xdel(stream, id); };
+    const ack = () => this.#ack(stream, id);
     if (!body) {
       ack();
       return;
@@ -335,6 +356,10 @@ export class StreamConsumer {
     await this.#loop;
     const until = Date.now() + timeoutMs;
     while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    if (this.#ackFlush) {
+      clearImmediate(this.#ackFlush);
+      this.#flushAcks();
+    }
     await this.#cmd.del(this.#keys.worker(this.workerId)).catch(() => undefined);
     this.#sub.disconnect();
     this.#block.disconnect();
