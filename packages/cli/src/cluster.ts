@@ -9,7 +9,7 @@ import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBack
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
-import { httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
+import { cacheBytesFrom, httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
 import { logStream } from './log-file.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
@@ -128,6 +128,7 @@ export function addClusterCommands(program: Command): void {
     .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
+    .option('--cache-config <local,size=bytes>', 'this worker\'s response cache (models opt in with response_cache { enable: true })')
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
     .action(async (o: Record<string, unknown>) => {
       const logger = loggerFrom(o);
@@ -140,6 +141,7 @@ export function addClusterCommands(program: Command): void {
         startupModels: o['loadModel'] as string[],
         ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
         backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
+        responseCacheBytes: cacheBytesFrom(o),
         logger,
       });
       process.stderr.write(modelTable(server.repositoryIndex()) + '\n');

@@ -42,6 +42,8 @@ export interface ServeOptions {
   logFile?: string;
   /** `--trace-config`: initial trace settings (Triton's field names). */
   traceConfig: Record<string, string | string[]>;
+  /** `--cache-config local,size=N` (or `--response-cache-byte-size`): response cache bytes, 0 for none. */
+  responseCacheBytes: number;
 }
 
 export function parseBool(v: string): boolean {
@@ -70,6 +72,15 @@ export function metricsConfigFrom(o: Record<string, unknown>): MetricsConfig {
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message);
   }
+}
+
+/** `--cache-config local,size=<bytes>` (Triton's only cache is `local`) or the deprecated byte size flag. */
+export function cacheBytesFrom(o: Record<string, unknown>): number {
+  const cfg = o['cacheConfig'] as string | undefined;
+  if (!cfg) return (o['responseCacheByteSize'] as number | undefined) ?? 0;
+  const m = /^local,size=(\d+)$/.exec(cfg.trim());
+  if (!m) throw new InvalidArgumentError(`--cache-config expects local,size=<bytes>, got '${cfg}'`);
+  return Number(m[1]);
 }
 
 /** `--http-restricted-api` flags parsed (errors name the flag). */
@@ -141,6 +152,8 @@ export function addServeFlags(cmd: Command): Command {
     .option('--log-error <bool>', 'log errors', parseBool, true)
     .addOption(new Option('--log-format <format>', 'timestamps: default (UTC) or ISO8601 (local offset)').choices(['default', 'ISO8601']).default('default'))
     .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr')
+    .option('--cache-config <local,size=bytes>', 'the response cache (models opt in with response_cache { enable: true })')
+    .addOption(new Option('--response-cache-byte-size <bytes>', 'deprecated form of --cache-config local,size=<bytes>').argParser(parseInteger(0)).hideHelp())
     .option('--trace-config <[triton,]key=value>', 'trace settings: file, level (OFF, TIMESTAMPS), rate, count, log_frequency (repeatable)', collect, []);
 }
 
@@ -179,5 +192,6 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     logFormat: o['logFormat'] as ServeOptions['logFormat'],
     ...(o['logFile'] ? { logFile: o['logFile'] as string } : {}),
     traceConfig: parseTraceConfig((o['traceConfig'] as string[] | undefined) ?? []),
+    responseCacheBytes: cacheBytesFrom(o),
   };
 }

@@ -42,6 +42,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     repositoryPollMs: opts.repositoryPollSecs * 1000,
     modelLoadThreadCount: opts.modelLoadThreadCount,
     modelLoadRetryCount: opts.modelLoadRetryCount,
+    responseCacheBytes: opts.responseCacheBytes,
     ...(opts.modelConfigName ? { modelConfigName: opts.modelConfigName } : {}),
     backendConfig: opts.backendConfig,
     logger,

@@ -195,3 +195,37 @@ describe('ModelVersion', () => {
     expect(await seq(1, [5])).toEqual([1005]);
   });
 });
+
+describe('response cache', () => {
+  it('answers a repeated request from the cache (no execution), counts hits and misses, evicts by size', async () => {
+    const executions: number[][] = [];
+    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-'));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    mkdirSync(join(repo, 'n', '1'), { recursive: true });
+    writeFileSync(join(repo, 'n', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
+    // Room for two entries (a 4-byte output and a 44-character key each).
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 100 });
+    servers.push(s);
+    const ask = (v: number, id?: string) => s.infer({ ...req(v), ...(id ? { id } : {}) });
+    expect(await out(ask(7))).toBe(7);
+    const again = await ask(7, 'second');
+    expect(Number(again.outputs[0]!.data[0])).toBe(7);
+    expect(again.id).toBe('second');
+    expect(executions).toEqual([[7]]);
+    await ask(8);
+    await ask(9); // evicts 7 (least recently used)
+    await ask(7);
+    expect(executions.flat()).toEqual([7, 8, 9, 7]);
+    const st = s.modelStatistics('m')[0]!;
+    expect(st.inference_stats.cache_hit.count).toBe(1);
+    expect(st.inference_stats.cache_miss.count).toBe(4);
+    expect(st.inference_stats.success.count).toBe(5);
+    expect(st.inference_count).toBe(4);
+    expect(s.responseCacheStats()).toMatchObject({ entries: 2, hits: 1, misses: 4, evictions: 2 });
+    // A model that does not enable it is never cached.
+    await s.infer({ ...req(1), modelName: 'n' });
+    await s.infer({ ...req(1), modelName: 'n' });
+    expect(executions.flat().slice(-2)).toEqual([1, 1]);
+  });
+});

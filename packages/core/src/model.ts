@@ -10,6 +10,7 @@ import { normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceR
 import type { ModelConfig } from './model-config/model-config.js';
 import { readLabels } from './model-repository/repository-fs.js';
 import { DynamicBatchScheduler } from './scheduler/dynamic-batch-scheduler.js';
+import { ResponseCache } from './cache/response-cache.js';
 import type { RejectHandler, Schedulable, Scheduler } from './scheduler/scheduler.js';
 import { SequenceBatchScheduler, type SequenceInfo } from './scheduler/sequence-batch-scheduler.js';
 import { SequenceStates, controlTensors } from './scheduler/sequence-state.js';
@@ -197,12 +198,35 @@ export class ModelVersion {
     return this.config.model_transaction_policy?.decoupled === true;
   }
 
+  /**
+   * The server's response cache, set when the model enables it (`response_cache { enable: true }`);
+   * not used for decoupled or sequence models, whose answers depend on more than the request.
+   */
+  responseCache: ResponseCache | undefined;
+
   /** Validates and queues a request; resolves with its response. */
   infer(req: InferenceRequest): Promise<InferenceResponse> {
     if (this.decoupled) {
       return Promise.reject(Errors.unsupported(`model '${this.name}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`));
     }
+    if (this.responseCache && !this.config.sequence_batching) return this.#cachedInfer(req, this.responseCache);
     return this.#enqueue(req);
+  }
+
+  async #cachedInfer(req: InferenceRequest, cache: ResponseCache): Promise<InferenceResponse> {
+    const start = this.#clock.nowNs();
+    const key = ResponseCache.key(req, this.name, this.version);
+    const hit = cache.lookup(key);
+    const lookupNs = this.#clock.nowNs() - start;
+    if (hit) {
+      this.stats.recordCacheHit(this.#clock.epochMs(), this.#clock.nowNs() - start, lookupNs);
+      return req.id !== undefined ? { ...hit, id: req.id } : hit;
+    }
+    const response = await this.#enqueue(req);
+    const insertStart = this.#clock.nowNs();
+    cache.insert(key, response);
+    this.stats.recordCacheMiss(lookupNs + this.#clock.nowNs() - insertStart);
+    return response;
   }
 
   /**

@@ -17,6 +17,7 @@ import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from './mo
 import { validateModelConfig } from './model-config/validate-model-config.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
 import { removeOverride, writeOverrideFiles } from './model-repository/load-override.js';
+import { ResponseCache, type ResponseCacheStats } from './cache/response-cache.js';
 import { listVersionFiles, listVersions, readLabels, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { LatencyObservation, ModelStatistics } from './stats/infer-stats.js';
@@ -55,6 +56,11 @@ export interface ServerOptions {
   modelRepositories: string[];
   /** Backends by name (`config.backend`). */
   backends: Backend[];
+  /**
+   * Size of the response cache in bytes (`--cache-config local,size=N`); models opt in with
+   * `response_cache { enable: true }`. @default 0 (no cache)
+   */
+  responseCacheBytes?: number;
   /** Server name in the metadata (`--id`). @default "triton" */
   id?: string;
   /** Version string in the metadata. @default "0.1.0" */
@@ -145,6 +151,7 @@ export class InferenceServer {
   #pollTimer: ReturnType<typeof setInterval> | undefined;
   #polling = false;
   #latencyListener: ((model: string, version: string, o: LatencyObservation) => void) | undefined;
+  #responseCache: ResponseCache | undefined;
   /** Loads running now, and those waiting for a free load slot. */
   #activeLoads = 0;
   #loadQueue: (() => void)[] = [];
@@ -169,9 +176,11 @@ export class InferenceServer {
       repositoryPollMs: 15_000,
       modelLoadRetryCount: 0,
       modelLoadThreadCount: 4,
+      responseCacheBytes: 0,
       ...options,
     };
     this.#backends = new Map(options.backends.map((b) => [b.name, b]));
+    if (options.responseCacheBytes) this.#responseCache = new ResponseCache(options.responseCacheBytes);
   }
 
   /** Creates a server and loads every model of the repositories (model control mode NONE). */
@@ -324,6 +333,7 @@ export class InferenceServer {
           }
           slot.model = model;
           this.#observe(entry.name, version, model);
+          if (config.response_cache?.enable && this.#responseCache) model.responseCache = this.#responseCache;
         }
         slot.state = 'READY';
       } catch (err) {
@@ -657,6 +667,11 @@ export class InferenceServer {
   #observe(name: string, version: number, model: LoadedModel): void {
     const listener = this.#latencyListener;
     model.stats.observer = listener ? (o) => listener(name, String(version), o) : undefined;
+  }
+
+  /** The response cache's counters (undefined without a cache). */
+  responseCacheStats(): ResponseCacheStats | undefined {
+    return this.#responseCache?.stats();
   }
 
   /** Per loaded model version: its statistics and queue depth, for the metrics endpoint. */

@@ -53,6 +53,8 @@ export class InferStats {
   #inferenceCount = 0;
   #executionCount = 0;
   #lastInference = 0;
+  #cacheHit = zero();
+  #cacheMiss = zero();
   #batches = new Map<number, { compute_input: StatDuration; compute_infer: StatDuration; compute_output: StatDuration }>();
 
   /** A request that succeeded: end-to-end, queue and the compute phases of its execution (ns). */
@@ -64,6 +66,22 @@ export class InferStats {
     add(this.#computeInfer, inferNs);
     add(this.#computeOutput, outputNs);
     this.observer?.({ requestNs, queueNs, computeInputNs: inputNs, computeInferNs: inferNs, computeOutputNs: outputNs, firstResponseNs });
+  }
+
+  /**
+   * A request answered from the response cache: a success (end to end `requestNs`) and a cache
+   * hit (`lookupNs`); no execution, so no queue or compute time.
+   */
+  recordCacheHit(epochMs: number, requestNs: number, lookupNs: number): void {
+    this.#lastInference = epochMs;
+    add(this.#success, requestNs);
+    add(this.#cacheHit, lookupNs);
+    this.observer?.({ requestNs, queueNs: 0, computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0, firstResponseNs: requestNs });
+  }
+
+  /** A cache miss: the time spent looking up and inserting (`ns`). */
+  recordCacheMiss(ns: number): void {
+    add(this.#cacheMiss, ns);
   }
 
   /** A request that failed after `requestNs`. */
@@ -103,8 +121,8 @@ export class InferStats {
         compute_input: { ...this.#computeInput },
         compute_infer: { ...this.#computeInfer },
         compute_output: { ...this.#computeOutput },
-        cache_hit: zero(),
-        cache_miss: zero(),
+        cache_hit: { ...this.#cacheHit },
+        cache_miss: { ...this.#cacheMiss },
       },
       response_stats: {},
       batch_stats: [...this.#batches.entries()]

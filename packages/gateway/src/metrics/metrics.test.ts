@@ -87,3 +87,26 @@ describe('--metrics-config', () => {
     expect(parseMetricsConfig([])).toEqual({});
   });
 });
+
+describe('response cache metrics', () => {
+  it("Triton's nv_cache_* families when the server has a cache", async () => {
+    const { readFileSync } = await import('node:fs');
+    const cfg = readFileSync(new URL('../../../../model_repository/simple/config.pbtxt', import.meta.url), 'utf8') + '\nresponse_cache { enable: true }\n';
+    const s = await InferenceServer.create({ modelRepositories: [makeRepository(['simple'], { 'simple/config.pbtxt': cfg })], backends: [new OnnxRuntimeBackend()], responseCacheBytes: 1 << 20 });
+    const m = await startMetricsServer(s, 0, '127.0.0.1');
+    try {
+      const input = (n: string) => ({ name: n, datatype: 'INT32' as const, shape: [1, 16], data: new Int32Array(16) });
+      for (let i = 0; i < 3; i++) await s.infer({ modelName: 'simple', inputs: [input('INPUT0'), input('INPUT1')] });
+      const text = await (await fetch(`http://127.0.0.1:${m.port}/metrics`)).text();
+      expect(text).toContain('nv_cache_num_hits_per_model{model="simple",version="1"} 2');
+      expect(text).toContain('nv_cache_num_misses_per_model{model="simple",version="1"} 1');
+      expect(text).toContain('# TYPE nv_cache_hit_duration_per_model counter');
+      expect(text).toContain('nv_cache_num_entries 1');
+      expect(text).toContain('nv_inference_count{model="simple",version="1"} 1');
+      expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 3');
+    } finally {
+      await m.close();
+      await s.stop(1000);
+    }
+  });
+});

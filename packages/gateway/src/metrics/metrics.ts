@@ -15,6 +15,8 @@ export interface MetricsSource {
   metricsSnapshot(): { name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number }[];
   /** Per-request latencies, for histograms and summaries. */
   observeLatencies?(listener: (model: string, version: string, o: LatencyObservation) => void): void;
+  /** The response cache's counters, when the server has a cache. */
+  responseCacheStats?(): { entries: number; bytes: number; capacity: number; hits: number; misses: number; evictions: number } | undefined;
 }
 
 /** `--metrics-config` and `--metrics-interval-ms`, with Triton's keys and defaults. */
@@ -149,6 +151,16 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
     perModel('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_output.ns * US));
   }
   addLatencyDistributions(registry, source, config);
+  if (source.responseCacheStats?.()) {
+    perModel('nv_cache_num_hits_per_model', 'Number of cache hits per model', (m) => m.stats.inference_stats.cache_hit.count);
+    perModel('nv_cache_num_misses_per_model', 'Number of cache misses per model', (m) => m.stats.inference_stats.cache_miss.count);
+    perModel('nv_cache_hit_duration_per_model', 'Total cache hit duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_hit.ns * US));
+    perModel('nv_cache_miss_duration_per_model', 'Total cache miss (lookup + insertion) duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_miss.ns * US));
+    const cache = () => source.responseCacheStats?.() ?? { entries: 0, bytes: 0, capacity: 1, hits: 0, misses: 0, evictions: 0 };
+    new Gauge({ name: 'nv_cache_num_entries', help: 'Number of responses stored in response cache', registers: [registry], collect() { this.set(cache().entries); } });
+    new Gauge({ name: 'nv_cache_util', help: 'Cache utilization [0.0 - 1.0]', registers: [registry], collect() { const c = cache(); this.set(c.bytes / c.capacity); } });
+    new Gauge({ name: 'nv_cache_num_evictions', help: 'Number of cache evictions in response cache', registers: [registry], collect() { this.set(cache().evictions); } });
+  }
   // CPU and memory are sampled every interval (as Triton's per-interval metrics), not per scrape.
   const cpu = cpuSampler();
   let sample = { cpu: cpu(), mem: memory() };

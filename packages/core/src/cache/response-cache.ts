@@ -1,0 +1,91 @@
+/**
+ * @module Triton's response cache (`--cache-config local,size=<bytes>`, per model
+ * `response_cache { enable: true }`): identical requests to a model version are answered from
+ * memory. Entries are keyed by a hash of the model, version, every input (name, type, shape,
+ * bytes) and the outputs asked for; least recently used entries go when the size is exceeded.
+ * Entries hold copies: callers may move (transfer) the tensors they get.
+ * Triton: core/src/cache_manager.cc, local_cache (TRITONCACHE_*), docs/user_guide/response_cache.md
+ */
+import { createHash } from 'node:crypto';
+import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
+import { dataBytes } from '../tensor/data-type.js';
+import type { Tensor } from '../tensor/tensor.js';
+
+/** Counters of the whole cache (server-wide metrics). */
+export interface ResponseCacheStats {
+  entries: number;
+  bytes: number;
+  capacity: number;
+  hits: number;
+  misses: number;
+  evictions: number;
+}
+
+interface Entry {
+  response: InferenceResponse;
+  bytes: number;
+}
+
+const copyTensor = (t: Tensor): Tensor => ({ name: t.name, datatype: t.datatype, shape: [...t.shape], data: t.data.slice() });
+
+/** An LRU cache of responses bounded by the bytes of their tensors. */
+export class ResponseCache {
+  readonly capacity: number;
+  /** Insertion order is recency order (a hit moves the entry to the end). */
+  readonly #entries = new Map<string, Entry>();
+  #bytes = 0;
+  #hits = 0;
+  #misses = 0;
+  #evictions = 0;
+
+  /** @param capacity largest total size of the cached tensors, in bytes */
+  constructor(capacity: number) {
+    if (!Number.isSafeInteger(capacity) || capacity <= 0) throw new RangeError('response cache size must be a positive integer (bytes)');
+    this.capacity = capacity;
+  }
+
+  /** The key of a request to `model` version `version`. */
+  static key(req: InferenceRequest, model: string, version: number): string {
+    const h = createHash('sha256');
+    h.update(`${model}\u0000${version}\u0000`);
+    for (const t of [...req.inputs].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+      h.update(`${t.name}\u0000${t.datatype}\u0000${t.shape.join(',')}\u0000`);
+      h.update(dataBytes(t.data));
+    }
+    for (const o of req.outputs ?? []) h.update(`\u0001${o.name}\u0000${o.classCount ?? 0}`);
+    return h.digest('base64');
+  }
+
+  /** A copy of the cached response, or undefined. */
+  lookup(key: string): InferenceResponse | undefined {
+    const e = this.#entries.get(key);
+    if (!e) {
+      this.#misses++;
+      return undefined;
+    }
+    this.#hits++;
+    this.#entries.delete(key);
+    this.#entries.set(key, e);
+    return { ...e.response, outputs: e.response.outputs.map(copyTensor) };
+  }
+
+  /** Stores a copy of a response (not when it alone is larger than the cache). */
+  insert(key: string, response: InferenceResponse): void {
+    const bytes = response.outputs.reduce((a, t) => a + t.data.byteLength, 0) + key.length;
+    if (bytes > this.capacity || this.#entries.has(key)) return;
+    // The id is the request's: each hit answers with its own.
+    const { id: _id, ...rest } = response;
+    this.#entries.set(key, { response: { ...rest, outputs: response.outputs.map(copyTensor) }, bytes });
+    this.#bytes += bytes;
+    for (const [k, e] of this.#entries) {
+      if (this.#bytes <= this.capacity) break;
+      this.#entries.delete(k);
+      this.#bytes -= e.bytes;
+      this.#evictions++;
+    }
+  }
+
+  stats(): ResponseCacheStats {
+    return { entries: this.#entries.size, bytes: this.#bytes, capacity: this.capacity, hits: this.#hits, misses: this.#misses, evictions: this.#evictions };
+  }
+}
