@@ -7,7 +7,7 @@ import { cpSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, makeRepository } from './helpers/repository.js';
-import { freePort, startTriode, type Child } from './helpers/process.js';
+import { freePort, startTriode, until, type Child } from './helpers/process.js';
 import { startRedis, type RedisHandle } from './helpers/redis.js';
 
 let redis: RedisHandle;
@@ -26,14 +26,6 @@ async function infer(base: string, model: string, body: string): Promise<{ statu
   return { status: r.status, json: await r.json() as Record<string, unknown> };
 }
 
-async function until(f: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await f().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('condition not met in time');
-}
 
 beforeAll(async () => {
   redis = await startRedis();

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient, HttpClient, type InferenceClient, type InferInput } from '@triode/client';
 import { ROOT, makeRepository } from './helpers/repository.js';
-import { TRIODE_BIN, freePort, startTriode, type Child } from './helpers/process.js';
+import { TRIODE_BIN, freePort, startTriode, until, type Child } from './helpers/process.js';
 import { startRedis, type RedisHandle } from './helpers/redis.js';
 
 const run = promisify(execFile);
@@ -20,14 +20,6 @@ const simpleInputs: InferInput[] = [
   { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(1) },
 ];
 
-async function until(f: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await f().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('condition not met in time');
-}
 
 describe('triode serve over gRPC, and triode perf', () => {
   let serve: Child;

@@ -59,3 +59,13 @@ export async function startTriode(args: string[], ready: RegExp = /Started HTTPS
   });
   return child;
 }
+
+/** Polls `f` every 100 ms until it resolves true (a rejection counts as false); throws after `ms`. */
+export async function until(f: () => Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await f().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('condition not met in time');
+}

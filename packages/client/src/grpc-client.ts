@@ -9,7 +9,7 @@ import {
   type ChannelCredentials, type ChannelOptions, type Client, type ClientDuplexStream, type ServiceError,
 } from '@grpc/grpc-js';
 import {
-  isDataType, messageType, parametersFromMessage, parametersToMessage, serviceDefinition, toPlain,
+  isDataType, messageType, parametersFromMessage, parametersToMessage, serviceDefinition, toNumber, toPlain,
   type InferParameterMessage, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata,
 } from '@triode/core';
 import { InferenceServerError } from './errors.js';
@@ -80,7 +80,7 @@ function inferResult(m: InferResponseMessage): InferResult {
   const outputs: OutputTensor[] = m.outputs.map((o, i) => {
     if (!isDataType(o.datatype)) throw new InferenceServerError(`output '${o.name}' has an unknown datatype '${o.datatype}'`);
     const raw = m.raw_output_contents[i] ?? new Uint8Array(0);
-    return { name: o.name, datatype: o.datatype, shape: o.shape.map((d) => (typeof d === 'number' ? d : d.toNumber())), data: outputData(o.datatype, raw) };
+    return { name: o.name, datatype: o.datatype, shape: o.shape.map(toNumber), data: outputData(o.datatype, raw) };
   });
   return new InferResult({ modelName: m.model_name, modelVersion: m.model_version, id: m.id, parameters: parametersFromMessage(m.parameters), outputs });
 }

@@ -12,7 +12,7 @@ import {
 import { InferenceServerError } from './errors.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputTensorData, outputData } from './tensor-data.js';
-import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
+import { InferResult, splitBytes, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
 /** Options of an HttpClient. */
 export interface HttpClientOptions {
@@ -45,16 +45,8 @@ const JSON_ARRAY: Partial<Record<DataType, (v: unknown[]) => TensorData>> = {
 /** JSON `data` for an input (BYTES as strings, 64-bit integers as numbers). */
 function jsonData(datatype: DataType, data: TensorData): unknown[] {
   if (datatype === 'BYTES') {
-    const out: string[] = [];
-    const b = data as Uint8Array;
-    const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
     const utf8 = new TextDecoder();
-    for (let i = 0; i < b.byteLength;) {
-      const n = view.getUint32(i, true);
-      out.push(utf8.decode(b.subarray(i + 4, i + 4 + n)));
-      i += 4 + n;
-    }
-    return out;
+    return splitBytes(data as Uint8Array).map((b) => utf8.decode(b));
   }
   if (datatype === 'BOOL') return Array.from(data as Uint8Array, (x) => x !== 0);
   return Array.from(data as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? Number(x) : x));

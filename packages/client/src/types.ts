@@ -2,6 +2,7 @@
  * @module What both clients (HTTP and gRPC) take and give: typed tensors, infer options and
  * results, and the management calls, in one interface.
  */
+import { deserializeBytesTensor } from '@triode/core';
 import type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, ParameterValue, ServerMetadata, TensorData } from '@triode/core';
 
 export type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, ParameterValue, ServerMetadata, TensorData };
@@ -117,20 +118,12 @@ export class InferResult {
   }
 }
 
-/** Splits a length-prefixed BYTES serialization into its elements (views, no copies). */
+/**
+ * Splits a length-prefixed BYTES serialization into its elements (views, no copies).
+ * @throws Error when the data is malformed.
+ */
 export function splitBytes(buf: Uint8Array): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  let i = 0;
-  while (i + 4 <= buf.byteLength) {
-    const n = view.getUint32(i, true);
-    i += 4;
-    if (i + n > buf.byteLength) throw new Error('malformed BYTES tensor: an element runs past the end');
-    out.push(buf.subarray(i, i + n));
-    i += n;
-  }
-  if (i !== buf.byteLength) throw new Error('malformed BYTES tensor: trailing bytes');
-  return out;
+  return deserializeBytesTensor(buf);
 }
 
 /** Options of a repository load. */

@@ -534,9 +534,9 @@ export class InferenceServer {
         if (!found) throw Errors.invalidArg(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
         if (found.error) throw Errors.invalidArg(`failed to load '${name}': ${found.error.message}`);
         entry = { name, path: found.path, versions: new Map() };
-        if (await this.#updateInstancesInPlace(entry, options.config)) return;
       }
       const versions = await this.#prepare(entry, options.config);
+      if (versions && await this.#updateInstancesInPlace(entry, versions)) return;
       if (!versions) {
         if (entry.override) removeOverride(entry.path);
         throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
@@ -558,17 +558,13 @@ export class InferenceServer {
   /**
    * A reload whose only change is the instance count of the (last) instance group, with the same
    * versions and model files, changes the serving versions' instances in place: no reload, no
-   * pause (Triton does the same). Returns false when a full reload is needed.
+   * pause (Triton does the same). `candidate` is the prepared new entry. Returns false when a full
+   * reload is needed.
    */
-  async #updateInstancesInPlace(candidate: ModelEntry, override?: ModelConfig): Promise<boolean> {
+  async #updateInstancesInPlace(candidate: ModelEntry, versions: number[]): Promise<boolean> {
     const old = this.#models.get(candidate.name);
-    if (!old?.config || old.unloaded || old.override || old.path !== candidate.path || old.filesSig !== modelFilesSignature(candidate.path)) return false;
-    let prepared: { config: ModelConfig; versions: number[] };
-    try {
-      prepared = await this.#prepareConfig(candidate, override);
-    } catch {
-      return false; // the full load reports the error
-    }
+    if (!old?.config || !candidate.config || old.unloaded || old.override || candidate.override || old.path !== candidate.path || old.filesSig !== candidate.filesSig) return false;
+    const prepared = { config: candidate.config, versions };
     const groups = prepared.config.instance_group ?? [];
     if (!onlyLastInstanceCountDiffers(old.config, prepared.config)) return false;
     const slots = [...old.versions.entries()];

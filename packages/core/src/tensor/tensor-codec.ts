@@ -79,11 +79,19 @@ export interface WireEnvelope {
   direct?: { address: string; token: string };
 }
 
+/**
+ * A request's tensors and the metadata that travels with them. The abort signal and the trace stay
+ * in the sending process (cancellation and tracing are the gateway's business).
+ */
+function wireParts(req: InferenceRequest): { inputs: Tensor[]; meta: Record<string, unknown> } {
+  const { inputs, signal: _signal, trace: _trace, ...meta } = req;
+  return { inputs, meta };
+}
+
 /** Encodes a request and its envelope. */
 export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer {
-  // The abort signal stays in the sending process (cancellation is the gateway's business).
-  const { inputs, signal: _signal, trace: _trace, ...rest } = req;
-  return encode({ ...rest, env }, inputs);
+  const { inputs, meta } = wireParts(req);
+  return encode({ ...meta, env }, inputs);
 }
 
 /**
@@ -92,8 +100,8 @@ export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer 
  * as a view of the request's own buffer, not a copy.
  */
 export function encodeRequestParts(req: InferenceRequest, env: WireEnvelope): Buffer[] {
-  const { inputs, signal: _signal, trace: _trace, ...rest } = req;
-  const header = headerJson({ ...rest, env }, inputs);
+  const { inputs, meta } = wireParts(req);
+  const header = headerJson({ ...meta, env }, inputs);
   const head = Buffer.allocUnsafe(4 + header.byteLength);
   head.writeUInt32LE(header.byteLength, 0);
   head.set(header, 4);

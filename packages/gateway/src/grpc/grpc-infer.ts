@@ -5,11 +5,12 @@
  * Triton: server/src/grpc/infer_handler.cc (InferGRPCToInput, InferResponseCompleteCommon)
  */
 import {
-  Errors, countBytesElements, dataBytes, dataTypeByteSize, elementCount, isDataType, parameterValue,
+  Errors, dataBytes, elementCount, isDataType, parameterValue,
   parametersToMessage, parseModelVersion, serializeBytesTensor, toNumber, viewBytesAs,
   type DataType, type InferParameterMessage, type InferenceRequest, type InferenceResponse, type ParameterValue,
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
 } from '@triode/core';
+import { checkReservedParameters, checkTensorBytes } from '../protocol-checks.js';
 
 /** InferTensorContents as decoded. */
 interface ContentsMessage {
@@ -43,6 +44,9 @@ export interface ModelInferResponseMessage {
   outputs: { name: string; datatype: string; shape: number[]; parameters?: Record<string, InferParameterMessage> }[];
   raw_output_contents: Uint8Array[];
 }
+
+/** The request parameter asking a decoupled stream for an empty final response. */
+const EMPTY_FINAL = 'triton_enable_empty_final_response';
 
 /** Which typed field carries each datatype (FP16/BF16 have none: raw only). */
 const CONTENT_FIELD: Partial<Record<DataType, keyof ContentsMessage>> = {
@@ -81,19 +85,14 @@ function typedContents(c: ContentsMessage, dt: DataType, count: number, input: s
 
 /** Request parameters; `triton_` keys are reserved (the empty-final-response flag excepted). */
 function requestParameters(map: Record<string, InferParameterMessage>): { params: Record<string, ParameterValue>; emptyFinal: boolean } {
+  checkReservedParameters(Object.keys(map), [EMPTY_FINAL]);
   const params: Record<string, ParameterValue> = {};
   let emptyFinal = false;
   for (const [k, p] of Object.entries(map)) {
     const v = parameterValue(p);
     if (v === undefined) continue;
-    if (k === 'triton_enable_empty_final_response') {
-      emptyFinal = v === true;
-      continue;
-    }
-    if (k.startsWith('triton_')) {
-      throw Errors.invalidArg(`parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.`);
-    }
-    params[k] = v;
+    if (k === EMPTY_FINAL) emptyFinal = v === true;
+    else params[k] = v;
   }
   return { params, emptyFinal };
 }
@@ -122,13 +121,7 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
         throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${name}' for model '${model}'`);
       }
       const bytes = raw[i]!;
-      if (datatype === 'BYTES') {
-        if (countBytesElements(bytes) !== count) {
-          throw Errors.invalidArg(`unexpected number of string elements ${countBytesElements(bytes)} for inference input '${name}' for model '${model}', expecting ${count}`);
-        }
-      } else if (bytes.byteLength !== count * dataTypeByteSize(datatype)) {
-        throw Errors.invalidArg(`input byte size mismatch for input '${name}' for model '${model}'. Expected ${count * dataTypeByteSize(datatype)}, got ${bytes.byteLength}`);
-      }
+      checkTensorBytes(name, datatype, count, bytes, model);
       return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
     }
     if (!hasContents(inp.contents) && count > 0) {

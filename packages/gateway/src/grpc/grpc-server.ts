@@ -430,15 +430,17 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
   });
   raiseFlowControlWindow(server, maxBytes);
   const restrictions = options.restrictions ?? new Map();
-  const guard = (rpc: string, md: Metadata): void => {
+  // `value` reads one metadata key: grpc-js Metadata and the fast path's raw HTTP/2 headers alike.
+  const guardHeaders = (rpc: string, value: (key: string) => unknown): void => {
     const group = GROUP_OF[rpc];
     const need = group ? restrictions.get(group) : undefined;
     if (!need) return;
     const header = `triton-grpc-protocol-${need.key}`;
-    if (String(md.get(header)[0] ?? '') !== need.value) {
+    if (String(value(header) ?? '') !== need.value) {
       throw new TriodeError('UNAVAILABLE', `This protocol is restricted, expecting header '${header}'`);
     }
   };
+  const guard = (rpc: string, md: Metadata): void => guardHeaders(rpc, (k) => md.get(k)[0]);
   server.addService(serviceDefinition('inference.GRPCInferenceService'), inferenceService(backplane, options, guard));
   server.addService(serviceDefinition('grpc.health.v1.Health'), {
     Check: (call: ServerUnaryCall<{ service?: string }, object>, callback: sendUnaryData<object>) => {
@@ -478,12 +480,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
       ...(level !== undefined ? { compressionLevel: level } : {}),
       ...(options.tracer ? { tracer: options.tracer } : {}),
       ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
-      guard: (headers) => {
-        if (!restrictions.has('inference')) return;
-        const md = new Metadata();
-        for (const [k, v] of Object.entries(headers)) if (!k.startsWith(':') && typeof v === 'string') md.set(k, v);
-        guard('ModelInfer', md);
-      },
+      guard: (headers) => guardHeaders('ModelInfer', (k) => headers[k]),
     });
   }
   return {

@@ -5,11 +5,12 @@
  * server docs/protocol/extension_binary_data.md, extension_classification.md
  */
 import {
-  Errors, elementCount, isDataType, viewBytesAs, countBytesElements, dataTypeByteSize,
+  Errors, dataTypeByteSize, elementCount, isDataType, viewBytesAs,
   type InferenceRequest, type InferenceResponse, type ParameterValue, type RequestedOutput, type Tensor,
 } from '@triode/core';
 import { readJson } from './json-reader.js';
 import { jsonToTensorData, tensorDataToJson } from './json-tensor.js';
+import { checkReservedParameters, checkTensorBytes } from '../protocol-checks.js';
 
 /** How the client wants each output back. */
 export interface OutputEncoding {
@@ -64,11 +65,7 @@ export function parseInferRequest(
   }
   if (!isObj(doc)) throw Errors.invalidArg('failed to parse the request JSON buffer: the request must be a JSON object');
   const params = parameters(doc['parameters'], 'the request');
-  for (const k of Object.keys(params)) {
-    if (k.startsWith('triton_')) {
-      throw Errors.invalidArg(`parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.`);
-    }
-  }
+  checkReservedParameters(Object.keys(params));
   const id = doc['id'];
   if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
   const inputsJson = doc['inputs'];
@@ -102,14 +99,7 @@ export function parseInferRequest(
       }
       const bytes = body.subarray(offset, offset + size);
       offset += size;
-      if (datatype !== 'BYTES') {
-        const want = count * dataTypeByteSize(datatype);
-        if (size !== want) {
-          throw Errors.invalidArg(`input byte size mismatch for input '${name}' for model '${model.name}'. Expected ${want}, got ${size}`);
-        }
-      } else if (countBytesElements(bytes) !== count) {
-        throw Errors.invalidArg(`unexpected number of string elements ${countBytesElements(bytes)} for inference input '${name}' for model '${model.name}', expecting ${count}`);
-      }
+      checkTensorBytes(name, datatype, count, bytes, model.name);
       return { name, datatype, shape: shape as number[], data: viewBytesAs(datatype, bytes) };
     }
     if (inp['data'] === undefined) throw Errors.invalidArg(`must specify valid 'data' field or 'binary_data_size' parameter for input '${name}'`);
