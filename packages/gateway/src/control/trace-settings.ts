@@ -36,6 +36,17 @@ function check(update: Readonly<Record<string, unknown>>): asserts update is Tra
 export class TraceSettings {
   readonly #global: TraceSettingValues = { ...DEFAULTS };
   readonly #perModel = new Map<string, TraceSettingValues>();
+  #active = false;
+
+  /** True when some setting (global or a model's) has a trace level other than OFF: a cheap check per request. */
+  get active(): boolean {
+    return this.#active;
+  }
+
+  #refresh(): void {
+    const on = (v: string | string[] | undefined) => (Array.isArray(v) ? v : [v ?? 'OFF']).some((l) => l !== 'OFF');
+    this.#active = on(this.#global['trace_level']) || [...this.#perModel.values()].some((m) => on(m['trace_level']));
+  }
 
   /** The settings in effect (for a model: the global ones with its own on top). */
   get(model?: string): TraceSettingValues {
@@ -47,6 +58,7 @@ export class TraceSettings {
     check(update);
     if (!model) {
       for (const [k, v] of Object.entries(update)) this.#global[k] = v ?? DEFAULTS[k]!;
+      this.#refresh();
       return this.get();
     }
     const own = this.#perModel.get(model) ?? {};
@@ -55,6 +67,7 @@ export class TraceSettings {
       else own[k] = v;
     }
     this.#perModel.set(model, own);
+    this.#refresh();
     return this.get(model);
   }
 }

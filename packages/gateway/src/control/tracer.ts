@@ -52,6 +52,7 @@ export class Tracer {
 
   /** A trace for this request of `model`, or undefined when it is not sampled. */
   start(model: string): ActiveTrace | undefined {
+    if (!this.#settings.active) return undefined;
     const s = this.#settings.get(model);
     const levels = Array.isArray(s['trace_level']) ? s['trace_level'] : [String(s['trace_level'])];
     if (!levels.includes('TIMESTAMPS') && !levels.includes('TENSORS')) return undefined;
