@@ -352,3 +352,21 @@ describe('cluster: direct replies', () => {
     }
   });
 });
+
+describe('cluster: shutdown while Redis is gone', () => {
+  it('SIGTERM makes a gateway and a worker exit (code 0) promptly even when Redis went away first', async () => {
+    const r9 = await startRedis();
+    const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r9.url, '--model-repository', makeRepository(['simple'])], /Started worker/);
+    const port = await freePort();
+    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r9.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']);
+    await until(async () => (await fetch(`http://127.0.0.1:${port}/v2/models/simple/ready`)).status === 200);
+    await r9.stop();
+    await new Promise((r) => setTimeout(r, 500));
+    // Before: both waited forever on their last words to Redis (stop() SIGKILLs after the grace
+    // time and resolves null).
+    const started = Date.now();
+    const codes = await Promise.all([gw.stop(8000), worker.stop(8000)]);
+    expect(codes).toEqual([0, 0]);
+    expect(Date.now() - started).toBeLessThan(8000);
+  });
+});

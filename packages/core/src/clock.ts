@@ -17,3 +17,20 @@ export const systemClock: Clock = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
 };
+
+/**
+ * Waits for `work` to settle, or `ms` at most; never rejects. For shutdown steps that must not
+ * hold a process up (a farewell to a Redis that is gone, requests still in flight).
+ * @returns true when `work` settled in time.
+ */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    return await Promise.race([
+      work.then(() => true, () => true),
+      new Promise<boolean>((r) => { timer = setTimeout(() => r(false), ms); }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

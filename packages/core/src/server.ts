@@ -6,7 +6,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Backend } from './backend-api.js';
-import { systemClock, type Clock } from './clock.js';
+import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 import { ModelVersion } from './model.js';
@@ -735,12 +735,7 @@ export class InferenceServer {
     this.#stopping = true;
     clearInterval(this.#pollTimer);
     const models = [...this.#models.values()].flatMap((m) => [...m.versions.values()].map((v) => v.model).filter((x): x is LoadedModel => !!x));
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      Promise.all(models.map((m) => m.idle())),
-      new Promise<void>((r) => { timer = setTimeout(r, timeoutMs); }),
-    ]);
-    clearTimeout(timer);
+    await settleWithin(Promise.all(models.map((m) => m.idle())), timeoutMs);
     const left = this.#inflight;
     if (left > 0) this.logger.warning(`exit timeout expired with ${left} inference requests in flight`);
     await Promise.allSettled(models.map((m) => m.unload()));

@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, TriodeError, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
+  ClusterKeys, TriodeError, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
   type InferenceServer, type LoadOptions, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
@@ -30,6 +30,9 @@ export interface StreamConsumerOptions {
   claimIdleMs?: number;
   logger?: Logger;
 }
+
+/** How long shutdown waits for each last word to Redis (acks, leaving the registry). */
+const FAREWELL_MS = 1000;
 
 type StreamReply = [Buffer, [Buffer, Buffer[]][]][] | null;
 
@@ -353,18 +356,22 @@ export class StreamConsumer {
     this.#wake?.();
     clearInterval(this.#heartbeat);
     clearInterval(this.#claimer);
-    await this.#loop;
+    // Its blocked read returns within 200 ms, unless Redis is gone.
+    await settleWithin(this.#loop ?? Promise.resolve(), this.#block.status === 'ready' ? FAREWELL_MS : 0);
     const until = Date.now() + timeoutMs;
     while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     if (this.#ackFlush) {
       clearImmediate(this.#ackFlush);
       this.#flushAcks();
     }
-    await this.#cmd.del(this.#keys.worker(this.workerId)).catch(() => undefined);
+    // Leaving the registry is a courtesy (the entry expires anyway): a Redis that is gone must
+    // not hold the exit up.
+    const up = this.#cmd.status === 'ready';
+    if (up) await settleWithin(this.#cmd.del(this.#keys.worker(this.workerId)), FAREWELL_MS);
     this.#sub.disconnect();
     this.#block.disconnect();
     this.#directReplies.close();
-    await this.#cmd.quit().catch(() => undefined);
+    if (!up || !(await settleWithin(this.#cmd.quit(), FAREWELL_MS))) this.#cmd.disconnect();
   }
 }
 

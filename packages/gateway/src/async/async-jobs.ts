@@ -5,7 +5,7 @@
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import {
-  Errors, TriodeError, decodeReply, decodeRequest, encodeReply, encodeRequest,
+  Errors, TriodeError, decodeReply, decodeRequest, encodeReply, encodeRequest, settleWithin,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger,
 } from '@triode/core';
 import type { OutputEncoding } from '../http/infer-codec.js';
@@ -56,6 +56,8 @@ export class AsyncJobs {
   readonly #queue: Queue;
   readonly #worker: Worker;
   readonly #ttl: number;
+  /** Jobs this gateway is running now. */
+  #running = 0;
 
   constructor(backplane: Backplane, options: AsyncJobsOptions) {
     const conn = connection(options.redis);
@@ -63,15 +65,18 @@ export class AsyncJobs {
     this.#ttl = options.resultTtlSecs ?? 3600;
     this.#queue = new Queue(name, { connection: conn });
     this.#worker = new Worker(name, async (job: Job<JobData>) => {
-      const { request } = decodeRequest(Buffer.from(job.data.request, 'base64'));
-      await job.updateProgress(10);
+      this.#running++;
       try {
+        const { request } = decodeRequest(Buffer.from(job.data.request, 'base64'));
+        await job.updateProgress(10);
         const response = await backplane.infer(request);
         return encodeReply({ requestKey: job.id ?? '', response }).toString('base64');
       } catch (err) {
         const e = TriodeError.from(err);
         // The code travels in the message so a later GET can answer with the right status.
         throw new Error(`${e.code}: ${e.message}`);
+      } finally {
+        this.#running--;
       }
     }, { connection: conn, concurrency: options.concurrency ?? 64, autorun: false });
     this.#worker.on('error', (e) => options.logger?.warning(`async jobs: ${e.message}`));
@@ -141,8 +146,12 @@ export class AsyncJobs {
     await job.remove();
   }
 
+  /** Stops taking jobs: those running finish first, unless Redis is gone (then it does not wait). */
   async stop(): Promise<void> {
-    await this.#worker.close();
-    await this.#queue.close();
+    // With nothing running there is nothing to wait for (and a Redis that is gone would make
+    // a graceful close wait for it).
+    const graceful = this.#running > 0 && (await settleWithin(this.#worker.close(), 5000));
+    if (!graceful) await settleWithin(this.#worker.close(true), 1000);
+    if (!(await settleWithin(this.#queue.close(), 1000))) await settleWithin(this.#queue.disconnect(), 1000);
   }
 }

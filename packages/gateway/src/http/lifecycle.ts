@@ -4,6 +4,7 @@
  * Triton: server/src/main.cc (the exit timeout loop)
  */
 import type { MiddlewareHandler } from 'hono';
+import { settleWithin } from '@triode/core';
 
 /** Counts the HTTP requests in flight and refuses new inference once shutting down. */
 export class HttpLifecycle {
@@ -40,12 +41,7 @@ export class HttpLifecycle {
   async shutdown(timeoutMs: number): Promise<number> {
     this.#stopping = true;
     if (this.#inflight > 0) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        new Promise<void>((r) => this.#waiters.push(r)),
-        new Promise<void>((r) => { timer = setTimeout(r, timeoutMs); }),
-      ]);
-      clearTimeout(timer);
+      await settleWithin(new Promise<void>((r) => this.#waiters.push(r)), timeoutMs);
     }
     return this.#inflight;
   }

@@ -8,7 +8,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, encodeRequestParts, overrideFilesToJson, sequenceParams,
+  ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
 } from '@triode/core';
@@ -443,13 +443,15 @@ export class RedisBackplane implements Backplane {
   /** Stops reading replies; requests still waiting get an error. */
   async stop(): Promise<void> {
     this.#running = false;
-    await this.#loop;
+    // A read blocked on a Redis that is gone never returns: stop waiting for it after a moment.
+    await settleWithin(this.#loop ?? Promise.resolve(), this.#block.status === 'ready' ? 1000 : 0);
     for (const [k, w] of this.#waiting) {
       clearTimeout(w.timer);
       w.reject(Errors.serverStopping());
       this.#waiting.delete(k);
     }
-    await this.#cmd.del(this.#replyKey).catch(() => undefined);
+    // A Redis that is gone must not hold the exit up (the reply stream is trimmed by MAXLEN anyway).
+    if (this.#cmd.status === 'ready') await settleWithin(this.#cmd.del(this.#replyKey), 1000);
     this.#directServer?.close();
     this.#block.disconnect();
     this.#cmd.disconnect();
