@@ -1,5 +1,6 @@
 // Issue #6 benchmark (run by hand; needs wrk and redis-server):
 //   node bench/cluster.mjs [--seconds 10]
+// Every triode process starts through the bin's shebang (its V8 flags), as `npx triode` does.
 // 1. Cluster (redis + 1 gateway + 1 worker) vs embedded (`triode serve`), binary requests,
 //    `simple` and `ppocr_cls` at c=1 and c=16; all processes on the same 2 cores.
 // 2. Scale-out: the latency-bound `sleepy` model (20 ms per batch of up to 8, 1 instance per
@@ -50,7 +51,7 @@ try {
   // Embedded.
   {
     const port = await freePort();
-    const p = await start(process.execPath, [BIN, 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false'], /READY[\s\S]*\+\n/);
+    const p = await start(BIN, ['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false'], /READY[\s\S]*\+\n/);
     await new Promise((r) => setTimeout(r, 500));
     for (const model of ['simple', 'ppocr_cls']) for (const c of [1, 16]) rows.push({ mode: 'embedded', model, c, ...measure(port, model, c) });
     await stop(p);
@@ -60,13 +61,13 @@ try {
   const redis = await start('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], /Ready to accept/);
   const url = `redis://127.0.0.1:${redisPort}`;
   const gwPort = await freePort();
-  const gw = await start(process.execPath, [BIN, 'gateway', '--metrics-port', '0', '--redis', url, '--http-port', String(gwPort), '--http-address', '127.0.0.1', '--allow-grpc=false'], /Started HTTPService/);
-  const workers = [await start(process.execPath, [BIN, 'worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', 'w0', '--log-info=false'], /\+\n[\s\S]*\+\n/)];
+  const gw = await start(BIN, ['gateway', '--metrics-port', '0', '--redis', url, '--http-port', String(gwPort), '--http-address', '127.0.0.1', '--allow-grpc=false'], /Started HTTPService/);
+  const workers = [await start(BIN, ['worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', 'w0', '--log-info=false'], /\+\n[\s\S]*\+\n/)];
   await new Promise((r) => setTimeout(r, 1500));
   for (const model of ['simple', 'ppocr_cls']) for (const c of [1, 16]) rows.push({ mode: 'cluster (1 worker)', model, c, ...measure(gwPort, model, c) });
   const scale = [];
   for (const n of (process.env.SCALE_ONLY ? [1, 2, 4] : [1, 2, 4])) {
-    while (workers.length < n) workers.push(await start(process.execPath, [BIN, 'worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', `w${workers.length}`, '--log-info=false'], /\+\n[\s\S]*\+\n/));
+    while (workers.length < n) workers.push(await start(BIN, ['worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', `w${workers.length}`, '--log-info=false'], /\+\n[\s\S]*\+\n/));
     await new Promise((r) => setTimeout(r, 2000));
     scale.push({ workers: n, ...measure(gwPort, 'sleepy', 64) });
   }

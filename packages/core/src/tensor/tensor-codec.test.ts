@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor } from './bytes-tensor.js';
+import { isTransferable } from './transferable.js';
 import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts } from './tensor-codec.js';
 
 describe('tensor codec (gateway <-> worker)', () => {
@@ -50,6 +51,9 @@ describe('tensor codec (gateway <-> worker)', () => {
     expect(e).toEqual(env);
     expect(request.parameters).toEqual(req.parameters);
     expect(Array.from(request.inputs[0]!.data as Int32Array)).toEqual([1, -2, 3]);
+    // Each tensor has a buffer of its own (the parts were views into a shared one): it moves to
+    // an instance thread instead of being structured-cloned there.
+    for (const t of request.inputs) expect(isTransferable(t.data)).toBe(true);
     expect(() => decodeRequestParts(parts.slice(0, 2))).toThrow(/do not match/);
   });
 

@@ -108,7 +108,14 @@ export function encodeRequestParts(req: InferenceRequest, env: WireEnvelope): Bu
   return [head, ...inputs.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))];
 }
 
-/** Decodes what `encodeRequestParts` wrote (the header, then one part per tensor). */
+/** A copy of `bytes` in an ArrayBuffer of its own (not zero-filled first: every byte is written). */
+function ownCopy(bytes: Uint8Array): Uint8Array {
+  const out = Buffer.allocUnsafeSlow(bytes.byteLength);
+  out.set(bytes);
+  return out;
+}
+
+/** Decodes what `encodeRequestParts` wrote (the header, then one part per tensor); each tensor gets a buffer of its own. */
 export function decodeRequestParts(parts: readonly Uint8Array[]): { request: InferenceRequest; env: WireEnvelope } {
   const head = parts[0];
   if (!head || head.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
@@ -120,7 +127,10 @@ export function decodeRequestParts(parts: readonly Uint8Array[]): { request: Inf
   const inputs = heads.map((h, i) => {
     const bytes = parts[i + 1]!;
     if (!isDataType(h.datatype) || bytes.byteLength !== h.bytes) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
-    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, bytes) };
+    // One copy into a buffer of the tensor's own: the parts are views into a reader's shared
+    // memory (ioredis's parser pool), which could be neither moved to an instance thread nor
+    // assumed aligned; a buffer of its own moves without the two copies of a structured clone.
+    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, ownCopy(bytes)) };
   });
   const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
   return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env };

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { Redis } from 'ioredis';
+import { VectoredCommand } from './vectored-command.js';
 import {
   ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
@@ -375,7 +376,8 @@ export class RedisBackplane implements Backplane {
         clearTimeout(timer);
         reject(Errors.cancelled());
       }, { once: true });
-      this.#cmd.xadd(stream, 'MAXLEN', '~', '1000000', '*', ...fields).catch((err: unknown) => {
+      // Tensors go to the socket without ioredis's two copies (vectored-command.ts).
+      (this.#cmd.sendCommand(new VectoredCommand('xadd', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])) as Promise<unknown>).catch((err: unknown) => {
         clearTimeout(timer);
         this.#waiting.delete(requestKey);
         reject(unavailable(err));
