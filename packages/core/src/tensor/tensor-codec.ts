@@ -18,14 +18,31 @@ interface TensorHeader {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-/** The JSON header: the metadata and each tensor's name, type, shape and byte size (bigints tagged). */
+const tagBigints = (_k: string, v: unknown): unknown => (typeof v === 'bigint' ? { $bigint: v.toString() } : v);
+const untagBigints = (_k: string, v: unknown): unknown =>
+  v && typeof v === 'object' && '$bigint' in (v as object) ? BigInt((v as { $bigint: string }).$bigint) : v;
+
+/**
+ * The JSON header: the metadata and each tensor's name, type, shape and byte size (bigints tagged).
+ * A replacer or reviver function takes V8's slow JSON path, so they are used only when needed: a
+ * header without bigints (almost every one) is stringified and parsed plainly.
+ */
 function headerJson(meta: Record<string, unknown>, tensors: readonly Tensor[]): Uint8Array {
-  return enc.encode(JSON.stringify({ ...meta, tensors: tensors.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: t.data.byteLength })) }, (_k, v: unknown) => (typeof v === 'bigint' ? { $bigint: v.toString() } : v)));
+  const header = { ...meta, tensors: tensors.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: t.data.byteLength })) };
+  let json: string;
+  try {
+    json = JSON.stringify(header);
+  } catch (err) {
+    // TypeError: a BigInt (a 64-bit sequence id or parameter) somewhere in the metadata.
+    if (!(err instanceof TypeError)) throw err;
+    json = JSON.stringify(header, tagBigints);
+  }
+  return enc.encode(json);
 }
 
 function parseHeader(bytes: Uint8Array): Record<string, unknown> {
-  return JSON.parse(dec.decode(bytes), (_k, v: unknown) =>
-    v && typeof v === 'object' && '$bigint' in (v as object) ? BigInt((v as { $bigint: string }).$bigint) : v) as Record<string, unknown>;
+  const text = dec.decode(bytes);
+  return (text.includes('"$bigint"') ? JSON.parse(text, untagBigints) : JSON.parse(text)) as Record<string, unknown>;
 }
 
 function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buffer {
@@ -34,7 +51,9 @@ function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buff
   const pad = (8 - ((4 + header.byteLength) % 8)) % 8;
   let total = 4 + header.byteLength + pad;
   for (const t of tensors) total += t.data.byteLength + ((8 - (t.data.byteLength % 8)) % 8);
-  const out = Buffer.allocUnsafeSlow(total);
+  // Small messages (replies of small outputs, errors) come from Node's shared pool; large ones get
+  // a buffer of their own, whose tensors can then move to another thread.
+  const out = total < 4096 ? Buffer.allocUnsafe(total) : Buffer.allocUnsafeSlow(total);
   out.writeUInt32LE(header.byteLength + pad, 0);
   out.set(header, 4);
   out.fill(0x20, 4 + header.byteLength, 4 + header.byteLength + pad);
