@@ -31,6 +31,13 @@ export interface StreamConsumerOptions {
   logger?: Logger;
 }
 
+/**
+ * Answered entries are acknowledged and deleted at most this long after their reply (ms): one
+ * XACK + XDEL per stream for all of them. Acks are off the reply path, and an entry waits far
+ * longer than this (claimIdleMs) before another worker would take it over.
+ */
+const ACK_FLUSH_MS = 5;
+
 /** How long shutdown waits for each last word to Redis (acks, leaving the registry). */
 const FAREWELL_MS = 1000;
 
@@ -264,14 +271,14 @@ export class StreamConsumer {
 
   /** Entries answered since the last flush, per stream: acknowledged and deleted together. */
   readonly #acks = new Map<string, string[]>();
-  #ackFlush: ReturnType<typeof setImmediate> | undefined;
+  #ackFlush: ReturnType<typeof setTimeout> | undefined;
 
-  /** Queues an entry's XACK + XDEL; one of each per stream goes out per event-loop turn. */
+  /** Queues an entry's XACK + XDEL; one of each per stream goes out every ACK_FLUSH_MS. */
   #ack(stream: string, id: string): void {
     const ids = this.#acks.get(stream);
     if (ids) ids.push(id);
     else this.#acks.set(stream, [id]);
-    this.#ackFlush ??= setImmediate(() => this.#flushAcks());
+    this.#ackFlush ??= setTimeout(() => this.#flushAcks(), ACK_FLUSH_MS);
   }
 
   #flushAcks(): void {
@@ -361,7 +368,7 @@ export class StreamConsumer {
     const until = Date.now() + timeoutMs;
     while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     if (this.#ackFlush) {
-      clearImmediate(this.#ackFlush);
+      clearTimeout(this.#ackFlush);
       this.#flushAcks();
     }
     // Leaving the registry is a courtesy (the entry expires anyway): a Redis that is gone must
