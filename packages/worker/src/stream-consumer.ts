@@ -10,6 +10,7 @@ import {
   type InferenceServer, type LoadOptions, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
+import { StreamReadConnection } from './stream-read-connection.js';
 
 /** Options of a StreamConsumer. */
 export interface StreamConsumerOptions {
@@ -50,7 +51,8 @@ export class StreamConsumer {
   readonly #keys: ClusterKeys;
   readonly #cmd: Redis;
   readonly #directReplies = new DirectReplies();
-  readonly #block: Redis;
+  /** The blocking reads: a lean connection of its own (stream-read-connection.ts). */
+  readonly #block: StreamReadConnection;
   readonly #sub: Redis;
   readonly #maxInflight: number;
   readonly #heartbeatMs: number;
@@ -67,8 +69,7 @@ export class StreamConsumer {
   /** Per stream: how many requests the model's instances can hold, and how many it holds now. */
   #slots = new Map<string, number>();
   #held = new Map<string, number>();
-  /** The blocking connection's client id, and the streams its current read waits on. */
-  #blockId: number | undefined;
+  /** The streams the current blocking read waits on. */
   #reading = new Set<string>();
   #unblocking = false;
 
@@ -84,9 +85,9 @@ export class StreamConsumer {
     // command name and sends the key as the command): keep it out of the pipeline.
     const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['XAUTOCLAIM'] };
     this.#cmd = new Redis(options.redis, common);
-    this.#block = new Redis(options.redis, common);
+    this.#block = new StreamReadConnection(options.redis, { onError: (e) => this.#logger?.verbose(1, `redis: ${e.message}`) });
     this.#sub = new Redis(options.redis, { lazyConnect: true, maxRetriesPerRequest: null });
-    for (const c of [this.#cmd, this.#block, this.#sub]) c.on('error', (e: Error) => this.#logger?.verbose(1, `redis: ${e.message}`));
+    for (const c of [this.#cmd, this.#sub]) c.on('error', (e: Error) => this.#logger?.verbose(1, `redis: ${e.message}`));
   }
 
   /** Connects, joins the consumer group of every ready model, and starts consuming. */
@@ -96,9 +97,6 @@ export class StreamConsumer {
     await this.#sub.subscribe(this.#keys.control);
     this.#sub.on('message', (_channel: string, message: string) => { void this.#control(message); });
     await this.#joinCluster();
-    this.#blockId = Number(await this.#block.client('ID'));
-    // After a reconnect the blocking connection has a new id.
-    this.#block.on('ready', () => { this.#block.client('ID').then((id) => { this.#blockId = Number(id); }, () => undefined); });
     await this.#refreshStreams();
     await this.#beat();
     this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
@@ -181,7 +179,7 @@ export class StreamConsumer {
     this.#streams = streams;
     await this.#ensureGroups();
     // A read blocked on the old set of streams would not see a newly loaded model's.
-    if (this.#running && this.#blockId !== undefined) await this.#cmd.client('UNBLOCK', this.#blockId).catch(() => undefined);
+    if (this.#running && this.#block.clientId !== undefined) await this.#cmd.client('UNBLOCK', this.#block.clientId).catch(() => undefined);
   }
 
   /** Takes over requests that another (dead) worker read and never acknowledged. */
@@ -250,15 +248,14 @@ export class StreamConsumer {
       let reply: StreamReply;
       this.#reading = new Set(open);
       try {
-        reply = (await this.#block.xreadgroupBuffer(
-          'GROUP', this.#keys.group, this.workerId, 'COUNT', count, 'BLOCK', 200,
-          'STREAMS', ...open, ...open.map(() => '>'),
-        )) as StreamReply;
+        reply = await this.#block.xreadgroup(this.#keys.group, this.workerId, count, 200, open);
         this.#reading.clear();
       } catch (err) {
         if (!this.#running) break;
         const msg = (err as Error).message;
-        this.#logger?.warning(`reading requests failed: ${msg}`);
+        // While Redis is away the connection retries by itself: no warning every 200 ms.
+        if (this.#block.status === 'ready') this.#logger?.warning(`reading requests failed: ${msg}`);
+        else this.#logger?.verbose(1, `reading requests: waiting for Redis (${msg})`);
         await new Promise((r) => setTimeout(r, 200));
         if (msg.includes('NOGROUP')) await this.#ensureGroups().catch(() => undefined);
         continue;
@@ -341,9 +338,9 @@ export class StreamConsumer {
       this.#wake = undefined;
       // The read under way does not wait on this stream (it was full): cut it short so the
       // freed room is used now, not when the read times out.
-      if (this.#running && !this.#reading.has(stream) && this.#reading.size > 0 && !this.#unblocking && this.#blockId !== undefined) {
+      if (this.#running && !this.#reading.has(stream) && this.#reading.size > 0 && !this.#unblocking && this.#block.clientId !== undefined) {
         this.#unblocking = true;
-        this.#cmd.client('UNBLOCK', this.#blockId).catch(() => undefined).finally(() => { this.#unblocking = false; });
+        this.#cmd.client('UNBLOCK', this.#block.clientId).catch(() => undefined).finally(() => { this.#unblocking = false; });
       }
     });
   }

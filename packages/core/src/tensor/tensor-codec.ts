@@ -6,6 +6,7 @@
 import { Errors } from '../errors.js';
 import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
 import { dataBytes, isDataType, viewBytesAs } from './data-type.js';
+import { isTransferable } from './transferable.js';
 import type { Tensor } from './tensor.js';
 
 interface TensorHeader {
@@ -146,10 +147,10 @@ export function decodeRequestParts(parts: readonly Uint8Array[]): { request: Inf
   const inputs = heads.map((h, i) => {
     const bytes = parts[i + 1]!;
     if (!isDataType(h.datatype) || bytes.byteLength !== h.bytes) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
-    // One copy into a buffer of the tensor's own: the parts are views into a reader's shared
-    // memory (ioredis's parser pool), which could be neither moved to an instance thread nor
-    // assumed aligned; a buffer of its own moves without the two copies of a structured clone.
-    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, ownCopy(bytes)) };
+    // A part that is a whole buffer of its own (the worker's stream reader makes them) is used
+    // as it is; a view into a reader's shared memory is copied once into a buffer of its own,
+    // which moves to an instance thread without the two copies of a structured clone.
+    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, isTransferable(bytes) ? bytes : ownCopy(bytes)) };
   });
   const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
   return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env };

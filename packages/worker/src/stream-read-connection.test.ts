@@ -1,0 +1,60 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { startRedis, type RedisHandle } from '../../../test/helpers/redis.js';
+import { StreamReadConnection, parseRedisUrl } from './stream-read-connection.js';
+
+let redis: RedisHandle;
+beforeAll(async () => { redis = await startRedis(); });
+afterAll(async () => { await redis?.stop(); });
+
+describe('parseRedisUrl', () => {
+  it('reads host, port, TLS, credentials and database', () => {
+    expect(parseRedisUrl('redis://127.0.0.1:6390')).toEqual({ host: '127.0.0.1', port: 6390, tls: false });
+    expect(parseRedisUrl('rediss://u%40x:p%3Aw@cache.example:7000/3')).toEqual({ host: 'cache.example', port: 7000, tls: true, username: 'u@x', password: 'p:w', db: 3 });
+    expect(parseRedisUrl('redis://:secret@[::1]/0')).toEqual({ host: '::1', port: 6379, tls: false, password: 'secret' });
+    expect(() => parseRedisUrl('http://x')).toThrow(/not a Redis URL/);
+  });
+});
+
+describe('StreamReadConnection', () => {
+  it('reads a stream in a consumer group (blocking), can be unblocked, fails while Redis is away and reconnects', async () => {
+    const admin = new Redis(redis.url);
+    const conn = new StreamReadConnection(redis.url, { reconnectMs: 50 });
+    try {
+      await admin.xgroup('CREATE', 's', 'g', '0', 'MKSTREAM');
+      await conn.connect();
+      expect(conn.status).toBe('ready');
+      expect(conn.clientId).toBeGreaterThan(0);
+      const tensor = Buffer.alloc(70_000, 9);
+      await admin.xadd('s', '*', 'r', 'head', 't', tensor);
+      const reply = await conn.xreadgroup('g', 'c1', 10, 100, ['s']);
+      const [[stream, entries]] = reply as [[Buffer, [Buffer, Buffer[]][]]];
+      const fields = entries[0]![1];
+      expect(stream.toString()).toBe('s');
+      expect(fields[3]!.equals(tensor)).toBe(true);
+      // Nothing more: the read times out with nil.
+      expect(await conn.xreadgroup('g', 'c1', 10, 50, ['s'])).toBeNull();
+      // CLIENT UNBLOCK from another connection ends a long block early.
+      const t = Date.now();
+      const blocked = conn.xreadgroup('g', 'c1', 10, 5000, ['s']);
+      await new Promise((r) => setTimeout(r, 50));
+      await admin.client('UNBLOCK', conn.clientId!);
+      expect(await blocked).toBeNull();
+      expect(Date.now() - t).toBeLessThan(2000);
+      // Errors come back as rejections (NOGROUP).
+      await expect(conn.xreadgroup('nogroup', 'c1', 1, 10, ['s'])).rejects.toThrow(/NOGROUP/);
+      // Redis goes away: reads fail at once; when it is back the connection is ready again.
+      const port = redis.port;
+      await redis.stop();
+      await expect(conn.xreadgroup('g', 'c1', 1, 10, ['s'])).rejects.toThrow(/closed/);
+      redis = await startRedis(port);
+      const deadline = Date.now() + 10_000;
+      while (conn.status !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(conn.status).toBe('ready');
+      expect(conn.clientId).toBeGreaterThan(0);
+    } finally {
+      conn.disconnect();
+      admin.disconnect();
+    }
+  });
+});
