@@ -32,4 +32,5 @@ export * from './model-repository/load-override.js';
 export * from './protocol/grpc-parameters.js';
 export * from './protocol/grpc-proto.js';
 export * from './cluster/reply-frames.js';
+export * from './cluster/resp.js';
 export * from './cache/response-cache.js';

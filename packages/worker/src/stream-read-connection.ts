@@ -1,13 +1,13 @@
 /**
  * @module The worker's connection for blocking XREADGROUP reads: one command at a time, replies
- * read by `RespReader` (each tensor copied once, into a buffer that can move to an instance
+ * read by core's `RespReader` (each tensor copied once, into a buffer that can move to an instance
  * thread). ioredis stays for everything else; its general reply decoder and command machinery
  * were ~20% of the worker's main thread at ppocr_cls c=16, with a second copy of every tensor.
  * Reconnects by itself; a command sent while disconnected fails at once.
  */
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { RespError, RespReader, type RespValue } from './resp-reader.js';
+import { RespError, RespReader, respPieces, type RespValue } from '@triode/core';
 
 type Status = 'idle' | 'connecting' | 'ready' | 'closed';
 
@@ -33,16 +33,6 @@ export function parseRedisUrl(url: string): Endpoint {
     ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
     ...(db !== undefined && Number.isInteger(db) && db > 0 ? { db } : {}),
   };
-}
-
-/** RESP encoding of a command of string arguments. */
-function encodeCommand(args: readonly (string | number)[]): string {
-  let out = `*${args.length}\r\n`;
-  for (const a of args) {
-    const s = String(a);
-    out += `$${Buffer.byteLength(s)}\r\n${s}\r\n`;
-  }
-  return out;
 }
 
 export class StreamReadConnection {
@@ -95,7 +85,8 @@ export class StreamReadConnection {
   #send(args: readonly (string | number)[]): Promise<RespValue> {
     return new Promise((resolve, reject) => {
       this.#pending.push({ resolve, reject });
-      this.#socket!.write(encodeCommand(args));
+      // All-string arguments: one piece.
+      this.#socket!.write(respPieces(String(args[0]), args.slice(1).map(String)).join(''));
     });
   }
 

@@ -1,17 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { VectoredCommand, respPieces } from './vectored-command.js';
+import { VectoredCommand } from './vectored-command.js';
 
 const resp = (pieces: (string | Buffer)[]) => Buffer.concat(pieces.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString('latin1');
 
 describe('VectoredCommand', () => {
-  it('encodes RESP with strings merged and Buffers passed through as they are', () => {
-    const tensor = Buffer.from([1, 2, 3]);
-    const pieces = respPieces('xadd', ['s', '*', 'r', Buffer.from('hé'), 't', tensor]);
-    expect(resp(pieces)).toBe(resp([Buffer.from('*7\r\n$4\r\nxadd\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nr\r\n$3\r\n'), Buffer.from('hé'), '\r\n$1\r\nt\r\n$3\r\n', tensor, '\r\n']));
-    expect(pieces.filter((p) => p === tensor)).toHaveLength(1);
-    expect(resp(respPieces('PING', []))).toBe('*1\r\n$4\r\nPING\r\n');
-  });
-
   it('writes its pieces to the socket corked (one writev) and gives ioredis nothing more to write', () => {
     const tensor = Buffer.alloc(100_000, 7);
     const calls: string[] = [];

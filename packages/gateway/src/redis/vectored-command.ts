@@ -7,24 +7,9 @@
  */
 import type { Socket } from 'node:net';
 import { Command } from 'ioredis';
+import { respPieces } from '@triode/core';
 
 type Arg = string | Buffer;
-
-/** The RESP encoding of `name args...`: strings merged, Buffers kept as they are (not copied). */
-export function respPieces(name: string, args: readonly Arg[]): Arg[] {
-  const pieces: Arg[] = [];
-  let text = `*${args.length + 1}\r\n$${Buffer.byteLength(name)}\r\n${name}\r\n`;
-  for (const a of args) {
-    if (typeof a === 'string') {
-      text += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
-    } else {
-      pieces.push(text + `$${a.byteLength}\r\n`, a);
-      text = '\r\n';
-    }
-  }
-  pieces.push(text);
-  return pieces;
-}
 
 /**
  * Send with `redis.sendCommand(new VectoredCommand(...))`, not through ioredis's auto-pipelining

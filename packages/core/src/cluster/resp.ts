@@ -1,10 +1,30 @@
 /**
- * @module An incremental RESP2 reader for the worker's stream reads. Bulk strings are copied once,
- * straight from the socket's chunks into buffers of their own (a large one gets its own
- * ArrayBuffer, which can then move to an instance thread); nothing is parsed or copied until the
- * whole reply has arrived, so a 2 MB reply in 30 chunks costs one walk over its headers per chunk
- * and one copy of its data.
+ * @module RESP2, the Redis protocol, for the cluster's hot paths (the rest goes through ioredis):
+ * commands encoded with their Buffer arguments kept as they are, so a tensor goes to the socket
+ * without being copied into a command buffer; and an incremental reply reader whose bulk strings
+ * are copied once, straight from the socket's chunks into buffers of their own (a large one gets
+ * its own ArrayBuffer, which can then move to an instance thread). Nothing is parsed or copied
+ * until the whole reply has arrived, so a 2 MB reply in 30 chunks costs one walk over its headers
+ * per chunk and one copy of its data.
  */
+
+type Arg = string | Buffer;
+
+/** The RESP encoding of `name args...`: strings merged, Buffers kept as they are (not copied). */
+export function respPieces(name: string, args: readonly Arg[]): Arg[] {
+  const pieces: Arg[] = [];
+  let text = `*${args.length + 1}\r\n$${Buffer.byteLength(name)}\r\n${name}\r\n`;
+  for (const a of args) {
+    if (typeof a === 'string') {
+      text += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
+    } else {
+      pieces.push(text + `$${a.byteLength}\r\n`, a);
+      text = '\r\n';
+    }
+  }
+  pieces.push(text);
+  return pieces;
+}
 
 /** A RESP2 value: simple strings as strings, bulk strings as Buffers, nil as null. */
 export type RespValue = string | number | Buffer | null | RespError | RespValue[];

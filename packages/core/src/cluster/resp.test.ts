@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isTransferable } from '@triode/core';
-import { RespError, RespReader, type RespValue } from './resp-reader.js';
+import { isTransferable } from '../tensor/transferable.js';
+import { RespError, RespReader, respPieces, type RespValue } from './resp.js';
 
 const big = Buffer.alloc(100_000, 3);
 // An XREADGROUP reply (one stream, two entries; the first carries a 100 KB tensor field), then
@@ -31,6 +31,18 @@ function check(replies: RespValue[]): void {
   expect(nilBulk).toBeNull();
   expect(nilArray).toBeNull();
 }
+
+const resp = (pieces: (string | Buffer)[]) => Buffer.concat(pieces.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString('latin1');
+
+describe('respPieces', () => {
+  it('encodes RESP with strings merged and Buffers passed through as they are', () => {
+    const tensor = Buffer.from([1, 2, 3]);
+    const pieces = respPieces('xadd', ['s', '*', 'r', Buffer.from('hé'), 't', tensor]);
+    expect(resp(pieces)).toBe(resp([Buffer.from('*7\r\n$4\r\nxadd\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nr\r\n$3\r\n'), Buffer.from('hé'), '\r\n$1\r\nt\r\n$3\r\n', tensor, '\r\n']));
+    expect(pieces.filter((p) => p === tensor)).toHaveLength(1);
+    expect(resp(respPieces('PING', []))).toBe('*1\r\n$4\r\nPING\r\n');
+  });
+});
 
 describe('RespReader', () => {
   it('reads a stream of replies in one chunk', () => {
