@@ -42,6 +42,12 @@ export interface InferenceRequest {
   signal?: CancelSignal;
   /** Set when the request is traced (trace_level TIMESTAMPS): the core adds its timestamps. Never serialized. */
   trace?: RequestTrace;
+  /**
+   * Set by a cluster worker: when the gateway queued the request (epoch ms). The batchers count
+   * `max_queue_delay_microseconds` from then, so the time a request spent in Redis counts against
+   * its delay instead of adding to it. Never serialized (the envelope carries it).
+   */
+  queuedSinceMs?: number;
 }
 
 /** A traced request's timestamps (Triton's trace names, ns on the process's monotonic clock). */

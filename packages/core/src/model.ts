@@ -280,6 +280,9 @@ export class ModelVersion {
         batchSize: Math.max(batchSize, 1),
         shapeKey,
         enqueueNs: startNs,
+        // Time already spent queued upstream (in Redis, for a cluster request) counts against the
+        // batcher's delay. Never before now minus that, whatever the clocks of two machines say.
+        ...(req.queuedSinceMs !== undefined ? { delayFromNs: startNs - Math.max(0, this.#clock.epochMs() - req.queuedSinceMs) * 1e6 } : {}),
         deadlineNs: 0,
         priority: policy.priority,
         timeoutUs: policy.timeoutUs,

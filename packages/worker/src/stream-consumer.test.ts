@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InferenceServer, type Backend } from '@triode/core';
+import { ClusterKeys, InferenceServer, decodeReply, encodeRequestParts, type Backend } from '@triode/core';
+import { Redis } from 'ioredis';
 import { RedisBackplane } from '@triode/gateway';
 import { startRedis, type RedisHandle } from '../../../test/helpers/redis.js';
 import { StreamConsumer } from './stream-consumer.js';
@@ -34,9 +35,9 @@ let gateway: RedisBackplane;
 beforeAll(async () => {
   redis = await startRedis();
   const repo = mkdtempSync(join(tmpdir(), 'triode-worker-'));
-  for (const m of ['a', 'b']) {
+  for (const [m, batching] of [['a', '{ }'], ['b', '{ }'], ['c', '{ max_queue_delay_microseconds: 600000 }']] as const) {
     mkdirSync(join(repo, m, '1'), { recursive: true });
-    writeFileSync(join(repo, m, 'config.pbtxt'), 'backend: "slow"\nmax_batch_size: 8\ndynamic_batching { }\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n');
+    writeFileSync(join(repo, m, 'config.pbtxt'), `backend: "slow"\nmax_batch_size: 8\ndynamic_batching ${batching}\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n`);
   }
   server = await InferenceServer.create({ modelRepositories: [repo], backends: [slow] });
   consumer = new StreamConsumer(server, { redis: redis.url, prefix: 't1' });
@@ -63,5 +64,40 @@ describe('StreamConsumer', () => {
     // 160 requests = 20 batches of 20 ms (~0.4 s). Before the fix, every 16 requests (the model's
     // slots) waited for the 200 ms read timeout: about 2 s. The bound leaves room for a slow machine.
     expect(ms).toBeLessThan(1200);
+  });
+
+  it('counts max_queue_delay from when the gateway queued the request, so time spent in Redis is not added to it', async () => {
+    const redisClient = new Redis(redis.url);
+    const replyTo = 't1:test-replies';
+    let last = '0';
+    // Puts a request on model c's stream as a gateway would, queued at `enqueuedMs`; resolves
+    // with how long its reply took to come back.
+    const roundTrip = async (key: string, enqueuedMs: number): Promise<number> => {
+      const [head, ...tensors] = encodeRequestParts({ modelName: 'c', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] },
+        { requestKey: key, replyTo, enqueuedMs, deadlineMs: Date.now() + 10_000 });
+      const t0 = performance.now();
+      await redisClient.xadd(new ClusterKeys('t1').requests('c'), '*', 'r', head!, ...tensors.flatMap((t) => ['t', t]));
+      for (;;) {
+        const reply = (await redisClient.xreadBuffer('BLOCK', 5000, 'STREAMS', replyTo, last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
+        for (const [, entries] of reply ?? []) {
+          for (const [id, fields] of entries) {
+            last = id.toString();
+            const r = decodeReply(fields[1]!);
+            if (r.requestKey === key) {
+              expect('response' in r).toBe(true);
+              return performance.now() - t0;
+            }
+          }
+        }
+      }
+    };
+    try {
+      // Queued a second ago (e.g. waiting in Redis for a worker): its 600 ms delay is over, it runs at once.
+      expect(await roundTrip('waited', Date.now() - 1000)).toBeLessThan(400);
+      // Queued now: the batcher waits its 600 ms for company.
+      expect(await roundTrip('fresh', Date.now())).toBeGreaterThanOrEqual(550);
+    } finally {
+      redisClient.disconnect();
+    }
   });
 });

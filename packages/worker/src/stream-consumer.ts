@@ -304,6 +304,8 @@ export class StreamConsumer {
       return;
     }
     const { request, env } = decoded;
+    // The batchers' max_queue_delay counts from when the gateway queued it (DESIGN: cluster batching).
+    request.queuedSinceMs = env.enqueuedMs;
     if (env.deadlineMs < Date.now()) {
       // Its gateway stopped waiting: running it would only waste an instance.
       ack();

@@ -4,7 +4,7 @@ import { DynamicBatchScheduler, type DynamicBatchSchedulerOptions } from './dyna
 import { runSchedulerCases } from './scheduler.case.js';
 import { manualClock } from './test-clock.js';
 
-interface R { id: number; batchSize: number; shapeKey: string; enqueueNs: number; deadlineNs: number; priority?: number; timeoutUs?: number }
+interface R { id: number; batchSize: number; shapeKey: string; enqueueNs: number; delayFromNs?: number; deadlineNs: number; priority?: number; timeoutUs?: number }
 const req = (id: number, enqueueNs = 0, extra: Partial<R> = {}): R => ({ id, batchSize: 1, shapeKey: '', enqueueNs, deadlineNs: 0, ...extra });
 
 runSchedulerCases<R>({
@@ -70,6 +70,22 @@ describe('DynamicBatchScheduler', () => {
     expect(batches).toEqual([]);
     clock.advance(1);
     expect(batches).toEqual([[0, 1]]);
+  });
+
+  it('counts the delay from delayFromNs when the request was queued upstream (a cluster request queued at its gateway)', () => {
+    const { s, batches, clock } = harness(1, { maxBatchSize: 8, maxQueueDelayUs: 100 });
+    clock.advance(1_000_000);
+    // Queued at the gateway 60 µs ago: 40 µs of its delay are left.
+    s.enqueue(req(0, 1_000_000, { delayFromNs: 940_000 }));
+    clock.advance(39_999);
+    expect(batches).toEqual([]);
+    clock.advance(1);
+    expect(batches).toEqual([[0]]);
+    // Queued upstream longer ago than the whole delay: it goes at once.
+    const late = harness(1, { maxBatchSize: 8, maxQueueDelayUs: 100 });
+    late.clock.advance(1_000_000);
+    late.s.enqueue(req(1, 1_000_000, { delayFromNs: 800_000 }));
+    expect(late.batches).toEqual([[1]]);
   });
 
   it('sends the largest preferred batch size the queue can form at once', () => {

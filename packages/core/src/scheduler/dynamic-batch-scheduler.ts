@@ -209,7 +209,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     if (preferredAt > 0) return preferredAt;
     if (ahead) return ended ? n : 0;
     if (ended || this.#delayNs === 0) return n;
-    const deadline = first.enqueueNs + this.#delayNs;
+    const deadline = (first.delayFromNs ?? first.enqueueNs) + this.#delayNs;
     if (this.#clock.nowNs() >= deadline) return n;
     this.#batchDeadline = deadline;
     return 0;

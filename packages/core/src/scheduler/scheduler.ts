@@ -10,6 +10,11 @@ export interface Schedulable extends QueueItem {
   shapeKey: string;
   /** When the request entered the queue (Clock.nowNs). */
   enqueueNs: number;
+  /**
+   * When its queue delay started, if before `enqueueNs` (a cluster request: when its gateway
+   * queued it). `max_queue_delay_microseconds` counts from here; statistics from `enqueueNs`.
+   */
+  delayFromNs?: number;
   /** Request `priority` parameter (0: the model's default level). */
   priority?: number;
   /** Request `timeout` parameter in µs (0: none). */

@@ -223,7 +223,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
       // Oldest first: by the arrival of each sequence's next request.
       ready.sort((a, b) => a.queue[0]!.enqueueNs - b.queue[0]!.enqueueNs);
       let n = Math.min(ready.length, this.#maxBatch);
-      const oldestNs = ready[0]!.queue[0]!.enqueueNs;
+      const oldestNs = ready[0]!.queue[0]!.delayFromNs ?? ready[0]!.queue[0]!.enqueueNs;
       if (this.#delayNs > 0 && now < oldestNs + this.#delayNs) {
         const preferredAt = this.#preferred.filter((p) => p <= n).sort((a, b) => b - a)[0];
         const full = n >= this.#maxBatch;
