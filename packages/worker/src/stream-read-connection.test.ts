@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisHandle } from '../../../test/helpers/redis.js';
 import { StreamReadConnection, parseRedisUrl } from './stream-read-connection.js';
@@ -55,6 +56,32 @@ describe('StreamReadConnection', () => {
     } finally {
       conn.disconnect();
       admin.disconnect();
+    }
+  });
+
+  it('gives up a connection whose blocking read never answers (a lost node) and opens a new one', async () => {
+    // A server that answers the handshake (CLIENT ID) and then nothing.
+    const connections: Socket[] = [];
+    const server = createServer((sock) => {
+      connections.push(sock);
+      sock.on('data', (d) => { if (d.toString().includes('CLIENT')) sock.write(`:${connections.length}\r\n`); });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const conn = new StreamReadConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 100 });
+    try {
+      await conn.connect();
+      expect(conn.clientId).toBe(1);
+      const t = Date.now();
+      await expect(conn.xreadgroup('g', 'c', 1, 50, ['s'])).rejects.toThrow(/closed/);
+      expect(Date.now() - t).toBeLessThan(2000);
+      const deadline = Date.now() + 5000;
+      while (conn.clientId !== 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(conn.clientId).toBe(2);
+      expect(conn.status).toBe('ready');
+    } finally {
+      conn.disconnect();
+      for (const c of connections) c.destroy();
+      server.close();
     }
   });
 });

@@ -5,11 +5,14 @@
  * were ~20% of the worker's main thread at ppocr_cls c=16, with a second copy of every tensor.
  * Reconnects by itself; a command sent while disconnected fails at once.
  */
-import { connect as netConnect, type Socket } from 'node:net';
+import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { RespError, RespReader, respPieces, type RespValue } from '@triode/core';
 
 type Status = 'idle' | 'connecting' | 'ready' | 'closed';
+
+/** How much later than its block time a blocking read's reply may come before the connection is given up. */
+const STALL_MS_DEFAULT = 5000;
 
 interface Endpoint {
   host: string;
@@ -41,6 +44,7 @@ export class StreamReadConnection {
   clientId: number | undefined;
   readonly #endpoint: Endpoint;
   readonly #reconnectMs: number;
+  readonly #stallMs: number;
   readonly #onError: (e: Error) => void;
   #socket: Socket | undefined;
   readonly #reader = new RespReader();
@@ -48,9 +52,10 @@ export class StreamReadConnection {
   #retry: ReturnType<typeof setTimeout> | undefined;
   #firstReady: { resolve: () => void; reject: (e: Error) => void } | undefined;
 
-  constructor(url: string, options: { reconnectMs?: number; onError?: (e: Error) => void } = {}) {
+  constructor(url: string, options: { reconnectMs?: number; stallMs?: number; onError?: (e: Error) => void } = {}) {
     this.#endpoint = parseRedisUrl(url);
     this.#reconnectMs = options.reconnectMs ?? 200;
+    this.#stallMs = options.stallMs ?? STALL_MS_DEFAULT;
     this.#onError = options.onError ?? (() => undefined);
   }
 
@@ -68,10 +73,23 @@ export class StreamReadConnection {
     return this.#send(args);
   }
 
-  /** XREADGROUP ... BLOCK: the streams' entries as [stream, [[id, fields]]], or null on timeout. */
+  /**
+   * XREADGROUP ... BLOCK: the streams' entries as [stream, [[id, fields]]], or null on timeout.
+   * A reply that is `stallMs` (default 5 s) later than the block time means a connection that died without
+   * closing (a lost node, a partition): it is dropped and opened again.
+   */
   async xreadgroup(group: string, consumer: string, count: number, blockMs: number, streams: readonly string[]): Promise<[Buffer, [Buffer, Buffer[]][]][] | null> {
-    const reply = await this.command(['XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'BLOCK', blockMs, 'STREAMS', ...streams, ...streams.map(() => '>')]);
-    return reply as [Buffer, [Buffer, Buffer[]][]][] | null;
+    const socket = this.#socket;
+    const stall = setTimeout(() => {
+      this.#onError(new Error(`no reply from Redis ${this.#stallMs} ms after a ${blockMs} ms blocking read: reconnecting`));
+      if (this.#socket === socket) socket?.destroy();
+    }, blockMs + this.#stallMs);
+    try {
+      const reply = await this.command(['XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'BLOCK', blockMs, 'STREAMS', ...streams, ...streams.map(() => '>')]);
+      return reply as [Buffer, [Buffer, Buffer[]][]][] | null;
+    } finally {
+      clearTimeout(stall);
+    }
   }
 
   /** Closes for good: what is waiting fails. */
@@ -94,9 +112,11 @@ export class StreamReadConnection {
     if (this.status === 'closed') return;
     this.status = 'connecting';
     const { host, port, tls } = this.#endpoint;
-    const socket = tls ? tlsConnect({ host, port, servername: host }) : netConnect({ host, port });
+    // SNI takes a host name only.
+    const socket = tls ? tlsConnect({ host, port, ...(isIP(host) ? {} : { servername: host }) }) : netConnect({ host, port });
     this.#socket = socket;
     socket.setNoDelay(true);
+    socket.setKeepAlive(true, 10_000);
     socket.once(tls ? 'secureConnect' : 'connect', () => { void this.#handshake(socket); });
     socket.on('data', (chunk: Buffer) => this.#onData(socket, chunk));
     socket.on('error', (e: Error) => this.#onError(e));
