@@ -20,7 +20,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
-const child = spawn(process.execPath, [BIN, 'serve', '--model-repository', join(ROOT, 'model_repository'), '--model-control-mode', 'explicit',
+const child = spawn(BIN, ['serve', '--model-repository', join(ROOT, 'model_repository'), '--model-control-mode', 'explicit',
   '--load-model', 'ppocr_cls', '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false'],
 { stdio: ['ignore', 'ignore', 'inherit'] });
 try {
