@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis';
 import {
   ClusterKeys, TriodeError, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
-  type InferenceServer, type LoadOptions, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
+  type InferenceServer, type LoadOptions, type StreamEntries, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
 import { StreamReadConnection } from './stream-read-connection.js';
@@ -41,8 +41,6 @@ const ACK_FLUSH_MS = 5;
 
 /** How long shutdown waits for each last word to Redis (acks, leaving the registry). */
 const FAREWELL_MS = 1000;
-
-type StreamReply = [Buffer, [Buffer, Buffer[]][]][] | null;
 
 /** Consumes the cluster's request streams for one worker. */
 export class StreamConsumer {
@@ -245,7 +243,7 @@ export class StreamConsumer {
       }
       // COUNT applies to each stream: the smallest room keeps every model within its slots.
       const count = Math.min(...open.map((s) => this.#room(s)));
-      let reply: StreamReply;
+      let reply: StreamEntries;
       this.#reading = new Set(open);
       try {
         reply = await this.#block.xreadgroup(this.#keys.group, this.workerId, count, 200, open);

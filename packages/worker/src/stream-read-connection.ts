@@ -7,7 +7,7 @@
  */
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { RespError, RespReader, respPieces, type RespValue } from '@triode/core';
+import { RespError, RespReader, respPieces, type RespValue, type StreamEntries } from '@triode/core';
 
 type Status = 'idle' | 'connecting' | 'ready' | 'closed';
 
@@ -78,7 +78,7 @@ export class StreamReadConnection {
    * A reply that is `stallMs` (default 5 s) later than the block time means a connection that died without
    * closing (a lost node, a partition): it is dropped and opened again.
    */
-  async xreadgroup(group: string, consumer: string, count: number, blockMs: number, streams: readonly string[]): Promise<[Buffer, [Buffer, Buffer[]][]][] | null> {
+  async xreadgroup(group: string, consumer: string, count: number, blockMs: number, streams: readonly string[]): Promise<StreamEntries> {
     const socket = this.#socket;
     const stall = setTimeout(() => {
       this.#onError(new Error(`no reply from Redis ${this.#stallMs} ms after a ${blockMs} ms blocking read: reconnecting`));
@@ -86,7 +86,7 @@ export class StreamReadConnection {
     }, blockMs + this.#stallMs);
     try {
       const reply = await this.command(['XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'BLOCK', blockMs, 'STREAMS', ...streams, ...streams.map(() => '>')]);
-      return reply as [Buffer, [Buffer, Buffer[]][]][] | null;
+      return reply as StreamEntries;
     } finally {
       clearTimeout(stall);
     }

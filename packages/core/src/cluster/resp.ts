@@ -29,6 +29,9 @@ export function respPieces(name: string, args: readonly Arg[]): Arg[] {
 /** A RESP2 value: simple strings as strings, bulk strings as Buffers, nil as null. */
 export type RespValue = string | number | Buffer | null | RespError | RespValue[];
 
+/** An XREAD / XREADGROUP reply: per stream, its entries as [id, [field, value, ...]]; null when the read timed out. */
+export type StreamEntries = [Buffer, [Buffer, Buffer[]][]][] | null;
+
 /** An error reply (`-ERR ...`). */
 export class RespError extends Error {}
 

@@ -11,7 +11,7 @@ import { VectoredCommand } from './vectored-command.js';
 import {
   ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
-  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type WorkerRecord,
+  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type StreamEntries, type WorkerRecord,
 } from '@triode/core';
 
 /** Options of a RedisBackplane. */
@@ -45,8 +45,6 @@ interface Waiting {
   /** Decoupled models: each streamed response. */
   onResponse?: (r: InferenceResponse) => void;
 }
-
-type StreamReply = [Buffer, [Buffer, Buffer[]][]][] | null;
 
 /** The first non-loopback IPv4 address of this host (what workers on other nodes can reach), else 127.0.0.1. */
 function advertisedHost(): string {
@@ -103,9 +101,9 @@ export class RedisBackplane implements Backplane {
   async #readReplies(): Promise<void> {
     let last = '$';
     while (this.#running) {
-      let reply: StreamReply;
+      let reply: StreamEntries;
       try {
-        reply = (await this.#block.xreadBuffer('COUNT', 512, 'BLOCK', 500, 'STREAMS', this.#replyKey, last)) as StreamReply;
+        reply = (await this.#block.xreadBuffer('COUNT', 512, 'BLOCK', 500, 'STREAMS', this.#replyKey, last)) as StreamEntries;
       } catch {
         if (!this.#running) break;
         await new Promise((r) => setTimeout(r, 200));
