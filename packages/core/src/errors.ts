@@ -53,3 +53,19 @@ export const Errors = {
   cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
 } as const;
+
+/** The most characters of client input an error message repeats (issue #14: no unbounded echoes). */
+export const MAX_ECHO_CHARS = 256;
+
+/**
+ * Client input as an error message may repeat it: at most `max` characters, cut with "...", and
+ * control characters (NUL, newlines, escapes) shown as `\uXXXX` so a message stays one clean line.
+ */
+export function echo(input: unknown, max: number = MAX_ECHO_CHARS): string {
+  let s = typeof input === 'string' ? input : String(input);
+  const cut = s.length > max;
+  if (cut) s = s.slice(0, max);
+  // eslint-disable-next-line no-control-regex
+  s = s.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return cut ? `${s}...` : s;
+}

@@ -29,6 +29,7 @@ export * from './cluster/registry.js';
 export * from './model-warmup.js';
 export * from './proto-files.js';
 export * from './model-repository/load-override.js';
+export * from './model-repository/model-name.js';
 export * from './protocol/grpc-parameters.js';
 export * from './protocol/grpc-proto.js';
 export * from './cluster/reply-frames.js';

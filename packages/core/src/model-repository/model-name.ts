@@ -1,0 +1,30 @@
+/**
+ * @module Model names. A model name is a directory name in the repository (Triton: a model is
+ * `<repo>/<name>/`), so every API that takes one for a load, an unload or a queued job checks it
+ * here first: it must never act as a path.
+ * Triton: core/src/model_repository_manager.cc (models are repository subdirectories)
+ */
+import { TriodeError, echo } from '../errors.js';
+
+/** The longest model name in UTF-8 bytes (a directory name on Linux: NAME_MAX). */
+export const MAX_MODEL_NAME_BYTES = 255;
+
+/** Why `name` is not a usable model name, or undefined when it is one. */
+export function modelNameProblem(name: string): string | undefined {
+  if (name.length === 0) return 'the name is empty';
+  if (name === '.' || name === '..') return 'the name is a relative directory';
+  if (/[/\\]/.test(name)) return 'the name contains a path separator';
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) return 'the name contains a control character';
+  if (Buffer.byteLength(name, 'utf8') > MAX_MODEL_NAME_BYTES) return `the name is longer than ${MAX_MODEL_NAME_BYTES} bytes`;
+  return undefined;
+}
+
+/**
+ * Throws INVALID_ARG (HTTP 400, gRPC INVALID_ARGUMENT) unless `name` is a usable model name:
+ * not empty, not `.` or `..`, no `/` or `\`, no NUL or control characters, at most 255 UTF-8 bytes.
+ */
+export function checkModelName(name: string): void {
+  const problem = modelNameProblem(name);
+  if (problem) throw new TriodeError('INVALID_ARG', `invalid model name '${echo(name)}': ${problem}`);
+}
