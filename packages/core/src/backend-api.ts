@@ -26,6 +26,12 @@ export interface ModelContext {
    * when the model is loaded outside a server.
    */
   infer?: (request: InferenceRequest) => Promise<InferenceResponse>;
+  /**
+   * Aborts when the load is given up (`--model-load-timeout-secs`, an unload, a shutdown). The core
+   * then stops waiting and finalizes what it got; a backend should stop initializing too (a
+   * thread stuck in a model's initialize() is terminated).
+   */
+  signal?: AbortSignal;
 }
 
 /** Arguments of `Backend.autoCompleteConfig`. */
@@ -39,6 +45,10 @@ export interface AutoCompleteContext {
 
 /** One request as an instance executes it (already normalized by the core). */
 export interface ExecuteRequest {
+  /**
+   * Owned or lent (`Tensor.owned`, `isOwned`): a backend may move (transfer) the buffer of an owned
+   * input to its thread and must copy or leave a lent one, whatever the buffer's size or offset.
+   */
   inputs: Tensor[];
   /** Names of the outputs to produce. */
   outputNames: string[];
@@ -59,7 +69,11 @@ export interface ExecuteRequest {
   respond?: (response: ExecuteResponse | undefined, final: boolean) => void;
 }
 
-/** One request's outcome: its outputs, or an error that fails only that request. */
+/**
+ * One request's outcome: its outputs, or an error that fails only that request. An output made for
+ * this response alone says `owned: true` (its receiver may move it on); one whose buffer other
+ * responses or the backend still use is lent (`owned` false or unset).
+ */
 export type ExecuteResponse = { outputs: Tensor[]; error?: undefined } | { outputs?: undefined; error: TriodeError };
 
 /** Durations of one execution, for the statistics extension (nanoseconds). */

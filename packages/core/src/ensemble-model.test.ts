@@ -5,12 +5,16 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Backend, ExecuteRequest } from './backend-api.js';
 import { Errors } from './errors.js';
 import { InferenceServer } from './server.js';
+import { isOwned, markTransferable } from './tensor/transferable.js';
+import type { Tensor } from './tensor/tensor.js';
 
 /**
  * Test-only backend "ops": `add1` adds 1, `double` doubles, `fail` fails on 13; each execution
  * waits 30 ms and records when it ran, so parallel branches can be seen overlapping.
  */
 const spans: { model: string; start: number; end: number }[] = [];
+/** What each step's model got: its inputs, and whether it owned each (could move it). */
+const received: { model: string; input: string; owned: boolean }[] = [];
 const ops: Backend = {
   name: 'ops',
   async modelInitialize(ctx) {
@@ -23,10 +27,13 @@ const ops: Backend = {
             spans.push({ model: ctx.name, start, end: performance.now() });
             return {
               responses: requests.map((r) => {
-                const x = r.inputs[0]!.data as Int32Array;
+                for (const t of r.inputs) received.push({ model: ctx.name, input: t.name, owned: isOwned(t) });
+                const x = r.inputs.find((t) => t.name === 'X')!.data as Int32Array;
+                const z = r.inputs.find((t) => t.name === 'Z')?.data as Int32Array | undefined;
                 if (ctx.name === 'fail' && x[0] === 13) return { error: Errors.invalidArg('thirteen is unlucky') };
-                const y = Int32Array.from(x, (v) => (ctx.name === 'double' ? v * 2 : v + 1));
-                return { outputs: [{ name: 'Y', datatype: 'INT32' as const, shape: r.inputs[0]!.shape, data: y }] };
+                const y = Int32Array.from(x, (v, i) => (ctx.name === 'double' ? v * 2 : ctx.name === 'add' ? v + z![i]! : v + 1));
+                // A new array for this response alone: the backend gives it away.
+                return { outputs: [{ name: 'Y', datatype: 'INT32' as const, shape: r.inputs[0]!.shape, data: y, owned: true }] };
               }),
             };
           },
@@ -55,6 +62,18 @@ const files: Record<string, string> = {
   'failing/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'IN', 't1'), step('fail', 't1', 'OUT')]),
   // An ensemble using an ensemble.
   'nested/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', ['step { model_name: "chain" model_version: -1 input_map { key: "IN" value: "IN" } output_map { key: "OUT" value: "t" } }', step('add1', 't', 'OUT')]),
+  'add/config.pbtxt': 'backend: "ops"\ninput [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "Z" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n',
+  // IN -> fail -> t -> add1 -> OUT: a failure with a step still waiting behind it.
+  'failing_mid/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('fail', 'IN', 't'), step('add1', 't', 'OUT')]),
+  // IN -> add1 -> T (returned, a tap) -> double -> OUT
+  'tapped/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output [ { name: "T" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]', [step('add1', 'IN', 'T'), step('double', 'T', 'OUT')]),
+  // IN -> add1 -> a; then add(a, IN) -> OUT: IN's second reader starts after its first is done.
+  'late/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [
+    step('add1', 'IN', 'a'),
+    'step { model_name: "add" model_version: -1 input_map { key: "X" value: "a" } input_map { key: "Z" value: "IN" } output_map { key: "Y" value: "OUT" } }',
+  ]),
+  // P -> add1 -> A and Q -> double -> B: one reader per tensor, but P and Q share a buffer.
+  'pair/config.pbtxt': ensemble('input [ { name: "P" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "Q" data_type: TYPE_INT32 dims: [ 1 ] } ]', 'output [ { name: "A" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "B" data_type: TYPE_INT32 dims: [ 1 ] } ]', [step('add1', 'P', 'A'), step('double', 'Q', 'B')]),
   'bad_unknown/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('nope', 'IN', 'OUT')]),
   'bad_type/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }', [step('floaty', 'IN', 'OUT')]),
   'bad_cycle/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'b', 'a'), step('double', 'a', 'b'), step('add1', 'IN', 'OUT')]),
@@ -94,6 +113,49 @@ describe('ensembles', () => {
   it('names the failed step in the error', async () => {
     await expect(run('failing', 12)).rejects.toThrow("in ensemble 'failing', step 1 (model 'fail') failed: thirteen is unlucky");
     expect(await run('failing', 1)).toEqual({ OUT: 3 });
+  });
+
+  it('fails at once when a step fails with other steps still waiting for its output', async () => {
+    await expect(run('failing_mid', 13)).rejects.toThrow("in ensemble 'failing_mid', step 0 (model 'fail') failed: thirteen is unlucky");
+    expect(await run('failing_mid', 1)).toEqual({ OUT: 3 });
+  }, 3000);
+
+  describe('lends each tensor until its last use', () => {
+    const owned = async (model: string, input: Partial<Tensor>) => {
+      received.length = 0;
+      const r = await (await server).infer({ modelName: model, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(4), ...input }] });
+      return { steps: received.map((x) => `${x.model}.${x.input}:${x.owned}`).sort(), outputs: Object.fromEntries(r.outputs.map((o) => [o.name, [(o.data as Int32Array)[0], o.owned]])) };
+    };
+
+    it('a chain: each tensor has one reader, which is given it; the caller owns the result', async () => {
+      expect(await owned('chain', { owned: true })).toEqual({ steps: ['add1.X:true', 'double.X:true'], outputs: { OUT: [10, true] } });
+      // An input the caller only lent is lent on; what the steps made is still the ensemble's to give.
+      expect(await owned('chain', {})).toEqual({ steps: ['add1.X:false', 'double.X:true'], outputs: { OUT: [10, true] } });
+    });
+
+    it('fan-out: two steps read IN at once, so both borrow it', async () => {
+      expect(await owned('fork', { owned: true })).toEqual({ steps: ['add1.X:false', 'double.X:false'], outputs: { A: [5, true], B: [8, true] } });
+    });
+
+    it('a tap: the next step borrows T, the caller gets it once every step is done', async () => {
+      expect(await owned('tapped', { owned: true })).toEqual({ steps: ['add1.X:true', 'double.X:false'], outputs: { T: [5, true], OUT: [10, true] } });
+    });
+
+    it('the last reader of IN is given it once the first one is done with it', async () => {
+      expect(await owned('late', { owned: true })).toEqual({ steps: ['add.X:true', 'add.Z:true', 'add1.X:false'], outputs: { OUT: [9, true] } });
+    });
+
+    it('two inputs on one request buffer count as one buffer: read by two steps at once, it is lent to both', async () => {
+      const body = Int32Array.of(4, 6);
+      markTransferable(body.buffer);
+      received.length = 0;
+      const r = await (await server).infer({ modelName: 'pair', inputs: [
+        { name: 'P', datatype: 'INT32', shape: [1], data: body.subarray(0, 1) }, { name: 'Q', datatype: 'INT32', shape: [1], data: body.subarray(1) },
+      ] });
+      expect(received.map((x) => `${x.model}.${x.input}:${x.owned}`).sort()).toEqual(['add1.X:false', 'double.X:false']);
+      expect(r.outputs.map((o) => (o.data as Int32Array)[0])).toEqual([5, 12]);
+      expect(Array.from(body)).toEqual([4, 6]);
+    });
   });
 
   it("reports the ensemble's metadata, config and statistics", async () => {

@@ -11,6 +11,7 @@ import { normalizeRequest, type InferenceRequest, type InferenceResponse } from 
 import type { EnsembleStep, ModelConfig, ModelInput, ModelOutput } from './model-config/model-config.js';
 import { InferStats } from './stats/infer-stats.js';
 import type { Tensor } from './tensor/tensor.js';
+import { isOwned } from './tensor/transferable.js';
 
 /** What an ensemble needs to know of a composing model, to validate the graph at load. */
 export interface ComposingModel {
@@ -129,26 +130,51 @@ export class EnsembleModel {
   async #run(req: InferenceRequest): Promise<InferenceResponse> {
     const batch = normalizeRequest(req, this.config);
     const steps = this.config.ensemble_scheduling?.step ?? [];
-    const tensors = new Map<string, Tensor>(req.inputs.map((t) => [t.name, t]));
-    const waiting = new Map<string, ((t: Tensor) => void)[]>();
+    const requested = req.outputs?.length ? req.outputs : (this.config.output ?? []).map((o) => ({ name: o.name, classCount: undefined }));
+    const owners = new Lender(steps, requested.map((o) => o.name));
+    const tensors = new Map<string, Tensor>();
+    const waiting = new Map<string, { resolve: (t: Tensor) => void; reject: (e: TriodeError) => void }[]>();
     let failed: TriodeError | undefined;
     const available = (name: string): Promise<Tensor> => {
       const t = tensors.get(name);
       if (t) return Promise.resolve(t);
-      return new Promise((resolve) => {
+      if (failed) return Promise.reject(failed);
+      return new Promise((resolve, reject) => {
         const list = waiting.get(name) ?? [];
-        list.push(resolve);
+        list.push({ resolve, reject });
         waiting.set(name, list);
       });
     };
-    const publish = (name: string, t: Tensor) => {
-      tensors.set(name, t);
-      for (const f of waiting.get(name) ?? []) f(t);
-      waiting.delete(name);
+    const publish = (group: Tensor[]) => {
+      owners.add(group);
+      for (const t of group) {
+        tensors.set(t.name, t);
+        for (const w of waiting.get(t.name) ?? []) w.resolve(t);
+        waiting.delete(t.name);
+      }
     };
+    /** A failed step fails the steps still waiting for a tensor (they would wait for ever). */
+    const fail = (e: TriodeError): TriodeError => {
+      failed ??= e;
+      for (const list of waiting.values()) for (const w of list) w.reject(failed);
+      waiting.clear();
+      return failed;
+    };
+    publish(req.inputs);
     const runStep = async (s: EnsembleStep, k: number): Promise<void> => {
-      const inputs = await Promise.all(Object.entries(s.input_map ?? {}).map(async ([modelIn, tensor]) => ({ ...(await available(tensor)), name: modelIn })));
-      if (failed) return;
+      let ready: { modelIn: string; t: Tensor }[];
+      try {
+        ready = await Promise.all(Object.entries(s.input_map ?? {}).map(async ([modelIn, tensor]) => ({ modelIn, t: await available(tensor) })));
+      } catch {
+        ready = [];
+      }
+      if (failed) {
+        owners.done(k);
+        return;
+      }
+      // Lent, unless this step is the last one that needs the buffer and the ensemble owns it.
+      const mine = owners.take(k, ready.map((x) => x.t));
+      const inputs = ready.map(({ modelIn, t }) => ({ ...t, name: modelIn, owned: mine.has(t.data.buffer) }));
       const outputMap = s.output_map ?? {};
       const stepReq: InferenceRequest = {
         modelName: s.model_name ?? '',
@@ -164,24 +190,27 @@ export class EnsembleModel {
         res = await this.#infer(stepReq);
       } catch (err) {
         const e = TriodeError.from(err);
-        failed ??= new TriodeError(e.code, `in ensemble '${this.name}', step ${k} (model '${s.model_name ?? ''}') failed: ${e.message}`, { cause: e });
-        throw failed;
+        throw fail(new TriodeError(e.code, `in ensemble '${this.name}', step ${k} (model '${s.model_name ?? ''}') failed: ${e.message}`, { cause: e }));
+      } finally {
+        owners.done(k);
       }
+      const produced: Tensor[] = [];
       for (const o of res.outputs) {
         const tensor = outputMap[o.name];
-        if (tensor !== undefined) publish(tensor, { ...o, name: tensor });
+        if (tensor !== undefined) produced.push({ ...o, name: tensor });
       }
+      publish(produced);
     };
     // Every step starts at once and waits for its own inputs: branches run in parallel.
     const results = await Promise.allSettled(steps.map((s, k) => runStep(s, k)));
     if (failed) throw failed;
     const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (rejected) throw TriodeError.from(rejected.reason);
-    const requested = req.outputs?.length ? req.outputs : (this.config.output ?? []).map((o) => ({ name: o.name, classCount: undefined }));
     const outputs = requested.map((ro) => {
       const t = tensors.get(ro.name);
       if (!t) throw Errors.internal(`ensemble '${this.name}' did not produce output '${ro.name}'`);
-      return ro.classCount ? classify(t, ro.classCount, batch > 0, this.labels.get(ro.name)) : t;
+      // Every step is done: what the ensemble owns, its caller now owns.
+      return ro.classCount ? classify(t, ro.classCount, batch > 0, this.labels.get(ro.name)) : { ...t, owned: owners.owns(t.data.buffer) };
     });
     const response: InferenceResponse = { modelName: this.name, modelVersion: String(this.version), outputs };
     if (req.id !== undefined) response.id = req.id;
@@ -195,5 +224,84 @@ export class EnsembleModel {
 
   async unload(): Promise<void> {
     await this.idle();
+  }
+}
+
+interface Holding {
+  owned: boolean;
+  tap: boolean;
+  users: Set<number>;
+}
+
+/**
+ * Who holds each buffer of an ensemble request's tensors (its inputs and every step's outputs).
+ * The ensemble owns a buffer when all the tensors it got on it were owned. It lends the buffer to
+ * every step that reads it, and gives it to the last one only once all the others are done with
+ * it; a buffer under a tensor the ensemble returns (a tap) is only ever lent. Counted per buffer,
+ * not per tensor: two inputs of one request body share one buffer, and moving it for one consumer
+ * would detach the other.
+ */
+class Lender {
+  /** Per buffer: whether the ensemble owns it, whether it returns a tensor on it, and the steps that still need it. */
+  readonly #buffers = new Map<ArrayBufferLike, Holding>();
+  /** Per ensemble tensor: the steps that read it. */
+  readonly #readers = new Map<string, number[]>();
+  readonly #returned: Set<string>;
+
+  constructor(steps: readonly EnsembleStep[], returned: readonly string[]) {
+    this.#returned = new Set(returned);
+    steps.forEach((s, k) => {
+      for (const tensor of Object.values(s.input_map ?? {})) {
+        const list = this.#readers.get(tensor) ?? [];
+        if (!list.includes(k)) list.push(k);
+        this.#readers.set(tensor, list);
+      }
+    });
+  }
+
+  /** Tensors that arrived together (the request's inputs, or one step's outputs). */
+  add(group: readonly Tensor[]): void {
+    const fresh = new Map<ArrayBufferLike, Holding>();
+    for (const t of group) {
+      const b = t.data.buffer;
+      let e = fresh.get(b);
+      if (!e) {
+        // A buffer seen before (a step handed back a view of its input) is never the ensemble's to give.
+        e = { owned: !this.#buffers.has(b), tap: false, users: new Set() };
+        fresh.set(b, e);
+      }
+      e.owned &&= isOwned(t);
+      e.tap ||= this.#returned.has(t.name);
+      for (const k of this.#readers.get(t.name) ?? []) e.users.add(k);
+    }
+    for (const [b, e] of fresh) {
+      const old = this.#buffers.get(b);
+      if (old) {
+        old.owned = false;
+        old.tap ||= e.tap;
+        for (const k of e.users) old.users.add(k);
+      } else this.#buffers.set(b, e);
+    }
+  }
+
+  /** The buffers step `k` may take (move) among those of its inputs: it is their last user. */
+  take(k: number, inputs: readonly Tensor[]): Set<ArrayBufferLike> {
+    const mine = new Set<ArrayBufferLike>();
+    for (const t of inputs) {
+      const e = this.#buffers.get(t.data.buffer);
+      if (e?.owned && !e.tap && e.users.size === 1 && e.users.has(k)) mine.add(t.data.buffer);
+    }
+    for (const b of mine) this.#buffers.get(b)!.owned = false;
+    return mine;
+  }
+
+  /** Step `k` is done with every buffer it read. */
+  done(k: number): void {
+    for (const e of this.#buffers.values()) e.users.delete(k);
+  }
+
+  /** True if the ensemble owns `b` (a buffer it never lent away for good). */
+  owns(b: ArrayBufferLike): boolean {
+    return this.#buffers.get(b)?.owned === true;
   }
 }

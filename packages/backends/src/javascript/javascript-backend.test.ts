@@ -62,6 +62,17 @@ const repo = makeRepository(['simple', 'simple_bls', 'simple_identity', 'simple_
         }));
       }
     }`,
+  // Returns the array it keeps to every request of a batch, and one new array per request.
+  'owners/config.pbtxt': 'backend: "javascript"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput [ { name: "OUT" data_type: TYPE_INT32 dims: [ 2 ] }, { name: "NEW" data_type: TYPE_INT32 dims: [ 1 ] } ]\ndynamic_batching { max_queue_delay_microseconds: 200000 preferred_batch_size: [ 2 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n',
+  'owners/1/model.mjs': `
+    import { tensor, TritonModelError } from 'triode';
+    export default class {
+      initialize() { this.table = Int32Array.of(1, 2); }
+      execute(requests) {
+        if (requests.some((r) => r.input('IN').data[0] === -3)) throw new TritonModelError('not now', 'UNAVAILABLE');
+        return requests.map((r) => ({ outputs: [tensor('OUT', 'INT32', [1, 2], this.table), tensor('NEW', 'INT32', [1, 1], [r.input('IN').data[0]])] }));
+      }
+    }`,
   'ping/config.pbtxt': `backend: "javascript"\n${io()}`,
   'ping/1/model.mjs': `
     import { infer } from 'triode';
@@ -90,7 +101,7 @@ describe('javascript backend', () => {
   it('loads models, gives initialize() Triton\'s args, and routes model logs to the server log', async () => {
     const s = await server;
     expect(s.repositoryIndex().filter((r) => r.state === 'READY').map((r) => r.name)).toEqual(
-      ['autocompleted', 'lifecycle', 'ping', 'recursive', 'simple', 'simple_bls', 'simple_identity', 'simple_string_dyna_sequence'],
+      ['autocompleted', 'lifecycle', 'owners', 'ping', 'recursive', 'simple', 'simple_bls', 'simple_identity', 'simple_string_dyna_sequence'],
     );
     expect(logs).toContain('I lifecycle: initialized lifecycle 1 CPU');
   });
@@ -157,6 +168,22 @@ describe('javascript backend', () => {
     // The client example's C sequence with -d: id "1002", start 20, negated values.
     expect(await seq('1002', [20, -11, -7, -5, -3, -2, 0, -1])).toEqual([20, 9, 2, -3, -6, -8, -8, 993]);
     await expect(seq('abc', [1])).rejects.toThrow('dyna sequence backend expects correlation ID to be decodable into an integer');
+  });
+
+  it("outputs: one array in two responses is lent to each, a new one is given; the model's own array stays whole", async () => {
+    const s = await server;
+    for (let round = 0; round < 2; round++) {
+      const [a, b] = await Promise.all([s.infer(req('owners', 5, { inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(5) }] })), s.infer(req('owners', 6, { inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(6) }] }))]);
+      for (const [r, v] of [[a, 5], [b, 6]] as const) {
+        expect(r.outputs.map((o) => [o.name, Array.from(o.data as Int32Array), o.owned])).toEqual([['OUT', [1, 2], false], ['NEW', [v], true]]);
+      }
+      expect(a.outputs[0]!.data.buffer).toBe(b.outputs[0]!.data.buffer);
+    }
+  });
+
+  it('an error thrown for the whole batch keeps its code across the thread', async () => {
+    const s = await server;
+    await expect(s.infer({ modelName: 'owners', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(-3) }] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'not now' });
   });
 
   it('runs finalize() on unload', async () => {

@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, isTransferable, resolveInside,
+  Errors, TriodeError, claimOwnership, fromWireError, resolveInside, toWireError, transferList,
   type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
-  type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup,
+  type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
 import type { JsExecuteReply, JsExecuteTask, JsLoadTask } from './messages.js';
 import type { InferRequest, Tensor } from './model-api.js';
@@ -40,13 +40,14 @@ type Responders = Map<number, { respond: ((r: ExecuteResponse | undefined, final
 
 /** Answers the thread's BLS calls, log lines and decoupled responses on the main thread. */
 function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, responders: Responders): void {
-  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; outputs?: Tensor[]; error?: string }) => {
+  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; outputs?: Tensor[]; error?: WireError }) => {
     if (m.type === 'response') {
       const call = responders.get(m.token ?? -1);
       const index = m.index ?? -1;
       const respond = call?.respond[index];
       if (!call || !respond || !call.open.has(index)) return;
-      const r: ExecuteResponse | undefined = m.error !== undefined ? { error: Errors.internal(m.error) } : m.outputs ? { outputs: m.outputs } : undefined;
+      // The outputs arrived in this message, moved or copied: this response owns them.
+      const r: ExecuteResponse | undefined = m.error !== undefined ? { error: fromWireError(m.error) } : m.outputs ? { outputs: claimOwnership([m.outputs])[0]! } : undefined;
       const final = m.final === true || m.error !== undefined;
       respond(r, final);
       if (final) {
@@ -68,21 +69,22 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
     const id = m.id;
     const r = m.request;
     const chain = m.chain ?? [ctx.name];
-    const reply = (payload: { outputs?: Tensor[]; error?: string }) => {
-      const transfer = (payload.outputs ?? []).filter((t) => isTransferable(t.data)).map((t) => t.data.buffer as ArrayBuffer);
-      port.postMessage({ type: 'infer-result', id, ...payload }, [...new Set(transfer)]);
+    const reply = (payload: { outputs?: Tensor[]; error?: WireError }) => {
+      // Outputs this side owns move to the thread; lent ones (a tap another reader still has) are copied.
+      port.postMessage({ type: 'infer-result', id, ...payload }, transferList(payload.outputs ?? []));
     };
     if (!ctx.infer) {
-      reply({ error: 'BLS is not available: the model is not running inside a server' });
+      reply({ error: { code: 'UNAVAILABLE', message: 'BLS is not available: the model is not running inside a server' } });
       return;
     }
     if (chain.includes(r.model)) {
-      reply({ error: `BLS request to model '${r.model}' refused: it is already in the call chain (${[...chain, r.model].join(' -> ')}), and its instances would wait on themselves` });
+      reply({ error: { code: 'INVALID_ARG', message: `BLS request to model '${r.model}' refused: it is already in the call chain (${[...chain, r.model].join(' -> ')}), and its instances would wait on themselves` } });
       return;
     }
     const request: InferenceRequest = {
       modelName: r.model,
-      inputs: r.inputs,
+      // Copies made for this call by the message: the request owns them.
+      inputs: claimOwnership([r.inputs])[0]!,
       parameters: r.parameters ?? {},
       blsDepth: chain.length,
       blsChain: chain,
@@ -91,7 +93,7 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
     };
     ctx.infer(request).then(
       (res) => reply({ outputs: res.outputs }),
-      (err: unknown) => reply({ error: TriodeError.from(err).message }),
+      (err: unknown) => reply({ error: toWireError(err) }),
     );
   });
 }
@@ -126,16 +128,22 @@ class JsInstance implements BackendModelInstance {
         chain: r.blsChain ?? [],
       })),
     };
-    const transfer = [...new Set(requests.flatMap((r) => r.inputs.filter((t) => isTransferable(t.data)).map((t) => t.data.buffer as ArrayBuffer)))];
     let reply: JsExecuteReply;
     try {
-      reply = (await this.#pool.run(task, { transferList: transfer })) as JsExecuteReply;
+      // Owned inputs move to the thread; lent ones are copied there.
+      reply = (await this.#pool.run(task, { transferList: transferList(requests.flatMap((r) => r.inputs)) })) as JsExecuteReply;
     } catch (err) {
       if (token !== undefined) this.#responders.delete(token);
       throw new TriodeError('INTERNAL', (err as Error).message, { cause: err });
     }
+    if ('error' in reply) {
+      if (token !== undefined) this.#responders.delete(token);
+      throw fromWireError(reply.error);
+    }
+    // The outputs came in this reply; a buffer that several responses view is lent to each.
+    const outputs = claimOwnership(reply.responses.map((r) => ('outputs' in r ? r.outputs : [])));
     return {
-      responses: reply.responses.map((r) => ('error' in r ? { error: Errors.internal(r.error) } : { outputs: r.outputs })),
+      responses: reply.responses.map((r, i) => ('error' in r ? { error: fromWireError(r.error) } : { outputs: outputs[i]! })),
       timings: { computeInputNs: 0, computeInferNs: reply.computeInferNs, computeOutputNs: 0 },
     };
   }
@@ -176,7 +184,8 @@ class JsModel implements BackendModel {
       port: port2,
     };
     try {
-      await p.run(task, { transferList: [port2] });
+      // A load given up (timeout, unload, shutdown) terminates the thread, even one stuck in initialize().
+      await p.run(task, { transferList: [port2], ...(ctx.signal ? { signal: ctx.signal } : {}) });
     } catch (err) {
       port1.close();
       await p.close({ force: true });

@@ -1,12 +1,13 @@
 /**
  * @module The instance thread of a JavaScript model: imports model.js / model.mjs, creates the
- * model object, and runs `initialize`, `execute` and `finalize` on it. Errors come back as data.
+ * model object, and runs `initialize`, `execute` and `finalize` on it. Errors come back as data,
+ * `{ code, message }`; outputs move to the main thread only when the model handed them over (`owned`).
  * Triton: python_backend/src/pb_stub.cc (the stub process that hosts a Python model)
  */
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
-import { isDataType, type ModelConfig } from '@triode/core';
+import { isDataType, isErrorCode, toWireError, type ModelConfig, type WireError } from '@triode/core';
 import * as api from './model-api.js';
 import type { JsExecuteReply, JsTask } from './messages.js';
 
@@ -26,22 +27,22 @@ async function importModel(file: string): Promise<ModelClass> {
   return cls as ModelClass;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** Checks a response from user code and keeps only the outputs the request asked for. */
-function checkResponse(r: unknown, outputNames: string[], index: number): { outputs: api.Tensor[] } | { error: string } {
-  if (r instanceof Error) return { error: r.message };
-  if (!r || typeof r !== 'object') return { error: `execute() returned ${String(r)} for request ${index}; expected { outputs: [...] } or an Error` };
-  if ('error' in r && typeof (r as { error: unknown }).error === 'string') return { error: (r as { error: string }).error };
+function checkResponse(r: unknown, outputNames: string[], index: number): { outputs: api.Tensor[] } | { error: WireError } {
+  const fail = (message: string) => ({ error: { code: 'INTERNAL' as const, message } });
+  if (r instanceof Error) return { error: toWireError(r) };
+  if (!r || typeof r !== 'object') return fail(`execute() returned ${String(r)} for request ${index}; expected { outputs: [...] } or an Error`);
+  if ('error' in r && typeof (r as { error: unknown }).error === 'string') {
+    const { error, code } = r as { error: string; code?: unknown };
+    return { error: { code: isErrorCode(code) ? code : 'INTERNAL', message: error } };
+  }
   const outputs = (r as { outputs?: unknown }).outputs;
-  if (!Array.isArray(outputs)) return { error: `execute() returned a response without 'outputs' for request ${index}` };
+  if (!Array.isArray(outputs)) return fail(`execute() returned a response without 'outputs' for request ${index}`);
   const want = new Set(outputNames);
   const out: api.Tensor[] = [];
   for (const o of outputs as api.Tensor[]) {
     if (!o || typeof o.name !== 'string' || !isDataType(o.datatype) || !Array.isArray(o.shape) || !ArrayBuffer.isView(o.data)) {
-      return { error: `execute() returned an output that is not a tensor for request ${index} (use tensor(name, datatype, shape, data))` };
+      return fail(`execute() returned an output that is not a tensor for request ${index} (use tensor(name, datatype, shape, data))`);
     }
     if (want.size === 0 || want.has(o.name)) out.push(o);
   }
@@ -77,43 +78,38 @@ export default async function handle(task: JsTask): Promise<unknown> {
       if (!model) throw new Error('the model is not loaded');
       const t0 = performance.now();
       const token = task.token;
-      const requests: api.Request[] = task.requests.map((r, i) => ({
-        ...(r.id !== undefined ? { id: r.id } : {}),
-        inputs: r.inputs,
-        input: (name: string) => r.inputs.find((t) => t.name === name),
-        requestedOutputs: r.outputNames,
-        parameters: r.parameters,
-        ...(token !== undefined ? { sender: api.__sender(token, i, (x) => checkResponse(x, r.outputNames, i)) } : {}),
-      }));
+      const requests: api.Request[] = task.requests.map((r, i) => {
+        const inputs = r.inputs.map(api.__received);
+        return {
+          ...(r.id !== undefined ? { id: r.id } : {}),
+          inputs,
+          input: (name: string) => inputs.find((t) => t.name === name),
+          requestedOutputs: r.outputNames,
+          parameters: r.parameters,
+          ...(token !== undefined ? { sender: api.__sender(token, i, (x) => checkResponse(x, r.outputNames, i)) } : {}),
+        };
+      });
       api.__setChain(task.requests[0]?.chain ?? []);
       let raw: unknown;
       try {
         raw = await model.execute(requests);
       } catch (err) {
-        // A throw fails every request of the batch with its message (the core answers them).
-        throw new Error(message(err));
+        // A throw fails every request of the batch with its error (the core answers them).
+        return { error: toWireError(err) } satisfies JsExecuteReply;
       }
       if (token !== undefined) {
         // Decoupled: the responses went (or will go) through the senders.
-        return { responses: [], computeInferNs: (performance.now() - t0) * 1e6 };
+        return { responses: [], computeInferNs: (performance.now() - t0) * 1e6 } satisfies JsExecuteReply;
       }
       if (!Array.isArray(raw) || raw.length !== requests.length) {
-        throw new Error(`execute() must return one response per request (${requests.length}), got ${Array.isArray(raw) ? raw.length : typeof raw}`);
+        const message = `execute() must return one response per request (${requests.length}), got ${Array.isArray(raw) ? raw.length : typeof raw}`;
+        return { error: { code: 'INTERNAL', message } } satisfies JsExecuteReply;
       }
-      const reply: JsExecuteReply = {
-        responses: raw.map((r, i) => checkResponse(r, task.requests[i]!.outputNames, i)),
-        computeInferNs: (performance.now() - t0) * 1e6,
-      };
-      // Move output buffers a tensor covers whole; views of anything else are copied.
-      const transfer = new Set<ArrayBuffer>();
-      for (const r of reply.responses) {
-        if (!('outputs' in r)) continue;
-        for (const o of r.outputs) {
-          const b = o.data.buffer;
-          if (b instanceof ArrayBuffer && o.data.byteOffset === 0 && o.data.byteLength === b.byteLength) transfer.add(b);
-        }
-      }
-      const movable = { [Piscina.transferableSymbol]: [...transfer], [Piscina.valueSymbol]: reply };
+      const responses = raw.map((r, i) => checkResponse(r, task.requests[i]!.outputNames, i));
+      const reply: JsExecuteReply = { responses, computeInferNs: (performance.now() - t0) * 1e6 };
+      // Only the buffers the model handed over move; the rest is copied (the model may keep them).
+      const transfer = api.__movable(responses.flatMap((r) => ('outputs' in r ? r.outputs : [])));
+      const movable = { [Piscina.transferableSymbol]: transfer, [Piscina.valueSymbol]: reply };
       return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]);
     }
     case 'unload':

@@ -1,6 +1,6 @@
 /** @module The contract between the main thread and a JavaScript model's instance thread. */
 import type { MessagePort } from 'node:worker_threads';
-import type { ModelConfig, ParameterValue } from '@triode/core';
+import type { ModelConfig, ParameterValue, WireError } from '@triode/core';
 import type { Tensor } from './model-api.js';
 
 /** Imports the model file and calls `initialize`. */
@@ -39,8 +39,9 @@ export interface JsUnloadTask {
 
 export type JsTask = JsLoadTask | JsAutoCompleteTask | JsExecuteTask | JsUnloadTask;
 
-/** Per request: its outputs or its error message. */
-export interface JsExecuteReply {
-  responses: ({ outputs: Tensor[] } | { error: string })[];
-  computeInferNs: number;
-}
+/**
+ * The answer to a JsExecuteTask: per request, its outputs or the error that fails only it; or the
+ * error that failed the whole batch. Errors cross as `{ code, message }` (a thrown Error would
+ * arrive without its code).
+ */
+export type JsExecuteReply = { responses: ({ outputs: Tensor[] } | { error: WireError })[]; computeInferNs: number } | { error: WireError };

@@ -16,15 +16,21 @@
 import type { MessagePort } from 'node:worker_threads';
 import {
   deserializeBytesTensor, isDataType, serializeBytesTensor,
-  type DataType, type ModelConfig, type ParameterValue, type TensorData,
+  type DataType, type ErrorCode, type ModelConfig, type ParameterValue, type TensorData, type WireError,
 } from '@triode/core';
 
-/** A named tensor: `data` is a typed array (BYTES: the length-prefixed bytes; use `strings()`). */
+/**
+ * A named tensor: `data` is a typed array (BYTES: the length-prefixed bytes; use `strings()`).
+ * A tensor a model returns or sends is copied to the server, unless it is `owned`: then its buffer
+ * moves there (no copy) and is detached in the model, which must not use that array again.
+ * `tensor()` sets `owned` when it made the array itself (from plain values).
+ */
 export interface Tensor {
   name: string;
   datatype: DataType;
   shape: number[];
   data: TensorData;
+  owned?: boolean;
 }
 
 /** What `initialize(args)` receives (Triton's Python backend names). */
@@ -66,8 +72,11 @@ export interface ResponseSender {
   close(): void;
 }
 
-/** One response: its outputs, or an error that fails only this request. */
-export type Response = { outputs: Tensor[] } | { error: string } | Error;
+/**
+ * One response: its outputs, or an error that fails only this request (`code`: one of Triton's
+ * error codes, INTERNAL when absent; a failed BLS result can be returned as it is).
+ */
+export type Response = { outputs: Tensor[] } | { error: string; code?: ErrorCode } | Error;
 
 /** A model class (default export or named `Model` / `TritonModel` export of model.js / model.mjs). */
 export interface Model {
@@ -76,11 +85,17 @@ export interface Model {
   finalize?(): void | Promise<void>;
 }
 
-/** An error that fails one request (return it in place of that request's response). */
+/**
+ * An error that fails one request (return it in place of that request's response, or throw it to
+ * fail the batch). `code` is one of Triton's error codes; the client sees its status.
+ */
 export class TritonModelError extends Error {
-  constructor(message: string) {
+  readonly code: ErrorCode;
+
+  constructor(message: string, code: ErrorCode = 'INTERNAL') {
     super(message);
     this.name = 'TritonModelError';
+    this.code = code;
   }
 }
 
@@ -91,19 +106,23 @@ const ARRAYS: Partial<Record<DataType, new (n: number) => TensorData>> = {
 };
 
 /**
- * Makes a tensor. `data` may be a typed array (used as is) or an array of numbers, bigints,
- * booleans or (for BYTES) strings / Uint8Arrays.
+ * Makes a tensor. `data` may be a typed array (used as is, and copied when the tensor is returned
+ * or sent, unless `options.owned` hands its buffer over) or an array of numbers, bigints, booleans
+ * or (for BYTES) strings / Uint8Arrays (made into a new array the tensor owns).
  */
-export function tensor(name: string, datatype: DataType, shape: number[], data: TensorData | ArrayLike<number | bigint | boolean | string | Uint8Array>): Tensor {
+export function tensor(
+  name: string, datatype: DataType, shape: number[], data: TensorData | ArrayLike<number | bigint | boolean | string | Uint8Array>,
+  options: { owned?: boolean } = {},
+): Tensor {
   if (!isDataType(datatype)) throw new TypeError(`unknown datatype '${String(datatype)}'`);
-  if (ArrayBuffer.isView(data)) return { name, datatype, shape: [...shape], data: data as TensorData };
+  if (ArrayBuffer.isView(data)) return { name, datatype, shape: [...shape], data: data as TensorData, ...(options.owned ? { owned: true } : {}) };
   const items = Array.from(data as ArrayLike<unknown>);
-  if (datatype === 'BYTES') return { name, datatype, shape: [...shape], data: serializeBytesTensor(items.map((x) => (x instanceof Uint8Array ? x : String(x)))) };
+  if (datatype === 'BYTES') return { name, datatype, shape: [...shape], data: serializeBytesTensor(items.map((x) => (x instanceof Uint8Array ? x : String(x)))), owned: true };
   const Ctor = ARRAYS[datatype]!;
   const out = new Ctor(items.length);
   const big = datatype === 'INT64' || datatype === 'UINT64';
   items.forEach((x, i) => { out[i] = (big ? BigInt(x as number) : Number(x)) as never; });
-  return { name, datatype, shape: [...shape], data: out };
+  return { name, datatype, shape: [...shape], data: out, owned: true };
 }
 
 const utf8 = new TextDecoder();
@@ -137,8 +156,25 @@ export interface InferRequest {
   parameters?: Record<string, ParameterValue>;
 }
 
-/** The answer to a BLS call: outputs, or the error as a value (nothing is thrown). */
-export type InferResult = { outputs: Tensor[]; output(name: string): Tensor | undefined; error?: undefined } | { outputs?: undefined; error: string };
+/**
+ * The answer to a BLS call: outputs, or the error as a value (nothing is thrown): its message and
+ * Triton's code (NOT_FOUND for an unknown model, INVALID_ARG for a bad input, ...).
+ */
+export type InferResult =
+  | { outputs: Tensor[]; output(name: string): Tensor | undefined; error?: undefined; code?: undefined }
+  | { outputs?: undefined; error: string; code: ErrorCode };
+
+/** The buffers of the tensors a model handed over (`owned`), each once: what a message may move. */
+export function __movable(tensors: readonly Tensor[]): ArrayBuffer[] {
+  const set = new Set<ArrayBuffer>();
+  for (const t of tensors) if (t.owned === true && t.data.buffer instanceof ArrayBuffer) set.add(t.data.buffer);
+  return [...set];
+}
+
+/** A tensor as model code gets it: the model's own, to keep or change (no `owned` left on it). */
+export function __received(t: Tensor): Tensor {
+  return { name: t.name, datatype: t.datatype, shape: t.shape, data: t.data };
+}
 
 // The bridge to the main thread, set up by the instance thread before the model loads.
 let port: MessagePort | undefined;
@@ -151,17 +187,14 @@ function send(msg: Record<string, unknown>, transfer: ArrayBuffer[] = []): void 
 }
 
 /** @internal A sender that streams responses of request `index` of execute call `token`. */
-export function __sender(token: number, index: number, check: (r: unknown) => { outputs: Tensor[] } | { error: string }): ResponseSender {
+export function __sender(token: number, index: number, check: (r: unknown) => { outputs: Tensor[] } | { error: WireError }): ResponseSender {
   let ended = false;
   const post = (payload: Record<string, unknown>, final: boolean) => {
     if (ended) throw new Error('this request has already ended (its final response was sent)');
     if (final) ended = true;
-    const transfer = new Set<ArrayBuffer>();
-    for (const t of (payload['outputs'] as Tensor[] | undefined) ?? []) {
-      const b = t.data.buffer;
-      if (b instanceof ArrayBuffer && t.data.byteOffset === 0 && t.data.byteLength === b.byteLength) transfer.add(b);
-    }
-    send({ type: 'response', token, index, final, ...payload }, [...transfer]);
+    // Only what the model handed over moves; anything else is copied, so the model may send the
+    // same array again or keep using it.
+    send({ type: 'response', token, index, final, ...payload }, __movable((payload['outputs'] as Tensor[] | undefined) ?? []));
   };
   return {
     send(response, options = {}) {
@@ -178,14 +211,14 @@ export function __sender(token: number, index: number, check: (r: unknown) => { 
 export function __connect(p: MessagePort, modelName: string): void {
   port = p;
   chain = [modelName];
-  p.on('message', (m: { type: string; id: number; outputs?: Tensor[]; error?: string }) => {
+  p.on('message', (m: { type: string; id: number; outputs?: Tensor[]; error?: WireError }) => {
     if (m.type !== 'infer-result') return;
     const done = calls.get(m.id);
     calls.delete(m.id);
     if (!done) return;
-    if (m.error !== undefined) done({ error: m.error });
+    if (m.error !== undefined) done({ error: m.error.message, code: m.error.code });
     else {
-      const outputs = m.outputs ?? [];
+      const outputs = (m.outputs ?? []).map(__received);
       done({ outputs, output: (n: string) => outputs.find((o) => o.name === n) });
     }
   });
@@ -204,13 +237,14 @@ export function __setChain(c: string[]): void {
  * on itself).
  */
 export function infer(request: InferRequest): Promise<InferResult> {
-  if (!port) return Promise.resolve({ error: 'triode.infer is only available inside a model instance' });
+  if (!port) return Promise.resolve({ error: 'triode.infer is only available inside a model instance', code: 'UNAVAILABLE' });
   const id = nextCall++;
-  // Inputs are copied (not moved): the model may keep using its arrays after the call.
+  // Inputs are copied (not moved): the model may keep using its arrays after the call, or send
+  // the same one again.
   return new Promise<InferResult>((resolve) => {
     calls.set(id, resolve);
     port!.ref();
-    send({ type: 'infer', id, request: { ...request, inputs: request.inputs.map((t) => ({ ...t })) }, chain });
+    send({ type: 'infer', id, request: { ...request, inputs: request.inputs.map(__received) }, chain });
   }).finally(() => {
     if (calls.size === 0) port?.unref();
   });

@@ -1,8 +1,9 @@
 /**
  * @module The whole contract between the main thread and an onnxruntime instance thread.
- * Plain data only: tensors cross as typed arrays whose buffers are transferred, never cloned.
+ * Plain data only: tensors cross as typed arrays (owned ones moved, lent ones copied), errors as
+ * `{ code, message }` (a thrown Error would lose its code on the way).
  */
-import type { DataType, TensorData } from '@triode/core';
+import type { DataType, TensorData, WireError } from '@triode/core';
 
 /** A tensor as it crosses the thread boundary. */
 export interface WireTensor {
@@ -10,6 +11,8 @@ export interface WireTensor {
   datatype: DataType;
   shape: number[];
   data: TensorData;
+  /** As on `Tensor`: set by the main thread, ignored by the instance thread. */
+  owned?: boolean;
 }
 
 /** Creates the instance's session. */
@@ -47,10 +50,13 @@ export interface SessionSettings {
   configEntries: Record<string, string>;
 }
 
-/** The answer to an ExecuteTask. */
-export interface ExecuteReply {
-  /** Per request: its outputs, or an error message that fails only it. */
-  responses: ({ outputs: WireTensor[] } | { error: string })[];
+/** The answer to an ExecuteTask: the batch's responses, or the error that failed the whole batch. */
+export type ExecuteReply = ExecuteResult | { error: WireError };
+
+/** A batch's responses. */
+export interface ExecuteResult {
+  /** Per request: its outputs, or the error that fails only it. */
+  responses: ({ outputs: WireTensor[] } | { error: WireError })[];
   /** ns */
   computeInputNs: number;
   computeInferNs: number;

@@ -73,23 +73,24 @@ describe('session settings', () => {
 });
 
 describe('instances', () => {
-  it('moves whole and marked buffers into the instance thread, never a view of a shared one', () => {
+  it('moves owned buffers into the instance thread, never a lent one, whatever its size or offset', () => {
     const big = new Float32Array(4096);
-    const pooled = Buffer.from([1, 2, 3, 4]);
-    const own = new Int32Array(4);
-    const batchOutput = new Int32Array(4096); // larger than a Buffer pool slab
+    const given = new Int32Array(4);
+    const lent = new Int32Array(4);
     const body = new Uint8Array(1000);
     markTransferable(body.buffer);
-    const req = (data: ArrayBufferView): ExecuteRequest => ({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1], data: data as Float32Array }], outputNames: [], batchSize: 1, parameters: {} });
+    const tensor = (data: ArrayBufferView, owned?: boolean) => ({ name: 'x', datatype: 'FP32' as const, shape: [1], data: data as Float32Array, ...(owned !== undefined ? { owned } : {}) });
+    const req = (...inputs: ReturnType<typeof tensor>[]): ExecuteRequest => ({ inputs, outputNames: [], batchSize: 1, parameters: {} });
     const list = transferList([
-      req(big), req(new Uint8Array(pooled.buffer, pooled.byteOffset, pooled.byteLength)), req(own),
-      req(batchOutput.subarray(0, 2048)), req(body.subarray(100, 200)),
+      // A whole buffer nobody declared: lent (the old rule moved it).
+      req(tensor(big)),
+      req(tensor(given, true)), req(tensor(lent, false)),
+      // Two views of one request body: the body moves once.
+      req(tensor(body.subarray(100, 200)), tensor(body.subarray(300, 400))),
     ]);
-    expect(list).toContain(big.buffer);
-    expect(list).toContain(own.buffer);
-    expect(list).toContain(body.buffer);
-    expect(list).not.toContain(pooled.buffer);
-    expect(list).not.toContain(batchOutput.buffer);
+    expect(list).toEqual([given.buffer, body.buffer]);
+    // A body tensor an ensemble lends stays put.
+    expect(transferList([req(tensor(body.subarray(0, 4), false))])).toEqual([]);
   });
 
   it('runs requests on several instances in parallel and answers each with its own result', async () => {
@@ -105,12 +106,18 @@ describe('instances', () => {
     expect(s.modelStatistics('simple')[0]!.inference_stats.success.count).toBe(50);
   });
 
-  it('an input tensor of the in-process API is moved: its buffer is detached after infer', async () => {
+  it('an in-process input is lent unless the caller gives it: only an owned one is detached after infer', async () => {
     const s = await serve(makeRepository(['ppocr_cls']));
     const x = new Float32Array(3 * 48 * 192).fill(0.2);
     const r = await s.infer({ modelName: 'ppocr_cls', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3, 48, 192], data: x }] });
     expect(r.outputs[0]!.shape).toEqual([1, 2]);
+    expect(x.byteLength).toBe(3 * 48 * 192 * 4);
+    expect(x[5]).toBeCloseTo(0.2);
+    const r2 = await s.infer({ modelName: 'ppocr_cls', inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3, 48, 192], data: x, owned: true }] });
+    expect(Array.from(r2.outputs[0]!.data as Float32Array)).toEqual(Array.from(r.outputs[0]!.data as Float32Array));
     expect(x.byteLength).toBe(0);
+    // An output made for one response is given to it; moving it on takes it from no one else.
+    expect(r.outputs[0]!.owned).toBe(true);
   });
 });
 
@@ -136,7 +143,9 @@ describe('batched outputs', () => {
     const a0 = ra.outputs[0]!.data as Int32Array;
     const b0 = rb.outputs[0]!.data as Int32Array;
     expect(a0.buffer).toBe(b0.buffer); // one batch, one output buffer
-    await s.infer(req(a0));
+    // Each response is lent its view of the shared buffer: fed back as it is, it is copied, not moved.
+    expect([ra.outputs[0]!.owned, rb.outputs[0]!.owned]).toEqual([false, false]);
+    await s.infer({ modelName: 'batched', inputs: [{ ...ra.outputs[0]!, name: 'INPUT0' }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(1) }] });
     expect(Array.from(b0)).toEqual(new Array(16).fill(21));
     expect(Array.from(a0)).toEqual(new Array(16).fill(11));
   });

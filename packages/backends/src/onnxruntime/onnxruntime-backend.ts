@@ -1,13 +1,15 @@
 /**
  * @module The onnxruntime backend: each model instance is a thread (a one-thread piscina pool)
- * holding its own onnxruntime session. Tensors are transferred to and from the thread.
+ * holding its own onnxruntime session. Owned input tensors move (transfer) to the thread, lent ones
+ * are copied; outputs come back moved, owned by their response unless a batch's responses share
+ * one buffer. Errors cross as `{ code, message }`.
  * Triton: onnxruntime_backend/src/onnxruntime.cc
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, isTransferable, resolveInside,
+  Errors, TriodeError, claimOwnership, fromWireError, resolveInside, transferList as tensorTransferList,
   type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResult,
   type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext,
 } from '@triode/core';
@@ -31,15 +33,11 @@ export interface OnnxRuntimeBackendOptions {
 }
 
 /**
- * Buffers to move to the thread, each once: those `isTransferable` allows. The others (views of
- * shared buffers) are copied by postMessage.
+ * Buffers to move to the thread, each once: those of the inputs the requests own (`isOwned`). The
+ * others (lent tensors, views of shared buffers) are copied by postMessage.
  */
 export function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[] {
-  const set = new Set<ArrayBuffer>();
-  for (const r of requests) {
-    for (const t of r.inputs) if (isTransferable(t.data)) set.add(t.data.buffer as ArrayBuffer);
-  }
-  return [...set];
+  return tensorTransferList(requests.flatMap((r) => r.inputs));
 }
 
 class OnnxInstance implements BackendModelInstance {
@@ -62,17 +60,22 @@ class OnnxInstance implements BackendModelInstance {
     };
     let reply: ExecuteReply;
     try {
-      // Moving the request buffers detaches them here; the request owns them and no one reads them after.
+      // Moving the owned buffers detaches them here: their requests own them and no one reads them after.
       reply = (await this.#pool.run(task, { transferList: transferList(requests) })) as ExecuteReply;
     } catch (err) {
+      // The thread itself failed (it died, or could not take the task): its errors come as data.
       throw new TriodeError('INTERNAL', `onnx runtime error: ${(err as Error).message}`, { cause: err });
     }
+    if ('error' in reply) throw fromWireError(reply.error);
+    const outputs = reply.responses.map((r, i) => {
+      if ('error' in r) return [];
+      const want = new Set(requests[i]!.outputNames);
+      return r.outputs.filter((o) => want.has(o.name));
+    });
+    // A batch's responses may view one output buffer: then each is lent it, not given it.
+    claimOwnership(outputs);
     return {
-      responses: reply.responses.map((r, i) => {
-        if ('error' in r) return { error: Errors.internal(r.error) };
-        const want = new Set(requests[i]!.outputNames);
-        return { outputs: r.outputs.filter((o) => want.has(o.name)) };
-      }),
+      responses: reply.responses.map((r, i) => ('error' in r ? { error: fromWireError(r.error) } : { outputs: outputs[i]! })),
       timings: { computeInputNs: reply.computeInputNs, computeInferNs: reply.computeInferNs, computeOutputNs: reply.computeOutputNs },
     };
   }

@@ -6,8 +6,8 @@
  */
 import { Piscina } from 'piscina';
 import * as ort from 'onnxruntime-node';
-import { deserializeBytesTensor, serializeBytesTensor, type TensorData } from '@triode/core';
-import type { ExecuteReply, ExecuteTask, LoadReply, SessionSettings, ThreadTask, WireTensor } from './messages.js';
+import { TriodeError, deserializeBytesTensor, serializeBytesTensor, toWireError, type TensorData } from '@triode/core';
+import type { ExecuteReply, ExecuteResult, ExecuteTask, LoadReply, SessionSettings, ThreadTask, WireTensor } from './messages.js';
 import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
 
 let session: ort.InferenceSession | undefined;
@@ -69,7 +69,7 @@ function concat(parts: WireTensor[]): WireTensor {
 
 function fromOrt(name: string, t: ort.Tensor, transfer: Set<ArrayBufferLike>): WireTensor {
   const datatype = ortTypeToDataType(t.type);
-  if (!datatype) throw new Error(`output '${name}' has type '${t.type}', which Triode cannot return`);
+  if (!datatype) throw new TriodeError('UNSUPPORTED', `output '${name}' has type '${t.type}', which Triode cannot return`);
   const shape = t.dims.map(Number);
   if (datatype === 'BYTES') {
     return { name, datatype, shape, data: serializeBytesTensor(t.data as string[]) };
@@ -103,8 +103,8 @@ function split(out: WireTensor, sizes: number[]): WireTensor[] {
   });
 }
 
-async function execute(task: ExecuteTask): Promise<ExecuteReply> {
-  if (!session) throw new Error('the instance has no session (model not loaded)');
+async function execute(task: ExecuteTask): Promise<ExecuteResult> {
+  if (!session) throw new TriodeError('UNAVAILABLE', 'the instance has no session (model not loaded)');
   const t0 = performance.now();
   const feeds: Record<string, ort.Tensor> = {};
   const reqs = task.requests;
@@ -121,13 +121,13 @@ async function execute(task: ExecuteTask): Promise<ExecuteReply> {
   const perRequest: WireTensor[][] = reqs.map(() => []);
   for (const name of task.outputNames) {
     const r = results[name];
-    if (!r) throw new Error(`model did not produce output '${name}'`);
+    if (!r) throw new TriodeError('INTERNAL', `model did not produce output '${name}'`);
     const parts = reqs.length === 1 ? [fromOrt(name, r, transfer)] : split(fromOrt(name, r, transfer), sizes);
     parts.forEach((p, i) => perRequest[i]!.push(p));
   }
   const t3 = performance.now();
   for (const r of perRequest) for (const t of r) transfer.add(t.data.buffer);
-  const reply: ExecuteReply = {
+  const reply: ExecuteResult = {
     responses: perRequest.map((outputs) => ({ outputs })),
     computeInputNs: (t1 - t0) * 1e6,
     computeInferNs: (t2 - t1) * 1e6,
@@ -137,7 +137,7 @@ async function execute(task: ExecuteTask): Promise<ExecuteReply> {
     [Piscina.transferableSymbol]: [...transfer].filter((b): b is ArrayBuffer => b instanceof ArrayBuffer),
     [Piscina.valueSymbol]: reply,
   };
-  return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]) as unknown as ExecuteReply;
+  return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]) as unknown as ExecuteResult;
 }
 
 /** Piscina entry. */
@@ -146,7 +146,10 @@ export default async function handle(task: ThreadTask): Promise<ExecuteReply | L
     case 'load':
       return load(task.modelFile, task.sessionOptions);
     case 'execute':
-      return execute(task);
+      // A failure comes back as data: `{ code, message }` survives the crossing, a thrown Error's code would not.
+      return execute(task).catch((err: unknown) => ({
+        error: err instanceof TriodeError ? toWireError(err) : { code: 'INTERNAL' as const, message: `onnx runtime error: ${err instanceof Error ? err.message : String(err)}` },
+      }));
     case 'unload':
       await session?.release();
       session = undefined;

@@ -3,13 +3,15 @@
  * `response_cache { enable: true }`): identical requests to a model version are answered from
  * memory. Entries are keyed by a hash of the model, version, every input (name, type, shape,
  * bytes) and the outputs asked for; least recently used entries go when the size is exceeded.
- * Entries hold copies: callers may move (transfer) the tensors they get.
+ * Entries hold copies in buffers of their own, and every hit answers with a fresh copy that its
+ * caller owns (`owned: true`): moving one (to a thread, a BLS caller) never reaches the entry.
  * Triton: core/src/cache_manager.cc, local_cache (TRITONCACHE_*), docs/user_guide/response_cache.md
  */
 import { createHash } from 'node:crypto';
 import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
 import { dataBytes } from '../tensor/data-type.js';
 import type { Tensor } from '../tensor/tensor.js';
+import { copyTensorData } from '../tensor/transferable.js';
 
 /** Counters of the whole cache (server-wide metrics). */
 export interface ResponseCacheStats {
@@ -26,7 +28,8 @@ interface Entry {
   bytes: number;
 }
 
-const copyTensor = (t: Tensor): Tensor => ({ name: t.name, datatype: t.datatype, shape: [...t.shape], data: t.data.slice() });
+/** A copy in a buffer of its own (never `data.slice()`: on a Node Buffer that is a view of the same memory). */
+const copyTensor = (t: Tensor): Tensor => ({ name: t.name, datatype: t.datatype, shape: [...t.shape], data: copyTensorData(t.data), owned: true });
 
 /** An LRU cache of responses bounded by the bytes of their tensors. */
 export class ResponseCache {

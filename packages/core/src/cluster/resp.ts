@@ -8,6 +8,8 @@
  * per chunk and one copy of its data.
  */
 
+import { markTransferable } from '../tensor/transferable.js';
+
 type Arg = string | Buffer;
 
 /** The RESP encoding of `name args...`: strings merged, Buffers kept as they are (not copied). */
@@ -138,6 +140,9 @@ class Cursor {
   /** Copies the next `n` bytes into a buffer of their own. */
   take(n: number): Buffer {
     const out = n >= OWN_BUFFER_BYTES ? Buffer.allocUnsafeSlow(n) : Buffer.allocUnsafe(n);
+    // Declared, not guessed: this buffer holds this bulk string alone, so a tensor decoded in place
+    // from it may move to an instance thread.
+    if (n >= OWN_BUFFER_BYTES) markTransferable(out.buffer);
     let at = 0;
     while (at < n) {
       const c = this.chunks[this.#ci]!;

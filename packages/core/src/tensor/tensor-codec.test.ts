@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor } from './bytes-tensor.js';
-import { isTransferable } from './transferable.js';
+import { isOwned, markTransferable } from './transferable.js';
 import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts } from './tensor-codec.js';
 
 describe('tensor codec (gateway <-> worker)', () => {
@@ -51,10 +51,30 @@ describe('tensor codec (gateway <-> worker)', () => {
     expect(e).toEqual(env);
     expect(request.parameters).toEqual(req.parameters);
     expect(Array.from(request.inputs[0]!.data as Int32Array)).toEqual([1, -2, 3]);
-    // Each tensor has a buffer of its own (the parts were views into a shared one): it moves to
-    // an instance thread instead of being structured-cloned there.
-    for (const t of request.inputs) expect(isTransferable(t.data)).toBe(true);
+    // Each tensor has a buffer of its own (the parts were views into a shared one, so they were
+    // copied) and says so: it moves to an instance thread instead of being structured-cloned there.
+    for (const t of request.inputs) {
+      expect(t.owned).toBe(true);
+      expect(isOwned(t)).toBe(true);
+      expect(t.data.buffer).not.toBe(shifted[1]!.buffer);
+    }
     expect(() => decodeRequestParts(parts.slice(0, 2))).toThrow(/do not match/);
+  });
+
+  it('uses a part in place only when its buffer was declared its own (the RESP reader does so), never by its size', () => {
+    const req = { modelName: 'm', inputs: [{ name: 'a', datatype: 'INT32' as const, shape: [1024], data: new Int32Array(1024).fill(7) }] };
+    const [head, part] = encodeRequestParts(req, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 });
+    // A whole buffer of its own, not declared: copied.
+    const whole = new Uint8Array(part!);
+    const copied = decodeRequestParts([head!, whole]).request.inputs[0]!;
+    expect(copied.data.buffer).not.toBe(whole.buffer);
+    markTransferable(whole.buffer);
+    const inPlace = decodeRequestParts([head!, whole]).request.inputs[0]!;
+    expect(inPlace.data.buffer).toBe(whole.buffer);
+    for (const t of [copied, inPlace]) {
+      expect(t.owned).toBe(true);
+      expect(Array.from(t.data as Int32Array).every((v) => v === 7)).toBe(true);
+    }
   });
 
   it('round-trips responses and errors', () => {

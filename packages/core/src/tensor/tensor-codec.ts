@@ -147,10 +147,11 @@ export function decodeRequestParts(parts: readonly Uint8Array[]): { request: Inf
   const inputs = heads.map((h, i) => {
     const bytes = parts[i + 1]!;
     if (!isDataType(h.datatype) || bytes.byteLength !== h.bytes) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
-    // A part that is a whole buffer of its own (the worker's stream reader makes them) is used
-    // as it is; a view into a reader's shared memory is copied once into a buffer of its own,
-    // which moves to an instance thread without the two copies of a structured clone.
-    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, isTransferable(bytes) ? bytes : ownCopy(bytes)) };
+    // A part in a buffer declared its own (the RESP reader marks the large bulk strings it copies
+    // out of the socket) is used as it is; any other part is copied once into a buffer of its own.
+    // Either way the request owns the result, said explicitly: it moves to an instance thread
+    // without the two copies of a structured clone.
+    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, isTransferable(bytes) ? bytes : ownCopy(bytes)), owned: true };
   });
   const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
   return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env };

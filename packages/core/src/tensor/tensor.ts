@@ -10,4 +10,11 @@ export interface Tensor {
   datatype: DataType;
   shape: number[];
   data: TensorData;
+  /**
+   * Whether the receiver owns `data`'s buffer and may move (transfer) it to another thread, which
+   * detaches it: true: owned; false: lent, leave it as it is; unset: owned only when the buffer was
+   * declared with `markTransferable`. Never inferred from the buffer's size or offset (see
+   * transferable.ts).
+   */
+  owned?: boolean;
 }

@@ -1,21 +1,86 @@
 /**
- * @module Which tensor buffers may be moved (transferred) to an instance thread instead of copied.
- * Moving detaches the buffer on this side, so only buffers nothing else looks at may move: one a
- * tensor covers entirely, or one its owner marked (a request body that only the request's tensors
- * view). A view into a shared buffer (a Node Buffer pool slab, a batch's output buffer whose other
- * parts belong to other responses) is copied.
+ * @module Tensor ownership: who may move (transfer) a tensor's buffer to another thread, which
+ * detaches it on this side. It is always declared, never guessed from a buffer's size or offset:
+ * - `owned: true`: the receiver owns the whole buffer under `data` (other tensors of the same
+ *   request or response may view it too; they travel together). It may move it.
+ * - `owned: false`: the tensor is lent. The receiver reads it, or copies it, and leaves the buffer
+ *   as it is: someone else still needs it (a second consumer, a cache entry, the model's own array).
+ * - unset: owned when the buffer's owner declared it with `markTransferable` (a request body that
+ *   only that request's tensors view), lent otherwise.
+ * Whoever hands a tensor on decides: an ensemble lends a tensor until its last consumer; a backend
+ * gives away outputs it made for one response and lends views of a buffer several responses share.
  */
+import type { TensorData } from './data-type.js';
+import type { Tensor } from './tensor.js';
 
 const marked = new WeakSet<ArrayBufferLike>();
 
-/** Marks a buffer as owned by one request: its tensors' views may move it to a thread. */
+/**
+ * Declares a buffer owned by one request (or response): the tensors viewing it may move it to a
+ * thread. Call it only on a buffer nothing else will read once the request is handed on.
+ */
 export function markTransferable(buffer: ArrayBufferLike): void {
   marked.add(buffer);
 }
 
-/** True if moving `data`'s buffer cannot take memory from anyone else. */
+/** True if `data`'s buffer was declared owned by one request with `markTransferable`. */
 export function isTransferable(data: ArrayBufferView): boolean {
-  const b = data.buffer;
-  if (!(b instanceof ArrayBuffer)) return false;
-  return data.byteOffset === 0 && data.byteLength === b.byteLength ? true : marked.has(b);
+  return data.buffer instanceof ArrayBuffer && marked.has(data.buffer);
+}
+
+/** True if the receiver of `t` may move (detach) its buffer: see the module notes. */
+export function isOwned(t: Pick<Tensor, 'data' | 'owned'>): boolean {
+  if (!(t.data.buffer instanceof ArrayBuffer)) return false;
+  return t.owned ?? marked.has(t.data.buffer);
+}
+
+/** The tensor, lent: its receiver must leave the buffer as it is. */
+export function lend(t: Tensor): Tensor {
+  return { ...t, owned: false };
+}
+
+/** The tensor, given away: its receiver owns its buffer. */
+export function give(t: Tensor): Tensor {
+  return { ...t, owned: true };
+}
+
+/** The buffers of the owned tensors among `tensors`, each once: what a thread message may move. */
+export function transferList(tensors: Iterable<Pick<Tensor, 'data' | 'owned'>>): ArrayBuffer[] {
+  const set = new Set<ArrayBuffer>();
+  for (const t of tensors) if (isOwned(t)) set.add(t.data.buffer as ArrayBuffer);
+  return [...set];
+}
+
+/**
+ * Sets `owned` on freshly received tensors, one group per request or response: a tensor is owned
+ * when no tensor of another group views its buffer (one batch output buffer that several responses
+ * view is lent to each of them). Mutates the tensors; returns the groups.
+ */
+export function claimOwnership<T extends Pick<Tensor, 'data' | 'owned'>>(groups: T[][]): T[][] {
+  const group = new Map<ArrayBufferLike, number>();
+  groups.forEach((g, i) => {
+    for (const t of g) {
+      const b = t.data.buffer;
+      const seen = group.get(b);
+      group.set(b, seen === undefined || seen === i ? i : -1);
+    }
+  });
+  for (const g of groups) for (const t of g) t.owned = t.data.buffer instanceof ArrayBuffer && group.get(t.data.buffer) !== -1;
+  return groups;
+}
+
+/** A copy of `data` in a buffer of its own, as a plain typed array (`slice()` of a Node Buffer is a view). */
+export function copyTensorData<D extends TensorData>(data: D): D {
+  const bytes = new Uint8Array(data.byteLength);
+  bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  return new (plainCtor(data))(bytes.buffer, 0, data.length);
+}
+
+const TYPED_ARRAY_PROTO = Object.getPrototypeOf(Uint8Array.prototype) as object;
+
+/** The plain typed-array class of `data` (Uint8Array for a Node Buffer). */
+function plainCtor<D extends TensorData>(data: D): new (b: ArrayBuffer, offset: number, length: number) => D {
+  let proto = Object.getPrototypeOf(data) as object;
+  while (Object.getPrototypeOf(proto) !== TYPED_ARRAY_PROTO) proto = Object.getPrototypeOf(proto) as object;
+  return (proto as { constructor: new (b: ArrayBuffer, offset: number, length: number) => D }).constructor;
 }
