@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Backplane, LogSettings, Logger } from '@triode/core';
 import { headerPattern, parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type TraceSettings, type Tracer } from '@triode/gateway';
-import { parseBool, parseInteger } from './serve-options.js';
+import { noEffectNotes, oneOf, parseBool, parseInteger, type FlagNote } from './serve-options.js';
 
 /** Parsed gRPC flags. */
 export interface GrpcFlags {
@@ -15,7 +15,17 @@ export interface GrpcFlags {
   server: GrpcServerOptions;
   /** `--grpc-infer-response-compression-level` (ModelInfer responses; streams stay uncompressed). */
   responseCompression: 'none' | 'low' | 'medium' | 'high';
+  /** tritonserver gRPC flags given that have no effect here: logged when the frontend starts. */
+  notes: FlagNote[];
 }
+
+/** tritonserver's gRPC flags that have no effect in Triode, and why. */
+const GRPC_NO_EFFECT_FLAGS = [
+  { flag: '--grpc-infer-thread-count', key: 'grpcInferThreadCount', because: 'gRPC is served on the event loop (model instances have their own threads: instance_group count)' },
+  { flag: '--grpc-infer-allocation-pool-size', key: 'grpcInferAllocationPoolSize', because: 'Node allocates request and response objects per call; there is no pool to size' },
+  { flag: '--grpc-max-response-pool-size', key: 'grpcMaxResponsePoolSize', because: 'Node allocates response objects per call; there is no pool to size' },
+  { flag: '--reuse-grpc-port', key: 'reuseGrpcPort', because: 'grpc-js on Node 20 does not set SO_REUSEPORT: run one server per port (or triode gateway and workers to scale out)', same: [false], warn: true },
+];
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
@@ -38,9 +48,16 @@ export function addGrpcFlags(cmd: Command): Command {
     .option('--grpc-http2-max-ping-strikes <n>', 'bad pings tolerated before closing the connection', parseInteger(0), 2)
     .option('--grpc-header-forward-pattern <regex>', 'metadata whose keys match becomes request parameters')
     .option('--grpc-restricted-protocol <protocols:key=value>', 'protocols (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that need metadata triton-grpc-protocol-<key>=<value> (repeatable)', collect, [])
-    .addOption(new Option('--grpc-infer-response-compression-level <level>', 'gzip ModelInfer responses (low, medium, high)').choices(['none', 'low', 'medium', 'high']).default('none'))
+    .addOption(new Option('--grpc-infer-response-compression-level <level>', 'none, or gzip ModelInfer responses: low, medium, high').argParser(oneOf(['none', 'low', 'medium', 'high'])).default('none'))
+    .option('--grpc-max-message-size <bytes>', 'largest gRPC message received or sent, checked from its length prefix before it is buffered (Triton: 2 GiB - 1)', parseInteger(1), 2147483647)
+    .option('--grpc-max-concurrent-streams <n>', 'calls one HTTP/2 connection may have open at once', parseInteger(1), 1000)
+    .option('--grpc-max-stream-resets-per-second <n>', 'streams a client may reset per second (after a burst of 500) before its connection is closed with GOAWAY ENHANCE_YOUR_CALM (rapid-reset defence)', parseInteger(1), 30)
+    .option('--grpc-max-connection-age <ms>', 'a connection is closed (GOAWAY) after this long (default: never)', parseInteger(1))
+    .option('--grpc-max-connection-age-grace <ms>', 'how long calls in flight may finish after --grpc-max-connection-age (default: no limit)', parseInteger(0))
     .addOption(new Option('--grpc-infer-allocation-pool-size <n>', 'accepted for compatibility; no effect').argParser(parseInteger(0)).hideHelp())
-    .addOption(new Option('--grpc-infer-thread-count <n>', 'accepted for compatibility; no effect').argParser(parseInteger(1)).hideHelp());
+    .addOption(new Option('--grpc-infer-thread-count <n>', 'accepted for compatibility; no effect').argParser(parseInteger(1)).hideHelp())
+    .addOption(new Option('--grpc-max-response-pool-size <n>', 'accepted for compatibility; no effect').argParser(parseInteger(1)).hideHelp())
+    .addOption(new Option('--reuse-grpc-port <bool>', 'accepted for compatibility; no effect (no SO_REUSEPORT)').argParser(parseBool).hideHelp());
 }
 
 /** Commander's parsed values into GrpcFlags; reads the TLS files. */
@@ -54,8 +71,13 @@ export function toGrpcFlags(o: Record<string, unknown>): GrpcFlags {
       maxPingsWithoutData: o['grpcHttp2MaxPingsWithoutData'] as number,
       minRecvPingIntervalWithoutDataMs: o['grpcHttp2MinRecvPingIntervalWithoutData'] as number,
       maxPingStrikes: o['grpcHttp2MaxPingStrikes'] as number,
+      ...(o['grpcMaxConnectionAge'] !== undefined ? { maxConnectionAgeMs: o['grpcMaxConnectionAge'] as number } : {}),
+      ...(o['grpcMaxConnectionAgeGrace'] !== undefined ? { maxConnectionAgeGraceMs: o['grpcMaxConnectionAgeGrace'] as number } : {}),
     },
   };
+  if (o['grpcMaxMessageSize'] !== undefined) server.maxMessageBytes = o['grpcMaxMessageSize'] as number;
+  if (o['grpcMaxConcurrentStreams'] !== undefined) server.maxConcurrentStreams = o['grpcMaxConcurrentStreams'] as number;
+  if (o['grpcMaxStreamResetsPerSecond'] !== undefined) server.maxStreamResetsPerSecond = o['grpcMaxStreamResetsPerSecond'] as number;
   if (o['grpcHeaderForwardPattern']) server.headerForwardPattern = headerPattern(o['grpcHeaderForwardPattern'] as string)!;
   const restricted = (o['grpcRestrictedProtocol'] as string[]) ?? [];
   if (restricted.length) {
@@ -74,13 +96,17 @@ export function toGrpcFlags(o: Record<string, unknown>): GrpcFlags {
     if (mutual && !root) throw new InvalidArgumentError('--grpc-use-ssl-mutual needs --grpc-root-cert');
     server.tls = { cert: readFileSync(cert), key: readFileSync(key), mutual, ...(root ? { rootCert: readFileSync(root) } : {}) };
   }
-  return { allow: o['allowGrpc'] as boolean, server, responseCompression: o['grpcInferResponseCompressionLevel'] as GrpcFlags['responseCompression'] };
+  return {
+    allow: o['allowGrpc'] as boolean, server, responseCompression: o['grpcInferResponseCompressionLevel'] as GrpcFlags['responseCompression'],
+    notes: noEffectNotes(o, GRPC_NO_EFFECT_FLAGS),
+  };
 }
 
 /** Starts the gRPC frontend when allowed; logs where it listens. */
 export async function startGrpc(
   backplane: Backplane, flags: GrpcFlags, logSettings: LogSettings, traceSettings: TraceSettings, logger: Logger, tracer?: Tracer,
 ): Promise<GrpcServerHandle | undefined> {
+  for (const n of flags.notes) logger[n.level](n.text);
   if (!flags.allow) return undefined;
   if (flags.responseCompression !== 'none') {
     logger.info(`gRPC ModelInfer responses are gzip-compressed (level ${flags.responseCompression}) for clients that accept it; ModelStreamInfer responses are not (grpc-js cannot compress)`);

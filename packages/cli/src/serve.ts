@@ -29,6 +29,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   ...(opts.logFile ? { file: opts.logFile } : {}),
 }), logger: Logger = createLogger(logStream(opts.logFile), logSettings)): Promise<RunningServer> {
   if (opts.loadModels.includes('*') && opts.loadModels.length > 1) throw new Error("--load-model=* must be the only --load-model flag");
+  for (const n of opts.notes) logger[n.level](n.text);
   const server = await InferenceServer.create({
     modelRepositories: opts.modelRepositories,
     backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
@@ -42,6 +43,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     repositoryPollMs: opts.repositoryPollSecs * 1000,
     modelLoadThreadCount: opts.modelLoadThreadCount,
     modelLoadRetryCount: opts.modelLoadRetryCount,
+    ...(opts.maxInstancesPerModel !== undefined ? { maxInstancesPerModel: opts.maxInstancesPerModel } : {}),
+    modelLoadTimeoutMs: opts.modelLoadTimeoutSecs * 1000,
     responseCacheBytes: opts.responseCacheBytes,
     ...(opts.modelConfigName ? { modelConfigName: opts.modelConfigName } : {}),
     backendConfig: opts.backendConfig,
@@ -55,18 +58,17 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   }
   let metrics: MetricsServerHandle | undefined;
   if (opts.allowMetrics) {
-    metrics = await startMetricsServer(server, opts.metricsPort, opts.httpAddress, opts.metricsConfig);
-    logger.info(`Started Metrics Service at ${opts.httpAddress}:${metrics.port}`);
+    metrics = await startMetricsServer(server, opts.metricsPort, opts.metricsAddress, opts.metricsConfig);
+    logger.info(`Started Metrics Service at ${opts.metricsAddress}:${metrics.port}`);
   }
   let http: HttpServerHandle | undefined;
   const lifecycle = new HttpLifecycle();
   const restrictions = httpRestrictionsFrom(opts.httpRestrictedApi);
-  const traceSettings = new TraceSettings();
-  if (Object.keys(opts.traceConfig).length) traceSettings.update(opts.traceConfig);
+  const traceSettings = new TraceSettings(opts.traceConfig);
   const tracer = new Tracer(traceSettings);
   if (opts.allowHttp) {
     const app = createHttpApp(new LocalBackplane(server), {
-      maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer,
+      maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer, logger,
       ...(restrictions ? { restrictions } : {}),
       ...(opts.httpHeaderForwardPattern ? { headerForwardPattern: headerPattern(opts.httpHeaderForwardPattern)! } : {}),
     });
