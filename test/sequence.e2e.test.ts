@@ -1,16 +1,22 @@
 /**
  * Scheduling end to end over HTTP against `triode serve`: interleaved sequences as NVIDIA's
  * simple_http_sequence_sync_infer_client.py sends them (with and without -d), implicit state of a
- * real stateful model (Silero VAD) kept apart per sequence, and dynamic batching of `simple`.
+ * real stateful model (Silero VAD) kept apart per sequence, and dynamic batching, made
+ * deterministic by a model that holds its first execution until the test has queued the rest.
  */
+import { cpSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXAMPLES, makeRepository } from './helpers/repository.js';
-import { freePort, startTriode, type Child } from './helpers/process.js';
+import { EXAMPLES, ROOT, makeRepository } from './helpers/repository.js';
+import { freePort, startTriode, until, type Child } from './helpers/process.js';
 
 let triode: Child;
 let base: string;
+let metricsBase: string;
+/** The gate model's folder: it writes `started` when its first execution begins, waits for `open`. */
+const gateDir = mkdtempSync(join(tmpdir(), 'triode-gate-'));
 
 async function post(model: string, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
   const r = await fetch(`${base}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify(body) });
@@ -37,9 +43,14 @@ async function runSequence(model: string, id: number | string, start: number, si
 
 beforeAll(async () => {
   const port = await freePort();
+  const metricsPort = await freePort();
   base = `http://127.0.0.1:${port}`;
-  const repo = makeRepository(['simple', 'simple_sequence', 'simple_dyna_sequence', 'silero_vad']);
-  triode = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
+  metricsBase = `http://127.0.0.1:${metricsPort}`;
+  const repo = makeRepository(['simple_sequence', 'simple_dyna_sequence', 'silero_vad']);
+  cpSync(join(ROOT, 'test', 'fixtures', 'models', 'gate'), join(repo, 'gate'), { recursive: true });
+  writeFileSync(join(repo, 'gate', 'config.pbtxt'), `parameters { key: "gate_dir" value: { string_value: ${JSON.stringify(gateDir)} } }\n`, { flag: 'a' });
+  triode = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false',
+    '--metrics-port', String(metricsPort)]);
 });
 
 afterAll(async () => {
@@ -127,21 +138,30 @@ describe('sequence batching over HTTP', () => {
 });
 
 describe('dynamic batching over HTTP', () => {
-  it('64 concurrent requests to simple run in fewer executions than requests', async () => {
-    const before = (await (await fetch(`${base}/v2/models/simple/stats`)).json() as { model_stats: { execution_count: number; inference_count: number }[] }).model_stats[0]!;
-    const results = await Promise.all(Array.from({ length: 64 }, (_, k) => post('simple', {
-      inputs: [
-        { name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(k) },
-        { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(1) },
-      ],
-    })));
+  // Deterministic on any machine: the first request holds the only instance (the gate model waits
+  // for a file), the other 63 are seen queued (nv_inference_pending_request_count), then the gate
+  // opens and the queue must drain in batches of max_batch_size (8), in arrival order.
+  it('64 concurrent requests: 1 held, 63 queued behind it, then exactly 8 batches (8 x 7 + 7)', async () => {
+    const infer = (k: number) => post('gate', { inputs: [{ name: 'INPUT0', shape: [1, 1], datatype: 'INT32', data: [k] }] });
+    const stats = async () => (await (await fetch(`${base}/v2/models/gate/stats`)).json() as {
+      model_stats: { execution_count: number; inference_count: number; batch_stats: { batch_size: number; compute_infer: { count: number } }[] }[];
+    }).model_stats[0]!;
+    const pending = async () => Number(/^nv_inference_pending_request_count\{model="gate",version="1"\} (\d+)$/m.exec(await (await fetch(`${metricsBase}/metrics`)).text())?.[1]);
+    expect((await stats()).execution_count).toBe(0);
+    const first = infer(0);
+    await until(async () => existsSync(join(gateDir, 'started')));
+    const rest = Array.from({ length: 63 }, (_, k) => infer(k + 1));
+    await until(async () => (await pending()) === 63);
+    writeFileSync(join(gateDir, 'open'), '');
+    const results = await Promise.all([first, ...rest]);
     results.forEach((r, k) => {
       expect(r.status).toBe(200);
-      expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual(new Array(16).fill(k + 1));
+      expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual([k + 1]);
     });
-    const after = (await (await fetch(`${base}/v2/models/simple/stats`)).json() as { model_stats: { execution_count: number; inference_count: number; batch_stats: { batch_size: number }[] }[] }).model_stats[0]!;
-    expect(after.inference_count - before.inference_count).toBe(64);
-    expect(after.execution_count - before.execution_count).toBeLessThan(64);
-    expect(after.batch_stats.some((b) => b.batch_size > 1)).toBe(true);
+    const after = await stats();
+    expect(after.inference_count).toBe(64);
+    expect(after.execution_count).toBe(9);
+    const bySize = Object.fromEntries(after.batch_stats.map((b) => [b.batch_size, b.compute_infer.count]));
+    expect(bySize).toEqual({ 1: 1, 7: 1, 8: 7 });
   });
 });
