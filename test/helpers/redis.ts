@@ -10,10 +10,13 @@ export interface RedisHandle {
   stop(): Promise<void>;
 }
 
-/** Starts redis-server (no persistence) on `port` or a free one; resolves once it accepts connections. */
-export async function startRedis(port?: number): Promise<RedisHandle> {
+/**
+ * Starts redis-server (no persistence) on `port` or a free one; resolves once it accepts connections.
+ * @param extraArgs more redis-server arguments (e.g. `--requirepass`, `--user`)
+ */
+export async function startRedis(port?: number, extraArgs: readonly string[] = []): Promise<RedisHandle> {
   const p = port ?? (await freePort());
-  const proc = spawn('redis-server', ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn('redis-server', ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     let out = '';
     const on = (d: Buffer) => { out += d.toString(); if (/Ready to accept connections/.test(out)) resolve(); };

@@ -2,10 +2,11 @@
  * @module `triode gateway` and `triode worker`: cluster mode. Gateways are stateless HTTP frontends
  * over Redis; workers load the model repository and serve the requests Redis hands them.
  */
+import { readFileSync } from 'node:fs';
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LogSettings, createLogger, type Logger } from '@triode/core';
-import { AsyncJobs, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBackplane, TraceSettings, headerPattern, createHttpApp, startHttpServer, startMetricsServer } from '@triode/gateway';
+import { InferenceServer, LogSettings, createLogger, redactRedisUrl, type Logger } from '@triode/core';
+import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBackplane, TraceSettings, headerPattern, createHttpApp, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/gateway';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
@@ -50,6 +51,17 @@ function addProcessFlags(cmd: Command, whose: string): Command {
     .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr');
 }
 
+/**
+ * `--cluster-secret`, else the environment's TRIODE_CLUSTER_SECRET (the only place env is read:
+ * a secret in the environment does not show in the process list).
+ */
+function clusterSecret(o: Record<string, unknown>): string | undefined {
+  const s = (o['clusterSecret'] as string | undefined) ?? process.env['TRIODE_CLUSTER_SECRET'];
+  return s ? s : undefined;
+}
+
+const CLUSTER_SECRET_HELP = 'shared secret with which gateways and workers sign (HMAC-SHA256) what they send through Redis and drop what is not signed with it (default: env TRIODE_CLUSTER_SECRET; none: nothing signed)';
+
 /** Adds the `gateway` and `worker` commands. */
 export function addClusterCommands(program: Command): void {
   addProcessFlags(addGrpcFlags(program.command('gateway')
@@ -66,13 +78,24 @@ export function addClusterCommands(program: Command): void {
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
     .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
     .option('--direct-replies <bool>', 'workers send replies straight to this gateway over TCP (Redis is the fallback)', parseBool, true)
-    .option('--reply-address <addr>', 'address the direct reply channel listens on', '0.0.0.0')
+    .option('--reply-address <addr>', 'address the direct reply channel listens on (default: the advertise address)')
     .option('--reply-port <port>', 'port of the direct reply channel (0: any free one)', parseInteger(0), 0)
     .option('--advertise-address <host>', 'host workers use to reach this gateway\'s reply channel (default: its first non-loopback IPv4)')
+    .option('--reply-max-connections <n>', 'connections the direct reply channel holds at once', parseInteger(1), 256)
+    .option('--reply-auth-timeout-ms <ms>', 'a reply channel connection that has not authenticated this long is closed', parseInteger(1), 5000)
+    .option('--reply-idle-timeout-secs <n>', 'an idle reply channel connection is closed (workers reopen it)', parseInteger(1), 300)
+    .option('--reply-tls-cert <file>', 'PEM certificate: the direct reply channel speaks TLS (with --reply-tls-key)')
+    .option('--reply-tls-key <file>', 'PEM private key of --reply-tls-cert')
+    .option('--reply-stream-ttl-secs <n>', 'this gateway\'s Redis reply stream expires this long after its last refresh (a dead gateway\'s goes away)', parseInteger(1), 60)
+    .option('--async-max-request-bytes <bytes>', 'largest async job request (and result)', parseInteger(1), DEFAULT_ASYNC_MAX_REQUEST_BYTES)
+    .option('--async-max-jobs <n>', 'async jobs kept in Redis at once (waiting, running, finished); more are refused with 503', parseInteger(1), 256)
+    .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
     .action(async (o: Record<string, unknown>) => {
       const logSettings = settingsFrom(o);
       const logger = loggerFrom(o, logSettings);
+      if (Boolean(o['replyTlsCert']) !== Boolean(o['replyTlsKey'])) throw new Error('--reply-tls-cert and --reply-tls-key go together');
+      const secret = clusterSecret(o);
       const backplane = new RedisBackplane({
         redis: o['redis'] as string,
         prefix: o['redisPrefix'] as string,
@@ -81,29 +104,44 @@ export function addClusterCommands(program: Command): void {
         extensions: HTTP_EXTENSIONS,
         strictReadiness: o['strictReadiness'] as boolean,
         directReplies: o['directReplies'] === false ? false : {
-          host: o['replyAddress'] as string,
+          ...(o['replyAddress'] ? { host: o['replyAddress'] as string } : {}),
           port: o['replyPort'] as number,
           ...(o['advertiseAddress'] ? { advertise: o['advertiseAddress'] as string } : {}),
+          maxConnections: o['replyMaxConnections'] as number,
+          authTimeoutMs: o['replyAuthTimeoutMs'] as number,
+          idleTimeoutMs: (o['replyIdleTimeoutSecs'] as number) * 1000,
+          ...(o['replyTlsCert'] ? { tls: { cert: readFileSync(o['replyTlsCert'] as string), key: readFileSync(o['replyTlsKey'] as string) } } : {}),
         },
+        replyStreamTtlMs: (o['replyStreamTtlSecs'] as number) * 1000,
+        ...(secret ? { clusterSecret: secret } : {}),
         logger,
       });
       await backplane.start();
       // The gateway's own view of the requests it relays (its "frontend" metrics); workers serve theirs.
       const measured = new MeasuredBackplane(backplane);
-      const metrics = o['allowMetrics'] ? await startMetricsServer(measured, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
+      const source: MetricsSource = {
+        metricsSnapshot: () => measured.metricsSnapshot(),
+        observeLatencies: (listener) => measured.observeLatencies(listener),
+        clusterRejected: () => backplane.auth.rejected,
+      };
+      const metrics = o['allowMetrics'] ? await startMetricsServer(source, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
       if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);
-      const asyncJobs = new AsyncJobs(backplane, { redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number, logger });
+      const asyncJobs = new AsyncJobs(backplane, {
+        redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number,
+        maxRequestBytes: o['asyncMaxRequestBytes'] as number, maxJobs: o['asyncMaxJobs'] as number, auth: backplane.auth, logger,
+      });
       asyncJobs.start();
       const lifecycle = new HttpLifecycle();
       const traceSettings = new TraceSettings();
       const restrictions = httpRestrictionsFrom(o['httpRestrictedApi'] as string[]);
       const http = await startHttpServer(createHttpApp(measured, {
-        maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings,
+        maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings, logger,
         ...(restrictions ? { restrictions } : {}),
         ...(o['httpHeaderForwardPattern'] ? { headerForwardPattern: headerPattern(o['httpHeaderForwardPattern'] as string)! } : {}),
       }), o['httpPort'] as number, o['httpAddress'] as string);
       const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger);
-      logger.info(`gateway ${backplane.gatewayId} on Redis ${o['redis'] as string}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}`);
+      logger.info(`gateway ${backplane.gatewayId} on Redis ${redactRedisUrl(o['redis'] as string)}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}${secret ? ', cluster secret set' : ''}`);
+      if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can forge replies and control messages (README, Security)');
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
         await Promise.all([lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000), grpc?.close((o['exitTimeoutSecs'] as number) * 1000)]);
@@ -129,9 +167,14 @@ export function addClusterCommands(program: Command): void {
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--cache-config <local,size=bytes>', 'this worker\'s response cache (models opt in with response_cache { enable: true })')
+    .option('--max-instances-per-model <n>', 'most instances of one model version, over all its instance groups (default: max(16, 4 x CPUs))', parseInteger(1))
+    .option('--model-load-timeout-secs <n>', 'a model version still loading after this fails UNAVAILABLE', parseInteger(1), 300)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
+    .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
+    .option('--reply-tls-ca <file>', 'PEM CA that gateways\' TLS reply channel certificates chain to (default: the system CAs)')
     .action(async (o: Record<string, unknown>) => {
       const logger = loggerFrom(o);
+      const secret = clusterSecret(o);
       const server = await InferenceServer.create({
         modelRepositories: o['modelRepository'] as string[],
         backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
@@ -142,6 +185,8 @@ export function addClusterCommands(program: Command): void {
         ...(o['modelConfigName'] ? { modelConfigName: o['modelConfigName'] as string } : {}),
         backendConfig: parseBackendConfig(o['backendConfig'] as string[]),
         responseCacheBytes: cacheBytesFrom(o),
+        ...(o['maxInstancesPerModel'] !== undefined ? { maxInstancesPerModel: o['maxInstancesPerModel'] as number } : {}),
+        modelLoadTimeoutMs: (o['modelLoadTimeoutSecs'] as number) * 1000,
         logger,
       });
       process.stderr.write(modelTable(server.repositoryIndex()) + '\n');
@@ -151,13 +196,22 @@ export function addClusterCommands(program: Command): void {
         maxInflight: o['maxInflight'] as number,
         claimIdleMs: o['claimIdleMs'] as number,
         ...(o['workerId'] ? { workerId: o['workerId'] as string } : {}),
+        ...(secret ? { clusterSecret: secret } : {}),
+        ...(o['replyTlsCa'] ? { replyTlsCa: readFileSync(o['replyTlsCa'] as string) } : {}),
         logger,
       });
       await consumer.start();
       // Each worker serves its own metrics: Prometheus scrapes every worker (README, Scaling out).
-      const metrics = o['allowMetrics'] ? await startMetricsServer(server, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
+      const source: MetricsSource = {
+        metricsSnapshot: () => server.metricsSnapshot(),
+        observeLatencies: (listener) => server.observeLatencies(listener),
+        responseCacheStats: () => server.responseCacheStats(),
+        clusterRejected: () => consumer.auth.rejected,
+      };
+      const metrics = o['allowMetrics'] ? await startMetricsServer(source, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
       if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);
-      logger.info(`Started worker ${consumer.workerId} on Redis ${o['redis'] as string}`);
+      logger.info(`Started worker ${consumer.workerId} on Redis ${redactRedisUrl(o['redis'] as string)}${secret ? ', cluster secret set' : ''}`);
+      if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can make this worker load models and run requests (README, Security)');
       onSignals(async () => {
         await metrics?.close();
         await consumer.stop((o['exitTimeoutSecs'] as number) * 1000);

@@ -35,16 +35,16 @@ export const Errors = {
     new TriodeError(
       'NOT_FOUND',
       version === undefined || version === '' || version === -1
-        ? `Request for unknown model: '${name}' is not found`
-        : `Request for unknown model: '${name}' version ${version} is not found`,
+        ? `Request for unknown model: '${echo(name)}' is not found`
+        : `Request for unknown model: '${echo(name)}' version ${echo(version)} is not found`,
     ),
   modelNotReady: (name: string, version?: string | number, reason?: string) =>
     new TriodeError(
       'UNAVAILABLE',
-      `Request for unknown model: '${name}'${version !== undefined && version !== '' ? ` version ${version}` : ''} is not ready${reason ? `: ${reason}` : ''}`,
+      `Request for unknown model: '${echo(name)}'${version !== undefined && version !== '' ? ` version ${echo(version)}` : ''} is not ready${reason ? `: ${reason}` : ''}`,
     ),
   badVersion: (version: string) =>
-    new TriodeError('INVALID_ARG', `failed to get model version from specified version string '${version}'`),
+    new TriodeError('INVALID_ARG', `failed to get model version from specified version string '${echo(version)}'`),
   invalidArg: (message: string) => new TriodeError('INVALID_ARG', message),
   internal: (message: string, cause?: unknown) => new TriodeError('INTERNAL', message, { cause }),
   unavailable: (message: string) => new TriodeError('UNAVAILABLE', message),
@@ -68,4 +68,33 @@ export function echo(input: unknown, max: number = MAX_ECHO_CHARS): string {
   // eslint-disable-next-line no-control-regex
   s = s.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   return cut ? `${s}...` : s;
+}
+
+const ERROR_CODES: ReadonlySet<string> = new Set<ErrorCode>(['UNKNOWN', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARG', 'UNAVAILABLE', 'UNSUPPORTED', 'ALREADY_EXISTS', 'CANCELLED']);
+
+/** True if `code` is one of Triton's error codes. */
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && ERROR_CODES.has(code);
+}
+
+/**
+ * An error as it crosses a thread or process boundary: plain data, so the code survives a
+ * structured clone (an Error keeps only its message there). Made with `toWireError`, turned back
+ * with `fromWireError`, once per crossing.
+ */
+export interface WireError {
+  code: ErrorCode;
+  message: string;
+}
+
+/** Anything thrown, as a WireError (`code` for what is not a TriodeError nor carries a known code). */
+export function toWireError(err: unknown, code: ErrorCode = 'INTERNAL'): WireError {
+  if (err instanceof TriodeError) return { code: err.code, message: err.message };
+  const carried = err !== null && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  return { code: isErrorCode(carried) ? carried : code, message: err instanceof Error ? err.message : String(err) };
+}
+
+/** The TriodeError a WireError stands for (an unknown code reads as INTERNAL). */
+export function fromWireError(w: { code?: unknown; message?: unknown }): TriodeError {
+  return new TriodeError(isErrorCode(w.code) ? w.code : 'INTERNAL', typeof w.message === 'string' ? w.message : String(w.message));
 }

@@ -34,4 +34,5 @@ export * from './protocol/grpc-parameters.js';
 export * from './protocol/grpc-proto.js';
 export * from './cluster/reply-frames.js';
 export * from './cluster/resp.js';
+export * from './cluster/cluster-auth.js';
 export * from './cache/response-cache.js';

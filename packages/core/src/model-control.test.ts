@@ -1,8 +1,9 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Backend } from './backend-api.js';
+import type { TriodeError } from './errors.js';
 import { InferenceServer } from './server.js';
 
 const echo: Backend = {
@@ -179,5 +180,267 @@ describe('instance-count-only changes', () => {
     } finally {
       await s.stop(1000);
     }
+  });
+});
+
+describe('model names and file overrides (issue #14)', () => {
+  /** A sandbox temp directory holding canary files, with TMPDIR pointed at it for the test. */
+  function sandbox(): { dir: string; listing: () => string[]; restore: () => void } {
+    const outer = mkdtempSync(join(tmpdir(), 'triode-sandbox-'));
+    const dir = join(outer, 'tmp');
+    mkdirSync(dir);
+    writeFileSync(join(outer, 'canary-outer'), 'x');
+    writeFileSync(join(dir, 'canary'), 'x');
+    const saved = process.env['TMPDIR'];
+    process.env['TMPDIR'] = dir;
+    const walk = (d: string, prefix = ''): string[] => readdirSync(d, { withFileTypes: true })
+      .flatMap((e) => (e.isDirectory() ? [`${prefix}${e.name}/`, ...walk(join(d, e.name), `${prefix}${e.name}/`)] : [`${prefix}${e.name}`]));
+    return {
+      dir,
+      listing: () => walk(outer).sort(),
+      restore: () => {
+        if (saved === undefined) delete process.env['TMPDIR'];
+        else process.env['TMPDIR'] = saved;
+        rmSync(outer, { recursive: true, force: true });
+      },
+    };
+  }
+
+  const overrideConfig = { backend: 'echo', max_batch_size: 1, input: [{ name: 'IN', data_type: 'TYPE_INT32' as const, dims: [1] }], output: [{ name: 'OUT', data_type: 'TYPE_INT32' as const, dims: [1] }] };
+  const HOSTILE = ['..', '.', '', '../escaped', '..%2Fescaped'.replace('%2F', '/'), 'a/b', 'a\\b', 'x\u0000y', 'new\nline', 'a'.repeat(256), 'é'.repeat(128)];
+
+  it('refuses hostile model names for load and unload with INVALID_ARG, and creates or removes nothing', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-names-'));
+    addModel(root, 'a', config(1));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    const box = sandbox();
+    try {
+      const before = box.listing();
+      for (const name of HOSTILE) {
+        await expect(s.loadModel(name), JSON.stringify(name)).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/^invalid model name '/) });
+        await expect(s.loadModel(name, { config: overrideConfig, files: { '1/x': new Uint8Array(1) } })).rejects.toMatchObject({ code: 'INVALID_ARG' });
+        await expect(s.unloadModel(name)).rejects.toMatchObject({ code: 'INVALID_ARG' });
+      }
+      expect(box.listing()).toEqual(before);
+      // A name of exactly 255 bytes is a name.
+      await s.loadModel('b'.repeat(255), { config: overrideConfig, files: { '1/x': new Uint8Array(1) } });
+      expect(s.modelReady('b'.repeat(255))).toBe(true);
+    } finally {
+      box.restore();
+      await s.stop(1000);
+    }
+  });
+
+  it('refuses override paths that leave the model directory; a component over 255 bytes gets Triton\'s INTERNAL answer', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-overrides-'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    const box = sandbox();
+    try {
+      const before = box.listing();
+      for (const rel of ['../x', '/abs', '1/../../x', '1/../x', '1//x', './1/x', '1/./x', '1\\x', '', '1/x/', 'a\u0000b']) {
+        await expect(s.loadModel('m', { config: overrideConfig, files: { [rel]: new Uint8Array(1) } }), JSON.stringify(rel))
+          .rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringContaining("failed to load 'm': invalid file override path") });
+      }
+      expect(box.listing()).toEqual(before);
+      const long = s.loadModel('m', { config: overrideConfig, files: { [`1/${'a'.repeat(256)}`]: new Uint8Array(1) } });
+      await expect(long).rejects.toMatchObject({ code: 'INTERNAL', message: "failed to load 'm', failed to poll from model repository" });
+      expect(box.listing()).toEqual(before);
+      expect(s.isLive()).toBe(true);
+    } finally {
+      box.restore();
+      await s.stop(1000);
+    }
+  });
+
+  it('writes overrides into one mkdtemp directory and removes exactly that one, on unload and on a failed load', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-overrides-'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    const box = sandbox();
+    try {
+      const before = box.listing();
+      await s.loadModel('m', { config: overrideConfig, files: { '1/weights.bin': new Uint8Array(4), '1/sub/dir/file': new Uint8Array(1) } });
+      const made = box.listing().filter((p) => !before.includes(p));
+      expect(made.filter((p) => /^tmp\/triode-override-[^/]+\/$/.test(p))).toHaveLength(1);
+      expect(made.every((p) => p.startsWith(made[0]!))).toBe(true);
+      expect(made).toContain(`${made[0]}m/1/sub/dir/file`);
+      await s.unloadModel('m');
+      expect(box.listing()).toEqual(before);
+      // A load that fails removes its override directory, and nothing else.
+      await expect(s.loadModel('m', { config: { ...overrideConfig, backend: 'nope' }, files: { '1/x': new Uint8Array(1) } })).rejects.toMatchObject({ code: 'INVALID_ARG' });
+      expect(box.listing()).toEqual(before);
+    } finally {
+      box.restore();
+      await s.stop(1000);
+    }
+  });
+
+  it('answers a model that is not in the repository as Triton does: INTERNAL "failed to poll from model repository"', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-unknown-'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    try {
+      await expect(s.loadModel('nope')).rejects.toMatchObject({ code: 'INTERNAL', message: "failed to load 'nope', failed to poll from model repository" });
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('shows no absolute path or stack fragment in a load failure (the detail goes to the log)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-paths-'));
+    addModel(root, 'm', config(1));
+    const logged: string[] = [];
+    const logger = { error: (m: string) => logged.push(m), warning() {}, info() {}, verbose() {} };
+    const failing: Backend = {
+      name: 'echo',
+      async modelInitialize(ctx) {
+        throw new Error(`cannot open ${ctx.versionPath}/model.bin: no such file\n    at open (/usr/lib/node/fs.js:10:3)\n    at load (file:///opt/x/loader.js:1:2)`);
+      },
+    };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [failing], modelControlMode: 'explicit', logger });
+    try {
+      const err = await s.loadModel('m').catch((e: unknown) => e as TriodeError);
+      expect(err).toMatchObject({ code: 'INVALID_ARG', message: "load failed for model 'm': version 1 is at UNAVAILABLE state: cannot open m/1/model.bin: no such file;" });
+      expect(logged.join('\n')).toContain(`${root}/m/1/model.bin`);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+});
+
+describe('bounded model loading (issue #14 scope 4)', () => {
+  /** An echo backend counting live instances; instance `hangAt` never finishes initializing unless aborted. */
+  function gatedBackend(live: { n: number; aborted: number }, hangAt = Number.POSITIVE_INFINITY): Backend {
+    return {
+      name: 'echo',
+      async modelInitialize(ctx) {
+        return {
+          async instanceInitialize(_g, index) {
+            if (index >= hangAt) {
+              // Honours the load's signal, as the javascript backend does (it terminates the thread).
+              await new Promise<never>((_r, reject) => ctx.signal?.addEventListener('abort', () => { live.aborted++; reject(new Error('aborted')); }, { once: true }));
+            }
+            live.n++;
+            return { async execute(requests) { return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) }; }, async finalize() { live.n--; } };
+          },
+          async finalize() {},
+        };
+      },
+    };
+  }
+  const withCount = (n: number) => `${config(1)}instance_group [ { count: ${n} kind: KIND_CPU } ]\n`;
+
+  it('refuses more instances than maxInstancesPerModel with INVALID_ARG naming both, before creating any', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-cap-'));
+    addModel(root, 'huge', withCount(100000));
+    addModel(root, 'three', withCount(3));
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live)], modelControlMode: 'explicit', maxInstancesPerModel: 2 });
+    try {
+      await expect(s.loadModel('huge')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/asks for 100000 instances, more than the limit of 2 instances per model/) });
+      await expect(s.loadModel('three')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/asks for 3 instances, more than the limit of 2/) });
+      await expect(s.loadModel('o', { config: { backend: 'echo', instance_group: [{ count: 1 }, { count: 2 }] }, files: { '1/x': new Uint8Array(1) } }))
+        .rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/asks for 3 instances/) });
+      expect(live.n).toBe(0);
+      writeFileSync(join(root, 'three', 'config.pbtxt'), withCount(2));
+      await s.loadModel('three');
+      expect(live.n).toBe(2);
+    } finally {
+      await s.stop(1000);
+    }
+    // The default is sized to the machine and refuses 100000.
+    const d = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live)], modelControlMode: 'explicit' });
+    try {
+      await expect(d.loadModel('huge')).rejects.toMatchObject({ code: 'INVALID_ARG' });
+    } finally {
+      await d.stop(1000);
+    }
+    await expect(InferenceServer.create({ modelRepositories: [root], backends: [echo], maxInstancesPerModel: 0 })).rejects.toThrow(RangeError);
+    await expect(InferenceServer.create({ modelRepositories: [root], backends: [echo], modelLoadTimeoutMs: 1.5 })).rejects.toThrow(RangeError);
+  });
+
+  it('a version that never finishes loading fails UNAVAILABLE at modelLoadTimeoutMs, its partial instances released; then it unloads', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-timeout-'));
+    addModel(root, 'slow', withCount(3));
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live, 2)], modelControlMode: 'explicit', modelLoadTimeoutMs: 50 });
+    try {
+      const err = await s.loadModel('slow').catch((e: unknown) => e as TriodeError);
+      expect(err).toMatchObject({ code: 'UNAVAILABLE', message: "load failed for model 'slow': version 1 is at UNAVAILABLE state: version 1 did not finish loading within 50 ms (--model-load-timeout-secs);" });
+      expect(live.aborted).toBe(1);
+      expect(live.n).toBe(0);
+      expect(s.modelReady('slow')).toBe(false);
+      await s.unloadModel('slow');
+      // The load slot was given back: another load runs.
+      writeFileSync(join(root, 'slow', 'config.pbtxt'), withCount(2));
+      await s.loadModel('slow');
+      expect(s.modelReady('slow')).toBe(true);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('a warmup sample cannot allocate without bound, and a huge count only runs until the load times out', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-warmup-bomb-'));
+    addModel(root, 'big', `${withCount(1)}model_warmup [ { name: "w" batch_size: 1 inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [ 1000000000000 ] zero_data: true } } } ]\n`);
+    addModel(root, 'many', `${withCount(1)}model_warmup [ { name: "w" batch_size: 1 count: 1000000000 inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]\n`);
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live)], modelControlMode: 'explicit', modelLoadTimeoutMs: 100 });
+    try {
+      await expect(s.loadModel('big')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/warmup sample failed: warmup sample 'w': input 'IN' of shape \[1,1000000000000\] is over the limit of 268435456 bytes/) });
+      await expect(s.loadModel('many')).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/did not finish loading within 100 ms/) });
+      await new Promise((r) => setTimeout(r, 20));
+      expect(live.n).toBe(0);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('an unload and a shutdown are bounded too: a request that never ends does not hold them', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-hung-'));
+    addModel(root, 'hung', withCount(1));
+    let finalized = 0;
+    const hung: Backend = {
+      name: 'echo',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return { execute: () => new Promise<never>(() => undefined), async finalize() { finalized++; } };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const warnings: string[] = [];
+    const logger = { error() {}, warning: (m: string) => warnings.push(m), info() {}, verbose() {} };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [hung], modelControlMode: 'explicit', startupModels: ['hung'], modelLoadTimeoutMs: 50, logger });
+    void s.infer({ modelName: 'hung', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    await s.unloadModel('hung');
+    expect(finalized).toBe(1);
+    expect(warnings.join('\n')).toMatch(/unloading 'hung': requests or instances still busy after 50 ms were left behind/);
+    await s.loadModel('hung');
+    void s.infer({ modelName: 'hung', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    // Both requests never end (the first one's version was unloaded under it): both are reported.
+    expect(await s.stop(50)).toBe(2);
+    expect(finalized).toBe(2);
+  });
+
+  it('an unload, or a shutdown, gives up a load in progress instead of waiting behind it', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-cancel-'));
+    addModel(root, 'stuck', withCount(1));
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live, 0)], modelControlMode: 'explicit', modelLoadTimeoutMs: 3_600_000 });
+    const load = s.loadModel('stuck').catch((e: unknown) => e as TriodeError);
+    await new Promise((r) => setTimeout(r, 10));
+    await s.unloadModel('stuck');
+    expect(await load).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('the load was cancelled by an unload of the model') });
+    expect(live.aborted).toBe(1);
+    const again = s.loadModel('stuck').catch((e: unknown) => e as TriodeError);
+    await new Promise((r) => setTimeout(r, 10));
+    s.beginShutdown();
+    expect(await again).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('Server is stopping') });
+    expect(await s.stop(1000)).toBe(0);
+    expect(live.aborted).toBe(2);
+    expect(live.n).toBe(0);
   });
 });

@@ -12,8 +12,15 @@ import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 import { configTypeToDataType, dataTypeByteSize, elementCount, typedArrayView } from './tensor/data-type.js';
 import type { Tensor } from './tensor/tensor.js';
 
-/** The requests of one warmup sample (each batch item as the sample's dims, batched when allowed). */
-export function warmupRequests(sample: ModelWarmup, config: ModelConfig, modelPath: string): InferenceRequest[] {
+/** The most bytes one input of a warmup sample may hold (a config cannot make a load allocate without bound). */
+export const MAX_WARMUP_INPUT_BYTES = 256 * 1024 * 1024;
+
+/**
+ * The requests of one warmup sample (each batch item as the sample's dims, batched when allowed),
+ * made one at a time as they are run: `count` costs time (bounded by the load timeout), not memory.
+ * @throws TriodeError INVALID_ARG for an input over `MAX_WARMUP_INPUT_BYTES` or with bad dims.
+ */
+export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelPath: string): Generator<InferenceRequest> {
   const batching = (config.max_batch_size ?? 0) > 0;
   const batch = Math.max(1, sample.batch_size ?? 1);
   const inputs: Tensor[] = Object.entries(sample.inputs ?? {}).map(([name, spec]) => {
@@ -22,8 +29,15 @@ export function warmupRequests(sample: ModelWarmup, config: ModelConfig, modelPa
     const dims = spec.dims ?? [];
     const shape = batching ? [batch, ...dims] : dims;
     const n = elementCount(shape);
+    const size = n * (dt === 'BYTES' ? 1 : dataTypeByteSize(dt));
+    if (!Number.isSafeInteger(n) || n < 0 || size > MAX_WARMUP_INPUT_BYTES) {
+      throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': input '${name}' of shape [${shape.join(',')}] is over the limit of ${MAX_WARMUP_INPUT_BYTES} bytes`);
+    }
     if (dt === 'BYTES') {
       const value = spec.input_data_file ? readFileSync(resolveInside(join(modelPath, 'warmup'), spec.input_data_file)) : new Uint8Array(0);
+      if (n * (4 + value.byteLength) > MAX_WARMUP_INPUT_BYTES) {
+        throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': input '${name}' of shape [${shape.join(',')}] is over the limit of ${MAX_WARMUP_INPUT_BYTES} bytes`);
+      }
       return { name, datatype: dt, shape, data: serializeBytesTensor(new Array(n).fill(value)) };
     }
     const bytes = n * dataTypeByteSize(dt);
@@ -45,5 +59,6 @@ export function warmupRequests(sample: ModelWarmup, config: ModelConfig, modelPa
     }
     return { name, datatype: dt, shape, data: typedArrayView(dt, raw.buffer, 0, n) };
   });
-  return Array.from({ length: Math.max(1, sample.count ?? 1) }, () => ({ modelName: config.name ?? '', inputs: inputs.map((t) => ({ ...t, data: t.data.slice() })) }));
+  const count = Math.max(1, sample.count ?? 1);
+  for (let i = 0; i < count; i++) yield { modelName: config.name ?? '', inputs: inputs.map((t) => ({ ...t, data: t.data.slice() })) };
 }

@@ -4,7 +4,7 @@
  */
 import type { Backend, BackendModel, BackendModelInstance, ExecuteRequest, ExecuteResponse, ExecuteTimings, ModelContext } from './backend-api.js';
 import { classify } from './classification.js';
-import { systemClock, type Clock } from './clock.js';
+import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
 import { normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
@@ -66,6 +66,40 @@ export function createScheduler<T extends Schedulable & { sequence: SequenceInfo
   return new DynamicBatchScheduler<T>(instanceCount, runner, { maxBatchSize: 1, ...options });
 }
 
+/**
+ * Settles as `work` does, or rejects with `signal.reason` as soon as `signal` aborts. What `work`
+ * resolves to after that is handed to `release` (a model or an instance made too late is freed,
+ * not leaked).
+ */
+export function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, release?: (late: T) => unknown): Promise<T> {
+  if (!signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const onAbort = (): void => {
+      if (done) return;
+      done = true;
+      reject(signal.reason);
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    work.then((value) => {
+      signal.removeEventListener('abort', onAbort);
+      if (!done) {
+        done = true;
+        resolve(value);
+      } else if (release) {
+        void Promise.resolve().then(() => release(value)).catch(() => undefined);
+      }
+    }, (err: unknown) => {
+      signal.removeEventListener('abort', onAbort);
+      if (!done) {
+        done = true;
+        reject(err);
+      }
+    });
+  });
+}
+
 /** Releases responses in arrival order (dynamic_batching.preserve_ordering). */
 class ResponseOrder {
   #next = 0;
@@ -122,18 +156,27 @@ export class ModelVersion {
     });
   }
 
-  /** Loads a version: labels, the backend model, then every instance of every instance group. */
+  /**
+   * Loads a version: labels, the backend model, then every instance of every instance group.
+   * When `ctx.signal` aborts, the load rejects at once with its reason; the instances made so far
+   * (and any that a backend finishes later) are finalized.
+   */
   static async load(ctx: ModelContext, backend: Backend, clock: Clock = systemClock): Promise<ModelVersion> {
+    const signal = ctx.signal;
+    signal?.throwIfAborted();
     const labels = new Map<string, string[]>();
     for (const o of ctx.config.output ?? []) {
       if (o.label_filename) labels.set(o.name, readLabels(ctx.modelPath, o.label_filename));
     }
-    const model = await backend.modelInitialize(ctx);
+    const model = await abortable(backend.modelInitialize(ctx), signal, (m) => m.finalize());
     const instances: BackendModelInstance[] = [];
     try {
       let index = 0;
       for (const g of ctx.config.instance_group ?? [{}]) {
-        for (let i = 0; i < (g.count ?? 1); i++) instances.push(await model.instanceInitialize(g, index++));
+        for (let i = 0; i < (g.count ?? 1); i++) {
+          signal?.throwIfAborted();
+          instances.push(await abortable(model.instanceInitialize(g, index++), signal, (x) => x.finalize()));
+        }
       }
     } catch (err) {
       await Promise.allSettled(instances.map((x) => x.finalize()));
@@ -452,12 +495,23 @@ export class ModelVersion {
     return response;
   }
 
-  /** Waits for queued and running requests, then releases the instances and the model. */
-  async unload(): Promise<void> {
-    await this.#scheduler.idle();
+  /**
+   * Waits for queued and running requests, then releases the instances and the model. With
+   * `timeoutMs`, waits at most that long for the requests, and at most `releaseMs` (default:
+   * `timeoutMs`) for the release: a request or a finalize that never ends does not hold an
+   * unload or a shutdown up.
+   * @returns false when the time ran out (what still ran was left behind).
+   */
+  async unload(options: { timeoutMs?: number; releaseMs?: number } = {}): Promise<boolean> {
+    const t = options.timeoutMs;
+    const drained = t === undefined ? await this.#scheduler.idle().then(() => true) : await settleWithin(this.#scheduler.idle(), t);
     await this.#scheduler.stop();
-    await Promise.allSettled(this.#instances.map((i) => i.finalize()));
-    await this.#backendModel.finalize();
+    const release = Promise.allSettled(this.#instances.map((i) => i.finalize())).then(() => this.#backendModel.finalize());
+    if (t === undefined) {
+      await release;
+      return drained;
+    }
+    return (await settleWithin(release, options.releaseMs ?? t)) && drained;
   }
 
   /** Resolves when nothing is queued or running. */

@@ -4,19 +4,22 @@
  * Triton: core/src/server.cc, core/src/tritonserver.cc, model_repository_manager/model_lifecycle.cc
  */
 import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { Backend } from './backend-api.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
-import { Errors, TriodeError } from './errors.js';
+import { Errors, TriodeError, echo } from './errors.js';
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
-import { ModelVersion } from './model.js';
+import { ModelVersion, abortable } from './model.js';
 import { EnsembleModel, validateEnsemble } from './ensemble-model.js';
 import { warmupRequests } from './model-warmup.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from './model-config/normalize-model-config.js';
 import { validateModelConfig } from './model-config/validate-model-config.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
-import { removeOverride, writeOverrideFiles } from './model-repository/load-override.js';
+import { pollFailure, removeOverride, writeOverrideFiles } from './model-repository/load-override.js';
+import { clientLoadMessage, loadFailed } from './model-repository/load-error.js';
+import { checkModelName } from './model-repository/model-name.js';
 import { ResponseCache, type ResponseCacheStats } from './cache/response-cache.js';
 import { listVersionFiles, listVersions, readLabels, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
 import { silentLogger, type Logger } from './logger.js';
@@ -84,6 +87,18 @@ export interface ServerOptions {
   modelLoadRetryCount?: number;
   /** How many model versions load at once (`--model-load-thread-count`). @default 4 */
   modelLoadThreadCount?: number;
+  /**
+   * Most instances one model version may have, summed over its instance groups
+   * (`--max-instances-per-model`). A load that asks for more fails INVALID_ARG before anything is
+   * created. @default max(16, 4 x os.availableParallelism())
+   */
+  maxInstancesPerModel?: number;
+  /**
+   * How long a model version may take to load, warmup included (ms; `--model-load-timeout-secs`
+   * x 1000). A version still loading then fails UNAVAILABLE and its partial instances are released.
+   * @default 300000
+   */
+  modelLoadTimeoutMs?: number;
   /** Models to load at start in explicit mode (`--load-model`; `*` loads all). @default [] */
   startupModels?: string[];
   /** Per-backend settings (`--backend-config=<backend>,<k>=<v>`). @default {} */
@@ -97,8 +112,25 @@ export interface ServerOptions {
 /** A loaded model version: one run by a backend, or an ensemble of other models. */
 export type LoadedModel = ModelVersion | EnsembleModel;
 
+/** The least time `stop` gives models to release their instances after the requests are done. */
+const STOP_RELEASE_MIN_MS = 1000;
+
 /** How deep models may call models (BLS) before a request is refused: stops endless recursion. */
 export const MAX_BLS_DEPTH = 16;
+
+/** The default of `ServerOptions.maxInstancesPerModel`, sized to this machine: max(16, 4 x its CPUs). */
+export function defaultMaxInstancesPerModel(): number {
+  return Math.max(16, 4 * availableParallelism());
+}
+
+/** The default of `ServerOptions.modelLoadTimeoutMs`: 5 minutes. */
+export const DEFAULT_MODEL_LOAD_TIMEOUT_MS = 300_000;
+
+/** The instances a (normalized) config asks for: the sum of its instance groups' counts. */
+export function instanceCountOf(config: ModelConfig): number {
+  const groups = config.instance_group?.length ? config.instance_group : [{}];
+  return groups.reduce((a, g) => a + (g.count ?? 1), 0);
+}
 
 /** The extensions the core implements (frontends may add their own). */
 export const CORE_EXTENSIONS = ['classification', 'binary_tensor_data', 'statistics', 'model_configuration'];
@@ -106,6 +138,8 @@ export const CORE_EXTENSIONS = ['classification', 'binary_tensor_data', 'statist
 interface VersionSlot {
   state: ModelReadyState;
   reason: string;
+  /** The code of the error that made the version UNAVAILABLE. */
+  code?: TriodeError['code'];
   model?: LoadedModel;
 }
 
@@ -117,8 +151,11 @@ interface ModelEntry {
   error?: TriodeError;
   /** In the repository but not loaded (explicit mode, or unloaded). */
   unloaded?: boolean;
-  /** Loaded from `file:` overrides: `path` is a temporary directory, removed on retirement. */
-  override?: boolean;
+  /**
+   * Loaded from `file:` overrides: the directory mkdtemp made (`path` is inside it), removed, by
+   * this exact path, when the model is retired or its load fails.
+   */
+  overrideRoot?: string;
   /** Signature of the model's files other than its config, when it was prepared. */
   filesSig?: string;
   versions: Map<number, VersionSlot>;
@@ -157,6 +194,8 @@ export class InferenceServer {
   #loadQueue: (() => void)[] = [];
   readonly #backends: Map<string, Backend>;
   readonly #models = new Map<string, ModelEntry>();
+  /** Per model name: the loads in progress, aborted by an unload of that model or a shutdown. */
+  readonly #loadAborts = new Map<string, Set<AbortController>>();
   #stopping = false;
   #draining = false;
   #inflight = 0;
@@ -178,7 +217,13 @@ export class InferenceServer {
       modelLoadThreadCount: 4,
       responseCacheBytes: 0,
       ...options,
+      maxInstancesPerModel: options.maxInstancesPerModel ?? defaultMaxInstancesPerModel(),
+      modelLoadTimeoutMs: options.modelLoadTimeoutMs ?? DEFAULT_MODEL_LOAD_TIMEOUT_MS,
     };
+    for (const key of ['maxInstancesPerModel', 'modelLoadTimeoutMs'] as const) {
+      const v = this.#opts[key];
+      if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`options.${key} must be a positive integer, got ${String(v)}`);
+    }
     this.#backends = new Map(options.backends.map((b) => [b.name, b]));
     if (options.responseCacheBytes) this.#responseCache = new ResponseCache(options.responseCacheBytes);
   }
@@ -206,7 +251,7 @@ export class InferenceServer {
     const startup = this.#opts.startupModels;
     const selected = (name: string) => this.#opts.modelControlMode !== 'explicit' || startup.includes('*') || startup.includes(name);
     for (const name of startup) {
-      if (name !== '*' && !found.has(name)) this.logger.error(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
+      if (name !== '*' && !found.has(name)) this.logger.error(`failed to load '${echo(name)}', failed to poll from model repository: model not found in any model repository`);
     }
     await Promise.all([...found.values()].map(async (m) => {
       const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
@@ -265,7 +310,31 @@ export class InferenceServer {
     }
     normalizeModelConfig(config);
     validateModelConfig(config, entry.name);
+    this.#checkInstanceCount(entry.name, config);
     return { config, versions: selectVersions(available, config.version_policy) };
+  }
+
+  /** Refuses a config that asks for more than `maxInstancesPerModel` instances (before any is made). */
+  #checkInstanceCount(name: string, config: ModelConfig): void {
+    const n = instanceCountOf(config);
+    const max = this.#opts.maxInstancesPerModel;
+    if (n > max) {
+      throw Errors.invalidArg(`model '${name}' asks for ${n} instances, more than the limit of ${max} instances per model (--max-instances-per-model)`);
+    }
+  }
+
+  /** The directories a client-facing load message must not show: repositories, temp directory, an override. */
+  #hiddenDirs(entry?: ModelEntry): string[] {
+    return [...this.#opts.modelRepositories.map((r) => resolve(r)), ...(entry?.overrideRoot ? [entry.overrideRoot] : []), resolve(tmpdir())];
+  }
+
+  /** A load error as clients see it (no paths, no stack); the full detail goes to the log when it differs. */
+  #clientError(entry: ModelEntry, err: unknown, code: TriodeError['code']): TriodeError {
+    const e = TriodeError.from(err, code);
+    const message = clientLoadMessage(e.message, this.#hiddenDirs(entry));
+    if (message === e.message) return e;
+    this.logger.error(`failed to load '${entry.name}': ${e.message}`, { model: entry.name });
+    return new TriodeError(e.code, message, { cause: e });
   }
 
   /** Prepares a model's config; returns the versions to load, or undefined (entry.error set). */
@@ -274,7 +343,7 @@ export class InferenceServer {
     try {
       prepared = await this.#prepareConfig(entry, override);
     } catch (err) {
-      entry.error = TriodeError.from(err, 'INVALID_ARG');
+      entry.error = this.#clientError(entry, err, 'INVALID_ARG');
       return undefined;
     }
     entry.config = prepared.config;
@@ -286,8 +355,11 @@ export class InferenceServer {
     return prepared.versions;
   }
 
-  /** Loads the versions of a prepared model (an ensemble after the models it uses). */
-  async #loadVersions(entry: ModelEntry, versions: number[]): Promise<void> {
+  /**
+   * Loads the versions of a prepared model (an ensemble after the models it uses). `signal` gives
+   * a load up (an unload of the model, a shutdown); each version also has `modelLoadTimeoutMs`.
+   */
+  async #loadVersions(entry: ModelEntry, versions: number[], signal?: AbortSignal): Promise<void> {
     const config = entry.config!;
     const backend = this.#backends.get(config.backend ?? '');
     const infer = (request: InferenceRequest) => this.infer(request);
@@ -309,45 +381,96 @@ export class InferenceServer {
           this.#observe(entry.name, version, slot.model);
         } else {
           if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported`);
-          const model = await this.#withLoadSlot(() => this.#retry(() => ModelVersion.load(
-            {
-              name: entry.name,
-              version,
-              modelPath: entry.path,
-              versionPath: join(entry.path, String(version)),
-              config,
-              backendConfig: this.#opts.backendConfig[backend.name] ?? {},
-              infer,
-            },
-            backend,
-            this.#opts.clock,
-          ), `'${entry.name}' version ${version}`));
-          // READY only after the warmup samples ran (a failing sample fails the load).
-          try {
-            for (const sample of config.model_warmup ?? []) {
-              for (const req of warmupRequests(sample, config, entry.path)) await model.infer({ ...req, modelVersion: version });
-            }
-          } catch (err) {
-            await model.unload().catch(() => undefined);
-            throw Errors.invalidArg(`warmup sample failed: ${(err as Error).message}`);
-          }
+          const model = await this.#withLoadSlot(signal, () => this.#timeLimited(version, signal, (s) => this.#loadVersion(entry, version, backend, s)));
           slot.model = model;
           this.#observe(entry.name, version, model);
           if (config.response_cache?.enable && this.#responseCache) model.responseCache = this.#responseCache;
         }
         slot.state = 'READY';
       } catch (err) {
+        const e = this.#clientError(entry, err, 'INTERNAL');
         slot.state = 'UNAVAILABLE';
-        slot.reason = (err as Error).message;
+        slot.reason = e.message;
+        slot.code = e.code;
       }
     }));
   }
 
-  /** Runs `f` when fewer than `modelLoadThreadCount` loads are running. */
-  async #withLoadSlot<T>(f: () => Promise<T>): Promise<T> {
-    if (this.#activeLoads >= Math.max(1, this.#opts.modelLoadThreadCount)) await new Promise<void>((r) => this.#loadQueue.push(r));
+  /** One version of a backend model: its instances, then its warmup samples (READY only after them). */
+  async #loadVersion(entry: ModelEntry, version: number, backend: Backend, signal: AbortSignal): Promise<ModelVersion> {
+    const config = entry.config!;
+    const model = await this.#retry(() => ModelVersion.load(
+      {
+        name: entry.name,
+        version,
+        modelPath: entry.path,
+        versionPath: join(entry.path, String(version)),
+        config,
+        backendConfig: this.#opts.backendConfig[backend.name] ?? {},
+        infer: (request: InferenceRequest) => this.infer(request),
+        signal,
+      },
+      backend,
+      this.#opts.clock,
+    ), `'${entry.name}' version ${version}`, signal);
+    try {
+      await abortable((async () => {
+        for (const sample of config.model_warmup ?? []) {
+          for (const req of warmupRequests(sample, config, entry.path)) {
+            // A fast model answers in microtasks only: yield so timers (the load timeout) and I/O run.
+            await new Promise((r) => setImmediate(r));
+            if (signal.aborted) return;
+            await model.infer({ ...req, modelVersion: version });
+          }
+        }
+      })(), signal);
+    } catch (err) {
+      // Not awaited: a warmup request that never ends must not hold the load up.
+      void model.unload().catch(() => undefined);
+      if (signal.aborted) throw signal.reason;
+      throw Errors.invalidArg(`warmup sample failed: ${(err as Error).message}`);
+    }
+    return model;
+  }
+
+  /**
+   * Runs `f` with a signal that aborts after `modelLoadTimeoutMs` (UNAVAILABLE) or with `outer`;
+   * rejects as soon as it aborts, whatever `f` is doing.
+   */
+  async #timeLimited<T>(version: number, outer: AbortSignal | undefined, f: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const ms = this.#opts.modelLoadTimeoutMs;
+    const control = new AbortController();
+    const onOuter = (): void => control.abort(outer?.reason);
+    if (outer?.aborted) onOuter();
+    outer?.addEventListener('abort', onOuter, { once: true });
+    const clock = this.#opts.clock;
+    const timer = clock.setTimeout(() => control.abort(Errors.unavailable(`version ${version} did not finish loading within ${ms} ms (--model-load-timeout-secs)`)), ms);
+    try {
+      return await abortable(f(control.signal), control.signal);
+    } finally {
+      clock.clearTimeout(timer);
+      outer?.removeEventListener('abort', onOuter);
+    }
+  }
+
+  /** Runs `f` when fewer than `modelLoadThreadCount` loads are running (or rejects when `signal` aborts first). */
+  async #withLoadSlot<T>(signal: AbortSignal | undefined, f: () => Promise<T>): Promise<T> {
+    if (this.#activeLoads >= Math.max(1, this.#opts.modelLoadThreadCount)) {
+      let wake: () => void = () => undefined;
+      const turn = new Promise<void>((r) => { wake = r; this.#loadQueue.push(r); });
+      try {
+        await abortable(turn, signal);
+      } catch (err) {
+        const i = this.#loadQueue.indexOf(wake);
+        // Still waiting: leave the queue. Already woken: pass the turn on.
+        if (i >= 0) this.#loadQueue.splice(i, 1);
+        else this.#loadQueue.shift()?.();
+        throw err;
+      }
+    }
     this.#activeLoads++;
     try {
+      signal?.throwIfAborted();
       return await f();
     } finally {
       this.#activeLoads--;
@@ -355,13 +478,13 @@ export class InferenceServer {
     }
   }
 
-  /** Tries a load again up to `modelLoadRetryCount` times. */
-  async #retry<T>(f: () => Promise<T>, what: string): Promise<T> {
+  /** Tries a load again up to `modelLoadRetryCount` times (not once `signal` aborted). */
+  async #retry<T>(f: () => Promise<T>, what: string, signal?: AbortSignal): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await f();
       } catch (err) {
-        if (attempt >= this.#opts.modelLoadRetryCount) throw err;
+        if (attempt >= this.#opts.modelLoadRetryCount || signal?.aborted) throw err;
         this.logger.warning(`loading ${what} failed (${(err as Error).message}); retrying (${attempt + 1} of ${this.#opts.modelLoadRetryCount})`);
       }
     }
@@ -519,40 +642,84 @@ export class InferenceServer {
    * @throws TriodeError "failed to load '<name>': ..." when the model cannot be loaded.
    */
   async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
+    checkModelName(name);
     this.#checkControl('load', name);
     await this.#load(name, options);
   }
 
+  /** Loads a model; an unload of it or a shutdown gives the load up (UNAVAILABLE). */
   async #load(name: string, options: LoadOptions = {}): Promise<void> {
-    await this.#serialize(name, async () => {
-      let entry: ModelEntry;
-      if (options.files && Object.keys(options.files).length > 0) {
-        if (!options.config) throw Errors.invalidArg(`failed to load '${name}': a 'config' parameter must be given with 'file:' overrides`);
-        entry = { name, path: writeOverrideFiles(name, options.files), override: true, versions: new Map() };
-      } else {
-        const found = scanRepositories(this.#opts.modelRepositories).get(name);
-        if (!found) throw Errors.invalidArg(`failed to load '${name}': no model directory named '${name}' in the model repositories`);
-        if (found.error) throw Errors.invalidArg(`failed to load '${name}': ${found.error.message}`);
-        entry = { name, path: found.path, versions: new Map() };
+    const control = new AbortController();
+    const mine = this.#loadAborts.get(name) ?? new Set<AbortController>();
+    mine.add(control);
+    this.#loadAborts.set(name, mine);
+    try {
+      await this.#serialize(name, () => this.#loadNow(name, options, control.signal));
+    } finally {
+      mine.delete(control);
+      if (mine.size === 0 && this.#loadAborts.get(name) === mine) this.#loadAborts.delete(name);
+    }
+  }
+
+  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    let entry: ModelEntry;
+    if (options.files && Object.keys(options.files).length > 0) {
+      if (!options.config) throw Errors.invalidArg(`failed to load '${name}': a 'config' parameter must be given with 'file:' overrides`);
+      // The instance limit is checked before any file is written (and again once normalized).
+      try {
+        this.#checkInstanceCount(name, options.config);
+      } catch (err) {
+        throw Errors.invalidArg(`failed to load '${name}': ${(err as Error).message}`);
       }
+      try {
+        const dir = writeOverrideFiles(name, options.files);
+        entry = { name, path: dir.modelDir, overrideRoot: dir.root, versions: new Map() };
+      } catch (err) {
+        const cause = (err as Error).cause;
+        if (cause instanceof Error) this.logger.error(`failed to load '${name}': ${cause.message}`, { model: name });
+        throw err;
+      }
+    } else {
+      const found = scanRepositories(this.#opts.modelRepositories).get(name);
+      if (!found || found.error) {
+        // Triton's answer; the detail (which can name directories) goes to the log only.
+        this.logger.error(`failed to poll model '${name}': ${found?.error?.message ?? 'model not found in any model repository'}`, { model: name });
+        throw pollFailure(name);
+      }
+      entry = { name, path: found.path, versions: new Map() };
+    }
+    let committed = false;
+    try {
       const versions = await this.#prepare(entry, options.config);
-      if (versions && await this.#updateInstancesInPlace(entry, versions)) return;
-      if (!versions) {
-        if (entry.override) removeOverride(entry.path);
-        throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
-      }
-      await this.#loadVersions(entry, versions);
+      if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
+      if (await this.#updateInstancesInPlace(entry, versions)) return;
+      signal.throwIfAborted();
+      await this.#loadVersions(entry, versions, signal);
       const failed = [...entry.versions.entries()].filter(([, v]) => v.state !== 'READY');
       if (failed.length === entry.versions.size) {
-        if (entry.override) removeOverride(entry.path);
-        throw Errors.invalidArg(`failed to load '${name}': ${failed.map(([v, s]) => `version ${v}: ${s.reason}`).join('; ')}`);
+        const code = failed.every(([, v]) => v.code === 'UNAVAILABLE') ? 'UNAVAILABLE' : 'INVALID_ARG';
+        throw loadFailed(name, failed.map(([v, slot]) => `version ${v} is at ${slot.state} state: ${slot.reason};`).join(' '), code);
       }
+      // An unload that came while the versions loaded wins: they are not installed.
+      signal.throwIfAborted();
       const old = this.#models.get(name);
       this.#models.set(name, entry);
+      committed = true;
       this.logger.info(`successfully loaded '${name}'`, { model: name });
       // The old versions finish what they hold, then go.
       if (old) void this.#retire(old);
-    });
+    } finally {
+      // Whatever was made for a load that did not go through is released (and its override removed).
+      if (!committed) await this.#retire(entry);
+    }
+  }
+
+  /** Gives up the loads of `name` in progress (all loads without a name). */
+  #abortLoads(name: string | undefined, reason: TriodeError): void {
+    for (const [n, controls] of this.#loadAborts) {
+      if (name === undefined || n === name) for (const c of controls) c.abort(reason);
+    }
   }
 
   /**
@@ -563,7 +730,7 @@ export class InferenceServer {
    */
   async #updateInstancesInPlace(candidate: ModelEntry, versions: number[]): Promise<boolean> {
     const old = this.#models.get(candidate.name);
-    if (!old?.config || !candidate.config || old.unloaded || old.override || candidate.override || old.path !== candidate.path || old.filesSig !== candidate.filesSig) return false;
+    if (!old?.config || !candidate.config || old.unloaded || old.overrideRoot || candidate.overrideRoot || old.path !== candidate.path || old.filesSig !== candidate.filesSig) return false;
     const prepared = { config: candidate.config, versions };
     const groups = prepared.config.instance_group ?? [];
     if (!onlyLastInstanceCountDiffers(old.config, prepared.config)) return false;
@@ -585,11 +752,14 @@ export class InferenceServer {
    * With `unloadDependents`, the ensembles that use it are unloaded too.
    */
   async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    checkModelName(name);
     this.#checkControl('unload', name);
     await this.#unload(name, options);
   }
 
   async #unload(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    // A load of this model still in progress is given up rather than waited for.
+    this.#abortLoads(name, Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`));
     await this.#serialize(name, async () => {
       const old = this.#models.get(name);
       if (!old) throw Errors.invalidArg(`failed to unload '${name}': no model named '${name}' in the model repositories`);
@@ -642,11 +812,17 @@ export class InferenceServer {
     await Promise.allSettled([...entry.versions.values()].map(async (slot) => {
       if (!slot.model) return;
       slot.state = 'UNLOADING';
-      await slot.model.unload();
+      // Bounded like a load: requests that never end do not make the unload hang.
+      if (slot.model instanceof ModelVersion) {
+        const ms = this.#opts.modelLoadTimeoutMs;
+        if (!(await slot.model.unload({ timeoutMs: ms }))) this.logger.warning(`unloading '${entry.name}': requests or instances still busy after ${ms} ms were left behind`, { model: entry.name });
+      } else {
+        await slot.model.unload();
+      }
       slot.state = 'UNAVAILABLE';
       slot.reason = 'unloaded';
     }));
-    if (entry.override) removeOverride(entry.path);
+    if (entry.overrideRoot) removeOverride(entry.overrideRoot);
   }
 
   /**
@@ -725,6 +901,8 @@ export class InferenceServer {
    */
   beginShutdown(): void {
     this.#draining = true;
+    // A load in progress would hold the drain up (its request is in flight): give it up.
+    this.#abortLoads(undefined, Errors.unavailable('Server is stopping, model loads in progress were cancelled'));
   }
 
   /**
@@ -734,11 +912,16 @@ export class InferenceServer {
   async stop(timeoutMs = 30_000): Promise<number> {
     this.#stopping = true;
     clearInterval(this.#pollTimer);
+    this.#abortLoads(undefined, Errors.unavailable('Server is stopping, model loads in progress were cancelled'));
     const models = [...this.#models.values()].flatMap((m) => [...m.versions.values()].map((v) => v.model).filter((x): x is LoadedModel => !!x));
+    const deadline = Date.now() + timeoutMs;
     await settleWithin(Promise.all(models.map((m) => m.idle())), timeoutMs);
     const left = this.#inflight;
     if (left > 0) this.logger.warning(`exit timeout expired with ${left} inference requests in flight`);
-    await Promise.allSettled(models.map((m) => m.unload()));
+    // What is still running after the timeout is not waited for again; releasing gets what is
+    // left of the timeout (at least a second).
+    const grace = Math.max(STOP_RELEASE_MIN_MS, deadline - Date.now());
+    await Promise.allSettled(models.map((m) => (m instanceof ModelVersion ? m.unload({ timeoutMs: left > 0 ? 0 : grace, releaseMs: grace }) : m.unload())));
     for (const b of this.#backends.values()) await b.finalize?.();
     return left;
   }

@@ -2,12 +2,12 @@
 export { createHttpApp, HTTP_EXTENSIONS } from './http/http-server.js';
 export { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpOptions } from './http/http-options.js';
 export { HTTP_STATUS, httpError } from './error-mapping.js';
-export { parseInferRequest, encodeInferResponse, type OutputEncoding, type ParsedInfer, type EncodedResponse } from './http/infer-codec.js';
+export { parseInferRequest, encodeInferResponse, DEFAULT_MAX_JSON_OUTPUT_SIZE, type OutputEncoding, type ParsedInfer, type EncodedResponse } from './http/infer-codec.js';
 export { jsonToTensorData, tensorDataToJson } from './http/json-tensor.js';
-export { startHttpServer, type HttpServerHandle } from './http/listen.js';
+export { startHttpServer, DEFAULT_HTTP_SERVER_OPTIONS, type HttpServerHandle, type HttpServerOptions } from './http/listen.js';
 export { HttpLifecycle } from './http/lifecycle.js';
 export { RedisBackplane, type RedisBackplaneOptions } from './redis/redis-backplane.js';
-export { AsyncJobs, type AsyncJobsOptions, type JobStatus } from './async/async-jobs.js';
+export { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, type AsyncJobsOptions, type JobStatus } from './async/async-jobs.js';
 export { createMetricsRegistry, parseMetricsConfig, startMetricsServer, DEFAULT_SUMMARY_QUANTILES, type MetricsConfig, type MetricsSource, type MetricsServerHandle } from './metrics/metrics.js';
 export { startGrpcServer, type GrpcServerOptions, type GrpcServerHandle, type GrpcKeepalive, type GrpcTls } from './grpc/grpc-server.js';
 export { GRPC_STATUS, grpcError } from './grpc/grpc-status.js';

@@ -1,6 +1,11 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
 import { describe, expect, it } from 'vitest';
-import { FrameReader } from '@triode/core';
+import { ClusterAuth, FrameReader, MAC_BYTES } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
 
 describe('DirectReplies', () => {
@@ -38,5 +43,35 @@ describe('DirectReplies', () => {
     expect(d.size).toBe(1);
     expect(d.send({ address: 'no-port', token: 't' }, Buffer.from('c'))).toBe(false);
     d.close();
+  });
+
+  it('with a cluster secret, over TLS: authenticates with the token\'s MAC (not the token) and signs each reply', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'triode-direct-tls-'));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+      '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    const cert = readFileSync(join(dir, 'cert.pem'));
+    const got: Buffer[] = [];
+    const server = createTlsServer({ cert, key: readFileSync(join(dir, 'key.pem')) }, (s) => {
+      const r = new FrameReader();
+      s.on('data', (c: Buffer) => { got.push(...r.push(c)); });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const auth = new ClusterAuth('s3cret');
+    const d = new DirectReplies({ auth, tlsCa: cert });
+    const direct = { address: `tls://127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    try {
+      const body = Buffer.from('reply');
+      expect(d.send(direct, body, auth.mac('reply', ['g', body]))).toBe(false);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(d.send(direct, body, auth.mac('reply', ['g', body]))).toBe(true);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(got).toHaveLength(2);
+      expect(got[0]!.equals(auth.mac('direct-auth', ['tok'])!)).toBe(true);
+      expect(got[1]!.subarray(MAC_BYTES).toString()).toBe('reply');
+      expect(auth.verify('reply', ['g', got[1]!.subarray(MAC_BYTES)], got[1]!.subarray(0, MAC_BYTES))).toBe(true);
+    } finally {
+      d.close();
+      server.close();
+    }
   });
 });

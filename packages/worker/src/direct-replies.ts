@@ -1,10 +1,13 @@
 /**
- * @module The worker's side of the direct reply channel: one TCP connection per gateway (opened
- * on first use, the gateway's token as its first frame), replies as length-prefixed frames. While
- * a connection is opening, or when it failed (retried after a pause), replies go through Redis.
+ * @module The worker's side of the direct reply channel: one TCP (or TLS, for a `tls://` address)
+ * connection per gateway, opened on first use; its first frame authenticates (the gateway's token,
+ * or with a cluster secret the token's MAC, which only holders of the secret can make), then
+ * replies as length-prefixed frames (`[MAC][reply]` with a secret). While a connection is opening,
+ * or when it failed (retried after a pause), replies go through Redis.
  */
-import { connect, type Socket } from 'node:net';
-import { frame } from '@triode/core';
+import { connect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { ClusterAuth, frame, framed } from '@triode/core';
 
 interface Peer {
   socket?: Socket;
@@ -19,15 +22,24 @@ const CONNECT_TIMEOUT_MS = 1000;
 /** Direct connections to gateways, keyed by their advertised `host:port`. */
 export class DirectReplies {
   readonly #peers = new Map<string, Peer>();
+  readonly #auth: ClusterAuth;
+  readonly #tlsCa: string | Buffer | undefined;
+
+  /** @param options.auth the cluster secret's signer; options.tlsCa the CA of gateways' TLS certificates (default: the system's) */
+  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer } = {}) {
+    this.#auth = options.auth ?? new ClusterAuth();
+    this.#tlsCa = options.tlsCa;
+  }
 
   /**
    * Sends a reply directly; false when the channel is not open (the caller uses Redis).
    * @param direct the envelope's `direct` field
+   * @param mac the reply's MAC, with a cluster secret
    */
-  send(direct: { address: string; token: string }, body: Uint8Array): boolean {
+  send(direct: { address: string; token: string }, body: Uint8Array, mac?: Uint8Array): boolean {
     const peer = this.#peers.get(direct.address);
     if (peer?.open && peer.socket && !peer.socket.destroyed) {
-      peer.socket.write(frame(body));
+      peer.socket.write(mac ? framed([mac, body]) : frame(body));
       return true;
     }
     if (!peer || (!peer.socket && Date.now() >= peer.retryAt)) this.#open(direct);
@@ -40,16 +52,21 @@ export class DirectReplies {
   }
 
   #open(direct: { address: string; token: string }): void {
-    const i = direct.address.lastIndexOf(':');
-    const host = direct.address.slice(0, i);
-    const port = Number(direct.address.slice(i + 1));
+    const tls = direct.address.startsWith('tls://');
+    const address = tls ? direct.address.slice(6) : direct.address;
+    const i = address.lastIndexOf(':');
+    const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+    const port = Number(address.slice(i + 1));
     const peer: Peer = { open: false, retryAt: 0 };
     this.#peers.set(direct.address, peer);
     if (!host || !Number.isInteger(port) || port <= 0) {
       peer.retryAt = Number.POSITIVE_INFINITY;
       return;
     }
-    const socket = connect({ host, port, noDelay: true });
+    const socket = tls
+      ? tlsConnect({ host, port, ...(this.#tlsCa ? { ca: this.#tlsCa } : {}), ...(isIP(host) ? {} : { servername: host }) })
+      : connect({ host, port });
+    socket.setNoDelay(true);
     peer.socket = socket;
     const fail = () => {
       socket.destroy();
@@ -64,14 +81,20 @@ export class DirectReplies {
       }, RETRY_MS).unref();
     };
     socket.setTimeout(CONNECT_TIMEOUT_MS, fail);
-    socket.once('connect', () => {
+    socket.once(tls ? 'secureConnect' : 'connect', () => {
       socket.setTimeout(0);
-      socket.write(frame(Buffer.from(direct.token)));
+      socket.write(frame(this.#auth.mac('direct-auth', [direct.token]) ?? Buffer.from(direct.token)));
       peer.open = true;
     });
     socket.on('error', fail);
     socket.on('close', () => {
-      if (peer.socket === socket) fail();
+      if (peer.socket !== socket) return;
+      // The gateway closed a connection it had accepted (idle): open a new one when next needed.
+      if (peer.open && !socket.errored) {
+        this.#peers.delete(direct.address);
+        return;
+      }
+      fail();
     });
     socket.unref();
   }

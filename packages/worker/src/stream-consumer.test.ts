@@ -68,8 +68,9 @@ describe('StreamConsumer', () => {
 
   it('counts max_queue_delay from when the gateway queued the request, so time spent in Redis is not added to it', async () => {
     const redisClient = new Redis(redis.url);
-    const replyTo = 't1:test-replies';
-    let last = '0';
+    // A gateway's reply stream: workers add replies only to one that exists.
+    const replyTo = new ClusterKeys('t1').replies('test');
+    let last = (await redisClient.xadd(replyTo, '*', 'open', '1'))!;
     // Puts a request on model c's stream as a gateway would, queued at `enqueuedMs`; resolves
     // with how long its reply took to come back.
     const roundTrip = async (key: string, enqueuedMs: number): Promise<number> => {

@@ -6,7 +6,7 @@
  */
 import { Redis } from 'ioredis';
 import {
-  ClusterKeys, TriodeError, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
+  ClusterAuth, ClusterKeys, TriodeError, checkModelName, echo, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
   type InferenceServer, type LoadOptions, type StreamEntries, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
@@ -29,8 +29,18 @@ export interface StreamConsumerOptions {
    * run here: what a worker that died (SIGKILL, a lost node) leaves behind. @default 5000
    */
   claimIdleMs?: number;
+  /**
+   * The cluster secret: requests, control messages and the loaded set not signed with it are
+   * dropped; replies, control answers and the registry entry are signed. @default none
+   */
+  clusterSecret?: string;
+  /** Direct reply channels over TLS: the CA (PEM) their certificates must chain to. @default the system CAs */
+  replyTlsCa?: string | Buffer;
   logger?: Logger;
 }
+
+/** A control message older than this (ms) is dropped: a captured one cannot be replayed later. */
+const CONTROL_MAX_AGE_MS = 5 * 60_000;
 
 /**
  * Answered entries are acknowledged and deleted at most this long after their reply (ms): one
@@ -48,7 +58,11 @@ export class StreamConsumer {
   readonly #server: InferenceServer;
   readonly #keys: ClusterKeys;
   readonly #cmd: Redis;
-  readonly #directReplies = new DirectReplies();
+  readonly #directReplies: DirectReplies;
+  /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
+  readonly auth: ClusterAuth;
+  /** Ids of the control messages applied in the last CONTROL_MAX_AGE_MS (a replay is dropped). */
+  readonly #controlSeen = new Map<string, number>();
   /** The blocking reads: a lean connection of its own (stream-read-connection.ts). */
   readonly #block: StreamReadConnection;
   readonly #sub: Redis;
@@ -79,6 +93,8 @@ export class StreamConsumer {
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
     this.#claimIdleMs = options.claimIdleMs ?? 5000;
     this.#logger = options.logger;
+    this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
+    this.#directReplies = new DirectReplies({ auth: this.auth, ...(options.replyTlsCa ? { tlsCa: options.replyTlsCa } : {}) });
     // XAUTOCLAIM goes through callBuffer, which ioredis's auto-pipelining mangles (it drops the
     // command name and sends the key as the command): keep it out of the pipeline.
     const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['XAUTOCLAIM'] };
@@ -112,9 +128,17 @@ export class StreamConsumer {
       return;
     }
     for (const [model, raw] of Object.entries(desired)) {
-      const want = JSON.parse(raw) as { action: 'load'; config?: ModelConfig; files?: Record<string, string> };
-      if (this.#server.modelReady(model)) continue;
+      const text = this.auth.openText('desired', raw, `entry of the loaded set (model '${echoName(model)}')`);
+      if (text === undefined) continue;
       try {
+        const want = JSON.parse(text) as { model?: string; action: 'load'; config?: ModelConfig; files?: Record<string, string> };
+        // Signed for this model's entry, not copied from another one.
+        if (this.auth.enabled && want.model !== model) {
+          this.auth.reject('desired', `an entry of the loaded set signed for another model ('${echoName(model)}')`);
+          continue;
+        }
+        checkModelName(model);
+        if (this.#server.modelReady(model)) continue;
         await this.#server.loadModel(model, loadOptions(want));
       } catch (err) {
         this.#logger?.warning(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
@@ -122,25 +146,45 @@ export class StreamConsumer {
     }
   }
 
-  /** Applies a load/unload command and answers the gateway that sent it. */
+  /**
+   * Applies a load/unload command and answers the gateway that sent it. With a secret, one that is
+   * not signed, is older than CONTROL_MAX_AGE_MS or was seen before is dropped unanswered; a
+   * model name that is not one (a path) is refused before it reaches the repository.
+   */
   async #control(message: string): Promise<void> {
-    let cmd: { id: string; action: 'load' | 'unload'; model: string; config?: ModelConfig; files?: Record<string, string>; unloadDependents?: boolean };
+    const text = this.auth.openText('control', message, 'control message');
+    if (text === undefined) return;
+    let cmd: { id: string; ts?: number; action: 'load' | 'unload'; model: string; config?: ModelConfig; files?: Record<string, string>; unloadDependents?: boolean };
     try {
-      cmd = JSON.parse(message) as typeof cmd;
+      cmd = JSON.parse(text) as typeof cmd;
+      if (typeof cmd.id !== 'string' || typeof cmd.model !== 'string' || (cmd.action !== 'load' && cmd.action !== 'unload')) throw new Error('not a control message');
     } catch {
+      this.#logger?.warning('cluster: dropped a malformed control message');
       return;
     }
-    let error: string | undefined;
+    if (this.auth.enabled) {
+      const now = Date.now();
+      for (const [id, at] of this.#controlSeen) if (now - at > CONTROL_MAX_AGE_MS) this.#controlSeen.delete(id);
+      if (typeof cmd.ts !== 'number' || Math.abs(now - cmd.ts) > CONTROL_MAX_AGE_MS || this.#controlSeen.has(cmd.id)) {
+        this.auth.reject('control', 'a control message that is stale or replayed');
+        return;
+      }
+      this.#controlSeen.set(cmd.id, now);
+    }
+    let error: { code: string; message: string } | undefined;
     try {
+      checkModelName(cmd.model);
       if (cmd.action === 'load') await this.#server.loadModel(cmd.model, loadOptions(cmd));
       else await this.#server.unloadModel(cmd.model, { unloadDependents: cmd.unloadDependents === true });
       await this.#refreshStreams();
       await this.#beat();
     } catch (err) {
-      error = (err as Error).message;
+      const e = TriodeError.from(err);
+      error = { code: e.code, message: e.message };
     }
     const key = this.#keys.controlReplies(cmd.id);
-    await this.#cmd.rpush(key, JSON.stringify({ workerId: this.workerId, ...(error !== undefined ? { error } : {}) })).catch(() => undefined);
+    const answer = this.auth.signText('control-reply', JSON.stringify({ id: cmd.id, workerId: this.workerId, ...(error !== undefined ? { error } : {}) }));
+    await this.#cmd.rpush(key, answer).catch(() => undefined);
     await this.#cmd.pexpire(key, 60_000).catch(() => undefined);
   }
 
@@ -226,7 +270,7 @@ export class StreamConsumer {
       };
     });
     const record: WorkerRecord = { workerId: this.workerId, heartbeatMs: Date.now(), models };
-    await this.#cmd.set(this.#keys.worker(this.workerId), JSON.stringify(record), 'PX', this.#heartbeatMs * 3);
+    await this.#cmd.set(this.#keys.worker(this.workerId), this.auth.signText('registry', JSON.stringify(record)), 'PX', this.#heartbeatMs * 3);
   }
 
   /** Room for more requests of a stream: its model's free slots, within the worker's limit. */
@@ -286,22 +330,34 @@ export class StreamConsumer {
   }
 
   #handle(stream: string, id: string, fields: Buffer[]): void {
-    const body = fields[1];
     const ack = () => this.#ack(stream, id);
-    if (!body) {
+    // [r, header, t, tensor, t, tensor, ..., s, MAC] from gateways ([r, message] from older ones).
+    const parts: Buffer[] = [];
+    let mac: Buffer | undefined;
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const f = fields[i]!;
+      if (f.byteLength === 1 && f[0] === 0x73) mac = fields[i + 1]; // 's'
+      else parts.push(fields[i + 1]!);
+    }
+    if (parts.length === 0 || !this.auth.verify('request', parts, mac, `request on ${stream}`)) {
       ack();
       return;
     }
     let decoded: ReturnType<typeof decodeRequest>;
     try {
-      // [r, header, t, tensor, t, tensor, ...] from gateways; a single message from older ones.
-      decoded = fields.length > 2 ? decodeRequestParts(fields.filter((_f, i) => i % 2 === 1)) : decodeRequest(body);
+      decoded = parts.length > 1 ? decodeRequestParts(parts) : decodeRequest(parts[0]!);
     } catch (err) {
       this.#logger?.warning(`dropping a malformed request from ${stream}: ${(err as Error).message}`);
       ack();
       return;
     }
     const { request, env } = decoded;
+    // Replies go only to a gateway's reply stream of this cluster, never to any other key.
+    if (typeof env.replyTo !== 'string' || !env.replyTo.startsWith(this.#replyPrefix)) {
+      this.#logger?.warning(`dropping a request from ${stream} whose reply stream is not a gateway's`);
+      ack();
+      return;
+    }
     // The batchers' max_queue_delay counts from when the gateway queued it (DESIGN: cluster batching).
     request.queuedSinceMs = env.enqueuedMs;
     if (env.deadlineMs < Date.now()) {
@@ -314,15 +370,15 @@ export class StreamConsumer {
     const decoupled = this.#decoupled(request.modelName);
     const send = (r: WireReply) => {
       const body = encodeReply(r);
+      const mac = this.auth.mac('reply', [env.replyTo, body]);
       // A decoupled request's replies all take the stream, so they cannot overtake one another.
-      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body)) {
-        void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', body).catch(() => undefined);
-      }
+      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac)) this.#replyOnStream(env.replyTo, body, mac);
       ack();
     };
     const run = decoupled
       ? this.#server.inferStream(request, (response) => {
-        void this.#cmd.xadd(env.replyTo, 'MAXLEN', '~', '100000', '*', 'r', encodeReply({ requestKey: env.requestKey, response, more: true })).catch(() => undefined);
+        const body = encodeReply({ requestKey: env.requestKey, response, more: true });
+        this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]));
       }).then(() => ({ requestKey: env.requestKey, end: true as const }))
       : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
     run.then(
@@ -343,6 +399,21 @@ export class StreamConsumer {
         this.#cmd.client('UNBLOCK', this.#block.clientId).catch(() => undefined).finally(() => { this.#unblocking = false; });
       }
     });
+  }
+
+  /** The prefix of every gateway's reply stream. */
+  get #replyPrefix(): string {
+    return this.#keys.replies('');
+  }
+
+  /**
+   * Adds a reply to its gateway's reply stream, only if the stream exists (NOMKSTREAM): a gateway
+   * keeps its stream alive, and a dead one's is not brought back.
+   */
+  #replyOnStream(replyTo: string, body: Buffer, mac: Buffer | undefined): void {
+    const args: (string | Buffer)[] = [replyTo, 'NOMKSTREAM', 'MAXLEN', '~', '100000', '*', 'r', body];
+    if (mac) args.push('s', mac);
+    void (this.#cmd.xadd as (...a: (string | Buffer)[]) => Promise<unknown>)(...args).catch(() => undefined);
   }
 
   /** True for a decoupled model (0..N responses per request, sent as they come). */
@@ -378,6 +449,9 @@ export class StreamConsumer {
     if (!up || !(await settleWithin(this.#cmd.quit(), FAREWELL_MS))) this.#cmd.disconnect();
   }
 }
+
+/** A model name as a log line repeats it. */
+const echoName = (name: string): string => echo(name, 64);
 
 /** The load options a control command or the desired set carries (files as base64). */
 function loadOptions(cmd: { config?: ModelConfig; files?: Record<string, string> }): LoadOptions {

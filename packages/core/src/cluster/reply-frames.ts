@@ -1,13 +1,29 @@
 /**
  * @module Frames of the direct reply channel (worker -> gateway over TCP): `[u32 BE length][bytes]`.
- * The first frame a worker sends on a connection is the gateway's token.
+ * The first frame a worker sends on a connection is its auth frame (the gateway's token, or with a
+ * cluster secret its MAC), at most MAX_AUTH_FRAME_BYTES long; with a secret each reply frame is
+ * `[MAC][reply]`.
  */
+
+/** The largest first (auth) frame a gateway accepts before it drops the connection. */
+export const MAX_AUTH_FRAME_BYTES = 128;
 
 /** Length-prefixes a message. */
 export function frame(message: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(4 + message.byteLength);
-  out.writeUInt32BE(message.byteLength, 0);
-  out.set(message, 4);
+  return framed([message]);
+}
+
+/** One frame of several pieces (a MAC and a reply): one buffer, each piece copied once. */
+export function framed(pieces: readonly Uint8Array[]): Buffer {
+  let n = 0;
+  for (const p of pieces) n += p.byteLength;
+  const out = Buffer.allocUnsafe(4 + n);
+  out.writeUInt32BE(n, 0);
+  let at = 4;
+  for (const p of pieces) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
   return out;
 }
 

@@ -1,50 +1,99 @@
 /**
  * @module `file:<version>/<name>` load overrides: a model's files given in the load request
- * instead of read from the repository. They are written to a private temporary directory that
- * then stands in for the model's directory, and removed when that model is unloaded.
+ * instead of read from the repository. They are written to a private temporary directory (made
+ * with mkdtemp) that then stands in for the model's directory, and removed, by the exact path that
+ * was created and never a parent, when that model is unloaded or its load fails.
  * Triton: server docs/protocol/extension_model_repository.md ("file:" parameters),
- * core/src/model_repository_manager (temporary override directories)
+ * core/src/model_repository_manager (temporary override directories, LocalizeRepoAgent)
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, normalize, sep } from 'node:path';
-import { Errors, TriodeError } from '../errors.js';
+import { basename, join, posix } from 'node:path';
+import { Errors, TriodeError, echo } from '../errors.js';
+import { checkModelName } from './model-name.js';
 
 /** The prefix of file override parameter names. */
 export const FILE_OVERRIDE_PREFIX = 'file:';
 
+/** The name prefix of every override directory (the only directories `removeOverride` removes). */
+export const OVERRIDE_DIR_PREFIX = 'triode-override-';
+
+/** The longest path component of an override file in UTF-8 bytes (Linux NAME_MAX). */
+export const MAX_OVERRIDE_COMPONENT_BYTES = 255;
+
+/** Where `writeOverrideFiles` put a model's files. */
+export interface OverrideDirectory {
+  /** The directory mkdtemp created: the one thing `removeOverride` removes. */
+  root: string;
+  /** `<root>/<model name>`: stands in for the model's directory in the repository. */
+  modelDir: string;
+}
+
+/** Triton's answer when a model's files cannot be found or written. */
+export function pollFailure(name: string, cause?: unknown): TriodeError {
+  return new TriodeError('INTERNAL', `failed to load '${echo(name)}', failed to poll from model repository`, { cause });
+}
+
+/**
+ * Why `rel` is not a usable override file path, or undefined when it is one: it must be relative,
+ * normalized (no `.`/`..`/empty components, no trailing `/`), use `/` as separator, and hold no
+ * control characters.
+ */
+export function overridePathProblem(rel: string): string | undefined {
+  if (rel === '') return 'the path is empty';
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(rel)) return 'the path contains a control character';
+  if (rel.includes('\\')) return "the path contains '\\' (the separator is '/')";
+  if (rel.startsWith('/')) return 'the path is absolute';
+  const parts = rel.split('/');
+  if (parts.some((p) => p === '' || p === '.' || p === '..') || posix.normalize(rel) !== rel) return 'the path is not normalized (it must stay inside the model directory)';
+  return undefined;
+}
+
 /**
  * Writes the override files of model `name` (keys are paths relative to the model directory,
- * e.g. `1/model.onnx`) and returns the directory that stands in for the model's directory.
- * @throws TriodeError INVALID_ARG for a path that leaves the model directory; INTERNAL
- *   ("failed to poll from model repository") when the files cannot be written.
+ * e.g. `1/model.onnx`) into a new directory made with mkdtemp under the temp directory.
+ * @throws TriodeError INVALID_ARG for a bad model name or a path that is not a normalized relative
+ *   path; INTERNAL ("failed to load '<m>', failed to poll from model repository", the detail in
+ *   `cause`) for a path component over 255 bytes or files that cannot be written. Nothing is left
+ *   behind on failure.
  */
-export function writeOverrideFiles(name: string, files: Readonly<Record<string, Uint8Array>>): string {
+export function writeOverrideFiles(name: string, files: Readonly<Record<string, Uint8Array>>): OverrideDirectory {
+  checkModelName(name);
   for (const rel of Object.keys(files)) {
-    const clean = normalize(rel);
-    if (rel === '' || clean.startsWith('..') || clean.startsWith(sep) || clean.split(sep).includes('..')) {
-      throw Errors.invalidArg(`failed to load '${name}': invalid file override path '${rel}' (must stay inside the model directory)`);
+    const problem = overridePathProblem(rel);
+    if (problem) throw Errors.invalidArg(`failed to load '${echo(name)}': invalid file override path '${echo(rel)}': ${problem}`);
+  }
+  for (const rel of Object.keys(files)) {
+    if (rel.split('/').some((p) => Buffer.byteLength(p, 'utf8') > MAX_OVERRIDE_COMPONENT_BYTES)) {
+      throw pollFailure(name, new Error(`file override path '${echo(rel)}' has a component longer than ${MAX_OVERRIDE_COMPONENT_BYTES} bytes`));
     }
   }
-  const root = mkdtempSync(join(tmpdir(), 'triode-override-'));
+  const root = mkdtempSync(join(tmpdir(), OVERRIDE_DIR_PREFIX));
   const modelDir = join(root, name);
   try {
     mkdirSync(modelDir);
+    // Every directory below is made here, in a directory only this process created: no symlink
+    // can be on the way. 'wx' refuses to write through anything that already exists.
     for (const [rel, data] of Object.entries(files)) {
-      const path = join(modelDir, normalize(rel));
-      mkdirSync(dirname(path), { recursive: true });
-      writeFileSync(path, data);
+      const parts = rel.split('/');
+      if (parts.length > 1) mkdirSync(join(modelDir, ...parts.slice(0, -1)), { recursive: true });
+      writeFileSync(join(modelDir, ...parts), data, { flag: 'wx' });
     }
   } catch (err) {
-    removeOverride(modelDir);
-    throw new TriodeError('INTERNAL', `failed to load '${name}': failed to poll from model repository: ${(err as Error).message}`, { cause: err });
+    removeOverride(root);
+    throw pollFailure(name, err);
   }
-  return modelDir;
+  return { root, modelDir };
 }
 
-/** Removes an override directory made by `writeOverrideFiles` (given its model directory). */
-export function removeOverride(modelDir: string): void {
-  rmSync(dirname(modelDir), { recursive: true, force: true });
+/**
+ * Removes an override directory made by `writeOverrideFiles`, given its `root`. Anything not named
+ * like one (`triode-override-*`) is left alone: this never removes a parent or a repository.
+ */
+export function removeOverride(root: string): void {
+  if (!basename(root).startsWith(OVERRIDE_DIR_PREFIX)) return;
+  rmSync(root, { recursive: true, force: true });
 }
 
 /** Override files as JSON-safe base64 strings (for control messages between processes). */

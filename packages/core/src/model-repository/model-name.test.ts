@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TriodeError, echo } from '../errors.js';
+import { Errors, TriodeError, echo } from '../errors.js';
 import { checkModelName, modelNameProblem } from './model-name.js';
 
 describe('checkModelName()', () => {
@@ -25,4 +25,18 @@ describe('echo()', () => {
   it('keeps short input as it is', () => expect(echo('simple')).toBe('simple'));
   it('cuts long input at 256 characters with "..."', () => expect(echo('a'.repeat(600))).toBe(`${'a'.repeat(256)}...`));
   it('shows control characters escaped', () => expect(echo('a\u0000\nb')).toBe('a\\u0000\\u000ab'));
+});
+
+describe('errors that repeat a model name or version (found by the fuzz suite, seed 14 case 351)', () => {
+  const long = 'a'.repeat(4000);
+  it.each([
+    ['unknownModel', () => Errors.unknownModel(long)],
+    ['unknownModel with a version', () => Errors.unknownModel('m', long)],
+    ['modelNotReady', () => Errors.modelNotReady(long, long)],
+    ['badVersion', () => Errors.badVersion(long)],
+  ])('%s cuts the echoed input', (_what, make) => {
+    const e = make();
+    expect(e.message.length).toBeLessThan(700);
+    expect(e.message).toContain(`${'a'.repeat(256)}...`);
+  });
 });

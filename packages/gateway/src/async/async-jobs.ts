@@ -2,10 +2,17 @@
  * @module Async inference (a Triode extension): submit a request and get a job id at once, poll
  * its state, fetch the result later, cancel it. Jobs are BullMQ jobs in the cluster's Redis; any
  * gateway can run them (through its backplane) and answer for them.
+ *
+ * What they keep in Redis is bounded: a request (and a result) of at most maxRequestBytes, at most
+ * maxJobs jobs at once (waiting, running, or finished and kept), finished jobs for resultTtlSecs,
+ * the request dropped once it ran, and BullMQ's event stream trimmed short. Job ids are random
+ * (not guessable). A failure is kept as data ({code, message}); with a cluster secret, a job's
+ * request and its result are signed, and a forged one is refused.
  */
+import { randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
 import {
-  Errors, TriodeError, decodeReply, decodeRequest, encodeReply, encodeRequest, settleWithin,
+  ClusterAuth, Errors, TriodeError, checkModelName, decodeReply, decodeRequest, echo, encodeReply, encodeRequest, settleWithin,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger,
 } from '@triode/core';
 import type { OutputEncoding } from '../http/infer-codec.js';
@@ -19,8 +26,17 @@ export interface AsyncJobsOptions {
   resultTtlSecs?: number;
   /** Jobs this gateway runs at once. @default 64 */
   concurrency?: number;
+  /** The largest request (and result) a job may carry, in bytes as encoded. @default 4 MiB */
+  maxRequestBytes?: number;
+  /** Jobs kept at once (waiting, running, finished and not yet expired); more are refused (503). @default 256 */
+  maxJobs?: number;
+  /** The cluster secret's signer (shared with the backplane, for one count of rejected messages). */
+  auth?: ClusterAuth;
   logger?: Logger;
 }
+
+/** Default of AsyncJobsOptions.maxRequestBytes. */
+export const DEFAULT_ASYNC_MAX_REQUEST_BYTES = 4 * 1024 * 1024;
 
 /** A job as `GET /v2/jobs/{id}` reports it. */
 export interface JobStatus {
@@ -34,19 +50,35 @@ export interface JobStatus {
 }
 
 interface JobData {
-  request: string; // base64 of the encoded request
+  request: string; // base64 of the encoded request ('' once it ran)
   binary: [string, boolean][];
   defaultBinary: boolean;
+  /** With a cluster secret: the MAC of the model name, request and encoding (hex). */
+  sig?: string;
 }
 
-function connection(url: string): { host: string; port: number; username?: string; password?: string; db?: number; maxRetriesPerRequest: null } {
+/** What a finished job keeps: the encoded reply (base64), or the error as data. */
+interface JobResult {
+  reply?: string;
+  error?: { code: string; message: string };
+  /** With a cluster secret: the MAC of the job id and the result (hex). */
+  sig?: string;
+}
+
+const ERROR_CODES: readonly string[] = ['UNKNOWN', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARG', 'UNAVAILABLE', 'UNSUPPORTED', 'ALREADY_EXISTS', 'CANCELLED'] satisfies ErrorCode[];
+const errorCode = (c: unknown): ErrorCode => (typeof c === 'string' && ERROR_CODES.includes(c) ? c as ErrorCode : 'INTERNAL');
+
+/** BullMQ's connection options from a redis:// or rediss:// URL (user, password, database, TLS). */
+export function connection(url: string): { host: string; port: number; username?: string; password?: string; db?: number; tls?: { servername?: string }; maxRetriesPerRequest: null } {
   const u = new URL(url);
+  const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
   return {
-    host: u.hostname,
+    host,
     port: Number(u.port || 6379),
     ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
     ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
     ...(u.pathname.length > 1 ? { db: Number(u.pathname.slice(1)) } : {}),
+    ...(u.protocol === 'rediss:' ? { tls: /^[\d.:]+$/.test(host) ? {} : { servername: host } } : {}),
     maxRetriesPerRequest: null,
   };
 }
@@ -56,6 +88,10 @@ export class AsyncJobs {
   readonly #queue: Queue;
   readonly #worker: Worker;
   readonly #ttl: number;
+  readonly #auth: ClusterAuth;
+  /** The largest request (and result) a job may carry, in bytes. */
+  readonly maxRequestBytes: number;
+  readonly #maxJobs: number;
   /** Jobs this gateway is running now. */
   #running = 0;
 
@@ -63,18 +99,16 @@ export class AsyncJobs {
     const conn = connection(options.redis);
     const name = `${options.prefix ?? 'triode'}-async`;
     this.#ttl = options.resultTtlSecs ?? 3600;
-    this.#queue = new Queue(name, { connection: conn });
+    this.#auth = options.auth ?? new ClusterAuth();
+    this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_ASYNC_MAX_REQUEST_BYTES;
+    this.#maxJobs = options.maxJobs ?? 256;
+    // Nothing reads BullMQ's event stream (results are read from the job): keep it short, not
+    // 10,000 events each with a copy of a result.
+    this.#queue = new Queue(name, { connection: conn, streams: { events: { maxLen: 100 } } });
     this.#worker = new Worker(name, async (job: Job<JobData>) => {
       this.#running++;
       try {
-        const { request } = decodeRequest(Buffer.from(job.data.request, 'base64'));
-        await job.updateProgress(10);
-        const response = await backplane.infer(request);
-        return encodeReply({ requestKey: job.id ?? '', response }).toString('base64');
-      } catch (err) {
-        const e = TriodeError.from(err);
-        // The code travels in the message so a later GET can answer with the right status.
-        throw new Error(`${e.code}: ${e.message}`);
+        return await this.#run(backplane, job);
       } finally {
         this.#running--;
       }
@@ -82,18 +116,71 @@ export class AsyncJobs {
     this.#worker.on('error', (e) => options.logger?.warning(`async jobs: ${e.message}`));
   }
 
+  #dataParts(model: string, d: JobData): string[] {
+    return [model, d.request, JSON.stringify(d.binary), String(d.defaultBinary)];
+  }
+
+  #signResult(id: string, r: JobResult): JobResult {
+    const mac = this.#auth.mac('job-result', [id, r.reply ?? '', JSON.stringify(r.error ?? null)]);
+    return mac ? { ...r, sig: mac.toString('hex') } : r;
+  }
+
+  /** Runs a job; its outcome (the reply or the error, as data) is the job's return value. */
+  async #run(backplane: Backplane, job: Job<JobData>): Promise<JobResult> {
+    const id = job.id ?? '';
+    let result: JobResult;
+    try {
+      const d = job.data;
+      if (!this.#auth.verify('job', this.#dataParts(job.name, d), d.sig ? Buffer.from(d.sig, 'hex') : undefined, 'async job')) {
+        throw Errors.invalidArg('the async job is not signed with the cluster secret: refused');
+      }
+      const { request } = decodeRequest(Buffer.from(d.request, 'base64'));
+      checkModelName(request.modelName);
+      if (request.modelName !== job.name) throw Errors.invalidArg('the async job names another model than its request');
+      await job.updateProgress(10);
+      const response = await backplane.infer(request);
+      const reply = encodeReply({ requestKey: id, response });
+      if (reply.byteLength > this.maxRequestBytes) {
+        throw Errors.invalidArg(`the result of ${reply.byteLength} bytes is over the async job limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes)`);
+      }
+      result = { reply: reply.toString('base64') };
+    } catch (err) {
+      const e = TriodeError.from(err);
+      result = { error: { code: e.code, message: e.message } };
+    }
+    // The request is not needed any more: only the result stays until it expires.
+    await job.updateData({ ...job.data, request: '' }).catch(() => undefined);
+    return this.#signResult(id, result);
+  }
+
   start(): void {
     void this.#worker.run();
   }
 
-  /** Queues a request; returns the job id. */
+  /**
+   * Queues a request; returns the job id.
+   * @throws INVALID_ARG for a bad model name or a request over maxRequestBytes; UNAVAILABLE when maxJobs jobs are kept.
+   */
   async submit(request: InferenceRequest, encoding: OutputEncoding): Promise<string> {
+    checkModelName(request.modelName);
+    const encoded = encodeRequest(request, { requestKey: '', replyTo: '', enqueuedMs: Date.now(), deadlineMs: Number.MAX_SAFE_INTEGER });
+    if (encoded.byteLength > this.maxRequestBytes) {
+      throw Errors.invalidArg(`async request of ${encoded.byteLength} bytes is over the limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
+    }
+    const counts = await this.#queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused');
+    const kept = Object.values(counts).reduce((a, b) => a + b, 0);
+    if (kept >= this.#maxJobs) {
+      throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have been fetched or expired`);
+    }
     const data: JobData = {
-      request: encodeRequest(request, { requestKey: '', replyTo: '', enqueuedMs: Date.now(), deadlineMs: Number.MAX_SAFE_INTEGER }).toString('base64'),
+      request: encoded.toString('base64'),
       binary: [...encoding.binary.entries()],
       defaultBinary: encoding.defaultBinary,
     };
+    const mac = this.#auth.mac('job', this.#dataParts(request.modelName, data));
+    if (mac) data.sig = mac.toString('hex');
     const job = await this.#queue.add(request.modelName, data, {
+      jobId: randomUUID(),
       removeOnComplete: { age: this.#ttl },
       removeOnFail: { age: this.#ttl },
       attempts: 1,
@@ -103,13 +190,34 @@ export class AsyncJobs {
 
   async #job(id: string): Promise<Job<JobData>> {
     const job = (await this.#queue.getJob(id)) as Job<JobData> | undefined;
-    if (!job) throw new TriodeError('NOT_FOUND', `async job '${id}' is not found (unknown, or its result expired)`);
+    if (!job) throw new TriodeError('NOT_FOUND', `async job '${echo(id)}' is not found (unknown, or its result expired)`);
     return job;
+  }
+
+  /** A finished job's outcome, checked against the cluster secret. */
+  #outcome(job: Job<JobData>): JobResult {
+    const r = job.returnvalue as JobResult | null | undefined;
+    if (!r || typeof r !== 'object') return { error: { code: 'INTERNAL', message: `async job '${echo(job.id)}' has no result` } };
+    const parts = [job.id ?? '', r.reply ?? '', JSON.stringify(r.error ?? null)];
+    if (!this.#auth.verify('job-result', parts, r.sig ? Buffer.from(r.sig, 'hex') : undefined, 'async job result')) {
+      return { error: { code: 'INTERNAL', message: `the result of async job '${echo(job.id)}' is not signed with the cluster secret: refused` } };
+    }
+    return r;
   }
 
   async status(id: string): Promise<JobStatus> {
     const job = await this.#job(id);
-    const state = await job.getState();
+    let state: string = await job.getState();
+    let error: string | undefined;
+    if (state === 'completed') {
+      const out = this.#outcome(job);
+      if (out.error) {
+        state = 'failed';
+        error = String(out.error.message);
+      }
+    } else if (state === 'failed') {
+      error = job.failedReason;
+    }
     const s: JobStatus = {
       job_id: id,
       model_name: job.name,
@@ -118,7 +226,7 @@ export class AsyncJobs {
       created_ms: job.timestamp,
     };
     if (job.finishedOn) s.finished_ms = job.finishedOn;
-    if (state === 'failed' && job.failedReason) s.error = job.failedReason.replace(/^[A-Z_]+: /, '');
+    if (state === 'failed' && error) s.error = error;
     return s;
   }
 
@@ -126,14 +234,14 @@ export class AsyncJobs {
   async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
     const job = await this.#job(id);
     const state = await job.getState();
-    if (state === 'failed') {
-      const m = /^([A-Z_]+): ([\s\S]*)$/.exec(job.failedReason ?? '');
-      throw new TriodeError((m?.[1] as ErrorCode | undefined) ?? 'INTERNAL', m?.[2] ?? job.failedReason ?? 'the job failed');
-    }
-    if (state !== 'completed') throw Errors.unavailable(`async job '${id}' is ${state}: its result is not ready yet`);
-    const reply = decodeReply(Buffer.from(job.returnvalue as string, 'base64'));
-    if ('error' in reply) throw new TriodeError(reply.error.code as ErrorCode, reply.error.message);
-    if (!('response' in reply)) throw Errors.internal(`async job '${id}' has no response`);
+    // BullMQ's own failures (a job stalled past its limit): its reason is not a Triode error.
+    if (state === 'failed') throw Errors.unavailable(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
+    if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
+    const out = this.#outcome(job);
+    if (out.error) throw new TriodeError(errorCode(out.error.code), String(out.error.message));
+    const reply = decodeReply(Buffer.from(out.reply ?? '', 'base64'));
+    if ('error' in reply) throw new TriodeError(errorCode(reply.error.code), String(reply.error.message));
+    if (!('response' in reply)) throw Errors.internal(`async job '${echo(id)}' has no response`);
     return { response: reply.response, encoding: { binary: new Map(job.data.binary), defaultBinary: job.data.defaultBinary } };
   }
 
@@ -141,8 +249,8 @@ export class AsyncJobs {
   async cancel(id: string): Promise<void> {
     const job = await this.#job(id);
     const state = await job.getState();
-    if (state === 'active') throw new TriodeError('UNAVAILABLE', `async job '${id}' is running and can no longer be cancelled`);
-    if (state === 'completed' || state === 'failed') throw new TriodeError('INVALID_ARG', `async job '${id}' has already finished (${state})`);
+    if (state === 'active') throw new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
+    if (state === 'completed' || state === 'failed') throw new TriodeError('INVALID_ARG', `async job '${echo(id)}' has already finished (${state})`);
     await job.remove();
   }
 

@@ -3,7 +3,7 @@
  * both frontends hand them over: HTTP gives file contents as base64 strings, gRPC as bytes.
  * Triton: server docs/protocol/extension_model_repository.md
  */
-import { Errors, FILE_OVERRIDE_PREFIX, modelConfigFromJson, type LoadOptions } from '@triode/core';
+import { Errors, FILE_OVERRIDE_PREFIX, checkModelName, echo, modelConfigFromJson, type LoadOptions } from '@triode/core';
 
 /** One load parameter value (HTTP JSON values; gRPC `ModelRepositoryParameter`). */
 export type LoadParameter = string | number | boolean | Uint8Array;
@@ -11,9 +11,13 @@ export type LoadParameter = string | number | boolean | Uint8Array;
 /**
  * Turns load parameters into load options. `config` must be a JSON string (int fields may be
  * strings, as in Triton); `file:` values are the file's bytes (HTTP: base64 text).
- * @throws TriodeError INVALID_ARG "failed to load '<name>': ..." on a bad value.
+ * @throws TriodeError INVALID_ARG for a name that is not a model name (`checkModelName`), and
+ *   "failed to load '<name>': ..." on a bad value.
  */
-export function loadOptionsFrom(name: string, params: Readonly<Record<string, LoadParameter>>): LoadOptions {
+export function loadOptionsFrom(model: string, params: Readonly<Record<string, LoadParameter>>): LoadOptions {
+  // Checked first: a hostile name is refused before any parameter is decoded.
+  checkModelName(model);
+  const name = echo(model);
   const options: LoadOptions = {};
   for (const [k, v] of Object.entries(params)) {
     if (k === 'config') {
@@ -21,13 +25,13 @@ export function loadOptionsFrom(name: string, params: Readonly<Record<string, Lo
       try {
         options.config = modelConfigFromJson(JSON.parse(v));
       } catch (err) {
-        throw Errors.invalidArg(`failed to load '${name}': failed to parse the config override: ${(err as Error).message}`);
+        throw Errors.invalidArg(`failed to load '${name}': failed to parse the config override: ${echo((err as Error).message)}`);
       }
     } else if (k.startsWith(FILE_OVERRIDE_PREFIX)) {
       let bytes: Uint8Array;
       if (v instanceof Uint8Array) bytes = v;
       else if (typeof v === 'string' && /^[A-Za-z0-9+/]*={0,2}$/.test(v)) bytes = new Uint8Array(Buffer.from(v, 'base64'));
-      else throw Errors.invalidArg(`failed to load '${name}': the '${k}' parameter must hold the file's contents (base64 over HTTP, bytes over gRPC)`);
+      else throw Errors.invalidArg(`failed to load '${name}': the '${echo(k)}' parameter must hold the file's contents (base64 over HTTP, bytes over gRPC)`);
       (options.files ??= {})[k.slice(FILE_OVERRIDE_PREFIX.length)] = bytes;
     }
   }

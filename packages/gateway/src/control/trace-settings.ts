@@ -4,7 +4,7 @@
  * reported so tools that set them keep working. Shared by the HTTP and gRPC frontends.
  * Triton: docs/protocol/extension_trace.md, server/src/tracer.cc
  */
-import { Errors } from '@triode/core';
+import { Errors, echo } from '@triode/core';
 
 /** Trace settings as reported: every value a string except `trace_level`. */
 export type TraceSettingValues = Record<string, string | string[]>;
@@ -15,10 +15,16 @@ export type TraceSettingUpdate = Record<string, string | string[] | null>;
 const DEFAULTS: TraceSettingValues = { trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0' };
 const LEVELS = ['OFF', 'TIMESTAMPS', 'TENSORS'];
 
+/**
+ * Triton's refusal of a trace file chosen over the network (PR 7092): the location is a start-up
+ * option only, so no client can make the server write where it chooses.
+ */
+export const traceFileUnsupported = () => Errors.unsupported('trace file location can not be updated through network protocol');
+
 /** Checks an update; throws INVALID_ARG naming the first bad field. */
 function check(update: Readonly<Record<string, unknown>>): asserts update is TraceSettingUpdate {
   for (const [k, v] of Object.entries(update)) {
-    if (!(k in DEFAULTS)) throw Errors.invalidArg(`unknown trace setting '${k}'`);
+    if (!(k in DEFAULTS)) throw Errors.invalidArg(`unknown trace setting '${echo(k)}'`);
     if (v === null) continue;
     if (k === 'trace_level') {
       if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && LEVELS.includes(x))) {
@@ -38,6 +44,16 @@ export class TraceSettings {
   readonly #perModel = new Map<string, TraceSettingValues>();
   #active = false;
 
+  /**
+   * @param startup the start-up settings (`--trace-config`): the only place `trace_file` can be set.
+   * @throws INVALID_ARG naming a bad field.
+   */
+  constructor(startup: Readonly<Record<string, unknown>> = {}) {
+    check(startup);
+    for (const [k, v] of Object.entries(startup)) this.#global[k] = v ?? DEFAULTS[k]!;
+    this.#refresh();
+  }
+
   /** True when some setting (global or a model's) has a trace level other than OFF: a cheap check per request. */
   get active(): boolean {
     return this.#active;
@@ -53,8 +69,12 @@ export class TraceSettings {
     return model ? { ...this.#global, ...this.#perModel.get(model) } : { ...this.#global };
   }
 
-  /** Applies an update (checked first, all or nothing) and returns the settings in effect. */
+  /**
+   * Applies an update from a client (checked first, all or nothing) and returns the settings in
+   * effect. `trace_file` is refused (UNSUPPORTED, as Triton), globally and per model.
+   */
   update(update: Readonly<Record<string, unknown>>, model?: string): TraceSettingValues {
+    if (Object.hasOwn(update, 'trace_file')) throw traceFileUnsupported();
     check(update);
     if (!model) {
       for (const [k, v] of Object.entries(update)) this.#global[k] = v ?? DEFAULTS[k]!;

@@ -14,7 +14,9 @@ import { Tracer, type TraceRecord } from './tracer.js';
 let server: InferenceServer;
 let grpc: GrpcServerHandle;
 const dir = mkdtempSync(join(tmpdir(), 'triode-trace-'));
-const settings = new TraceSettings();
+// The trace file is a start-up setting (clients cannot choose it).
+const file = join(dir, 'trace.json');
+const settings = new TraceSettings({ trace_file: file });
 const tracer = new Tracer(settings);
 let app: ReturnType<typeof createHttpApp>;
 
@@ -36,15 +38,14 @@ afterAll(async () => {
 
 describe('trace emission', () => {
   it('nothing is traced while trace_level is OFF', async () => {
-    settings.update({ trace_file: join(dir, 'off.json'), trace_rate: '1' });
+    settings.update({ trace_rate: '1' });
     expect((await app.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
     tracer.flush();
-    expect(existsSync(join(dir, 'off.json'))).toBe(false);
+    expect(existsSync(file)).toBe(false);
   });
 
   it('TIMESTAMPS: every trace_rate-th request, log_frequency per file, with Triton\'s names in order', async () => {
-    const file = join(dir, 'trace.json');
-    settings.update({ trace_file: file, trace_level: ['TIMESTAMPS'], trace_rate: '2', log_frequency: '2', trace_count: '-1' });
+    settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '2', log_frequency: '2', trace_count: '-1' });
     for (let i = 0; i < 4; i++) expect((await app.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
     // Over gRPC (the direct ModelInfer path), with plain HTTP/2 from here.
     const { connect } = await import('node:http2');
@@ -80,10 +81,28 @@ describe('trace emission', () => {
   });
 
   it('trace_count caps how many requests are traced, counted from when it was set', async () => {
-    const file = join(dir, 'count.json');
-    settings.update({ trace_file: file, trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '2' });
+    settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '2' });
     for (let i = 0; i < 3; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
     tracer.flush();
     expect((JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[]).length).toBe(2);
+  });
+});
+
+describe('trace_file over the network (issue #14)', () => {
+  it('is refused UNSUPPORTED with Triton\'s message, globally and per model, and nothing is written there', async () => {
+    const elsewhere = join(dir, 'chosen-by-client.json');
+    for (const path of ['/v2/trace/setting', '/v2/models/simple/trace/setting']) {
+      for (const value of [elsewhere, file, null]) {
+        const r = await app.request(path, { method: 'POST', body: JSON.stringify({ trace_file: value, trace_rate: '1' }) });
+        expect(r.status).toBe(501);
+        expect(await r.json()).toEqual({ error: 'trace file location can not be updated through network protocol' });
+      }
+    }
+    expect(settings.get()['trace_file']).toBe(file);
+    expect(settings.get('simple')['trace_file']).toBe(file);
+    expect(() => settings.update({ trace_file: elsewhere })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }) as Error);
+    for (let i = 0; i < 2; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
+    tracer.flush();
+    expect(existsSync(elsewhere)).toBe(false);
   });
 });

@@ -5,7 +5,7 @@
  * Triton: server/src/grpc/infer_handler.cc (InferGRPCToInput, InferResponseCompleteCommon)
  */
 import {
-  Errors, dataBytes, elementCount, isDataType, parameterValue,
+  Errors, dataBytes, echo, elementCount, isDataType, parameterValue,
   parametersToMessage, parseModelVersion, serializeBytesTensor, toNumber, viewBytesAs,
   type DataType, type InferParameterMessage, type InferenceRequest, type InferenceResponse, type ParameterValue,
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
@@ -62,10 +62,10 @@ function hasContents(c: ContentsMessage | null | undefined): boolean {
 
 function typedContents(c: ContentsMessage, dt: DataType, count: number, input: string, model: string): TensorData {
   const field = CONTENT_FIELD[dt];
-  if (!field) throw Errors.invalidArg(`unable to find data for input tensor '${input}' for model '${model}' in request: ${dt} data must be sent in raw_input_contents`);
+  if (!field) throw Errors.invalidArg(`unable to find data for input tensor '${echo(input)}' for model '${echo(model)}' in request: ${dt} data must be sent in raw_input_contents`);
   const values = (c[field] ?? []) as unknown[];
   if (values.length !== count) {
-    throw Errors.invalidArg(`unexpected number of elements for input '${input}' for model '${model}': expected ${count} in '${field}', got ${values.length}`);
+    throw Errors.invalidArg(`unexpected number of elements for input '${echo(input)}' for model '${echo(model)}': expected ${count} in '${field}', got ${values.length}`);
   }
   switch (dt) {
     case 'BOOL': return Uint8Array.from(values as boolean[], (b) => (b ? 1 : 0));
@@ -103,29 +103,29 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
   const version = parseModelVersion(m.model_version);
   const raw = m.raw_input_contents;
   if (raw.length > 0 && raw.length !== m.inputs.length) {
-    throw Errors.invalidArg(`expected ${m.inputs.length} raw_input_contents (one per input, in the order of 'inputs') for model '${model}', got ${raw.length}`);
+    throw Errors.invalidArg(`expected ${m.inputs.length} raw_input_contents (one per input, in the order of 'inputs') for model '${echo(model)}', got ${raw.length}`);
   }
   const inputs: Tensor[] = m.inputs.map((inp, i) => {
     const { name, datatype } = inp;
     if (!isDataType(datatype)) {
-      throw Errors.invalidArg(`invalid datatype '${datatype}' for input '${name}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
+      throw Errors.invalidArg(`invalid datatype '${echo(datatype)}' for input '${echo(name)}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
     }
     const shape = inp.shape.map((d) => {
       const n = toNumber(d);
-      if (!Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`input '${name}' must have a 'shape' of non-negative integers`);
+      if (!Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
       return n;
     });
     const count = elementCount(shape);
     if (raw.length > 0) {
       if (hasContents(inp.contents)) {
-        throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${name}' for model '${model}'`);
+        throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${echo(name)}' for model '${echo(model)}'`);
       }
       const bytes = raw[i]!;
-      checkTensorBytes(name, datatype, count, bytes, model);
+      checkTensorBytes(echo(name), datatype, count, bytes, echo(model));
       return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
     }
     if (!hasContents(inp.contents) && count > 0) {
-      throw Errors.invalidArg(`unable to find data for input tensor '${name}' for model '${model}' in request.`);
+      throw Errors.invalidArg(`unable to find data for input tensor '${echo(name)}' for model '${echo(model)}' in request.`);
     }
     return { name, datatype, shape, data: typedContents(inp.contents ?? {}, datatype, count, name, model) };
   });
@@ -134,7 +134,7 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
     const cls = o.parameters['classification'];
     if (cls) {
       const n = parameterValue(cls);
-      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`'classification' of output '${o.name}' must be a non-negative integer`);
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`'classification' of output '${echo(o.name)}' must be a non-negative integer`);
       if (n > 0) ro.classCount = n;
     }
     return ro;

@@ -4,11 +4,14 @@
  * cancellation, restricted protocols, compression and channel options.
  */
 import { readFileSync } from 'node:fs';
+import { constants as http2, type ClientHttp2Stream } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ServiceError } from '@grpc/grpc-js';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, LogSettings, messageType, serializeBytesTensor, serviceDefinition } from '@triode/core';
+import { InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
+import { MODEL_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset } from '../../../../test/helpers/grpc-attack.js';
+import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
 import { parseRestrictions } from '../control/restricted.js';
 import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
 
@@ -378,6 +381,137 @@ describe('response compression (--grpc-infer-response-compression-level)', () =>
     } finally {
       c.close();
       await gz.close(500);
+    }
+  });
+});
+
+describe('transport hardening (issue #14): resets, GOAWAY, limits from headers and prefix, client-facing errors', () => {
+  const slowReq = (v: number) => ({ model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(v))] });
+  const slowFrame = (v: number) => {
+    const body = messageType('ModelInferRequest').encode(messageType('ModelInferRequest').fromObject({
+      model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(v))],
+    })).finish();
+    const frame = Buffer.alloc(5 + body.byteLength);
+    frame.writeUInt32BE(body.byteLength, 1);
+    frame.set(body, 5);
+    return frame;
+  };
+  const executions = async () => Number((((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!)['execution_count']);
+  /** The first grpc-status a stream gets (trailers-only headers or trailers), with its message. */
+  const firstStatus = (st: ClientHttp2Stream) => new Promise<{ status: number; message: string }>((resolve, reject) => {
+    const take = (h: Record<string, unknown>) => {
+      if (h['grpc-status'] !== undefined) resolve({ status: Number(h['grpc-status']), message: decodeURIComponent(String(h['grpc-message'] ?? '')) });
+    };
+    st.on('response', take);
+    st.on('trailers', take);
+    st.on('error', () => undefined);
+    st.on('close', () => reject(new Error(`stream closed without a status (rst ${st.rstCode})`)));
+  });
+
+  it.each([
+    ['RST_STREAM INTERNAL_ERROR', (st: ClientHttp2Stream) => st.close(http2.NGHTTP2_INTERNAL_ERROR)],
+    ['RST_STREAM CANCEL', (st: ClientHttp2Stream) => st.close(http2.NGHTTP2_CANCEL)],
+    ['GOAWAY PROTOCOL_ERROR', (st: ClientHttp2Stream) => { st.session!.goaway(http2.NGHTTP2_PROTOCOL_ERROR); st.session!.destroy(); }],
+    ['a destroyed session', (st: ClientHttp2Stream) => st.session!.destroy()],
+  ])('a queued fast-path call whose client goes away (%s) is cancelled: it never runs, nothing throws', async (_, goAway) => {
+    const before = await executions();
+    // The first call runs (400 ms); once the server has read it (a PING round trip), the second queues behind it.
+    const s1 = await openSession(grpc.port);
+    const st1 = s1.request(grpcHeaders(), { endStream: false });
+    const first = grpcResult(st1);
+    st1.end(slowFrame(1));
+    await new Promise<void>((r) => s1.ping(() => r()));
+    const s = await openSession(grpc.port);
+    const st = s.request(grpcHeaders(), { endStream: false });
+    st.on('error', () => undefined);
+    st.end(slowFrame(2));
+    await new Promise<void>((r) => s.ping(() => r()));
+    goAway(st);
+    s.destroy();
+    expect((await first).status).toBe(0);
+    s1.destroy();
+    // FIFO queue: had the abandoned call stayed queued, it would run before this one.
+    await call('ModelInfer', slowReq(3), new Metadata(), plainClient);
+    expect(await executions() - before).toBe(2);
+  });
+
+  it('a restricted protocol is refused from the headers alone, before any message byte (fast path and grpc-js)', async () => {
+    const s = await openSession(restricted.port);
+    try {
+      for (const path of [MODEL_INFER, '/inference.GRPCInferenceService/RepositoryModelLoad', '/inference.GRPCInferenceService/ModelStreamInfer']) {
+        const st = s.request(grpcHeaders(path), { endStream: false });
+        expect(await firstStatus(st)).toEqual({ status: status.UNAVAILABLE, message: "This protocol is restricted, expecting header 'triton-grpc-protocol-api-key'" });
+      }
+    } finally {
+      s.destroy();
+    }
+  }, 10_000);
+
+  it('a prefix announcing more than max_receive_message_length: RESOURCE_EXHAUSTED at once, the rest never read (fast path and grpc-js)', async () => {
+    const s = await openSession(small.port);
+    try {
+      for (const encoding of ['identity', 'gzip']) {
+        const st = s.request(grpcHeaders(MODEL_INFER, { 'grpc-encoding': encoding }), { endStream: false });
+        const prefix = Buffer.from([encoding === 'gzip' ? 1 : 0, 0, 0, 0, 0]);
+        prefix.writeUInt32BE(1 << 30, 1);
+        st.write(Buffer.concat([prefix, Buffer.alloc(100)]));
+        const r = await firstStatus(st);
+        expect(r.status).toBe(status.RESOURCE_EXHAUSTED);
+        expect(r.message).toMatch(/larger than/);
+        st.close(http2.NGHTTP2_CANCEL);
+      }
+    } finally {
+      s.destroy();
+    }
+    expect((await call('ModelInfer', simpleRequest(), new Metadata(), plainClient))['model_name']).toBe('simple');
+  }, 10_000);
+
+  it('the status is data, not message text: a model named "larger than max" is NOT_FOUND, not RESOURCE_EXHAUSTED', async () => {
+    await expect(call('ModelInfer', simpleRequest({ model_name: 'larger than max' }), new Metadata(), plainClient)).rejects.toMatchObject({
+      code: status.NOT_FOUND, details: "Request for unknown model: 'larger than max' is not found",
+    });
+  });
+
+  it('errors say what went wrong, not what is inside: no decoder internals, echoes cut, no stacks or paths', async () => {
+    const s = await openSession(grpc.port);
+    const st = s.request(grpcHeaders(), { endStream: false });
+    st.end(Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]));
+    expect(await firstStatus(st)).toEqual({ status: status.INTERNAL, message: 'malformed ModelInferRequest (the message does not decode)' });
+    s.destroy();
+    const long = `BAD\n${'x'.repeat(5000)}`;
+    const err = await call('ModelInfer', { model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: long, shape: [1] }] }, new Metadata(), plainClient).catch((e: ServiceError) => e);
+    expect(err).toMatchObject({ code: status.INVALID_ARGUMENT });
+    expect((err as ServiceError).details).toContain("invalid datatype 'BAD\\u000a");
+    expect((err as ServiceError).details.length).toBeLessThan(500);
+    const logged: string[] = [];
+    const logger = { error: () => undefined, warning: () => undefined, info: () => undefined, verbose: (_: number, m: string) => logged.push(m) };
+    const e = grpcError(new TriodeError('INTERNAL', "failed to read '/srv/secret/repo/m/1/model.onnx': broken\n    at read (/work/main/x.js:1:1)"), logger);
+    expect(e).toMatchObject({ code: status.INTERNAL, details: "failed to read '.../model.onnx': broken" });
+    expect(logged.join('\n')).toContain('/srv/secret/repo/m/1/model.onnx');
+    expect(clientMessage(new TriodeError('INVALID_ARG', 'y'.repeat(5000)))).toHaveLength(MAX_CLIENT_MESSAGE_CHARS + 3);
+    // A 100 KB model name never becomes a 100 KB grpc-message trailer.
+    const huge = await call('ModelInfer', simpleRequest({ model_name: 'm'.repeat(100_000) }), new Metadata(), plainClient).catch((x: ServiceError) => x);
+    expect(huge).toMatchObject({ code: status.NOT_FOUND });
+    expect((huge as ServiceError).details.length).toBeLessThanOrEqual(MAX_CLIENT_MESSAGE_CHARS + 3);
+  });
+
+  it('a grpc-timeout beyond what a timer holds is no deadline (not one that fires at once)', async () => {
+    expect((await inferOnce(grpc.port, 10_000, { 'grpc-timeout': '99999999H' })).status).toBe(0);
+  });
+
+  it('bounds streams per connection and closes a connection that resets too fast with GOAWAY ENHANCE_YOUR_CALM; others keep working', async () => {
+    const tight = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', maxConcurrentStreams: 100, maxStreamResetBurst: 20, maxStreamResetsPerSecond: 1 });
+    try {
+      const s = await openSession(tight.port);
+      await new Promise<void>((r) => s.ping(() => r()));
+      expect(s.remoteSettings.maxConcurrentStreams).toBe(100);
+      s.destroy();
+      const r = await rapidReset(tight.port, 200);
+      expect(r.goawayCode).toBe(http2.NGHTTP2_ENHANCE_YOUR_CALM);
+      const ok = await inferOnce(tight.port, 10_000);
+      expect(ok.status).toBe(0);
+    } finally {
+      await tight.close(500);
     }
   });
 });

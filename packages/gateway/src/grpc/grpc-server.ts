@@ -11,7 +11,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
-  Errors, TriodeError, messageType, parseModelVersion, serviceDefinition, silentLogger, toPlain,
+  Errors, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, silentLogger, toPlain,
   type Backplane, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
@@ -22,7 +22,8 @@ import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
-import { installInferFastPath } from './infer-fast-path.js';
+import { inferFastPath } from './infer-fast-path.js';
+import { installStreamFront } from './transport-guard.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
 export interface GrpcKeepalive {
@@ -38,6 +39,10 @@ export interface GrpcKeepalive {
   minRecvPingIntervalWithoutDataMs?: number;
   /** `--grpc-http2-max-ping-strikes`. @default 2 */
   maxPingStrikes?: number;
+  /** `--grpc-max-connection-age` (ms): a connection is sent GOAWAY after this long. @default unlimited */
+  maxConnectionAgeMs?: number;
+  /** `--grpc-max-connection-age-grace` (ms): calls in flight at that point get this long. @default unlimited */
+  maxConnectionAgeGraceMs?: number;
 }
 
 /** TLS settings (`--grpc-use-ssl`, `--grpc-server-cert`, `--grpc-server-key`, `--grpc-root-cert`, `--grpc-use-ssl-mutual`). */
@@ -78,6 +83,24 @@ export interface GrpcServerOptions {
   tracer?: Tracer;
   /** `--grpc-header-forward-pattern`: metadata whose keys match becomes request parameters. */
   headerForwardPattern?: RegExp;
+  /**
+   * Streams (calls) one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS);
+   * a client opening more is refused them (REFUSED_STREAM; Node closes a connection that keeps
+   * trying). Clients open one stream per call: this bounds one connection's calls in flight.
+   * @default 1000
+   */
+  maxConcurrentStreams?: number;
+  /**
+   * HTTP/2 rapid-reset defence (CVE-2023-44487): the streams a client may reset (RST_STREAM
+   * before their answer) on one connection at once. Each connection has a bucket of this many,
+   * refilled at `maxStreamResetsPerSecond`; a connection that empties it is closed with GOAWAY
+   * ENHANCE_YOUR_CALM and logged. Node's nghttp2 has a looser budget of its own behind it (1000 at
+   * once, 33/s; GOAWAY INTERNAL_ERROR), so values above those change nothing.
+   * @default 500
+   */
+  maxStreamResetBurst?: number;
+  /** Client stream resets per second one connection may keep up (the bucket's refill rate). @default 30 */
+  maxStreamResetsPerSecond?: number;
 }
 
 /** A running gRPC server. */
@@ -142,11 +165,11 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       try {
         guard(rpc, call.metadata);
       } catch (err) {
-        callback(grpcError(err) as ServiceError);
+        callback(grpcError(err, logger) as ServiceError);
         return;
       }
       const req = plain ? plain(call.request) : (call.request as Plain);
-      f(req, call).then((r) => callback(null, r), (err: unknown) => callback(grpcError(err) as ServiceError));
+      f(req, call).then((r) => callback(null, r), (err: unknown) => callback(grpcError(err, logger) as ServiceError));
     };
   };
   const versionOf = (req: Plain) => parseModelVersion(String(req['version'] ?? ''));
@@ -235,14 +258,14 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         callback(null, r);
       }, (err: unknown) => {
         answered = true;
-        if (!abort.signal.aborted) callback(grpcError(err) as ServiceError);
+        if (!abort.signal.aborted) callback(grpcError(err, logger) as ServiceError);
       });
     },
     ModelStreamInfer: (call: ServerDuplexStream<ModelInferRequestMessage, object>) => {
       try {
         guard('ModelStreamInfer', call.metadata);
       } catch (err) {
-        call.emit('error', grpcError(err));
+        call.emit('error', grpcError(err, logger));
         return;
       }
       new StreamInferSession(backplane, call, logger, options.headerForwardPattern).start();
@@ -338,7 +361,7 @@ class StreamInferSession {
         this.#fail(err);
         return;
       }
-      slot.queued.push({ error_message: TriodeError.from(err).message, infer_response: { model_name: m.model_name, model_version: m.model_version, id } });
+      slot.queued.push({ error_message: grpcError(err, this.#logger).details, infer_response: { model_name: m.model_name, model_version: m.model_version, id } });
     }
   }
 
@@ -365,7 +388,7 @@ class StreamInferSession {
     if (this.#closed) return;
     this.#closed = true;
     this.#abort.abort();
-    this.#call.emit('error', grpcError(err));
+    this.#call.emit('error', grpcError(err, this.#logger));
   }
 
   #maybeEnd(): void {
@@ -412,6 +435,13 @@ function raiseSessionWindows(server: Server): void {
   }
 }
 
+/** Default of GrpcServerOptions.maxConcurrentStreams (gRPC servers commonly use 100 to 1000). */
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 1000;
+/** Default of GrpcServerOptions.maxStreamResetBurst (half of nghttp2's own burst). */
+export const DEFAULT_MAX_STREAM_RESET_BURST = 500;
+/** Default of GrpcServerOptions.maxStreamResetsPerSecond (below nghttp2's own 33/s). */
+export const DEFAULT_MAX_STREAM_RESETS_PER_SECOND = 30;
+
 /** Starts the gRPC frontend over a backplane. */
 export async function startGrpcServer(backplane: Backplane, options: GrpcServerOptions = {}): Promise<GrpcServerHandle> {
   const ka = options.keepalive ?? {};
@@ -425,12 +455,16 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     'grpc.http2.max_pings_without_data': ka.maxPingsWithoutData ?? 2,
     'grpc.http2.min_ping_interval_without_data_ms': ka.minRecvPingIntervalWithoutDataMs ?? 300000,
     'grpc.http2.max_ping_strikes': ka.maxPingStrikes ?? 2,
+    ...(ka.maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': ka.maxConnectionAgeMs } : {}),
+    ...(ka.maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': ka.maxConnectionAgeGraceMs } : {}),
     // Channelz (grpc's introspection service) is not served; its per-call bookkeeping costs CPU.
     'grpc.enable_channelz': 0,
+    'grpc.max_concurrent_streams': options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
   });
   raiseFlowControlWindow(server, maxBytes);
   const restrictions = options.restrictions ?? new Map();
-  // `value` reads one metadata key: grpc-js Metadata and the fast path's raw HTTP/2 headers alike.
+  const logger = options.logger ?? silentLogger;
+  // `value` reads one metadata key: grpc-js Metadata and the raw HTTP/2 headers alike.
   const guardHeaders = (rpc: string, value: (key: string) => unknown): void => {
     const group = GROUP_OF[rpc];
     const need = group ? restrictions.get(group) : undefined;
@@ -447,12 +481,12 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
       try {
         guard('Check', call.metadata);
       } catch (err) {
-        callback(grpcError(err) as ServiceError);
+        callback(grpcError(err, logger) as ServiceError);
         return;
       }
       const service = call.request.service ?? '';
       if (service !== '' && service !== 'inference.GRPCInferenceService') {
-        callback({ code: status.NOT_FOUND, details: `unknown service '${service}'` } as ServiceError);
+        callback({ code: status.NOT_FOUND, details: `unknown service '${echo(service)}'` } as ServiceError);
         return;
       }
       backplane.isReady().then(
@@ -470,19 +504,28 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     server.bindAsync(address, credentials, (err, p) => (err ? reject(err) : resolve(p)));
   });
   raiseSessionWindows(server);
-  if (options.inferFastPath !== false || (options.inferResponseCompression ?? 'none') !== 'none') {
-    const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
-    const levels: Record<string, number> = { low: 1, medium: 6, high: 9 };
-    const level = levels[options.inferResponseCompression ?? 'none'];
-    installInferFastPath(servers?.keys() ?? [], {
-      backplane,
-      maxMessageBytes: maxBytes,
-      ...(level !== undefined ? { compressionLevel: level } : {}),
-      ...(options.tracer ? { tracer: options.tracer } : {}),
-      ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
-      guard: (headers) => guardHeaders('ModelInfer', (k) => headers[k]),
-    });
-  }
+  const servers = (server as unknown as { http2Servers?: Map<EventEmitter, unknown> }).http2Servers;
+  const levels: Record<string, number> = { low: 1, medium: 6, high: 9 };
+  const level = levels[options.inferResponseCompression ?? 'none'];
+  const fast = options.inferFastPath !== false || level !== undefined;
+  installStreamFront(servers?.keys() ?? [], {
+    logger,
+    resets: {
+      burst: options.maxStreamResetBurst ?? DEFAULT_MAX_STREAM_RESET_BURST,
+      perSecond: options.maxStreamResetsPerSecond ?? DEFAULT_MAX_STREAM_RESETS_PER_SECOND,
+    },
+    guard: (rpc, headers) => guardHeaders(rpc, (k) => headers[k]),
+    ...(fast ? {
+      fastPath: inferFastPath({
+        backplane,
+        maxMessageBytes: maxBytes,
+        logger,
+        ...(level !== undefined ? { compressionLevel: level } : {}),
+        ...(options.tracer ? { tracer: options.tracer } : {}),
+        ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
+      }),
+    } : {}),
+  });
   return {
     port,
     close: (graceMs = 5000) => new Promise<void>((resolve) => {

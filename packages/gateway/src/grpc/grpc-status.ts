@@ -1,8 +1,11 @@
 /**
- * @module TriodeError codes to gRPC status codes. Triton: server/src/grpc/grpc_utils.cc
+ * @module TriodeError codes to gRPC status codes, and what a client is told. Triton: server/src/grpc/grpc_utils.cc
  */
 import { status, type ServiceError } from '@grpc/grpc-js';
-import { TriodeError, type ErrorCode } from '@triode/core';
+import { TriodeError, type ErrorCode, type Logger } from '@triode/core';
+import { clientMessage } from '../error-mapping.js';
+
+export { MAX_CLIENT_MESSAGE_CHARS, clientMessage } from '../error-mapping.js';
 
 /** gRPC status per error code (Triton's mapping; UNSUPPORTED is UNIMPLEMENTED). */
 export const GRPC_STATUS: Record<ErrorCode, status> = {
@@ -16,8 +19,24 @@ export const GRPC_STATUS: Record<ErrorCode, status> = {
   CANCELLED: status.CANCELLED,
 };
 
-/** The status object grpc-js sends for anything thrown. */
-export function grpcError(err: unknown): Partial<ServiceError> & { code: status; details: string } {
+/** `grpc-message` encoding: printable ASCII except '%' as is, everything else as %XX of its UTF-8 bytes. */
+export function encodeGrpcMessage(message: string): string {
+  let out = '';
+  for (const b of Buffer.from(message, 'utf8')) {
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/**
+ * The status object grpc-js sends for anything thrown. What the client does not get (a stack, a
+ * path, an error that is not a TriodeError) goes to `logger`.
+ */
+export function grpcError(err: unknown, logger?: Logger): Partial<ServiceError> & { code: status; details: string } {
   const e = TriodeError.from(err);
-  return { code: GRPC_STATUS[e.code], details: e.message, message: e.message };
+  const details = clientMessage(e);
+  if (logger && (!(err instanceof TriodeError) || details !== e.message)) {
+    logger.verbose(1, `gRPC call failed (${e.code}): ${err instanceof Error && err.stack ? err.stack : e.message}`);
+  }
+  return { code: GRPC_STATUS[e.code], details, message: details };
 }

@@ -5,13 +5,16 @@
  * gRPC's framing, skipping grpc-js's per-call machinery (interceptor chain, call objects, metadata
  * copies), which cost the server's main thread ~40% more CPU per call than the HTTP frontend
  * (bench/RESULTS.md, issue #7). Wire format: grpc/doc/PROTOCOL-HTTP2.md.
+ * The message's size is checked from its 5-byte prefix before it is buffered (RESOURCE_EXHAUSTED
+ * at once, the rest unread); a reset, GOAWAY or destroyed connection cancels the request and drops
+ * its answer. Restricted protocols were refused from the headers before this path saw the call.
  */
-import type { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { gzipSync } from 'node:zlib';
-import { CancelToken, TriodeError, messageType, type Backplane } from '@triode/core';
+import { CancelToken, TriodeError, messageType, type Backplane, type Logger } from '@triode/core';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
-import { GRPC_STATUS } from './grpc-status.js';
+import { GRPC_STATUS, grpcError } from './grpc-status.js';
+import { refuse } from './transport-guard.js';
 import { traceNow, type Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
 
@@ -27,8 +30,8 @@ export interface FastPathOptions {
   tracer?: Tracer;
   /** `--grpc-header-forward-pattern`. */
   headerForwardPattern?: RegExp;
-  /** Throws (UNAVAILABLE) when a restricted protocol's header is missing. */
-  guard: (headers: IncomingHttpHeaders) => void;
+  /** Where errors the client is not shown (stacks, paths) go. */
+  logger?: Logger;
 }
 
 const requestType = messageType('ModelInferRequest');
@@ -37,6 +40,9 @@ const responseType = messageType('ModelInferResponse');
 /** Status codes not in Triton's mapping. */
 const DEADLINE_EXCEEDED = 4;
 const RESOURCE_EXHAUSTED = 8;
+
+/** gRPC's message prefix: a compressed flag byte and a 4-byte big-endian length. */
+const PREFIX_BYTES = 5;
 
 /** True when this path may take the call: a ModelInfer call whose messages are not compressed. */
 function eligible(headers: IncomingHttpHeaders): boolean {
@@ -47,64 +53,82 @@ function eligible(headers: IncomingHttpHeaders): boolean {
   return enc === undefined || enc === 'identity';
 }
 
-/** `grpc-timeout` (e.g. `100m`, `5S`) in ms; undefined when absent or malformed. */
+/** The longest timer Node keeps (a longer one would fire at once). */
+const MAX_TIMER_MS = 2147483647;
+
+/** `grpc-timeout` (e.g. `100m`, `5S`) in ms; undefined when absent, malformed or beyond a timer's reach. */
 function timeoutMs(v: string | string[] | undefined): number | undefined {
   const m = typeof v === 'string' ? /^(\d{1,8})([HMSmun])$/.exec(v) : null;
   if (!m) return undefined;
   const n = Number(m[1]);
   const unit = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 }[m[2] as 'H'];
-  return n * unit;
-}
-
-/** `grpc-message` encoding: printable ASCII except '%' as is, everything else as %XX of its UTF-8 bytes. */
-function encodeGrpcMessage(message: string): string {
-  let out = '';
-  for (const b of Buffer.from(message, 'utf8')) {
-    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  return out;
-}
-
-/** Answers with a status only (a "trailers-only" response). */
-function fail(stream: ServerHttp2Stream, code: number, message: string): void {
-  if (stream.destroyed || stream.headersSent) return;
-  stream.respond({
-    ':status': 200, 'content-type': 'application/grpc+proto',
-    'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message),
-  }, { endStream: true });
+  const ms = n * unit;
+  return ms > MAX_TIMER_MS ? undefined : ms;
 }
 
 function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: FastPathOptions): void {
   const waitStart = opts.tracer ? traceNow() : 0;
   const chunks: Buffer[] = [];
-  let size = 0;
-  let tooBig = false;
-  const abort = new CancelToken();
+  let received = 0;
+  /** The message length its prefix announces; -1 until the 5 prefix bytes are in. */
+  let announced = -1;
   let answered = false;
-  stream.on('close', () => {
-    if (!answered) abort.cancel();
-  });
-  const limitMs = timeoutMs(headers['grpc-timeout']);
-  const timer = limitMs !== undefined ? setTimeout(() => {
+  const abort = new CancelToken();
+  let timer: NodeJS.Timeout | undefined;
+  /** Ends the call with a status (once): the request is cancelled, the rest of the message unread. */
+  const finish = (code: number, message: string): void => {
+    if (answered) return;
+    answered = true;
+    clearTimeout(timer);
+    chunks.length = 0;
+    abort.cancel();
+    refuse(stream, code, message);
+  };
+  // Reset, GOAWAY, destroyed session or socket: the request is cancelled and its answer dropped.
+  stream.once('close', () => {
+    clearTimeout(timer);
+    chunks.length = 0;
     if (answered) return;
     answered = true;
     abort.cancel();
-    fail(stream, DEADLINE_EXCEEDED, 'Deadline Exceeded');
-  }, limitMs) : undefined;
+  });
+  const limitMs = timeoutMs(headers['grpc-timeout']);
+  if (limitMs !== undefined) timer = setTimeout(() => finish(DEADLINE_EXCEEDED, 'Deadline Exceeded'), limitMs);
   stream.on('data', (c: Buffer) => {
-    size += c.byteLength;
-    if (size > opts.maxMessageBytes + 5) tooBig = true;
-    else chunks.push(c);
+    if (answered) return;
+    received += c.byteLength;
+    chunks.push(c);
+    if (announced < 0 && received >= PREFIX_BYTES) {
+      // The prefix decides before the message is buffered: too large, or compressed without an encoding.
+      const head = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      if (head[0] !== 0) {
+        finish(GRPC_STATUS.INTERNAL, 'compressed gRPC message without a grpc-encoding header');
+        return;
+      }
+      announced = head.readUInt32BE(1);
+      if (announced > opts.maxMessageBytes) {
+        finish(RESOURCE_EXHAUSTED, `Received message larger than max (${announced} vs. ${opts.maxMessageBytes})`);
+        return;
+      }
+    }
+    if (announced >= 0 && received > PREFIX_BYTES + announced) {
+      finish(GRPC_STATUS.INTERNAL, 'malformed gRPC message frame (one uncompressed ModelInferRequest expected)');
+    }
   });
   stream.on('end', () => {
+    if (answered) return;
     void (async () => {
-      if (tooBig) throw new TriodeError('UNKNOWN', `Received message larger than max (${size - 5} vs. ${opts.maxMessageBytes})`);
-      opts.guard(headers);
-      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      if (body.byteLength < 5 || body[0] !== 0 || body.readUInt32BE(1) !== body.byteLength - 5) {
+      if (announced < 0 || received !== PREFIX_BYTES + announced) {
         throw new TriodeError('INTERNAL', 'malformed gRPC message frame (one uncompressed ModelInferRequest expected)');
       }
-      const message = requestType.decode(body.subarray(5)) as unknown as ModelInferRequestMessage;
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      chunks.length = 0;
+      let message: ModelInferRequestMessage;
+      try {
+        message = requestType.decode(body.subarray(PREFIX_BYTES)) as unknown as ModelInferRequestMessage;
+      } catch (err) {
+        throw new TriodeError('INTERNAL', 'malformed ModelInferRequest (the message does not decode)', { cause: err });
+      }
       const { request } = inferRequestFromMessage(message);
       request.signal = abort;
       if (opts.headerForwardPattern) {
@@ -121,45 +145,47 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       opts.tracer!.finish(t, response.modelVersion, request.id ?? '');
       return encoded;
     })().then((encoded) => {
-      if (answered || stream.destroyed) return;
+      if (answered) return;
       answered = true;
       clearTimeout(timer);
+      if (stream.destroyed || stream.closed) return;
       // Response compression when the server is set to it and the client takes gzip.
       const accepts = String(headers['grpc-accept-encoding'] ?? '').split(',').map((x) => x.trim());
       const gzip = opts.compressionLevel !== undefined && accepts.includes('gzip');
       const payload = gzip ? gzipSync(encoded, { level: opts.compressionLevel }) : encoded;
-      const frame = Buffer.allocUnsafe(5 + payload.byteLength);
+      const frame = Buffer.allocUnsafe(PREFIX_BYTES + payload.byteLength);
       frame[0] = gzip ? 1 : 0;
       frame.writeUInt32BE(payload.byteLength, 1);
-      frame.set(payload, 5);
-      stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': gzip ? 'gzip' : 'identity' }, { waitForTrailers: true });
-      stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
-      stream.end(frame);
+      frame.set(payload, PREFIX_BYTES);
+      try {
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': gzip ? 'gzip' : 'identity' }, { waitForTrailers: true });
+        stream.once('wantTrailers', () => {
+          try {
+            stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' });
+          } catch {
+            // the client went away before the trailers: nothing to tell it
+          }
+        });
+        stream.end(frame);
+      } catch (err) {
+        // The stream closed between the check and the answer (a reset in flight): the answer is dropped.
+        opts.logger?.verbose(2, `gRPC ModelInfer answer dropped: ${(err as Error).message}`);
+      }
     }, (err: unknown) => {
-      if (answered) return;
-      answered = true;
-      clearTimeout(timer);
-      const e = TriodeError.from(err);
-      const tooLarge = /larger than max/.test(e.message);
-      fail(stream, tooLarge ? RESOURCE_EXHAUSTED : GRPC_STATUS[e.code], e.message);
+      const e = grpcError(err, opts.logger);
+      finish(e.code, e.details);
     });
   });
 }
 
 /**
- * Puts the fast path in front of grpc-js on each of its HTTP/2 servers: ModelInfer calls it can
- * take go to it, every other stream to grpc-js's own handlers, unchanged.
+ * The fast path as the transport front door (transport-guard.ts) calls it: takes and serves the
+ * ModelInfer calls it can (returns true), leaves every other stream to grpc-js (returns false).
  */
-export function installInferFastPath(http2Servers: Iterable<EventEmitter>, opts: FastPathOptions): void {
-  for (const h2 of http2Servers) {
-    const grpcHandlers = h2.listeners('stream') as ((stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number) => void)[];
-    h2.removeAllListeners('stream');
-    h2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number) => {
-      if (eligible(headers)) {
-        serve(stream, headers, opts);
-        return;
-      }
-      for (const handler of grpcHandlers) handler.call(h2, stream, headers, flags);
-    });
-  }
+export function inferFastPath(opts: FastPathOptions): (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean {
+  return (stream, headers) => {
+    if (!eligible(headers)) return false;
+    serve(stream, headers, opts);
+    return true;
+  };
 }

@@ -1,21 +1,62 @@
 /**
  * @module Request bodies: read with a size limit, decompressed (gzip/deflate), into memory owned
- * by the request so its tensors can be moved to instance threads without a copy.
+ * by the request so its tensors can be moved to instance threads without a copy. The limit holds
+ * while reading: a declared Content-Length over it is refused before a byte is read, a chunked or
+ * compressed body is counted as it streams, and inflating stops at the limit (no gzip bomb).
  * Triton: server/src/http_server.cc (GetRequestCompressionType, --http-max-input-size)
  */
 import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import { deflate, gunzip, gzip, inflate } from 'node:zlib';
-import type { Context } from 'hono';
-import { Errors, TriodeError, markTransferable } from '@triode/core';
+import type { Context, MiddlewareHandler } from 'hono';
+import { Errors, TriodeError, echo, markTransferable } from '@triode/core';
 
 const gunzipAsync = promisify(gunzip);
 const inflateAsync = promisify(inflate);
 const gzipAsync = promisify(gzip);
 const deflateAsync = promisify(deflate);
 
-function tooLarge(size: number, limit: number): TriodeError {
-  return Errors.invalidArg(`Request JSON size of ${size} bytes exceeds the maximum allowed value of ${limit} bytes. Use --http-max-input-size to increase the limit.`);
+/**
+ * A request body over its route's limit (INVALID_ARG, as Triton answers for `/infer`). Its own
+ * class so that the control routes' body limit can answer 413 without looking at the message.
+ */
+export class BodyTooLargeError extends TriodeError {
+  /** Bytes received or declared (for a decompressed body: limit + 1, inflating stops there). */
+  readonly size: number;
+  readonly limit: number;
+
+  constructor(size: number, limit: number) {
+    super('INVALID_ARG', `Request JSON size of ${size} bytes exceeds the maximum allowed value of ${limit} bytes. Use --http-max-input-size to increase the limit.`);
+    this.size = size;
+    this.limit = limit;
+  }
+}
+
+/** A Content-Encoding other than identity, gzip and deflate (UNSUPPORTED: 501 with `Accept-Encoding`). */
+export class UnsupportedEncodingError extends TriodeError {
+  constructor(message: string) {
+    super('UNSUPPORTED', message);
+  }
+}
+
+const tooLarge = (size: number, limit: number): TriodeError => new BodyTooLargeError(size, limit);
+
+/** Reads a Fetch body stream (in-process requests), counting as it goes: never more than `limit` + one chunk. */
+async function readStream(stream: ReadableStream<Uint8Array>, limit: number): Promise<Uint8Array> {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge(total, limit);
+    }
+    chunks.push(value);
+  }
+  return join(chunks, total);
 }
 
 /** Copies chunks into one fresh buffer (never a slice of Node's shared pool). */
@@ -59,7 +100,7 @@ function readIncoming(incoming: IncomingMessage, limit: number, declared: number
       if (buf && chunks.length === 0 && pad + total === buf.byteLength) resolve(buf.subarray(pad));
       else resolve(join(buf ? [buf.subarray(pad, pad + Math.min(total, buf.byteLength - pad)), ...chunks] : chunks, total));
     });
-    incoming.on('error', (e) => { if (!failed) reject(Errors.invalidArg(`failed to read the request body: ${e.message}`)); });
+    incoming.on('error', (e) => { if (!failed) reject(Errors.invalidArg(`failed to read the request body: ${echo(e.message)}`)); });
     // A client that goes away mid-body: nothing else would settle this promise (and free `buf`).
     incoming.on('close', () => {
       if (!failed && !incoming.complete) {
@@ -91,7 +132,7 @@ export function header(c: Context, name: string): string | undefined {
 export async function readBody(c: Context, limit: number, headerLength?: number): Promise<Uint8Array> {
   const encoding = (header(c, 'content-encoding') ?? 'identity').trim().toLowerCase();
   if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
-    throw Errors.unsupported(`unsupported Content-Encoding '${encoding}'`);
+    throw new UnsupportedEncodingError(`unsupported Content-Encoding '${echo(encoding)}'`);
   }
   const cl = header(c, 'content-length');
   const declared = cl !== undefined && /^\d+$/.test(cl) ? Number(cl) : undefined;
@@ -101,6 +142,8 @@ export async function readBody(c: Context, limit: number, headerLength?: number)
   if (env?.incoming && typeof env.incoming.on === 'function' && !env.incoming.readableEnded) {
     const pad = encoding === 'identity' && headerLength ? (8 - (headerLength % 8)) % 8 : 0;
     raw = await readIncoming(env.incoming, limit, declared, pad);
+  } else if (c.req.raw.body && !c.req.raw.bodyUsed) {
+    raw = await readStream(c.req.raw.body, limit);
   } else {
     const ab = await c.req.arrayBuffer();
     if (ab.byteLength > limit) throw tooLarge(ab.byteLength, limit);
@@ -109,6 +152,12 @@ export async function readBody(c: Context, limit: number, headerLength?: number)
   // The body belongs to this request alone: its tensors (views of it) may move it to a thread.
   markTransferable(raw.buffer);
   if (encoding === 'identity') return raw;
+  // A gzip member ends with its inflated size (mod 2^32): a bomb that states it is refused before
+  // inflating anything. One that lies is still stopped by maxOutputLength below.
+  if (encoding === 'gzip' && raw.byteLength >= 18) {
+    const stated = new DataView(raw.buffer, raw.byteOffset + raw.byteLength - 4, 4).getUint32(0, true);
+    if (stated > limit) throw tooLarge(stated, limit);
+  }
   try {
     const out = encoding === 'gzip' ? await gunzipAsync(raw, { maxOutputLength: limit }) : await inflateAsync(raw, { maxOutputLength: limit });
     const body = join([out], out.byteLength);
@@ -116,8 +165,41 @@ export async function readBody(c: Context, limit: number, headerLength?: number)
     return body;
   } catch (err) {
     if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(limit + 1, limit);
-    throw Errors.invalidArg(`failed to decompress the request body (${encoding}): ${(err as Error).message}`);
+    throw Errors.invalidArg(`failed to decompress the request body (${encoding}): ${echo((err as Error).message)}`);
   }
+}
+
+/** Body limit of the control routes (logging, trace settings, repository index and unload, and any other route without its own). */
+export const CONTROL_MAX_BODY_SIZE = 64 * 1024;
+
+/**
+ * Reads, before the route runs, the body of every request whose route does not read it itself
+ * (`limitOf(path)` gives its limit; undefined: the route reads it, as `/infer` does with
+ * `--http-max-input-size`). A body over the limit is answered 413 and never buffered whole; the
+ * route then finds the (decompressed) body in `c.req.raw`.
+ */
+export function bodyLimit(limitOf: (path: string) => number | undefined): MiddlewareHandler {
+  return async (c, next) => {
+    const method = c.req.method;
+    const limit = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? undefined : limitOf(c.req.path);
+    if (limit === undefined) {
+      await next();
+      return undefined;
+    }
+    let bytes: Uint8Array;
+    try {
+      bytes = await readBody(c, limit);
+    } catch (err) {
+      if (!(err instanceof BodyTooLargeError)) throw err;
+      // Close the connection: what the client still sends is not read.
+      return c.json({ error: `Request body of ${err.size} bytes exceeds the limit of ${err.limit} bytes of this endpoint` }, 413, { Connection: 'close' });
+    }
+    const headers = new Headers(c.req.raw.headers);
+    for (const h of ['content-length', 'content-encoding', 'transfer-encoding']) headers.delete(h);
+    c.req.raw = new Request(c.req.raw.url, { method, headers, body: bytes as Uint8Array<ArrayBuffer>, signal: c.req.raw.signal });
+    await next();
+    return undefined;
+  };
 }
 
 /** The response compression the client accepts (`Accept-Encoding`), if any. */

@@ -1,5 +1,5 @@
 /** @module Options of the HTTP frontend. Triton: server/src/http_server.h */
-import type { Backplane, LogSettings } from '@triode/core';
+import type { Backplane, LogSettings, Logger } from '@triode/core';
 import type { HttpLifecycle } from './lifecycle.js';
 import type { AsyncJobs } from '../async/async-jobs.js';
 import type { TraceSettings } from '../control/trace-settings.js';
@@ -10,6 +10,15 @@ import type { Restrictions } from '../control/restricted.js';
 export interface HttpOptions {
   /** Largest request body, received or decompressed (`--http-max-input-size`). @default 67108864 (64 MiB) */
   maxInputSize?: number;
+  /**
+   * Largest infer response whose outputs are written as JSON `data`, as an upper bound computed
+   * from the outputs' element counts before anything is written. Over it the request is answered
+   * 400, naming the size and asking for binary outputs (`"binary_data": true`), which have no
+   * such limit. @default 67108864 (64 MiB)
+   */
+  maxJsonOutputSize?: number;
+  /** Where unexpected errors (bugs, a library's exception) are logged in full; clients get a clean message. @default a logger to stderr */
+  logger?: Logger;
   /** Tracks requests in flight for graceful shutdown. @default a new HttpLifecycle */
   lifecycle?: HttpLifecycle;
   /** Async inference jobs (cluster mode); without them the async endpoints answer 501. */
@@ -30,6 +39,7 @@ export interface HttpOptions {
 export interface HttpDeps {
   backplane: Backplane;
   maxInputSize: number;
+  maxJsonOutputSize: number;
   tracer?: Tracer;
   headerForwardPattern?: RegExp;
 }

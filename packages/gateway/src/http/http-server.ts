@@ -4,15 +4,17 @@
  * Triton: server/src/http_server.cc
  */
 import { Hono } from 'hono';
-import type { Backplane } from '@triode/core';
+import { createLogger, type Backplane } from '@triode/core';
 import { httpError } from '../error-mapping.js';
+import { CONTROL_MAX_BODY_SIZE, UnsupportedEncodingError, bodyLimit } from './body.js';
+import { DEFAULT_MAX_JSON_OUTPUT_SIZE } from './infer-codec.js';
 import { HttpLifecycle } from './lifecycle.js';
 import { restrictedApi } from './restricted-api.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
 import { asyncRoutes } from './routes/async.js';
 import { loggingRoutes } from './routes/logging.js';
-import { repositoryRoutes } from './routes/repository.js';
+import { modelNameGuard, repositoryRoutes } from './routes/repository.js';
 import { traceRoutes } from './routes/trace.js';
 import { generateRoutes } from './routes/generate.js';
 import { inferRoutes } from './routes/infer.js';
@@ -32,6 +34,17 @@ const KNOWN_PATHS = [
   '/v2/repository/index', '/v2/repository/:repository/index', '/v2/repository/models/:model/load', '/v2/repository/models/:model/unload',
 ];
 
+/** Routes that read their own body, with `--http-max-input-size` (inference). */
+const INFER_ROUTE = /^\/v2\/models\/[^/]+(?:\/versions\/[^/]+)?\/(?:infer|infer_async|generate|generate_stream)$/;
+/** Model load: its body may carry model files (`file:` overrides), so it gets `--http-max-input-size`. */
+const LOAD_ROUTE = /^\/v2\/repository(?:\/[^/]+)?\/models\/[^/]+\/load$/;
+
+/** The body limit of a path: undefined where the route reads the body itself. */
+function bodyLimitOf(path: string, maxInputSize: number): number | undefined {
+  if (INFER_ROUTE.test(path)) return undefined;
+  return LOAD_ROUTE.test(path) ? maxInputSize : CONTROL_MAX_BODY_SIZE;
+}
+
 /**
  * Builds the HTTP app over a backplane. Serve it with @hono/node-server, or call `app.request()`.
  * @example const app = createHttpApp(new LocalBackplane(server)); serve({ fetch: app.fetch, port: 8000 });
@@ -39,14 +52,21 @@ const KNOWN_PATHS = [
 export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): Hono {
   const maxInputSize = options.maxInputSize ?? DEFAULT_HTTP_MAX_INPUT_SIZE;
   if (!Number.isSafeInteger(maxInputSize) || maxInputSize <= 0) throw new RangeError('options.maxInputSize must be a positive integer');
+  const maxJsonOutputSize = options.maxJsonOutputSize ?? DEFAULT_MAX_JSON_OUTPUT_SIZE;
+  if (!Number.isSafeInteger(maxJsonOutputSize) || maxJsonOutputSize <= 0) throw new RangeError('options.maxJsonOutputSize must be a positive integer');
+  const logger = options.logger ?? createLogger();
   const deps: HttpDeps = {
-    backplane, maxInputSize,
+    backplane, maxInputSize, maxJsonOutputSize,
     ...(options.tracer ? { tracer: options.tracer } : {}),
     ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
   };
   const app = new Hono();
   app.use((options.lifecycle ?? new HttpLifecycle()).middleware());
   if (options.restrictions?.size) app.use(restrictedApi(options.restrictions));
+  // A hostile model name in a load/unload path is refused before the body is read (issue #14).
+  app.use(modelNameGuard());
+  // After the restriction check: a refused request's body is never read.
+  app.use(bodyLimit((path) => bodyLimitOf(path, maxInputSize)));
   app.route('/', statsRoutes(deps));
   app.route('/', healthRoutes(deps));
   app.route('/', inferRoutes(deps));
@@ -59,9 +79,9 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));
   app.onError((err, c) => {
-    const { status, body } = httpError(err);
+    const { status, body } = httpError(err, logger);
     const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-    if (status === 501 && /Content-Encoding/.test(body)) headers['Accept-Encoding'] = 'gzip, deflate';
+    if (err instanceof UnsupportedEncodingError) headers['Accept-Encoding'] = 'gzip, deflate';
     return c.body(body, status, headers);
   });
   return app;

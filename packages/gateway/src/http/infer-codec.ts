@@ -5,11 +5,11 @@
  * server docs/protocol/extension_binary_data.md, extension_classification.md
  */
 import {
-  Errors, dataTypeByteSize, elementCount, isDataType, viewBytesAs,
+  Errors, dataTypeByteSize, echo, elementCount, isDataType, viewBytesAs,
   type InferenceRequest, type InferenceResponse, type ParameterValue, type RequestedOutput, type Tensor,
 } from '@triode/core';
 import { readJson } from './json-reader.js';
-import { jsonToTensorData, tensorDataToJson } from './json-tensor.js';
+import { jsonSizeBound, jsonToTensorData, tensorDataToJson } from './json-tensor.js';
 import { checkReservedParameters, checkTensorBytes } from '../protocol-checks.js';
 
 /** How the client wants each output back. */
@@ -35,7 +35,7 @@ function parameters(v: unknown, where: string): Record<string, ParameterValue> {
   if (!isObj(v)) throw Errors.invalidArg(`'parameters' of ${where} must be a JSON object`);
   for (const [k, x] of Object.entries(v)) {
     if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') {
-      throw Errors.invalidArg(`parameter '${k}' of ${where} must be a string, number or boolean`);
+      throw Errors.invalidArg(`parameter '${echo(k)}' of ${where} must be a string, number or boolean`);
     }
   }
   return v as Record<string, ParameterValue>;
@@ -78,35 +78,36 @@ export function parseInferRequest(
     if (typeof name !== 'string') throw Errors.invalidArg(`input ${i} must have a string 'name'`);
     const datatype = inp['datatype'];
     if (!isDataType(datatype)) {
-      throw Errors.invalidArg(`invalid datatype '${String(datatype)}' for input '${name}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
+      throw Errors.invalidArg(`invalid datatype '${echo(datatype)}' for input '${echo(name)}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
     }
     const rawShape = inp['shape'];
     // The reader returns number arrays as Float64Arrays.
     const shape = rawShape instanceof Float64Array ? Array.from(rawShape) : rawShape;
     if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw Errors.invalidArg(`input '${name}' must have a 'shape' of non-negative integers`);
+      throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
     }
     const count = elementCount(shape as number[]);
-    const ip = parameters(inp['parameters'], `input '${name}'`);
+    const ip = parameters(inp['parameters'], `input '${echo(name)}'`);
     const size = ip['binary_data_size'];
     if (size !== undefined) {
       if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
-        throw Errors.invalidArg(`'binary_data_size' of input '${name}' must be a non-negative integer`);
+        throw Errors.invalidArg(`'binary_data_size' of input '${echo(name)}' must be a non-negative integer`);
       }
-      if (inp['data'] !== undefined) throw Errors.invalidArg(`input '${name}' has both 'data' and 'binary_data_size'`);
+      if (inp['data'] !== undefined) throw Errors.invalidArg(`input '${echo(name)}' has both 'data' and 'binary_data_size'`);
       if (offset + size > body.byteLength) {
-        throw Errors.invalidArg(`unexpected size for input '${name}', expecting ${size} additional bytes for model '${model.name}'`);
+        throw Errors.invalidArg(`unexpected size for input '${echo(name)}', expecting ${size} additional bytes for model '${echo(model.name)}'`);
       }
       const bytes = body.subarray(offset, offset + size);
       offset += size;
       checkTensorBytes(name, datatype, count, bytes, model.name);
       return { name, datatype, shape: shape as number[], data: viewBytesAs(datatype, bytes) };
     }
-    if (inp['data'] === undefined) throw Errors.invalidArg(`must specify valid 'data' field or 'binary_data_size' parameter for input '${name}'`);
-    return { name, datatype, shape: shape as number[], data: jsonToTensorData(inp['data'], datatype, count, name) };
+    if (inp['data'] === undefined) throw Errors.invalidArg(`must specify valid 'data' field or 'binary_data_size' parameter for input '${echo(name)}'`);
+    // A new array made from the JSON: the request owns it (it may move to an instance thread).
+    return { name, datatype, shape: shape as number[], data: jsonToTensorData(inp['data'], datatype, count, name), owned: true };
   });
   if (offset !== body.byteLength) {
-    throw Errors.invalidArg(`unexpected additional input data for model '${model.name}'`);
+    throw Errors.invalidArg(`unexpected additional input data for model '${echo(model.name)}'`);
   }
 
   const encoding: OutputEncoding = { binary: new Map(), defaultBinary: params['binary_data_output'] === true };
@@ -117,17 +118,17 @@ export function parseInferRequest(
     outputs = outputsJson.map((o: unknown, i) => {
       if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
       const name = o['name'];
-      const op = parameters(o['parameters'], `output '${name}'`);
+      const op = parameters(o['parameters'], `output '${echo(name)}'`);
       const ro: RequestedOutput = { name };
       if (op['classification'] !== undefined) {
         const n = op['classification'];
         if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
-          throw Errors.invalidArg(`'classification' of output '${name}' must be a non-negative integer`);
+          throw Errors.invalidArg(`'classification' of output '${echo(name)}' must be a non-negative integer`);
         }
         if (n > 0) ro.classCount = n;
       }
       if (op['binary_data'] !== undefined) {
-        if (typeof op['binary_data'] !== 'boolean') throw Errors.invalidArg(`'binary_data' of output '${name}' must be a boolean`);
+        if (typeof op['binary_data'] !== 'boolean') throw Errors.invalidArg(`'binary_data' of output '${echo(name)}' must be a boolean`);
         encoding.binary.set(name, op['binary_data']);
       }
       return ro;
@@ -145,9 +146,9 @@ function parseRawBinary(
   model: { name: string; version?: number },
   rawInput?: { name: string; datatype: string; shape: number[] },
 ): ParsedInfer {
-  if (!rawInput) throw Errors.invalidArg(`raw binary request is not supported for model '${model.name}'`);
+  if (!rawInput) throw Errors.invalidArg(`raw binary request is not supported for model '${echo(model.name)}'`);
   const spec = rawInput;
-  if (!isDataType(spec.datatype)) throw Errors.invalidArg(`raw binary request: model '${model.name}' input has an unsupported datatype`);
+  if (!isDataType(spec.datatype)) throw Errors.invalidArg(`raw binary request: model '${echo(model.name)}' input has an unsupported datatype`);
   const dt = spec.datatype;
   const shape = [...spec.shape];
   const variable = shape.filter((d) => d === -1).length;
@@ -158,10 +159,10 @@ function parseRawBinary(
     data.set(body, 4);
     return finishRaw(model, spec.name, dt, shape, data);
   }
-  if (variable > 1) throw Errors.invalidArg(`raw binary request requires the input of model '${model.name}' to have at most one variable-size dimension`);
+  if (variable > 1) throw Errors.invalidArg(`raw binary request requires the input of model '${echo(model.name)}' to have at most one variable-size dimension`);
   const known = shape.reduce((a, d) => (d === -1 ? a : a * d), 1) * dataTypeByteSize(dt);
   if (variable === 1) {
-    if (known === 0 || body.byteLength % known !== 0) throw Errors.invalidArg(`raw binary request: ${body.byteLength} bytes do not fit the shape of input '${spec.name}' of model '${model.name}'`);
+    if (known === 0 || body.byteLength % known !== 0) throw Errors.invalidArg(`raw binary request: ${body.byteLength} bytes do not fit the shape of input '${echo(spec.name)}' of model '${echo(model.name)}'`);
     shape[shape.indexOf(-1)] = body.byteLength / known;
   }
   return finishRaw(model, spec.name, dt, shape, viewBytesAs(dt, body));
@@ -183,8 +184,43 @@ export interface EncodedResponse {
 
 const encoder = new TextEncoder();
 
-/** Encodes a response, each output as JSON `data` or as a binary chunk per the client's wishes. */
-export function encodeInferResponse(res: InferenceResponse, encoding: OutputEncoding): EncodedResponse {
+/** Default largest JSON infer response (outputs written as JSON `data`); see `HttpOptions.maxJsonOutputSize`. */
+export const DEFAULT_MAX_JSON_OUTPUT_SIZE = 64 * 1024 * 1024;
+
+/**
+ * Refuses (INVALID_ARG, HTTP 400) a response whose JSON outputs could exceed `limit` bytes,
+ * before any of it is written: a large tensor as JSON text takes many times its binary size and,
+ * past V8's string limit, cannot be built at all. The size is an upper bound from the element
+ * counts (see `jsonSizeBound`).
+ */
+export function checkJsonOutputSize(outputs: readonly Tensor[], isBinary: (name: string) => boolean, limit: number): void {
+  let total = 0;
+  let largest: Tensor | undefined;
+  let largestSize = -1;
+  for (const o of outputs) {
+    if (isBinary(o.name)) continue;
+    const size = jsonSizeBound(o.data, o.datatype);
+    total += size;
+    if (size > largestSize) {
+      largest = o;
+      largestSize = size;
+    }
+  }
+  if (total > limit && largest) {
+    throw Errors.invalidArg(
+      `Response of up to ${total} bytes exceeds the limit of ${limit} bytes for outputs written as JSON `
+      + `(the largest: '${echo(largest.name)}', ${largest.datatype} [${largest.shape.join(',')}]); `
+      + 'request large outputs as binary data: output parameter "binary_data": true, or request parameter "binary_data_output": true',
+    );
+  }
+}
+
+/**
+ * Encodes a response, each output as JSON `data` or as a binary chunk per the client's wishes.
+ * @throws INVALID_ARG when the JSON outputs could exceed `maxJsonOutputSize` bytes (nothing built).
+ */
+export function encodeInferResponse(res: InferenceResponse, encoding: OutputEncoding, maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE): EncodedResponse {
+  checkJsonOutputSize(res.outputs, (name) => encoding.binary.get(name) ?? encoding.defaultBinary, maxJsonOutputSize);
   let json = '{';
   if (res.id !== undefined && res.id !== '') json += `"id":${JSON.stringify(res.id)},`;
   json += `"model_name":${JSON.stringify(res.modelName)},"model_version":${JSON.stringify(res.modelVersion)}`;

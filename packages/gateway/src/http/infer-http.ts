@@ -3,9 +3,9 @@
  * async endpoints (`/infer_async`, `/v2/jobs/{id}/result`), which take and give the same bodies.
  */
 import type { Context } from 'hono';
-import { Errors, configTypeToDataType, type Backplane, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { Errors, configTypeToDataType, echo, type Backplane, type InferenceResponse, type ModelConfig } from '@triode/core';
 import { compress, header, readBody, responseCompression } from './body.js';
-import { encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
+import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
 import { modelParams } from './routes/model-params.js';
 
 /** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
@@ -14,7 +14,7 @@ export async function readInferRequest(c: Context, backplane: Backplane, maxInpu
   const h = header(c, 'inference-header-content-length');
   let headerLength: number | undefined;
   if (h !== undefined) {
-    if (!/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${h}'`);
+    if (!/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${echo(h)}'`);
     headerLength = Number(h);
   }
   const body = await readBody(c, maxInputSize, headerLength);
@@ -34,9 +34,12 @@ export async function readInferRequest(c: Context, backplane: Backplane, maxInpu
   return parseInferRequest(body, headerLength, model, raw);
 }
 
-/** Writes an infer response (JSON, or JSON header + binary), compressed when the client accepts it. */
-export async function writeInferResponse(c: Context, response: InferenceResponse, encoding: OutputEncoding): Promise<Response> {
-  const encoded = encodeInferResponse(response, encoding);
+/**
+ * Writes an infer response (JSON, or JSON header + binary), compressed when the client accepts it.
+ * @throws INVALID_ARG when its JSON outputs could exceed `maxJsonOutputSize` bytes.
+ */
+export async function writeInferResponse(c: Context, response: InferenceResponse, encoding: OutputEncoding, maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE): Promise<Response> {
+  const encoded = encodeInferResponse(response, encoding, maxJsonOutputSize);
   const headers: Record<string, string> = {
     'Content-Type': encoded.headerLength === undefined ? 'application/json' : 'application/octet-stream',
   };

@@ -5,6 +5,7 @@
  * inference itself for image-sized tensors (PERF-BASELINE finding 4). See `readJson` for how
  * exactly numbers are read.
  */
+import { echo } from '@triode/core';
 
 /** A JSON value as this reader returns it. */
 export type JsonValue = null | boolean | number | string | Float64Array | JsonValue[] | { [k: string]: JsonValue };
@@ -205,7 +206,7 @@ class Reader {
       case undefined: return this.#fail('Unexpected end of JSON input');
       default:
         if (c === 45 || (c >= 48 && c <= 57)) return this.#number();
-        return this.#fail(`Unexpected token '${String.fromCharCode(c)}'`);
+        return this.#fail(`Unexpected token '${echo(String.fromCharCode(c))}'`);
     }
   }
 

@@ -3,7 +3,7 @@
  * and back. Triton: server/src/http_server.cc ReadDataFromJson, WriteDataToJson
  */
 import {
-  Errors, dataTypeByteSize, deserializeBytesTensor, serializeBytesTensor,
+  Errors, dataTypeByteSize, deserializeBytesTensor, echo, serializeBytesTensor,
   type DataType, type TensorData,
 } from '@triode/core';
 
@@ -35,14 +35,14 @@ function walk(v: unknown, leaf: (x: unknown) => void, run: (a: Float64Array) => 
  */
 export function jsonToTensorData(data: unknown, datatype: DataType, count: number, input: string): TensorData {
   if (datatype === 'FP16' || datatype === 'BF16') {
-    throw Errors.invalidArg(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input '${input}'`);
+    throw Errors.invalidArg(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input '${echo(input)}'`);
   }
   const got = countLeaves(data);
   if (got !== count) {
-    throw Errors.invalidArg(`Unable to parse 'data': Shape does not match true shape of 'data' field for input '${input}': expected ${count} elements, got ${got}`);
+    throw Errors.invalidArg(`Unable to parse 'data': Shape does not match true shape of 'data' field for input '${echo(input)}': expected ${count} elements, got ${got}`);
   }
   let i = 0;
-  const bad = (what: string) => Errors.invalidArg(`Unable to parse 'data': input '${input}' element ${i} is not ${what}`);
+  const bad = (what: string) => Errors.invalidArg(`Unable to parse 'data': input '${echo(input)}' element ${i} is not ${what}`);
   if (datatype === 'BYTES') {
     const parts: string[] = [];
     walk(data, (x) => { if (typeof x !== 'string') throw bad('a string'); parts.push(x); i++; }, () => { throw bad('a string'); });
@@ -107,15 +107,66 @@ export function tensorDataToJson(data: TensorData, datatype: DataType): string {
   return '[' + (data as Int32Array).join(',') + ']';
 }
 
-/** Joins floats; non-finite values (which JSON cannot hold) become null. */
-function finiteJoin(a: ArrayLike<number>): string {
+/** Elements per piece of a large float array: each piece is joined natively into one flat string. */
+const JOIN_PIECE = 16384;
+
+/**
+ * Joins floats; non-finite values (which JSON cannot hold) become null. Piece by piece with the
+ * native join: appending one string per element builds a rope of millions of small strings,
+ * several times the size of the text (a multi-GB heap for a large output).
+ */
+function finiteJoin(a: Float32Array | Float64Array | number[]): string {
+  if (a.length <= 256) return `[${joinEach(a)}]`;
   let s = '[';
+  for (let from = 0; from < a.length; from += JOIN_PIECE) {
+    const piece = a instanceof Array ? a.slice(from, from + JOIN_PIECE) : a.subarray(from, from + JOIN_PIECE);
+    let text = piece.join(',');
+    // NaN and (-)Infinity are the only number texts with these letters.
+    if (text.includes('N') || text.includes('I')) text = joinEach(piece);
+    s += from ? `,${text}` : text;
+  }
+  return s + ']';
+}
+
+/** Joins floats one by one, non-finite ones as null (small arrays, or a piece holding NaN or Infinity). */
+function joinEach(a: ArrayLike<number>): string {
+  let s = '';
   for (let i = 0; i < a.length; i++) {
     const x = a[i]!;
     s += (i ? ',' : '') + (Number.isFinite(x) ? String(x) : 'null');
   }
-  return s + ']';
+  return s;
 }
+
+/**
+ * Bytes of `data` written as a JSON array by `tensorDataToJson`, or a little more (never less):
+ * computed from the element count (and, for BYTES, the bytes) without writing anything, so a
+ * response too large to build can be refused before it costs memory.
+ */
+export function jsonSizeBound(data: TensorData, datatype: DataType): number {
+  const n = data.length;
+  if (datatype === 'BYTES') {
+    const bytes = data as Uint8Array;
+    // Each element: quotes and a comma; each byte: at most 6 ("\u00XX").
+    const rough = 2 + 3 * (bytes.byteLength / 4) + 6 * bytes.byteLength;
+    if (rough <= 1 << 20) return rough;
+    let size = 2;
+    for (const b of bytes) size += b < 32 ? 6 : b === 34 || b === 92 ? 2 : b >= 128 ? 3 : 1;
+    // The 4-byte length prefixes counted as bytes above cover each element's quotes and comma.
+    return size;
+  }
+  return 2 + n * (JSON_CHARS_PER_ELEMENT[datatype] ?? 26);
+}
+
+/**
+ * The most characters one element takes, comma included. Floats print as the shortest double
+ * text: up to 17 digits, a sign, a point and an exponent ("-1.2345678901234567e-308"), or
+ * fixed notation down to 1e-7 ("-0.0000012345678901234567"): 25 characters.
+ */
+const JSON_CHARS_PER_ELEMENT: Partial<Record<DataType, number>> = {
+  BOOL: 6, INT8: 5, UINT8: 4, INT16: 7, UINT16: 6, INT32: 12, UINT32: 11, INT64: 21, UINT64: 21,
+  FP16: 26, BF16: 26, FP32: 26, FP64: 26,
+};
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);

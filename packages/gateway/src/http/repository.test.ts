@@ -45,13 +45,38 @@ describe('model repository extension (explicit mode)', () => {
     expect((await post('/v2/models/simple/infer', JSON.parse(simpleBody))).status).toBe(200);
   });
 
-  it('fails with "failed to load" for a bad override or an unknown model, and the old version keeps serving', async () => {
-    for (const [path, body] of [['/v2/repository/models/simple/load', { parameters: { config: '{"max_batch_size": ' } }], ['/v2/repository/models/nope/load', undefined]] as const) {
-      const r = await post(path, body);
-      expect(r.status).toBe(400);
-      expect((await r.json() as { error: string }).error).toMatch(/^failed to load '(simple|nope)'/);
-    }
+  it('fails with "failed to load" for a bad override (400) or an unknown model (Triton: 500), and the old version keeps serving', async () => {
+    const bad = await post('/v2/repository/models/simple/load', { parameters: { config: '{"max_batch_size": ' } });
+    expect(bad.status).toBe(400);
+    expect((await bad.json() as { error: string }).error).toMatch(/^failed to load 'simple': failed to parse the config override/);
+    const unknown = await post('/v2/repository/models/nope/load');
+    expect(unknown.status).toBe(500);
+    expect(await unknown.json()).toEqual({ error: "failed to load 'nope', failed to poll from model repository" });
     expect((await app.request('/v2/models/simple/ready')).status).toBe(200);
+  });
+
+  it('answers 400 for a hostile model name before reading the body', async () => {
+    for (const name of ['..%2Fescaped', 'a%2Fb', 'a%5Cb', 'x%00y', 'x%0Ay', 'a'.repeat(600)]) {
+      for (const action of ['load', 'unload']) {
+        // A body that never ends: a route that read it first would never answer.
+        const body = new ReadableStream<Uint8Array>({ start(c) { c.enqueue(new TextEncoder().encode('{"parameters": {')); } });
+        const r = await app.request(`/v2/repository/models/${name}/${action}`, { method: 'POST', body, duplex: 'half' } as RequestInit);
+        expect(r.status, `${action} ${name}`).toBe(400);
+        expect((await r.json() as { error: string }).error).toMatch(/^invalid model name '.*': the name (contains a path separator|contains a control character|is longer than 255 bytes)$/);
+      }
+    }
+  });
+
+  it('answers 400 for override paths that leave the model directory, and Triton\'s 500 for an over-long component', async () => {
+    const config = JSON.stringify({ backend: 'javascript', max_batch_size: 0, input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [1] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [1] }] });
+    for (const rel of ['../x', '/etc/x', '1/../../x', '1//model.js']) {
+      const r = await post('/v2/repository/models/ovr/load', { parameters: { config, [`file:${rel}`]: 'AAAA' } });
+      expect(r.status, rel).toBe(400);
+      expect((await r.json() as { error: string }).error).toMatch(/^failed to load 'ovr': invalid file override path/);
+    }
+    const long = await post('/v2/repository/models/ovr/load', { parameters: { config, [`file:1/${'a'.repeat(256)}`]: 'AAAA' } });
+    expect(long.status).toBe(500);
+    expect(await long.json()).toEqual({ error: "failed to load 'ovr', failed to poll from model repository" });
   });
 
   it('reloads with no failed request for a client running throughout', async () => {

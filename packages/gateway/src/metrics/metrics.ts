@@ -17,6 +17,8 @@ export interface MetricsSource {
   observeLatencies?(listener: (model: string, version: string, o: LatencyObservation) => void): void;
   /** The response cache's counters, when the server has a cache. */
   responseCacheStats?(): { entries: number; bytes: number; capacity: number; hits: number; misses: number; evictions: number } | undefined;
+  /** Cluster mode: messages dropped for a missing or wrong cluster-secret signature, per kind. */
+  clusterRejected?(): ReadonlyMap<string, number>;
 }
 
 /** `--metrics-config` and `--metrics-interval-ms`, with Triton's keys and defaults. */
@@ -33,6 +35,8 @@ export interface MetricsConfig {
   histogramBucketsMs?: number[];
   /** How often CPU and memory are sampled (`--metrics-interval-ms`). @default 2000 */
   intervalMs?: number;
+  /** `--allow-cpu-metrics`: the `nv_cpu_*` gauges (false: neither reported nor sampled). @default true */
+  cpuMetrics?: boolean;
 }
 
 /** Triton's default summary quantiles and their allowed errors. */
@@ -161,7 +165,17 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
     new Gauge({ name: 'nv_cache_util', help: 'Cache utilization [0.0 - 1.0]', registers: [registry], collect() { const c = cache(); this.set(c.bytes / c.capacity); } });
     new Gauge({ name: 'nv_cache_num_evictions', help: 'Number of cache evictions in response cache', registers: [registry], collect() { this.set(cache().evictions); } });
   }
+  if (source.clusterRejected) {
+    const rejected = source.clusterRejected.bind(source);
+    new Counter({
+      name: 'triode_cluster_rejected_messages_total', help: 'Messages from Redis dropped because they were not signed with the cluster secret, by kind',
+      labelNames: ['kind'], registers: [registry],
+      collect() { this.reset(); for (const [kind, n] of rejected()) this.inc({ kind }, n); },
+    });
+  }
   // CPU and memory are sampled every interval (as Triton's per-interval metrics), not per scrape.
+  registry.stopSampling = () => undefined;
+  if (config.cpuMetrics === false) return registry;
   const cpu = cpuSampler();
   let sample = { cpu: cpu(), mem: memory() };
   const timer = setInterval(() => { sample = { cpu: cpu(), mem: memory() }; }, Math.max(100, config.intervalMs ?? 2000));

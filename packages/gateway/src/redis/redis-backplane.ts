@@ -3,13 +3,14 @@
  * stream and waits for the reply on its own reply stream; what is loaded where comes from the
  * workers' registry entries. Every frontend works unchanged on top of it.
  */
-import { randomUUID } from 'node:crypto';
-import { createServer, type AddressInfo, type Server } from 'node:net';
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { networkInterfaces } from 'node:os';
 import { Redis } from 'ioredis';
 import { VectoredCommand } from './vectored-command.js';
 import {
-  ClusterKeys, Errors, FrameReader, TriodeError, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
+  ClusterAuth, ClusterKeys, Errors, echo, FrameReader, MAC_BYTES, MAX_AUTH_FRAME_BYTES, TriodeError, checkModelName, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type StreamEntries, type WorkerRecord,
 } from '@triode/core';
@@ -32,10 +33,38 @@ export interface RedisBackplaneOptions {
   /**
    * Direct reply channel: workers send replies straight to this gateway over TCP (one Redis leg
    * fewer per request) and fall back to its Redis reply stream when they cannot reach it.
-   * `false` turns it off. @default { host: '0.0.0.0', port: 0, advertise: first non-loopback IPv4 }
+   * `false` turns it off. @default { host: the advertise address, port: 0, advertise: first non-loopback IPv4 }
    */
-  directReplies?: { host?: string; port?: number; advertise?: string } | false;
+  directReplies?: DirectReplyOptions | false;
+  /**
+   * The cluster secret: requests, control messages and the loaded set are signed with it, and
+   * replies, control answers and registry entries not signed with it are dropped. @default none
+   */
+  clusterSecret?: string;
+  /**
+   * This gateway's reply stream expires this long (ms) after its last refresh (every third of it),
+   * so a dead gateway's stream does not stay in Redis. @default 60000
+   */
+  replyStreamTtlMs?: number;
   logger?: Logger;
+}
+
+/** The direct reply channel's listener. */
+export interface DirectReplyOptions {
+  /** Address it listens on. @default the advertise address */
+  host?: string;
+  /** @default 0 (any free port) */
+  port?: number;
+  /** Host workers connect to. @default the first non-loopback IPv4 */
+  advertise?: string;
+  /** Connections held at once (more are closed at once). @default 256 */
+  maxConnections?: number;
+  /** A connection that has not authenticated this long (ms) after it opened is closed. @default 5000 */
+  authTimeoutMs?: number;
+  /** An authenticated connection idle this long (ms) is closed (the worker reopens it when needed). @default 300000 */
+  idleTimeoutMs?: number;
+  /** TLS: PEM certificate (chain) and key; workers then connect with TLS. */
+  tls?: { cert: string | Buffer; key: string | Buffer };
 }
 
 interface Waiting {
@@ -72,18 +101,27 @@ export class RedisBackplane implements Backplane {
   #registryLoad: Promise<void> | undefined;
   #direct: { address: string; token: string } | undefined;
   #directServer: Server | undefined;
+  /** The MAC a worker presents as its first frame when a secret is set (else the token). */
+  #directAuth: Buffer | undefined;
+  readonly #directSockets = new Set<Socket>();
+  /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
+  readonly auth: ClusterAuth;
+  #replyTtl: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: RedisBackplaneOptions) {
     this.#opts = {
       prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
-      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, ...options,
+      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, ...options,
     };
+    this.auth = new ClusterAuth(this.#opts.clusterSecret || undefined, this.#opts.logger);
     this.#keys = new ClusterKeys(this.#opts.prefix);
     // No offline queue: while Redis is away, calls fail at once (503) instead of piling up.
     const common = { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, retryStrategy: () => 200 } as const;
     this.#cmd = new Redis(this.#opts.redis, common);
     this.#block = new Redis(this.#opts.redis, { ...common, maxRetriesPerRequest: null });
     for (const c of [this.#cmd, this.#block]) c.on('error', (e: Error) => this.#opts.logger?.verbose(1, `redis: ${e.message}`));
+    // A Redis that restarted lost the reply stream: make it again at once, not at the next refresh.
+    this.#cmd.on('ready', () => { if (this.#running) this.#keepReplyStream().catch(() => undefined); });
   }
 
   get #replyKey(): string {
@@ -94,8 +132,22 @@ export class RedisBackplane implements Backplane {
   async start(): Promise<void> {
     await this.#listenDirect();
     await Promise.all([this.#cmd.connect(), this.#block.connect()]);
+    await this.#keepReplyStream();
+    this.#replyTtl = setInterval(() => { this.#keepReplyStream().catch(() => undefined); }, Math.max(100, Math.floor(this.#opts.replyStreamTtlMs / 3)));
+    this.#replyTtl.unref();
     this.#running = true;
     this.#loop = this.#readReplies();
+  }
+
+  /**
+   * Creates this gateway's reply stream (empty) if it is missing and renews its expiry: workers
+   * add replies only to a stream that exists (NOMKSTREAM), so a dead gateway's stream expires
+   * and nothing brings it back.
+   */
+  async #keepReplyStream(): Promise<void> {
+    const ttl = this.#opts.replyStreamTtlMs;
+    if ((await this.#cmd.pexpire(this.#replyKey, ttl)) === 1) return;
+    await this.#cmd.multi().xadd(this.#replyKey, '*', 'open', '1').xtrim(this.#replyKey, 'MAXLEN', 0).pexpire(this.#replyKey, ttl).exec();
   }
 
   async #readReplies(): Promise<void> {
@@ -114,8 +166,14 @@ export class RedisBackplane implements Backplane {
         for (const [id, fields] of entries) {
           last = id.toString();
           ids.push(last);
-          const body = fields[1];
-          if (body) this.#onReply(body);
+          let body: Buffer | undefined;
+          let mac: Buffer | undefined;
+          for (let i = 0; i + 1 < fields.length; i += 2) {
+            const f = fields[i]!.toString();
+            if (f === 'r') body = fields[i + 1];
+            else if (f === 's') mac = fields[i + 1];
+          }
+          if (body && this.auth.verify('reply', [this.#replyKey, body], mac, 'reply on the reply stream')) this.#onReply(body);
         }
       }
       if (ids.length) void this.#cmd.xdel(this.#replyKey, ...ids).catch(() => undefined);
@@ -135,7 +193,7 @@ export class RedisBackplane implements Backplane {
       }
       this.#waiting.delete(r.requestKey);
       clearTimeout(w.timer);
-      if ('error' in r) w.reject(new TriodeError(r.error.code as ErrorCode, r.error.message));
+      if ('error' in r) w.reject(new TriodeError(isErrorCode(r.error.code) ? r.error.code : 'INTERNAL', String(r.error.message)));
       else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
       else w.resolve(r.response);
     } catch (err) {
@@ -143,16 +201,52 @@ export class RedisBackplane implements Backplane {
     }
   }
 
-  /** Opens the direct reply channel: a TCP server that accepts workers presenting the token. */
+  /**
+   * Opens the direct reply channel: a TCP (or TLS) server whose clients must authenticate first.
+   * The first frame must be the auth frame (the token, or with a secret its MAC), at most
+   * MAX_AUTH_FRAME_BYTES long: a longer length, anything else, or no auth within authTimeoutMs
+   * closes the connection before anything more is buffered. Connections over maxConnections are
+   * closed at once; authenticated ones idle for idleTimeoutMs are closed.
+   */
   async #listenDirect(): Promise<void> {
     const cfg = this.#opts.directReplies;
     if (cfg === false) return;
     const token = randomUUID();
-    const server = createServer((socket) => {
+    const advertise = cfg.advertise ?? advertisedHost();
+    this.#directAuth = this.auth.mac('direct-auth', [token]) ?? Buffer.from(token);
+    const authTimeoutMs = cfg.authTimeoutMs ?? 5000;
+    const idleTimeoutMs = cfg.idleTimeoutMs ?? 300_000;
+    const onConnection = (socket: Socket) => {
+      this.#directSockets.add(socket);
+      socket.once('close', () => this.#directSockets.delete(socket));
+      socket.on('error', () => undefined);
       socket.setNoDelay(true);
-      const reader = new FrameReader();
-      let authed = false;
+      socket.setTimeout(authTimeoutMs, () => socket.destroy());
+      let reader: FrameReader | undefined;
+      let hello: Buffer = Buffer.alloc(0);
       socket.on('data', (chunk: Buffer) => {
+        if (socket.destroyed) return;
+        if (!reader) {
+          hello = hello.byteLength ? Buffer.concat([hello, chunk]) : chunk;
+          if (hello.byteLength < 4) return;
+          const n = hello.readUInt32BE(0);
+          if (n > MAX_AUTH_FRAME_BYTES) {
+            socket.destroy();
+            return;
+          }
+          if (hello.byteLength < 4 + n) return;
+          const presented = hello.subarray(4, 4 + n);
+          if (presented.byteLength !== this.#directAuth!.byteLength || !timingSafeEqual(presented, this.#directAuth!)) {
+            if (this.auth.enabled) this.auth.reject('direct-auth', 'a direct reply connection with a wrong auth frame');
+            socket.destroy();
+            return;
+          }
+          reader = new FrameReader();
+          socket.setTimeout(idleTimeoutMs, () => socket.destroy());
+          chunk = hello.subarray(4 + n);
+          hello = Buffer.alloc(0);
+          if (chunk.byteLength === 0) return;
+        }
         let frames: Buffer[];
         try {
           frames = reader.push(chunk);
@@ -161,27 +255,25 @@ export class RedisBackplane implements Backplane {
           return;
         }
         for (const f of frames) {
-          if (!authed) {
-            if (f.toString() !== token) {
-              socket.destroy();
-              return;
-            }
-            authed = true;
+          if (!this.auth.enabled) {
+            this.#onReply(f);
             continue;
           }
-          this.#onReply(f);
+          const body = f.subarray(MAC_BYTES);
+          if (f.byteLength >= MAC_BYTES && this.auth.verify('reply', [this.#replyKey, body], f.subarray(0, MAC_BYTES), 'reply on the direct channel')) this.#onReply(body);
         }
       });
-      socket.on('error', () => undefined);
-    });
+    };
+    const server = cfg.tls ? createTlsServer({ cert: cfg.tls.cert, key: cfg.tls.key }, onConnection) : createServer(onConnection);
+    server.maxConnections = cfg.maxConnections ?? 256;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(cfg.port ?? 0, cfg.host ?? '0.0.0.0', () => resolve());
+      server.listen(cfg.port ?? 0, cfg.host ?? advertise, () => resolve());
     });
     server.unref();
     this.#directServer = server;
     const port = (server.address() as AddressInfo).port;
-    this.#direct = { address: `${cfg.advertise ?? advertisedHost()}:${port}`, token };
+    this.#direct = { address: `${cfg.tls ? 'tls://' : ''}${advertise}:${port}`, token };
   }
 
   /** Where workers reach this gateway's direct reply channel (undefined: none). */
@@ -202,7 +294,17 @@ export class RedisBackplane implements Backplane {
           keys.push(...found);
         } while (cursor !== '0');
         const values = keys.length ? await this.#cmd.mget(...keys) : [];
-        this.#workers = values.filter((v): v is string => typeof v === 'string').map((v) => JSON.parse(v) as WorkerRecord);
+        const workers: WorkerRecord[] = [];
+        for (const v of values) {
+          const text = typeof v === 'string' ? this.auth.openText('registry', v, 'registry entry') : undefined;
+          if (text === undefined) continue;
+          try {
+            workers.push(JSON.parse(text) as WorkerRecord);
+          } catch {
+            this.#opts.logger?.warning('cluster: dropped a malformed registry entry');
+          }
+        }
+        this.#workers = workers;
         this.#registryAt = Date.now();
       } finally {
         this.#registryLoad = undefined;
@@ -362,6 +464,9 @@ export class RedisBackplane implements Backplane {
     });
     const fields: (string | Buffer)[] = ['r', head!];
     for (const t of tensors) fields.push('t', t);
+    // With a cluster secret, workers run only requests signed with it (the MAC covers the bytes as they are).
+    const mac = this.auth.mac('request', [head!, ...tensors]);
+    if (mac) fields.push('s', mac);
     return new Promise<InferenceResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#waiting.delete(requestKey);
@@ -392,33 +497,49 @@ export class RedisBackplane implements Backplane {
 
   /**
    * Sends a load/unload command to every live worker and waits for all of them to answer
-   * (up to `timeoutMs`); fails with the workers' reasons if any failed.
+   * (up to `timeoutMs`); fails with the workers' reasons (and the first one's code) if any failed.
+   * Which worker said what is logged, not told to the client.
    */
   async #control(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs = 120_000): Promise<void> {
+    checkModelName(name);
     this.#registryAt = 0;
     const workers = (await this.#registry()).map((w) => w.workerId);
-    if (workers.length === 0) throw Errors.unavailable(`failed to ${action} '${name}': no live worker is registered in the cluster`);
+    if (workers.length === 0) throw Errors.unavailable(`failed to ${action} '${echo(name)}': no live worker is registered in the cluster`);
     const id = randomUUID();
     const key = this.#keys.controlReplies(id);
     try {
-      await this.#cmd.publish(this.#keys.control, JSON.stringify({ id, action, model: name, ...extra }));
-      const answers = new Map<string, string | undefined>();
+      await this.#cmd.publish(this.#keys.control, this.auth.signText('control', JSON.stringify({ id, ts: Date.now(), action, model: name, ...extra })));
+      const answers = new Map<string, { code: string; message: string } | undefined>();
       const end = Date.now() + timeoutMs;
+      let seen = 0;
       while (answers.size < workers.length && Date.now() < end) {
         await new Promise((r) => setTimeout(r, 50));
-        for (const raw of await this.#cmd.lrange(key, 0, -1)) {
-          const a = JSON.parse(raw) as { workerId: string; error?: string };
+        const raws = await this.#cmd.lrange(key, seen, -1);
+        seen += raws.length;
+        for (const raw of raws) {
+          const text = this.auth.openText('control-reply', raw, 'answer to a control message');
+          if (text === undefined) continue;
+          let a: { id?: string; workerId: string; error?: { code: string; message: string } };
+          try {
+            a = JSON.parse(text) as typeof a;
+          } catch {
+            continue;
+          }
+          if (a.id !== undefined && a.id !== id) continue;
           answers.set(a.workerId, a.error);
         }
       }
-      const failed = [...answers.entries()].filter(([, e]) => e !== undefined);
+      const failed = [...answers.entries()].filter((e): e is [string, { code: string; message: string }] => e[1] !== undefined);
       if (failed.length > 0) {
-        throw Errors.invalidArg(failed.map(([w, e]) => `worker ${w}: ${e ?? ''}`).join('; '));
+        for (const [w, e] of failed) this.#opts.logger?.warning(`worker ${w} failed to ${action} '${name}': ${e.message}`);
+        const first = failed[0]![1];
+        const code = (isErrorCode(first.code) ? first.code : 'INTERNAL');
+        throw new TriodeError(code, [...new Set(failed.map(([, e]) => String(e.message)))].join('; '));
       }
       if (answers.size < workers.length) {
-        throw Errors.unavailable(`failed to ${action} '${name}': ${workers.length - answers.size} of ${workers.length} workers did not answer within ${timeoutMs / 1000} s`);
+        throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${workers.length - answers.size} of ${workers.length} workers did not answer within ${timeoutMs / 1000} s`);
       }
-      if (action === 'load') await this.#cmd.hset(this.#keys.desired, name, JSON.stringify({ action, ...extra }));
+      if (action === 'load') await this.#cmd.hset(this.#keys.desired, name, this.auth.signText('desired', JSON.stringify({ model: name, action, ...extra })));
       else await this.#cmd.hdel(this.#keys.desired, name);
     } catch (err) {
       if (err instanceof TriodeError) throw err;
@@ -443,6 +564,7 @@ export class RedisBackplane implements Backplane {
   /** Stops reading replies; requests still waiting get an error. */
   async stop(): Promise<void> {
     this.#running = false;
+    clearInterval(this.#replyTtl);
     // A read blocked on a Redis that is gone never returns: stop waiting for it after a moment.
     await settleWithin(this.#loop ?? Promise.resolve(), this.#block.status === 'ready' ? 1000 : 0);
     for (const [k, w] of this.#waiting) {
@@ -453,10 +575,14 @@ export class RedisBackplane implements Backplane {
     // A Redis that is gone must not hold the exit up (the reply stream is trimmed by MAXLEN anyway).
     if (this.#cmd.status === 'ready') await settleWithin(this.#cmd.del(this.#replyKey), 1000);
     this.#directServer?.close();
+    for (const socket of this.#directSockets) socket.destroy();
     this.#block.disconnect();
     this.#cmd.disconnect();
   }
 }
+
+const ERROR_CODES: readonly string[] = ['UNKNOWN', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARG', 'UNAVAILABLE', 'UNSUPPORTED', 'ALREADY_EXISTS', 'CANCELLED'] satisfies ErrorCode[];
+const isErrorCode = (c: string): c is ErrorCode => ERROR_CODES.includes(c);
 
 function addStats(a: ModelStatistics, b: ModelStatistics): ModelStatistics {
   const out = structuredClone(a);

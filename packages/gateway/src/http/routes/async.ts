@@ -18,6 +18,11 @@ export function asyncRoutes({ backplane, maxInputSize }: HttpDeps, jobs?: AsyncJ
   for (const path of modelPaths('/infer_async')) {
     app.post(path, async (c) => {
       if (!jobs) throw noJobs();
+      // A body that cannot fit the async limit is refused before it is read.
+      const length = Number(c.req.header('content-length') ?? 0);
+      if (length > jobs.maxRequestBytes) {
+        throw Errors.invalidArg(`async request of ${length} bytes is over the limit of ${jobs.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
+      }
       const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
       const id = await jobs.submit(request, encoding);
       return c.json({ job_id: id, state: 'waiting' }, 202);

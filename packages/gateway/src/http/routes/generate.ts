@@ -8,13 +8,14 @@
 import { Hono, type Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import {
-  Errors, configTypeToDataType, deserializeBytesTensor,
+  Errors, configTypeToDataType, deserializeBytesTensor, echo,
   type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig, type ParameterValue, type Tensor,
 } from '@triode/core';
 import { readBody } from '../body.js';
 import { httpError } from '../../error-mapping.js';
 import type { HttpDeps } from '../http-options.js';
 import { jsonToTensorData } from '../json-tensor.js';
+import { checkJsonOutputSize } from '../infer-codec.js';
 import { modelParams, modelPaths } from './model-params.js';
 
 const utf8 = new TextDecoder();
@@ -26,7 +27,7 @@ async function toRequest(c: Context, backplane: Backplane, maxInputSize: number)
   try {
     doc = JSON.parse(utf8.decode(body));
   } catch (err) {
-    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
+    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${echo((err as Error).message)}`);
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw Errors.invalidArg('the generate request must be a JSON object');
   const fields = doc as Record<string, unknown>;
@@ -43,7 +44,7 @@ async function toRequest(c: Context, backplane: Backplane, maxInputSize: number)
   }
   for (const k of Object.keys(fields)) {
     if (k !== 'id' && k !== 'parameters' && !(config.input ?? []).some((i) => i.name === k)) {
-      throw Errors.invalidArg(`unexpected field '${k}' in the generate request: model '${model.name}' has no input of that name`);
+      throw Errors.invalidArg(`unexpected field '${echo(k)}' in the generate request: model '${echo(model.name)}' has no input of that name`);
     }
   }
   const params = fields['parameters'];
@@ -53,8 +54,12 @@ async function toRequest(c: Context, backplane: Backplane, maxInputSize: number)
   return request;
 }
 
-/** One response as the generate extension writes it: outputs as fields, single values unwrapped. */
-function toJson(r: InferenceResponse): Record<string, unknown> {
+/**
+ * One response as the generate extension writes it: outputs as fields, single values unwrapped.
+ * @throws INVALID_ARG when the outputs as JSON could exceed `limit` bytes (nothing built).
+ */
+function toJson(r: InferenceResponse, limit: number): Record<string, unknown> {
+  checkJsonOutputSize(r.outputs, () => false, limit);
   const out: Record<string, unknown> = {};
   if (r.id) out['id'] = r.id;
   out['model_name'] = r.modelName;
@@ -70,7 +75,7 @@ function toJson(r: InferenceResponse): Record<string, unknown> {
 }
 
 /** The generate routes. */
-export function generateRoutes({ backplane, maxInputSize }: HttpDeps): Hono {
+export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/generate')) {
     app.post(path, async (c) => {
@@ -80,7 +85,7 @@ export function generateRoutes({ backplane, maxInputSize }: HttpDeps): Hono {
       if (responses.length !== 1) {
         throw Errors.invalidArg(`generate expects exactly one response from model '${request.modelName}', got ${responses.length}: use generate_stream`);
       }
-      return c.json(toJson(responses[0]!));
+      return c.json(toJson(responses[0]!, maxJsonOutputSize));
     });
   }
   for (const path of modelPaths('/generate_stream')) {
@@ -90,7 +95,15 @@ export function generateRoutes({ backplane, maxInputSize }: HttpDeps): Hono {
       return streamSSE(c, async (stream) => {
         try {
           const writes: Promise<void>[] = [];
-          await backplane.inferStream(request, (r) => { writes.push(stream.writeSSE({ data: JSON.stringify(toJson(r)) })); });
+          await backplane.inferStream(request, (r) => {
+            let data: string;
+            try {
+              data = JSON.stringify(toJson(r, maxJsonOutputSize));
+            } catch (err) {
+              data = httpError(err).body;
+            }
+            writes.push(stream.writeSSE({ data }));
+          });
           await Promise.all(writes);
         } catch (err) {
           await stream.writeSSE({ data: httpError(err).body });

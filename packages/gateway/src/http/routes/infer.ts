@@ -10,7 +10,7 @@ import { traceNow } from '../../control/tracer.js';
 import { forwardHeaders } from '../../control/header-forward.js';
 
 /** The infer routes. */
-export function inferRoutes({ backplane, maxInputSize, tracer, headerForwardPattern }: HttpDeps): Hono {
+export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer, headerForwardPattern }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
@@ -18,12 +18,12 @@ export function inferRoutes({ backplane, maxInputSize, tracer, headerForwardPatt
       t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: traceNow() });
       const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
       if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
-      if (!t) return writeInferResponse(c, await backplane.infer(request), encoding);
+      if (!t) return writeInferResponse(c, await backplane.infer(request), encoding, maxJsonOutputSize);
       t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
       request.trace = t.trace;
       const response = await backplane.infer(request);
       t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
-      const written = await writeInferResponse(c, response, encoding);
+      const written = await writeInferResponse(c, response, encoding, maxJsonOutputSize);
       t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });
       tracer!.finish(t, response.modelVersion, request.id ?? '');
       return written;

@@ -3,7 +3,7 @@
  * Triton: server/src/http_server.cc HandleLogging, docs/protocol/extension_logging.md
  */
 import { Hono } from 'hono';
-import { Errors, type LogSettings } from '@triode/core';
+import { Errors, echo, type LogSettings } from '@triode/core';
 import { updateLogSettings } from '../../control/log-settings-update.js';
 
 /** The logging routes; without settings (none given) they answer 501. */
@@ -19,7 +19,7 @@ export function loggingRoutes(settings?: LogSettings): Hono {
     try {
       body = JSON.parse(await c.req.text() || '{}');
     } catch (err) {
-      throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
+      throw Errors.invalidArg(`failed to parse the request JSON buffer: ${echo((err as Error).message)}`);
     }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw Errors.invalidArg('log settings must be a JSON object');
     updateLogSettings(settings, body as Record<string, unknown>);

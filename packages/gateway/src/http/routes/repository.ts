@@ -4,8 +4,8 @@
  * Triton: server/src/http_server.cc HandleRepositoryIndex, HandleRepositoryControl,
  * docs/protocol/extension_model_repository.md
  */
-import { Hono, type Context } from 'hono';
-import { Errors } from '@triode/core';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
+import { Errors, checkModelName, echo } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../../control/load-parameters.js';
 import type { HttpDeps } from '../http-options.js';
 
@@ -29,6 +29,29 @@ function parameters(doc: Record<string, unknown>): Record<string, unknown> {
   return p as Record<string, unknown>;
 }
 
+/** A model load/unload path; group 1 is the model name as sent (percent-encoded). */
+const MODEL_CONTROL_PATH = /^\/v2\/repository(?:\/[^/]+)?\/models\/([^/]+)\/(?:load|unload)$/;
+
+/**
+ * Refuses a load/unload whose model name is not a name (`checkModelName`: 400) before anything
+ * reads the request body, which may be large. Mounted ahead of the body limit.
+ */
+export function modelNameGuard(): MiddlewareHandler {
+  return async (c, next) => {
+    const m = MODEL_CONTROL_PATH.exec(c.req.path);
+    if (m) {
+      let name = m[1]!;
+      try {
+        name = decodeURIComponent(name);
+      } catch {
+        // Not valid percent-encoding: checked as sent.
+      }
+      checkModelName(name);
+    }
+    await next();
+  };
+}
+
 /** The repository routes (with or without a repository name in the path, as Triton). */
 export function repositoryRoutes({ backplane }: HttpDeps): Hono {
   const app = new Hono();
@@ -40,20 +63,24 @@ export function repositoryRoutes({ backplane }: HttpDeps): Hono {
     });
     app.post(`${prefix}/models/:model/load`, async (c) => {
       const name = c.req.param('model');
+      // A hostile name is refused before the body (which may be large) is read.
+      checkModelName(name);
       const params = parameters(await body(c));
       for (const [k, v] of Object.entries(params)) {
         if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
-          throw Errors.invalidArg(`failed to load '${name}': parameter '${k}' must be a string, number or boolean`);
+          throw Errors.invalidArg(`failed to load '${name}': parameter '${echo(k)}' must be a string, number or boolean`);
         }
       }
       await backplane.loadModel(name, loadOptionsFrom(name, params as Record<string, LoadParameter>));
       return c.body('', 200);
     });
     app.post(`${prefix}/models/:model/unload`, async (c) => {
+      const name = c.req.param('model');
+      checkModelName(name);
       const params = parameters(await body(c));
       const dependents = params['unload_dependents'];
       if (dependents !== undefined && typeof dependents !== 'boolean') throw Errors.invalidArg("'unload_dependents' must be a boolean");
-      await backplane.unloadModel(c.req.param('model'), { unloadDependents: dependents === true });
+      await backplane.unloadModel(name, { unloadDependents: dependents === true });
       return c.body('', 200);
     });
   }

@@ -6,7 +6,7 @@
  * Triton: server/src/http_server.cc HandleTrace, docs/protocol/extension_trace.md
  */
 import { Hono, type Context } from 'hono';
-import { Errors, type Backplane } from '@triode/core';
+import { Errors, echo, type Backplane } from '@triode/core';
 import { TraceSettings } from '../../control/trace-settings.js';
 
 async function read(c: Context): Promise<Record<string, unknown>> {
@@ -14,7 +14,7 @@ async function read(c: Context): Promise<Record<string, unknown>> {
   try {
     body = JSON.parse((await c.req.text()) || '{}');
   } catch (err) {
-    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
+    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${echo((err as Error).message)}`);
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw Errors.invalidArg('trace settings must be a JSON object');
   return body as Record<string, unknown>;
