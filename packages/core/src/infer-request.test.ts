@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CancelToken, normalizeRequest, type InferenceRequest } from './infer-request.js';
+import { CancelToken, normalizeRequest, schedulePolicyParams, type InferenceRequest } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 
@@ -84,6 +84,33 @@ describe('normalizeRequest()', () => {
     const r = req();
     r.inputs.pop();
     expect(normalizeRequest(r, cfg)).toBe(1);
+  });
+});
+
+describe('errors repeat at most 256 characters of what the request sent (fuzz seed 2026, cases 3538, 10827, 12282)', () => {
+  const long = 'x'.repeat(5000);
+  const check = (f: () => unknown) => {
+    let message = '';
+    try { f(); } catch (e) { message = (e as Error).message; }
+    expect(message).toMatch(/x{250}\.\.\./);
+    expect(message.length).toBeLessThan(600);
+  };
+  it('an unknown input or output name', () => {
+    const r = req();
+    r.inputs[1]!.name = long;
+    check(() => normalizeRequest(r, simple));
+    check(() => normalizeRequest(req({ outputs: [{ name: long }] }), simple));
+  });
+  it('a shape with thousands of dims', () => {
+    const r = req();
+    r.inputs[0]!.shape = new Array(3000).fill(1).map((_, i) => (i === 0 ? -1 : 1));
+    let message = '';
+    try { normalizeRequest(r, simple); } catch (e) { message = (e as Error).message; }
+    expect(message.length).toBeLessThan(600);
+  });
+  it('a timeout or priority parameter that is not a number', () => {
+    check(() => schedulePolicyParams({ timeout: long }));
+    check(() => schedulePolicyParams({ priority: long }));
   });
 });
 

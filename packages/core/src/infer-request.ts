@@ -2,7 +2,7 @@
  * @module Inference requests and their normalization against a model's config.
  * Triton: core/src/infer_request.cc (InferenceRequest::Normalize), infer_parameter.cc
  */
-import { Errors } from './errors.js';
+import { Errors, echo } from './errors.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { countBytesElements } from './tensor/bytes-tensor.js';
 import { configTypeToDataType, dataTypeByteSize, elementCount } from './tensor/data-type.js';
@@ -125,15 +125,15 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
 
   for (const t of req.inputs) {
     const cfg = cfgInputs.get(t.name);
-    if (!cfg) throw Errors.invalidArg(`unexpected inference input '${t.name}' for model '${model}'`);
-    if (seen.has(t.name)) throw Errors.invalidArg(`input '${t.name}' already exists in request`);
+    if (!cfg) throw Errors.invalidArg(`unexpected inference input '${echo(t.name)}' for model '${model}'`);
+    if (seen.has(t.name)) throw Errors.invalidArg(`input '${echo(t.name)}' already exists in request`);
     seen.add(t.name);
     const want = configTypeToDataType(cfg.data_type ?? '');
     if (t.datatype !== want) {
-      throw Errors.invalidArg(`inference input '${t.name}' data-type is '${t.datatype}', but model '${model}' expects '${want}'`);
+      throw Errors.invalidArg(`inference input '${echo(t.name)}' data-type is '${echo(t.datatype)}', but model '${model}' expects '${want}'`);
     }
     for (const d of t.shape) {
-      if (!Number.isSafeInteger(d) || d < 0) throw Errors.invalidArg(`invalid shape ${fmtShape(t.shape)} for input '${t.name}' for model '${model}'`);
+      if (!Number.isSafeInteger(d) || d < 0) throw Errors.invalidArg(`invalid shape ${echo(fmtShape(t.shape))} for input '${echo(t.name)}' for model '${model}'`);
     }
     const dims = cfg.dims ?? [];
     const expected = mbs > 0 ? [-1, ...dims] : dims;
@@ -147,13 +147,13 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
       const note = mbs > 0
         ? ' NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. See the model configuration docs for allowed max_batch_size values.'
         : '';
-      throw Errors.invalidArg(`unexpected shape for input '${t.name}' for model '${model}'. Expected ${fmtShape(expected)}, got ${fmtShape(t.shape)}.${note}`);
+      throw Errors.invalidArg(`unexpected shape for input '${echo(t.name)}' for model '${model}'. Expected ${fmtShape(expected)}, got ${echo(fmtShape(t.shape))}.${note}`);
     }
     if (mbs > 0) {
       const b = t.shape[0]!;
       if (b < 1) throw Errors.invalidArg(`inference request batch-size must be >= 1 for '${model}'`);
       if (b > mbs) throw Errors.invalidArg(`inference request batch-size must be <= ${mbs} for '${model}'`);
-      if (batch !== 0 && b !== batch) throw Errors.invalidArg(`input '${t.name}' batch size does not match other inputs for '${model}'`);
+      if (batch !== 0 && b !== batch) throw Errors.invalidArg(`input '${echo(t.name)}' batch size does not match other inputs for '${model}'`);
       batch = b;
     }
     const n = elementCount(t.shape);
@@ -162,14 +162,14 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
       if (got !== n) {
         throw Errors.invalidArg(
           got < 0
-            ? `input '${t.name}' for model '${model}': malformed BYTES data (4-byte length prefix runs past the end)`
-            : `expected ${n} string elements for inference input '${t.name}' for model '${model}', got ${got}`,
+            ? `input '${echo(t.name)}' for model '${model}': malformed BYTES data (4-byte length prefix runs past the end)`
+            : `expected ${n} string elements for inference input '${echo(t.name)}' for model '${model}', got ${got}`,
         );
       }
     } else {
       const want = n * dataTypeByteSize(t.datatype);
       if (t.data.byteLength !== want) {
-        throw Errors.invalidArg(`input byte size mismatch for input '${t.name}' for model '${model}'. Expected ${want}, got ${t.data.byteLength}`);
+        throw Errors.invalidArg(`input byte size mismatch for input '${echo(t.name)}' for model '${model}'. Expected ${want}, got ${t.data.byteLength}`);
       }
     }
     if (cfg.reshape) t.shape = applyReshape(t.shape, cfg.reshape.shape ?? [], mbs > 0);
@@ -187,11 +187,11 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
     const names = new Set((config.output ?? []).map((o) => o.name));
     const dup = new Set<string>();
     for (const o of req.outputs) {
-      if (!names.has(o.name)) throw Errors.invalidArg(`unexpected inference output '${o.name}' for model '${model}'`);
-      if (dup.has(o.name)) throw Errors.invalidArg(`output '${o.name}' already exists in request`);
+      if (!names.has(o.name)) throw Errors.invalidArg(`unexpected inference output '${echo(o.name)}' for model '${model}'`);
+      if (dup.has(o.name)) throw Errors.invalidArg(`output '${echo(o.name)}' already exists in request`);
       dup.add(o.name);
       if (o.classCount !== undefined && (!Number.isSafeInteger(o.classCount) || o.classCount < 0)) {
-        throw Errors.invalidArg(`classification count for output '${o.name}' must be a non-negative integer`);
+        throw Errors.invalidArg(`classification count for output '${echo(o.name)}' must be a non-negative integer`);
       }
     }
   }
@@ -213,7 +213,7 @@ function uintParam(params: Record<string, ParameterValue>, key: string): bigint 
   if (v === undefined) return undefined;
   if (typeof v === 'bigint' && v >= 0n) return v;
   if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
-  throw Errors.invalidArg(`parameter '${key}' must be a non-negative integer, got ${JSON.stringify(typeof v === 'bigint' ? String(v) : v)}`);
+  throw Errors.invalidArg(`parameter '${echo(key)}' must be a non-negative integer, got ${echo(JSON.stringify(typeof v === 'bigint' ? String(v) : v))}`);
 }
 
 /** The `priority` (0: default level) and `timeout` (µs, 0: none) request parameters. */
