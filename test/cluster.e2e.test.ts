@@ -263,6 +263,9 @@ describe('cluster: load / unload through any gateway', () => {
       const b = gws[1]!;
       await until(async () => (await fetch(`${a.base}/v2/models/simple/ready`)).status === 200);
       expect((await fetch(`${b.base}/v2/models/simple_int8/ready`)).status).toBe(400);
+      // Explicit mode: ready with a subset of the repository loaded, as Triton and triode serve.
+      const ready = async () => Promise.all(gws.map(async (g) => (await fetch(`${g.base}/v2/health/ready`)).status));
+      await until(async () => (await ready()).every((st) => st === 200), 5000);
       const load = await fetch(`${a.base}/v2/repository/models/simple_int8/load`, { method: 'POST' });
       expect(load.status).toBe(200);
       await until(async () => (await fetch(`${b.base}/v2/models/simple_int8/ready`)).status === 200, 5000);
@@ -283,6 +286,12 @@ describe('cluster: load / unload through any gateway', () => {
       expect(reason).not.toMatch(/worker|c\d/);
       expect((await fetch(`${b.base}/v2/repository/models/simple_int8/unload`, { method: 'POST' })).status).toBe(200);
       await until(async () => (await fetch(`${a.base}/v2/models/simple_int8/ready`)).status === 400, 5000);
+      // Still ready after unloads (was 503 for good once a model had been unloaded), even with none loaded.
+      expect(await ready()).toEqual([200, 200]);
+      expect((await fetch(`${a.base}/v2/repository/models/simple/unload`, { method: 'POST' })).status).toBe(200);
+      await until(async () => (await fetch(`${b.base}/v2/models/simple/ready`)).status === 400, 5000);
+      await new Promise((res) => setTimeout(res, 600));
+      expect(await ready()).toEqual([200, 200]);
     } finally {
       await Promise.all([...gws.map((g) => g.child.stop()), ...ws.map((w) => w.stop())]);
       await r6.stop();

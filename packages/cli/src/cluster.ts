@@ -159,7 +159,7 @@ export function addClusterCommands(program: Command): void {
     .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
     .option('--worker-id <id>', 'this worker\'s name in the cluster (default: random)')
     .option('--max-inflight <n>', 'requests this worker runs at once', parseInteger(1), 256)
-    .option('--claim-idle-ms <ms>', 'take over requests another worker left unacknowledged this long', parseInteger(100), 5000)
+    .option('--claim-idle-ms <ms>', 'take over the unacknowledged requests of a worker whose heartbeat expired once they have waited this long (a live worker\'s are never taken)', parseInteger(100), 5000)
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
     .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then load/unload through any gateway; poll: each worker follows the (shared) repository').choices(['none', 'explicit', 'poll']).default('none'))
     .option('--repository-poll-secs <n>', 'poll mode: how often the repository is re-read', parseInteger(1), 15)

@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { ClusterAuth, FrameReader, MAC_BYTES } from '@triode/core';
-import { DirectReplies } from './direct-replies.js';
+import { DirectReplies, type ReplyOutcome } from './direct-replies.js';
+
+const ignore: ReplyOutcome = { confirmed: () => undefined, lost: () => undefined };
 
 describe('DirectReplies', () => {
   it('opens a connection on first use (that reply goes elsewhere), sends the token first, then frames', async () => {
@@ -19,9 +21,9 @@ describe('DirectReplies', () => {
     const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
     const d = new DirectReplies();
     try {
-      expect(d.send({ address, token: 'tok' }, Buffer.from('first'))).toBe(false);
+      expect(d.send({ address, token: 'tok' }, Buffer.from('first'), undefined, ignore)).toBe(false);
       await new Promise((r) => setTimeout(r, 100));
-      expect(d.send({ address, token: 'tok' }, Buffer.from('second'))).toBe(true);
+      expect(d.send({ address, token: 'tok' }, Buffer.from('second'), undefined, ignore)).toBe(true);
       await new Promise((r) => setTimeout(r, 100));
       expect(got).toEqual(['tok', 'second']);
     } finally {
@@ -37,11 +39,11 @@ describe('DirectReplies', () => {
     const port = (probe.address() as AddressInfo).port;
     await new Promise<void>((res) => probe.close(() => res()));
     const direct = { address: `127.0.0.1:${port}`, token: 't' };
-    expect(d.send(direct, Buffer.from('a'))).toBe(false);
+    expect(d.send(direct, Buffer.from('a'), undefined, ignore)).toBe(false);
     await new Promise((r) => setTimeout(r, 100));
-    expect(d.send(direct, Buffer.from('b'))).toBe(false);
+    expect(d.send(direct, Buffer.from('b'), undefined, ignore)).toBe(false);
     expect(d.size).toBe(1);
-    expect(d.send({ address: 'no-port', token: 't' }, Buffer.from('c'))).toBe(false);
+    expect(d.send({ address: 'no-port', token: 't' }, Buffer.from('c'), undefined, ignore)).toBe(false);
     d.close();
   });
 
@@ -61,14 +63,53 @@ describe('DirectReplies', () => {
     const direct = { address: `tls://127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
     try {
       const body = Buffer.from('reply');
-      expect(d.send(direct, body, auth.mac('reply', ['g', body]))).toBe(false);
+      expect(d.send(direct, body, auth.mac('reply', ['g', body]), ignore)).toBe(false);
       await new Promise((r) => setTimeout(r, 300));
-      expect(d.send(direct, body, auth.mac('reply', ['g', body]))).toBe(true);
+      expect(d.send(direct, body, auth.mac('reply', ['g', body]), ignore)).toBe(true);
       await new Promise((r) => setTimeout(r, 100));
       expect(got).toHaveLength(2);
       expect(got[0]!.equals(auth.mac('direct-auth', ['tok'])!)).toBe(true);
       expect(got[1]!.subarray(MAC_BYTES).toString()).toBe('reply');
       expect(auth.verify('reply', ['g', got[1]!.subarray(MAC_BYTES)], got[1]!.subarray(0, MAC_BYTES))).toBe(true);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('a reply counts as delivered when the gateway confirms it; unconfirmed ones are handed back when the connection fails', async () => {
+    let peer: import('node:net').Socket | undefined;
+    const got: string[] = [];
+    const server = createServer((s) => {
+      peer = s;
+      const r = new FrameReader();
+      s.on('data', (c: Buffer) => { for (const f of r.push(c)) got.push(f.toString()); });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies();
+    const seen: string[] = [];
+    const outcome = (name: string): ReplyOutcome => ({ confirmed: () => seen.push(`${name} confirmed`), lost: () => seen.push(`${name} lost`) });
+    try {
+      expect(d.send(direct, Buffer.from('opening'), undefined, outcome('opening'))).toBe(false);
+      await new Promise((r) => setTimeout(r, 100));
+      for (const n of ['a', 'b', 'c']) expect(d.send(direct, Buffer.from(n), undefined, outcome(n))).toBe(true);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(got).toEqual(['tok', 'a', 'b', 'c']);
+      expect(d.unconfirmed).toBe(3);
+      // The gateway has taken two: a running count, split across writes as TCP may deliver it.
+      const two = Buffer.alloc(4);
+      two.writeUInt32BE(2, 0);
+      peer!.write(two.subarray(0, 1));
+      await new Promise((r) => setTimeout(r, 20));
+      peer!.write(two.subarray(1));
+      await new Promise((r) => setTimeout(r, 50));
+      expect(seen).toEqual(['a confirmed', 'b confirmed']);
+      expect(d.unconfirmed).toBe(1);
+      peer!.destroy();
+      await new Promise((r) => setTimeout(r, 50));
+      expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']);
+      expect(d.unconfirmed).toBe(0);
     } finally {
       d.close();
       server.close();

@@ -2,18 +2,35 @@
  * @module The worker's side of the direct reply channel: one TCP (or TLS, for a `tls://` address)
  * connection per gateway, opened on first use; its first frame authenticates (the gateway's token,
  * or with a cluster secret the token's MAC, which only holders of the secret can make), then
- * replies as length-prefixed frames (`[MAC][reply]` with a secret). While a connection is opening,
- * or when it failed (retried after a pause), replies go through Redis.
+ * replies as length-prefixed frames (`[MAC][reply]` with a secret). The gateway confirms the
+ * replies it has taken with a running count (a u32, see reply-frames.ts); a reply counts as
+ * delivered only then, and the replies a connection still held unconfirmed when it failed are
+ * handed back (`lost`) for the Redis reply stream. While a connection is opening, or when it
+ * failed (retried after a pause), replies go through Redis.
  */
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { ClusterAuth, frame, framed } from '@triode/core';
+
+/** What a sender is told of a reply it handed to the channel: exactly one of the two is called. */
+export interface ReplyOutcome {
+  /** The gateway confirmed it. */
+  confirmed: () => void;
+  /** The connection failed before the gateway confirmed it: send it another way. */
+  lost: () => void;
+}
 
 interface Peer {
   socket?: Socket;
   open: boolean;
   /** After a failure: no new attempt before this time (ms since the epoch). */
   retryAt: number;
+  /** Replies written and not yet confirmed, oldest first. */
+  unconfirmed: ReplyOutcome[];
+  /** Replies confirmed so far on this connection (mod 2^32, as the gateway counts). */
+  confirmedCount: number;
+  /** Bytes of a confirmation read in part. */
+  partial: Buffer;
 }
 
 const RETRY_MS = 5000;
@@ -32,13 +49,15 @@ export class DirectReplies {
   }
 
   /**
-   * Sends a reply directly; false when the channel is not open (the caller uses Redis).
+   * Sends a reply directly; false when the channel is not open (the caller uses Redis, and
+   * `outcome` is not called). When it returns true, exactly one of `outcome`'s callbacks runs later.
    * @param direct the envelope's `direct` field
    * @param mac the reply's MAC, with a cluster secret
    */
-  send(direct: { address: string; token: string }, body: Uint8Array, mac?: Uint8Array): boolean {
+  send(direct: { address: string; token: string }, body: Uint8Array, mac: Uint8Array | undefined, outcome: ReplyOutcome): boolean {
     const peer = this.#peers.get(direct.address);
     if (peer?.open && peer.socket && !peer.socket.destroyed) {
+      peer.unconfirmed.push(outcome);
       peer.socket.write(mac ? framed([mac, body]) : frame(body));
       return true;
     }
@@ -51,13 +70,20 @@ export class DirectReplies {
     return this.#peers.size;
   }
 
+  /** Replies sent and not yet confirmed, over all connections. */
+  get unconfirmed(): number {
+    let n = 0;
+    for (const p of this.#peers.values()) n += p.unconfirmed.length;
+    return n;
+  }
+
   #open(direct: { address: string; token: string }): void {
     const tls = direct.address.startsWith('tls://');
     const address = tls ? direct.address.slice(6) : direct.address;
     const i = address.lastIndexOf(':');
     const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
     const port = Number(address.slice(i + 1));
-    const peer: Peer = { open: false, retryAt: 0 };
+    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], confirmedCount: 0, partial: Buffer.alloc(0) };
     this.#peers.set(direct.address, peer);
     if (!host || !Number.isInteger(port) || port <= 0) {
       peer.retryAt = Number.POSITIVE_INFINITY;
@@ -70,6 +96,7 @@ export class DirectReplies {
     peer.socket = socket;
     const fail = () => {
       socket.destroy();
+      handBack(peer);
       if (!peer.socket) return;
       peer.open = false;
       peer.socket = undefined;
@@ -86,9 +113,24 @@ export class DirectReplies {
       socket.write(frame(this.#auth.mac('direct-auth', [direct.token]) ?? Buffer.from(direct.token)));
       peer.open = true;
     });
+    socket.on('data', (chunk: Buffer) => {
+      // Confirmations: u32 BE running counts of the replies the gateway has taken.
+      let buf = peer.partial.byteLength ? Buffer.concat([peer.partial, chunk]) : chunk;
+      let latest: number | undefined;
+      while (buf.byteLength >= 4) {
+        latest = buf.readUInt32BE(0);
+        buf = buf.subarray(4);
+      }
+      peer.partial = Buffer.from(buf);
+      if (latest === undefined) return;
+      const n = Math.min((latest - peer.confirmedCount) >>> 0, peer.unconfirmed.length);
+      peer.confirmedCount = latest;
+      for (const o of peer.unconfirmed.splice(0, n)) o.confirmed();
+    });
     socket.on('error', fail);
     socket.on('close', () => {
       if (peer.socket !== socket) return;
+      handBack(peer);
       // The gateway closed a connection it had accepted (idle): open a new one when next needed.
       if (peer.open && !socket.errored) {
         this.#peers.delete(direct.address);
@@ -99,9 +141,17 @@ export class DirectReplies {
     socket.unref();
   }
 
-  /** Closes every connection. */
+  /** Closes every connection; replies not yet confirmed are handed back (`lost`). */
   close(): void {
-    for (const p of this.#peers.values()) p.socket?.destroy();
+    for (const p of this.#peers.values()) {
+      p.socket?.destroy();
+      handBack(p);
+    }
     this.#peers.clear();
   }
+}
+
+/** Hands a connection's unconfirmed replies back to their senders, oldest first. */
+function handBack(peer: Peer): void {
+  for (const o of peer.unconfirmed.splice(0)) o.lost();
 }

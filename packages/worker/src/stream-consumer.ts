@@ -25,8 +25,9 @@ export interface StreamConsumerOptions {
   /** Heartbeat period (ms); the registry entry expires after 3 missed beats. @default 1000 */
   heartbeatMs?: number;
   /**
-   * Requests another worker read but has not acknowledged for this long (ms) are taken over and
-   * run here: what a worker that died (SIGKILL, a lost node) leaves behind. @default 5000
+   * Requests read by a worker that died (its heartbeat expired: SIGKILL, a lost node) and not
+   * acknowledged for this long (ms) are taken over and run here. A live worker's requests are
+   * never taken, however long they run. @default 5000
    */
   claimIdleMs?: number;
   /**
@@ -51,6 +52,18 @@ const ACK_FLUSH_MS = 5;
 
 /** How long shutdown waits for each last word to Redis (acks, leaving the registry). */
 const FAREWELL_MS = 1000;
+
+/**
+ * The most times an entry is delivered: once, and once more after its worker died. A third
+ * delivery is answered with an error instead (DESIGN: delivery).
+ */
+export const MAX_DELIVERIES = 2;
+
+/** Pause before a reply that Redis refused is tried again (ms). */
+const REPLY_RETRY_MS = 200;
+
+/** How often a stream's consumer group is pruned of dead workers' names (ms). */
+const CONSUMER_PRUNE_MS = 60_000;
 
 /** Consumes the cluster's request streams for one worker. */
 export class StreamConsumer {
@@ -95,9 +108,9 @@ export class StreamConsumer {
     this.#logger = options.logger;
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
     this.#directReplies = new DirectReplies({ auth: this.auth, ...(options.replyTlsCa ? { tlsCa: options.replyTlsCa } : {}) });
-    // XAUTOCLAIM goes through callBuffer, which ioredis's auto-pipelining mangles (it drops the
-    // command name and sends the key as the command): keep it out of the pipeline.
-    const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['XAUTOCLAIM'] };
+    // ioredis's auto-pipelining mangles the Buffer variants of some commands (it dropped
+    // XAUTOCLAIM's name and sent the key as the command): keep the claim out of the pipeline.
+    const common = { lazyConnect: true, maxRetriesPerRequest: null, enableAutoPipelining: true, autoPipeliningIgnoredCommands: ['XAUTOCLAIM', 'XCLAIM'] };
     this.#cmd = new Redis(options.redis, common);
     this.#block = new StreamReadConnection(options.redis, { onError: (e) => this.#logger?.verbose(1, `redis: ${e.message}`) });
     this.#sub = new Redis(options.redis, { lazyConnect: true, maxRetriesPerRequest: null });
@@ -224,23 +237,64 @@ export class StreamConsumer {
     if (this.#running && this.#block.clientId !== undefined) await this.#cmd.client('UNBLOCK', this.#block.clientId).catch(() => undefined);
   }
 
-  /** Takes over requests that another (dead) worker read and never acknowledged. */
+  /**
+   * Takes over the requests of workers that died: entries read by a consumer whose registry entry
+   * has expired (no heartbeat for 3 periods) and idle for claimIdleMs. A live worker's entries are
+   * never taken, however long they run (DESIGN: delivery), so a request runs once while its worker
+   * lives. An entry already delivered MAX_DELIVERIES times (it was on a worker that died, then on
+   * another that died too) is answered with an error instead of running again: a request that
+   * kills workers must not take the whole cluster down one worker at a time.
+   */
   async #claim(): Promise<void> {
     if (this.#claiming || !this.#running) return;
     this.#claiming = true;
     try {
       for (const stream of this.#streams) {
-        const room = this.#room(stream);
-        if (room <= 0) continue;
-        const res = (await this.#cmd.callBuffer('XAUTOCLAIM', stream, this.#keys.group, this.workerId, this.#claimIdleMs, '0-0', 'COUNT', room)) as [Buffer, [Buffer, Buffer[] | null][], Buffer[]?];
-        const entries = res[1] ?? [];
-        if (entries.length) this.#logger?.warning(`took over ${entries.length} unacknowledged requests from ${stream}`);
-        for (const [id, fields] of entries) if (fields) this.#handle(stream, id.toString(), fields);
+        const summary = (await this.#cmd.xpending(stream, this.#keys.group)) as [number, string | null, string | null, [string, string][] | null];
+        for (const [consumer] of summary[3] ?? []) {
+          const room = this.#room(stream);
+          if (room <= 0) break;
+          if (consumer === this.workerId || (await this.#cmd.exists(this.#keys.worker(consumer))) === 1) continue;
+          const pending = (await this.#cmd.xpending(stream, this.#keys.group, 'IDLE', this.#claimIdleMs, '-', '+', room, consumer)) as [string, string, number, number][];
+          if (pending.length === 0) continue;
+          const deliveries = new Map(pending.map(([id, , , n]) => [id, n]));
+          // XCLAIM with the same idle floor: when two workers race for an entry, one gets it.
+          const claimed = (await this.#cmd.callBuffer('XCLAIM', stream, this.#keys.group, this.workerId, this.#claimIdleMs, ...pending.map(([id]) => id))) as [Buffer, Buffer[] | null][];
+          if (claimed.length) this.#logger?.warning(`took over ${claimed.length} requests of worker '${echoName(consumer)}' (no heartbeat) from ${stream}`);
+          for (const [id, fields] of claimed) {
+            const key = id.toString();
+            if (fields) this.#handle(stream, key, fields, (deliveries.get(key) ?? 1) + 1);
+            else this.#ack(stream, key); // deleted meanwhile
+          }
+        }
+        await this.#forgetDeadConsumers(stream);
       }
     } catch (err) {
       this.#logger?.verbose(1, `claiming pending requests failed: ${(err as Error).message}`);
     } finally {
       this.#claiming = false;
+    }
+  }
+
+  /** When each stream's consumers were last pruned (ms). */
+  readonly #prunedAt = new Map<string, number>();
+
+  /**
+   * Removes from a stream's consumer group the consumers that hold nothing and whose worker is
+   * gone, every CONSUMER_PRUNE_MS: workers come and go (restarts get new ids), and the group
+   * must not keep every name it ever saw.
+   */
+  async #forgetDeadConsumers(stream: string): Promise<void> {
+    const now = Date.now();
+    if (now - (this.#prunedAt.get(stream) ?? 0) < CONSUMER_PRUNE_MS) return;
+    this.#prunedAt.set(stream, now);
+    const info = (await this.#cmd.xinfo('CONSUMERS', stream, this.#keys.group)) as unknown[][];
+    for (const row of info) {
+      const c = fieldsOf(row);
+      const name = String(c['name']);
+      if (name === this.workerId || Number(c['pending']) !== 0 || Number(c['idle']) < CONSUMER_PRUNE_MS) continue;
+      if ((await this.#cmd.exists(this.#keys.worker(name))) === 1) continue;
+      await this.#cmd.xgroup('DELCONSUMER', stream, this.#keys.group, name);
     }
   }
 
@@ -329,7 +383,12 @@ export class StreamConsumer {
     this.#acks.clear();
   }
 
-  #handle(stream: string, id: string, fields: Buffer[]): void {
+  /**
+   * Runs one entry and replies. The entry is acknowledged only once its reply was confirmed: by
+   * the gateway on the direct channel, or by Redis for the reply stream (DESIGN: delivery).
+   * @param deliveries how many times Redis has delivered it (2 after a takeover)
+   */
+  #handle(stream: string, id: string, fields: Buffer[], deliveries = 1): void {
     const ack = () => this.#ack(stream, id);
     // [r, header, t, tensor, t, tensor, ..., s, MAC] from gateways ([r, message] from older ones).
     const parts: Buffer[] = [];
@@ -365,20 +424,29 @@ export class StreamConsumer {
       ack();
       return;
     }
+    if (deliveries > MAX_DELIVERIES) {
+      // Ran on workers that died each time: answer instead of risking a third one.
+      this.#logger?.warning(`request on ${stream} was delivered ${deliveries} times (its workers died): answering an error instead of running it again`);
+      const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: `the request for model '${echoName(request.modelName)}' was not answered: the workers that took it stopped (${deliveries - 1} times)` } });
+      this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
+      return;
+    }
     this.#inflight++;
     this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
     const decoupled = this.#decoupled(request.modelName);
     const send = (r: WireReply) => {
       const body = encodeReply(r);
       const mac = this.auth.mac('reply', [env.replyTo, body]);
+      const onStream = () => this.#replyOnStream(env.replyTo, body, mac, env.deadlineMs, ack);
       // A decoupled request's replies all take the stream, so they cannot overtake one another.
-      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac)) this.#replyOnStream(env.replyTo, body, mac);
-      ack();
+      // A direct reply is acknowledged when the gateway confirms it; if the connection fails
+      // first, it goes through the reply stream (the gateway drops a duplicate).
+      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: onStream })) onStream();
     };
     const run = decoupled
       ? this.#server.inferStream(request, (response) => {
         const body = encodeReply({ requestKey: env.requestKey, response, more: true });
-        this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]));
+        this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs);
       }).then(() => ({ requestKey: env.requestKey, end: true as const }))
       : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
     run.then(
@@ -408,12 +476,23 @@ export class StreamConsumer {
 
   /**
    * Adds a reply to its gateway's reply stream, only if the stream exists (NOMKSTREAM): a gateway
-   * keeps its stream alive, and a dead one's is not brought back.
+   * keeps its stream alive, and a dead one's is not brought back. `done` (the entry's ack) runs
+   * once Redis took the reply (or the stream is gone: nobody waits for it); while Redis refuses,
+   * the reply is tried again until the request's deadline, then dropped and acknowledged.
    */
-  #replyOnStream(replyTo: string, body: Buffer, mac: Buffer | undefined): void {
+  #replyOnStream(replyTo: string, body: Buffer, mac: Buffer | undefined, deadlineMs: number, done?: () => void): void {
     const args: (string | Buffer)[] = [replyTo, 'NOMKSTREAM', 'MAXLEN', '~', '100000', '*', 'r', body];
     if (mac) args.push('s', mac);
-    void (this.#cmd.xadd as (...a: (string | Buffer)[]) => Promise<unknown>)(...args).catch(() => undefined);
+    const attempt = () => {
+      (this.#cmd.xadd as (...a: (string | Buffer)[]) => Promise<unknown>)(...args).then(
+        () => done?.(),
+        () => {
+          if (Date.now() >= deadlineMs || !this.#running) done?.();
+          else setTimeout(attempt, REPLY_RETRY_MS).unref();
+        },
+      );
+    };
+    attempt();
   }
 
   /** True for a decoupled model (0..N responses per request, sent as they come). */
@@ -435,6 +514,9 @@ export class StreamConsumer {
     await settleWithin(this.#loop ?? Promise.resolve(), this.#block.status === 'ready' ? FAREWELL_MS : 0);
     const until = Date.now() + timeoutMs;
     while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    // Replies sent directly are acknowledged when their gateway confirms them (milliseconds).
+    const confirmBy = Math.min(until, Date.now() + FAREWELL_MS);
+    while (this.#directReplies.unconfirmed > 0 && Date.now() < confirmBy) await new Promise((r) => setTimeout(r, 10));
     if (this.#ackFlush) {
       clearTimeout(this.#ackFlush);
       this.#flushAcks();
@@ -448,6 +530,13 @@ export class StreamConsumer {
     this.#directReplies.close();
     if (!up || !(await settleWithin(this.#cmd.quit(), FAREWELL_MS))) this.#cmd.disconnect();
   }
+}
+
+/** A Redis reply of alternating field names and values (XINFO) as an object. */
+function fieldsOf(row: unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < row.length; i += 2) out[String(row[i])] = row[i + 1];
+  return out;
 }
 
 /** A model name as a log line repeats it. */

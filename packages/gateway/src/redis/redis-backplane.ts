@@ -10,8 +10,8 @@ import { networkInterfaces } from 'node:os';
 import { Redis } from 'ioredis';
 import { VectoredCommand } from './vectored-command.js';
 import {
-  ClusterAuth, ClusterKeys, Errors, echo, FrameReader, MAC_BYTES, MAX_AUTH_FRAME_BYTES, TriodeError, checkModelName, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
-  type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
+  ClusterAuth, ClusterKeys, Errors, echo, isErrorCode, FrameReader, MAC_BYTES, MAX_AUTH_FRAME_BYTES, TriodeError, checkModelName, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
+  type Backplane, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type StreamEntries, type WorkerRecord,
 } from '@triode/core';
 
@@ -224,6 +224,17 @@ export class RedisBackplane implements Backplane {
       socket.setTimeout(authTimeoutMs, () => socket.destroy());
       let reader: FrameReader | undefined;
       let hello: Buffer = Buffer.alloc(0);
+      // Replies taken on this connection (mod 2^32): confirmed to the worker once per event-loop
+      // turn, so it acknowledges their entries only now (DESIGN: delivery).
+      let taken = 0;
+      let confirming = false;
+      const confirm = () => {
+        confirming = false;
+        if (socket.destroyed || !socket.writable) return;
+        const b = Buffer.allocUnsafe(4);
+        b.writeUInt32BE(taken, 0);
+        socket.write(b);
+      };
       socket.on('data', (chunk: Buffer) => {
         if (socket.destroyed) return;
         if (!reader) {
@@ -261,6 +272,13 @@ export class RedisBackplane implements Backplane {
           }
           const body = f.subarray(MAC_BYTES);
           if (f.byteLength >= MAC_BYTES && this.auth.verify('reply', [this.#replyKey, body], f.subarray(0, MAC_BYTES), 'reply on the direct channel')) this.#onReply(body);
+        }
+        if (frames.length > 0) {
+          taken = (taken + frames.length) >>> 0;
+          if (!confirming) {
+            confirming = true;
+            setImmediate(confirm);
+          }
         }
       });
     };
@@ -343,13 +361,18 @@ export class RedisBackplane implements Backplane {
     return this.#running;
   }
 
+  /**
+   * Ready: Redis reachable and at least one live worker; with strict readiness also every model
+   * ready on some worker, except what was unloaded (Triton's rule, as `triode serve`): in explicit
+   * mode a cluster with any subset loaded, or none, is ready.
+   */
   async isReady(): Promise<boolean> {
     if (!this.#running || this.#cmd.status !== 'ready') return false;
     try {
-      const index = await this.repositoryIndex();
+      if ((await this.#registry()).length === 0) return false;
       if (!this.#opts.strictReadiness) return true;
-      if (index.length === 0) return false;
-      const names = new Set(index.map((r) => r.name));
+      const index = await this.repositoryIndex();
+      const names = new Set(index.filter((r) => r.reason !== 'unloaded').map((r) => r.name));
       return [...names].every((n) => index.some((r) => r.name === n && r.state === 'READY'));
     } catch {
       return false;
@@ -447,8 +470,42 @@ export class RedisBackplane implements Backplane {
     return this.#send(request);
   }
 
+  /**
+   * Per sequence (model and correlation id): the routing of its latest request. Each request of
+   * a sequence is routed, and its XADD issued, only after the one before it: a START fixes its
+   * worker before the next request asks where the sequence lives (requests sent back to back on
+   * one gRPC stream raced here and got "must specify the START flag").
+   */
+  readonly #sequenceTail = new Map<string, Promise<void>>();
+
   async #send(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
     if (!this.#running) throw Errors.serverStopping();
+    let seq: ReturnType<typeof sequenceParams>;
+    try {
+      seq = sequenceParams(request.parameters);
+    } catch {
+      seq = undefined; // the worker answers the bad parameter
+    }
+    if (!seq) return this.#dispatch(request, onResponse);
+    const key = `${request.modelName}\u0000${seq.key}`;
+    const before = this.#sequenceTail.get(key);
+    let routed!: () => void;
+    const mine = new Promise<void>((r) => { routed = r; });
+    this.#sequenceTail.set(key, mine);
+    const release = () => {
+      routed();
+      if (this.#sequenceTail.get(key) === mine) this.#sequenceTail.delete(key);
+    };
+    try {
+      if (before) await before;
+      return await this.#dispatch(request, onResponse, release);
+    } finally {
+      release();
+    }
+  }
+
+  /** Routes a request to its stream and waits for its reply; `queued` runs once its XADD is issued. */
+  async #dispatch(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, queued?: () => void): Promise<InferenceResponse> {
     const model = await this.#ready(request.modelName, request.modelVersion);
     const decoupled = (model.config as { model_transaction_policy?: { decoupled?: boolean } } | undefined)?.model_transaction_policy?.decoupled === true;
     if (decoupled && !onResponse) {
@@ -479,12 +536,14 @@ export class RedisBackplane implements Backplane {
         clearTimeout(timer);
         reject(Errors.cancelled());
       }, { once: true });
-      // Tensors go to the socket without ioredis's two copies (vectored-command.ts).
+      // Tensors go to the socket without ioredis's two copies (vectored-command.ts). Commands on
+      // one connection reach Redis in the order they are issued.
       (this.#cmd.sendCommand(new VectoredCommand('xadd', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])) as Promise<unknown>).catch((err: unknown) => {
         clearTimeout(timer);
         this.#waiting.delete(requestKey);
         reject(unavailable(err));
       });
+      queued?.();
     });
   }
 
@@ -580,9 +639,6 @@ export class RedisBackplane implements Backplane {
     this.#cmd.disconnect();
   }
 }
-
-const ERROR_CODES: readonly string[] = ['UNKNOWN', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARG', 'UNAVAILABLE', 'UNSUPPORTED', 'ALREADY_EXISTS', 'CANCELLED'] satisfies ErrorCode[];
-const isErrorCode = (c: string): c is ErrorCode => ERROR_CODES.includes(c);
 
 function addStats(a: ModelStatistics, b: ModelStatistics): ModelStatistics {
   const out = structuredClone(a);
