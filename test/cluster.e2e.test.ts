@@ -29,7 +29,7 @@ async function infer(base: string, model: string, body: string): Promise<{ statu
 
 beforeAll(async () => {
   redis = await startRedis();
-  const repo = makeRepository(['simple', 'ppocr_cls']);
+  const repo = makeRepository(['simple', 'ppocr_cls', 'simple_string']);
   for (let i = 0; i < 2; i++) {
     workers.push(await startTriode(['worker', '--metrics-port', '0', '--redis', redis.url, '--model-repository', repo, '--worker-id', `w${i}`], /Started worker/));
   }
@@ -212,13 +212,23 @@ describe('cluster: async inference (BullMQ)', () => {
     expect(res.status).toBe(200);
     expect(((await res.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual(new Array(16).fill(42));
 
+    // What /infer refuses at once is refused before queueing, with /infer's status and message.
+    const unknown = await fetch(`${g}/v2/models/nope/infer_async`, { method: 'POST', body: simpleBody(1) });
+    expect(unknown.status).toBe(404);
+    expect((await unknown.json() as { error: string }).error).toBe("Request for unknown model: 'nope' is not found");
     const bad = await fetch(`${g}/v2/models/simple/infer_async`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [1, 3], datatype: 'INT32', data: [1, 2, 3] }] }) });
-    const { job_id: badId } = await bad.json() as { job_id: string };
+    expect(bad.status).toBe(400);
+    expect((await bad.json() as { error: string }).error).toMatch("unexpected shape for input 'INPUT0' for model 'simple'");
+    // A job that fails when it runs keeps its reason and status (the ONNX Cast of 'x' to a number).
+    const strings = (v: string) => ({ name: '', shape: [1, 16], datatype: 'BYTES', data: new Array(16).fill(v) });
+    const failing = await fetch(`${g}/v2/models/simple_string/infer_async`, { method: 'POST', body: JSON.stringify({ inputs: [{ ...strings('x'), name: 'INPUT0' }, { ...strings('1'), name: 'INPUT1' }] }) });
+    expect(failing.status).toBe(202);
+    const { job_id: badId } = await failing.json() as { job_id: string };
     await until(async () => ((await (await fetch(`${g}/v2/jobs/${badId}`)).json()) as { state: string }).state === 'failed');
     const badStatus = await (await fetch(`${g}/v2/jobs/${badId}`)).json() as { error: string };
-    expect(badStatus.error).toMatch("unexpected shape for input 'INPUT0' for model 'simple'");
+    expect(badStatus.error).toMatch(/onnx runtime error/);
     const badResult = await fetch(`${g}/v2/jobs/${badId}/result`);
-    expect(badResult.status).toBe(400);
+    expect(badResult.status).toBe(500);
 
     expect((await fetch(`${g}/v2/jobs/nope`)).status).toBe(404);
     expect((await fetch(`${g}/v2/jobs/${id}`, { method: 'DELETE' })).status).toBe(400);

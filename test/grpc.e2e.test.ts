@@ -115,13 +115,18 @@ describe('@triode/client through a cluster gateway', () => {
     expect((await c.repositoryIndex()).map((m) => m.name).sort()).toEqual(['repeat_int32', 'simple', 'simple_sequence']);
   });
 
-  it("the gateway serves its frontend metrics: requests it relayed, by model and version", async () => {
+  it("the gateway serves its frontend metrics under its own names: requests it relayed, by model and version; none for unknown models", async () => {
     await clients['grpc']!.infer('simple', { inputs: simpleInputs });
     await expect(clients['http']!.infer('nope', { inputs: simpleInputs })).rejects.toThrow();
+    await expect(clients['grpc']!.infer('simple', { inputs: [{ ...simpleInputs[0]!, name: 'WRONG' }, simpleInputs[1]!] })).rejects.toThrow();
     const text = await (await fetch(`http://127.0.0.1:${gatewayMetrics}/metrics`)).text();
-    expect(Number(/nv_inference_request_success\{model="simple",version="1"\} (\d+)/.exec(text)?.[1])).toBeGreaterThanOrEqual(1);
-    expect(text).toMatch(/nv_inference_request_failure\{model="nope",version="",reason="OTHER"\} 1/);
-    expect(text).toMatch(/nv_inference_first_response_histogram_ms_count\{model="simple",version="1"\} \d+/);
+    expect(Number(/^triode_gateway_request_success\{model="simple",version="1"\} (\d+)/m.exec(text)?.[1])).toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/^triode_gateway_request_failure\{model="simple",version="",reason="OTHER"\} 1$/m);
+    expect(text).toMatch(/^triode_gateway_first_response_histogram_ms_count\{model="simple",version="1"\} \d+/m);
+    // A sum over gateways and workers of nv_inference_* counts each request once; a name a client
+    // made up creates no series.
+    expect(text).not.toMatch(/^nv_inference_/m);
+    expect(text).not.toContain('model="nope"');
   });
 
   it('grpc: a ModelStreamInfer stream through the gateway keeps request order and streams decoupled responses', async () => {

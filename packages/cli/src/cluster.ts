@@ -15,6 +15,9 @@ import { logStream } from './log-file.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
+/** The name prefix of a gateway's metric families (Triton's `nv_inference_*` are the workers'). */
+const GATEWAY_METRICS_PREFIX = 'triode_gateway_';
+
 function settingsFrom(o: Record<string, unknown>): LogSettings {
   return new LogSettings({ verboseLevel: o['logVerbose'] as number, info: o['logInfo'] as boolean, ...(o['logFile'] ? { file: o['logFile'] as string } : {}) });
 }
@@ -124,7 +127,8 @@ export function addClusterCommands(program: Command): void {
         observeLatencies: (listener) => measured.observeLatencies(listener),
         clusterRejected: () => backplane.auth.rejected,
       };
-      const metrics = o['allowMetrics'] ? await startMetricsServer(source, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
+      // Under its own names (triode_gateway_*): a sum over gateways and workers counts each request once.
+      const metrics = o['allowMetrics'] ? await startMetricsServer(source, o['metricsPort'] as number, o['metricsAddress'] as string, { ...metricsConfigFrom(o), familyPrefix: GATEWAY_METRICS_PREFIX }) : undefined;
       if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);
       const asyncJobs = new AsyncJobs(backplane, {
         redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number,

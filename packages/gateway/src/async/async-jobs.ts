@@ -12,8 +12,8 @@
 import { randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
 import {
-  ClusterAuth, Errors, TriodeError, checkModelName, decodeReply, decodeRequest, echo, encodeReply, encodeRequest, settleWithin,
-  type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger,
+  ClusterAuth, Errors, TriodeError, checkModelName, decodeReply, decodeRequest, echo, encodeReply, encodeRequest, normalizeRequest, settleWithin,
+  type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
 } from '@triode/core';
 import type { OutputEncoding } from '../http/infer-codec.js';
 
@@ -94,8 +94,10 @@ export class AsyncJobs {
   readonly #maxJobs: number;
   /** Jobs this gateway is running now. */
   #running = 0;
+  readonly #backplane: Backplane;
 
   constructor(backplane: Backplane, options: AsyncJobsOptions) {
+    this.#backplane = backplane;
     const conn = connection(options.redis);
     const name = `${options.prefix ?? 'triode'}-async`;
     this.#ttl = options.resultTtlSecs ?? 3600;
@@ -159,10 +161,15 @@ export class AsyncJobs {
 
   /**
    * Queues a request; returns the job id.
-   * @throws INVALID_ARG for a bad model name or a request over maxRequestBytes; UNAVAILABLE when maxJobs jobs are kept.
+   * @throws NOT_FOUND for an unknown model, UNAVAILABLE for one not ready or when maxJobs jobs are
+   * kept, INVALID_ARG for a bad model name, inputs the model does not take, or a request over maxRequestBytes.
    */
   async submit(request: InferenceRequest, encoding: OutputEncoding): Promise<string> {
     checkModelName(request.modelName);
+    // What /infer would refuse at once is refused before the job is queued, with the same status:
+    // an unknown model (404), one not ready (503), inputs the model does not take (400).
+    const config = (await this.#backplane.modelConfig(request.modelName, request.modelVersion)) as ModelConfig;
+    normalizeRequest({ ...request, inputs: request.inputs.map((t) => ({ ...t })), ...(request.outputs ? { outputs: request.outputs.map((o) => ({ ...o })) } : {}) }, config);
     const encoded = encodeRequest(request, { requestKey: '', replyTo: '', enqueuedMs: Date.now(), deadlineMs: Number.MAX_SAFE_INTEGER });
     if (encoded.byteLength > this.maxRequestBytes) {
       throw Errors.invalidArg(`async request of ${encoded.byteLength} bytes is over the limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);

@@ -13,7 +13,6 @@ import type { MetricsSource } from './metrics.js';
 
 interface Counted {
   stats: InferStats;
-  inflight: number;
 }
 
 function reasonOf(err: unknown): FailureReason {
@@ -27,7 +26,10 @@ function reasonOf(err: unknown): FailureReason {
 /** Wraps a backplane; implements MetricsSource for `startMetricsServer`. */
 export class MeasuredBackplane implements Backplane, MetricsSource {
   readonly #inner: Backplane;
+  /** Series per model and version: made only for models that exist (a name a client made up gets none). */
   readonly #models = new Map<string, Counted>();
+  /** Requests in flight per model and version, series or not yet. */
+  readonly #inflight = new Map<string, number>();
   #listener: ((model: string, version: string, o: LatencyObservation) => void) | undefined;
 
   constructor(inner: Backplane) {
@@ -38,7 +40,7 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
     const key = `${model}\u0000${version}`;
     let c = this.#models.get(key);
     if (!c) {
-      c = { stats: new InferStats(), inflight: 0 };
+      c = { stats: new InferStats() };
       const listener = this.#listener;
       if (listener) c.stats.observer = (o) => listener(model, version, o);
       this.#models.set(key, c);
@@ -46,11 +48,17 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
     return c;
   }
 
+  #inflightBy(key: string, delta: number): void {
+    const n = (this.#inflight.get(key) ?? 0) + delta;
+    if (n > 0) this.#inflight.set(key, n);
+    else this.#inflight.delete(key);
+  }
+
   async #measure<T>(req: InferenceRequest, run: (onFirst: () => void) => Promise<T>, versionOf: (r: T) => string | undefined): Promise<T> {
     const start = process.hrtime.bigint();
     const requested = req.modelVersion === undefined ? '' : String(req.modelVersion);
-    const pending = this.#counted(req.modelName, requested);
-    pending.inflight++;
+    const key = `${req.modelName}\u0000${requested}`;
+    this.#inflightBy(key, 1);
     let first: bigint | undefined;
     try {
       const r = await run(() => { first ??= process.hrtime.bigint(); });
@@ -58,10 +66,14 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
       this.#counted(req.modelName, versionOf(r) ?? requested).stats.recordSuccess(Date.now(), ns, 0, 0, 0, 0, first === undefined ? ns : Number(first - start));
       return r;
     } catch (err) {
-      this.#counted(req.modelName, requested).stats.recordFailure(Date.now(), Number(process.hrtime.bigint() - start), reasonOf(err));
+      // An unknown model (404 / NOT_FOUND) is not a series: names clients make up would grow the
+      // metrics without bound.
+      if (!(err instanceof TriodeError && err.code === 'NOT_FOUND')) {
+        this.#counted(req.modelName, requested).stats.recordFailure(Date.now(), Number(process.hrtime.bigint() - start), reasonOf(err));
+      }
       throw err;
     } finally {
-      pending.inflight--;
+      this.#inflightBy(key, -1);
     }
   }
 
@@ -81,7 +93,7 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
   metricsSnapshot(): ReturnType<MetricsSource['metricsSnapshot']> {
     return [...this.#models.entries()].map(([key, c]) => {
       const [name, version] = key.split('\u0000') as [string, string];
-      return { name, version, stats: c.stats.toJson(name, version), failures: { ...c.stats.failures }, pending: c.inflight };
+      return { name, version, stats: c.stats.toJson(name, version), failures: { ...c.stats.failures }, pending: this.#inflight.get(key) ?? 0 };
     });
   }
 

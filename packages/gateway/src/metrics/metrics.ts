@@ -37,6 +37,17 @@ export interface MetricsConfig {
   intervalMs?: number;
   /** `--allow-cpu-metrics`: the `nv_cpu_*` gauges (false: neither reported nor sampled). @default true */
   cpuMetrics?: boolean;
+  /**
+   * Family names start with this instead of `nv_inference_` / `nv_` (a gateway's are
+   * `triode_gateway_*`: its view of requests it relayed is not counted again in a sum over the
+   * workers' `nv_inference_*`). @default none: Triton's names
+   */
+  familyPrefix?: string;
+}
+
+/** A family's name under `config.familyPrefix` (Triton's name without one). */
+function familyName(config: MetricsConfig, name: string): string {
+  return config.familyPrefix ? config.familyPrefix + name.replace(/^nv_(inference_)?/, '') : name;
 }
 
 /** Triton's default summary quantiles and their allowed errors. */
@@ -117,6 +128,7 @@ function memory(): { total: number; used: number } {
 /** Builds the registry: counters read from `source` when scraped, latency distributions fed per request. */
 export function createMetricsRegistry(source: MetricsSource, config: MetricsConfig = {}): Registry & { stopSampling(): void } {
   const registry = new Registry() as Registry & { stopSampling(): void };
+  const named = (name: string) => familyName(config, name);
   const labels = ['model', 'version'] as const;
   const perModel = (name: string, help: string, value: (s: ReturnType<MetricsSource['metricsSnapshot']>[number]) => number, type: 'counter' | 'gauge' = 'counter') => {
     const collect = function (this: Counter<'model' | 'version'> | Gauge<'model' | 'version'>) {
@@ -130,9 +142,9 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
     if (type === 'counter') new Counter({ name, help, labelNames: labels, registers: [registry], collect });
     else new Gauge({ name, help, labelNames: labels, registers: [registry], collect });
   };
-  perModel('nv_inference_request_success', 'Number of successful inference requests, all batch sizes', (m) => m.stats.inference_stats.success.count);
+  perModel(named('nv_inference_request_success'), 'Number of successful inference requests, all batch sizes', (m) => m.stats.inference_stats.success.count);
   new Counter({
-    name: 'nv_inference_request_failure',
+    name: named('nv_inference_request_failure'),
     help: 'Number of failed inference requests, all batch sizes',
     labelNames: ['model', 'version', 'reason'],
     registers: [registry],
@@ -143,27 +155,27 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
       }
     },
   });
-  perModel('nv_inference_count', 'Number of inferences performed (does not include cached requests)', (m) => m.stats.inference_count);
-  perModel('nv_inference_exec_count', 'Number of model executions performed (does not include cached requests)', (m) => m.stats.execution_count);
-  perModel('nv_inference_pending_request_count', 'Instantaneous number of pending requests awaiting execution per-model.', (m) => m.pending, 'gauge');
+  perModel(named('nv_inference_count'), 'Number of inferences performed (does not include cached requests)', (m) => m.stats.inference_count);
+  perModel(named('nv_inference_exec_count'), 'Number of model executions performed (does not include cached requests)', (m) => m.stats.execution_count);
+  perModel(named('nv_inference_pending_request_count'), 'Instantaneous number of pending requests awaiting execution per-model.', (m) => m.pending, 'gauge');
   const s = (m: ReturnType<MetricsSource['metricsSnapshot']>[number]) => m.stats.inference_stats;
   if (config.counterLatencies !== false) {
-    perModel('nv_inference_request_duration_us', 'Cumulative inference request duration in microseconds (includes cached requests)', (m) => Math.round((s(m).success.ns + s(m).fail.ns) * US));
-    perModel('nv_inference_queue_duration_us', 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) => Math.round(s(m).queue.ns * US));
-    perModel('nv_inference_compute_input_duration_us', 'Cumulative compute input duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_input.ns * US));
-    perModel('nv_inference_compute_infer_duration_us', 'Cumulative compute inference duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_infer.ns * US));
-    perModel('nv_inference_compute_output_duration_us', 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_output.ns * US));
+    perModel(named('nv_inference_request_duration_us'), 'Cumulative inference request duration in microseconds (includes cached requests)', (m) => Math.round((s(m).success.ns + s(m).fail.ns) * US));
+    perModel(named('nv_inference_queue_duration_us'), 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) => Math.round(s(m).queue.ns * US));
+    perModel(named('nv_inference_compute_input_duration_us'), 'Cumulative compute input duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_input.ns * US));
+    perModel(named('nv_inference_compute_infer_duration_us'), 'Cumulative compute inference duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_infer.ns * US));
+    perModel(named('nv_inference_compute_output_duration_us'), 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_output.ns * US));
   }
   addLatencyDistributions(registry, source, config);
   if (source.responseCacheStats?.()) {
-    perModel('nv_cache_num_hits_per_model', 'Number of cache hits per model', (m) => m.stats.inference_stats.cache_hit.count);
-    perModel('nv_cache_num_misses_per_model', 'Number of cache misses per model', (m) => m.stats.inference_stats.cache_miss.count);
-    perModel('nv_cache_hit_duration_per_model', 'Total cache hit duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_hit.ns * US));
-    perModel('nv_cache_miss_duration_per_model', 'Total cache miss (lookup + insertion) duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_miss.ns * US));
+    perModel(named('nv_cache_num_hits_per_model'), 'Number of cache hits per model', (m) => m.stats.inference_stats.cache_hit.count);
+    perModel(named('nv_cache_num_misses_per_model'), 'Number of cache misses per model', (m) => m.stats.inference_stats.cache_miss.count);
+    perModel(named('nv_cache_hit_duration_per_model'), 'Total cache hit duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_hit.ns * US));
+    perModel(named('nv_cache_miss_duration_per_model'), 'Total cache miss (lookup + insertion) duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_miss.ns * US));
     const cache = () => source.responseCacheStats?.() ?? { entries: 0, bytes: 0, capacity: 1, hits: 0, misses: 0, evictions: 0 };
-    new Gauge({ name: 'nv_cache_num_entries', help: 'Number of responses stored in response cache', registers: [registry], collect() { this.set(cache().entries); } });
-    new Gauge({ name: 'nv_cache_util', help: 'Cache utilization [0.0 - 1.0]', registers: [registry], collect() { const c = cache(); this.set(c.bytes / c.capacity); } });
-    new Gauge({ name: 'nv_cache_num_evictions', help: 'Number of cache evictions in response cache', registers: [registry], collect() { this.set(cache().evictions); } });
+    new Gauge({ name: named('nv_cache_num_entries'), help: 'Number of responses stored in response cache', registers: [registry], collect() { this.set(cache().entries); } });
+    new Gauge({ name: named('nv_cache_util'), help: 'Cache utilization [0.0 - 1.0]', registers: [registry], collect() { const c = cache(); this.set(c.bytes / c.capacity); } });
+    new Gauge({ name: named('nv_cache_num_evictions'), help: 'Number of cache evictions in response cache', registers: [registry], collect() { this.set(cache().evictions); } });
   }
   if (source.clusterRejected) {
     const rejected = source.clusterRejected.bind(source);
@@ -181,15 +193,16 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
   const timer = setInterval(() => { sample = { cpu: cpu(), mem: memory() }; }, Math.max(100, config.intervalMs ?? 2000));
   timer.unref();
   registry.stopSampling = () => clearInterval(timer);
-  new Gauge({ name: 'nv_cpu_utilization', help: 'CPU utilization rate [0.0 - 1.0]', registers: [registry], collect() { this.set(sample.cpu); } });
-  new Gauge({ name: 'nv_cpu_memory_total_bytes', help: 'CPU total memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.total); } });
-  new Gauge({ name: 'nv_cpu_memory_used_bytes', help: 'CPU used memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.used); } });
+  new Gauge({ name: named('nv_cpu_utilization'), help: 'CPU utilization rate [0.0 - 1.0]', registers: [registry], collect() { this.set(sample.cpu); } });
+  new Gauge({ name: named('nv_cpu_memory_total_bytes'), help: 'CPU total memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.total); } });
+  new Gauge({ name: named('nv_cpu_memory_used_bytes'), help: 'CPU used memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.used); } });
   return registry;
 }
 
 /** Summaries (µs) and the first-response histogram (ms), fed with each request's latencies. */
 function addLatencyDistributions(registry: Registry, source: MetricsSource, config: MetricsConfig): void {
   if (!config.summaryLatencies && !config.histogramLatencies) return;
+  const named = (name: string) => familyName(config, name);
   if (!source.observeLatencies) return;
   const labelNames = ['model', 'version'] as const;
   const quantiles = config.summaryQuantiles ?? DEFAULT_SUMMARY_QUANTILES;
@@ -198,14 +211,14 @@ function addLatencyDistributions(registry: Registry, source: MetricsSource, conf
     name, help, labelNames, registers: [registry], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5,
   });
   const summaries = config.summaryLatencies ? {
-    request: summary('nv_inference_request_summary_us', 'Summary of inference request duration in microseconds (includes cached requests)'),
-    queue: summary('nv_inference_queue_summary_us', 'Summary of inference queuing duration in microseconds (includes cached requests)'),
-    input: summary('nv_inference_compute_input_summary_us', 'Summary of compute input duration in microseconds (does not include cached requests)'),
-    infer: summary('nv_inference_compute_infer_summary_us', 'Summary of compute inference duration in microseconds (does not include cached requests)'),
-    output: summary('nv_inference_compute_output_summary_us', 'Summary of inference compute output duration in microseconds (does not include cached requests)'),
+    request: summary(named('nv_inference_request_summary_us'), 'Summary of inference request duration in microseconds (includes cached requests)'),
+    queue: summary(named('nv_inference_queue_summary_us'), 'Summary of inference queuing duration in microseconds (includes cached requests)'),
+    input: summary(named('nv_inference_compute_input_summary_us'), 'Summary of compute input duration in microseconds (does not include cached requests)'),
+    infer: summary(named('nv_inference_compute_infer_summary_us'), 'Summary of compute inference duration in microseconds (does not include cached requests)'),
+    output: summary(named('nv_inference_compute_output_summary_us'), 'Summary of inference compute output duration in microseconds (does not include cached requests)'),
   } : undefined;
   const firstResponse = config.histogramLatencies ? new Histogram({
-    name: 'nv_inference_first_response_histogram_ms', help: 'Duration from request to first response in milliseconds',
+    name: named('nv_inference_first_response_histogram_ms'), help: 'Duration from request to first response in milliseconds',
     labelNames, registers: [registry], buckets: config.histogramBucketsMs ?? [100, 500, 2000, 5000],
   }) : undefined;
   source.observeLatencies((model, version, o) => {
