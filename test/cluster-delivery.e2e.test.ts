@@ -20,6 +20,7 @@ let redis: RedisHandle;
 const children: Child[] = [];
 let base: string;
 let grpcPort: number;
+let gateway: Child;
 
 /** `sleepy` waiting 12 s per execution. */
 const LONG = `name: "long"
@@ -47,8 +48,9 @@ beforeAll(async () => {
   const port = await freePort();
   grpcPort = await freePort();
   base = `http://127.0.0.1:${port}`;
-  children.push(await startTriode(['gateway', '--metrics-port', '0', '--redis', redis.url, '--http-port', String(port), '--http-address', '127.0.0.1',
-    '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1']));
+  gateway = await startTriode(['gateway', '--metrics-port', '0', '--redis', redis.url, '--http-port', String(port), '--http-address', '127.0.0.1',
+    '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1']);
+  children.push(gateway);
   await until(async () => (await fetch(`${base}/v2/health/ready`)).status === 200);
   // Both workers registered, so the idle one could take the other's requests (and must not).
   await until(async () => {
@@ -71,6 +73,12 @@ describe('cluster delivery: at most once while the worker lives', () => {
     const stream = fetch(`${base}/v2/models/repeat_int32/generate_stream`, {
       method: 'POST', body: JSON.stringify({ IN, DELAY: IN.map(() => 1000), WAIT: [0] }),
     });
+    // While they run: the backlog metrics show one request held by a worker, and its age.
+    await new Promise((res) => setTimeout(res, 2500));
+    const metrics = await (await fetch(`http://127.0.0.1:${/Started Metrics Service at [^\s]*:(\d+)/.exec(gateway.output())![1]!}/metrics`)).text();
+    expect(metrics).toMatch(/^triode_cluster_pending_requests\{model="long"\} 1$/m);
+    expect(metrics).toMatch(/^triode_cluster_waiting_requests\{model="long"\} 0$/m);
+    expect(Number(/^triode_cluster_oldest_pending_age_seconds\{model="long"\} ([\d.]+)$/m.exec(metrics)?.[1])).toBeGreaterThan(1.5);
     const [r, s] = await Promise.all([long, stream]);
     expect(r.status).toBe(200);
     expect((await r.json() as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([42]);

@@ -5,6 +5,7 @@
  */
 import { cpSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, until, type Child } from './helpers/process.js';
@@ -56,6 +57,24 @@ describe('cluster: gateways and workers over Redis', () => {
       expect(unknown.status).toBe(404);
       expect((await unknown.json() as { error: string }).error).toMatch(/^Request for unknown model/);
     }
+  });
+
+  it('lists the live workers (GET /v2/cluster/workers) and reports each model stream\'s backlog in the gateway\'s metrics', async () => {
+    const r = await fetch(`${gateways[0]!.base}/v2/cluster/workers`);
+    expect(r.status).toBe(200);
+    const { workers: listed } = await r.json() as { workers: { id: string; host: string; pid: number; device: string; inflight: number; models: unknown[] }[] };
+    expect(listed.map((w) => w.id)).toEqual(['w0', 'w1']);
+    listed.forEach((w, i) => {
+      expect(w).toMatchObject({ host: hostname(), pid: workers[i]!.proc.pid, device: 'cpu', inflight: 0 });
+      expect(w.models).toContainEqual({ name: 'simple', version: '1', state: 'READY' });
+    });
+    const port = /Started Metrics Service at [^\s]*:(\d+)/.exec(gateways[0]!.child.output())![1]!;
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(text).toMatch(/^triode_cluster_stream_entries\{model="simple"\} \d+$/m);
+    expect(text).toMatch(/^triode_cluster_waiting_requests\{model="simple"\} 0$/m);
+    expect(text).toMatch(/^triode_cluster_pending_requests\{model="simple"\} 0$/m);
+    expect(text).toMatch(/^triode_cluster_oldest_pending_age_seconds\{model="simple"\} 0$/m);
+    expect(text).toMatch(/^triode_async_jobs\{state="completed"\} \d+$/m);
   });
 
   it('answers inference through either gateway, JSON and binary', async () => {

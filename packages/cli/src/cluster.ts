@@ -120,21 +120,23 @@ export function addClusterCommands(program: Command): void {
         logger,
       });
       await backplane.start();
+      const asyncJobs = new AsyncJobs(backplane, {
+        redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number,
+        maxRequestBytes: o['asyncMaxRequestBytes'] as number, maxJobs: o['asyncMaxJobs'] as number, auth: backplane.auth, logger,
+      });
+      asyncJobs.start();
       // The gateway's own view of the requests it relays (its "frontend" metrics); workers serve theirs.
       const measured = new MeasuredBackplane(backplane);
       const source: MetricsSource = {
         metricsSnapshot: () => measured.metricsSnapshot(),
         observeLatencies: (listener) => measured.observeLatencies(listener),
         clusterRejected: () => backplane.auth.rejected,
+        clusterBacklog: () => backplane.backlog(),
+        asyncJobCounts: () => asyncJobs.counts(),
       };
       // Under its own names (triode_gateway_*): a sum over gateways and workers counts each request once.
       const metrics = o['allowMetrics'] ? await startMetricsServer(source, o['metricsPort'] as number, o['metricsAddress'] as string, { ...metricsConfigFrom(o), familyPrefix: GATEWAY_METRICS_PREFIX }) : undefined;
       if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);
-      const asyncJobs = new AsyncJobs(backplane, {
-        redis: o['redis'] as string, prefix: o['redisPrefix'] as string, resultTtlSecs: o['asyncResultTtlSecs'] as number,
-        maxRequestBytes: o['asyncMaxRequestBytes'] as number, maxJobs: o['asyncMaxJobs'] as number, auth: backplane.auth, logger,
-      });
-      asyncJobs.start();
       const lifecycle = new HttpLifecycle();
       const traceSettings = new TraceSettings();
       const restrictions = httpRestrictionsFrom(o['httpRestrictedApi'] as string[]);

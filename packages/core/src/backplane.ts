@@ -6,6 +6,7 @@
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 import type { InferenceServer, LoadOptions, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
+import type { ClusterWorkerInfo } from './cluster/registry.js';
 
 /** What a frontend needs from the server behind it. Every method may reject with a TriodeError. */
 export interface Backplane {
@@ -24,6 +25,8 @@ export interface Backplane {
   loadModel(name: string, options?: LoadOptions): Promise<void>;
   /** Unloads a model (explicit model control). */
   unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  /** Cluster mode: the live workers (`GET /v2/cluster/workers`); absent in embedded mode. */
+  clusterWorkers?(): Promise<ClusterWorkerInfo[]>;
 }
 
 /** The embedded mode's backplane: direct calls into an InferenceServer, nothing serialized. */

@@ -4,9 +4,10 @@
  * replies to the sending gateway's stream, and acks. Reads only as many entries as it has room
  * for, so a busy worker leaves work to the others.
  */
+import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import {
-  ClusterAuth, ClusterKeys, TriodeError, checkModelName, echo, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
+  ClusterAuth, ClusterKeys, TriodeError, checkModelName, echo, fieldsOf, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
   type InferenceServer, type LoadOptions, type StreamEntries, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
@@ -37,6 +38,8 @@ export interface StreamConsumerOptions {
   clusterSecret?: string;
   /** Direct reply channels over TLS: the CA (PEM) their certificates must chain to. @default the system CAs */
   replyTlsCa?: string | Buffer;
+  /** What runs this worker's instances, as the registry shows it. @default "cpu" */
+  device?: string;
   logger?: Logger;
 }
 
@@ -83,6 +86,8 @@ export class StreamConsumer {
   readonly #heartbeatMs: number;
   readonly #claimIdleMs: number;
   readonly #logger: Logger | undefined;
+  readonly #device: string;
+  readonly #startedMs = Date.now();
   #claimer: ReturnType<typeof setInterval> | undefined;
   #claiming = false;
   #inflight = 0;
@@ -106,6 +111,7 @@ export class StreamConsumer {
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
     this.#claimIdleMs = options.claimIdleMs ?? 5000;
     this.#logger = options.logger;
+    this.#device = options.device ?? 'cpu';
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
     this.#directReplies = new DirectReplies({ auth: this.auth, ...(options.replyTlsCa ? { tlsCa: options.replyTlsCa } : {}) });
     // ioredis's auto-pipelining mangles the Buffer variants of some commands (it dropped
@@ -323,7 +329,10 @@ export class StreamConsumer {
         ...(ready ? { metadata: s.modelMetadata(row.name, v), config: s.modelConfig(row.name, v), stats: s.modelStatistics(row.name, v)[0] } : {}),
       };
     });
-    const record: WorkerRecord = { workerId: this.workerId, heartbeatMs: Date.now(), models };
+    const record: WorkerRecord = {
+      workerId: this.workerId, heartbeatMs: Date.now(), models,
+      host: hostname(), pid: process.pid, device: this.#device, inflight: this.#inflight, startedMs: this.#startedMs,
+    };
     await this.#cmd.set(this.#keys.worker(this.workerId), this.auth.signText('registry', JSON.stringify(record)), 'PX', this.#heartbeatMs * 3);
   }
 
@@ -530,13 +539,6 @@ export class StreamConsumer {
     this.#directReplies.close();
     if (!up || !(await settleWithin(this.#cmd.quit(), FAREWELL_MS))) this.#cmd.disconnect();
   }
-}
-
-/** A Redis reply of alternating field names and values (XINFO) as an object. */
-function fieldsOf(row: unknown[]): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (let i = 0; i + 1 < row.length; i += 2) out[String(row[i])] = row[i + 1];
-  return out;
 }
 
 /** A model name as a log line repeats it. */

@@ -205,3 +205,10 @@ function readValue(c: Cursor): RespValue {
     default: throw new RespError(`malformed reply from Redis: ${JSON.stringify(head.slice(0, 40))}`);
   }
 }
+
+/** A reply of alternating field names and values (XINFO GROUPS / CONSUMERS rows) as an object. */
+export function fieldsOf(row: readonly unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < row.length; i += 2) out[String(row[i])] = row[i + 1];
+  return out;
+}

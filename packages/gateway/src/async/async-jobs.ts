@@ -174,8 +174,7 @@ export class AsyncJobs {
     if (encoded.byteLength > this.maxRequestBytes) {
       throw Errors.invalidArg(`async request of ${encoded.byteLength} bytes is over the limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
     }
-    const counts = await this.#queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused');
-    const kept = Object.values(counts).reduce((a, b) => a + b, 0);
+    const kept = Object.values(await this.counts()).reduce((a, b) => a + b, 0);
     if (kept >= this.#maxJobs) {
       throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have been fetched or expired`);
     }
@@ -193,6 +192,11 @@ export class AsyncJobs {
       attempts: 1,
     });
     return job.id!;
+  }
+
+  /** Jobs kept in Redis now, by state (waiting, active, completed, failed, ...). */
+  async counts(): Promise<Record<string, number>> {
+    return this.#queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused');
   }
 
   async #job(id: string): Promise<Job<JobData>> {

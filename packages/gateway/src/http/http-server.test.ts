@@ -53,6 +53,12 @@ describe('health and metadata', () => {
     expect((await strictApp.request('/v2/health/live')).status).toBe(200);
   });
 
+  it('GET /v2/cluster/workers answers 501 in embedded mode (cluster mode only)', async () => {
+    const r = await app.request('/v2/cluster/workers');
+    expect(r.status).toBe(501);
+    expect(await r.json()).toEqual({ error: 'the cluster endpoints need cluster mode: start a gateway with --redis (triode gateway)' });
+  });
+
   it('GET /v2 gives the server metadata with the default name "triton"', async () => {
     const r = await app.request('/v2');
     expect(r.status).toBe(200);

@@ -13,6 +13,7 @@ import { restrictedApi } from './restricted-api.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
 import { asyncRoutes } from './routes/async.js';
+import { clusterRoutes } from './routes/cluster.js';
 import { loggingRoutes } from './routes/logging.js';
 import { modelNameGuard, repositoryRoutes } from './routes/repository.js';
 import { traceRoutes } from './routes/trace.js';
@@ -75,6 +76,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', loggingRoutes(options.logSettings));
   app.route('/', traceRoutes(backplane, options.traceSettings));
   app.route('/', repositoryRoutes(deps));
+  app.route('/', clusterRoutes(deps));
   app.route('/', modelRoutes(deps));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));

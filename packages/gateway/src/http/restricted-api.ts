@@ -16,6 +16,8 @@ const GROUPS: [RegExp, RestrictedGroup][] = [
   [new RegExp(`^${MODEL}/config$`), 'model-config'],
   [/^\/v2\/models(?:\/[^/]+(?:\/versions\/[0-9]+)?)?\/stats$/, 'statistics'],
   [/^\/v2\/repository\//, 'model-repository'],
+  // Triode's cluster view (workers, hosts, what they loaded) is an operator's, as the repository.
+  [/^\/v2\/cluster\//, 'model-repository'],
   [/^\/v2\/(?:models\/[^/]+\/)?trace\/setting$/, 'trace'],
   [/^\/v2\/logging$/, 'logging'],
   [/^\/v2\/(?:system|cuda)sharedmemory/, 'shared-memory'],

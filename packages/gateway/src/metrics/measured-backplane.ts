@@ -5,11 +5,12 @@
  * queue and compute times; a gateway knows only the whole round trip.
  */
 import {
-  InferStats, TriodeError,
+  Errors, InferStats, TriodeError,
   type Backplane, type FailureReason, type InferenceRequest, type InferenceResponse, type LatencyObservation, type LoadOptions,
-  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata,
+  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo,
 } from '@triode/core';
 import type { MetricsSource } from './metrics.js';
+import { NO_CLUSTER } from '../http/routes/cluster.js';
 
 interface Counted {
   stats: InferStats;
@@ -115,5 +116,8 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
   repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]> { return this.#inner.repositoryIndex(readyOnly); }
   loadModel(name: string, options?: LoadOptions): Promise<void> { return this.#inner.loadModel(name, options); }
   unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void> { return this.#inner.unloadModel(name, options); }
+  clusterWorkers(): Promise<ClusterWorkerInfo[]> {
+    return this.#inner.clusterWorkers ? this.#inner.clusterWorkers() : Promise.reject(Errors.unsupported(NO_CLUSTER));
+  }
 }
 

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
-import type { LatencyObservation, ModelStatistics } from '@triode/core';
+import type { LatencyObservation, ModelStatistics, StreamBacklog } from '@triode/core';
 
 /** What the metrics are read from (an InferenceServer has it). */
 export interface MetricsSource {
@@ -19,6 +19,10 @@ export interface MetricsSource {
   responseCacheStats?(): { entries: number; bytes: number; capacity: number; hits: number; misses: number; evictions: number } | undefined;
   /** Cluster mode: messages dropped for a missing or wrong cluster-secret signature, per kind. */
   clusterRejected?(): ReadonlyMap<string, number>;
+  /** Cluster mode (gateways): each model's request stream backlog, read at each scrape. */
+  clusterBacklog?(): Promise<StreamBacklog[]>;
+  /** Cluster mode (gateways): async jobs kept in Redis, by BullMQ state. */
+  asyncJobCounts?(): Promise<Record<string, number>>;
 }
 
 /** `--metrics-config` and `--metrics-interval-ms`, with Triton's keys and defaults. */
@@ -193,10 +197,49 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
   const timer = setInterval(() => { sample = { cpu: cpu(), mem: memory() }; }, Math.max(100, config.intervalMs ?? 2000));
   timer.unref();
   registry.stopSampling = () => clearInterval(timer);
+  addBacklog(registry, source);
   new Gauge({ name: named('nv_cpu_utilization'), help: 'CPU utilization rate [0.0 - 1.0]', registers: [registry], collect() { this.set(sample.cpu); } });
   new Gauge({ name: named('nv_cpu_memory_total_bytes'), help: 'CPU total memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.total); } });
   new Gauge({ name: named('nv_cpu_memory_used_bytes'), help: 'CPU used memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.used); } });
   return registry;
+}
+
+/**
+ * The cluster's backlog, for autoscaling (KEDA, an HPA on an external metric): per model, the
+ * request stream's entries, those no worker has read, those read and not acknowledged, and the
+ * age of the oldest of those; async jobs by state. The same on every gateway: aggregate with max.
+ */
+function addBacklog(registry: Registry, source: MetricsSource): void {
+  const backlog = source.clusterBacklog?.bind(source);
+  if (backlog) {
+    let last: Promise<StreamBacklog[]> | undefined;
+    // One Redis round trip per scrape, shared by the four gauges.
+    const read = () => {
+      last ??= backlog().catch(() => []).finally(() => { setImmediate(() => { last = undefined; }); });
+      return last;
+    };
+    const gauge = (name: string, help: string, value: (b: StreamBacklog) => number) => new Gauge({
+      name, help, labelNames: ['model'], registers: [registry],
+      async collect() {
+        this.reset();
+        for (const b of await read()) this.set({ model: b.model }, value(b));
+      },
+    });
+    gauge('triode_cluster_stream_entries', 'Entries in the model\'s request stream (waiting, and read but not acknowledged)', (b) => b.entries);
+    gauge('triode_cluster_waiting_requests', 'Requests in the model\'s stream that no worker has read yet', (b) => b.waiting);
+    gauge('triode_cluster_pending_requests', 'Requests a worker has read and not acknowledged (running, or held by a worker that died)', (b) => b.pending);
+    gauge('triode_cluster_oldest_pending_age_seconds', 'Age of the oldest request read and not acknowledged, in seconds', (b) => b.oldestPendingAgeSeconds);
+  }
+  const jobs = source.asyncJobCounts?.bind(source);
+  if (jobs) {
+    new Gauge({
+      name: 'triode_async_jobs', help: 'Async jobs kept in Redis, by state', labelNames: ['state'], registers: [registry],
+      async collect() {
+        this.reset();
+        for (const [state, n] of Object.entries(await jobs().catch(() => ({})))) this.set({ state }, n);
+      },
+    });
+  }
 }
 
 /** Summaries (µs) and the first-response histogram (ms), fed with each request's latencies. */

@@ -13,6 +13,7 @@ import {
   ClusterAuth, ClusterKeys, Errors, echo, isErrorCode, FrameReader, MAC_BYTES, MAX_AUTH_FRAME_BYTES, TriodeError, checkModelName, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
   type Backplane, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type StreamEntries, type WorkerRecord,
+  type ClusterWorkerInfo, type StreamBacklog, clusterWorkerInfo, fieldsOf,
 } from '@triode/core';
 
 /** Options of a RedisBackplane. */
@@ -430,6 +431,44 @@ export class RedisBackplane implements Backplane {
       }
     }
     return [...rows.values()].filter((r) => !readyOnly || r.state === 'READY').sort((a, b) => a.name.localeCompare(b.name) || Number(a.version ?? 0) - Number(b.version ?? 0));
+  }
+
+  /** The live workers: id, host, device, what they have loaded and what they hold now. */
+  async clusterWorkers(): Promise<ClusterWorkerInfo[]> {
+    return (await this.#registry()).map(clusterWorkerInfo).sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  /**
+   * Each served model's request stream as an autoscaler sees it: entries, not yet read (the
+   * group's lag), read and not acknowledged, and the age of the oldest of those. One pipeline
+   * per scrape; a model's per-worker sequence streams are not included.
+   */
+  async backlog(): Promise<StreamBacklog[]> {
+    const models = [...new Set((await this.#registry()).flatMap((w) => w.models.map((m) => m.name)))].sort();
+    if (models.length === 0) return [];
+    const p = this.#cmd.pipeline();
+    for (const m of models) {
+      const key = this.#keys.requests(m);
+      p.xlen(key);
+      p.xinfo('GROUPS', key);
+      p.xpending(key, this.#keys.group);
+    }
+    const answers = (await p.exec()) ?? [];
+    const now = Date.now();
+    return models.map((model, i) => {
+      const [lenErr, len] = answers[i * 3] ?? [];
+      const [groupsErr, groups] = answers[i * 3 + 1] ?? [];
+      const [pendingErr, pending] = answers[i * 3 + 2] ?? [];
+      const entries = lenErr ? 0 : Number(len ?? 0);
+      const group = groupsErr ? undefined : ((groups ?? []) as unknown[][]).map(fieldsOf).find((g) => String(g['name']) === this.#keys.group);
+      const summary = (pendingErr ? undefined : pending) as [number, string | null, string | null, unknown] | undefined;
+      const held = summary ? Number(summary[0]) : 0;
+      const oldest = summary?.[1] ? Number(summary[1].split('-')[0]) : undefined;
+      // lag is Redis 7's count of entries the group has not read (null when Redis cannot tell).
+      const lag = group?.['lag'];
+      const waiting = typeof lag === 'number' ? lag : Math.max(0, entries - held);
+      return { model, entries, waiting, pending: held, oldestPendingAgeSeconds: oldest !== undefined && oldest <= now ? (now - oldest) / 1000 : 0 };
+    });
   }
 
   /**
