@@ -48,6 +48,12 @@ export interface SessionSettings {
   enableMemPattern: boolean;
   /** ORT session config entries (`session.intra_op.allow_spinning`, ...). */
   configEntries: Record<string, string>;
+  /**
+   * When one run grows the process's memory by more than this many bytes (an outsized request
+   * grew the session's memory arena, which onnxruntime never gives back), the session is made
+   * anew after it, so the memory returns. 0: never.
+   */
+  arenaResetBytes: number;
 }
 
 /** The answer to an ExecuteTask: the batch's responses, or the error that failed the whole batch. */

@@ -66,7 +66,9 @@ describe('session settings', () => {
       optimization: { graph: { level: -1 } },
       parameters: { intra_op_thread_count: { string_value: '2' }, inter_op_thread_count: { string_value: '3' }, execution_mode: { string_value: '1' }, 'session.intra_op.allow_spinning': { string_value: '0' }, enable_mem_arena: { string_value: '0' } },
     });
-    expect(s).toEqual({ intraOpNumThreads: 2, interOpNumThreads: 3, executionMode: 'parallel', graphOptimizationLevel: 'basic', enableCpuMemArena: false, enableMemPattern: true, configEntries: { 'session.intra_op.allow_spinning': '0' } });
+    expect(s).toEqual({ intraOpNumThreads: 2, interOpNumThreads: 3, executionMode: 'parallel', graphOptimizationLevel: 'basic', enableCpuMemArena: false, enableMemPattern: true, configEntries: { 'session.intra_op.allow_spinning': '0' }, arenaResetBytes: 1024 * 1024 * 1024 });
+    expect(sessionSettings({ parameters: { arena_reset_bytes: { string_value: '0' } } }).arenaResetBytes).toBe(0);
+    expect(sessionSettings({ parameters: { arena_reset_bytes: { string_value: '1048576' } } }).arenaResetBytes).toBe(1048576);
     expect(sessionSettings({}).intraOpNumThreads).toBe(1);
     expect(() => sessionSettings({ name: 'm', parameters: { intra_op_thread_count: { string_value: 'x' } } })).toThrow("parameter 'intra_op_thread_count' of model 'm' must be a non-negative integer, got 'x'");
   });

@@ -11,10 +11,30 @@ import type { ExecuteReply, ExecuteResult, ExecuteTask, LoadReply, SessionSettin
 import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
 
 let session: ort.InferenceSession | undefined;
+/** What the session was made from, to make it anew (see SessionSettings.arenaResetBytes). */
+let made: { file: string; settings: SessionSettings } | undefined;
 const decoder = new TextDecoder();
+
+/**
+ * Makes the session anew: onnxruntime keeps what its CPU memory arena grew to (one outsized
+ * request grew it by gigabytes) until the session is released. Done before the reply, not after
+ * it: between tasks piscina blocks this thread (Atomics.wait), so deferred work would not run.
+ * A failure leaves no session: the next run answers UNAVAILABLE.
+ */
+async function remake(): Promise<void> {
+  const m = made;
+  if (!m) return;
+  try {
+    await load(m.file, m.settings);
+  } catch {
+    session = undefined;
+  }
+}
 
 async function load(file: string, s: SessionSettings): Promise<LoadReply> {
   if (session) await session.release();
+  session = undefined;
+  made = { file, settings: s };
   const options: ort.InferenceSession.SessionOptions = {
     intraOpNumThreads: s.intraOpNumThreads,
     interOpNumThreads: s.interOpNumThreads,
@@ -105,6 +125,7 @@ function split(out: WireTensor, sizes: number[]): WireTensor[] {
 
 async function execute(task: ExecuteTask): Promise<ExecuteResult> {
   if (!session) throw new TriodeError('UNAVAILABLE', 'the instance has no session (model not loaded)');
+  const rssBefore = process.memoryUsage.rss();
   const t0 = performance.now();
   const feeds: Record<string, ort.Tensor> = {};
   const reqs = task.requests;
@@ -126,6 +147,8 @@ async function execute(task: ExecuteTask): Promise<ExecuteResult> {
     parts.forEach((p, i) => perRequest[i]!.push(p));
   }
   const t3 = performance.now();
+  const limit = made?.settings.arenaResetBytes ?? 0;
+  if (limit > 0 && process.memoryUsage.rss() - rssBefore > limit) await remake();
   for (const r of perRequest) for (const t of r) transfer.add(t.data.buffer);
   const reply: ExecuteResult = {
     responses: perRequest.map((outputs) => ({ outputs })),
@@ -153,6 +176,7 @@ export default async function handle(task: ThreadTask): Promise<ExecuteReply | L
     case 'unload':
       await session?.release();
       session = undefined;
+      made = undefined;
       return { ok: true };
   }
 }
