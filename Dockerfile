@@ -1,5 +1,5 @@
 # One image for every role: `triode serve` (embedded), `triode gateway`, `triode worker`.
-FROM node:20-bookworm-slim
+FROM node:22-bookworm-slim
 WORKDIR /app
 COPY . .
 # The postinstall script copies the example models from npm packages and builds the workspaces.

@@ -29,9 +29,12 @@ export interface Child {
   stop(graceMs?: number): Promise<number | null>;
 }
 
-/** Spawns `triode <args>` and waits until its output matches `ready` (default: the HTTP service line). */
-export async function startTriode(args: string[], ready: RegExp = /Started HTTPService at/, timeoutMs = 60_000): Promise<Child> {
-  const proc = spawn(process.execPath, [TRIODE_BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Spawns `triode <args>` and waits until its output matches `ready` (default: the HTTP service line).
+ * @param env variables added to this process's environment for the child
+ */
+export async function startTriode(args: string[], ready: RegExp = /Started HTTPService at/, timeoutMs = 60_000, env: Record<string, string> = {}): Promise<Child> {
+  const proc = spawn(process.execPath, [TRIODE_BIN, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let out = '';
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   const child: Child = {

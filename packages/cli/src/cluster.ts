@@ -15,6 +15,15 @@ import { logStream } from './log-file.js';
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
+/**
+ * `--redis <url>`, or the environment's TRIODE_REDIS_URL: a URL with a password (or a `rediss://`
+ * one) can then come from a secret instead of the command line, where `ps` shows it.
+ */
+function redisOption(): Option {
+  return new Option('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379, redis://user:password@host:6379/0, rediss://... (default: env TRIODE_REDIS_URL)')
+    .env('TRIODE_REDIS_URL').makeOptionMandatory();
+}
+
 /** The name prefix of a gateway's metric families (Triton's `nv_inference_*` are the workers'). */
 const GATEWAY_METRICS_PREFIX = 'triode_gateway_';
 
@@ -69,7 +78,7 @@ const CLUSTER_SECRET_HELP = 'shared secret with which gateways and workers sign 
 export function addClusterCommands(program: Command): void {
   addProcessFlags(addGrpcFlags(program.command('gateway')
     .description('serve HTTP and gRPC in front of a cluster of workers (cluster mode)')), 'gateway\'s frontend')
-    .requiredOption('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379')
+    .addOption(redisOption())
     .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
     .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
@@ -160,7 +169,7 @@ export function addClusterCommands(program: Command): void {
 
   addProcessFlags(program.command('worker')
     .description('load a model repository and serve requests from Redis (cluster mode)'), 'worker\'s Prometheus')
-    .requiredOption('--redis <url>', 'Redis URL, e.g. redis://127.0.0.1:6379')
+    .addOption(redisOption())
     .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
     .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
     .option('--worker-id <id>', 'this worker\'s name in the cluster (default: random)')
