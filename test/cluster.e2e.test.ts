@@ -232,6 +232,11 @@ describe('cluster: async inference (BullMQ)', () => {
     expect(((await res.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual(new Array(16).fill(42));
 
     // What /infer refuses at once is refused before queueing, with /infer's status and message.
+    // A model name that is a path is refused before anything reaches Redis (issue #14).
+    for (const hostile of ['..%2Fescape', 'a%2Fb', 'a%00b', 'x'.repeat(300)]) {
+      const h = await fetch(`${g}/v2/models/${hostile}/infer_async`, { method: 'POST', body: simpleBody(1) });
+      expect(h.status, hostile).toBe(400);
+    }
     const unknown = await fetch(`${g}/v2/models/nope/infer_async`, { method: 'POST', body: simpleBody(1) });
     expect(unknown.status).toBe(404);
     expect((await unknown.json() as { error: string }).error).toBe("Request for unknown model: 'nope' is not found");

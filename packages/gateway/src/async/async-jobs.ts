@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
 import {
-  ClusterAuth, Errors, TriodeError, checkModelName, decodeReply, decodeRequest, echo, encodeReply, encodeRequest, normalizeRequest, settleWithin,
+  ClusterAuth, Errors, TriodeError, checkModelName, decodeReply, decodeRequest, echo, encodeReply, encodeRequest, isErrorCode, normalizeRequest, settleWithin,
   type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
 } from '@triode/core';
 import type { OutputEncoding } from '../http/infer-codec.js';
@@ -65,8 +65,7 @@ interface JobResult {
   sig?: string;
 }
 
-const ERROR_CODES: readonly string[] = ['UNKNOWN', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARG', 'UNAVAILABLE', 'UNSUPPORTED', 'ALREADY_EXISTS', 'CANCELLED'] satisfies ErrorCode[];
-const errorCode = (c: unknown): ErrorCode => (typeof c === 'string' && ERROR_CODES.includes(c) ? c as ErrorCode : 'INTERNAL');
+const errorCode = (c: unknown): ErrorCode => (isErrorCode(c) ? c : 'INTERNAL');
 
 /** BullMQ's connection options from a redis:// or rediss:// URL (user, password, database, TLS). */
 export function connection(url: string): { host: string; port: number; username?: string; password?: string; db?: number; tls?: { servername?: string }; maxRetriesPerRequest: null } {

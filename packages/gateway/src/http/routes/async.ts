@@ -13,7 +13,7 @@ import { modelPaths } from './model-params.js';
 const noJobs = () => Errors.unsupported('async inference needs cluster mode: start a gateway with --redis (triode gateway)');
 
 /** The async routes; `jobs` absent (embedded mode) answers 501. */
-export function asyncRoutes({ backplane, maxInputSize }: HttpDeps, jobs?: AsyncJobs): Hono {
+export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize }: HttpDeps, jobs?: AsyncJobs): Hono {
   const app = new Hono();
   for (const path of modelPaths('/infer_async')) {
     app.post(path, async (c) => {
@@ -35,7 +35,7 @@ export function asyncRoutes({ backplane, maxInputSize }: HttpDeps, jobs?: AsyncJ
   app.get('/v2/jobs/:id/result', async (c) => {
     if (!jobs) throw noJobs();
     const { response, encoding } = await jobs.result(c.req.param('id'));
-    return writeInferResponse(c, response, encoding);
+    return writeInferResponse(c, response, encoding, maxJsonOutputSize);
   });
   app.delete('/v2/jobs/:id', async (c) => {
     if (!jobs) throw noJobs();
