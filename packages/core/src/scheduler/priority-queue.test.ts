@@ -58,4 +58,14 @@ describe('PriorityQueue', () => {
     none.enqueue(d, 0, 0, 10);
     expect(d.deadlineNs).toBe(0);
   });
+
+  it('counts a timeout from when the request reached the server (a cluster gateway), not from when it reached this queue', () => {
+    const q = new PriorityQueue<I & { delayFromNs?: number }>({ default_queue_policy: { default_timeout_microseconds: 1000 } });
+    const queuedAtGateway = { ...item(1), delayFromNs: 400_000 };
+    q.enqueue(queuedAtGateway, 900_000);
+    expect(queuedAtGateway.deadlineNs).toBe(1_400_000);
+    const local = item(2);
+    q.enqueue(local, 900_000);
+    expect(local.deadlineNs).toBe(1_900_000);
+  });
 });

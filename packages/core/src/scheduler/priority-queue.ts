@@ -9,6 +9,8 @@ import type { ModelDynamicBatching, ModelQueuePolicy } from '../model-config/mod
 export interface QueueItem {
   /** Absolute deadline in ns (Clock.nowNs), or 0 for none. Set by `enqueue`. */
   deadlineNs: number;
+  /** When the request reached the server, if before it reached this queue (Clock.nowNs). */
+  delayFromNs?: number;
 }
 
 interface Level<T> {
@@ -67,7 +69,9 @@ export class PriorityQueue<T extends QueueItem> {
     // Triton applies a request timeout only when overriding is allowed and it is shorter than the
     // level's (with no level timeout, the request's is ignored): scheduler_utils.cc PolicyQueue::Enqueue.
     if (allow_timeout_override && timeoutUs > 0 && timeoutUs < timeout) timeout = timeoutUs;
-    item.deadlineNs = timeout > 0 ? nowNs + timeout * 1000 : 0;
+    // From when the request reached the server: in the cluster, when the gateway queued it
+    // (delayFromNs), so time spent in Redis counts against the timeout as it would in one process.
+    item.deadlineNs = timeout > 0 ? (item.delayFromNs ?? nowNs) + timeout * 1000 : 0;
     level.queue.push(item);
     this.#size++;
   }
