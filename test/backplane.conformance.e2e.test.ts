@@ -20,7 +20,7 @@ runBackplaneCases({
       startupModels: ['*'],
       logger: silentLogger,
     });
-    return { backplane: new LocalBackplane(server), stop: () => server.stop(5000) };
+    return { backplane: new LocalBackplane(server), stop: async () => { await server.stop(5000); } };
   },
 });
 

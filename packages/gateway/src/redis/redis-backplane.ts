@@ -606,16 +606,18 @@ export class RedisBackplane implements Backplane {
     const id = randomUUID();
     const key = this.#keys.controlReplies(id);
     try {
-      await this.#cmd.publish(this.#keys.control, this.auth.signText('control', JSON.stringify({ id, ts: Date.now(), action, model: name, ...extra })));
       const answers = new Map<string, { code: string; message: string } | undefined>();
       const end = Date.now() + timeoutMs;
-      let seen = 0;
-      while (answers.size < workers.length && Date.now() < end) {
-        await new Promise((r) => setTimeout(r, 50));
-        const raws = await this.#cmd.lrange(key, seen, -1);
-        seen += raws.length;
-        for (const raw of raws) {
-          const text = this.auth.openText('control-reply', raw, 'answer to a control message');
+      // Answers are waited for, not polled: a connection of its own blocks on the answer list
+      // (control commands are rare, and a blocking pop would stall every other command on #cmd).
+      const listen = this.#cmd.duplicate({ enableOfflineQueue: true });
+      listen.on('error', () => undefined);
+      try {
+        await this.#cmd.publish(this.#keys.control, this.auth.signText('control', JSON.stringify({ id, ts: Date.now(), action, model: name, ...extra })));
+        while (answers.size < workers.length && Date.now() < end) {
+          const popped = await listen.blpop(key, Math.max(0.01, Math.min(1, (end - Date.now()) / 1000)));
+          if (!popped) continue;
+          const text = this.auth.openText('control-reply', popped[1], 'answer to a control message');
           if (text === undefined) continue;
           let a: { id?: string; workerId: string; error?: { code: string; message: string } };
           try {
@@ -626,13 +628,18 @@ export class RedisBackplane implements Backplane {
           if (a.id !== undefined && a.id !== id) continue;
           answers.set(a.workerId, a.error);
         }
+      } finally {
+        listen.disconnect();
       }
       const failed = [...answers.entries()].filter((e): e is [string, { code: string; message: string }] => e[1] !== undefined);
       if (failed.length > 0) {
         for (const [w, e] of failed) this.#opts.logger?.warning(`worker ${w} failed to ${action} '${name}': ${e.message}`);
         const first = failed[0]![1];
         const code = (isErrorCode(first.code) ? first.code : 'INTERNAL');
-        throw new TriodeError(code, [...new Set(failed.map(([, e]) => String(e.message)))].join('; '));
+        const message = [...new Set(failed.map(([, e]) => String(e.message)))].join('; ');
+        // Every worker failed alike: the embedded server's answer as it is. Some did: which ones.
+        const which = failed.length < workers.length ? ` (on ${failed.length} of ${workers.length} workers: ${failed.map(([w]) => echo(w, 64)).join(', ')})` : '';
+        throw new TriodeError(code, message + which);
       }
       if (answers.size < workers.length) {
         throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${workers.length - answers.size} of ${workers.length} workers did not answer within ${timeoutMs / 1000} s`);
