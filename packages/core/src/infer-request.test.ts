@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CancelToken, normalizeRequest, schedulePolicyParams, type InferenceRequest } from './infer-request.js';
+import { CancelToken, applyReshape, normalizeRequest, schedulePolicyParams, type InferenceRequest } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 
@@ -79,6 +79,23 @@ describe('normalizeRequest()', () => {
     expect(r.inputs[0]!.shape).toEqual([2, 3, 2]);
   });
 
+  it('reshapes an input by position: the variable dims of dims fill those of reshape (Triton\'s Normalize)', () => {
+    const cfg: ModelConfig = { name: 'r', max_batch_size: 0, input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [-1, 6, -1], reshape: { shape: [-1, 2, 3, -1] } }], output: [] };
+    const r: InferenceRequest = { modelName: 'r', inputs: [{ name: 'x', datatype: 'FP32', shape: [4, 6, 5], data: new Float32Array(120) }] };
+    normalizeRequest(r, cfg);
+    expect(r.inputs[0]!.shape).toEqual([4, 2, 3, 5]);
+  });
+
+  it('leaves an input that already has the reshaped shape as it is, and reshapes one in dims\' shape', () => {
+    const cfg: ModelConfig = { name: 'r', max_batch_size: 4, input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [4, 2], reshape: { shape: [8] } }], output: [] };
+    const r: InferenceRequest = { modelName: 'r', inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 8], data: new Float32Array(16) }] };
+    normalizeRequest(r, cfg);
+    expect(r.inputs[0]!.shape).toEqual([2, 8]);
+    const given: InferenceRequest = { modelName: 'r', inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 4, 2], data: new Float32Array(16) }] };
+    normalizeRequest(given, cfg);
+    expect(given.inputs[0]!.shape).toEqual([2, 8]);
+  });
+
   it('lets optional inputs be left out', () => {
     const cfg: ModelConfig = { ...simple, input: [simple.input![0]!, { ...simple.input![1]!, optional: true }] };
     const r = req();
@@ -128,5 +145,31 @@ describe('CancelToken', () => {
     t.cancel();
     t.cancel();
     expect([t.aborted, a, b]).toEqual([true, 1, 0]);
+  });
+});
+
+describe('applyReshape', () => {
+  it('output: the batch dim plus dims, from the backend\'s reshape.shape (Triton\'s Output::Reshape)', () => {
+    expect(applyReshape([3, 16], [16], [2, 8], true)).toEqual([3, 2, 8]);
+    expect(applyReshape([1, 16], [16], [2, 8], true)).toEqual([1, 2, 8]);
+    expect(applyReshape([16], [16], [2, 8], false)).toEqual([2, 8]);
+  });
+
+  it('fills variable dims in order from the backend\'s shape', () => {
+    expect(applyReshape([2, 5, 4], [-1, 4], [-1, 2, 2], true)).toEqual([2, 5, 2, 2]);
+    expect(applyReshape([4, 2, 3, 5], [-1, 2, 3, -1], [-1, 6, -1], false)).toEqual([4, 6, 5]);
+  });
+
+  it('a scalar reshape (shape []) of a batching model gives dims back per batch item', () => {
+    expect(applyReshape([3], [], [1], true)).toEqual([3, 1]);
+  });
+
+  it('a backend shape in another form with the same elements is read by its element count', () => {
+    expect(applyReshape([2, 2, 8], [16], [-1, 8], true)).toEqual([2, 2, 8]);
+    expect(applyReshape([1, 2, 8], [16], [2, 8], true)).toEqual([1, 2, 8]);
+  });
+
+  it('refuses a shape whose element count no dims of that form can hold (INTERNAL)', () => {
+    expect(() => applyReshape([1, 15], [16], [2, 8], true)).toThrow(expect.objectContaining({ code: 'INTERNAL', message: 'cannot reshape [1,15] from [16] to [2,8]: the element counts differ' }));
   });
 });

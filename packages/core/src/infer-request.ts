@@ -138,10 +138,13 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
     const dims = cfg.dims ?? [];
     const expected = mbs > 0 ? [-1, ...dims] : dims;
     let shapeOk = t.shape.length === expected.length && expected.every((d, i) => d === -1 || d === t.shape[i]);
+    /** True when the request already gave the shape the model sees (no reshape left to do). */
+    let givenReshaped = false;
     if (cfg.reshape && !shapeOk) {
       // A request may also give the reshaped shape (Triton accepts both).
       const alt = mbs > 0 ? [-1, ...(cfg.reshape.shape ?? [])] : cfg.reshape.shape ?? [];
       shapeOk = t.shape.length === alt.length && alt.every((d, i) => d === -1 || d === t.shape[i]);
+      givenReshaped = shapeOk;
     }
     if (!shapeOk) {
       const note = mbs > 0
@@ -172,7 +175,7 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
         throw Errors.invalidArg(`input byte size mismatch for input '${echo(t.name)}' for model '${model}'. Expected ${want}, got ${t.data.byteLength}`);
       }
     }
-    if (cfg.reshape) t.shape = applyReshape(t.shape, cfg.reshape.shape ?? [], mbs > 0);
+    if (cfg.reshape && !givenReshaped) t.shape = applyReshape(t.shape, dims, cfg.reshape.shape ?? [], mbs > 0);
   }
 
   const missing = (config.input ?? []).filter((i) => !seen.has(i.name) && !i.optional).map((i) => i.name);
@@ -198,13 +201,35 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
   return batch;
 }
 
-/** The shape the model sees: `reshape` with its -1 dims filled from the request's element count. */
-function applyReshape(shape: readonly number[], reshape: readonly number[], batching: boolean): number[] {
+/**
+ * A shape written against the dims `from`, rewritten against the dims `to` (Triton's `reshape`):
+ * the values of `from`'s variable-size (-1) dims fill `to`'s, in order; with `batching` the first
+ * dim is the batch dim and is kept. Inputs go from `dims` to `reshape.shape` (the shape the model
+ * sees), outputs from `reshape.shape` to `dims` (the shape clients see). When `shape` is not in
+ * `from`'s form (a backend that gave another shape with the same elements), a single -1 of `to` is
+ * filled from the element count.
+ * @throws TriodeError INTERNAL when no shape of `to`'s form holds the same elements.
+ * Triton: InferenceRequest::Normalize (inputs), InferenceResponse::Output::Reshape (outputs)
+ * @example applyReshape([3, 16], [16], [2, 8], true) // [3, 2, 8]: a batch of 3, each [16] seen as [2, 8]
+ */
+export function applyReshape(shape: readonly number[], from: readonly number[], to: readonly number[], batching: boolean): number[] {
   const body = batching ? shape.slice(1) : [...shape];
-  const total = elementCount(body);
-  const known = reshape.reduce((a, d) => (d === -1 ? a : a * d), 1);
-  const filled = reshape.map((d) => (d === -1 ? (known === 0 ? 0 : total / known) : d));
-  return batching ? [shape[0]!, ...filled] : filled;
+  const wildcards = to.filter((d) => d === -1).length;
+  let out: number[] | undefined;
+  if (body.length === from.length) {
+    const values = body.filter((_d, i) => from[i] === -1);
+    if (values.length === wildcards) out = to.map((d) => (d === -1 ? values.shift()! : d));
+    if (out && elementCount(out) !== elementCount(body)) out = undefined;
+  }
+  if (!out && wildcards <= 1) {
+    const known = to.reduce((a, d) => (d === -1 ? a : a * d), 1);
+    const total = elementCount(body);
+    out = to.map((d) => (d === -1 ? (known === 0 ? 0 : total / known) : d));
+  }
+  if (!out || elementCount(out) !== elementCount(body) || out.some((d) => !Number.isSafeInteger(d) || d < 0)) {
+    throw Errors.internal(`cannot reshape [${shape.join(',')}] from [${from.join(',')}] to [${to.join(',')}]: the element counts differ`);
+  }
+  return batching ? [shape[0]!, ...out] : out;
 }
 
 /** A non-negative integer parameter (number, bigint or decimal string), or undefined when absent. */

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -79,6 +79,118 @@ describe('model warmup', () => {
       expect(row.reason).toContain('warmup sample failed: seven');
     } finally {
       await s.stop(1000);
+    }
+  });
+
+  it('runs each sample count times on every instance (count: 3), all before the model is READY', async () => {
+    const perInstance = [0, 0, 0];
+    const readyAt: boolean[] = [];
+    const holder: { s?: InferenceServer } = {};
+    const backend: Backend = {
+      name: 'rec',
+      async modelInitialize() {
+        return {
+          async instanceInitialize(_group, index) {
+            return {
+              async execute(requests: ExecuteRequest[]) {
+                readyAt.push(holder.s?.modelReady('m') ?? false);
+                perInstance[index]! += requests.length;
+                return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) };
+              },
+              async finalize() {},
+            };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const root = repo('model_warmup [ { name: "a" batch_size: 1 count: 2 inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [ 2 ] zero_data: true } } }, { name: "b" batch_size: 3 inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [ 2 ] random_data: true } } } ]');
+    writeFileSync(join(root, 'm', 'config.pbtxt'), readFileSync(join(root, 'm', 'config.pbtxt'), 'utf8').replace('instance_group { count: 1 kind: KIND_CPU }', 'instance_group { count: 3 kind: KIND_CPU }'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [backend] });
+    holder.s = s;
+    try {
+      expect(s.modelReady('m')).toBe(true);
+      // 2 + 1 warmup requests on each of the 3 instances.
+      expect(perInstance).toEqual([3, 3, 3]);
+      expect(readyAt).toHaveLength(9);
+      expect(readyAt.every((r) => r === false)).toBe(true);
+      // Warmup does not count in the model's statistics.
+      expect(s.modelStatistics('m')[0]!.inference_count).toBe(0);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('a sample that fails on one instance only makes the model UNAVAILABLE', async () => {
+    const backend: Backend = {
+      name: 'rec',
+      async modelInitialize() {
+        return {
+          async instanceInitialize(_group, index) {
+            return {
+              async execute(requests: ExecuteRequest[]) {
+                if (index === 2) throw new Error(`instance ${index} is broken`);
+                return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) };
+              },
+              async finalize() {},
+            };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const root = repo('model_warmup { name: "z" batch_size: 1 inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [ 2 ] zero_data: true } } }');
+    writeFileSync(join(root, 'm', 'config.pbtxt'), readFileSync(join(root, 'm', 'config.pbtxt'), 'utf8').replace('count: 1 kind', 'count: 3 kind'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [backend] });
+    try {
+      const row = s.repositoryIndex()[0]!;
+      expect(row.state).toBe('UNAVAILABLE');
+      expect(row.reason).toContain('warmup sample failed: instance 2 is broken');
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('warms a sequence model with one whole sequence (START and END) per instance, and a decoupled model until its final response', async () => {
+    const controls: number[][] = [];
+    let finals = 0;
+    const backend: Backend = {
+      name: 'rec',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return {
+              async execute(requests: ExecuteRequest[]) {
+                for (const r of requests) {
+                  const flags = ['START', 'END'].map((n) => r.inputs.find((t) => t.name === n)).filter((t) => t).map((t) => Number(t!.data[0]));
+                  if (flags.length) controls.push(flags);
+                  if (r.respond) {
+                    // Answers later, as a decoupled model may: warmup waits for the final response.
+                    setTimeout(() => { finals++; r.respond!({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] }, true); }, 5);
+                  }
+                }
+                return { responses: requests.map((r) => (r.respond ? { outputs: [] } : { outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) };
+              },
+              async finalize() {},
+            };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const sample = 'model_warmup { name: "z" batch_size: 1 inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [ 2 ] zero_data: true } } }';
+    const seq = repo(`${sample}\nsequence_batching { control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }, { name: "END" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ] }`);
+    writeFileSync(join(seq, 'm', 'config.pbtxt'), readFileSync(join(seq, 'm', 'config.pbtxt'), 'utf8').replace('count: 1 kind', 'count: 2 kind'));
+    const dec = repo(`${sample}\nmodel_transaction_policy { decoupled: true }`);
+    const a = await InferenceServer.create({ modelRepositories: [seq], backends: [backend] });
+    const b = await InferenceServer.create({ modelRepositories: [dec], backends: [backend] });
+    try {
+      expect(a.modelReady('m')).toBe(true);
+      expect(controls).toEqual([[1, 1], [1, 1]]);
+      expect(b.modelReady('m')).toBe(true);
+      expect(finals).toBe(1);
+    } finally {
+      await Promise.all([a.stop(1000), b.stop(1000)]);
     }
   });
 });

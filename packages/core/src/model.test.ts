@@ -229,3 +229,74 @@ describe('response cache', () => {
     expect(executions.flat().slice(-2)).toEqual([1, 1]);
   });
 });
+
+/**
+ * A backend named "flat" that sees every input as the config's `reshape.shape` and answers in that
+ * shape: OUT = IN, shape as received (what an ONNX graph with a flat output does).
+ */
+function flatBackend(seen: number[][]): Backend {
+  return {
+    name: 'flat',
+    async modelInitialize() {
+      return {
+        async instanceInitialize() {
+          return {
+            async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+              return {
+                responses: requests.map((r) => {
+                  const input = r.inputs[0]!;
+                  seen.push([...input.shape]);
+                  return { outputs: [{ name: 'OUT', datatype: 'INT32' as const, shape: [...input.shape], data: input.data }] };
+                }),
+              };
+            },
+            async finalize() {},
+          };
+        },
+        async finalize() {},
+      };
+    },
+  };
+}
+
+async function serveFlat(config: string, seen: number[][]): Promise<InferenceServer> {
+  const repo = mkdtempSync(join(tmpdir(), 'triode-reshape-'));
+  mkdirSync(join(repo, 'm', '1'), { recursive: true });
+  writeFileSync(join(repo, 'm', 'config.pbtxt'), `backend: "flat"\n${config}`);
+  const s = await InferenceServer.create({ modelRepositories: [repo], backends: [flatBackend(seen)] });
+  servers.push(s);
+  const row = s.repositoryIndex()[0]!;
+  if (row.state !== 'READY') throw new Error(row.reason);
+  return s;
+}
+
+describe('ModelVersion output reshape (Triton: the backend makes reshape.shape, clients see dims)', () => {
+  it('answers [batch, ...dims] for an output the model makes as [batch, 16], as metadata says', async () => {
+    const seen: number[][] = [];
+    const s = await serveFlat('max_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 2, 8 ] reshape { shape: [ 16 ] } }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 2, 8 ] reshape { shape: [ 16 ] } }', seen);
+    expect(s.modelMetadata('m').outputs[0]!.shape).toEqual([-1, 2, 8]);
+    const data = Int32Array.from({ length: 32 }, (_, i) => i);
+    const one = await s.infer({ modelName: 'm', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 2, 8], data: data.slice(0, 16) }] });
+    expect(one.outputs[0]!.shape).toEqual([1, 2, 8]);
+    const two = await s.infer({ modelName: 'm', inputs: [{ name: 'IN', datatype: 'INT32', shape: [2, 2, 8], data }] });
+    expect(two.outputs[0]!.shape).toEqual([2, 2, 8]);
+    expect(Array.from(two.outputs[0]!.data as Int32Array)).toEqual(Array.from(data));
+    // The backend saw the reshaped inputs.
+    expect(seen).toEqual([[1, 16], [2, 16]]);
+  });
+
+  it('fills a variable dim of dims from the backend\'s shape (no batching)', async () => {
+    const seen: number[][] = [];
+    const s = await serveFlat('max_batch_size: 0\ninput { name: "IN" data_type: TYPE_INT32 dims: [ -1, 2, 2 ] reshape { shape: [ -1, 4 ] } }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ -1, 2, 2 ] reshape { shape: [ -1, 4 ] } }', seen);
+    const r = await s.infer({ modelName: 'm', inputs: [{ name: 'IN', datatype: 'INT32', shape: [3, 2, 2], data: new Int32Array(12) }] });
+    expect(seen).toEqual([[3, 4]]);
+    expect(r.outputs[0]!.shape).toEqual([3, 2, 2]);
+  });
+
+  it('a classification request reads the reshaped output', async () => {
+    const s = await serveFlat('max_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } }', []);
+    const r = await s.infer({ modelName: 'm', outputs: [{ name: 'OUT', classCount: 1 }], inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 4], data: Int32Array.of(1, 9, 3, 4) }] });
+    expect(r.outputs[0]!.shape).toEqual([1, 1]);
+    expect(new TextDecoder().decode(r.outputs[0]!.data as Uint8Array)).toMatch(/9[.0-9]*:1$/);
+  });
+});

@@ -6,7 +6,7 @@ import type { Backend, BackendModel, BackendModelInstance, ExecuteRequest, Execu
 import { classify } from './classification.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
-import { normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
+import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { readLabels } from './model-repository/repository-fs.js';
 import { DynamicBatchScheduler } from './scheduler/dynamic-batch-scheduler.js';
@@ -129,6 +129,8 @@ export class ModelVersion {
   readonly #scheduler: Scheduler<Pending>;
   readonly #clock: Clock;
   readonly #outputNames: string[];
+  /** Outputs with a `reshape`: the shape the backend makes (`reshape.shape`) and the one clients see (`dims`). */
+  readonly #outputReshapes: Map<string, { from: number[]; to: number[] }>;
   readonly #states: SequenceStates | undefined;
   readonly #order: ResponseOrder | undefined;
   #arrivals = 0;
@@ -142,6 +144,7 @@ export class ModelVersion {
     this.#instances = instances;
     this.#clock = clock;
     this.#outputNames = (ctx.config.output ?? []).map((o) => o.name);
+    this.#outputReshapes = new Map((ctx.config.output ?? []).filter((o) => o.reshape).map((o) => [o.name, { from: o.reshape?.shape ?? [], to: o.dims ?? [] }]));
     const sb = ctx.config.sequence_batching;
     this.#states = sb?.state?.length ? new SequenceStates(sb, (ctx.config.max_batch_size ?? 0) > 0) : undefined;
     this.#order = ctx.config.dynamic_batching?.preserve_ordering ? new ResponseOrder() : undefined;
@@ -486,13 +489,77 @@ export class ModelVersion {
     const out: Tensor[] = [];
     const requested = p.req.outputs?.length ? p.req.outputs : p.exec.outputNames.map((name) => ({ name, classCount: undefined }));
     for (const ro of requested) {
-      const t = byName.get(ro.name);
-      if (!t) throw Errors.internal(`backend did not produce output '${ro.name}' for model '${this.name}'`);
+      const made = byName.get(ro.name);
+      if (!made) throw Errors.internal(`backend did not produce output '${ro.name}' for model '${this.name}'`);
+      const t = this.#reshapeOutput(made, batching);
       out.push(ro.classCount ? classify(t, ro.classCount, batching, this.labels.get(ro.name)) : t);
     }
     const response: InferenceResponse = { modelName: this.name, modelVersion: String(this.version), outputs: out };
     if (p.req.id !== undefined) response.id = p.req.id;
     return response;
+  }
+
+  /**
+   * An output as clients see it: with a `reshape` in the config, the backend made it in
+   * `reshape.shape` and the response carries the batch dim (when batching) plus `dims`, their -1s
+   * filled from the backend's shape. The one place output reshape is applied, for every backend.
+   * Triton: InferenceResponse::Output::Reshape
+   */
+  #reshapeOutput(t: Tensor, batching: boolean): Tensor {
+    const r = this.#outputReshapes.get(t.name);
+    if (!r) return t;
+    try {
+      return { ...t, shape: applyReshape(t.shape, r.from, r.to, batching) };
+    } catch (err) {
+      throw Errors.internal(`output '${t.name}' of model '${this.name}': ${(err as Error).message}`, err);
+    }
+  }
+
+  /**
+   * Runs one warmup request on every instance, one instance after another, without the scheduler
+   * (Triton warms each instance itself before the model is READY). Rejects with the first
+   * instance's error; the outputs are checked as a response's would be, then dropped.
+   * Triton: TritonModelInstance::WarmUp (backend_model_instance.cc)
+   */
+  async warmup(req: InferenceRequest): Promise<void> {
+    const batchSize = normalizeRequest(req, this.config);
+    const sb = this.config.sequence_batching;
+    // A sequence model's sample is a whole sequence of one request (START and END), never kept.
+    const sequence: SequenceInfo = sb ? { key: 'warmup', correlationId: 0n, start: true, end: true } : NO_SEQUENCE;
+    for (const instance of this.#instances) {
+      const p: Pending = {
+        req,
+        exec: { inputs: req.inputs.map((t) => ({ ...t, owned: false })), outputNames: this.#outputNames, batchSize, parameters: {}, blsDepth: 0, blsChain: [this.name] },
+        batchSize: Math.max(batchSize, 1), shapeKey: '', enqueueNs: 0, deadlineNs: 0, priority: 0, timeoutUs: 0,
+        startNs: 0, sequence, seqNo: -1, resolve: () => undefined, reject: () => undefined,
+      };
+      try {
+        await this.#warmupOn(instance, this.#execRequest(p), p);
+      } finally {
+        this.#states?.drop(sequence.key);
+      }
+    }
+  }
+
+  async #warmupOn(instance: BackendModelInstance, exec: ExecuteRequest, p: Pending): Promise<void> {
+    if (this.decoupled) {
+      let failure: TriodeError | undefined;
+      let finished!: () => void;
+      const final = new Promise<void>((r) => { finished = r; });
+      await instance.execute([{ ...exec, respond: (r, last) => {
+        if (r?.error) failure ??= r.error;
+        else if (r) this.#respond(p, r.outputs);
+        if (last || r?.error) finished();
+      } }]);
+      await final;
+      if (failure) throw failure;
+      return;
+    }
+    const { responses } = await instance.execute([exec]);
+    const r = responses[0];
+    if (!r) throw Errors.internal(`backend returned no response for a warmup request of model '${this.name}'`);
+    if (r.error) throw r.error;
+    this.#respond(p, r.outputs);
   }
 
   /**

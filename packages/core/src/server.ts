@@ -16,10 +16,12 @@ import { warmupRequests } from './model-warmup.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from './model-config/normalize-model-config.js';
 import { validateModelConfig } from './model-config/validate-model-config.js';
+import { checkUnimplementedConfig } from './model-config/unimplemented-config.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
 import { pollFailure, removeOverride, writeOverrideFiles } from './model-repository/load-override.js';
 import { clientLoadMessage, loadFailed } from './model-repository/load-error.js';
 import { checkModelName } from './model-repository/model-name.js';
+import { runRepositoryAgents } from './model-repository/repository-agent.js';
 import { ResponseCache, type ResponseCacheStats } from './cache/response-cache.js';
 import { listVersionFiles, listVersions, readLabels, readModelConfig, scanRepositories, selectVersions } from './model-repository/repository-fs.js';
 import { silentLogger, type Logger } from './logger.js';
@@ -293,6 +295,8 @@ export class InferenceServer {
     const autoComplete = this.#opts.autoCompleteConfig;
     const config = override ? structuredClone(override) : readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
     if (!config.name) config.name = entry.name;
+    // Agents see the files before anything reads them (Triton: TRITONREPOAGENT_ACTION_LOAD).
+    runRepositoryAgents(config, entry.path);
     autoCompleteBackendFields(config, listVersionFiles(entry.path));
     const available = listVersions(entry.path);
     const backend = config.backend ? this.#backends.get(config.backend) : undefined;
@@ -311,6 +315,7 @@ export class InferenceServer {
     normalizeModelConfig(config);
     validateModelConfig(config, entry.name);
     this.#checkInstanceCount(entry.name, config);
+    for (const warning of checkUnimplementedConfig(config)) this.logger.warning(warning, { model: entry.name });
     return { config, versions: selectVersions(available, config.version_policy) };
   }
 
@@ -420,7 +425,8 @@ export class InferenceServer {
             // A fast model answers in microtasks only: yield so timers (the load timeout) and I/O run.
             await new Promise((r) => setImmediate(r));
             if (signal.aborted) return;
-            await model.infer({ ...req, modelVersion: version });
+            // Each sample runs on every instance, not through the scheduler (which would warm one).
+            await model.warmup({ ...req, modelVersion: version });
           }
         }
       })(), signal);

@@ -1,0 +1,78 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Backend } from '../backend-api.js';
+import type { Logger } from '../logger.js';
+import { InferenceServer } from '../server.js';
+import { normalizeModelConfig } from './normalize-model-config.js';
+import { parsePbtxt } from './pbtxt-parser.js';
+import { checkUnimplementedConfig } from './unimplemented-config.js';
+
+const BASE = 'name: "m" backend: "noop" max_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }\n';
+const check = (extra: string) => checkUnimplementedConfig(normalizeModelConfig(parsePbtxt(BASE + extra)));
+
+describe('checkUnimplementedConfig: no config field is ignored silently', () => {
+  it('a config of implemented fields only gets no warning', () => {
+    expect(check('dynamic_batching { } instance_group { count: 2 kind: KIND_CPU }')).toEqual([]);
+    // Normalization's own defaults (pinned memory flags) are not fields the user set.
+    expect(check('optimization { graph { level: 1 } input_pinned_memory { enable: true } }')).toEqual([]);
+  });
+
+  it.each([
+    ['instance_group { count: 1 rate_limiter { resources [ { name: "R1" count: 2 } ] priority: 2 } }', "instance_group[0].rate_limiter is not implemented by Triode and is ignored: Triode has no rate limiter"],
+    ['instance_group { count: 1 secondary_devices [ { kind: KIND_NVDLA device_id: 0 } ] }', 'instance_group[0].secondary_devices is not implemented by Triode and is ignored: the secondary devices (NVDLA) are not used'],
+    ['metric_tags { key: "team" value: "search" }', 'metric_tags is not implemented by Triode and is ignored: the model\'s metrics carry only the "model" and "version" labels'],
+    ['model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } histogram_options { buckets: [ 1, 2, 4 ] } } ] }', 'model_metrics is not implemented by Triode and is ignored: histogram buckets are server-wide (--metrics-config histogram_buckets=...)'],
+    ['instance_group { count: 1 passive: true }', 'instance_group[0].passive is not implemented by Triode'],
+    ['optimization { cuda { graphs: true } }', 'optimization.cuda is not implemented by Triode'],
+    ['optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }', 'optimization.execution_accelerators.cpu_execution_accelerator is not implemented by Triode'],
+    ['model_operations { op_library_filename: [ "libcustom.so" ] }', 'model_operations.op_library_filename is not implemented by Triode and is ignored: custom operation libraries are not loaded'],
+    ['default_model_filename: "model.onnx" cc_model_filenames { key: "7.5" value: "model_t4.onnx" }', 'cc_model_filenames is not implemented by Triode and is ignored: \'model.onnx\' is loaded whatever the GPU\'s compute capability'],
+  ])('warns for a hint it does not apply: %s', (extra, warning) => {
+    const warnings = check(extra);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`model 'm': ${warning}`);
+  });
+
+  it.each([
+    ['input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }', "model 'm' sets input 'R' allow_ragged_batch, which Triode does not support: Triode batches only requests of equal shapes"],
+    ['batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "INDEX" data_type: TYPE_FP32 source_input: "IN" } ]', "model 'm' sets batch_input, which Triode does not support"],
+    ['batch_output [ { target_name: "OUT" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "IN" } ]', "model 'm' sets batch_output, which Triode does not support"],
+  ])('refuses what would change the tensors the model sees (UNSUPPORTED): %s', (extra, message) => {
+    expect(() => check(extra)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED', message: expect.stringContaining(message) }));
+  });
+
+  it('allow_ragged_batch: false is the default and loads', () => {
+    expect(check('input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: false }')).toEqual([]);
+  });
+});
+
+describe('InferenceServer and fields Triode does not implement', () => {
+  const noop: Backend = {
+    name: 'noop',
+    async modelInitialize() {
+      return { async instanceInitialize() { return { async execute() { return { responses: [] }; }, async finalize() {} }; }, async finalize() {} };
+    },
+  };
+
+  it('loads a model with a hint and logs a warning naming the field; refuses ragged batching with the reason', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-unimpl-'));
+    for (const [name, extra] of [['hint', 'instance_group { count: 1 rate_limiter { priority: 2 } }'], ['ragged', 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_INT32 source_input: "IN" } ]']] as const) {
+      mkdirSync(join(root, name, '1'), { recursive: true });
+      writeFileSync(join(root, name, 'config.pbtxt'), BASE.replace('name: "m"', `name: "${name}"`) + extra);
+    }
+    const warnings: string[] = [];
+    const logger: Logger = { error() {}, info() {}, verbose() {}, warning: (msg) => { warnings.push(msg); } };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [noop], logger });
+    try {
+      expect(s.modelReady('hint')).toBe(true);
+      expect(warnings.some((w) => w.startsWith("model 'hint': instance_group[0].rate_limiter is not implemented by Triode and is ignored"))).toBe(true);
+      const row = s.repositoryIndex().find((r) => r.name === 'ragged')!;
+      expect(row.state).toBe('UNAVAILABLE');
+      expect(row.reason).toMatch(/^model 'ragged' sets batch_input, which Triode does not support/);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+});

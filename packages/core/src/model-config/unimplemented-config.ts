@@ -1,0 +1,77 @@
+/**
+ * @module Config fields Triton defines that Triode does not implement: none is ignored silently. A
+ * field whose absence changes only how fast or where a model runs (a hint) loads with a warning
+ * naming the field and what Triode does instead; a field without which the model would see other
+ * tensors (ragged batching, iterative sequences) fails the load with UNSUPPORTED.
+ * Triton: no counterpart (Triton implements these; see common/protobuf/model_config.proto)
+ */
+import { Errors } from '../errors.js';
+import type { ModelConfig } from './model-config.js';
+
+/** One field Triode does not implement, found in a config. */
+interface Unimplemented {
+  /** The field's path in the config, e.g. `instance_group[0].rate_limiter`. */
+  field: string;
+  /** What Triode does instead (a warning) or why the model cannot load (a refusal). */
+  instead: string;
+  refuse?: boolean;
+}
+
+function isSet(v: unknown): boolean {
+  if (v === undefined || v === null || v === false || v === '' || v === 0) return false;
+  if (Array.isArray(v)) return v.length > 0;
+  if (typeof v === 'object') return Object.keys(v).length > 0;
+  return true;
+}
+
+function find(config: ModelConfig): Unimplemented[] {
+  const out: Unimplemented[] = [];
+  const ragged = 'Triode batches only requests of equal shapes and gives the model regular [batch, ...dims] tensors, not the ragged batch this model expects';
+  (config.input ?? []).forEach((io) => {
+    if (io.allow_ragged_batch) out.push({ field: `input '${io.name}' allow_ragged_batch`, instead: ragged, refuse: true });
+  });
+  if (isSet(config.batch_input)) out.push({ field: 'batch_input', instead: `${ragged} (no batch_input tensors are made)`, refuse: true });
+  if (isSet(config.batch_output)) out.push({ field: 'batch_output', instead: `${ragged} (no batch_output scatter)`, refuse: true });
+  if (config.sequence_batching?.iterative_sequence) {
+    out.push({ field: 'sequence_batching.iterative_sequence', instead: 'Triode does not reschedule a request for further iterations', refuse: true });
+  }
+  (config.instance_group ?? []).forEach((g, i) => {
+    const at = `instance_group[${i}]`;
+    if (isSet(g.rate_limiter)) out.push({ field: `${at}.rate_limiter`, instead: 'Triode has no rate limiter: an instance runs whenever it is free (as Triton with --rate-limit=off)' });
+    if (isSet(g.secondary_devices)) out.push({ field: `${at}.secondary_devices`, instead: 'the secondary devices (NVDLA) are not used' });
+    if (g.passive) out.push({ field: `${at}.passive`, instead: 'the instances are not passive: the scheduler sends them requests' });
+    if (isSet(g.host_policy)) out.push({ field: `${at}.host_policy`, instead: 'Triode has no host policies' });
+    if (isSet(g.profile)) out.push({ field: `${at}.profile`, instead: 'profiles are TensorRT-only; not used' });
+  });
+  if (isSet(config.metric_tags)) {
+    out.push({ field: 'metric_tags', instead: 'the model\'s metrics carry only the "model" and "version" labels' });
+  }
+  if (isSet(config.model_metrics)) {
+    out.push({ field: 'model_metrics', instead: 'histogram buckets are server-wide (--metrics-config histogram_buckets=...)' });
+  }
+  const opt = config.optimization;
+  if (isSet(opt?.execution_accelerators?.cpu_execution_accelerator)) {
+    out.push({ field: 'optimization.execution_accelerators.cpu_execution_accelerator', instead: 'onnxruntime\'s default CPU execution provider runs the model' });
+  }
+  if (opt?.eager_batching) out.push({ field: 'optimization.eager_batching', instead: 'the dynamic batcher forms the next batch when an instance is free' });
+  if (isSet(config.model_operations?.op_library_filename)) {
+    out.push({ field: 'model_operations.op_library_filename', instead: 'custom operation libraries are not loaded' });
+  }
+  if (isSet(opt?.cuda)) out.push({ field: 'optimization.cuda', instead: 'CUDA graphs and the other optimization.cuda settings are not applied' });
+  if (isSet(config.cc_model_filenames)) {
+    out.push({ field: 'cc_model_filenames', instead: `'${config.default_model_filename ?? ''}' is loaded whatever the GPU's compute capability` });
+  }
+  return out;
+}
+
+/**
+ * Checks a normalized config for fields Triode does not implement.
+ * @returns one warning per hint that is not applied ("<field> is not implemented by Triode: ...").
+ * @throws TriodeError UNSUPPORTED for a field the model cannot run correctly without.
+ */
+export function checkUnimplementedConfig(config: ModelConfig): string[] {
+  const found = find(config);
+  const refused = found.find((f) => f.refuse);
+  if (refused) throw Errors.unsupported(`model '${config.name ?? ''}' sets ${refused.field}, which Triode does not support: ${refused.instead}`);
+  return found.map((f) => `model '${config.name ?? ''}': ${f.field} is not implemented by Triode and is ignored: ${f.instead}`);
+}
