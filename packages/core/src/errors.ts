@@ -14,11 +14,17 @@ export type ErrorCode =
 /** The one error type of Triode. Transports map `code` to a status (see the gateway's error mapping). */
 export class TriodeError extends Error {
   readonly code: ErrorCode;
+  /**
+   * Refused by the model's queue policy (its queue timeout expired): the failure Triton counts
+   * with reason REJECTED. Data, so that nothing has to read the message to tell.
+   */
+  readonly rejected: boolean;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; rejected?: boolean }) {
+    super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'TriodeError';
     this.code = code;
+    this.rejected = options?.rejected === true;
   }
 
   /** Wraps anything thrown into a TriodeError, keeping TriodeErrors as they are. */
@@ -52,6 +58,8 @@ export const Errors = {
   /** A request whose client went away (gRPC call cancelled) before it ran. */
   cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
+  /** A request whose queue timeout expired (Triton's wording; failure reason REJECTED). */
+  requestTimeout: () => new TriodeError('UNAVAILABLE', 'Request timeout expired', { rejected: true }),
 } as const;
 
 /** The most characters of client input an error message repeats (issue #14: no unbounded echoes). */
@@ -85,16 +93,18 @@ export function isErrorCode(code: unknown): code is ErrorCode {
 export interface WireError {
   code: ErrorCode;
   message: string;
+  /** TriodeError.rejected, when set. */
+  rejected?: true;
 }
 
 /** Anything thrown, as a WireError (`code` for what is not a TriodeError nor carries a known code). */
 export function toWireError(err: unknown, code: ErrorCode = 'INTERNAL'): WireError {
-  if (err instanceof TriodeError) return { code: err.code, message: err.message };
+  if (err instanceof TriodeError) return { code: err.code, message: err.message, ...(err.rejected ? { rejected: true as const } : {}) };
   const carried = err !== null && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
   return { code: isErrorCode(carried) ? carried : code, message: err instanceof Error ? err.message : String(err) };
 }
 
 /** The TriodeError a WireError stands for (an unknown code reads as INTERNAL). */
-export function fromWireError(w: { code?: unknown; message?: unknown }): TriodeError {
-  return new TriodeError(isErrorCode(w.code) ? w.code : 'INTERNAL', typeof w.message === 'string' ? w.message : String(w.message));
+export function fromWireError(w: { code?: unknown; message?: unknown; rejected?: unknown }): TriodeError {
+  return new TriodeError(isErrorCode(w.code) ? w.code : 'INTERNAL', typeof w.message === 'string' ? w.message : String(w.message), { rejected: w.rejected === true });
 }

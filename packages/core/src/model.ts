@@ -362,7 +362,7 @@ export class ModelVersion {
 
   /** Answers a request with an error (queue timeout: REJECTED; execution failure: BACKEND). */
   #fail(p: Pending, e: TriodeError): void {
-    const reason = e.message === 'Request timeout expired' ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
+    const reason = e.rejected ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
     this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs, reason);
     this.#send(p, () => p.reject(e));
   }

@@ -7,7 +7,7 @@
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import {
-  ClusterAuth, ClusterKeys, TriodeError, checkModelName, echo, fieldsOf, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
+  ClusterAuth, ClusterKeys, TriodeError, checkModelName, echo, fieldsOf, toWireError, settleWithin, decodeRequest, decodeRequestParts, encodeReply, overrideFilesFromJson,
   type InferenceServer, type LoadOptions, type StreamEntries, type Logger, type ModelConfig, type WireReply, type WorkerRecord,
 } from '@triode/core';
 import { DirectReplies } from './direct-replies.js';
@@ -460,10 +460,7 @@ export class StreamConsumer {
       : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
     run.then(
       (reply) => send(reply),
-      (err: unknown) => {
-        const e = TriodeError.from(err);
-        send({ requestKey: env.requestKey, error: { code: e.code, message: e.message } });
-      },
+      (err: unknown) => send({ requestKey: env.requestKey, error: toWireError(err) }),
     ).finally(() => {
       this.#inflight--;
       this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);

@@ -126,7 +126,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
 
   /** Rejects or delays what has timed out. */
   #expire(now: number): void {
-    for (const r of this.#queue.expire(now)) this.#onReject(r, Errors.unavailable('Request timeout expired'));
+    for (const r of this.#queue.expire(now)) this.#onReject(r, Errors.requestTimeout());
   }
 
   /** The least busy instance with room for another batch (an idle one first), or -1. */

@@ -170,7 +170,7 @@ export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env
  */
 export type WireReply =
   | { requestKey: string; response: InferenceResponse; more?: boolean }
-  | { requestKey: string; error: { code: string; message: string } }
+  | { requestKey: string; error: { code: string; message: string; rejected?: true } }
   | { requestKey: string; end: true };
 
 /** Encodes a reply. */
@@ -185,7 +185,7 @@ export function encodeReply(reply: WireReply): Buffer {
 export function decodeReply(buf: Uint8Array): WireReply {
   const { meta, tensors } = decode(buf);
   const requestKey = String(meta['requestKey']);
-  if (meta['error']) return { requestKey, error: meta['error'] as { code: string; message: string } };
+  if (meta['error']) return { requestKey, error: meta['error'] as { code: string; message: string; rejected?: true } };
   if (meta['end']) return { requestKey, end: true };
   const reply: WireReply = { requestKey, response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };
   if (meta['more']) reply.more = true;

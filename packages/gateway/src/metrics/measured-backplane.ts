@@ -19,7 +19,7 @@ interface Counted {
 function reasonOf(err: unknown): FailureReason {
   const e = TriodeError.from(err);
   if (e.code === 'CANCELLED') return 'CANCELED';
-  if (e.message === 'Request timeout expired') return 'REJECTED';
+  if (e.rejected) return 'REJECTED';
   if (e.code === 'INTERNAL' || e.code === 'UNKNOWN') return 'BACKEND';
   return 'OTHER';
 }

@@ -10,7 +10,7 @@ import { networkInterfaces } from 'node:os';
 import { Redis } from 'ioredis';
 import { VectoredCommand } from './vectored-command.js';
 import {
-  ClusterAuth, ClusterKeys, Errors, echo, isErrorCode, FrameReader, MAC_BYTES, MAX_AUTH_FRAME_BYTES, TriodeError, checkModelName, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
+  ClusterAuth, ClusterKeys, Errors, echo, fromWireError, isErrorCode, FrameReader, MAC_BYTES, MAX_AUTH_FRAME_BYTES, TriodeError, checkModelName, decodeReply, settleWithin, encodeRequestParts, overrideFilesToJson, sequenceParams,
   type Backplane, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type RegistryModel, type ServerMetadata, type StreamEntries, type WorkerRecord,
   type ClusterWorkerInfo, type StreamBacklog, clusterWorkerInfo, fieldsOf,
@@ -194,7 +194,7 @@ export class RedisBackplane implements Backplane {
       }
       this.#waiting.delete(r.requestKey);
       clearTimeout(w.timer);
-      if ('error' in r) w.reject(new TriodeError(isErrorCode(r.error.code) ? r.error.code : 'INTERNAL', String(r.error.message)));
+      if ('error' in r) w.reject(fromWireError(r.error));
       else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
       else w.resolve(r.response);
     } catch (err) {

@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest';
+import { Errors, TriodeError, fromWireError, toWireError } from './errors.js';
+import { decodeReply, encodeReply } from './tensor/tensor-codec.js';
+
+describe('errors as data', () => {
+  it('a queue timeout says it was rejected as data, not only in its message, across threads and Redis', () => {
+    const e = Errors.requestTimeout();
+    expect(e).toMatchObject({ code: 'UNAVAILABLE', message: 'Request timeout expired', rejected: true });
+    const wire = toWireError(e);
+    expect(wire).toEqual({ code: 'UNAVAILABLE', message: 'Request timeout expired', rejected: true });
+    // Through the cluster's reply codec and back.
+    const back = decodeReply(encodeReply({ requestKey: 'k', error: wire }));
+    expect('error' in back && fromWireError(back.error).rejected).toBe(true);
+    // The same text from anything else is not a rejection.
+    expect(new TriodeError('UNAVAILABLE', 'Request timeout expired').rejected).toBe(false);
+    expect(toWireError(Errors.unavailable('x'))).toEqual({ code: 'UNAVAILABLE', message: 'x' });
+  });
+
+  it('keeps codes across a crossing; an unknown one reads as INTERNAL', () => {
+    expect(fromWireError(toWireError(Errors.invalidArg('bad')))).toMatchObject({ code: 'INVALID_ARG', message: 'bad', rejected: false });
+    expect(fromWireError({ code: 'NOPE', message: 'm' }).code).toBe('INTERNAL');
+    expect(toWireError(new Error('plain'))).toEqual({ code: 'INTERNAL', message: 'plain' });
+  });
+});
