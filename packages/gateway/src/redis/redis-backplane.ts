@@ -354,7 +354,8 @@ export class RedisBackplane implements Backplane {
       throw Errors.unknownModel(name, version);
     }
     const r = entries[0]!;
-    if (r.state !== 'READY') throw Errors.modelNotReady(name, version, r.reason);
+    // As triode serve answers: the index's 'unloaded' is a state, not a reason to repeat.
+    if (r.state !== 'READY') throw Errors.modelNotReady(name, version, r.reason === 'unloaded' ? undefined : r.reason);
     return r;
   }
 
