@@ -3,15 +3,42 @@
  * over Redis; workers load the model repository and serve the requests Redis hands them.
  */
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LogSettings, createLogger, redactRedisUrl, type Logger } from '@triode/core';
+import { InferenceServer, LogSettings, createLogger, queryGpus, redactRedisUrl, selectGpus, type Logger } from '@triode/core';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBackplane, TraceSettings, headerPattern, createHttpApp, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/gateway';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { StreamConsumer } from '@triode/worker';
 import { modelTable } from './model-table.js';
-import { cacheBytesFrom, httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
+import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
 import { logStream } from './log-file.js';
+import { findGpus } from './serve.js';
+import { GpuSupervisor, perGpuChildren } from './gpu-supervisor.js';
+
+/** The `triode` bin that per-GPU workers run (beside this module's package, whether built or source). */
+const TRIODE_BIN = fileURLToPath(new URL('../bin/triode.js', import.meta.url));
+
+/**
+ * `triode worker --gpus all|0,2`: this process only supervises one worker per listed GPU (each
+ * with the same flags, its GPU alone visible, device `gpu:<index>`) until SIGTERM.
+ */
+async function superviseGpuWorkers(o: Record<string, unknown>, cmd: Command, logger: Logger): Promise<void> {
+  const query = gpuQueryFrom();
+  const found = await queryGpus(query);
+  const gpus = selectGpus(o['gpus'] as string, found.gpus, found.reason);
+  // Commander keeps the arguments it parsed (untyped `rawArgs`); the children get the same ones.
+  const raw = (cmd.parent as (Command & { rawArgs?: string[] }) | null)?.rawArgs ?? [];
+  const workerArgs = raw[0] === 'worker' ? raw.slice(1) : raw;
+  const children = perGpuChildren(gpus, workerArgs, {
+    ...(o['workerId'] ? { workerId: o['workerId'] as string } : {}),
+    metricsPort: o['allowMetrics'] ? o['metricsPort'] as number : 0,
+  });
+  const supervisor = new GpuSupervisor(children, { prefixArgs: [TRIODE_BIN], logger, stopGraceMs: ((o['exitTimeoutSecs'] as number) + 5) * 1000 });
+  supervisor.start();
+  logger.info(`Started ${children.length} per-GPU workers (${children.map((c) => c.id).join(', ')})`);
+  onSignals(() => supervisor.stop());
+}
 
 const collect = (v: string, prev: string[] = []) => [...prev, v];
 
@@ -187,12 +214,21 @@ export function addClusterCommands(program: Command): void {
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
     .option('--reply-tls-ca <file>', 'PEM CA that gateways\' TLS reply channel certificates chain to (default: the system CAs)')
-    .action(async (o: Record<string, unknown>) => {
+    .option('--gpus <all|0,2>', 'run one worker process per listed GPU (nvidia-smi indices), each seeing only its GPU and registering device gpu:<index>; a crashed one is started again')
+    .option('--allow-gpu-metrics <bool>', 'report the nv_gpu_* gauges of this worker\'s GPUs', parseBool)
+    .addOption(new Option('--worker-device <device>', 'the device this worker registers (set by --gpus)').default('cpu').hideHelp())
+    .action(async (o: Record<string, unknown>, cmd: Command) => {
       const logger = loggerFrom(o);
+      if (o['gpus'] !== undefined) {
+        await superviseGpuWorkers(o, cmd, logger);
+        return;
+      }
       const secret = clusterSecret(o);
+      const gpuQuery = gpuQueryFrom();
+      const gpus = await findGpus({ gpuQuery, ...(o['allowGpuMetrics'] !== undefined ? { allowGpuMetrics: o['allowGpuMetrics'] as boolean } : {}) }, logger);
       const server = await InferenceServer.create({
         modelRepositories: o['modelRepository'] as string[],
-        backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
+        backends: [new OnnxRuntimeBackend({ gpus, logger }), new JavaScriptBackend({ logger })],
         autoCompleteConfig: o['disableAutoCompleteConfig'] !== true,
         modelControlMode: o['modelControlMode'] as 'none' | 'explicit' | 'poll',
         repositoryPollMs: (o['repositoryPollSecs'] as number) * 1000,
@@ -213,6 +249,7 @@ export function addClusterCommands(program: Command): void {
         ...(o['workerId'] ? { workerId: o['workerId'] as string } : {}),
         ...(secret ? { clusterSecret: secret } : {}),
         ...(o['replyTlsCa'] ? { replyTlsCa: readFileSync(o['replyTlsCa'] as string) } : {}),
+        device: o['workerDevice'] as string,
         logger,
       });
       await consumer.start();
@@ -222,6 +259,7 @@ export function addClusterCommands(program: Command): void {
         observeLatencies: (listener) => server.observeLatencies(listener),
         responseCacheStats: () => server.responseCacheStats(),
         clusterRejected: () => consumer.auth.rejected,
+        ...(gpus.gpus.length > 0 ? { gpuStatus: async () => (await queryGpus(gpuQuery)).gpus } : {}),
       };
       const metrics = o['allowMetrics'] ? await startMetricsServer(source, o['metricsPort'] as number, o['metricsAddress'] as string, metricsConfigFrom(o)) : undefined;
       if (metrics) logger.info(`Started Metrics Service at ${o['metricsAddress'] as string}:${metrics.port}`);

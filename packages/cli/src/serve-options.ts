@@ -3,6 +3,7 @@
  * Triton: server/src/command_line_parser.cc
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { GpuQueryOptions } from '@triode/core';
 import { parseMetricsConfig, parseRestrictions, type MetricsConfig, type Restrictions } from '@triode/gateway';
 import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 
@@ -23,6 +24,10 @@ export interface ServeOptions {
   /** `--metrics-address`: where the metrics server listens (Triton's default: `--http-address`). */
   metricsAddress: string;
   metricsConfig: MetricsConfig;
+  /** `--allow-gpu-metrics` as given (undefined: not given; the gauges are on wherever a GPU is found). */
+  allowGpuMetrics?: boolean;
+  /** How GPUs are found: `nvidia-smi` (env TRIODE_NVIDIA_SMI) and CUDA_VISIBLE_DEVICES. */
+  gpuQuery: GpuQueryOptions;
   id: string;
   strictReadiness: boolean;
   exitTimeoutSecs: number;
@@ -89,14 +94,27 @@ function collect(v: string, prev: string[] = []): string[] {
 export function metricsConfigFrom(o: Record<string, unknown>): MetricsConfig {
   try {
     const cpu = o['allowCpuMetrics'] as boolean | undefined;
+    const gpu = o['allowGpuMetrics'] as boolean | undefined;
     return {
       ...parseMetricsConfig((o['metricsConfig'] as string[] | undefined) ?? []),
       intervalMs: (o['metricsIntervalMs'] as number | undefined) ?? 2000,
       ...(cpu === false ? { cpuMetrics: false } : {}),
+      ...(gpu === false ? { gpuMetrics: false } : {}),
     };
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message);
   }
+}
+
+/**
+ * How GPUs are found, from the environment: `TRIODE_NVIDIA_SMI` (the `nvidia-smi` to run, e.g. a
+ * stand-in) and `CUDA_VISIBLE_DEVICES` (the GPUs this process may use).
+ */
+export function gpuQueryFrom(env: NodeJS.ProcessEnv = process.env): GpuQueryOptions {
+  return {
+    ...(env['TRIODE_NVIDIA_SMI'] ? { nvidiaSmi: env['TRIODE_NVIDIA_SMI'] } : {}),
+    ...(env['CUDA_VISIBLE_DEVICES'] !== undefined ? { cudaVisibleDevices: env['CUDA_VISIBLE_DEVICES'] } : {}),
+  };
 }
 
 /** `--cache-config local,size=<bytes>` (Triton's only cache is `local`) or the deprecated byte size flag. */
@@ -241,7 +259,6 @@ const NO_VERTEX = 'Triode has no Vertex AI frontend (--allow-vertex-ai=true is r
  * logged). `warn`: logged as a warning (the flag asks for a behaviour Triode does not have).
  */
 export const NO_EFFECT_FLAGS: readonly { flag: string; key: string; because: string; same?: readonly unknown[]; warn?: boolean }[] = [
-  { flag: '--allow-gpu-metrics', key: 'allowGpuMetrics', because: CPU_ONLY, same: [false] },
   { flag: '--pinned-memory-pool-byte-size', key: 'pinnedMemoryPoolByteSize', because: `${CPU_ONLY}; tensors stay in ordinary host memory` },
   { flag: '--cuda-memory-pool-byte-size', key: 'cudaMemoryPoolByteSize', because: CPU_ONLY },
   { flag: '--cuda-virtual-address-size', key: 'cudaVirtualAddressSize', because: CPU_ONLY },
@@ -282,7 +299,6 @@ export function noEffectNotes(o: Record<string, unknown>, table: typeof NO_EFFEC
 function addCompatFlags(cmd: Command): Command {
   const hidden = <T>(flags: string, description: string, parse: (v: string, prev: T) => T) => new Option(flags, description).argParser(parse).hideHelp();
   return cmd
-    .addOption(hidden('--allow-gpu-metrics <bool>', 'no effect (CPU only)', parseBool))
     .addOption(hidden('--pinned-memory-pool-byte-size <bytes>', 'no effect (CPU only)', parseInteger(0)))
     .addOption(hidden('--cuda-memory-pool-byte-size <gpu:bytes>', 'no effect (CPU only)', shaped(/^\d+:\d+$/, '<GPU device ID>:<pool byte size>')))
     .addOption(hidden('--cuda-virtual-address-size <gpu:bytes>', 'no effect (CPU only)', shaped(/^\d+:\d+$/, '<GPU device ID>:<CUDA virtual address size>')))
@@ -329,6 +345,7 @@ export function addServeFlags(cmd: Command): Command {
     .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
     .option('--metrics-address <addr>', 'metrics address (default: --http-address)')
     .option('--allow-cpu-metrics <bool>', 'report the nv_cpu_* utilization and memory gauges', parseBool, true)
+    .option('--allow-gpu-metrics <bool>', 'report the nv_gpu_* gauges of the GPUs nvidia-smi lists (default: true; env TRIODE_NVIDIA_SMI names another nvidia-smi)', parseBool)
     .option('--metrics-config <key=value>', 'summary_latencies, summary_quantiles, histogram_latencies, histogram_buckets, counter_latencies (repeatable)', collect, [])
     .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
     .option('--id <name>', 'server name in the server metadata', 'triton')
@@ -390,6 +407,8 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     metricsPort: o['metricsPort'] as number,
     metricsAddress: (o['metricsAddress'] as string | undefined) ?? (o['httpAddress'] as string),
     metricsConfig: metricsConfigFrom(o),
+    ...(o['allowGpuMetrics'] !== undefined ? { allowGpuMetrics: o['allowGpuMetrics'] as boolean } : {}),
+    gpuQuery: gpuQueryFrom(),
     id: o['id'] as string,
     strictReadiness: o['strictReadiness'] as boolean,
     exitTimeoutSecs: o['exitTimeoutSecs'] as number,

@@ -4,14 +4,14 @@
  * Triton: server/src/main.cc
  */
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, LogSettings, createLogger, type Logger } from '@triode/core';
+import { InferenceServer, LocalBackplane, LogSettings, createLogger, queryGpus, type GpuInventory, type Logger } from '@triode/core';
 import {
   HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
-  type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle,
+  type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle, type MetricsSource,
 } from '@triode/gateway';
 import { startGrpc } from './grpc-options.js';
 import { logStream } from './log-file.js';
-import { modelTable } from './model-table.js';
+import { gpuTable, modelTable } from './model-table.js';
 import { httpRestrictionsFrom, type ServeOptions } from './serve-options.js';
 
 /** A running embedded server. */
@@ -23,6 +23,18 @@ export interface RunningServer {
   shutdown(): Promise<void>;
 }
 
+/**
+ * The GPUs at start: their table on stderr (before the models'), or why there are none (a log
+ * line at info when `--allow-gpu-metrics=true` was asked for, verbose otherwise).
+ */
+export async function findGpus(opts: Pick<ServeOptions, 'gpuQuery' | 'allowGpuMetrics'>, logger: Logger): Promise<GpuInventory> {
+  const found = await queryGpus(opts.gpuQuery);
+  if (found.gpus.length > 0) process.stderr.write(gpuTable(found.gpus) + '\n');
+  else if (opts.allowGpuMetrics === true) logger.info(`--allow-gpu-metrics=true: no nv_gpu_* metrics: ${found.reason ?? 'no GPU found'}`);
+  else logger.verbose(1, found.reason ?? 'no GPU found');
+  return found;
+}
+
 /** Starts the embedded server as `triode serve` does. */
 export async function startServe(opts: ServeOptions, logSettings = new LogSettings({
   verboseLevel: opts.logVerbose, info: opts.logInfo, warning: opts.logWarning, error: opts.logError, format: opts.logFormat,
@@ -30,9 +42,10 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
 }), logger: Logger = createLogger(logStream(opts.logFile), logSettings)): Promise<RunningServer> {
   if (opts.loadModels.includes('*') && opts.loadModels.length > 1) throw new Error("--load-model=* must be the only --load-model flag");
   for (const n of opts.notes) logger[n.level](n.text);
+  const gpus = await findGpus(opts, logger);
   const server = await InferenceServer.create({
     modelRepositories: opts.modelRepositories,
-    backends: [new OnnxRuntimeBackend(), new JavaScriptBackend({ logger })],
+    backends: [new OnnxRuntimeBackend({ gpus, logger }), new JavaScriptBackend({ logger })],
     id: opts.id,
     version: '0.1.0',
     extensions: HTTP_EXTENSIONS,
@@ -58,7 +71,14 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   }
   let metrics: MetricsServerHandle | undefined;
   if (opts.allowMetrics) {
-    metrics = await startMetricsServer(server, opts.metricsPort, opts.metricsAddress, opts.metricsConfig);
+    // GPUs are read again every --metrics-interval-ms, only where some were found at start.
+    const source: MetricsSource = {
+      metricsSnapshot: () => server.metricsSnapshot(),
+      observeLatencies: (listener) => server.observeLatencies(listener),
+      responseCacheStats: () => server.responseCacheStats(),
+      ...(gpus.gpus.length > 0 ? { gpuStatus: async () => (await queryGpus(opts.gpuQuery)).gpus } : {}),
+    };
+    metrics = await startMetricsServer(source, opts.metricsPort, opts.metricsAddress, opts.metricsConfig);
     logger.info(`Started Metrics Service at ${opts.metricsAddress}:${metrics.port}`);
   }
   let http: HttpServerHandle | undefined;

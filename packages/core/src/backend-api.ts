@@ -108,6 +108,12 @@ export interface BackendModelInstance {
 
 /** A loaded model (TRITONBACKEND_Model). */
 export interface BackendModel {
+  /**
+   * How many instances `group` gets. Absent: `group.count`. A backend that places instances on
+   * GPUs answers Triton's rule for KIND_GPU: `count` on each GPU the group lists (all when none).
+   * @throws TriodeError when the group cannot be placed (a listed GPU that is not there)
+   */
+  instanceCount?(group: ModelInstanceGroup): Promise<number>;
   /** Creates instance `index` (0-based within the model) of `group`. */
   instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance>;
   finalize(): Promise<void>;

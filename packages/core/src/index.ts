@@ -36,3 +36,4 @@ export * from './cluster/reply-frames.js';
 export * from './cluster/resp.js';
 export * from './cluster/cluster-auth.js';
 export * from './cache/response-cache.js';
+export * from './gpu/index.js';

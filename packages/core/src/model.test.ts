@@ -70,6 +70,29 @@ const req = (v: number, parameters: InferenceRequest['parameters'] = {}): Infere
 const out = async (p: Promise<{ outputs: { data: ArrayLike<number | bigint> }[] }>) => Number((await p).outputs[0]!.data[0]);
 
 describe('ModelVersion', () => {
+  it('asks the backend how many instances a group gets (KIND_GPU: count on each listed GPU), and makes that many', async () => {
+    const made: number[] = [];
+    const inner = testingBackend();
+    const backend: Backend = {
+      name: 'testing',
+      async modelInitialize(ctx) {
+        const m = await inner.modelInitialize(ctx);
+        return {
+          instanceCount: async (g) => (g.count ?? 1) * (g.gpus?.length ?? 1),
+          instanceInitialize: async (g, index) => { made.push(index); return m.instanceInitialize(g, index); },
+          finalize: () => m.finalize(),
+        };
+      },
+    };
+    const s = await serve('max_batch_size: 1 instance_group { count: 2 kind: KIND_GPU gpus: [ 0, 1 ] }', backend);
+    expect(made).toEqual([0, 1, 2, 3]);
+    expect(await out(s.infer(req(5)))).toBe(5);
+  });
+
+  it('refuses GPU ids on a group that is not KIND_GPU, as Triton does', async () => {
+    await expect(serve('instance_group { count: 1 kind: KIND_CPU gpus: [ 0 ] }', testingBackend())).rejects.toThrow('has kind KIND_CPU but specifies one or more GPUs');
+  });
+
   it('statistics under batching: per request vs per execution counts add up (Triton\'s rules)', async () => {
     const executions: number[][] = [];
     const s = await serve('max_batch_size: 4 dynamic_batching { max_queue_delay_microseconds: 20000 } instance_group { count: 1 kind: KIND_CPU }', testingBackend(10, executions));

@@ -176,7 +176,8 @@ export class ModelVersion {
     try {
       let index = 0;
       for (const g of ctx.config.instance_group ?? [{}]) {
-        for (let i = 0; i < (g.count ?? 1); i++) {
+        const count = model.instanceCount ? await model.instanceCount(g) : (g.count ?? 1);
+        for (let i = 0; i < count; i++) {
           signal?.throwIfAborted();
           instances.push(await abortable(model.instanceInitialize(g, index++), signal, (x) => x.finalize()));
         }

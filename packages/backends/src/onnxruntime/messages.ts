@@ -15,11 +15,24 @@ export interface WireTensor {
   owned?: boolean;
 }
 
+/** An execution provider of the instance's session (`deviceId`: the CUDA id, for cuda and tensorrt). */
+export interface ExecutionProviderSetting {
+  name: 'cpu' | 'webgpu' | 'cuda' | 'tensorrt';
+  deviceId?: number;
+}
+
+/** A session's providers, in order. */
+export type ExecuteProviderList = ExecutionProviderSetting[];
+
 /** Creates the instance's session. */
 export interface LoadTask {
   op: 'load';
   modelFile: string;
   sessionOptions: SessionSettings;
+  /** The session's providers, in order (CPU last, for what the others cannot run). @default ['cpu'] */
+  executionProviders?: ExecuteProviderList;
+  /** The GPU in words (`GPU 0 (NVIDIA H100)`), for an instance on one: its errors are read as GPU failures. */
+  gpu?: string;
 }
 
 /** Runs one batch of requests. */

@@ -9,13 +9,15 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, claimOwnership, fromWireError, resolveInside, transferList as tensorTransferList,
-  type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResult,
-  type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext,
+  Errors, TriodeError, claimOwnership, fromWireError, instancePlacements, placeInstance, queryGpus, resolveInside, transferList as tensorTransferList,
+  type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResult, type GpuExecutionProvider,
+  type GpuInventory, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext, type ProviderStatus,
 } from '@triode/core';
 import type { ExecuteReply, ExecuteTask, LoadTask, WireTensor } from './messages.js';
 import { sessionSettings } from './onnxruntime-utils.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
+import { ProviderProbe } from './gpu-provider.js';
+import { chooseInstanceDevices, gpuProviderFor, type DeviceChoiceContext } from './instance-devices.js';
 
 /**
  * The thread's entry file: beside this module when running the build, or the build's copy when
@@ -30,7 +32,18 @@ const THREAD_FILE = [
 export interface OnnxRuntimeBackendOptions {
   /** Piscina `atomics` mode for instance threads. @default 'sync' */
   atomics?: 'sync' | 'async' | 'disabled';
+  /**
+   * The GPUs instances may use (`queryGpus`), or how to find them (asked once, when a model first
+   * needs them). @default queryGpus() with `nvidia-smi` on the PATH and this process's CUDA_VISIBLE_DEVICES
+   */
+  gpus?: GpuInventory | (() => Promise<GpuInventory>);
+  /** Where the device chosen for each instance group, and KIND_AUTO's CPU fallbacks, are logged. @default silent */
+  logger?: Logger;
+  /** Whether a GPU execution provider works here. @default a session of the model with that provider alone (answers cached) */
+  probe?: (provider: GpuExecutionProvider, modelFile: string) => Promise<ProviderStatus>;
 }
+
+const SILENT: Logger = { error() {}, warning() {}, info() {}, verbose() {} };
 
 /**
  * Buffers to move to the thread, each once: those of the inputs the requests own (`isOwned`). The
@@ -97,15 +110,40 @@ class OnnxModel implements BackendModel {
   readonly #ctx: ModelContext;
   readonly #file: string;
   readonly #atomics: 'sync' | 'async' | 'disabled';
+  readonly #devices: () => Promise<DeviceChoiceContext>;
+  /** Instances made so far per group: the n-th instance of a KIND_GPU group goes to its n-th placement. */
+  readonly #made = new Map<ModelInstanceGroup, number>();
 
-  constructor(ctx: ModelContext, file: string, atomics: 'sync' | 'async' | 'disabled') {
+  constructor(ctx: ModelContext, file: string, atomics: 'sync' | 'async' | 'disabled', devices: () => Promise<DeviceChoiceContext>) {
     this.#ctx = ctx;
     this.#file = file;
     this.#atomics = atomics;
+    this.#devices = devices;
+  }
+
+  /** The load task of an instance: CPU, or the group's provider on the GPU this instance is placed on. */
+  async #loadTask(group: ModelInstanceGroup, index: number): Promise<LoadTask> {
+    const task: LoadTask = { op: 'load', modelFile: this.#file, sessionOptions: sessionSettings(this.#ctx.config) };
+    if (group.kind !== 'KIND_GPU') return task;
+    const devices = await this.#devices();
+    const provider = await gpuProviderFor(this.#ctx.config, group, this.#file, devices);
+    const ordinal = this.#made.get(group) ?? 0;
+    this.#made.set(group, ordinal + 1);
+    const gpu = placeInstance(group, ordinal, devices.gpus.gpus);
+    const where = `GPU ${gpu.cudaId} (${gpu.name})`;
+    devices.logger.info(`model "${this.#ctx.name}" instance ${index} of group "${group.name ?? ''}": ${where}, execution provider ${provider}`, { model: this.#ctx.name });
+    // CPU last: onnxruntime runs there what the GPU provider cannot.
+    return { ...task, executionProviders: [provider === 'webgpu' ? { name: provider } : { name: provider, deviceId: gpu.cudaId }, { name: 'cpu' }], gpu: where };
+  }
+
+  /** Triton's rule: `count` instances of a KIND_GPU group on each GPU it lists (all when none). */
+  async instanceCount(group: ModelInstanceGroup): Promise<number> {
+    if (group.kind !== 'KIND_GPU') return group.count ?? 1;
+    return instancePlacements(group, (await this.#devices()).gpus.gpus).length;
   }
 
   async instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance> {
-    if (group.kind === 'KIND_GPU') throw Errors.unsupported(`instance group '${group.name ?? ''}': GPU instances are not supported on this build (CPU only)`);
+    const task = await this.#loadTask(group, index);
     const pool = new Piscina({
       filename: THREAD_FILE,
       name: 'default',
@@ -122,11 +160,12 @@ class OnnxModel implements BackendModel {
       // An instance is one thread; its queue lives in the core's scheduler, not here.
       maxQueue: 'auto',
     });
-    const task: LoadTask = { op: 'load', modelFile: this.#file, sessionOptions: sessionSettings(this.#ctx.config) };
     try {
       await pool.run(task);
     } catch (err) {
+      // Closing the pool ends the thread, and with it whatever the failed session had allocated.
       await pool.close({ force: true });
+      if (err instanceof TriodeError) throw new TriodeError(err.code, `failed to load model '${this.#ctx.name}' instance ${index}: ${err.message}`, { cause: err });
       throw Errors.internal(`failed to load model '${this.#ctx.name}' instance ${index}: ${(err as Error).message}`, err);
     }
     return new OnnxInstance(pool, (this.#ctx.config.max_batch_size ?? 0) > 0);
@@ -142,22 +181,34 @@ class OnnxModel implements BackendModel {
 export class OnnxRuntimeBackend implements Backend {
   readonly name = 'onnxruntime';
   readonly #atomics: 'sync' | 'async' | 'disabled';
+  readonly #gpus: () => Promise<GpuInventory>;
+  readonly #logger: Logger;
+  readonly #probe: (provider: GpuExecutionProvider, modelFile: string) => Promise<ProviderStatus>;
 
   constructor(options: OnnxRuntimeBackendOptions = {}) {
     this.#atomics = options.atomics ?? (process.env['TRIODE_PISCINA_ATOMICS'] as 'sync' | 'async' | 'disabled' | undefined) ?? 'sync';
+    const gpus = options.gpus ?? (() => queryGpus({ cudaVisibleDevices: process.env['CUDA_VISIBLE_DEVICES'] }));
+    let found: Promise<GpuInventory> | undefined;
+    this.#gpus = typeof gpus === 'function' ? () => (found ??= gpus()) : () => Promise.resolve(gpus);
+    this.#logger = options.logger ?? SILENT;
+    const probe = new ProviderProbe();
+    this.#probe = options.probe ?? ((p, file) => probe.status(p, file));
   }
+
+  #devices = async (): Promise<DeviceChoiceContext> => ({ gpus: await this.#gpus(), probe: this.#probe, logger: this.#logger });
 
   async autoCompleteConfig(config: ModelConfig, ctx: AutoCompleteContext): Promise<void> {
     if (!ctx.versionPath) return;
     const file = modelFile(ctx.versionPath, config);
     if (!existsSync(file)) return;
     await autoCompleteOnnxConfig(config, file, ctx.backendConfig);
+    await chooseInstanceDevices(config, file, await this.#devices());
   }
 
   async modelInitialize(ctx: ModelContext): Promise<BackendModel> {
     const file = modelFile(ctx.versionPath, ctx.config);
     if (!existsSync(file)) throw Errors.unavailable(`unable to find '${file}' for model instance '${ctx.name}'`);
-    return new OnnxModel(ctx, file, this.#atomics);
+    return new OnnxModel(ctx, file, this.#atomics, this.#devices);
   }
 }
 

@@ -7,12 +7,15 @@
 import { Piscina } from 'piscina';
 import * as ort from 'onnxruntime-node';
 import { TriodeError, deserializeBytesTensor, serializeBytesTensor, toWireError, type TensorData } from '@triode/core';
-import type { ExecuteReply, ExecuteResult, ExecuteTask, LoadReply, SessionSettings, ThreadTask, WireTensor } from './messages.js';
+import type { ExecuteProviderList, ExecuteReply, ExecuteResult, ExecuteTask, LoadReply, LoadTask, SessionSettings, ThreadTask, WireTensor } from './messages.js';
 import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
+import { classifyGpuFailure, gpuFailureMessage } from './gpu-errors.js';
 
 let session: ort.InferenceSession | undefined;
 /** What the session was made from, to make it anew (see SessionSettings.arenaResetBytes). */
-let made: { file: string; settings: SessionSettings } | undefined;
+let made: { file: string; settings: SessionSettings; providers: ExecuteProviderList; gpu: string | undefined } | undefined;
+/** Set once the instance's GPU was lost: every later run answers UNAVAILABLE with it. */
+let lost: string | undefined;
 const decoder = new TextDecoder();
 
 /**
@@ -25,16 +28,16 @@ async function remake(): Promise<void> {
   const m = made;
   if (!m) return;
   try {
-    await load(m.file, m.settings);
+    await load(m.file, m.settings, m.providers, m.gpu);
   } catch {
     session = undefined;
   }
 }
 
-async function load(file: string, s: SessionSettings): Promise<LoadReply> {
+async function load(file: string, s: SessionSettings, providers: ExecuteProviderList = [{ name: 'cpu' }], gpu?: string): Promise<LoadReply> {
   if (session) await session.release();
   session = undefined;
-  made = { file, settings: s };
+  made = { file, settings: s, providers, gpu };
   const options: ort.InferenceSession.SessionOptions = {
     intraOpNumThreads: s.intraOpNumThreads,
     interOpNumThreads: s.interOpNumThreads,
@@ -42,7 +45,7 @@ async function load(file: string, s: SessionSettings): Promise<LoadReply> {
     graphOptimizationLevel: s.graphOptimizationLevel,
     enableCpuMemArena: s.enableCpuMemArena,
     enableMemPattern: s.enableMemPattern,
-    executionProviders: ['cpu'],
+    executionProviders: providers.map((p) => (p.deviceId === undefined ? p.name : { name: p.name, deviceId: p.deviceId }) as ort.InferenceSession.ExecutionProviderConfig),
   };
   if (Object.keys(s.configEntries).length > 0) {
     // ORT takes session config entries as a nested object: "session.intra_op.allow_spinning" -> extra.session.intra_op.allow_spinning
@@ -55,8 +58,37 @@ async function load(file: string, s: SessionSettings): Promise<LoadReply> {
     }
     options.extra = extra;
   }
-  session = await ort.InferenceSession.create(file, options);
+  try {
+    session = await ort.InferenceSession.create(file, options);
+  } catch (err) {
+    // Out of GPU memory at load: the thread (and with it what was allocated) goes when the pool closes.
+    const msg = gpu ? gpuFailureMessage(errorText(err), gpu, 'create the session') : undefined;
+    if (msg) throw new TriodeError('UNAVAILABLE', msg);
+    throw err;
+  }
   return { ok: true };
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * A failed run as the client sees it. On a GPU, out of memory fails this batch only (what it
+ * allocated is freed with its tensors); a lost device also drops the session, so every later
+ * run answers UNAVAILABLE (the thread and the process go on).
+ */
+async function runFailure(err: unknown): Promise<{ error: ReturnType<typeof toWireError> }> {
+  if (err instanceof TriodeError) return { error: toWireError(err) };
+  const text = errorText(err);
+  const gpu = made?.gpu;
+  const msg = gpu ? gpuFailureMessage(text, gpu, 'run the model') : undefined;
+  if (msg && classifyGpuFailure(text) === 'device-lost') {
+    lost = msg;
+    await session?.release().catch(() => undefined);
+    session = undefined;
+  }
+  return { error: msg ? { code: 'UNAVAILABLE', message: msg } : { code: 'INTERNAL', message: `onnx runtime error: ${text}` } };
 }
 
 function toOrt(t: WireTensor): ort.Tensor {
@@ -124,6 +156,7 @@ function split(out: WireTensor, sizes: number[]): WireTensor[] {
 }
 
 async function execute(task: ExecuteTask): Promise<ExecuteResult> {
+  if (lost) throw new TriodeError('UNAVAILABLE', lost);
   if (!session) throw new TriodeError('UNAVAILABLE', 'the instance has no session (model not loaded)');
   const rssBefore = process.memoryUsage.rss();
   const t0 = performance.now();
@@ -167,16 +200,20 @@ async function execute(task: ExecuteTask): Promise<ExecuteResult> {
 export default async function handle(task: ThreadTask): Promise<ExecuteReply | LoadReply> {
   switch (task.op) {
     case 'load':
-      return load(task.modelFile, task.sessionOptions);
+      return loadTask(task);
     case 'execute':
       // A failure comes back as data: `{ code, message }` survives the crossing, a thrown Error's code would not.
-      return execute(task).catch((err: unknown) => ({
-        error: err instanceof TriodeError ? toWireError(err) : { code: 'INTERNAL' as const, message: `onnx runtime error: ${err instanceof Error ? err.message : String(err)}` },
-      }));
+      return execute(task).catch(runFailure);
     case 'unload':
       await session?.release();
       session = undefined;
       made = undefined;
+      lost = undefined;
       return { ok: true };
   }
+}
+
+function loadTask(task: LoadTask): Promise<LoadReply> {
+  lost = undefined;
+  return load(task.modelFile, task.sessionOptions, task.executionProviders, task.gpu);
 }

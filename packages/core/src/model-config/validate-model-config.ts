@@ -117,8 +117,12 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
   }
   for (const g of config.instance_group ?? []) {
     if ((g.count ?? 1) < 1) throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} must have count >= 1`);
-    if (g.kind === 'KIND_GPU') {
-      throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} has kind KIND_GPU but no GPUs are available`);
+    // Whether a KIND_GPU group can be placed (GPUs, an execution provider) is the backend's to say.
+    for (const id of g.gpus ?? []) {
+      if (!Number.isInteger(id) || id < 0) throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} has an invalid GPU id ${id}`);
+    }
+    if ((g.gpus ?? []).length > 0 && g.kind !== 'KIND_GPU' && g.kind !== 'KIND_AUTO' && g.kind !== undefined) {
+      throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} has kind ${g.kind} but specifies one or more GPUs`);
     }
   }
   if (isEnsemble && !config.ensemble_scheduling) {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer } from '@triode/core';
+import { InferenceServer, type GpuDevice } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
-import { parseMetricsConfig, startMetricsServer, type MetricsServerHandle } from './metrics.js';
+import { createMetricsRegistry, parseMetricsConfig, startMetricsServer, type MetricsConfig, type MetricsServerHandle, type MetricsSource } from './metrics.js';
 
 let server: InferenceServer;
 let metrics: MetricsServerHandle;
@@ -108,5 +108,56 @@ describe('response cache metrics', () => {
       await m.close();
       await s.stop(1000);
     }
+  });
+});
+
+describe('GPU metrics', () => {
+  const MIB = 1024 * 1024;
+  const h100 = (i: number, extra: Partial<GpuDevice> = {}): GpuDevice => ({
+    index: i, cudaId: i, uuid: `GPU-${i}`, name: 'NVIDIA H100 80GB HBM3', memoryTotalBytes: 81559 * MIB, memoryUsedBytes: 1024 * MIB * i, ...extra,
+  });
+  const source = (gpus: GpuDevice[]): MetricsSource => ({ metricsSnapshot: () => [], gpuStatus: async () => gpus });
+  const text = async (src: MetricsSource, config: MetricsConfig = {}) => {
+    const registry = createMetricsRegistry(src, { cpuMetrics: false, ...config });
+    try {
+      return await registry.metrics();
+    } finally {
+      registry.stopSampling();
+    }
+  };
+
+  it("reports Triton's nv_gpu_* gauges per gpu_uuid: utilization as a 0-1 ratio, memory in bytes, power in W", async () => {
+    const t = await text(source([h100(0, { utilization: 0.37, powerDrawW: 120.5, powerLimitW: 700 }), h100(1, { utilization: 0 })]));
+    expect(t).toContain('# TYPE nv_gpu_utilization gauge');
+    expect(t).toContain('nv_gpu_utilization{gpu_uuid="GPU-0"} 0.37');
+    expect(t).toContain('nv_gpu_utilization{gpu_uuid="GPU-1"} 0');
+    expect(t).toContain(`nv_gpu_memory_total_bytes{gpu_uuid="GPU-1"} ${81559 * MIB}`);
+    expect(t).toContain(`nv_gpu_memory_used_bytes{gpu_uuid="GPU-1"} ${1024 * MIB}`);
+    expect(t).toContain('nv_gpu_power_usage{gpu_uuid="GPU-0"} 120.5');
+    expect(t).toContain('nv_gpu_power_limit{gpu_uuid="GPU-0"} 700');
+    // A reading the GPU does not report is left out, not reported as 0.
+    expect(t).not.toContain('nv_gpu_power_usage{gpu_uuid="GPU-1"}');
+    expect(t).toContain('# TYPE nv_energy_consumption counter');
+  });
+
+  it('none with gpuMetrics false (--allow-gpu-metrics=false), nor for a source without GPUs (a gateway)', async () => {
+    expect(await text(source([h100(0)]), { gpuMetrics: false })).not.toMatch(/nv_gpu_|nv_energy/);
+    expect(await text({ metricsSnapshot: () => [] })).not.toMatch(/nv_gpu_|nv_energy/);
+  });
+
+  it('energy is the power integrated over the sampling intervals, in J since start', async () => {
+    const registry = createMetricsRegistry(source([h100(0, { powerDrawW: 100 })]), { cpuMetrics: false, intervalMs: 100 });
+    try {
+      await new Promise((r) => setTimeout(r, 350));
+      const joules = Number(/nv_energy_consumption\{gpu_uuid="GPU-0"\} ([\d.e+-]+)/.exec(await registry.metrics())?.[1]);
+      expect(joules).toBeGreaterThan(10); // >= 2 intervals of 0.1 s at 100 W
+      expect(joules).toBeLessThan(50);
+    } finally {
+      registry.stopSampling();
+    }
+  });
+
+  it("a gateway's prefix renames them like the other families", async () => {
+    expect(await text(source([h100(0, { utilization: 0.5 })]), { familyPrefix: 'triode_gateway_' })).toContain('triode_gateway_gpu_utilization{gpu_uuid="GPU-0"} 0.5');
   });
 });

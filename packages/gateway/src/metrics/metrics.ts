@@ -1,14 +1,14 @@
 /**
  * @module The Prometheus endpoint (`--metrics-port`, default 8002, `GET /metrics`): Triton's
  * `nv_inference_*` families with its names, types and labels (`model`, `version`; `reason` on
- * failures), read from the server's statistics at each scrape, plus CPU and memory gauges.
+ * failures), read from the server's statistics at each scrape, plus CPU, memory and GPU gauges.
  * Triton: core/src/metrics.cc, metric_model_reporter.cc
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
-import type { LatencyObservation, ModelStatistics, StreamBacklog } from '@triode/core';
+import type { GpuDevice, LatencyObservation, ModelStatistics, StreamBacklog } from '@triode/core';
 
 /** What the metrics are read from (an InferenceServer has it). */
 export interface MetricsSource {
@@ -23,6 +23,11 @@ export interface MetricsSource {
   clusterBacklog?(): Promise<StreamBacklog[]>;
   /** Cluster mode (gateways): async jobs kept in Redis, by BullMQ state. */
   asyncJobCounts?(): Promise<Record<string, number>>;
+  /**
+   * `triode serve` and workers: the GPUs' readings (`queryGpus`), sampled every interval for the
+   * `nv_gpu_*` gauges. Gateways have none: their GPUs are the workers'.
+   */
+  gpuStatus?(): Promise<readonly GpuDevice[]>;
 }
 
 /** `--metrics-config` and `--metrics-interval-ms`, with Triton's keys and defaults. */
@@ -41,6 +46,8 @@ export interface MetricsConfig {
   intervalMs?: number;
   /** `--allow-cpu-metrics`: the `nv_cpu_*` gauges (false: neither reported nor sampled). @default true */
   cpuMetrics?: boolean;
+  /** `--allow-gpu-metrics`: the `nv_gpu_*` gauges and `nv_energy_consumption`, when the source has `gpuStatus` (false: neither reported nor sampled). @default true */
+  gpuMetrics?: boolean;
   /**
    * Family names start with this instead of `nv_inference_` / `nv_` (a gateway's are
    * `triode_gateway_*`: its view of requests it relayed is not counted again in a sum over the
@@ -189,19 +196,75 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
       collect() { this.reset(); for (const [kind, n] of rejected()) this.inc({ kind }, n); },
     });
   }
-  // CPU and memory are sampled every interval (as Triton's per-interval metrics), not per scrape.
-  registry.stopSampling = () => undefined;
+  // CPU, memory and GPUs are sampled every interval (as Triton's per-interval metrics), not per scrape.
+  const stopGpus = addGpuMetrics(registry, source, config);
+  registry.stopSampling = stopGpus;
   if (config.cpuMetrics === false) return registry;
   const cpu = cpuSampler();
   let sample = { cpu: cpu(), mem: memory() };
   const timer = setInterval(() => { sample = { cpu: cpu(), mem: memory() }; }, Math.max(100, config.intervalMs ?? 2000));
   timer.unref();
-  registry.stopSampling = () => clearInterval(timer);
+  registry.stopSampling = () => { clearInterval(timer); stopGpus(); };
   addBacklog(registry, source);
   new Gauge({ name: named('nv_cpu_utilization'), help: 'CPU utilization rate [0.0 - 1.0]', registers: [registry], collect() { this.set(sample.cpu); } });
   new Gauge({ name: named('nv_cpu_memory_total_bytes'), help: 'CPU total memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.total); } });
   new Gauge({ name: named('nv_cpu_memory_used_bytes'), help: 'CPU used memory (RAM), in bytes', registers: [registry], collect() { this.set(sample.mem.used); } });
   return registry;
+}
+
+/**
+ * Triton's per-GPU gauges, labelled `gpu_uuid`: utilization (0-1), memory total and used (bytes),
+ * power usage and limit (W), and energy since start (J, the power readings integrated over the
+ * sampling intervals; only for GPUs that report power). A reading a GPU does not report is left
+ * out. Returns what stops the sampling.
+ * Triton: core/src/metrics.cc (InitializeDcgmMetrics, UpdateDcgmMetrics)
+ */
+function addGpuMetrics(registry: Registry, source: MetricsSource, config: MetricsConfig): () => void {
+  const read = source.gpuStatus?.bind(source);
+  if (!read || config.gpuMetrics === false) return () => undefined;
+  const named = (name: string) => familyName(config, name);
+  let gpus: readonly GpuDevice[] = [];
+  const joules = new Map<string, number>();
+  let lastMs: number | undefined;
+  const sample = async () => {
+    const next = await read().catch(() => gpus);
+    const now = Date.now();
+    for (const g of next) {
+      if (g.powerDrawW === undefined) continue;
+      joules.set(g.uuid, (joules.get(g.uuid) ?? 0) + (lastMs === undefined ? 0 : g.powerDrawW * (now - lastMs) / 1000));
+    }
+    lastMs = now;
+    gpus = next;
+  };
+  // Samples run one after another; a scrape waits for the one under way (the first, at start).
+  let latest = sample();
+  const timer = setInterval(() => { latest = latest.then(sample); }, Math.max(100, config.intervalMs ?? 2000));
+  timer.unref();
+  const gauge = (name: string, help: string, value: (g: GpuDevice) => number | undefined) => new Gauge({
+    name: named(name), help, labelNames: ['gpu_uuid'], registers: [registry],
+    async collect() {
+      await latest;
+      this.reset();
+      for (const g of gpus) {
+        const v = value(g);
+        if (v !== undefined) this.set({ gpu_uuid: g.uuid }, v);
+      }
+    },
+  });
+  gauge('nv_gpu_utilization', 'GPU utilization rate [0.0 - 1.0)', (g) => g.utilization);
+  gauge('nv_gpu_memory_total_bytes', 'GPU total memory, in bytes', (g) => g.memoryTotalBytes);
+  gauge('nv_gpu_memory_used_bytes', 'GPU used memory, in bytes', (g) => g.memoryUsedBytes);
+  gauge('nv_gpu_power_usage', 'GPU power usage in watts', (g) => g.powerDrawW);
+  gauge('nv_gpu_power_limit', 'GPU power management limit in watts', (g) => g.powerLimitW);
+  new Counter({
+    name: named('nv_energy_consumption'), help: 'GPU energy consumption in joules since the Triton Server started', labelNames: ['gpu_uuid'], registers: [registry],
+    async collect() {
+      await latest;
+      this.reset();
+      for (const [uuid, j] of joules) this.inc({ gpu_uuid: uuid }, j);
+    },
+  });
+  return () => clearInterval(timer);
 }
 
 /**

@@ -1,0 +1,155 @@
+// Issue #17 benchmark: ppocr_det and ppocr_cls at batch 1, 4 and 16, on a GPU (an execution
+// provider, webgpu by default) and on the CPU (--cpu-threads intra-op threads), each through
+// `triode serve` (HTTP, binary tensors, --concurrency requests in flight) and directly on one raw
+// onnxruntime session (one run at a time: the session's own limit). Prints a markdown table.
+// Run by hand where a GPU exists (needs the driver, libvulkan1 and the NVIDIA ICD for webgpu; see
+// README, GPUs). Not run in CI, and not run where it was written (no GPU there):
+//   node bench/gpu.mjs [--seconds 10] [--concurrency 4] [--batches 1,4,16] [--models ppocr_det,ppocr_cls]
+//                      [--provider webgpu] [--cpu-threads 8] [--det-size 960] [--devices gpu,cpu]
+import { spawn } from 'node:child_process';
+import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import * as ort from 'onnxruntime-node';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const { values: args } = parseArgs({ options: {
+  seconds: { type: 'string', default: '10' },
+  warmup: { type: 'string', default: '2' },
+  concurrency: { type: 'string', default: '4' },
+  batches: { type: 'string', default: '1,4,16' },
+  models: { type: 'string', default: 'ppocr_det,ppocr_cls' },
+  provider: { type: 'string', default: 'webgpu' },
+  'cpu-threads': { type: 'string', default: '8' },
+  'det-size': { type: 'string', default: '960' },
+  devices: { type: 'string', default: 'gpu,cpu' },
+} });
+const SECONDS = Number(args.seconds);
+const WARMUP = Number(args.warmup);
+const CONCURRENCY = Number(args.concurrency);
+const BATCHES = args.batches.split(',').map(Number);
+const CPU_THREADS = Number(args['cpu-threads']);
+const DET = Number(args['det-size']);
+const DEVICES = args.devices.split(',');
+const MODELS = {
+  ppocr_det: { input: 'x', output: 'sigmoid_0.tmp_0', dims: [3, DET, DET], outDims: [1, -1, -1] },
+  ppocr_cls: { input: 'x', output: 'softmax_0.tmp_0', dims: [3, 48, 192], outDims: [2] },
+};
+
+const freePort = () => new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
+const sample = (n) => Float32Array.from({ length: n }, (_, i) => Math.round(Math.sin(i) * 1e4) / 1e4);
+
+/** Runs `once` in `c` loops for `seconds` (after a warmup): requests per second and mean latency. */
+async function measure(once, c, seconds) {
+  const loop = async (until, lat) => { while (performance.now() < until) { const t = performance.now(); await once(); lat.push(performance.now() - t); } };
+  await Promise.all(Array.from({ length: c }, () => loop(performance.now() + WARMUP * 1000, [])));
+  const lat = [];
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: c }, () => loop(t0 + seconds * 1000, lat)));
+  const s = (performance.now() - t0) / 1000;
+  return { rps: lat.length / s, meanMs: lat.reduce((a, b) => a + b, 0) / Math.max(1, lat.length) };
+}
+
+/** A repository with `<model>_gpu` (KIND_GPU, the provider) and `<model>_cpu` (KIND_CPU, CPU_THREADS threads), one instance each. */
+function repository() {
+  const repo = mkdtempSync(join(tmpdir(), 'triode-gpu-bench-'));
+  for (const [name, m] of Object.entries(MODELS)) {
+    for (const device of DEVICES) {
+      const dir = join(repo, `${name}_${device}`);
+      cpSync(join(ROOT, 'model_repository', name, '1'), join(dir, '1'), { recursive: true });
+      const dims = name === 'ppocr_det' ? '[ 3, -1, -1 ]' : `[ ${m.dims.join(', ')} ]`;
+      writeFileSync(join(dir, 'config.pbtxt'), [
+        `platform: "onnxruntime_onnx"`, `max_batch_size: ${Math.max(...BATCHES)}`,
+        `input [ { name: "${m.input}" data_type: TYPE_FP32 dims: ${dims} } ]`,
+        `output [ { name: "${m.output}" data_type: TYPE_FP32 dims: [ ${m.outDims.join(', ')} ] } ]`,
+        device === 'gpu'
+          ? `instance_group [ { count: 1, kind: KIND_GPU } ]\noptimization { execution_accelerators { gpu_execution_accelerator [ { name: "${args.provider}" } ] } }`
+          : `instance_group [ { count: 1, kind: KIND_CPU } ]\nparameters { key: "intra_op_thread_count" value: { string_value: "${CPU_THREADS}" } }`,
+      ].join('\n'));
+    }
+  }
+  return repo;
+}
+
+async function startServe(repo) {
+  const port = await freePort();
+  const p = spawn(process.execPath, ['--initial-old-space-size=128', join(ROOT, 'packages', 'cli', 'bin', 'triode.js'), 'serve', '--model-repository', repo,
+    `--http-port=${port}`, '--http-address=127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--strict-readiness=false',
+    `--http-max-input-size=${2 ** 30}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  p.on('error', (err) => { throw err; });
+  let out = '';
+  await new Promise((res, rej) => {
+    const on = (d) => { out += d; process.stderr.write(d); if (/Started HTTPService/.test(out)) res(); };
+    p.stdout.on('data', on);
+    p.stderr.on('data', on);
+    p.once('exit', (code) => rej(new Error(`triode serve exited with ${code}`)));
+  });
+  return { base: `http://127.0.0.1:${port}`, stop: () => new Promise((r) => { p.once('exit', r); p.kill('SIGTERM'); }) };
+}
+
+/** One binary-tensor request body for `batch` samples. */
+function body(m, batch) {
+  const data = sample(batch * m.dims.reduce((a, b) => a * b, 1));
+  const header = Buffer.from(JSON.stringify({
+    inputs: [{ name: m.input, datatype: 'FP32', shape: [batch, ...m.dims], parameters: { binary_data_size: data.byteLength } }],
+    outputs: [{ name: m.output, parameters: { binary_data: true } }],
+  }));
+  return { body: Buffer.concat([header, Buffer.from(data.buffer)]), headerLength: header.length };
+}
+
+const rows = [];
+const row = (model, batch, path, device, r) => {
+  rows.push({ model, batch, path, device, ...r });
+  console.error(`${model} b${batch} ${path} ${device}: ${r.error ?? `${(r.rps * batch).toFixed(1)} inf/s`}`);
+};
+
+const serve = await startServe(repository());
+try {
+  for (const [name, m] of Object.entries(MODELS).filter(([n]) => args.models.split(',').includes(n))) {
+    for (const device of DEVICES) {
+      const label = device === 'gpu' ? `GPU (${args.provider})` : `CPU (${CPU_THREADS} threads)`;
+      const ready = await fetch(`${serve.base}/v2/models/${name}_${device}/ready`);
+      const file = join(ROOT, 'model_repository', name, '1', 'model.onnx');
+      let session;
+      try {
+        session = await ort.InferenceSession.create(file, device === 'gpu' ? { executionProviders: [args.provider] } : { intraOpNumThreads: CPU_THREADS, executionProviders: ['cpu'] });
+      } catch (err) {
+        session = undefined;
+        for (const b of BATCHES) row(name, b, 'raw session', label, { error: `session failed: ${err.message.split('\n')[0]}` });
+      }
+      for (const batch of BATCHES) {
+        if (session) {
+          const x = new ort.Tensor('float32', sample(batch * m.dims.reduce((a, b) => a * b, 1)), [batch, ...m.dims]);
+          row(name, batch, 'raw session', label, await measure(() => session.run({ [m.input]: x }), 1, SECONDS));
+        }
+        if (ready.status !== 200) {
+          const index = await (await fetch(`${serve.base}/v2/repository/index`, { method: 'POST', body: '{}' })).json();
+          row(name, batch, 'triode serve', label, { error: `not loaded: ${index.find((e) => e.name === `${name}_${device}`)?.reason ?? ready.status}` });
+          continue;
+        }
+        const { body: b, headerLength } = body(m, batch);
+        const once = async () => {
+          const r = await fetch(`${serve.base}/v2/models/${name}_${device}/infer`, { method: 'POST', body: b, headers: { 'Inference-Header-Content-Length': String(headerLength) } });
+          if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
+          await r.arrayBuffer();
+        };
+        row(name, batch, 'triode serve', label, await measure(once, CONCURRENCY, SECONDS).catch((err) => ({ error: err.message })));
+      }
+      await session?.release();
+    }
+  }
+} finally {
+  await serve.stop();
+}
+
+console.log(`\nnode bench/gpu.mjs --seconds ${SECONDS} --concurrency ${CONCURRENCY} --batches ${BATCHES.join(',')} --provider ${args.provider} --cpu-threads ${CPU_THREADS} --det-size ${DET}\n`);
+console.log('| model | batch | path | device | inferences/s | requests/s | mean ms/request |');
+console.log('|---|---|---|---|---|---|---|');
+for (const r of rows) {
+  console.log(r.error
+    ? `| ${r.model} | ${r.batch} | ${r.path} | ${r.device} | ${r.error.replace(/\|/g, '/')} | | |`
+    : `| ${r.model} | ${r.batch} | ${r.path} | ${r.device} | ${(r.rps * r.batch).toFixed(1)} | ${r.rps.toFixed(1)} | ${r.meanMs.toFixed(2)} |`);
+}
