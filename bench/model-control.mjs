@@ -1,9 +1,10 @@
 // Issue #8 benchmark, in one run against one `triode serve --model-control-mode explicit`:
-//  1. 100 unload/load cycles of ppocr_cls through the repository API: the server's RSS after the
-//     first load and after the 100th cycle (target: < 5% growth);
+//  1. unload/load(/infer) cycles of ppocr_cls through the repository API: the server's RSS after the
+//     first load, at cycle 30 (once the first cycles' one-time growth is done), every 50 cycles,
+//     and after the last (issue #15 target: < 5% growth from cycle 30 to 300);
 //  2. 20 hot reloads of ppocr_cls (POST .../load while loaded: the new version loads beside the
 //     serving one) while 4 clients send requests throughout: failed requests (target: 0).
-// Run by hand:  node bench/model-control.mjs [--cycles 100] [--reloads 20]
+// Run by hand:  node bench/model-control.mjs [--cycles 300] [--reloads 20]
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -41,11 +42,18 @@ try {
   const rss0 = rssMb(child.pid);
   const cycles = Number(args.cycles);
   const t0 = Date.now();
+  let rss30;
+  const series = [];
   for (let i = 0; i < cycles; i++) {
     await post('/v2/repository/models/ppocr_cls/unload');
     await post('/v2/repository/models/ppocr_cls/load');
     const r = await infer();
     if (r.status !== 200) throw new Error(`infer after cycle ${i}: ${r.status}`);
+    if (i + 1 === 30) {
+      await sleep(3000);
+      rss30 = rssMb(child.pid);
+    }
+    if ((i + 1) % 50 === 0) series.push(`${i + 1}: ${rssMb(child.pid).toFixed(1)}`);
   }
   await sleep(3000);
   const rss1 = rssMb(child.pid);
@@ -83,6 +91,8 @@ try {
 
   const md = `| measurement | result | target |\n|---|---|---|\n`
     + `| RSS after the first load / after ${cycles} unload+load cycles of ppocr_cls | ${rss0.toFixed(1)} MB / ${rss1.toFixed(1)} MB (${(((rss1 - rss0) / rss0) * 100).toFixed(1)}%) | < 5% growth |\n`
+    + (rss30 !== undefined ? `| RSS at cycle 30 / after cycle ${cycles} | ${rss30.toFixed(1)} MB / ${rss1.toFixed(1)} MB (${(((rss1 - rss30) / rss30) * 100).toFixed(1)}%) | < 5% growth (issue #15) |\n` : '')
+    + `| RSS every 50 cycles (MB, no settling pause) | ${series.join(', ')} | |\n`
     + `| one unload + load + infer cycle | ${cycleMs.toFixed(0)} ms | |\n`
     + `| requests during ${reloads} hot reloads (${reloadWallS.toFixed(1)} s, 4 clients) | ${ok} answered, ${failed} failed | 0 failed |\n`
     + `| RSS 3 s after the reloads (heap not yet collected: no forced GC) | ${rss2.toFixed(1)} MB | |\n`;
