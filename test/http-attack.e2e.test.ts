@@ -5,11 +5,10 @@
  * (VmRSS) comes back to within 10% of what it was before.
  */
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
-import { freePort, startTriode, type Child } from './helpers/process.js';
+import { freePort, rawExchange, startTriode, type Child } from './helpers/process.js';
 
 let triode: Child;
 let base: string;
@@ -67,19 +66,7 @@ const infer = (n: number, parameters: Record<string, unknown> = {}) => fetch(`${
 });
 
 /** Sends the head and `body` on a raw socket; resolves with the reply once the server closes (or 5 s pass). */
-function raw(head: string, body: Buffer | string = ''): Promise<string> {
-  return new Promise((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    let out = '';
-    const done = () => { s.destroy(); resolve(out); };
-    s.on('data', (d) => { out += d.toString('latin1'); });
-    s.on('error', done);
-    s.on('close', done);
-    s.setTimeout(5000, done);
-    s.write(head);
-    s.write(body);
-  });
-}
+const raw = (head: string, body: Buffer | string = ''): Promise<string> => rawExchange(port, [head, body]);
 
 beforeAll(async () => {
   port = await freePort();

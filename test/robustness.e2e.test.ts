@@ -3,10 +3,9 @@
  * requests (over fetch and raw sockets) against a `triode serve` child, then a good request.
  */
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
-import { freePort, startTriode, type Child } from './helpers/process.js';
+import { freePort, rawExchange, startTriode, type Child } from './helpers/process.js';
 
 let triode: Child;
 let port: number;
@@ -25,19 +24,7 @@ function rssKb(pid: number): number {
 }
 
 /** Sends raw bytes and resolves with whatever comes back before the socket closes or 2 s pass. */
-function raw(bytes: string | Buffer): Promise<string> {
-  return new Promise((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    let out = '';
-    const done = () => { s.destroy(); resolve(out); };
-    s.on('data', (d) => { out += d.toString('latin1'); });
-    s.on('error', done);
-    s.on('close', done);
-    s.setTimeout(2000, done);
-    s.write(bytes);
-    s.end();
-  });
-}
+const raw = (bytes: string | Buffer): Promise<string> => rawExchange(port, [bytes], { timeoutMs: 2000, end: true });
 
 /** A deterministic mutation of the valid request body. */
 function mutate(seed: number): string {

@@ -1,6 +1,6 @@
 /** Test helper: start `triode` as a child process on free ports and stop it by PID. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { ROOT } from './repository.js';
 
@@ -71,4 +71,24 @@ export async function until(f: () => Promise<boolean>, ms = 20_000): Promise<voi
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error('condition not met in time');
+}
+
+/**
+ * Sends `pieces` on a raw TCP connection to 127.0.0.1:`port` and resolves with everything that
+ * came back (latin1) once the server closes, the socket fails, or `timeoutMs` pass.
+ * @param end close our side after writing (false: leave it open, e.g. to see an answer that must
+ *   not wait for a body that never comes)
+ */
+export function rawExchange(port: number, pieces: readonly (string | Buffer)[], { timeoutMs = 5000, end = false } = {}): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    let out = '';
+    const done = () => { s.destroy(); resolve(out); };
+    s.on('data', (d: Buffer) => { out += d.toString('latin1'); });
+    s.on('error', done);
+    s.on('close', done);
+    s.setTimeout(timeoutMs, done);
+    for (const p of pieces) s.write(p);
+    if (end) s.end();
+  });
 }
