@@ -47,10 +47,16 @@ describe('runPerf', () => {
       expect(r.latencyUs.p99).toBeGreaterThanOrEqual(r.latencyUs.p50);
       expect(r.server!.requests).toBeGreaterThanOrEqual(r.requests);
       expect(r.server!.computeInferUs).toBeGreaterThan(0);
+      // The server's overhead: its request time less queue and compute, per request.
+      const s = r.server!;
+      expect(s.requestUs).toBeGreaterThan(s.computeInferUs);
+      expect(s.overheadUs).toBeCloseTo(s.requestUs - s.queueUs - s.computeInputUs - s.computeInferUs - s.computeOutputUs, 5);
+      expect(s.overheadUs).toBeGreaterThanOrEqual(0);
     }
     expect(perfTable(results)).toMatch(/\| +Concurrency \| +Infer\/s \|/);
     const csv = perfCsv(results).trim().split('\n');
-    expect(csv[0]).toBe('Concurrency,Inferences/Second,Server Queue,Server Compute Input,Server Compute Infer,Server Compute Output,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,Errors,Client CPU');
+    expect(csv[0]).toBe('Concurrency,Inferences/Second,Server Queue,Server Compute Input,Server Compute Infer,Server Compute Output,p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,Errors,Client CPU,Server Overhead');
+    expect(perfTable(results)).toMatch(/Server request µs \| Server overhead µs \|/);
     expect(csv).toHaveLength(3);
   });
 

@@ -52,7 +52,12 @@ export interface PerfResult {
   /** The windows agreed within the stability percentage. */
   stable: boolean;
   /** Server-side averages per request over the measured windows (µs), from the statistics API. */
-  server?: { requests: number; executions: number; queueUs: number; computeInputUs: number; computeInferUs: number; computeOutputUs: number };
+  /**
+   * Per request, from the statistics extension over the window: request time (success), queue and
+   * compute, and the server's overhead (request - queue - compute: what the server spends outside
+   * the scheduler's queue and the model, as perf_analyzer's "overhead").
+   */
+  server?: { requests: number; executions: number; requestUs: number; queueUs: number; computeInputUs: number; computeInferUs: number; computeOutputUs: number; overheadUs: number };
   /** This process's CPU time over wall time while measuring (1.0 = one core). */
   clientCpu: number;
   /** The first error message seen, if any. */
@@ -72,11 +77,12 @@ function percentile(sorted: number[], p: number): number {
 }
 
 /** Sums the statistics of a model's versions (the version asked for only, when given). */
-function sumStats(stats: ModelStatistics[], version?: string): { success: number; execs: number; queue: number; input: number; infer: number; output: number } {
-  const out = { success: 0, execs: 0, queue: 0, input: 0, infer: 0, output: 0 };
+function sumStats(stats: ModelStatistics[], version?: string): { success: number; execs: number; request: number; queue: number; input: number; infer: number; output: number } {
+  const out = { success: 0, execs: 0, request: 0, queue: 0, input: 0, infer: 0, output: 0 };
   for (const s of stats) {
     if (version && s.version !== version) continue;
     out.success += Number(s.inference_stats.success.count);
+    out.request += Number(s.inference_stats.success.ns);
     out.execs += Number(s.execution_count);
     out.queue += Number(s.inference_stats.queue.ns);
     out.input += Number(s.inference_stats.compute_input.ns);
@@ -249,11 +255,13 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
       ...(firstError !== undefined ? { firstError } : {}),
     };
     if (n > 0) {
-      result.server = {
-        requests: n, executions: sB.execs - sA.execs,
-        queueUs: (sB.queue - sA.queue) / n / 1000, computeInputUs: (sB.input - sA.input) / n / 1000,
-        computeInferUs: (sB.infer - sA.infer) / n / 1000, computeOutputUs: (sB.output - sA.output) / n / 1000,
+      const us = (a: number, b: number) => (b - a) / n / 1000;
+      const server = {
+        requests: n, executions: sB.execs - sA.execs, requestUs: us(sA.request, sB.request),
+        queueUs: us(sA.queue, sB.queue), computeInputUs: us(sA.input, sB.input),
+        computeInferUs: us(sA.infer, sB.infer), computeOutputUs: us(sA.output, sB.output),
       };
+      result.server = { ...server, overheadUs: Math.max(0, server.requestUs - server.queueUs - server.computeInputUs - server.computeInferUs - server.computeOutputUs) };
     }
     results.push(result);
   }
