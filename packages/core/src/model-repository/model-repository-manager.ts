@@ -1,0 +1,475 @@
+/**
+ * @module Model repository manager: scans the repositories, applies the model control mode
+ * (NONE / EXPLICIT / POLL), keeps the index of models and their versions, and loads, reloads and
+ * unloads models (load overrides, dependent ensembles) through the model lifecycle.
+ * Triton: core/src/model_repository_manager/model_repository_manager.cc
+ */
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Backend } from '../backend-api.js';
+import { Errors, TriodeError, echo } from '../errors.js';
+import type { ModelConfig } from '../model-config/model-config.js';
+import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from '../model-config/normalize-model-config.js';
+import { validateModelConfig } from '../model-config/validate-model-config.js';
+import { checkUnimplementedConfig } from '../model-config/unimplemented-config.js';
+import type { Logger } from '../logger.js';
+import { pollFailure, writeOverrideFiles } from './load-override.js';
+import { loadFailed } from './load-error.js';
+import { checkModelName } from './model-name.js';
+import { runRepositoryAgents } from './repository-agent.js';
+import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions } from './repository-fs.js';
+import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState } from './model-lifecycle.js';
+
+/** One row of the repository index. */
+export interface ModelIndexEntry {
+  name: string;
+  version?: string;
+  state: ModelReadyState;
+  reason: string;
+}
+
+/** Options of an explicit load: a config override and `file:` overrides of the model's files. */
+export interface LoadOptions {
+  /** Replaces the model's config file (the `config` parameter). */
+  config?: ModelConfig;
+  /**
+   * The model's files, keyed by path relative to the model directory (`1/model.onnx`); when
+   * given, the model is loaded from these instead of the repository, and `config` is required.
+   */
+  files?: Record<string, Uint8Array>;
+}
+
+/** The instances a (normalized) config asks for: the sum of its instance groups' counts. */
+export function instanceCountOf(config: ModelConfig): number {
+  const groups = config.instance_group?.length ? config.instance_group : [{}];
+  return groups.reduce((a, g) => a + (g.count ?? 1), 0);
+}
+
+/** A model of the repositories and what became of it. Triton: ModelRepositoryManager::ModelInfo */
+export interface ModelEntry extends LifecycleModel {
+  /** Set when the model failed before any version was loaded (config or repository problem). */
+  error?: TriodeError;
+  /** In the repository but not loaded (explicit mode, or unloaded). */
+  unloaded?: boolean;
+  /** Signature of the model's files other than its config, when it was prepared. */
+  filesSig?: string;
+}
+
+/** The repository manager's slice of the server options (`ServerOptions`, defaults applied). */
+export interface ModelRepositoryManagerOptions {
+  /** Repository paths; a model found in two of them is unavailable. */
+  modelRepositories: string[];
+  /** Backends by name (`config.backend`). */
+  backends: ReadonlyMap<string, Backend>;
+  /** Per-backend settings (`--backend-config`), given to a backend's config auto-completion. */
+  backendConfig: Record<string, Record<string, string>>;
+  /** NONE, EXPLICIT or POLL (`--model-control-mode`). */
+  modelControlMode: 'none' | 'explicit' | 'poll';
+  /** Poll mode: how often the repositories are re-read (ms). */
+  repositoryPollMs: number;
+  /** Models to load at start in explicit mode (`*` loads all). */
+  startupModels: string[];
+  /** Fill missing config parts from the model. */
+  autoCompleteConfig: boolean;
+  /** Use `configs/<name>.pbtxt` when present. */
+  modelConfigName?: string;
+  /** Most instances one model version may have. */
+  maxInstancesPerModel: number;
+  logger: Logger;
+}
+
+/** The models of the repositories: which are loaded, and loading, reloading and unloading them. */
+export class ModelRepositoryManager {
+  readonly #lifecycle: ModelLifecycle;
+  readonly #opts: ModelRepositoryManagerOptions;
+  /** Serializes load/unload calls of one model. */
+  readonly #loading = new Map<string, Promise<unknown>>();
+  /** Poll mode: each model directory's file signature at the last poll, and the poll timer. */
+  readonly #signatures = new Map<string, string>();
+  #pollTimer: ReturnType<typeof setInterval> | undefined;
+  #polling = false;
+  readonly #models = new Map<string, ModelEntry>();
+  #stopping = false;
+
+  constructor(lifecycle: ModelLifecycle, options: ModelRepositoryManagerOptions) {
+    this.#lifecycle = lifecycle;
+    this.#opts = options;
+  }
+
+  get #logger(): Logger {
+    return this.#opts.logger;
+  }
+
+  /** Loads the models the control mode asks for at start, then (poll mode) starts polling. */
+  async start(): Promise<void> {
+    await this.#loadAll();
+    if (this.#opts.modelControlMode === 'poll') {
+      for (const m of scanRepositories(this.#opts.modelRepositories).values()) this.#signatures.set(m.name, signature(m.path));
+      this.#pollTimer = setInterval(() => { void this.pollRepository(); }, this.#opts.repositoryPollMs);
+      this.#pollTimer.unref();
+    }
+  }
+
+  /** Stops polling and refuses load/unload calls from now on (the server is stopping). */
+  stop(): void {
+    this.#stopping = true;
+    clearInterval(this.#pollTimer);
+  }
+
+  async #loadAll(): Promise<void> {
+    const found = scanRepositories(this.#opts.modelRepositories);
+    const entries: { entry: ModelEntry; versions: number[] }[] = [];
+    const startup = this.#opts.startupModels;
+    const selected = (name: string) => this.#opts.modelControlMode !== 'explicit' || startup.includes('*') || startup.includes(name);
+    for (const name of startup) {
+      if (name !== '*' && !found.has(name)) this.#logger.error(`failed to load '${echo(name)}', failed to poll from model repository: model not found in any model repository`);
+    }
+    await Promise.all([...found.values()].map(async (m) => {
+      const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
+      this.#models.set(m.name, entry);
+      if (!selected(m.name)) {
+        entry.unloaded = true;
+        return;
+      }
+      if (m.error) {
+        entry.error = m.error;
+        return;
+      }
+      const versions = await this.#prepare(entry);
+      if (versions) entries.push({ entry, versions });
+    }));
+    // Models first, then ensembles in dependency order (an ensemble checks its steps at load).
+    const isEnsemble = (e: ModelEntry) => e.config?.platform === PLATFORMS.ensemble;
+    await Promise.all(entries.filter((e) => !isEnsemble(e.entry)).map((e) => this.#lifecycle.loadVersions(e.entry, e.versions)));
+    let pending = entries.filter((e) => isEnsemble(e.entry));
+    while (pending.length > 0) {
+      const names = new Set(pending.map((e) => e.entry.name));
+      const ready = pending.filter((e) => !(e.entry.config?.ensemble_scheduling?.step ?? []).some((s) => names.has(s.model_name ?? '')));
+      if (ready.length === 0) {
+        for (const e of pending) e.entry.error = Errors.invalidArg(`ensemble '${e.entry.name}' is part of a circular dependency between ensembles`);
+        break;
+      }
+      await Promise.all(ready.map((e) => this.#lifecycle.loadVersions(e.entry, e.versions)));
+      pending = pending.filter((e) => !ready.includes(e));
+    }
+    for (const row of this.repositoryIndex()) {
+      if (row.reason === 'unloaded') continue;
+      if (row.state !== 'READY') this.#logger.error(`failed to load '${row.name}'${row.version ? ` version ${row.version}` : ''}: ${row.reason}`, { model: row.name });
+      else this.#logger.info(`successfully loaded '${row.name}' version ${row.version ?? ''}`, { model: row.name });
+    }
+  }
+
+  /** Reads, completes, normalizes and validates a model's config. */
+  async #prepareConfig(entry: ModelEntry, override?: ModelConfig): Promise<{ config: ModelConfig; versions: number[] }> {
+    const autoComplete = this.#opts.autoCompleteConfig;
+    const config = override ? structuredClone(override) : readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
+    if (!config.name) config.name = entry.name;
+    // Agents see the files before anything reads them (Triton: TRITONREPOAGENT_ACTION_LOAD).
+    runRepositoryAgents(config, entry.path);
+    autoCompleteBackendFields(config, listVersionFiles(entry.path));
+    const available = listVersions(entry.path);
+    const backend = config.backend ? this.#opts.backends.get(config.backend) : undefined;
+    if (config.backend && !backend && config.platform !== 'ensemble') {
+      throw Errors.invalidArg(`unable to find backend '${config.backend}' for model '${entry.name}'`);
+    }
+    if (autoComplete && backend?.autoCompleteConfig) {
+      const latest = available[available.length - 1];
+      await backend.autoCompleteConfig(config, {
+        name: entry.name,
+        modelPath: entry.path,
+        versionPath: latest === undefined ? undefined : join(entry.path, String(latest)),
+        backendConfig: this.#opts.backendConfig[backend.name] ?? {},
+      });
+    }
+    normalizeModelConfig(config);
+    validateModelConfig(config, entry.name);
+    this.#checkInstanceCount(entry.name, config);
+    for (const warning of checkUnimplementedConfig(config)) this.#logger.warning(warning, { model: entry.name });
+    return { config, versions: selectVersions(available, config.version_policy) };
+  }
+
+  /** Refuses a config that asks for more than `maxInstancesPerModel` instances (before any is made). */
+  #checkInstanceCount(name: string, config: ModelConfig): void {
+    const n = instanceCountOf(config);
+    const max = this.#opts.maxInstancesPerModel;
+    if (n > max) {
+      throw Errors.invalidArg(`model '${name}' asks for ${n} instances, more than the limit of ${max} instances per model (--max-instances-per-model)`);
+    }
+  }
+
+  /** Prepares a model's config; returns the versions to load, or undefined (entry.error set). */
+  async #prepare(entry: ModelEntry, override?: ModelConfig): Promise<number[] | undefined> {
+    let prepared: { config: ModelConfig; versions: number[] };
+    try {
+      prepared = await this.#prepareConfig(entry, override);
+    } catch (err) {
+      entry.error = this.#lifecycle.clientError(entry, err, 'INVALID_ARG');
+      return undefined;
+    }
+    entry.config = prepared.config;
+    entry.filesSig = modelFilesSignature(entry.path);
+    if (prepared.versions.length === 0) {
+      entry.error = Errors.unavailable(`at least one version must be available under the version policy of model '${entry.name}'`);
+      return undefined;
+    }
+    return prepared.versions;
+  }
+
+  /** Every model version with its state (the repository index). */
+  repositoryIndex(readyOnly = false): ModelIndexEntry[] {
+    const rows: ModelIndexEntry[] = [];
+    for (const m of [...this.#models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+      if (m.unloaded) {
+        if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: 'unloaded' });
+        continue;
+      }
+      if (m.error && m.versions.size === 0) {
+        if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: m.error.message });
+        continue;
+      }
+      for (const [v, slot] of [...m.versions.entries()].sort((a, b) => a[0] - b[0])) {
+        if (readyOnly && slot.state !== 'READY') continue;
+        rows.push({ name: m.name, version: String(v), state: slot.state, reason: slot.reason });
+      }
+    }
+    return rows;
+  }
+
+  /** Every model of the repositories (in the order they were first seen). */
+  entries(): IterableIterator<ModelEntry> {
+    return this.#models.values();
+  }
+
+  /** The model named `name`. @throws NOT_FOUND when there is none */
+  entry(name: string): ModelEntry {
+    const m = this.#models.get(name);
+    if (!m) throw Errors.unknownModel(name);
+    return m;
+  }
+
+  /**
+   * The loaded version `version` of a model, or its highest ready version.
+   * @throws NOT_FOUND for an unknown model, UNAVAILABLE for one that is not ready.
+   */
+  getModel(name: string, version?: number): LoadedModel {
+    const m = this.entry(name);
+    if (version !== undefined && version !== -1) {
+      const slot = m.versions.get(version);
+      if (!slot) throw Errors.unknownModel(name, version);
+      if (slot.state !== 'READY' || !slot.model) throw Errors.modelNotReady(name, version, slot.reason);
+      return slot.model;
+    }
+    const ready = [...m.versions.entries()].filter(([, s]) => s.state === 'READY' && s.model).sort((a, b) => b[0] - a[0]);
+    if (ready.length === 0) throw Errors.modelNotReady(name, undefined, m.error?.message ?? [...m.versions.values()][0]?.reason);
+    return ready[0]![1].model!;
+  }
+
+  #checkControl(action: 'load' | 'unload', name: string): void {
+    if (this.#opts.modelControlMode === 'poll') {
+      throw Errors.unsupported(`failed to ${action} '${name}': explicit model load / unload is not allowed if polling is enabled`);
+    }
+    if (this.#opts.modelControlMode !== 'explicit') {
+      throw Errors.unsupported(`failed to ${action} '${name}': explicit model load / unload is not allowed if model control mode is ${this.#opts.modelControlMode.toUpperCase()}`);
+    }
+    if (this.#stopping) throw Errors.serverStopping();
+  }
+
+  /** Runs load/unload calls of one model one after another. */
+  async #serialize<T>(name: string, f: () => Promise<T>): Promise<T> {
+    const prev = this.#loading.get(name) ?? Promise.resolve();
+    const next = prev.catch(() => undefined).then(f);
+    this.#loading.set(name, next);
+    try {
+      return await next;
+    } finally {
+      if (this.#loading.get(name) === next) this.#loading.delete(name);
+    }
+  }
+
+  /**
+   * Loads a model, or reloads it (explicit mode). The new versions load beside the serving ones
+   * and replace them only when ready, so requests keep being answered; a failed load leaves the
+   * old versions serving. `config` replaces the model's config file (a load override).
+   * @throws TriodeError "failed to load '<name>': ..." when the model cannot be loaded.
+   */
+  async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
+    checkModelName(name);
+    this.#checkControl('load', name);
+    await this.#load(name, options);
+  }
+
+  /** Loads a model; an unload of it or a shutdown gives the load up (UNAVAILABLE). */
+  async #load(name: string, options: LoadOptions = {}): Promise<void> {
+    await this.#lifecycle.trackLoad(name, (signal) => this.#serialize(name, () => this.#loadNow(name, options, signal)));
+  }
+
+  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    let entry: ModelEntry;
+    if (options.files && Object.keys(options.files).length > 0) {
+      if (!options.config) throw Errors.invalidArg(`failed to load '${name}': a 'config' parameter must be given with 'file:' overrides`);
+      // The instance limit is checked before any file is written (and again once normalized).
+      try {
+        this.#checkInstanceCount(name, options.config);
+      } catch (err) {
+        throw Errors.invalidArg(`failed to load '${name}': ${(err as Error).message}`);
+      }
+      try {
+        const dir = writeOverrideFiles(name, options.files);
+        entry = { name, path: dir.modelDir, overrideRoot: dir.root, versions: new Map() };
+      } catch (err) {
+        const cause = (err as Error).cause;
+        if (cause instanceof Error) this.#logger.error(`failed to load '${name}': ${cause.message}`, { model: name });
+        throw err;
+      }
+    } else {
+      const found = scanRepositories(this.#opts.modelRepositories).get(name);
+      if (!found || found.error) {
+        // Triton's answer; the detail (which can name directories) goes to the log only.
+        this.#logger.error(`failed to poll model '${name}': ${found?.error?.message ?? 'model not found in any model repository'}`, { model: name });
+        throw pollFailure(name);
+      }
+      entry = { name, path: found.path, versions: new Map() };
+    }
+    let committed = false;
+    try {
+      const versions = await this.#prepare(entry, options.config);
+      if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
+      if (await this.#updateInstancesInPlace(entry, versions)) return;
+      signal.throwIfAborted();
+      await this.#lifecycle.loadVersions(entry, versions, signal);
+      const failed = [...entry.versions.entries()].filter(([, v]) => v.state !== 'READY');
+      if (failed.length === entry.versions.size) {
+        const code = failed.every(([, v]) => v.code === 'UNAVAILABLE') ? 'UNAVAILABLE' : 'INVALID_ARG';
+        throw loadFailed(name, failed.map(([v, slot]) => `version ${v} is at ${slot.state} state: ${slot.reason};`).join(' '), code);
+      }
+      // An unload that came while the versions loaded wins: they are not installed.
+      signal.throwIfAborted();
+      const old = this.#models.get(name);
+      this.#models.set(name, entry);
+      committed = true;
+      this.#logger.info(`successfully loaded '${name}'`, { model: name });
+      // The old versions finish what they hold, then go.
+      if (old) void this.#lifecycle.retire(old);
+    } finally {
+      // Whatever was made for a load that did not go through is released (and its override removed).
+      if (!committed) await this.#lifecycle.retire(entry);
+    }
+  }
+
+  /**
+   * A reload whose only change is the instance count of the (last) instance group, with the same
+   * versions and model files, changes the serving versions' instances in place: no reload, no
+   * pause (Triton does the same). `candidate` is the prepared new entry. Returns false when a full
+   * reload is needed.
+   */
+  async #updateInstancesInPlace(candidate: ModelEntry, versions: number[]): Promise<boolean> {
+    const old = this.#models.get(candidate.name);
+    if (!old?.config || !candidate.config || old.unloaded || old.overrideRoot || candidate.overrideRoot || old.path !== candidate.path || old.filesSig !== candidate.filesSig) return false;
+    return this.#lifecycle.updateInstanceCount(old, candidate.config, versions);
+  }
+
+  /**
+   * Unloads a model (explicit mode): it stops taking requests at once and finishes those it holds.
+   * With `unloadDependents`, the ensembles that use it are unloaded too.
+   */
+  async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    checkModelName(name);
+    this.#checkControl('unload', name);
+    await this.#unload(name, options);
+  }
+
+  async #unload(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    // A load of this model still in progress is given up rather than waited for.
+    this.#lifecycle.abortLoads(name, Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`));
+    await this.#serialize(name, async () => {
+      const old = this.#models.get(name);
+      if (!old) throw Errors.invalidArg(`failed to unload '${name}': no model named '${name}' in the model repositories`);
+      this.#models.set(name, { name, path: old.path, versions: new Map(), unloaded: true });
+      await this.#lifecycle.retire(old);
+      this.#logger.info(`successfully unloaded '${name}'`, { model: name });
+    });
+    if (options.unloadDependents) {
+      const dependents = [...this.#models.values()].filter((m) => !m.unloaded && (m.config?.ensemble_scheduling?.step ?? []).some((s) => s.model_name === name));
+      for (const d of dependents) await this.#unload(d.name, options);
+    }
+  }
+
+  /**
+   * Poll mode: re-reads the repositories; a model whose files changed is reloaded (beside the
+   * serving version, which stays if the reload fails), a new one loaded, a removed one unloaded.
+   * Runs every `repositoryPollMs`; callable directly.
+   */
+  async pollRepository(): Promise<void> {
+    if (this.#polling || this.#stopping) return;
+    this.#polling = true;
+    try {
+      const found = scanRepositories(this.#opts.modelRepositories);
+      for (const [name, m] of found) {
+        const sig = signature(m.path);
+        if (this.#signatures.get(name) === sig) continue;
+        this.#signatures.set(name, sig);
+        try {
+          await this.#load(name);
+        } catch (err) {
+          this.#logger.error((err as Error).message, { model: name });
+          // A model that never loaded shows why in the index.
+          const entry = this.#models.get(name);
+          if (!entry || entry.unloaded) this.#models.set(name, { name, path: m.path, versions: new Map(), error: TriodeError.from(err) });
+        }
+      }
+      for (const name of [...this.#models.keys()]) {
+        if (found.has(name) || this.#models.get(name)?.unloaded) continue;
+        this.#signatures.delete(name);
+        await this.#unload(name).catch((err: unknown) => this.#logger.error((err as Error).message, { model: name }));
+      }
+    } catch (err) {
+      this.#logger.error(`failed to poll from model repository: ${(err as Error).message}`);
+    } finally {
+      this.#polling = false;
+    }
+  }
+}
+
+/** Signature of a model directory's files other than its config (`config.pbtxt`, `configs/`). */
+function modelFilesSignature(dir: string): string {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n !== 'config.pbtxt' && n !== 'configs').sort();
+  } catch {
+    return '';
+  }
+  return names.map((n) => {
+    const p = join(dir, n);
+    let st;
+    try {
+      st = statSync(p);
+    } catch {
+      return '';
+    }
+    return st.isDirectory() ? `${n}/[${signature(p, 1)}]` : `${n}:${st.size}:${st.mtimeMs};`;
+  }).join('');
+}
+
+/** What changes when a model's files change: every path, size and mtime under its directory. */
+function signature(dir: string, depth = 0): string {
+  if (depth > 4) return '';
+  let out = '';
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return '';
+  }
+  for (const n of names) {
+    const p = join(dir, n);
+    let st;
+    try {
+      st = statSync(p);
+    } catch {
+      continue;
+    }
+    out += st.isDirectory() ? `${n}/[${signature(p, depth + 1)}]` : `${n}:${st.size}:${st.mtimeMs};`;
+  }
+  return out;
+}
