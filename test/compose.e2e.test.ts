@@ -63,29 +63,40 @@ describe('docker-compose.yml', () => {
       expect(process.env['CI'], 'no compose CLI: install docker-compose (apt-get install -y docker-compose)').toBeFalsy();
       return;
     }
-    const r = spawnSync(cli[0]!, [...cli.slice(1), '-f', join(ROOT, 'docker-compose.yml'), 'config', '-q'], { encoding: 'utf8' });
-    expect(r.stderr).toBe('');
-    expect(r.status).toBe(0);
+    for (const profile of [[], ['--profile', 'gpu']]) {
+      const r = spawnSync(cli[0]!, [...cli.slice(1), '-f', join(ROOT, 'docker-compose.yml'), ...profile, 'config', '-q'], { encoding: 'utf8' });
+      expect(r.stderr, profile.join(' ')).toBe('');
+      expect(r.status).toBe(0);
+    }
   });
 
   it('has a healthcheck on every service, Redis with a password and AOF, models in the image, a maintained Node LTS image', () => {
-    expect(Object.keys(services).sort()).toEqual(['gateway', 'prometheus', 'redis', 'worker1', 'worker2']);
+    expect(Object.keys(services).sort()).toEqual(['gateway', 'prometheus', 'redis', 'worker-gpu', 'worker1', 'worker2']);
+    // GPU workers only under the `gpu` profile, with the GPUs reserved and the image that has the Vulkan loader.
+    const gpu = services['worker-gpu'] as Service & { profiles?: string[]; deploy?: { resources?: { reservations?: { devices?: { driver?: string; capabilities?: string[] }[] } } } };
+    expect(gpu.profiles).toEqual(['gpu']);
+    expect(gpu.deploy?.resources?.reservations?.devices?.[0]).toMatchObject({ driver: 'nvidia', capabilities: ['gpu'] });
+    expect(gpu.build).toMatchObject({ dockerfile: 'Dockerfile.gpu' });
+    expect(gpu.command).toContain('--gpus');
+    expect(readFileSync(join(ROOT, 'Dockerfile.gpu'), 'utf8')).toMatch(/apt-get install -y --no-install-recommends libvulkan1/);
     for (const [name, s] of Object.entries(services)) expect(s.healthcheck?.test, name).toBeDefined();
     const redisCmd = services['redis']!.command!.join(' ');
     expect(redisCmd).toMatch(/--requirepass/);
     expect(redisCmd).toMatch(/--appendonly yes/);
     expect(services['redis']!.ports, 'Redis is not published outside the compose network').toBeUndefined();
-    for (const name of ['gateway', 'worker1', 'worker2']) {
+    for (const name of ['gateway', 'worker1', 'worker2', 'worker-gpu']) {
       const env = services[name]!.environment!;
       expect(interpolate(env['TRIODE_REDIS_URL']!)).toMatch(/^redis:\/\/:[^@]+@redis:6379$/);
       expect(env['TRIODE_CLUSTER_SECRET']).toBeTruthy();
       expect((services[name]!.command ?? []).join(' ')).not.toMatch(/--redis|--cluster-secret/); // secrets stay out of argv
       expect(services[name]!.volumes ?? []).not.toContainEqual(expect.stringMatching(/model_repository/));
     }
-    const from = /^FROM node:(\d+)-/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1];
-    // Even-numbered Node releases are the LTS lines; 20 reached its end of life in April 2026.
-    expect(Number(from) % 2).toBe(0);
-    expect(Number(from)).toBeGreaterThanOrEqual(22);
+    for (const file of ['Dockerfile', 'Dockerfile.gpu']) {
+      const from = /^FROM node:(\d+)-/m.exec(readFileSync(join(ROOT, file), 'utf8'))?.[1];
+      // Even-numbered Node releases are the LTS lines; 20 reached its end of life in April 2026.
+      expect(Number(from) % 2, file).toBe(0);
+      expect(Number(from), file).toBeGreaterThanOrEqual(22);
+    }
     // Prometheus scrapes every Triode process on the port its command gives it.
     const prom = parse(readFileSync(join(ROOT, 'deploy', 'prometheus.yml'), 'utf8')) as { scrape_configs: { static_configs: { targets: string[] }[] }[] };
     const targets = prom.scrape_configs.flatMap((c) => c.static_configs.flatMap((t) => t.targets)).sort();
