@@ -3,6 +3,7 @@
 // 50 ms). The default width 38192 makes the input 3 x 48 x 38192 FP32 = 22.0 MB.
 //   node bench/oversized-request.mjs [width] [binary-in-json-out|binary-out]
 import { spawn } from 'node:child_process';
+import { clearInterval, setInterval } from 'node:timers';
 import { readFileSync, mkdtempSync, cpSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
