@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { InferenceServer, deserializeBytesTensor, serializeBytesTensor, type InferenceRequest, type Logger } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { OnnxRuntimeBackend } from '../onnxruntime/onnxruntime-backend.js';
@@ -103,7 +103,8 @@ describe('javascript backend', () => {
     expect(s.repositoryIndex().filter((r) => r.state === 'READY').map((r) => r.name)).toEqual(
       ['autocompleted', 'lifecycle', 'owners', 'ping', 'recursive', 'simple', 'simple_bls', 'simple_identity', 'simple_string_dyna_sequence'],
     );
-    expect(logs).toContain('I lifecycle: initialized lifecycle 1 CPU');
+    // Model logs come from the instance thread as messages: one may land after create() resolved.
+    await vi.waitFor(() => expect(logs).toContain('I lifecycle: initialized lifecycle 1 CPU'), { timeout: 5000 });
   });
 
   it('a throw in initialize() makes the model UNAVAILABLE with the message', async () => {
