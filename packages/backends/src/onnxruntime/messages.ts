@@ -62,9 +62,9 @@ export interface SessionSettings {
   /** ORT session config entries (`session.intra_op.allow_spinning`, ...). */
   configEntries: Record<string, string>;
   /**
-   * When one run grows the process's memory by more than this many bytes (an outsized request
-   * grew the session's memory arena, which onnxruntime never gives back), the session is made
-   * anew after it, so the memory returns. 0: never.
+   * When one run (with at least 1 MiB of input) grows the process's memory by more than this many
+   * bytes (an outsized request grew the session's memory arena, which onnxruntime never gives
+   * back), the session is made anew after it, so the memory returns. 0: never.
    */
   arenaResetBytes: number;
 }
