@@ -115,4 +115,37 @@ describe('DirectReplies', () => {
       server.close();
     }
   });
+
+  it('a reply the gateway does not confirm in time counts as lost; later counts still confirm the right replies', async () => {
+    let peer: import('node:net').Socket | undefined;
+    const server = createServer((sock) => { peer = sock; sock.on('data', () => undefined); });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies({ confirmTimeoutMs: 200 });
+    const seen: string[] = [];
+    const outcome = (name: string): ReplyOutcome => ({ confirmed: () => seen.push(`${name} confirmed`), lost: () => seen.push(`${name} lost`) });
+    const count = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32BE(n, 0); peer!.write(b); };
+    try {
+      d.send(direct, Buffer.from('x'), undefined, outcome('opening'));
+      await new Promise((r) => setTimeout(r, 100));
+      expect(d.send(direct, Buffer.from('a'), undefined, outcome('a'))).toBe(true);
+      expect(d.send(direct, Buffer.from('b'), undefined, outcome('b'))).toBe(true);
+      // The gateway stays silent: both are handed back after the timeout.
+      await new Promise((r) => setTimeout(r, 450));
+      expect(seen).toEqual(['a lost', 'b lost']);
+      expect(d.unconfirmed).toBe(0);
+      // Two more; the gateway's running count now covers a, b and c (3), not d.
+      d.send(direct, Buffer.from('c'), undefined, outcome('c'));
+      d.send(direct, Buffer.from('d'), undefined, outcome('d'));
+      count(3);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(seen).toEqual(['a lost', 'b lost', 'c confirmed']);
+      count(4);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(seen).toEqual(['a lost', 'b lost', 'c confirmed', 'd confirmed']);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
 });

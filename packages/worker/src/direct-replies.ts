@@ -25,15 +25,21 @@ interface Peer {
   open: boolean;
   /** After a failure: no new attempt before this time (ms since the epoch). */
   retryAt: number;
-  /** Replies written and not yet confirmed, oldest first. */
-  unconfirmed: ReplyOutcome[];
-  /** Replies confirmed so far on this connection (mod 2^32, as the gateway counts). */
-  confirmedCount: number;
+  /** Replies written and not yet confirmed, oldest first: when (ms) and their number on this connection. */
+  unconfirmed: { outcome: ReplyOutcome; at: number; seq: number }[];
+  /** Replies written so far on this connection (mod 2^32, as the gateway counts what it took). */
+  sent: number;
   /** Bytes of a confirmation read in part. */
   partial: Buffer;
 }
 
 const RETRY_MS = 5000;
+/**
+ * A reply the gateway has not confirmed this long after it was written counts as lost (and goes
+ * through the Redis reply stream; the gateway drops a duplicate): a gateway that does not confirm
+ * (a connection gone silent without closing, an older gateway) must not leave entries unacknowledged.
+ */
+const CONFIRM_TIMEOUT_MS = 5000;
 const CONNECT_TIMEOUT_MS = 1000;
 
 /** Direct connections to gateways, keyed by their advertised `host:port`. */
@@ -42,10 +48,16 @@ export class DirectReplies {
   readonly #auth: ClusterAuth;
   readonly #tlsCa: string | Buffer | undefined;
 
-  /** @param options.auth the cluster secret's signer; options.tlsCa the CA of gateways' TLS certificates (default: the system's) */
-  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer } = {}) {
+  /**
+   * @param options.auth the cluster secret's signer; options.tlsCa the CA of gateways' TLS
+   *   certificates (default: the system's); options.confirmTimeoutMs see CONFIRM_TIMEOUT_MS
+   */
+  readonly #confirmTimeoutMs: number;
+
+  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer; confirmTimeoutMs?: number } = {}) {
     this.#auth = options.auth ?? new ClusterAuth();
     this.#tlsCa = options.tlsCa;
+    this.#confirmTimeoutMs = options.confirmTimeoutMs ?? CONFIRM_TIMEOUT_MS;
   }
 
   /**
@@ -57,12 +69,32 @@ export class DirectReplies {
   send(direct: { address: string; token: string }, body: Uint8Array, mac: Uint8Array | undefined, outcome: ReplyOutcome): boolean {
     const peer = this.#peers.get(direct.address);
     if (peer?.open && peer.socket && !peer.socket.destroyed) {
-      peer.unconfirmed.push(outcome);
+      peer.sent = (peer.sent + 1) >>> 0;
+      peer.unconfirmed.push({ outcome, at: Date.now(), seq: peer.sent });
+      this.#sweepSoon();
       peer.socket.write(mac ? framed([mac, body]) : frame(body));
       return true;
     }
     if (!peer || (!peer.socket && Date.now() >= peer.retryAt)) this.#open(direct);
     return false;
+  }
+
+  #sweep: ReturnType<typeof setTimeout> | undefined;
+
+  /** Checks for replies left unconfirmed too long while any are outstanding. */
+  #sweepSoon(): void {
+    this.#sweep ??= setTimeout(() => {
+      this.#sweep = undefined;
+      const old = Date.now() - this.#confirmTimeoutMs;
+      for (const p of this.#peers.values()) {
+        // Confirmations come in order: only a prefix can be overdue.
+        let n = 0;
+        while (n < p.unconfirmed.length && p.unconfirmed[n]!.at <= old) n++;
+        for (const u of p.unconfirmed.splice(0, n)) u.outcome.lost();
+      }
+      if (this.unconfirmed > 0) this.#sweepSoon();
+    }, Math.max(10, Math.floor(this.#confirmTimeoutMs / 2)));
+    this.#sweep.unref();
   }
 
   /** Addresses known now (open, opening or in their pause after a failure). */
@@ -83,7 +115,7 @@ export class DirectReplies {
     const i = address.lastIndexOf(':');
     const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
     const port = Number(address.slice(i + 1));
-    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], confirmedCount: 0, partial: Buffer.alloc(0) };
+    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, partial: Buffer.alloc(0) };
     this.#peers.set(direct.address, peer);
     if (!host || !Number.isInteger(port) || port <= 0) {
       peer.retryAt = Number.POSITIVE_INFINITY;
@@ -123,9 +155,11 @@ export class DirectReplies {
       }
       peer.partial = Buffer.from(buf);
       if (latest === undefined) return;
-      const n = Math.min((latest - peer.confirmedCount) >>> 0, peer.unconfirmed.length);
-      peer.confirmedCount = latest;
-      for (const o of peer.unconfirmed.splice(0, n)) o.confirmed();
+      // The gateway has taken every reply numbered up to `latest` (mod 2^32); ones already handed
+      // back after the timeout are simply no longer here.
+      let n = 0;
+      while (n < peer.unconfirmed.length && ((latest - peer.unconfirmed[n]!.seq) >>> 0) < 0x80000000) n++;
+      for (const u of peer.unconfirmed.splice(0, n)) u.outcome.confirmed();
     });
     socket.on('error', fail);
     socket.on('close', () => {
@@ -143,6 +177,8 @@ export class DirectReplies {
 
   /** Closes every connection; replies not yet confirmed are handed back (`lost`). */
   close(): void {
+    clearTimeout(this.#sweep);
+    this.#sweep = undefined;
     for (const p of this.#peers.values()) {
       p.socket?.destroy();
       handBack(p);
@@ -153,5 +189,5 @@ export class DirectReplies {
 
 /** Hands a connection's unconfirmed replies back to their senders, oldest first. */
 function handBack(peer: Peer): void {
-  for (const o of peer.unconfirmed.splice(0)) o.lost();
+  for (const u of peer.unconfirmed.splice(0)) u.outcome.lost();
 }
