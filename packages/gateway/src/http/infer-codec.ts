@@ -30,12 +30,13 @@ type Json = Record<string, unknown>;
 
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function parameters(v: unknown, where: string): Record<string, ParameterValue> {
+/** A parameters object; `where` names its owner in an error (made only then: it is on every request's path). */
+function parameters(v: unknown, where: () => string): Record<string, ParameterValue> {
   if (v === undefined) return {};
-  if (!isObj(v)) throw Errors.invalidArg(`'parameters' of ${where} must be a JSON object`);
+  if (!isObj(v)) throw Errors.invalidArg(`'parameters' of ${where()} must be a JSON object`);
   for (const [k, x] of Object.entries(v)) {
     if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') {
-      throw Errors.invalidArg(`parameter '${echo(k)}' of ${where} must be a string, number or boolean`);
+      throw Errors.invalidArg(`parameter '${echo(k)}' of ${where()} must be a string, number or boolean`);
     }
   }
   return v as Record<string, ParameterValue>;
@@ -64,7 +65,7 @@ export function parseInferRequest(
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
   }
   if (!isObj(doc)) throw Errors.invalidArg('failed to parse the request JSON buffer: the request must be a JSON object');
-  const params = parameters(doc['parameters'], 'the request');
+  const params = parameters(doc['parameters'], () => 'the request');
   checkReservedParameters(Object.keys(params));
   const id = doc['id'];
   if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
@@ -87,7 +88,7 @@ export function parseInferRequest(
       throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
     }
     const count = elementCount(shape as number[]);
-    const ip = parameters(inp['parameters'], `input '${echo(name)}'`);
+    const ip = parameters(inp['parameters'], () => `input '${echo(name)}'`);
     const size = ip['binary_data_size'];
     if (size !== undefined) {
       if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
@@ -118,7 +119,7 @@ export function parseInferRequest(
     outputs = outputsJson.map((o: unknown, i) => {
       if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
       const name = o['name'];
-      const op = parameters(o['parameters'], `output '${echo(name)}'`);
+      const op = parameters(o['parameters'], () => `output '${echo(name)}'`);
       const ro: RequestedOutput = { name };
       if (op['classification'] !== undefined) {
         const n = op['classification'];
