@@ -143,16 +143,15 @@ describe("triode serve with every one of tritonserver's flags", () => {
     const noted = (flag: string, level = 'info') => expect(lines.some((l) => l.level === level && l.msg.startsWith(`--${flag}`)), flag).toBe(true);
     for (const f of ['allow-gpu-metrics', 'pinned-memory-pool-byte-size', 'cuda-memory-pool-byte-size', 'cuda-virtual-address-size', 'enable-peer-access',
       'min-supported-compute-capability', 'model-load-gpu-limit', 'buffer-manager-thread-count', 'host-policy', 'backend-directory', 'repoagent-directory',
-      'cache-directory', 'rate-limit-resource', 'http-thread-count', 'sagemaker-port', 'sagemaker-safe-port-range', 'sagemaker-thread-count',
+      'cache-directory', 'http-thread-count', 'sagemaker-port', 'sagemaker-safe-port-range', 'sagemaker-thread-count',
       'vertex-ai-port', 'vertex-ai-thread-count', 'vertex-ai-default-model', 'grpc-infer-thread-count', 'grpc-infer-allocation-pool-size',
       'grpc-max-response-pool-size', 'trace-file', 'trace-level', 'trace-rate', 'trace-count', 'trace-log-frequency', 'strict-model-config']) noted(f);
-    noted('rate-limit=execution_count', 'warning');
     noted('response-cache-byte-size is ignored', 'warning');
     expect(lines.find((l) => l.msg.startsWith('--pinned-memory-pool-byte-size'))?.msg).toBe(
       '--pinned-memory-pool-byte-size=268435456: accepted, no effect here because Triode runs on CPU only: there are no CUDA devices, memory pools or GPU metrics; tensors stay in ordinary host memory',
     );
-    // Values that ask for what Triode does anyway are not logged.
-    for (const f of ['reuse-http-port', 'reuse-grpc-port', 'allow-client-shm', 'allow-sagemaker', 'model-namespacing']) {
+    // Values that ask for what Triode does anyway, and implemented flags (the rate limiter), are not logged.
+    for (const f of ['reuse-http-port', 'reuse-grpc-port', 'allow-client-shm', 'allow-sagemaker', 'model-namespacing', 'rate-limit']) {
       expect(lines.some((l) => l.msg.startsWith(`--${f}`)), f).toBe(false);
     }
   });

@@ -74,12 +74,18 @@ describe('tritonserver flags on triode serve (issue #15)', () => {
       { level: 'info', text: '--pinned-memory-pool-byte-size=268435456: accepted, no effect here because Triode runs on CPU only: there are no CUDA devices, memory pools or GPU metrics; tensors stay in ordinary host memory' },
       { level: 'info', text: '--cuda-memory-pool-byte-size=0:67108864 --cuda-memory-pool-byte-size=1:67108864: accepted, no effect here because Triode runs on CPU only: there are no CUDA devices, memory pools or GPU metrics' },
       { level: 'info', text: '--backend-directory=/opt/tritonserver/backends: accepted, no effect here because the backends (onnxruntime, javascript) are built in; no backend libraries are loaded' },
-      { level: 'warning', text: '--rate-limit=execution_count: accepted, no effect here because Triode has no rate limiter yet: instances run as soon as they are free, as with --rate-limit=off' },
-      { level: 'info', text: '--rate-limit-resource=R1:10:0: accepted, no effect here because Triode has no rate limiter yet' },
       { level: 'info', text: '--http-thread-count=8: accepted, no effect here because HTTP is served on the event loop (model instances have their own threads: instance_group count)' },
       { level: 'warning', text: '--allow-client-shm=true: accepted, no effect here because Triode has no shared-memory support: the shared-memory APIs answer UNIMPLEMENTED' },
     ]);
     expect(parse(['--model-repository=/m', '--rate-limit=OFF']).notes).toEqual([]);
+  });
+
+  it('--rate-limit and --rate-limit-resource become the rate limiter options, with no note', () => {
+    const o = parse(['--model-repository=/m', '--rate-limit=execution_count', '--rate-limit-resource=R1:10', '--rate-limit-resource=R2:5:0', '--rate-limit-resource=R2:8:1']);
+    expect([o.rateLimit, o.rateLimitResources, o.notes]).toEqual(['execution_count', [{ name: 'R1', count: 10 }, { name: 'R2', count: 5, device: 0 }, { name: 'R2', count: 8, device: 1 }], []]);
+    const off = parse(['--model-repository=/m', '--rate-limit=off']);
+    expect([off.rateLimit, off.rateLimitResources, off.notes]).toEqual(['off', [], []]);
+    expect(parse(['--model-repository=/m']).rateLimit).toBe('off');
   });
 
   it("values are checked in Triton's formats", () => {
@@ -95,7 +101,7 @@ describe('tritonserver flags on triode serve (issue #15)', () => {
     bad('--model-control-mode=sometimes');
     // Mode names in any case, as tritonserver lower-cases them.
     const modes = parse(['--model-repository=/m', '--model-control-mode=EXPLICIT', '--grpc-infer-response-compression-level=High', '--rate-limit=Execution_Count']);
-    expect([modes.modelControlMode, modes.grpc.responseCompression, modes.notes[0]?.level]).toEqual(['explicit', 'high', 'warning']);
+    expect([modes.modelControlMode, modes.grpc.responseCompression, modes.rateLimit]).toEqual(['explicit', 'high', 'execution_count']);
     expect([parse(['--model-repository=/m', '--log-verbose=true']).logVerbose, parse(['--model-repository=/m', '--log-verbose=2']).logVerbose]).toEqual([1, 2]);
     expect(parse(['--model-repository=/m', '--model-load-gpu-limit=0:0.8', '--host-policy=gpu_0,numa-node=0', '--sagemaker-safe-port-range=8000-8999',
       '--min-supported-compute-capability=6.0']).notes.map((n) => n.text.split(':')[0])).toEqual([

@@ -3,7 +3,7 @@
  * Triton: server/src/command_line_parser.cc
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import type { GpuQueryOptions } from '@triode/core';
+import type { GpuQueryOptions, RateLimitResource } from '@triode/core';
 import { parseMetricsConfig, parseRestrictions, type MetricsConfig, type Restrictions } from '@triode/gateway';
 import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 
@@ -55,6 +55,10 @@ export interface ServeOptions {
   traceConfig: Record<string, string | string[]>;
   /** `--cache-config local,size=N` (or `--response-cache-byte-size`): response cache bytes, 0 for none. */
   responseCacheBytes: number;
+  /** `--rate-limit`. */
+  rateLimit: 'off' | 'execution_count';
+  /** `--rate-limit-resource` flags. */
+  rateLimitResources: RateLimitResource[];
   /** Lines to log at start: tritonserver flags accepted with no effect here, deprecated spellings used (the gRPC ones: `grpc.notes`). */
   notes: FlagNote[];
 }
@@ -236,6 +240,14 @@ export function oneOf<T extends string>(choices: readonly T[]) {
   };
 }
 
+/** `--rate-limit-resource` values (`<name>:<count>[:<device>]`, already checked) as the core's resources. */
+export function parseRateLimitResources(entries: readonly string[] = []): RateLimitResource[] {
+  return entries.map((e) => {
+    const [name, count, device] = e.split(':') as [string, string, string | undefined];
+    return { name, count: Number(count), ...(device !== undefined ? { device: Number(device) } : {}) };
+  });
+}
+
 /** A repeatable flag whose values must have a form (checked as Triton's parser does). */
 function shaped(re: RegExp, form: string) {
   return (v: string, prev: string[] = []): string[] => {
@@ -270,8 +282,6 @@ export const NO_EFFECT_FLAGS: readonly { flag: string; key: string; because: str
   { flag: '--backend-directory', key: 'backendDirectory', because: 'the backends (onnxruntime, javascript) are built in; no backend libraries are loaded' },
   { flag: '--repoagent-directory', key: 'repoagentDirectory', because: 'Triode has no repository agents' },
   { flag: '--cache-directory', key: 'cacheDirectory', because: 'the response cache is built in (--cache-config local,size=<bytes>); no cache libraries are loaded' },
-  { flag: '--rate-limit', key: 'rateLimit', because: 'Triode has no rate limiter yet: instances run as soon as they are free, as with --rate-limit=off', same: ['off'], warn: true },
-  { flag: '--rate-limit-resource', key: 'rateLimitResource', because: 'Triode has no rate limiter yet' },
   { flag: '--http-thread-count', key: 'httpThreadCount', because: 'HTTP is served on the event loop (model instances have their own threads: instance_group count)' },
   { flag: '--reuse-http-port', key: 'reuseHttpPort', because: 'Node 20 cannot set SO_REUSEPORT: run one server per port (or triode gateway and workers to scale out)', same: [false], warn: true },
   { flag: '--allow-client-shm', key: 'allowClientShm', because: 'Triode has no shared-memory support: the shared-memory APIs answer UNIMPLEMENTED', same: [false], warn: true },
@@ -310,8 +320,8 @@ function addCompatFlags(cmd: Command): Command {
     .addOption(hidden('--backend-directory <dir>', 'no effect (backends are built in)', String))
     .addOption(hidden('--repoagent-directory <dir>', 'no effect (no repository agents)', String))
     .addOption(hidden('--cache-directory <dir>', 'no effect (the response cache is built in)', String))
-    .addOption(hidden('--rate-limit <mode>', 'off, or execution_count (not implemented: same as off)', oneOf(['off', 'execution_count'])))
-    .addOption(hidden('--rate-limit-resource <name:count[:device]>', 'no effect (no rate limiter)', shaped(/^[^:]+:\d+(?::\d+)?$/, '<resource_name>:<count>[:<device>]')))
+    .addOption(new Option('--rate-limit <mode>', 'off: instances execute as soon as they are free; execution_count: only while they hold the resources their rate_limiter lists, by priority').argParser(oneOf(['off', 'execution_count'])))
+    .addOption(new Option('--rate-limit-resource <name:count[:device]>', 'available count of a rate limiter resource, on one device or all (repeatable; default: the largest count an instance needs)').argParser(shaped(/^[^:]+:\d+(?::\d+)?$/, '<resource_name>:<count>[:<device>]')))
     .addOption(hidden('--http-thread-count <n>', 'no effect (one event loop)', parseInteger(1)))
     .addOption(hidden('--reuse-http-port <bool>', 'no effect (no SO_REUSEPORT on Node 20)', parseBool))
     .addOption(hidden('--allow-client-shm <bool>', 'no effect (no shared memory)', parseBool))
@@ -431,6 +441,8 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     ...(o['logFile'] ? { logFile: o['logFile'] as string } : {}),
     traceConfig,
     responseCacheBytes: cacheBytesFrom(o),
+    rateLimit: (o['rateLimit'] as ServeOptions['rateLimit'] | undefined) ?? 'off',
+    rateLimitResources: parseRateLimitResources(o['rateLimitResource'] as string[] | undefined),
     notes,
   };
 }

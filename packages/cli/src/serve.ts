@@ -59,6 +59,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     ...(opts.maxInstancesPerModel !== undefined ? { maxInstancesPerModel: opts.maxInstancesPerModel } : {}),
     modelLoadTimeoutMs: opts.modelLoadTimeoutSecs * 1000,
     responseCacheBytes: opts.responseCacheBytes,
+    rateLimit: opts.rateLimit,
+    rateLimitResources: opts.rateLimitResources,
     ...(opts.modelConfigName ? { modelConfigName: opts.modelConfigName } : {}),
     backendConfig: opts.backendConfig,
     logger,

@@ -19,6 +19,7 @@ export * from './model-config/validate-model-config.js';
 export * from './model-repository/repository-fs.js';
 export * from './scheduler/scheduler.js';
 export * from './scheduler/dynamic-batch-scheduler.js';
+export * from './scheduler/rate-limiter.js';
 export * from './stats/infer-stats.js';
 export * from './backplane.js';
 export * from './tensor/transferable.js';

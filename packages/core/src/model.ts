@@ -7,11 +7,12 @@ import { classify } from './classification.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
 import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
-import type { ModelConfig } from './model-config/model-config.js';
+import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
 import { readLabels } from './model-repository/repository-fs.js';
 import { DynamicBatchScheduler } from './scheduler/dynamic-batch-scheduler.js';
 import { ResponseCache } from './cache/response-cache.js';
-import type { RejectHandler, Schedulable, Scheduler } from './scheduler/scheduler.js';
+import type { RateLimitedInstance, RateLimitedInstanceSpec, RateLimiter } from './scheduler/rate-limiter.js';
+import type { InstanceGate, RejectHandler, Schedulable, Scheduler } from './scheduler/scheduler.js';
 import { SequenceBatchScheduler, type SequenceInfo } from './scheduler/sequence-batch-scheduler.js';
 import { SequenceStates, controlTensors } from './scheduler/sequence-state.js';
 import { InferStats } from './stats/infer-stats.js';
@@ -40,7 +41,7 @@ export function createScheduler<T extends Schedulable & { sequence: SequenceInfo
   config: ModelConfig,
   instanceCount: number,
   runner: (instance: number, batch: T[]) => Promise<void>,
-  options: { clock: Clock; pipelineDepth: number; onReject: RejectHandler<T>; onSequenceEnd?: (key: string) => void },
+  options: { clock: Clock; pipelineDepth: number; onReject: RejectHandler<T>; onSequenceEnd?: (key: string) => void; gates?: readonly InstanceGate[] },
 ): Scheduler<T> {
   const mbs = config.max_batch_size ?? 0;
   if (config.sequence_batching) {
@@ -51,6 +52,7 @@ export function createScheduler<T extends Schedulable & { sequence: SequenceInfo
       clock: options.clock,
       onReject: options.onReject,
       ...(options.onSequenceEnd ? { onSequenceEnd: options.onSequenceEnd } : {}),
+      ...(options.gates ? { gates: options.gates } : {}),
     });
   }
   const db = config.dynamic_batching;
@@ -100,6 +102,16 @@ export function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, 
   });
 }
 
+/**
+ * The device of the `k`-th instance of a group that got `count` instances: KIND_GPU instances go
+ * one per GPU in turn (the listed ones, else GPUs 0..n-1); every other kind runs on device 0.
+ */
+function instanceDevice(g: ModelInstanceGroup, k: number, count: number): number {
+  if (g.kind !== 'KIND_GPU') return 0;
+  if (g.gpus?.length) return g.gpus[k % g.gpus.length]!;
+  return k % Math.max(1, Math.floor(count / Math.max(1, g.count ?? 1)));
+}
+
 /** Releases responses in arrival order (dynamic_batching.preserve_ordering). */
 class ResponseOrder {
   #next = 0;
@@ -134,8 +146,10 @@ export class ModelVersion {
   readonly #states: SequenceStates | undefined;
   readonly #order: ResponseOrder | undefined;
   #arrivals = 0;
+  /** Seats at the server's rate limiter, one per instance (`--rate-limit=execution_count` only). */
+  readonly #seats: { limiter: RateLimiter; instances: RateLimitedInstance[] } | undefined;
 
-  private constructor(ctx: ModelContext, backendModel: BackendModel, instances: BackendModelInstance[], labels: Map<string, string[]>, clock: Clock) {
+  private constructor(ctx: ModelContext, backendModel: BackendModel, instances: BackendModelInstance[], labels: Map<string, string[]>, clock: Clock, seats?: { limiter: RateLimiter; instances: RateLimitedInstance[] }) {
     this.name = ctx.name;
     this.version = ctx.version;
     this.config = ctx.config;
@@ -148,6 +162,7 @@ export class ModelVersion {
     const sb = ctx.config.sequence_batching;
     this.#states = sb?.state?.length ? new SequenceStates(sb, (ctx.config.max_batch_size ?? 0) > 0) : undefined;
     this.#order = ctx.config.dynamic_batching?.preserve_ordering ? new ResponseOrder() : undefined;
+    this.#seats = seats;
     // The sequence batcher runs a sequence's requests strictly one after another (implicit state
     // needs the previous output), so it never hands an instance a second batch ahead.
     const pipelineDepth = sb ? 1 : Math.min(...instances.map((i) => i.pipelineDepth ?? 1));
@@ -156,15 +171,17 @@ export class ModelVersion {
       pipelineDepth,
       onReject: (p, e) => this.#fail(p, e),
       onSequenceEnd: (key) => this.#states?.drop(key),
+      ...(seats ? { gates: seats.instances } : {}),
     });
   }
 
   /**
    * Loads a version: labels, the backend model, then every instance of every instance group.
    * When `ctx.signal` aborts, the load rejects at once with its reason; the instances made so far
-   * (and any that a backend finishes later) are finalized.
+   * (and any that a backend finishes later) are finalized. With `rateLimiter`, the instances are
+   * registered with it; a resource count it cannot meet fails the load (INVALID_ARG, Triton's text).
    */
-  static async load(ctx: ModelContext, backend: Backend, clock: Clock = systemClock): Promise<ModelVersion> {
+  static async load(ctx: ModelContext, backend: Backend, clock: Clock = systemClock, rateLimiter?: RateLimiter): Promise<ModelVersion> {
     const signal = ctx.signal;
     signal?.throwIfAborted();
     const labels = new Map<string, string[]>();
@@ -173,22 +190,27 @@ export class ModelVersion {
     }
     const model = await abortable(backend.modelInitialize(ctx), signal, (m) => m.finalize());
     const instances: BackendModelInstance[] = [];
+    let seats: { limiter: RateLimiter; instances: RateLimitedInstance[] } | undefined;
     try {
       let index = 0;
+      const specs: RateLimitedInstanceSpec[] = [];
       for (const g of ctx.config.instance_group ?? [{}]) {
         const count = model.instanceCount ? await model.instanceCount(g) : (g.count ?? 1);
         for (let i = 0; i < count; i++) {
           signal?.throwIfAborted();
           instances.push(await abortable(model.instanceInitialize(g, index++), signal, (x) => x.finalize()));
+          if (rateLimiter) specs.push({ device: instanceDevice(g, i, count), ...(g.rate_limiter ? { rateLimiter: g.rate_limiter } : {}) });
         }
       }
+      // Last, with nothing awaited after it: a registered version always comes back (and unregisters at unload).
+      if (rateLimiter && instances.length > 0) seats = { limiter: rateLimiter, instances: rateLimiter.register(specs) };
     } catch (err) {
       await Promise.allSettled(instances.map((x) => x.finalize()));
       await model.finalize().catch(() => undefined);
       throw err;
     }
     if (instances.length === 0) throw Errors.invalidArg(`model '${ctx.name}' has no instances`);
-    return new ModelVersion(ctx, model, instances, labels, clock);
+    return new ModelVersion(ctx, model, instances, labels, clock, seats);
   }
 
   /**
@@ -201,7 +223,8 @@ export class ModelVersion {
   async setInstanceGroups(groups: NonNullable<ModelConfig['instance_group']>): Promise<boolean> {
     const resize = this.#scheduler.resize?.bind(this.#scheduler);
     const drained = this.#scheduler.drained?.bind(this.#scheduler);
-    if (!resize || !drained || groups.length === 0) return false;
+    // Rate limited: a reload registers the new instances (and checks their resources).
+    if (!resize || !drained || groups.length === 0 || this.#seats) return false;
     const want = groups.reduce((a, g) => a + (g.count ?? 1), 0);
     const have = this.#instances.length;
     if (want > have) {
@@ -574,6 +597,7 @@ export class ModelVersion {
     const t = options.timeoutMs;
     const drained = t === undefined ? await this.#scheduler.idle().then(() => true) : await settleWithin(this.#scheduler.idle(), t);
     await this.#scheduler.stop();
+    this.#seats?.limiter.unregister(this.#seats.instances);
     const release = Promise.allSettled(this.#instances.map((i) => i.finalize())).then(() => this.#backendModel.finalize());
     if (t === undefined) {
       await release;

@@ -15,6 +15,7 @@ import { modelConfigToJson } from './model-config/model-config-json.js';
 import { ModelLifecycle, type LoadedModel } from './model-repository/model-lifecycle.js';
 import { ModelRepositoryManager, type LoadOptions, type ModelIndexEntry } from './model-repository/model-repository-manager.js';
 import { ResponseCache, type ResponseCacheStats } from './cache/response-cache.js';
+import { RateLimiter, type RateLimitResource } from './scheduler/rate-limiter.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { LatencyObservation, ModelStatistics } from './stats/infer-stats.js';
 import { configTypeToDataType, type DataType } from './tensor/data-type.js';
@@ -50,6 +51,17 @@ export interface ServerOptions {
    * `response_cache { enable: true }`. @default 0 (no cache)
    */
   responseCacheBytes?: number;
+  /**
+   * `execution_count`: an instance executes only while it holds the resources its instance group's
+   * `rate_limiter` lists, and waiting instances go by `rate_limiter.priority` across models
+   * (`--rate-limit`). `off`: `rate_limiter` is ignored, as in Triton. @default "off"
+   */
+  rateLimit?: 'off' | 'execution_count';
+  /**
+   * Available resource counts (`--rate-limit-resource=<name>:<count>[:<device>]`); with any given,
+   * a resource none names has count 0. @default [] (each: the largest count a loaded instance needs)
+   */
+  rateLimitResources?: RateLimitResource[];
   /** Server name in the metadata (`--id`). @default "triton" */
   id?: string;
   /** Version string in the metadata. @default "0.1.0" */
@@ -145,6 +157,8 @@ export class InferenceServer {
       modelLoadRetryCount: 0,
       modelLoadThreadCount: 4,
       responseCacheBytes: 0,
+      rateLimit: 'off',
+      rateLimitResources: [],
       ...options,
       maxInstancesPerModel: options.maxInstancesPerModel ?? defaultMaxInstancesPerModel(),
       modelLoadTimeoutMs: options.modelLoadTimeoutMs ?? DEFAULT_MODEL_LOAD_TIMEOUT_MS,
@@ -156,6 +170,9 @@ export class InferenceServer {
     this.#backends = new Map(options.backends.map((b) => [b.name, b]));
     if (options.responseCacheBytes) this.#responseCache = new ResponseCache(options.responseCacheBytes);
     const o = this.#opts;
+    if (o.rateLimit !== 'off' && o.rateLimit !== 'execution_count') throw new RangeError(`options.rateLimit must be "off" or "execution_count", got ${String(o.rateLimit)}`);
+    // One pool for every model; none at all when off, so the off path costs nothing per request.
+    const rateLimiter = o.rateLimit === 'execution_count' ? new RateLimiter({ resources: o.rateLimitResources }) : undefined;
     // Models call back into the server for BLS requests and ensemble steps.
     const host = { infer: (request: InferenceRequest) => this.infer(request), getModel: (name: string, version?: number) => this.getModel(name, version) };
     this.#lifecycle = new ModelLifecycle(host, {
@@ -166,6 +183,7 @@ export class InferenceServer {
       modelLoadRetryCount: o.modelLoadRetryCount,
       modelLoadThreadCount: o.modelLoadThreadCount,
       responseCache: this.#responseCache,
+      rateLimiter,
       clock: o.clock,
       logger: o.logger,
     });

@@ -17,10 +17,11 @@ describe('checkUnimplementedConfig: no config field is ignored silently', () => 
     expect(check('dynamic_batching { } instance_group { count: 2 kind: KIND_CPU }')).toEqual([]);
     // Normalization's own defaults (pinned memory flags) are not fields the user set.
     expect(check('optimization { graph { level: 1 } input_pinned_memory { enable: true } }')).toEqual([]);
+    // rate_limiter is implemented (--rate-limit=execution_count); with it off Triton ignores it silently too.
+    expect(check('instance_group { count: 1 rate_limiter { resources [ { name: "R1" count: 2 } ] priority: 2 } }')).toEqual([]);
   });
 
   it.each([
-    ['instance_group { count: 1 rate_limiter { resources [ { name: "R1" count: 2 } ] priority: 2 } }', "instance_group[0].rate_limiter is not implemented by Triode and is ignored: Triode has no rate limiter"],
     ['instance_group { count: 1 secondary_devices [ { kind: KIND_NVDLA device_id: 0 } ] }', 'instance_group[0].secondary_devices is not implemented by Triode and is ignored: the secondary devices (NVDLA) are not used'],
     ['metric_tags { key: "team" value: "search" }', 'metric_tags is not implemented by Triode and is ignored: the model\'s metrics carry only the "model" and "version" labels'],
     ['model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } histogram_options { buckets: [ 1, 2, 4 ] } } ] }', 'model_metrics is not implemented by Triode and is ignored: histogram buckets are server-wide (--metrics-config histogram_buckets=...)'],
@@ -58,7 +59,7 @@ describe('InferenceServer and fields Triode does not implement', () => {
 
   it('loads a model with a hint and logs a warning naming the field; refuses ragged batching with the reason', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-unimpl-'));
-    for (const [name, extra] of [['hint', 'instance_group { count: 1 rate_limiter { priority: 2 } }'], ['ragged', 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_INT32 source_input: "IN" } ]']] as const) {
+    for (const [name, extra] of [['hint', 'instance_group { count: 1 passive: true }'], ['ragged', 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "N" data_type: TYPE_INT32 source_input: "IN" } ]']] as const) {
       mkdirSync(join(root, name, '1'), { recursive: true });
       writeFileSync(join(root, name, 'config.pbtxt'), BASE.replace('name: "m"', `name: "${name}"`) + extra);
     }
@@ -67,7 +68,7 @@ describe('InferenceServer and fields Triode does not implement', () => {
     const s = await InferenceServer.create({ modelRepositories: [root], backends: [noop], logger });
     try {
       expect(s.modelReady('hint')).toBe(true);
-      expect(warnings.some((w) => w.startsWith("model 'hint': instance_group[0].rate_limiter is not implemented by Triode and is ignored"))).toBe(true);
+      expect(warnings.some((w) => w.startsWith("model 'hint': instance_group[0].passive is not implemented by Triode and is ignored"))).toBe(true);
       const row = s.repositoryIndex().find((r) => r.name === 'ragged')!;
       expect(row.state).toBe('UNAVAILABLE');
       expect(row.reason).toMatch(/^model 'ragged' sets batch_input, which Triode does not support/);

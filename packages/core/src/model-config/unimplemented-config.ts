@@ -37,7 +37,7 @@ function find(config: ModelConfig): Unimplemented[] {
   }
   (config.instance_group ?? []).forEach((g, i) => {
     const at = `instance_group[${i}]`;
-    if (isSet(g.rate_limiter)) out.push({ field: `${at}.rate_limiter`, instead: 'Triode has no rate limiter: an instance runs whenever it is free (as Triton with --rate-limit=off)' });
+    // rate_limiter is implemented (--rate-limit=execution_count); with --rate-limit=off Triton ignores it too, silently.
     if (isSet(g.secondary_devices)) out.push({ field: `${at}.secondary_devices`, instead: 'the secondary devices (NVDLA) are not used' });
     if (g.passive) out.push({ field: `${at}.passive`, instead: 'the instances are not passive: the scheduler sends them requests' });
     if (isSet(g.host_policy)) out.push({ field: `${at}.host_policy`, instead: 'Triode has no host policies' });

@@ -17,6 +17,7 @@ import type { ModelConfig } from '../model-config/model-config.js';
 import { PLATFORMS } from '../model-config/normalize-model-config.js';
 import { modelConfigToJson } from '../model-config/model-config-json.js';
 import type { ResponseCache } from '../cache/response-cache.js';
+import type { RateLimiter } from '../scheduler/rate-limiter.js';
 import type { Logger } from '../logger.js';
 import type { LatencyObservation } from '../stats/infer-stats.js';
 import { removeOverride } from './load-override.js';
@@ -78,6 +79,8 @@ export interface ModelLifecycleOptions {
   modelLoadThreadCount: number;
   /** The response cache models with `response_cache { enable: true }` use (none without). */
   responseCache: ResponseCache | undefined;
+  /** The server's rate limiter (`--rate-limit=execution_count`; none when off). */
+  rateLimiter?: RateLimiter | undefined;
   clock: Clock;
   logger: Logger;
 }
@@ -210,6 +213,7 @@ export class ModelLifecycle {
       },
       backend,
       this.#opts.clock,
+      this.#opts.rateLimiter,
     ), `'${entry.name}' version ${version}`, signal);
     try {
       await abortable((async () => {

@@ -8,7 +8,7 @@ import { Errors } from '../errors.js';
 import type { ModelDynamicBatching } from '../model-config/model-config.js';
 import { PriorityQueue } from './priority-queue.js';
 import { IdleWaiters, WakeTimer } from './wake-timer.js';
-import type { BatchRunner, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
+import type { BatchRunner, InstanceGate, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
 
 /** Options of a DynamicBatchScheduler. */
 export interface DynamicBatchSchedulerOptions<T> {
@@ -26,6 +26,12 @@ export interface DynamicBatchSchedulerOptions<T> {
   pipelineDepth?: number;
   /** @default systemClock */
   clock?: Clock;
+  /**
+   * Rate limiter seats, one per instance (`--rate-limit=execution_count`): an idle instance takes
+   * a batch only once its seat is allocated, one batch at a time (`pipelineDepth` is then 1), and
+   * cannot be resized. @default none (instances take batches as soon as they are free)
+   */
+  gates?: readonly InstanceGate[];
 }
 
 /**
@@ -57,6 +63,10 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   #active: number;
   /** Per instance: callbacks waiting for it to have nothing outstanding. */
   readonly #drainWaiters = new Map<number, (() => void)[]>();
+  readonly #gates: readonly InstanceGate[] | undefined;
+  /** Rate limited: instances waiting for their resources, and how many. */
+  readonly #isStaged: boolean[];
+  #staged = 0;
 
   constructor(instanceCount: number, runner: BatchRunner<T>, options: DynamicBatchSchedulerOptions<T> = {}) {
     if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
@@ -68,7 +78,10 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     this.#onReject = options.onReject ?? (() => undefined);
     this.#outstanding = new Array<number>(instanceCount).fill(0);
     this.#active = instanceCount;
-    this.#depth = Math.max(1, options.pipelineDepth ?? 1);
+    this.#gates = options.gates;
+    if (this.#gates && this.#gates.length !== instanceCount) throw new RangeError('options.gates must hold one gate per instance');
+    this.#isStaged = new Array<boolean>(this.#gates ? instanceCount : 0).fill(false);
+    this.#depth = this.#gates ? 1 : Math.max(1, options.pipelineDepth ?? 1);
     this.#queue = new PriorityQueue<T>(options.queuePolicy ?? {});
     this.#timer = new WakeTimer(this.#clock, () => this.#schedule());
   }
@@ -107,6 +120,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
    * instances n and above get no new batch and finish what they hold (see `drained`).
    */
   resize(instanceCount: number): void {
+    if (this.#gates) throw new Error('a rate-limited scheduler cannot be resized');
     if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
     while (this.#outstanding.length < instanceCount) this.#outstanding.push(0);
     this.#active = instanceCount;
@@ -144,30 +158,78 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     if (this.#stopped) return;
     this.#expire(this.#clock.nowNs());
     this.#batchDeadline = 0;
-    while (this.#queue.size > 0) {
-      const instance = this.#pickInstance();
-      if (instance < 0) break;
-      // A batch for an instance that is still busy is formed only when it is full or preferred:
-      // waiting lets it grow while the instance works.
-      const n = this.#batchLength(this.#outstanding[instance]! > 0);
-      if (n === 0) break; // waiting for the delay, or for the instance
-      const batch = this.#queue.take(n);
-      this.#outstanding[instance]!++;
-      this.#inflight += batch.length;
-      this.#runner(instance, batch)
-        .catch(() => undefined) // the runner answers its requests itself
-        .finally(() => {
-          this.#inflight -= batch.length;
-          if (--this.#outstanding[instance]! === 0 && this.#drainWaiters.has(instance)) {
-            for (const f of this.#drainWaiters.get(instance)!) f();
-            this.#drainWaiters.delete(instance);
-          }
-          this.#schedule();
-          this.#notifyIdle();
-        });
+    if (this.#gates) {
+      this.#stageIdle(this.#gates);
+    } else {
+      while (this.#queue.size > 0) {
+        const instance = this.#pickInstance();
+        if (instance < 0) break;
+        // A batch for an instance that is still busy is formed only when it is full or preferred:
+        // waiting lets it grow while the instance works.
+        const n = this.#batchLength(this.#outstanding[instance]! > 0);
+        if (n === 0) break; // waiting for the delay, or for the instance
+        this.#dispatch(instance, this.#queue.take(n));
+      }
     }
     this.#armTimer();
     this.#notifyIdle();
+  }
+
+  #dispatch(instance: number, batch: T[]): void {
+    this.#outstanding[instance]!++;
+    this.#inflight += batch.length;
+    this.#runner(instance, batch)
+      .catch(() => undefined) // the runner answers its requests itself
+      .finally(() => {
+        this.#inflight -= batch.length;
+        if (--this.#outstanding[instance]! === 0 && this.#drainWaiters.has(instance)) {
+          for (const f of this.#drainWaiters.get(instance)!) f();
+          this.#drainWaiters.delete(instance);
+        }
+        if (this.#gates) this.#release(this.#gates[instance]!, instance);
+        this.#schedule();
+        this.#notifyIdle();
+      });
+  }
+
+  /**
+   * Rate limited: each idle instance asks for its resources while the queue holds a batch it could
+   * take (requests stay queued, and the batch keeps growing, until the resources are granted).
+   */
+  #stageIdle(gates: readonly InstanceGate[]): void {
+    for (let i = 0; i < this.#active && this.#queue.size > this.#staged; i++) {
+      if (this.#outstanding[i]! > 0 || this.#isStaged[i]) continue;
+      if (this.#batchLength(false) === 0) break;
+      this.#isStaged[i] = true;
+      this.#staged++;
+      gates[i]!.stage(() => this.#allocated(i));
+    }
+  }
+
+  /** Rate limited: instance `i` got its resources; it takes the batch the queue forms now. */
+  #allocated(i: number): void {
+    this.#isStaged[i] = false;
+    this.#staged--;
+    const n = this.#stopped ? 0 : this.#batchLength(false);
+    if (n === 0) {
+      // The requests it was staged for were cancelled or timed out meanwhile.
+      this.#gates![i]!.release(false);
+    } else {
+      this.#dispatch(i, this.#queue.take(n));
+    }
+    this.#armTimer();
+  }
+
+  /** Rate limited: instance `i` finished a batch; it stays staged if there is more for it. */
+  #release(gate: InstanceGate, i: number): void {
+    const more = !this.#stopped && i < this.#active && this.#queue.size > this.#staged && this.#batchLength(false) > 0;
+    if (!more) {
+      gate.release(true);
+      return;
+    }
+    this.#isStaged[i] = true;
+    this.#staged++;
+    gate.release(true, () => this.#allocated(i));
   }
 
   /** One timer for whichever comes first: a queue timeout or the end of the batching delay. */

@@ -24,6 +24,22 @@ export interface Schedulable extends QueueItem {
 /** Runs one batch on instance `instance`; resolves when the instance is done with it. */
 export type BatchRunner<T> = (instance: number, batch: T[]) => Promise<void>;
 
+/**
+ * An instance's turn under the rate limiter (`--rate-limit=execution_count`): an idle instance with
+ * work stages itself, takes a batch only once allocated, and releases when that batch is done.
+ * Triton: RateLimiter::ModelInstanceContext (Stage, Allocate, Release)
+ */
+export interface InstanceGate {
+  /** Asks for the instance's resources; `onAllocate` runs when they are granted (maybe at once, inside this call). */
+  stage(onAllocate: () => void): void;
+  /**
+   * Gives the resources back. `executed`: a batch ran (it counts toward the instance's priority).
+   * `next`: the instance has more work: it is staged again, with its new count, before anyone
+   * else is allocated (Triton's OnRelease order).
+   */
+  release(executed: boolean, next?: () => void): void;
+}
+
 /** Answers a request the scheduler gives up on (timed out, stopped) with an error. */
 export type RejectHandler<T> = (request: T, error: TriodeError) => void;
 

@@ -7,7 +7,7 @@
 import { systemClock, type Clock } from '../clock.js';
 import { Errors, type TriodeError } from '../errors.js';
 import type { ModelSequenceBatching } from '../model-config/model-config.js';
-import type { BatchRunner, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
+import type { BatchRunner, InstanceGate, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
 import { IdleWaiters, WakeTimer } from './wake-timer.js';
 
 /** The sequence parameters of a request. */
@@ -38,6 +38,11 @@ export interface SequenceBatchSchedulerOptions<T> {
   onReject?: RejectHandler<T>;
   /** @default systemClock */
   clock?: Clock;
+  /**
+   * Rate limiter seats, one per instance (`--rate-limit=execution_count`): an instance takes its
+   * next batch only once its seat is allocated. @default none
+   */
+  gates?: readonly InstanceGate[];
 }
 
 interface Sequence<T> {
@@ -76,6 +81,9 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   readonly #timer: WakeTimer;
   readonly #idle = new IdleWaiters();
   #stopped = false;
+  readonly #gates: readonly InstanceGate[] | undefined;
+  /** Rate limited: instances waiting for their resources. */
+  readonly #staged: boolean[];
 
   constructor(instanceCount: number, runner: BatchRunner<T>, options: SequenceBatchSchedulerOptions<T>) {
     if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
@@ -102,6 +110,9 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     this.#busy = new Array<boolean>(instanceCount).fill(false);
     this.#pinned = new Array<number>(instanceCount).fill(0);
     this.#timer = new WakeTimer(this.#clock, () => this.#schedule());
+    this.#gates = options.gates;
+    if (this.#gates && this.#gates.length !== instanceCount) throw new RangeError('options.gates must hold one gate per instance');
+    this.#staged = new Array<boolean>(instanceCount).fill(false);
   }
 
   enqueue(request: T): void {
@@ -214,50 +225,85 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
       else later(at);
     }
     for (let inst = 0; inst < this.#busy.length; inst++) {
-      if (this.#busy[inst]) continue;
-      const ready: Sequence<T>[] = [];
-      for (const seq of this.#sequences.values()) {
-        if (seq.instance === inst && !seq.running && seq.queue.length > 0) ready.push(seq);
+      if (this.#busy[inst] || this.#staged[inst]) continue;
+      const chosen = this.#batchFor(inst, now, later);
+      if (!chosen) continue;
+      const gate = this.#gates?.[inst];
+      if (gate) {
+        this.#staged[inst] = true;
+        gate.stage(() => this.#allocated(inst, gate));
+      } else {
+        this.#dispatch(inst, chosen);
       }
-      if (ready.length === 0) continue;
-      // Oldest first: by the arrival of each sequence's next request.
-      ready.sort((a, b) => a.queue[0]!.enqueueNs - b.queue[0]!.enqueueNs);
-      let n = Math.min(ready.length, this.#maxBatch);
-      const oldestNs = ready[0]!.queue[0]!.delayFromNs ?? ready[0]!.queue[0]!.enqueueNs;
-      if (this.#delayNs > 0 && now < oldestNs + this.#delayNs) {
-        const preferredAt = this.#preferred.filter((p) => p <= n).sort((a, b) => b - a)[0];
-        const full = n >= this.#maxBatch;
-        const utilized = this.#minSlotUtilization > 0 && n / this.#capacity >= this.#minSlotUtilization;
-        if (preferredAt !== undefined) n = preferredAt;
-        else if (!full && (this.#oldest || (this.#minSlotUtilization > 0 && !utilized))) {
-          later(oldestNs + this.#delayNs);
-          continue;
-        }
-      }
-      const chosen = ready.slice(0, n);
-      const batch = chosen.map((s) => {
-        s.running = true;
-        return s.queue.shift()!;
-      });
-      this.#queued -= batch.length;
-      this.#inflight += batch.length;
-      this.#busy[inst] = true;
-      this.#runner(inst, batch)
-        .catch(() => undefined)
-        .finally(() => {
-          const done = this.#clock.nowNs();
-          this.#busy[inst] = false;
-          this.#inflight -= batch.length;
-          chosen.forEach((s, k) => {
-            s.running = false;
-            s.lastActivityNs = done;
-            if (batch[k]!.sequence.end && s.queue.length === 0 && this.#sequences.get(s.key) === s) this.#release(s);
-          });
-          this.#schedule();
-          this.#notifyIdle();
-        });
     }
     this.#timer.set(wake);
+  }
+
+  /** The sequences whose next requests form instance `inst`'s batch now, or undefined to wait. */
+  #batchFor(inst: number, now: number, later: (t: number) => void): Sequence<T>[] | undefined {
+    const ready: Sequence<T>[] = [];
+    for (const seq of this.#sequences.values()) {
+      if (seq.instance === inst && !seq.running && seq.queue.length > 0) ready.push(seq);
+    }
+    if (ready.length === 0) return undefined;
+    // Oldest first: by the arrival of each sequence's next request.
+    ready.sort((a, b) => a.queue[0]!.enqueueNs - b.queue[0]!.enqueueNs);
+    let n = Math.min(ready.length, this.#maxBatch);
+    const oldestNs = ready[0]!.queue[0]!.delayFromNs ?? ready[0]!.queue[0]!.enqueueNs;
+    if (this.#delayNs > 0 && now < oldestNs + this.#delayNs) {
+      const preferredAt = this.#preferred.filter((p) => p <= n).sort((a, b) => b - a)[0];
+      const full = n >= this.#maxBatch;
+      const utilized = this.#minSlotUtilization > 0 && n / this.#capacity >= this.#minSlotUtilization;
+      if (preferredAt !== undefined) n = preferredAt;
+      else if (!full && (this.#oldest || (this.#minSlotUtilization > 0 && !utilized))) {
+        later(oldestNs + this.#delayNs);
+        return undefined;
+      }
+    }
+    return ready.slice(0, n);
+  }
+
+  /** Rate limited: instance `inst` got its resources; it takes the batch its sequences form now. */
+  #allocated(inst: number, gate: InstanceGate): void {
+    this.#staged[inst] = false;
+    const chosen = this.#stopped ? undefined : this.#batchFor(inst, this.#clock.nowNs(), () => undefined);
+    if (chosen) {
+      this.#dispatch(inst, chosen);
+      return;
+    }
+    gate.release(false);
+    this.#schedule();
+  }
+
+  #dispatch(inst: number, chosen: Sequence<T>[]): void {
+    const batch = chosen.map((s) => {
+      s.running = true;
+      return s.queue.shift()!;
+    });
+    this.#queued -= batch.length;
+    this.#inflight += batch.length;
+    this.#busy[inst] = true;
+    this.#runner(inst, batch)
+      .catch(() => undefined)
+      .finally(() => {
+        const done = this.#clock.nowNs();
+        this.#busy[inst] = false;
+        this.#inflight -= batch.length;
+        chosen.forEach((s, k) => {
+          s.running = false;
+          s.lastActivityNs = done;
+          if (batch[k]!.sequence.end && s.queue.length === 0 && this.#sequences.get(s.key) === s) this.#release(s);
+        });
+        const gate = this.#gates?.[inst];
+        if (gate) {
+          // Staged again (if it has more) before anyone else is allocated: Triton's OnRelease order.
+          const more = !this.#stopped && this.#batchFor(inst, done, () => undefined) !== undefined;
+          if (more) this.#staged[inst] = true;
+          gate.release(true, more ? () => this.#allocated(inst, gate) : undefined);
+        }
+        this.#schedule();
+        this.#notifyIdle();
+      });
   }
 
   #notifyIdle(): void {
