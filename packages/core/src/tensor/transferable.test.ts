@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Tensor } from './tensor.js';
-import { claimOwnership, copyTensorData, give, isOwned, isTransferable, lend, markTransferable, transferList } from './transferable.js';
+import { claimOwnership, copyTensorData, give, isOwned, isTransferable, lend, markTransferable, releaseOwnedBuffers, transferList } from './transferable.js';
 
 const t = (data: Tensor['data'], owned?: boolean): Tensor => ({ name: 'x', datatype: 'INT32', shape: [data.length], data, ...(owned !== undefined ? { owned } : {}) });
 
@@ -52,5 +52,23 @@ describe('tensor ownership', () => {
     expect(fc).toBeInstanceOf(Float64Array);
     expect(fc.buffer).not.toBe(f.buffer);
     expect(Array.from(fc)).toEqual([2.5]);
+  });
+});
+
+describe('releaseOwnedBuffers()', () => {
+  const MiB = 1024 * 1024;
+  it('detaches the large buffers a tensor owns whole, and nothing it only lends, shares or views in part', () => {
+    const owned = { data: new Float32Array(MiB / 2), owned: true };
+    const lent = { data: new Float32Array(MiB / 2), owned: false };
+    const unknown = { data: new Float32Array(MiB / 2) };
+    const batch = new Float32Array(MiB);
+    const part = { data: batch.subarray(0, MiB / 2), owned: true };
+    const small = { data: new Float32Array(16), owned: true };
+    expect(releaseOwnedBuffers([owned, lent, unknown, part, small])).toBe(2 * MiB);
+    expect(owned.data.byteLength).toBe(0);
+    for (const kept of [lent, unknown, small]) expect(kept.data.byteLength).toBeGreaterThan(0);
+    expect(part.data.byteLength).toBe(2 * MiB);
+    expect(batch.byteLength).toBe(4 * MiB);
+    expect(releaseOwnedBuffers([])).toBe(0);
   });
 });

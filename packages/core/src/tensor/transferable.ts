@@ -84,3 +84,31 @@ function plainCtor<D extends TensorData>(data: D): new (b: ArrayBuffer, offset: 
   while (Object.getPrototypeOf(proto) !== TYPED_ARRAY_PROTO) proto = Object.getPrototypeOf(proto) as object;
   return (proto as { constructor: new (b: ArrayBuffer, offset: number, length: number) => D }).constructor;
 }
+
+/** Buffers smaller than this are left to the garbage collector (see `releaseOwnedBuffers`). */
+const RELEASE_MIN_BYTES = 1024 * 1024;
+
+/**
+ * Frees at once the large buffers of tensors that will not be used again (a response refused for
+ * its size): V8 frees an unreferenced ArrayBuffer only at its next collection, which an idle server
+ * may not run for a long time, so a 126 MB output stayed resident after its 400. A buffer is
+ * released only when nothing else can be looking at it: the tensor owns it (`owned`), spans all of
+ * it, it is an ArrayBuffer (not shared) of at least 1 MiB. It is detached by transferring it to a
+ * channel that is closed at once, which drops the memory.
+ * @returns the bytes released
+ */
+export function releaseOwnedBuffers(tensors: Iterable<Pick<Tensor, 'data' | 'owned'>>): number {
+  const buffers = new Set<ArrayBuffer>();
+  for (const t of tensors) {
+    const b = t.data.buffer;
+    if (t.owned === true && b instanceof ArrayBuffer && t.data.byteOffset === 0 && t.data.byteLength === b.byteLength && b.byteLength >= RELEASE_MIN_BYTES) buffers.add(b);
+  }
+  if (buffers.size === 0) return 0;
+  let bytes = 0;
+  for (const b of buffers) bytes += b.byteLength;
+  const { port1, port2 } = new MessageChannel();
+  port1.postMessage(null, [...buffers]);
+  port1.close();
+  port2.close();
+  return bytes;
+}

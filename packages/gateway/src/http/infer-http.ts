@@ -3,7 +3,7 @@
  * async endpoints (`/infer_async`, `/v2/jobs/{id}/result`), which take and give the same bodies.
  */
 import type { Context } from 'hono';
-import { Errors, configTypeToDataType, echo, type Backplane, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { Errors, configTypeToDataType, echo, releaseOwnedBuffers, type Backplane, type InferenceResponse, type ModelConfig } from '@triode/core';
 import { compress, header, readBody, responseCompression } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
 import { modelParams } from './routes/model-params.js';
@@ -39,7 +39,15 @@ export async function readInferRequest(c: Context, backplane: Backplane, maxInpu
  * @throws INVALID_ARG when its JSON outputs could exceed `maxJsonOutputSize` bytes.
  */
 export async function writeInferResponse(c: Context, response: InferenceResponse, encoding: OutputEncoding, maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE): Promise<Response> {
-  const encoded = encodeInferResponse(response, encoding, maxJsonOutputSize);
+  let encoded: ReturnType<typeof encodeInferResponse>;
+  try {
+    encoded = encodeInferResponse(response, encoding, maxJsonOutputSize);
+  } catch (err) {
+    // Refused for its size: the outputs (possibly hundreds of MB) are given back now, not at V8's
+    // next collection, which an idle server may not run for a long time.
+    releaseOwnedBuffers(response.outputs);
+    throw err;
+  }
   const headers: Record<string, string> = {
     'Content-Type': encoded.headerLength === undefined ? 'application/json' : 'application/octet-stream',
   };
