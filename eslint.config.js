@@ -23,4 +23,26 @@ export default tseslint.config(
       }],
     },
   },
+  {
+    // The frontends serve embedded mode and a cluster gateway alike: Redis is the cluster package's.
+    files: ['packages/frontends/src/**/*.ts'],
+    ignores: ['packages/frontends/src/**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        paths: ['ioredis', 'bullmq', 'piscina', 'onnxruntime-node'].map((name) => ({ name, message: '@triode/frontends know only core\'s Backplane: no Redis, threads or models here' })),
+        patterns: [{ group: ['@triode/cluster', '@triode/backends', '@triode/cli'], message: '@triode/frontends depend on @triode/core only' }],
+      }],
+    },
+  },
+  {
+    // Cluster mode's code is transport-free of HTTP/gRPC: it speaks Redis and TCP only.
+    files: ['packages/cluster/src/**/*.ts'],
+    ignores: ['packages/cluster/src/**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        paths: ['hono', '@hono/node-server', '@grpc/grpc-js'].map((name) => ({ name, message: '@triode/cluster knows no frontend protocol' })),
+        patterns: [{ group: ['@triode/frontends', '@triode/cli'], message: '@triode/cluster depends on @triode/core only' }],
+      }],
+    },
+  },
 );

@@ -5,7 +5,7 @@
  */
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, silentLogger } from '@triode/core';
-import { RedisBackplane } from '@triode/gateway';
+import { RedisBackplane } from '@triode/cluster';
 import { runBackplaneCases } from './helpers/backplane.case.js';
 import { startTriode, type Child } from './helpers/process.js';
 import { startRedis, type RedisHandle } from './helpers/redis.js';

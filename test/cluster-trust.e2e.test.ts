@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ClusterAuth, encodeReply, encodeRequestParts, frame } from '@triode/core';
+import { ClusterAuth, encodeReply, encodeRequestParts, frame } from '@triode/cluster';
 import { EXAMPLES, makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, until, type Child } from './helpers/process.js';
 import { startRedis, type RedisHandle } from './helpers/redis.js';

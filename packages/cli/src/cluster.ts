@@ -6,15 +6,14 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LogSettings, createLogger, queryGpus, redactRedisUrl, selectGpus, type Logger } from '@triode/core';
-import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, RedisBackplane, TraceSettings, headerPattern, createHttpApp, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/gateway';
+import { InferenceServer, LogSettings, createLogger, queryGpus, selectGpus, type Logger } from '@triode/core';
+import { HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, TraceSettings, headerPattern, createHttpApp, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
-import { StreamConsumer } from '@triode/worker';
+import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
 import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
 import { logStream } from './log-file.js';
 import { findGpus } from './serve.js';
-import { GpuSupervisor, perGpuChildren } from './gpu-supervisor.js';
 
 /** The `triode` bin that per-GPU workers run (beside this module's package, whether built or source). */
 const TRIODE_BIN = fileURLToPath(new URL('../bin/triode.js', import.meta.url));

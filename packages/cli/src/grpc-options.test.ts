@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InferenceServer, LocalBackplane, LogSettings, silentLogger, type Logger } from '@triode/core';
-import { TraceSettings } from '@triode/gateway';
+import { TraceSettings } from '@triode/frontends';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 
 const parse = (args: string[]) => {

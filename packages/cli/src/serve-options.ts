@@ -4,7 +4,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { GpuQueryOptions, RateLimitResource } from '@triode/core';
-import { parseMetricsConfig, parseRestrictions, type MetricsConfig, type Restrictions } from '@triode/gateway';
+import { parseMetricsConfig, parseRestrictions, type MetricsConfig, type Restrictions } from '@triode/frontends';
 import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 
 /** Everything `triode serve` is told on its command line. */

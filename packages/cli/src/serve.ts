@@ -8,7 +8,7 @@ import { InferenceServer, LocalBackplane, LogSettings, createLogger, queryGpus, 
 import {
   HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle, type MetricsSource,
-} from '@triode/gateway';
+} from '@triode/frontends';
 import { startGrpc } from './grpc-options.js';
 import { logStream } from './log-file.js';
 import { gpuTable, modelTable } from './model-table.js';

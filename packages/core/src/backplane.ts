@@ -6,7 +6,31 @@
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 import type { InferenceServer, LoadOptions, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
-import type { ClusterWorkerInfo } from './cluster/registry.js';
+
+/** A live worker as `GET /v2/cluster/workers` lists it (snake_case, as Triton's JSON). */
+export interface ClusterWorkerInfo {
+  id: string;
+  host: string;
+  pid: number | null;
+  device: string;
+  inflight: number;
+  started_ms: number | null;
+  heartbeat_ms: number;
+  models: { name: string; version?: string; state: string }[];
+}
+
+/** A model's request stream as the backlog metrics report it (what an autoscaler reads). */
+export interface StreamBacklog {
+  model: string;
+  /** Entries in the stream (waiting, read and not acknowledged). */
+  entries: number;
+  /** Entries not yet read by any worker. */
+  waiting: number;
+  /** Entries read by a worker and not acknowledged (running, or held by a dead worker). */
+  pending: number;
+  /** Age of the oldest pending entry, in seconds (0 when none). */
+  oldestPendingAgeSeconds: number;
+}
 
 /** What a frontend needs from the server behind it. Every method may reject with a TriodeError. */
 export interface Backplane {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane } from '@triode/core';
-import { createHttpApp, startGrpcServer, startHttpServer, type GrpcServerHandle, type HttpServerHandle } from '@triode/gateway';
+import { createHttpApp, startGrpcServer, startHttpServer, type GrpcServerHandle, type HttpServerHandle } from '@triode/frontends';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { GrpcClient } from '../grpc-client.js';
 import { HttpClient } from '../http-client.js';

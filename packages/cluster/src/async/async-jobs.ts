@@ -1,0 +1,251 @@
+/**
+ * @module Async inference (a Triode extension): submit a request and get a job id at once, poll
+ * its state, fetch the result later, cancel it. Jobs are BullMQ jobs in the cluster's Redis; any
+ * gateway can run them (through its backplane) and answer for them.
+ *
+ * What they keep in Redis is bounded: a request (and a result) of at most maxRequestBytes, at most
+ * maxJobs jobs at once (waiting, running, or finished and kept), finished jobs for resultTtlSecs,
+ * the request dropped once it ran, and BullMQ's event stream trimmed short. Job ids are random
+ * (not guessable). A failure is kept as data ({code, message}); with a cluster secret, a job's
+ * request and its result are signed, and a forged one is refused.
+ */
+import { randomUUID } from 'node:crypto';
+import { Queue, Worker, type Job } from 'bullmq';
+import {
+  Errors, TriodeError, checkModelName, echo, isErrorCode, normalizeRequest, settleWithin, type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
+  type AsyncInference, type JobStatus, type OutputEncoding,
+} from '@triode/core';
+import { ClusterAuth } from '../cluster-auth.js';
+import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../envelope/envelope-codec.js';
+import { redisOptions } from '../redis/redis-connection.js';
+
+/** Options of AsyncJobs. */
+export interface AsyncJobsOptions {
+  redis: string;
+  /** Key prefix of the cluster. @default "triode" */
+  prefix?: string;
+  /** How long finished jobs (and their results or failure reasons) are kept (s). @default 3600 */
+  resultTtlSecs?: number;
+  /** Jobs this gateway runs at once. @default 64 */
+  concurrency?: number;
+  /** The largest request (and result) a job may carry, in bytes as encoded. @default 4 MiB */
+  maxRequestBytes?: number;
+  /** Jobs kept at once (waiting, running, finished and not yet expired); more are refused (503). @default 256 */
+  maxJobs?: number;
+  /** The cluster secret's signer (shared with the backplane, for one count of rejected messages). */
+  auth?: ClusterAuth;
+  logger?: Logger;
+}
+
+/** Default of AsyncJobsOptions.maxRequestBytes. */
+export const DEFAULT_ASYNC_MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+
+interface JobData {
+  request: string; // base64 of the encoded request ('' once it ran)
+  binary: [string, boolean][];
+  defaultBinary: boolean;
+  /** With a cluster secret: the MAC of the model name, request and encoding (hex). */
+  sig?: string;
+}
+
+/** What a finished job keeps: the encoded reply (base64), or the error as data. */
+interface JobResult {
+  reply?: string;
+  error?: { code: string; message: string };
+  /** With a cluster secret: the MAC of the job id and the result (hex). */
+  sig?: string;
+}
+
+const errorCode = (c: unknown): ErrorCode => (isErrorCode(c) ? c : 'INTERNAL');
+
+/** Async jobs over BullMQ. */
+export class AsyncJobs implements AsyncInference {
+  readonly #queue: Queue;
+  readonly #worker: Worker;
+  readonly #ttl: number;
+  readonly #auth: ClusterAuth;
+  /** The largest request (and result) a job may carry, in bytes. */
+  readonly maxRequestBytes: number;
+  readonly #maxJobs: number;
+  /** Jobs this gateway is running now. */
+  #running = 0;
+  readonly #backplane: Backplane;
+
+  constructor(backplane: Backplane, options: AsyncJobsOptions) {
+    this.#backplane = backplane;
+    const conn = redisOptions(options.redis, 'jobs');
+    const name = `${options.prefix ?? 'triode'}-async`;
+    this.#ttl = options.resultTtlSecs ?? 3600;
+    this.#auth = options.auth ?? new ClusterAuth();
+    this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_ASYNC_MAX_REQUEST_BYTES;
+    this.#maxJobs = options.maxJobs ?? 256;
+    // Nothing reads BullMQ's event stream (results are read from the job): keep it short, not
+    // 10,000 events each with a copy of a result.
+    this.#queue = new Queue(name, { connection: conn, streams: { events: { maxLen: 100 } } });
+    this.#worker = new Worker(name, async (job: Job<JobData>) => {
+      this.#running++;
+      try {
+        return await this.#run(backplane, job);
+      } finally {
+        this.#running--;
+      }
+    }, { connection: conn, concurrency: options.concurrency ?? 64, autorun: false });
+    this.#worker.on('error', (e) => options.logger?.warning(`async jobs: ${e.message}`));
+  }
+
+  #dataParts(model: string, d: JobData): string[] {
+    return [model, d.request, JSON.stringify(d.binary), String(d.defaultBinary)];
+  }
+
+  #signResult(id: string, r: JobResult): JobResult {
+    const mac = this.#auth.mac('job-result', [id, r.reply ?? '', JSON.stringify(r.error ?? null)]);
+    return mac ? { ...r, sig: mac.toString('hex') } : r;
+  }
+
+  /** Runs a job; its outcome (the reply or the error, as data) is the job's return value. */
+  async #run(backplane: Backplane, job: Job<JobData>): Promise<JobResult> {
+    const id = job.id ?? '';
+    let result: JobResult;
+    try {
+      const d = job.data;
+      if (!this.#auth.verify('job', this.#dataParts(job.name, d), d.sig ? Buffer.from(d.sig, 'hex') : undefined, 'async job')) {
+        throw Errors.invalidArg('the async job is not signed with the cluster secret: refused');
+      }
+      const { request } = decodeRequest(Buffer.from(d.request, 'base64'));
+      checkModelName(request.modelName);
+      if (request.modelName !== job.name) throw Errors.invalidArg('the async job names another model than its request');
+      await job.updateProgress(10);
+      const response = await backplane.infer(request);
+      const reply = encodeReply({ requestKey: id, response });
+      if (reply.byteLength > this.maxRequestBytes) {
+        throw Errors.invalidArg(`the result of ${reply.byteLength} bytes is over the async job limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes)`);
+      }
+      result = { reply: reply.toString('base64') };
+    } catch (err) {
+      const e = TriodeError.from(err);
+      result = { error: { code: e.code, message: e.message } };
+    }
+    // The request is not needed any more: only the result stays until it expires.
+    await job.updateData({ ...job.data, request: '' }).catch(() => undefined);
+    return this.#signResult(id, result);
+  }
+
+  start(): void {
+    void this.#worker.run();
+  }
+
+  /**
+   * Queues a request; returns the job id.
+   * @throws NOT_FOUND for an unknown model, UNAVAILABLE for one not ready or when maxJobs jobs are
+   * kept, INVALID_ARG for a bad model name, inputs the model does not take, or a request over maxRequestBytes.
+   */
+  async submit(request: InferenceRequest, encoding: OutputEncoding): Promise<string> {
+    checkModelName(request.modelName);
+    // What /infer would refuse at once is refused before the job is queued, with the same status:
+    // an unknown model (404), one not ready (503), inputs the model does not take (400).
+    const config = (await this.#backplane.modelConfig(request.modelName, request.modelVersion)) as ModelConfig;
+    normalizeRequest({ ...request, inputs: request.inputs.map((t) => ({ ...t })), ...(request.outputs ? { outputs: request.outputs.map((o) => ({ ...o })) } : {}) }, config);
+    const encoded = encodeRequest(request, { requestKey: '', replyTo: '', enqueuedMs: Date.now(), deadlineMs: Number.MAX_SAFE_INTEGER });
+    if (encoded.byteLength > this.maxRequestBytes) {
+      throw Errors.invalidArg(`async request of ${encoded.byteLength} bytes is over the limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
+    }
+    const kept = Object.values(await this.counts()).reduce((a, b) => a + b, 0);
+    if (kept >= this.#maxJobs) {
+      throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have been fetched or expired`);
+    }
+    const data: JobData = {
+      request: encoded.toString('base64'),
+      binary: [...encoding.binary.entries()],
+      defaultBinary: encoding.defaultBinary,
+    };
+    const mac = this.#auth.mac('job', this.#dataParts(request.modelName, data));
+    if (mac) data.sig = mac.toString('hex');
+    const job = await this.#queue.add(request.modelName, data, {
+      jobId: randomUUID(),
+      removeOnComplete: { age: this.#ttl },
+      removeOnFail: { age: this.#ttl },
+      attempts: 1,
+    });
+    return job.id!;
+  }
+
+  /** Jobs kept in Redis now, by state (waiting, active, completed, failed, ...). */
+  async counts(): Promise<Record<string, number>> {
+    return this.#queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused');
+  }
+
+  async #job(id: string): Promise<Job<JobData>> {
+    const job = (await this.#queue.getJob(id)) as Job<JobData> | undefined;
+    if (!job) throw new TriodeError('NOT_FOUND', `async job '${echo(id)}' is not found (unknown, or its result expired)`);
+    return job;
+  }
+
+  /** A finished job's outcome, checked against the cluster secret. */
+  #outcome(job: Job<JobData>): JobResult {
+    const r = job.returnvalue as JobResult | null | undefined;
+    if (!r || typeof r !== 'object') return { error: { code: 'INTERNAL', message: `async job '${echo(job.id)}' has no result` } };
+    const parts = [job.id ?? '', r.reply ?? '', JSON.stringify(r.error ?? null)];
+    if (!this.#auth.verify('job-result', parts, r.sig ? Buffer.from(r.sig, 'hex') : undefined, 'async job result')) {
+      return { error: { code: 'INTERNAL', message: `the result of async job '${echo(job.id)}' is not signed with the cluster secret: refused` } };
+    }
+    return r;
+  }
+
+  async status(id: string): Promise<JobStatus> {
+    const job = await this.#job(id);
+    let state: string = await job.getState();
+    let error: string | undefined;
+    if (state === 'completed') {
+      const out = this.#outcome(job);
+      if (out.error) {
+        state = 'failed';
+        error = String(out.error.message);
+      }
+    } else if (state === 'failed') {
+      error = job.failedReason;
+    }
+    const s: JobStatus = {
+      job_id: id,
+      model_name: job.name,
+      state: (['waiting', 'active', 'completed', 'failed', 'delayed'].includes(state) ? state : state === 'prioritized' || state === 'waiting-children' ? 'waiting' : 'unknown') as JobStatus['state'],
+      progress: state === 'completed' ? 100 : typeof job.progress === 'number' ? job.progress : 0,
+      created_ms: job.timestamp,
+    };
+    if (job.finishedOn) s.finished_ms = job.finishedOn;
+    if (state === 'failed' && error) s.error = error;
+    return s;
+  }
+
+  /** The result of a completed job, with the output encoding the request asked for. */
+  async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
+    const job = await this.#job(id);
+    const state = await job.getState();
+    // BullMQ's own failures (a job stalled past its limit): its reason is not a Triode error.
+    if (state === 'failed') throw Errors.unavailable(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
+    if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
+    const out = this.#outcome(job);
+    if (out.error) throw new TriodeError(errorCode(out.error.code), String(out.error.message));
+    const reply = decodeReply(Buffer.from(out.reply ?? '', 'base64'));
+    if ('error' in reply) throw new TriodeError(errorCode(reply.error.code), String(reply.error.message));
+    if (!('response' in reply)) throw Errors.internal(`async job '${echo(id)}' has no response`);
+    return { response: reply.response, encoding: { binary: new Map(job.data.binary), defaultBinary: job.data.defaultBinary } };
+  }
+
+  /** Cancels a job that has not started. */
+  async cancel(id: string): Promise<void> {
+    const job = await this.#job(id);
+    const state = await job.getState();
+    if (state === 'active') throw new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
+    if (state === 'completed' || state === 'failed') throw new TriodeError('INVALID_ARG', `async job '${echo(id)}' has already finished (${state})`);
+    await job.remove();
+  }
+
+  /** Stops taking jobs: those running finish first, unless Redis is gone (then it does not wait). */
+  async stop(): Promise<void> {
+    // With nothing running there is nothing to wait for (and a Redis that is gone would make
+    // a graceful close wait for it).
+    const graceful = this.#running > 0 && (await settleWithin(this.#worker.close(), 5000));
+    if (!graceful) await settleWithin(this.#worker.close(true), 1000);
+    if (!(await settleWithin(this.#queue.close(), 1000))) await settleWithin(this.#queue.disconnect(), 1000);
+  }
+}

@@ -1,0 +1,91 @@
+import { describe, expect, it } from 'vitest';
+import { serializeBytesTensor } from '@triode/core';
+import { isOwned, markTransferable } from '@triode/core';
+import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts } from './envelope-codec.js';
+
+describe('tensor codec (gateway <-> worker)', () => {
+  it('round-trips a request with its envelope, bigints and every tensor kind, from any buffer offset', () => {
+    const req = {
+      modelName: 'm', modelVersion: 2, id: 'r1',
+      parameters: { sequence_id: 12345678901234567890n, flag: true, s: 'x' },
+      outputs: [{ name: 'o', classCount: 3 }],
+      inputs: [
+        { name: 'a', datatype: 'INT32' as const, shape: [1, 3], data: Int32Array.of(1, -2, 3) },
+        { name: 'b', datatype: 'BYTES' as const, shape: [2], data: serializeBytesTensor(['he\0llo', '']) },
+        { name: 'c', datatype: 'FP64' as const, shape: [1], data: Float64Array.of(Math.PI) },
+      ],
+    };
+    const env = { requestKey: '7', replyTo: 'triode:reply:g', enqueuedMs: 1, deadlineMs: 2 };
+    const buf = encodeRequest(req, env);
+    // What Redis hands back is a Buffer, often at an odd offset in a larger allocation.
+    const shifted = Buffer.concat([Buffer.from([0xff]), buf]).subarray(1);
+    const { request, env: e } = decodeRequest(shifted);
+    expect(e).toEqual(env);
+    expect(request.parameters).toEqual(req.parameters);
+    expect(request.outputs).toEqual(req.outputs);
+    expect(request.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as ArrayLike<number>)])).toEqual(
+      req.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as ArrayLike<number>)]),
+    );
+  });
+
+  it('leaves the abort signal behind (it cannot cross processes) and keeps a decoupled final flag', () => {
+    const req = { modelName: 'm', inputs: [], signal: new AbortController().signal };
+    const { request } = decodeRequest(encodeRequest(req, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 }));
+    expect('signal' in request).toBe(false);
+    const reply = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', outputs: [], final: true }, more: true }));
+    expect(reply).toMatchObject({ response: { final: true }, more: true });
+  });
+
+  it('round-trips a request as parts: the tensors are views of the request, and decode from any offsets', () => {
+    const a = Int32Array.of(1, -2, 3);
+    const req = { modelName: 'm', id: 'p', parameters: { sequence_id: 2n ** 63n }, inputs: [
+      { name: 'a', datatype: 'INT32' as const, shape: [1, 3], data: a },
+      { name: 'b', datatype: 'BYTES' as const, shape: [1], data: serializeBytesTensor(['x']) },
+    ] };
+    const env = { requestKey: '9', replyTo: 'r', enqueuedMs: 1, deadlineMs: 2, direct: { address: '10.0.0.1:4000', token: 't' } };
+    const parts = encodeRequestParts(req, env);
+    expect(parts).toHaveLength(3);
+    expect(parts[1]!.buffer).toBe(a.buffer);
+    const shifted = parts.map((p) => Buffer.concat([Buffer.from([0]), p]).subarray(1));
+    const { request, env: e } = decodeRequestParts(shifted);
+    expect(e).toEqual(env);
+    expect(request.parameters).toEqual(req.parameters);
+    expect(Array.from(request.inputs[0]!.data as Int32Array)).toEqual([1, -2, 3]);
+    // Each tensor has a buffer of its own (the parts were views into a shared one, so they were
+    // copied) and says so: it moves to an instance thread instead of being structured-cloned there.
+    for (const t of request.inputs) {
+      expect(t.owned).toBe(true);
+      expect(isOwned(t)).toBe(true);
+      expect(t.data.buffer).not.toBe(shifted[1]!.buffer);
+    }
+    expect(() => decodeRequestParts(parts.slice(0, 2))).toThrow(/do not match/);
+  });
+
+  it('uses a part in place only when its buffer was declared its own (the RESP reader does so), never by its size', () => {
+    const req = { modelName: 'm', inputs: [{ name: 'a', datatype: 'INT32' as const, shape: [1024], data: new Int32Array(1024).fill(7) }] };
+    const [head, part] = encodeRequestParts(req, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 });
+    // A whole buffer of its own, not declared: copied.
+    const whole = new Uint8Array(part!);
+    const copied = decodeRequestParts([head!, whole]).request.inputs[0]!;
+    expect(copied.data.buffer).not.toBe(whole.buffer);
+    markTransferable(whole.buffer);
+    const inPlace = decodeRequestParts([head!, whole]).request.inputs[0]!;
+    expect(inPlace.data.buffer).toBe(whole.buffer);
+    for (const t of [copied, inPlace]) {
+      expect(t.owned).toBe(true);
+      expect(Array.from(t.data as Int32Array).every((v) => v === 7)).toBe(true);
+    }
+  });
+
+  it('round-trips responses and errors', () => {
+    const ok = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', id: 'x', outputs: [{ name: 'o', datatype: 'FP32', shape: [2], data: Float32Array.of(1.5, 2) }] } }));
+    expect(ok).toMatchObject({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', id: 'x' } });
+    expect('response' in ok && Array.from(ok.response.outputs[0]!.data as Float32Array)).toEqual([1.5, 2]);
+    expect(decodeReply(encodeReply({ requestKey: '2', error: { code: 'INVALID_ARG', message: 'bad' } }))).toEqual({ requestKey: '2', error: { code: 'INVALID_ARG', message: 'bad' } });
+  });
+
+  it('rejects a truncated message', () => {
+    const buf = encodeRequest({ modelName: 'm', inputs: [{ name: 'a', datatype: 'INT32', shape: [4], data: new Int32Array(4) }] }, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 });
+    expect(() => decodeRequest(buf.subarray(0, buf.length - 12))).toThrow("malformed message: tensor 'a'");
+  });
+});

@@ -1,0 +1,193 @@
+/**
+ * @module The compact binary form of requests and responses between gateways and workers:
+ * `[u32 LE header length][header JSON][tensor bytes, in header order]`. Tensor data never goes
+ * through JSON; a tensor's bytes are viewed in place on decode when aligned.
+ */
+import { Errors } from '@triode/core';
+import type { InferenceRequest, InferenceResponse } from '@triode/core';
+import { dataBytes, isDataType, viewBytesAs } from '@triode/core';
+import { isTransferable } from '@triode/core';
+import type { Tensor } from '@triode/core';
+
+interface TensorHeader {
+  name: string;
+  datatype: string;
+  shape: number[];
+  bytes: number;
+}
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+const tagBigints = (_k: string, v: unknown): unknown => (typeof v === 'bigint' ? { $bigint: v.toString() } : v);
+const untagBigints = (_k: string, v: unknown): unknown =>
+  v && typeof v === 'object' && '$bigint' in (v as object) ? BigInt((v as { $bigint: string }).$bigint) : v;
+
+/**
+ * The JSON header: the metadata and each tensor's name, type, shape and byte size (bigints tagged).
+ * A replacer or reviver function takes V8's slow JSON path, so they are used only when needed: a
+ * header without bigints (almost every one) is stringified and parsed plainly.
+ */
+function headerJson(meta: Record<string, unknown>, tensors: readonly Tensor[]): Uint8Array {
+  const header = { ...meta, tensors: tensors.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: t.data.byteLength })) };
+  let json: string;
+  try {
+    json = JSON.stringify(header);
+  } catch (err) {
+    // TypeError: a BigInt (a 64-bit sequence id or parameter) somewhere in the metadata.
+    if (!(err instanceof TypeError)) throw err;
+    json = JSON.stringify(header, tagBigints);
+  }
+  return enc.encode(json);
+}
+
+function parseHeader(bytes: Uint8Array): Record<string, unknown> {
+  const text = dec.decode(bytes);
+  return (text.includes('"$bigint"') ? JSON.parse(text, untagBigints) : JSON.parse(text)) as Record<string, unknown>;
+}
+
+function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buffer {
+  const header = headerJson(meta, tensors);
+  // Pad the header so the first tensor starts 8-byte aligned.
+  const pad = (8 - ((4 + header.byteLength) % 8)) % 8;
+  let total = 4 + header.byteLength + pad;
+  for (const t of tensors) total += t.data.byteLength + ((8 - (t.data.byteLength % 8)) % 8);
+  // Small messages (replies of small outputs, errors) come from Node's shared pool; large ones get
+  // a buffer of their own, whose tensors can then move to another thread.
+  const out = total < 4096 ? Buffer.allocUnsafe(total) : Buffer.allocUnsafeSlow(total);
+  out.writeUInt32LE(header.byteLength + pad, 0);
+  out.set(header, 4);
+  out.fill(0x20, 4 + header.byteLength, 4 + header.byteLength + pad);
+  let off = 4 + header.byteLength + pad;
+  for (const t of tensors) {
+    out.set(dataBytes(t.data), off);
+    off += t.data.byteLength + ((8 - (t.data.byteLength % 8)) % 8);
+  }
+  return out;
+}
+
+function decode(buf: Uint8Array): { meta: Record<string, unknown>; tensors: Tensor[] } {
+  if (buf.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const hlen = view.getUint32(0, true);
+  if (4 + hlen > buf.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
+  const meta = parseHeader(buf.subarray(4, 4 + hlen));
+  let off = 4 + hlen;
+  const tensors = ((meta['tensors'] as TensorHeader[]) ?? []).map((h) => {
+    if (!isDataType(h.datatype) || off + h.bytes > buf.byteLength) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
+    const data = viewBytesAs(h.datatype, buf.subarray(off, off + h.bytes));
+    off += h.bytes + ((8 - (h.bytes % 8)) % 8);
+    return { name: h.name, datatype: h.datatype, shape: h.shape, data };
+  });
+  return { meta, tensors };
+}
+
+/** Routing data a request carries through Redis besides the request itself. */
+export interface WireEnvelope {
+  /** Unique per gateway: matches the reply to the waiting request. */
+  requestKey: string;
+  /** The gateway's reply stream. */
+  replyTo: string;
+  /** When the gateway queued it (ms since the epoch). */
+  enqueuedMs: number;
+  /** After this (ms since the epoch) nobody waits for the answer any more. */
+  deadlineMs: number;
+  /**
+   * The gateway's direct reply channel (TCP `host:port` and the token to present), if it has one;
+   * replies go there, and to `replyTo` when it cannot be reached.
+   */
+  direct?: { address: string; token: string };
+}
+
+/**
+ * A request's tensors and the metadata that travels with them. The abort signal and the trace stay
+ * in the sending process (cancellation and tracing are the gateway's business).
+ */
+function wireParts(req: InferenceRequest): { inputs: Tensor[]; meta: Record<string, unknown> } {
+  const { inputs, signal: _signal, trace: _trace, queuedSinceMs: _queued, ...meta } = req;
+  return { inputs, meta };
+}
+
+/** Encodes a request and its envelope. */
+export function encodeRequest(req: InferenceRequest, env: WireEnvelope): Buffer {
+  const { inputs, meta } = wireParts(req);
+  return encode({ ...meta, env }, inputs);
+}
+
+/**
+ * Encodes a request as parts, for a transport that takes several values (Redis stream fields):
+ * the header (`[u32 LE length][JSON]`, with each tensor's byte size) and then each tensor's bytes
+ * as a view of the request's own buffer, not a copy.
+ */
+export function encodeRequestParts(req: InferenceRequest, env: WireEnvelope): Buffer[] {
+  const { inputs, meta } = wireParts(req);
+  const header = headerJson({ ...meta, env }, inputs);
+  const head = Buffer.allocUnsafe(4 + header.byteLength);
+  head.writeUInt32LE(header.byteLength, 0);
+  head.set(header, 4);
+  return [head, ...inputs.map((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength))];
+}
+
+/** A copy of `bytes` in an ArrayBuffer of its own (not zero-filled first: every byte is written). */
+function ownCopy(bytes: Uint8Array): Uint8Array {
+  const out = Buffer.allocUnsafeSlow(bytes.byteLength);
+  out.set(bytes);
+  return out;
+}
+
+/** Decodes what `encodeRequestParts` wrote (the header, then one part per tensor); each tensor gets a buffer of its own. */
+export function decodeRequestParts(parts: readonly Uint8Array[]): { request: InferenceRequest; env: WireEnvelope } {
+  const head = parts[0];
+  if (!head || head.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
+  const hlen = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(0, true);
+  if (4 + hlen > head.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
+  const meta = parseHeader(head.subarray(4, 4 + hlen));
+  const heads = (meta['tensors'] as TensorHeader[]) ?? [];
+  if (heads.length !== parts.length - 1) throw Errors.invalidArg('malformed message: tensor parts do not match the header');
+  const inputs = heads.map((h, i) => {
+    const bytes = parts[i + 1]!;
+    if (!isDataType(h.datatype) || bytes.byteLength !== h.bytes) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
+    // A part in a buffer declared its own (the RESP reader marks the large bulk strings it copies
+    // out of the socket) is used as it is; any other part is copied once into a buffer of its own.
+    // Either way the request owns the result, said explicitly: it moves to an instance thread
+    // without the two copies of a structured clone.
+    return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, isTransferable(bytes) ? bytes : ownCopy(bytes)), owned: true };
+  });
+  const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
+  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env };
+}
+
+/** Decodes what `encodeRequest` wrote. */
+export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env: WireEnvelope } {
+  const { meta, tensors } = decode(buf);
+  const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
+  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs: tensors }, env };
+}
+
+/**
+ * A reply: the response, or the error (code and message) that failed the request. A decoupled
+ * model's request gets its responses with `more: true`, then `{ end: true }`.
+ */
+export type WireReply =
+  | { requestKey: string; response: InferenceResponse; more?: boolean }
+  | { requestKey: string; error: { code: string; message: string; rejected?: true } }
+  | { requestKey: string; end: true };
+
+/** Encodes a reply. */
+export function encodeReply(reply: WireReply): Buffer {
+  if ('error' in reply) return encode({ requestKey: reply.requestKey, error: reply.error }, []);
+  if ('end' in reply) return encode({ requestKey: reply.requestKey, end: true }, []);
+  const { outputs, ...rest } = reply.response;
+  return encode({ requestKey: reply.requestKey, response: rest, ...(reply.more ? { more: true } : {}) }, outputs);
+}
+
+/** Decodes what `encodeReply` wrote. */
+export function decodeReply(buf: Uint8Array): WireReply {
+  const { meta, tensors } = decode(buf);
+  const requestKey = String(meta['requestKey']);
+  if (meta['error']) return { requestKey, error: meta['error'] as { code: string; message: string; rejected?: true } };
+  if (meta['end']) return { requestKey, end: true };
+  const reply: WireReply = { requestKey, response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };
+  if (meta['more']) reply.more = true;
+  return reply;
+}

@@ -1,0 +1,714 @@
+/**
+ * @module Cluster mode's backplane: a stateless gateway puts each request on its model's Redis
+ * stream and waits for the reply on its own reply stream; what is loaded where comes from the
+ * workers' registry entries. Every frontend works unchanged on top of it.
+ */
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import { networkInterfaces } from 'node:os';
+import type { Redis } from 'ioredis';
+import { VectoredCommand } from '../redis/vectored-command.js';
+import { openRedis } from '../redis/redis-connection.js';
+import {
+  Errors, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
+} from '@triode/core';
+import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
+import { ClusterKeys } from '../keys.js';
+import { FrameReader, MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
+import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
+import { type RegistryModel, type WorkerRecord, clusterWorkerInfo } from '../registry.js';
+import { type StreamEntries, fieldsOf } from '../redis/resp.js';
+
+/** Options of a RedisBackplane. */
+export interface RedisBackplaneOptions {
+  redis: string;
+  /** Key prefix of the cluster. @default "triode" */
+  prefix?: string;
+  /** How long a request may wait for a worker's answer (ms). @default 30000 */
+  requestTimeoutMs?: number;
+  /** Server metadata. */
+  id?: string;
+  version?: string;
+  extensions?: string[];
+  /** Ready only when every model is ready on at least one live worker. @default true */
+  strictReadiness?: boolean;
+  /** How often the registry is re-read (ms). @default 500 */
+  registryRefreshMs?: number;
+  /**
+   * Direct reply channel: workers send replies straight to this gateway over TCP (one Redis leg
+   * fewer per request) and fall back to its Redis reply stream when they cannot reach it.
+   * `false` turns it off. @default { host: the advertise address, port: 0, advertise: first non-loopback IPv4 }
+   */
+  directReplies?: DirectReplyOptions | false;
+  /**
+   * The cluster secret: requests, control messages and the loaded set are signed with it, and
+   * replies, control answers and registry entries not signed with it are dropped. @default none
+   */
+  clusterSecret?: string;
+  /**
+   * This gateway's reply stream expires this long (ms) after its last refresh (every third of it),
+   * so a dead gateway's stream does not stay in Redis. @default 60000
+   */
+  replyStreamTtlMs?: number;
+  logger?: Logger;
+}
+
+/** The direct reply channel's listener. */
+export interface DirectReplyOptions {
+  /** Address it listens on. @default the advertise address */
+  host?: string;
+  /** @default 0 (any free port) */
+  port?: number;
+  /** Host workers connect to. @default the first non-loopback IPv4 */
+  advertise?: string;
+  /** Connections held at once (more are closed at once). @default 256 */
+  maxConnections?: number;
+  /** A connection that has not authenticated this long (ms) after it opened is closed. @default 5000 */
+  authTimeoutMs?: number;
+  /** An authenticated connection idle this long (ms) is closed (the worker reopens it when needed). @default 300000 */
+  idleTimeoutMs?: number;
+  /** TLS: PEM certificate (chain) and key; workers then connect with TLS. */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+}
+
+interface Waiting {
+  resolve: (r: InferenceResponse) => void;
+  reject: (e: TriodeError) => void;
+  timer: ReturnType<typeof setTimeout>;
+  /** Decoupled models: each streamed response. */
+  onResponse?: (r: InferenceResponse) => void;
+}
+
+/** The first non-loopback IPv4 address of this host (what workers on other nodes can reach), else 127.0.0.1. */
+function advertisedHost(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+const unavailable = (err: unknown) => Errors.unavailable(`Redis is unavailable: ${(err as Error).message}`);
+
+/** The gateway's backplane over Redis Streams. */
+export class RedisBackplane implements Backplane {
+  readonly gatewayId = `g-${randomUUID().slice(0, 8)}`;
+  readonly #opts: Required<Omit<RedisBackplaneOptions, 'logger'>> & { logger?: Logger };
+  readonly #keys: ClusterKeys;
+  readonly #cmd: Redis;
+  readonly #block: Redis;
+  readonly #waiting = new Map<string, Waiting>();
+  #next = 0;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #workers: WorkerRecord[] = [];
+  #registryAt = 0;
+  #registryLoad: Promise<void> | undefined;
+  #direct: { address: string; token: string } | undefined;
+  #directServer: Server | undefined;
+  /** The MAC a worker presents as its first frame when a secret is set (else the token). */
+  #directAuth: Buffer | undefined;
+  readonly #directSockets = new Set<Socket>();
+  /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
+  readonly auth: ClusterAuth;
+  #replyTtl: ReturnType<typeof setInterval> | undefined;
+
+  constructor(options: RedisBackplaneOptions) {
+    this.#opts = {
+      prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
+      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, ...options,
+    };
+    this.auth = new ClusterAuth(this.#opts.clusterSecret || undefined, this.#opts.logger);
+    this.#keys = new ClusterKeys(this.#opts.prefix);
+    // No offline queue: while Redis is away, calls fail at once (503) instead of piling up.
+    this.#cmd = openRedis(this.#opts.redis, 'gateway', this.#opts.logger);
+    this.#block = openRedis(this.#opts.redis, 'gateway-blocking', this.#opts.logger);
+    // A Redis that restarted lost the reply stream: make it again at once, not at the next refresh.
+    this.#cmd.on('ready', () => { if (this.#running) this.#keepReplyStream().catch(() => undefined); });
+  }
+
+  get #replyKey(): string {
+    return this.#keys.replies(this.gatewayId);
+  }
+
+  /** Connects and starts reading replies. */
+  async start(): Promise<void> {
+    await this.#listenDirect();
+    await Promise.all([this.#cmd.connect(), this.#block.connect()]);
+    await this.#keepReplyStream();
+    this.#replyTtl = setInterval(() => { this.#keepReplyStream().catch(() => undefined); }, Math.max(100, Math.floor(this.#opts.replyStreamTtlMs / 3)));
+    this.#replyTtl.unref();
+    this.#running = true;
+    this.#loop = this.#readReplies();
+  }
+
+  /**
+   * Creates this gateway's reply stream (empty) if it is missing and renews its expiry: workers
+   * add replies only to a stream that exists (NOMKSTREAM), so a dead gateway's stream expires
+   * and nothing brings it back.
+   */
+  async #keepReplyStream(): Promise<void> {
+    const ttl = this.#opts.replyStreamTtlMs;
+    if ((await this.#cmd.pexpire(this.#replyKey, ttl)) === 1) return;
+    await this.#cmd.multi().xadd(this.#replyKey, '*', 'open', '1').xtrim(this.#replyKey, 'MAXLEN', 0).pexpire(this.#replyKey, ttl).exec();
+  }
+
+  async #readReplies(): Promise<void> {
+    let last = '$';
+    while (this.#running) {
+      let reply: StreamEntries;
+      try {
+        reply = (await this.#block.xreadBuffer('COUNT', 512, 'BLOCK', 500, 'STREAMS', this.#replyKey, last)) as StreamEntries;
+      } catch {
+        if (!this.#running) break;
+        await new Promise((r) => setTimeout(r, 200));
+        continue;
+      }
+      const ids: string[] = [];
+      for (const [, entries] of reply ?? []) {
+        for (const [id, fields] of entries) {
+          last = id.toString();
+          ids.push(last);
+          let body: Buffer | undefined;
+          let mac: Buffer | undefined;
+          for (let i = 0; i + 1 < fields.length; i += 2) {
+            const f = fields[i]!.toString();
+            if (f === 'r') body = fields[i + 1];
+            else if (f === 's') mac = fields[i + 1];
+          }
+          if (body && this.auth.verify('reply', [this.#replyKey, body], mac, 'reply on the reply stream')) this.#onReply(body);
+        }
+      }
+      if (ids.length) void this.#cmd.xdel(this.#replyKey, ...ids).catch(() => undefined);
+    }
+  }
+
+  /** One reply, from the reply stream or the direct channel. */
+  #onReply(body: Uint8Array): void {
+    try {
+      const r = decodeReply(body);
+      const w = this.#waiting.get(r.requestKey);
+      // Unknown keys are duplicates or answers that came after the deadline: dropped.
+      if (!w) return;
+      if ('response' in r && r.more) {
+        w.onResponse?.(r.response);
+        return;
+      }
+      this.#waiting.delete(r.requestKey);
+      clearTimeout(w.timer);
+      if ('error' in r) w.reject(fromWireError(r.error));
+      else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
+      else w.resolve(r.response);
+    } catch (err) {
+      this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * Opens the direct reply channel: a TCP (or TLS) server whose clients must authenticate first.
+   * The first frame must be the auth frame (the token, or with a secret its MAC), at most
+   * MAX_AUTH_FRAME_BYTES long: a longer length, anything else, or no auth within authTimeoutMs
+   * closes the connection before anything more is buffered. Connections over maxConnections are
+   * closed at once; authenticated ones idle for idleTimeoutMs are closed.
+   */
+  async #listenDirect(): Promise<void> {
+    const cfg = this.#opts.directReplies;
+    if (cfg === false) return;
+    const token = randomUUID();
+    const advertise = cfg.advertise ?? advertisedHost();
+    this.#directAuth = this.auth.mac('direct-auth', [token]) ?? Buffer.from(token);
+    const authTimeoutMs = cfg.authTimeoutMs ?? 5000;
+    const idleTimeoutMs = cfg.idleTimeoutMs ?? 300_000;
+    const onConnection = (socket: Socket) => {
+      this.#directSockets.add(socket);
+      socket.once('close', () => this.#directSockets.delete(socket));
+      socket.on('error', () => undefined);
+      socket.setNoDelay(true);
+      socket.setTimeout(authTimeoutMs, () => socket.destroy());
+      let reader: FrameReader | undefined;
+      let hello: Buffer = Buffer.alloc(0);
+      // Replies taken on this connection (mod 2^32): confirmed to the worker once per event-loop
+      // turn, so it acknowledges their entries only now (DESIGN: delivery).
+      let taken = 0;
+      let confirming = false;
+      const confirm = () => {
+        confirming = false;
+        if (socket.destroyed || !socket.writable) return;
+        const b = Buffer.allocUnsafe(4);
+        b.writeUInt32BE(taken, 0);
+        socket.write(b);
+      };
+      socket.on('data', (chunk: Buffer) => {
+        if (socket.destroyed) return;
+        if (!reader) {
+          hello = hello.byteLength ? Buffer.concat([hello, chunk]) : chunk;
+          if (hello.byteLength < 4) return;
+          const n = hello.readUInt32BE(0);
+          if (n > MAX_AUTH_FRAME_BYTES) {
+            socket.destroy();
+            return;
+          }
+          if (hello.byteLength < 4 + n) return;
+          const presented = hello.subarray(4, 4 + n);
+          if (presented.byteLength !== this.#directAuth!.byteLength || !timingSafeEqual(presented, this.#directAuth!)) {
+            if (this.auth.enabled) this.auth.reject('direct-auth', 'a direct reply connection with a wrong auth frame');
+            socket.destroy();
+            return;
+          }
+          reader = new FrameReader();
+          socket.setTimeout(idleTimeoutMs, () => socket.destroy());
+          chunk = hello.subarray(4 + n);
+          hello = Buffer.alloc(0);
+          if (chunk.byteLength === 0) return;
+        }
+        let frames: Buffer[];
+        try {
+          frames = reader.push(chunk);
+        } catch {
+          socket.destroy();
+          return;
+        }
+        for (const f of frames) {
+          if (!this.auth.enabled) {
+            this.#onReply(f);
+            continue;
+          }
+          const body = f.subarray(MAC_BYTES);
+          if (f.byteLength >= MAC_BYTES && this.auth.verify('reply', [this.#replyKey, body], f.subarray(0, MAC_BYTES), 'reply on the direct channel')) this.#onReply(body);
+        }
+        if (frames.length > 0) {
+          taken = (taken + frames.length) >>> 0;
+          if (!confirming) {
+            confirming = true;
+            setImmediate(confirm);
+          }
+        }
+      });
+    };
+    const server = cfg.tls ? createTlsServer({ cert: cfg.tls.cert, key: cfg.tls.key }, onConnection) : createServer(onConnection);
+    server.maxConnections = cfg.maxConnections ?? 256;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(cfg.port ?? 0, cfg.host ?? advertise, () => resolve());
+    });
+    server.unref();
+    this.#directServer = server;
+    const port = (server.address() as AddressInfo).port;
+    this.#direct = { address: `${cfg.tls ? 'tls://' : ''}${advertise}:${port}`, token };
+  }
+
+  /** Where workers reach this gateway's direct reply channel (undefined: none). */
+  get directAddress(): string | undefined {
+    return this.#direct?.address;
+  }
+
+  /** Re-reads the workers' registry entries when they are older than the refresh period. */
+  async #registry(): Promise<WorkerRecord[]> {
+    if (Date.now() - this.#registryAt < this.#opts.registryRefreshMs) return this.#workers;
+    this.#registryLoad ??= (async () => {
+      try {
+        const keys: string[] = [];
+        let cursor = '0';
+        do {
+          const [next, found] = await this.#cmd.scan(cursor, 'MATCH', this.#keys.workerPattern, 'COUNT', 200);
+          cursor = next;
+          keys.push(...found);
+        } while (cursor !== '0');
+        const values = keys.length ? await this.#cmd.mget(...keys) : [];
+        const workers: WorkerRecord[] = [];
+        for (const v of values) {
+          const text = typeof v === 'string' ? this.auth.openText('registry', v, 'registry entry') : undefined;
+          if (text === undefined) continue;
+          try {
+            workers.push(JSON.parse(text) as WorkerRecord);
+          } catch {
+            this.#opts.logger?.warning('cluster: dropped a malformed registry entry');
+          }
+        }
+        this.#workers = workers;
+        this.#registryAt = Date.now();
+      } finally {
+        this.#registryLoad = undefined;
+      }
+    })();
+    try {
+      await this.#registryLoad;
+    } catch (err) {
+      throw unavailable(err);
+    }
+    return this.#workers;
+  }
+
+  /** Every live worker's entries for a model (version), ready ones first. */
+  async #entries(name: string, version?: number): Promise<RegistryModel[]> {
+    const out: RegistryModel[] = [];
+    for (const w of await this.#registry()) {
+      for (const m of w.models) if (m.name === name && (version === undefined || m.version === String(version))) out.push(m);
+    }
+    return out.sort((a, b) => Number(b.state === 'READY') - Number(a.state === 'READY') || Number(b.version ?? 0) - Number(a.version ?? 0));
+  }
+
+  async #ready(name: string, version?: number): Promise<RegistryModel> {
+    const entries = await this.#entries(name, version);
+    if (entries.length === 0) {
+      // With no live worker at all (starting up, or Redis just came back), nothing is known yet.
+      if (this.#workers.length === 0) throw Errors.unavailable(`no live worker is registered in the cluster, so model '${name}' cannot be served now`);
+      throw Errors.unknownModel(name, version);
+    }
+    const r = entries[0]!;
+    // As triode serve answers: the index's 'unloaded' is a state, not a reason to repeat.
+    if (r.state !== 'READY') throw Errors.modelNotReady(name, version, r.reason === 'unloaded' ? undefined : r.reason);
+    return r;
+  }
+
+  async isLive(): Promise<boolean> {
+    return this.#running;
+  }
+
+  /**
+   * Ready: Redis reachable and at least one live worker; with strict readiness also every model
+   * ready on some worker, except what was unloaded (Triton's rule, as `triode serve`): in explicit
+   * mode a cluster with any subset loaded, or none, is ready.
+   */
+  async isReady(): Promise<boolean> {
+    if (!this.#running || this.#cmd.status !== 'ready') return false;
+    try {
+      if ((await this.#registry()).length === 0) return false;
+      if (!this.#opts.strictReadiness) return true;
+      const index = await this.repositoryIndex();
+      const names = new Set(index.filter((r) => r.reason !== 'unloaded').map((r) => r.name));
+      return [...names].every((n) => index.some((r) => r.name === n && r.state === 'READY'));
+    } catch {
+      return false;
+    }
+  }
+
+  async serverMetadata(): Promise<ServerMetadata> {
+    return { name: this.#opts.id, version: this.#opts.version, extensions: [...this.#opts.extensions] };
+  }
+
+  async modelReady(name: string, version?: number): Promise<boolean> {
+    try {
+      await this.#ready(name, version);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async modelMetadata(name: string, version?: number): Promise<ModelMetadata> {
+    const r = await this.#ready(name, version);
+    const versions = [...new Set((await this.#entries(name)).filter((e) => e.state === 'READY').map((e) => e.version ?? ''))].sort((a, b) => Number(a) - Number(b));
+    return { ...r.metadata!, versions: version !== undefined ? [String(version)] : versions };
+  }
+
+  async modelConfig(name: string, version?: number): Promise<Record<string, unknown>> {
+    return (await this.#ready(name, version)).config ?? {};
+  }
+
+  /** Statistics summed over the workers. */
+  async modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]> {
+    const sums = new Map<string, ModelStatistics>();
+    for (const w of await this.#registry()) {
+      for (const m of w.models) {
+        if (!m.stats || (name && m.name !== name) || (version !== undefined && m.version !== String(version))) continue;
+        const key = `${m.name}/${m.version ?? ''}`;
+        const prev = sums.get(key);
+        sums.set(key, prev ? addStats(prev, m.stats) : structuredClone(m.stats));
+      }
+    }
+    if (name && sums.size === 0) await this.#ready(name, version);
+    return [...sums.values()].sort((a, b) => a.name.localeCompare(b.name) || Number(a.version) - Number(b.version));
+  }
+
+  /** The union of the workers' indexes: a version is READY if it is ready on some live worker. */
+  async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
+    const rows = new Map<string, ModelIndexEntry>();
+    for (const w of await this.#registry()) {
+      for (const m of w.models) {
+        const key = `${m.name}/${m.version ?? ''}`;
+        const prev = rows.get(key);
+        if (!prev || (prev.state !== 'READY' && m.state === 'READY')) {
+          rows.set(key, { name: m.name, ...(m.version !== undefined ? { version: m.version } : {}), state: m.state, reason: m.reason });
+        }
+      }
+    }
+    return [...rows.values()].filter((r) => !readyOnly || r.state === 'READY').sort((a, b) => a.name.localeCompare(b.name) || Number(a.version ?? 0) - Number(b.version ?? 0));
+  }
+
+  /** The live workers: id, host, device, what they have loaded and what they hold now. */
+  async clusterWorkers(): Promise<ClusterWorkerInfo[]> {
+    return (await this.#registry()).map(clusterWorkerInfo).sort((a, b) => a.id.localeCompare(b.id));
+  }
+
+  /**
+   * Each served model's request stream as an autoscaler sees it: entries, not yet read (the
+   * group's lag), read and not acknowledged, and the age of the oldest of those. One pipeline
+   * per scrape; a model's per-worker sequence streams are not included.
+   */
+  async backlog(): Promise<StreamBacklog[]> {
+    const models = [...new Set((await this.#registry()).flatMap((w) => w.models.map((m) => m.name)))].sort();
+    if (models.length === 0) return [];
+    const p = this.#cmd.pipeline();
+    for (const m of models) {
+      const key = this.#keys.requests(m);
+      p.xlen(key);
+      p.xinfo('GROUPS', key);
+      p.xpending(key, this.#keys.group);
+    }
+    const answers = (await p.exec()) ?? [];
+    const now = Date.now();
+    return models.map((model, i) => {
+      const [lenErr, len] = answers[i * 3] ?? [];
+      const [groupsErr, groups] = answers[i * 3 + 1] ?? [];
+      const [pendingErr, pending] = answers[i * 3 + 2] ?? [];
+      const entries = lenErr ? 0 : Number(len ?? 0);
+      const group = groupsErr ? undefined : ((groups ?? []) as unknown[][]).map(fieldsOf).find((g) => String(g['name']) === this.#keys.group);
+      const summary = (pendingErr ? undefined : pending) as [number, string | null, string | null, unknown] | undefined;
+      const held = summary ? Number(summary[0]) : 0;
+      const oldest = summary?.[1] ? Number(summary[1].split('-')[0]) : undefined;
+      // lag is Redis 7's count of entries the group has not read (null when Redis cannot tell).
+      const lag = group?.['lag'];
+      const waiting = typeof lag === 'number' ? lag : Math.max(0, entries - held);
+      return { model, entries, waiting, pending: held, oldestPendingAgeSeconds: oldest !== undefined && oldest <= now ? (now - oldest) / 1000 : 0 };
+    });
+  }
+
+  /**
+   * The stream a request goes to: its model's shared stream, or for a sequence model the own
+   * stream of the worker holding the sequence (sticky, kept in Redis so every gateway agrees;
+   * it expires when the sequence has been idle well past its idle timeout).
+   */
+  async #streamFor(request: InferenceRequest, model: RegistryModel): Promise<string> {
+    const sb = (model.config as { sequence_batching?: { max_sequence_idle_microseconds?: number } } | undefined)?.sequence_batching;
+    const seq = sb ? sequenceParams(request.parameters) : undefined;
+    if (!sb || !seq) return this.#keys.requests(request.modelName);
+    const key = this.#keys.sequence(request.modelName, seq.key);
+    const ttl = Math.ceil((sb.max_sequence_idle_microseconds || 1_000_000) / 1000) + 5000;
+    try {
+      let worker: string | null;
+      if (seq.start) {
+        const live = (await this.#registry()).filter((w) => w.models.some((m) => m.name === request.modelName && m.state === 'READY'));
+        if (live.length === 0) throw Errors.unavailable(`no live worker serves model '${request.modelName}'`);
+        worker = live[Math.floor(Math.random() * live.length)]!.workerId;
+        await this.#cmd.set(key, worker, 'PX', ttl);
+      } else {
+        worker = await this.#cmd.get(key);
+        if (worker === null) return this.#keys.requests(request.modelName); // the worker answers "must START"
+        if (!(await this.#registry()).some((w) => w.workerId === worker)) {
+          throw Errors.unavailable(`the worker that held sequence ${String(seq.correlationId)} of model '${request.modelName}' is gone: start the sequence again`);
+        }
+        if (seq.end) await this.#cmd.del(key);
+        else await this.#cmd.pexpire(key, ttl);
+      }
+      return this.#keys.workerRequests(request.modelName, worker);
+    } catch (err) {
+      if (err instanceof TriodeError) throw err;
+      throw unavailable(err);
+    }
+  }
+
+  async infer(request: InferenceRequest): Promise<InferenceResponse> {
+    return this.#send(request);
+  }
+
+  /**
+   * Per sequence (model and correlation id): the routing of its latest request. Each request of
+   * a sequence is routed, and its XADD issued, only after the one before it: a START fixes its
+   * worker before the next request asks where the sequence lives (requests sent back to back on
+   * one gRPC stream raced here and got "must specify the START flag").
+   */
+  readonly #sequenceTail = new Map<string, Promise<void>>();
+
+  async #send(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
+    if (!this.#running) throw Errors.serverStopping();
+    let seq: ReturnType<typeof sequenceParams>;
+    try {
+      seq = sequenceParams(request.parameters);
+    } catch {
+      seq = undefined; // the worker answers the bad parameter
+    }
+    if (!seq) return this.#dispatch(request, onResponse);
+    const key = `${request.modelName}\u0000${seq.key}`;
+    const before = this.#sequenceTail.get(key);
+    let routed!: () => void;
+    const mine = new Promise<void>((r) => { routed = r; });
+    this.#sequenceTail.set(key, mine);
+    const release = () => {
+      routed();
+      if (this.#sequenceTail.get(key) === mine) this.#sequenceTail.delete(key);
+    };
+    try {
+      if (before) await before;
+      return await this.#dispatch(request, onResponse, release);
+    } finally {
+      release();
+    }
+  }
+
+  /** Routes a request to its stream and waits for its reply; `queued` runs once its XADD is issued. */
+  async #dispatch(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, queued?: () => void): Promise<InferenceResponse> {
+    const model = await this.#ready(request.modelName, request.modelVersion);
+    const decoupled = (model.config as { model_transaction_policy?: { decoupled?: boolean } } | undefined)?.model_transaction_policy?.decoupled === true;
+    if (decoupled && !onResponse) {
+      throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
+    }
+    const stream = await this.#streamFor(request, model);
+    const requestKey = `${this.#next++}`;
+    const now = Date.now();
+    // The header and each tensor as separate stream fields: tensor bytes are not copied into one message.
+    const [head, ...tensors] = encodeRequestParts(request, {
+      requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs,
+      ...(this.#direct ? { direct: this.#direct } : {}),
+    });
+    const fields: (string | Buffer)[] = ['r', head!];
+    for (const t of tensors) fields.push('t', t);
+    // With a cluster secret, workers run only requests signed with it (the MAC covers the bytes as they are).
+    const mac = this.auth.mac('request', [head!, ...tensors]);
+    if (mac) fields.push('s', mac);
+    return new Promise<InferenceResponse>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiting.delete(requestKey);
+        reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${this.#opts.requestTimeoutMs / 1000} s`));
+      }, this.#opts.requestTimeoutMs);
+      this.#waiting.set(requestKey, { resolve, reject, timer, ...(decoupled && onResponse ? { onResponse } : {}) });
+      // A cancelled call is answered at once; a worker may still run the request (its reply is dropped).
+      request.signal?.addEventListener('abort', () => {
+        if (!this.#waiting.delete(requestKey)) return;
+        clearTimeout(timer);
+        reject(Errors.cancelled());
+      }, { once: true });
+      // Tensors go to the socket without ioredis's two copies (vectored-command.ts). Commands on
+      // one connection reach Redis in the order they are issued.
+      (this.#cmd.sendCommand(new VectoredCommand('xadd', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])) as Promise<unknown>).catch((err: unknown) => {
+        clearTimeout(timer);
+        this.#waiting.delete(requestKey);
+        reject(unavailable(err));
+      });
+      queued?.();
+    });
+  }
+
+  async inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+    let streamed = false;
+    const last = await this.#send(request, (r) => { streamed = true; onResponse(r); });
+    // A regular model's one response comes as the final reply; a decoupled one's came streamed.
+    if (!streamed && last.outputs.length > 0) onResponse(last);
+  }
+
+  /**
+   * Sends a load/unload command to every live worker and waits for all of them to answer
+   * (up to `timeoutMs`); fails with the workers' reasons (and the first one's code) if any failed.
+   * Which worker said what is logged, not told to the client.
+   */
+  async #control(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs = 120_000): Promise<void> {
+    checkModelName(name);
+    this.#registryAt = 0;
+    const workers = (await this.#registry()).map((w) => w.workerId);
+    if (workers.length === 0) throw Errors.unavailable(`failed to ${action} '${echo(name)}': no live worker is registered in the cluster`);
+    const id = randomUUID();
+    const key = this.#keys.controlReplies(id);
+    try {
+      const answers = new Map<string, { code: string; message: string } | undefined>();
+      const end = Date.now() + timeoutMs;
+      // Answers are waited for, not polled: a connection of its own blocks on the answer list
+      // (control commands are rare, and a blocking pop would stall every other command on #cmd).
+      const listen = this.#cmd.duplicate({ enableOfflineQueue: true });
+      listen.on('error', () => undefined);
+      try {
+        await this.#cmd.publish(this.#keys.control, this.auth.signText('control', JSON.stringify({ id, ts: Date.now(), action, model: name, ...extra })));
+        while (answers.size < workers.length && Date.now() < end) {
+          const popped = await listen.blpop(key, Math.max(0.01, Math.min(1, (end - Date.now()) / 1000)));
+          if (!popped) continue;
+          const text = this.auth.openText('control-reply', popped[1], 'answer to a control message');
+          if (text === undefined) continue;
+          let a: { id?: string; workerId: string; error?: { code: string; message: string } };
+          try {
+            a = JSON.parse(text) as typeof a;
+          } catch {
+            continue;
+          }
+          if (a.id !== undefined && a.id !== id) continue;
+          answers.set(a.workerId, a.error);
+        }
+      } finally {
+        listen.disconnect();
+      }
+      const failed = [...answers.entries()].filter((e): e is [string, { code: string; message: string }] => e[1] !== undefined);
+      if (failed.length > 0) {
+        for (const [w, e] of failed) this.#opts.logger?.warning(`worker ${w} failed to ${action} '${name}': ${e.message}`);
+        const first = failed[0]![1];
+        const code = (isErrorCode(first.code) ? first.code : 'INTERNAL');
+        const message = [...new Set(failed.map(([, e]) => String(e.message)))].join('; ');
+        // Every worker failed alike: the embedded server's answer as it is. Some did: which ones.
+        const which = failed.length < workers.length ? ` (on ${failed.length} of ${workers.length} workers: ${failed.map(([w]) => echo(w, 64)).join(', ')})` : '';
+        throw new TriodeError(code, message + which);
+      }
+      if (answers.size < workers.length) {
+        throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${workers.length - answers.size} of ${workers.length} workers did not answer within ${timeoutMs / 1000} s`);
+      }
+      if (action === 'load') await this.#cmd.hset(this.#keys.desired, name, this.auth.signText('desired', JSON.stringify({ model: name, action, ...extra })));
+      else await this.#cmd.hdel(this.#keys.desired, name);
+    } catch (err) {
+      if (err instanceof TriodeError) throw err;
+      throw unavailable(err);
+    } finally {
+      this.#registryAt = 0;
+      await this.#cmd.del(key).catch(() => undefined);
+    }
+  }
+
+  async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
+    await this.#control('load', name, {
+      ...(options.config ? { config: options.config } : {}),
+      ...(options.files ? { files: overrideFilesToJson(options.files) } : {}),
+    });
+  }
+
+  async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    await this.#control('unload', name, { unloadDependents: options.unloadDependents === true });
+  }
+
+  /** Stops reading replies; requests still waiting get an error. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    clearInterval(this.#replyTtl);
+    // A read blocked on a Redis that is gone never returns: stop waiting for it after a moment.
+    await settleWithin(this.#loop ?? Promise.resolve(), this.#block.status === 'ready' ? 1000 : 0);
+    for (const [k, w] of this.#waiting) {
+      clearTimeout(w.timer);
+      w.reject(Errors.serverStopping());
+      this.#waiting.delete(k);
+    }
+    // A Redis that is gone must not hold the exit up (the reply stream is trimmed by MAXLEN anyway).
+    if (this.#cmd.status === 'ready') await settleWithin(this.#cmd.del(this.#replyKey), 1000);
+    this.#directServer?.close();
+    for (const socket of this.#directSockets) socket.destroy();
+    this.#block.disconnect();
+    this.#cmd.disconnect();
+  }
+}
+
+function addStats(a: ModelStatistics, b: ModelStatistics): ModelStatistics {
+  const out = structuredClone(a);
+  out.last_inference = Math.max(a.last_inference, b.last_inference);
+  out.inference_count += b.inference_count;
+  out.execution_count += b.execution_count;
+  for (const k of Object.keys(out.inference_stats) as (keyof ModelStatistics['inference_stats'])[]) {
+    out.inference_stats[k].count += b.inference_stats[k].count;
+    out.inference_stats[k].ns += b.inference_stats[k].ns;
+  }
+  for (const bs of b.batch_stats) {
+    const mine = out.batch_stats.find((x) => x.batch_size === bs.batch_size);
+    if (!mine) {
+      out.batch_stats.push(structuredClone(bs));
+      continue;
+    }
+    for (const k of ['compute_input', 'compute_infer', 'compute_output'] as const) {
+      mine[k].count += bs[k].count;
+      mine[k].ns += bs[k].ns;
+    }
+  }
+  out.batch_stats.sort((x, y) => x.batch_size - y.batch_size);
+  return out;
+}

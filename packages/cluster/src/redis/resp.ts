@@ -1,0 +1,214 @@
+/**
+ * @module RESP2, the Redis protocol, for the cluster's hot paths (the rest goes through ioredis):
+ * commands encoded with their Buffer arguments kept as they are, so a tensor goes to the socket
+ * without being copied into a command buffer; and an incremental reply reader whose bulk strings
+ * are copied once, straight from the socket's chunks into buffers of their own (a large one gets
+ * its own ArrayBuffer, which can then move to an instance thread). Nothing is parsed or copied
+ * until the whole reply has arrived, so a 2 MB reply in 30 chunks costs one walk over its headers
+ * per chunk and one copy of its data.
+ */
+
+import { markTransferable } from '@triode/core';
+
+type Arg = string | Buffer;
+
+/** The RESP encoding of `name args...`: strings merged, Buffers kept as they are (not copied). */
+export function respPieces(name: string, args: readonly Arg[]): Arg[] {
+  const pieces: Arg[] = [];
+  let text = `*${args.length + 1}\r\n$${Buffer.byteLength(name)}\r\n${name}\r\n`;
+  for (const a of args) {
+    if (typeof a === 'string') {
+      text += `$${Buffer.byteLength(a)}\r\n${a}\r\n`;
+    } else {
+      pieces.push(text + `$${a.byteLength}\r\n`, a);
+      text = '\r\n';
+    }
+  }
+  pieces.push(text);
+  return pieces;
+}
+
+/** A RESP2 value: simple strings as strings, bulk strings as Buffers, nil as null. */
+export type RespValue = string | number | Buffer | null | RespError | RespValue[];
+
+/** An XREAD / XREADGROUP reply: per stream, its entries as [id, [field, value, ...]]; null when the read timed out. */
+export type StreamEntries = [Buffer, [Buffer, Buffer[]][]][] | null;
+
+/** An error reply (`-ERR ...`). */
+export class RespError extends Error {}
+
+/** Bulk strings at least this long get an ArrayBuffer of their own (not a slice of Node's pool). */
+const OWN_BUFFER_BYTES = 4096;
+
+/** Reads replies from a byte stream that arrives in chunks. */
+export class RespReader {
+  #chunks: Buffer[] = [];
+  /** Offset of the unread data in the first chunk. */
+  #start = 0;
+  #available = 0;
+
+  /** Adds a chunk; returns the replies it completed, in order. */
+  push(chunk: Buffer): RespValue[] {
+    this.#chunks.push(chunk);
+    this.#available += chunk.byteLength;
+    const out: RespValue[] = [];
+    for (;;) {
+      const end = this.#measure();
+      if (end === undefined) return out;
+      const cursor = new Cursor(this.#chunks, this.#start);
+      out.push(readValue(cursor));
+      this.#consume(end);
+    }
+  }
+
+  /** Drops what is buffered (a connection that closed mid-reply). */
+  reset(): void {
+    this.#chunks = [];
+    this.#start = 0;
+    this.#available = 0;
+  }
+
+  /** Byte length of the first complete reply, or undefined if it has not all arrived. */
+  #measure(): number | undefined {
+    if (this.#available === 0) return undefined;
+    const cursor = new Cursor(this.#chunks, this.#start);
+    return skipValue(cursor, this.#available) ? cursor.consumed : undefined;
+  }
+
+  #consume(bytes: number): void {
+    this.#available -= bytes;
+    let left = this.#start + bytes;
+    while (this.#chunks.length > 0 && left >= this.#chunks[0]!.byteLength) {
+      left -= this.#chunks[0]!.byteLength;
+      this.#chunks.shift();
+    }
+    this.#start = left;
+  }
+}
+
+/** A read position over a list of chunks. */
+class Cursor {
+  #ci = 0;
+  #off: number;
+  consumed = 0;
+
+  constructor(private readonly chunks: Buffer[], start: number) {
+    this.#off = start;
+  }
+
+  /** The next line (without CRLF) as latin1 text, or undefined if no CRLF has arrived. */
+  line(limit: number): string | undefined {
+    let text = '';
+    let ci = this.#ci;
+    let off = this.#off;
+    let read = 0;
+    while (ci < this.chunks.length) {
+      const c = this.chunks[ci]!;
+      const nl = c.indexOf(0x0a, off);
+      if (nl >= 0) {
+        text += c.toString('latin1', off, nl);
+        read += nl + 1 - off;
+        if (this.consumed + read > limit) return undefined;
+        this.#ci = ci;
+        this.#off = nl + 1;
+        this.consumed += read;
+        return text.endsWith('\r') ? text.slice(0, -1) : text;
+      }
+      text += c.toString('latin1', off);
+      read += c.byteLength - off;
+      ci++;
+      off = 0;
+    }
+    return undefined;
+  }
+
+  /** Moves past `n` bytes. */
+  skip(n: number): void {
+    this.consumed += n;
+    while (n > 0) {
+      const c = this.chunks[this.#ci]!;
+      const take = Math.min(n, c.byteLength - this.#off);
+      n -= take;
+      this.#off += take;
+      if (this.#off === c.byteLength) {
+        this.#ci++;
+        this.#off = 0;
+      }
+    }
+  }
+
+  /** Copies the next `n` bytes into a buffer of their own. */
+  take(n: number): Buffer {
+    const out = n >= OWN_BUFFER_BYTES ? Buffer.allocUnsafeSlow(n) : Buffer.allocUnsafe(n);
+    // Declared, not guessed: this buffer holds this bulk string alone, so a tensor decoded in place
+    // from it may move to an instance thread.
+    if (n >= OWN_BUFFER_BYTES) markTransferable(out.buffer);
+    let at = 0;
+    while (at < n) {
+      const c = this.chunks[this.#ci]!;
+      const take = Math.min(n - at, c.byteLength - this.#off);
+      c.copy(out, at, this.#off, this.#off + take);
+      at += take;
+      this.#off += take;
+      if (this.#off === c.byteLength) {
+        this.#ci++;
+        this.#off = 0;
+      }
+    }
+    this.consumed += n;
+    return out;
+  }
+}
+
+/** Walks one value without copying; false if it has not all arrived (within `limit` bytes). */
+function skipValue(c: Cursor, limit: number): boolean {
+  const head = c.line(limit);
+  if (head === undefined) return false;
+  const kind = head[0];
+  if (kind === '$') {
+    const len = Number(head.slice(1));
+    if (len < 0) return true;
+    if (c.consumed + len + 2 > limit) return false;
+    c.skip(len + 2);
+    return true;
+  }
+  if (kind === '*') {
+    const n = Number(head.slice(1));
+    for (let i = 0; i < n; i++) if (!skipValue(c, limit)) return false;
+    return true;
+  }
+  return true;
+}
+
+/** Reads one value that `skipValue` found complete. */
+function readValue(c: Cursor): RespValue {
+  const head = c.line(Number.MAX_SAFE_INTEGER)!;
+  const rest = head.slice(1);
+  switch (head[0]) {
+    case '+': return rest;
+    case '-': return new RespError(rest);
+    case ':': return Number(rest);
+    case '$': {
+      const len = Number(rest);
+      if (len < 0) return null;
+      const out = c.take(len);
+      c.skip(2);
+      return out;
+    }
+    case '*': {
+      const n = Number(rest);
+      if (n < 0) return null;
+      const out: RespValue[] = [];
+      for (let i = 0; i < n; i++) out.push(readValue(c));
+      return out;
+    }
+    default: throw new RespError(`malformed reply from Redis: ${JSON.stringify(head.slice(0, 40))}`);
+  }
+}
+
+/** A reply of alternating field names and values (XINFO GROUPS / CONSUMERS rows) as an object. */
+export function fieldsOf(row: readonly unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i + 1 < row.length; i += 2) out[String(row[i])] = row[i + 1];
+  return out;
+}

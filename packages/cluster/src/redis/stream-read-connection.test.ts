@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { Redis } from 'ioredis';
+import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
+import { StreamReadConnection } from './stream-read-connection.js';
+
+let redis: RedisHandle;
+beforeAll(async () => { redis = await startRedis(); });
+afterAll(async () => { await redis?.stop(); });
+
+describe('StreamReadConnection', () => {
+  it('reads a stream in a consumer group (blocking), can be unblocked, fails while Redis is away and reconnects', async () => {
+    const admin = new Redis(redis.url);
+    const conn = new StreamReadConnection(redis.url, { reconnectMs: 50 });
+    try {
+      await admin.xgroup('CREATE', 's', 'g', '0', 'MKSTREAM');
+      await conn.connect();
+      expect(conn.status).toBe('ready');
+      expect(conn.clientId).toBeGreaterThan(0);
+      const tensor = Buffer.alloc(70_000, 9);
+      await admin.xadd('s', '*', 'r', 'head', 't', tensor);
+      const reply = await conn.xreadgroup('g', 'c1', 10, 100, ['s']);
+      const [[stream, entries]] = reply as [[Buffer, [Buffer, Buffer[]][]]];
+      const fields = entries[0]![1];
+      expect(stream.toString()).toBe('s');
+      expect(fields[3]!.equals(tensor)).toBe(true);
+      // Nothing more: the read times out with nil.
+      expect(await conn.xreadgroup('g', 'c1', 10, 50, ['s'])).toBeNull();
+      // CLIENT UNBLOCK from another connection ends a long block early.
+      const t = Date.now();
+      const blocked = conn.xreadgroup('g', 'c1', 10, 5000, ['s']);
+      await new Promise((r) => setTimeout(r, 50));
+      await admin.client('UNBLOCK', conn.clientId!);
+      expect(await blocked).toBeNull();
+      expect(Date.now() - t).toBeLessThan(2000);
+      // Errors come back as rejections (NOGROUP).
+      await expect(conn.xreadgroup('nogroup', 'c1', 1, 10, ['s'])).rejects.toThrow(/NOGROUP/);
+      // Redis goes away: reads fail at once; when it is back the connection is ready again.
+      const port = redis.port;
+      await redis.stop();
+      await expect(conn.xreadgroup('g', 'c1', 1, 10, ['s'])).rejects.toThrow(/closed/);
+      redis = await startRedis(port);
+      const deadline = Date.now() + 10_000;
+      while (conn.status !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(conn.status).toBe('ready');
+      expect(conn.clientId).toBeGreaterThan(0);
+    } finally {
+      conn.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('gives up a connection whose blocking read never answers (a lost node) and opens a new one', async () => {
+    // A server that answers the handshake (CLIENT ID) and then nothing.
+    const connections: Socket[] = [];
+    const server = createServer((sock) => {
+      connections.push(sock);
+      sock.on('data', (d) => { if (d.toString().includes('CLIENT')) sock.write(`:${connections.length}\r\n`); });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const conn = new StreamReadConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 100 });
+    try {
+      await conn.connect();
+      expect(conn.clientId).toBe(1);
+      const t = Date.now();
+      await expect(conn.xreadgroup('g', 'c', 1, 50, ['s'])).rejects.toThrow(/closed/);
+      expect(Date.now() - t).toBeLessThan(2000);
+      const deadline = Date.now() + 5000;
+      while (conn.clientId !== 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(conn.clientId).toBe(2);
+      expect(conn.status).toBe('ready');
+    } finally {
+      conn.disconnect();
+      for (const c of connections) c.destroy();
+      server.close();
+    }
+  });
+});

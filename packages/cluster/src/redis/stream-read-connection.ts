@@ -1,0 +1,162 @@
+/**
+ * @module The worker's connection for blocking XREADGROUP reads: one command at a time, replies
+ * read by core's `RespReader` (each tensor copied once, into a buffer that can move to an instance
+ * thread). ioredis stays for everything else; its general reply decoder and command machinery
+ * were ~20% of the worker's main thread at ppocr_cls c=16, with a second copy of every tensor.
+ * Reconnects by itself; a command sent while disconnected fails at once.
+ */
+import { isIP, connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { RespError, RespReader, respPieces, type RespValue, type StreamEntries } from './resp.js';
+import { parseRedisUrl, type RedisEndpoint } from './redis-connection.js';
+
+type Status = 'idle' | 'connecting' | 'ready' | 'closed';
+
+/** How much later than its block time a blocking read's reply may come before the connection is given up. */
+const STALL_MS_DEFAULT = 5000;
+
+
+export class StreamReadConnection {
+  status: Status = 'idle';
+  /** This connection's CLIENT ID (for CLIENT UNBLOCK from another connection); new after a reconnect. */
+  clientId: number | undefined;
+  readonly #endpoint: RedisEndpoint;
+  readonly #reconnectMs: number;
+  readonly #stallMs: number;
+  readonly #onError: (e: Error) => void;
+  #socket: Socket | undefined;
+  readonly #reader = new RespReader();
+  #pending: { resolve: (v: RespValue) => void; reject: (e: Error) => void }[] = [];
+  #retry: ReturnType<typeof setTimeout> | undefined;
+  #firstReady: { resolve: () => void; reject: (e: Error) => void } | undefined;
+
+  constructor(url: string, options: { reconnectMs?: number; stallMs?: number; onError?: (e: Error) => void } = {}) {
+    this.#endpoint = parseRedisUrl(url);
+    this.#reconnectMs = options.reconnectMs ?? 200;
+    this.#stallMs = options.stallMs ?? STALL_MS_DEFAULT;
+    this.#onError = options.onError ?? (() => undefined);
+  }
+
+  /** Connects (and reconnects by itself from then on); resolves once the first connection is ready. */
+  connect(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#firstReady = { resolve, reject };
+      this.#open();
+    });
+  }
+
+  /** Sends a command; fails at once while disconnected. */
+  command(args: readonly (string | number)[]): Promise<RespValue> {
+    if (this.status !== 'ready') return Promise.reject(new Error('Connection is closed.'));
+    return this.#send(args);
+  }
+
+  /**
+   * XREADGROUP ... BLOCK: the streams' entries as [stream, [[id, fields]]], or null on timeout.
+   * A reply that is `stallMs` (default 5 s) later than the block time means a connection that died without
+   * closing (a lost node, a partition): it is dropped and opened again.
+   */
+  async xreadgroup(group: string, consumer: string, count: number, blockMs: number, streams: readonly string[]): Promise<StreamEntries> {
+    const socket = this.#socket;
+    const stall = setTimeout(() => {
+      this.#onError(new Error(`no reply from Redis ${this.#stallMs} ms after a ${blockMs} ms blocking read: reconnecting`));
+      if (this.#socket === socket) socket?.destroy();
+    }, blockMs + this.#stallMs);
+    try {
+      const reply = await this.command(['XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'BLOCK', blockMs, 'STREAMS', ...streams, ...streams.map(() => '>')]);
+      return reply as StreamEntries;
+    } finally {
+      clearTimeout(stall);
+    }
+  }
+
+  /** Closes for good: what is waiting fails. */
+  disconnect(): void {
+    this.status = 'closed';
+    clearTimeout(this.#retry);
+    this.#socket?.destroy();
+    this.#failPending(new Error('Connection is closed.'));
+  }
+
+  #send(args: readonly (string | number)[]): Promise<RespValue> {
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ resolve, reject });
+      // All-string arguments: one piece.
+      this.#socket!.write(respPieces(String(args[0]), args.slice(1).map(String)).join(''));
+    });
+  }
+
+  #open(): void {
+    if (this.status === 'closed') return;
+    this.status = 'connecting';
+    const { host, port, tls } = this.#endpoint;
+    // SNI takes a host name only.
+    const socket = tls ? tlsConnect({ host, port, ...(isIP(host) ? {} : { servername: host }) }) : netConnect({ host, port });
+    this.#socket = socket;
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, 10_000);
+    socket.once(tls ? 'secureConnect' : 'connect', () => { void this.#handshake(socket); });
+    socket.on('data', (chunk: Buffer) => this.#onData(socket, chunk));
+    socket.on('error', (e: Error) => this.#onError(e));
+    socket.on('close', () => this.#onClose(socket));
+  }
+
+  async #handshake(socket: Socket): Promise<void> {
+    const { username, password, db } = this.#endpoint;
+    try {
+      const check = (v: RespValue) => { if (v instanceof RespError) throw v; return v; };
+      if (password !== undefined) check(await this.#send(username !== undefined ? ['AUTH', username, password] : ['AUTH', password]));
+      if (db !== undefined) check(await this.#send(['SELECT', db]));
+      this.clientId = Number(check(await this.#send(['CLIENT', 'ID'])));
+    } catch (err) {
+      this.#onError(err as Error);
+      // Refused credentials or database: the first connect() fails instead of retrying forever.
+      if (err instanceof RespError && this.#firstReady) {
+        this.#firstReady.reject(err);
+        this.#firstReady = undefined;
+        this.disconnect();
+        return;
+      }
+      socket.destroy();
+      return;
+    }
+    if (this.#socket !== socket || this.status === 'closed') return;
+    this.status = 'ready';
+    this.#firstReady?.resolve();
+    this.#firstReady = undefined;
+  }
+
+  #onData(socket: Socket, chunk: Buffer): void {
+    if (socket !== this.#socket) return;
+    let replies: RespValue[];
+    try {
+      replies = this.#reader.push(chunk);
+    } catch (err) {
+      this.#onError(err as Error);
+      socket.destroy();
+      return;
+    }
+    for (const r of replies) {
+      const p = this.#pending.shift();
+      if (!p) continue;
+      if (r instanceof RespError) p.reject(r);
+      else p.resolve(r);
+    }
+  }
+
+  #onClose(socket: Socket): void {
+    if (socket !== this.#socket) return;
+    this.#reader.reset();
+    this.#failPending(new Error('Connection is closed.'));
+    if (this.status === 'closed') return;
+    this.status = 'connecting';
+    // The first connect() waits through retries too (as ioredis's does with no retry limit).
+    this.#retry = setTimeout(() => this.#open(), this.#reconnectMs);
+  }
+
+  #failPending(err: Error): void {
+    const pending = this.#pending;
+    this.#pending = [];
+    for (const p of pending) p.reject(err);
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * @module The worker's side of the direct reply channel: one TCP (or TLS, for a `tls://` address)
+ * connection per gateway, opened on first use; its first frame authenticates (the gateway's token,
+ * or with a cluster secret the token's MAC, which only holders of the secret can make), then
+ * replies as length-prefixed frames (`[MAC][reply]` with a secret). The gateway confirms the
+ * replies it has taken with a running count (a u32, see reply-frames.ts); a reply counts as
+ * delivered only then, and the replies a connection still held unconfirmed when it failed are
+ * handed back (`lost`) for the Redis reply stream. While a connection is opening, or when it
+ * failed (retried after a pause), replies go through Redis.
+ */
+import { connect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { ClusterAuth } from '../cluster-auth.js';
+import { frame, framed } from '../reply-frames.js';
+
+/** What a sender is told of a reply it handed to the channel: exactly one of the two is called. */
+export interface ReplyOutcome {
+  /** The gateway confirmed it. */
+  confirmed: () => void;
+  /** The connection failed before the gateway confirmed it: send it another way. */
+  lost: () => void;
+}
+
+interface Peer {
+  socket?: Socket;
+  open: boolean;
+  /** After a failure: no new attempt before this time (ms since the epoch). */
+  retryAt: number;
+  /** Replies written and not yet confirmed, oldest first: when (ms) and their number on this connection. */
+  unconfirmed: { outcome: ReplyOutcome; at: number; seq: number }[];
+  /** Replies written so far on this connection (mod 2^32, as the gateway counts what it took). */
+  sent: number;
+  /** Bytes of a confirmation read in part. */
+  partial: Buffer;
+}
+
+const RETRY_MS = 5000;
+/**
+ * A reply the gateway has not confirmed this long after it was written counts as lost (and goes
+ * through the Redis reply stream; the gateway drops a duplicate): a gateway that does not confirm
+ * (a connection gone silent without closing, an older gateway) must not leave entries unacknowledged.
+ */
+const CONFIRM_TIMEOUT_MS = 5000;
+const CONNECT_TIMEOUT_MS = 1000;
+
+/** Direct connections to gateways, keyed by their advertised `host:port`. */
+export class DirectReplies {
+  readonly #peers = new Map<string, Peer>();
+  readonly #auth: ClusterAuth;
+  readonly #tlsCa: string | Buffer | undefined;
+
+  /**
+   * @param options.auth the cluster secret's signer; options.tlsCa the CA of gateways' TLS
+   *   certificates (default: the system's); options.confirmTimeoutMs see CONFIRM_TIMEOUT_MS
+   */
+  readonly #confirmTimeoutMs: number;
+
+  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer; confirmTimeoutMs?: number } = {}) {
+    this.#auth = options.auth ?? new ClusterAuth();
+    this.#tlsCa = options.tlsCa;
+    this.#confirmTimeoutMs = options.confirmTimeoutMs ?? CONFIRM_TIMEOUT_MS;
+  }
+
+  /**
+   * Sends a reply directly; false when the channel is not open (the caller uses Redis, and
+   * `outcome` is not called). When it returns true, exactly one of `outcome`'s callbacks runs later.
+   * @param direct the envelope's `direct` field
+   * @param mac the reply's MAC, with a cluster secret
+   */
+  send(direct: { address: string; token: string }, body: Uint8Array, mac: Uint8Array | undefined, outcome: ReplyOutcome): boolean {
+    const peer = this.#peers.get(direct.address);
+    if (peer?.open && peer.socket && !peer.socket.destroyed) {
+      peer.sent = (peer.sent + 1) >>> 0;
+      peer.unconfirmed.push({ outcome, at: Date.now(), seq: peer.sent });
+      this.#sweepSoon();
+      peer.socket.write(mac ? framed([mac, body]) : frame(body));
+      return true;
+    }
+    if (!peer || (!peer.socket && Date.now() >= peer.retryAt)) this.#open(direct);
+    return false;
+  }
+
+  #sweep: ReturnType<typeof setTimeout> | undefined;
+
+  /** Checks for replies left unconfirmed too long while any are outstanding. */
+  #sweepSoon(): void {
+    this.#sweep ??= setTimeout(() => {
+      this.#sweep = undefined;
+      const old = Date.now() - this.#confirmTimeoutMs;
+      for (const p of this.#peers.values()) {
+        // Confirmations come in order: only a prefix can be overdue.
+        let n = 0;
+        while (n < p.unconfirmed.length && p.unconfirmed[n]!.at <= old) n++;
+        for (const u of p.unconfirmed.splice(0, n)) u.outcome.lost();
+      }
+      if (this.unconfirmed > 0) this.#sweepSoon();
+    }, Math.max(10, Math.floor(this.#confirmTimeoutMs / 2)));
+    this.#sweep.unref();
+  }
+
+  /** Addresses known now (open, opening or in their pause after a failure). */
+  get size(): number {
+    return this.#peers.size;
+  }
+
+  /** Replies sent and not yet confirmed, over all connections. */
+  get unconfirmed(): number {
+    let n = 0;
+    for (const p of this.#peers.values()) n += p.unconfirmed.length;
+    return n;
+  }
+
+  #open(direct: { address: string; token: string }): void {
+    const tls = direct.address.startsWith('tls://');
+    const address = tls ? direct.address.slice(6) : direct.address;
+    const i = address.lastIndexOf(':');
+    const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+    const port = Number(address.slice(i + 1));
+    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, partial: Buffer.alloc(0) };
+    this.#peers.set(direct.address, peer);
+    if (!host || !Number.isInteger(port) || port <= 0) {
+      peer.retryAt = Number.POSITIVE_INFINITY;
+      return;
+    }
+    const socket = tls
+      ? tlsConnect({ host, port, ...(this.#tlsCa ? { ca: this.#tlsCa } : {}), ...(isIP(host) ? {} : { servername: host }) })
+      : connect({ host, port });
+    socket.setNoDelay(true);
+    peer.socket = socket;
+    const fail = () => {
+      socket.destroy();
+      handBack(peer);
+      if (!peer.socket) return;
+      peer.open = false;
+      peer.socket = undefined;
+      peer.retryAt = Date.now() + RETRY_MS;
+      // Forget the address after the pause: gateways that restart come back on new addresses,
+      // and the table should not keep every one it ever saw.
+      setTimeout(() => {
+        if (this.#peers.get(direct.address) === peer && !peer.socket) this.#peers.delete(direct.address);
+      }, RETRY_MS).unref();
+    };
+    socket.setTimeout(CONNECT_TIMEOUT_MS, fail);
+    socket.once(tls ? 'secureConnect' : 'connect', () => {
+      socket.setTimeout(0);
+      socket.write(frame(this.#auth.mac('direct-auth', [direct.token]) ?? Buffer.from(direct.token)));
+      peer.open = true;
+    });
+    socket.on('data', (chunk: Buffer) => {
+      // Confirmations: u32 BE running counts of the replies the gateway has taken.
+      let buf = peer.partial.byteLength ? Buffer.concat([peer.partial, chunk]) : chunk;
+      let latest: number | undefined;
+      while (buf.byteLength >= 4) {
+        latest = buf.readUInt32BE(0);
+        buf = buf.subarray(4);
+      }
+      peer.partial = Buffer.from(buf);
+      if (latest === undefined) return;
+      // The gateway has taken every reply numbered up to `latest` (mod 2^32); ones already handed
+      // back after the timeout are simply no longer here.
+      let n = 0;
+      while (n < peer.unconfirmed.length && ((latest - peer.unconfirmed[n]!.seq) >>> 0) < 0x80000000) n++;
+      for (const u of peer.unconfirmed.splice(0, n)) u.outcome.confirmed();
+    });
+    socket.on('error', fail);
+    socket.on('close', () => {
+      if (peer.socket !== socket) return;
+      handBack(peer);
+      // The gateway closed a connection it had accepted (idle): open a new one when next needed.
+      if (peer.open && !socket.errored) {
+        this.#peers.delete(direct.address);
+        return;
+      }
+      fail();
+    });
+    socket.unref();
+  }
+
+  /** Closes every connection; replies not yet confirmed are handed back (`lost`). */
+  close(): void {
+    clearTimeout(this.#sweep);
+    this.#sweep = undefined;
+    for (const p of this.#peers.values()) {
+      p.socket?.destroy();
+      handBack(p);
+    }
+    this.#peers.clear();
+  }
+}
+
+/** Hands a connection's unconfirmed replies back to their senders, oldest first. */
+function handBack(peer: Peer): void {
+  for (const u of peer.unconfirmed.splice(0)) u.outcome.lost();
+}

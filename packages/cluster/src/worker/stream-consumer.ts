@@ -1,0 +1,551 @@
+/**
+ * @module The worker's side of cluster mode: reads requests from the models' Redis streams in a
+ * consumer group (Redis balances them over the workers), runs them on the local InferenceServer,
+ * replies to the sending gateway's stream, and acks. Reads only as many entries as it has room
+ * for, so a busy worker leaves work to the others.
+ */
+import { hostname } from 'node:os';
+import type { Redis } from 'ioredis';
+import {
+  TriodeError, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
+} from '@triode/core';
+import { ClusterAuth } from '../cluster-auth.js';
+import { ClusterKeys } from '../keys.js';
+import { fieldsOf, type StreamEntries } from '../redis/resp.js';
+import { decodeRequest, decodeRequestParts, encodeReply, type WireReply } from '../envelope/envelope-codec.js';
+import { type WorkerRecord } from '../registry.js';
+import { DirectReplies } from './direct-replies.js';
+import { StreamReadConnection } from '../redis/stream-read-connection.js';
+import { openRedis } from '../redis/redis-connection.js';
+
+/** Options of a StreamConsumer. */
+export interface StreamConsumerOptions {
+  /** Redis URL. */
+  redis: string;
+  /** This worker's id (its consumer name). @default a random id */
+  workerId?: string;
+  /** Key prefix of the cluster. @default "triode" */
+  prefix?: string;
+  /** Requests this worker runs at once, over all models. @default 256 */
+  maxInflight?: number;
+  /** Heartbeat period (ms); the registry entry expires after 3 missed beats. @default 1000 */
+  heartbeatMs?: number;
+  /**
+   * Requests read by a worker that died (its heartbeat expired: SIGKILL, a lost node) and not
+   * acknowledged for this long (ms) are taken over and run here. A live worker's requests are
+   * never taken, however long they run. @default 5000
+   */
+  claimIdleMs?: number;
+  /**
+   * The cluster secret: requests, control messages and the loaded set not signed with it are
+   * dropped; replies, control answers and the registry entry are signed. @default none
+   */
+  clusterSecret?: string;
+  /** Direct reply channels over TLS: the CA (PEM) their certificates must chain to. @default the system CAs */
+  replyTlsCa?: string | Buffer;
+  /** What runs this worker's instances, as the registry shows it. @default "cpu" */
+  device?: string;
+  logger?: Logger;
+}
+
+/** A control message older than this (ms) is dropped: a captured one cannot be replayed later. */
+const CONTROL_MAX_AGE_MS = 5 * 60_000;
+
+/**
+ * Answered entries are acknowledged and deleted at most this long after their reply (ms): one
+ * XACK + XDEL per stream for all of them. Acks are off the reply path, and an entry waits far
+ * longer than this (claimIdleMs) before another worker would take it over.
+ */
+const ACK_FLUSH_MS = 5;
+
+/** How long shutdown waits for each last word to Redis (acks, leaving the registry). */
+const FAREWELL_MS = 1000;
+
+/**
+ * The most times an entry is delivered: once, and once more after its worker died. A third
+ * delivery is answered with an error instead (DESIGN: delivery).
+ */
+export const MAX_DELIVERIES = 2;
+
+/** Pause before a reply that Redis refused is tried again (ms). */
+const REPLY_RETRY_MS = 200;
+
+/** How often a stream's consumer group is pruned of dead workers' names (ms). */
+const CONSUMER_PRUNE_MS = 60_000;
+
+/** Consumes the cluster's request streams for one worker. */
+export class StreamConsumer {
+  readonly workerId: string;
+  readonly #server: InferenceServer;
+  readonly #keys: ClusterKeys;
+  readonly #cmd: Redis;
+  readonly #directReplies: DirectReplies;
+  /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
+  readonly auth: ClusterAuth;
+  /** Ids of the control messages applied in the last CONTROL_MAX_AGE_MS (a replay is dropped). */
+  readonly #controlSeen = new Map<string, number>();
+  /** The blocking reads: a lean connection of its own (stream-read-connection.ts). */
+  readonly #block: StreamReadConnection;
+  readonly #sub: Redis;
+  readonly #maxInflight: number;
+  readonly #heartbeatMs: number;
+  readonly #claimIdleMs: number;
+  readonly #logger: Logger | undefined;
+  readonly #device: string;
+  readonly #startedMs = Date.now();
+  #claimer: ReturnType<typeof setInterval> | undefined;
+  #claiming = false;
+  #inflight = 0;
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
+  #wake: (() => void) | undefined;
+  #streams: string[] = [];
+  /** Per stream: how many requests the model's instances can hold, and how many it holds now. */
+  #slots = new Map<string, number>();
+  #held = new Map<string, number>();
+  /** The streams the current blocking read waits on. */
+  #reading = new Set<string>();
+  #unblocking = false;
+
+  constructor(server: InferenceServer, options: StreamConsumerOptions) {
+    this.#server = server;
+    this.workerId = options.workerId ?? `w-${Math.random().toString(36).slice(2, 10)}`;
+    this.#keys = new ClusterKeys(options.prefix);
+    this.#maxInflight = options.maxInflight ?? 256;
+    this.#heartbeatMs = options.heartbeatMs ?? 1000;
+    this.#claimIdleMs = options.claimIdleMs ?? 5000;
+    this.#logger = options.logger;
+    this.#device = options.device ?? 'cpu';
+    this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
+    this.#directReplies = new DirectReplies({ auth: this.auth, ...(options.replyTlsCa ? { tlsCa: options.replyTlsCa } : {}) });
+    this.#cmd = openRedis(options.redis, 'worker', this.#logger);
+    this.#block = new StreamReadConnection(options.redis, { onError: (e) => this.#logger?.verbose(1, `redis (stream reads): ${e.message}`) });
+    this.#sub = openRedis(options.redis, 'subscriber', this.#logger);
+  }
+
+  /** Connects, joins the consumer group of every ready model, and starts consuming. */
+  async start(): Promise<void> {
+    await Promise.all([this.#cmd.connect(), this.#block.connect(), this.#sub.connect()]);
+    // Load/unload commands sent to any gateway reach every worker.
+    await this.#sub.subscribe(this.#keys.control);
+    this.#sub.on('message', (_channel: string, message: string) => { void this.#control(message); });
+    await this.#joinCluster();
+    await this.#refreshStreams();
+    await this.#beat();
+    this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
+    this.#running = true;
+    this.#loop = this.#consume();
+    this.#claimer = setInterval(() => { void this.#claim(); }, Math.max(100, Math.min(1000, this.#claimIdleMs / 2)));
+  }
+
+  /** Loads what the cluster has loaded (a worker that joins later catches up). */
+  async #joinCluster(): Promise<void> {
+    let desired: Record<string, string>;
+    try {
+      desired = await this.#cmd.hgetall(this.#keys.desired);
+    } catch {
+      return;
+    }
+    for (const [model, raw] of Object.entries(desired)) {
+      const text = this.auth.openText('desired', raw, `entry of the loaded set (model '${echoName(model)}')`);
+      if (text === undefined) continue;
+      try {
+        const want = JSON.parse(text) as { model?: string; action: 'load'; config?: ModelConfig; files?: Record<string, string> };
+        // Signed for this model's entry, not copied from another one.
+        if (this.auth.enabled && want.model !== model) {
+          this.auth.reject('desired', `an entry of the loaded set signed for another model ('${echoName(model)}')`);
+          continue;
+        }
+        checkModelName(model);
+        if (this.#server.modelReady(model)) continue;
+        await this.#server.loadModel(model, loadOptions(want));
+      } catch (err) {
+        this.#logger?.warning(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  /**
+   * Applies a load/unload command and answers the gateway that sent it. With a secret, one that is
+   * not signed, is older than CONTROL_MAX_AGE_MS or was seen before is dropped unanswered; a
+   * model name that is not one (a path) is refused before it reaches the repository.
+   */
+  async #control(message: string): Promise<void> {
+    const text = this.auth.openText('control', message, 'control message');
+    if (text === undefined) return;
+    let cmd: { id: string; ts?: number; action: 'load' | 'unload'; model: string; config?: ModelConfig; files?: Record<string, string>; unloadDependents?: boolean };
+    try {
+      cmd = JSON.parse(text) as typeof cmd;
+      if (typeof cmd.id !== 'string' || typeof cmd.model !== 'string' || (cmd.action !== 'load' && cmd.action !== 'unload')) throw new Error('not a control message');
+    } catch {
+      this.#logger?.warning('cluster: dropped a malformed control message');
+      return;
+    }
+    if (this.auth.enabled) {
+      const now = Date.now();
+      for (const [id, at] of this.#controlSeen) if (now - at > CONTROL_MAX_AGE_MS) this.#controlSeen.delete(id);
+      if (typeof cmd.ts !== 'number' || Math.abs(now - cmd.ts) > CONTROL_MAX_AGE_MS || this.#controlSeen.has(cmd.id)) {
+        this.auth.reject('control', 'a control message that is stale or replayed');
+        return;
+      }
+      this.#controlSeen.set(cmd.id, now);
+    }
+    let error: { code: string; message: string } | undefined;
+    try {
+      checkModelName(cmd.model);
+      if (cmd.action === 'load') await this.#server.loadModel(cmd.model, loadOptions(cmd));
+      else await this.#server.unloadModel(cmd.model, { unloadDependents: cmd.unloadDependents === true });
+      await this.#refreshStreams();
+      await this.#beat();
+    } catch (err) {
+      const e = TriodeError.from(err);
+      error = { code: e.code, message: e.message };
+    }
+    const key = this.#keys.controlReplies(cmd.id);
+    const answer = this.auth.signText('control-reply', JSON.stringify({ id: cmd.id, workerId: this.workerId, ...(error !== undefined ? { error } : {}) }));
+    await this.#cmd.rpush(key, answer).catch(() => undefined);
+    await this.#cmd.pexpire(key, 60_000).catch(() => undefined);
+  }
+
+  /** The streams to read: one per ready model, plus this worker's own for sequence models. */
+  /** What the streams were last built from: the ready models and their instance counts. */
+  #servingSignature(): string {
+    return this.#server.repositoryIndex(true).map((r) => {
+      const c = this.#server.getModel(r.name).config;
+      return `${r.name}:${r.version ?? ''}:${(c.instance_group ?? []).map((g) => g.count ?? 1).join('+')}`;
+    }).join(',');
+  }
+
+  #streamsBuiltFor = '';
+
+  async #refreshStreams(): Promise<void> {
+    this.#streamsBuiltFor = this.#servingSignature();
+    const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
+    const streams: string[] = [];
+    for (const m of models) {
+      // A full batch per instance, twice: one running and one ready to go. Reading more would
+      // take work other workers could start at once.
+      const c = this.#server.getModel(m).config;
+      const instances = (c.instance_group ?? []).reduce((a, g) => a + (g.count ?? 1), 0) || 1;
+      // Sequence models also get a stream of this worker's own: gateways send every request of
+      // a sequence that started here to it.
+      const own = [this.#keys.requests(m)];
+      if (c.sequence_batching) own.push(this.#keys.workerRequests(m, this.workerId));
+      for (const s of own) {
+        streams.push(s);
+        this.#slots.set(s, instances * Math.max(1, c.max_batch_size ?? 0) * 2);
+        if (!this.#held.has(s)) this.#held.set(s, 0);
+      }
+    }
+    this.#streams = streams;
+    await this.#ensureGroups();
+    // A read blocked on the old set of streams would not see a newly loaded model's.
+    if (this.#running && this.#block.clientId !== undefined) await this.#cmd.client('UNBLOCK', this.#block.clientId).catch(() => undefined);
+  }
+
+  /**
+   * Takes over the requests of workers that died: entries read by a consumer whose registry entry
+   * has expired (no heartbeat for 3 periods) and idle for claimIdleMs. A live worker's entries are
+   * never taken, however long they run (DESIGN: delivery), so a request runs once while its worker
+   * lives. An entry already delivered MAX_DELIVERIES times (it was on a worker that died, then on
+   * another that died too) is answered with an error instead of running again: a request that
+   * kills workers must not take the whole cluster down one worker at a time.
+   */
+  async #claim(): Promise<void> {
+    if (this.#claiming || !this.#running) return;
+    this.#claiming = true;
+    try {
+      for (const stream of this.#streams) {
+        const summary = (await this.#cmd.xpending(stream, this.#keys.group)) as [number, string | null, string | null, [string, string][] | null];
+        for (const [consumer] of summary[3] ?? []) {
+          const room = this.#room(stream);
+          if (room <= 0) break;
+          if (consumer === this.workerId || (await this.#cmd.exists(this.#keys.worker(consumer))) === 1) continue;
+          const pending = (await this.#cmd.xpending(stream, this.#keys.group, 'IDLE', this.#claimIdleMs, '-', '+', room, consumer)) as [string, string, number, number][];
+          if (pending.length === 0) continue;
+          const deliveries = new Map(pending.map(([id, , , n]) => [id, n]));
+          // XCLAIM with the same idle floor: when two workers race for an entry, one gets it.
+          const claimed = (await this.#cmd.callBuffer('XCLAIM', stream, this.#keys.group, this.workerId, this.#claimIdleMs, ...pending.map(([id]) => id))) as [Buffer, Buffer[] | null][];
+          if (claimed.length) this.#logger?.warning(`took over ${claimed.length} requests of worker '${echoName(consumer)}' (no heartbeat) from ${stream}`);
+          for (const [id, fields] of claimed) {
+            const key = id.toString();
+            if (fields) this.#handle(stream, key, fields, (deliveries.get(key) ?? 1) + 1);
+            else this.#ack(stream, key); // deleted meanwhile
+          }
+        }
+        await this.#forgetDeadConsumers(stream);
+      }
+    } catch (err) {
+      this.#logger?.verbose(1, `claiming pending requests failed: ${(err as Error).message}`);
+    } finally {
+      this.#claiming = false;
+    }
+  }
+
+  /** When each stream's consumers were last pruned (ms). */
+  readonly #prunedAt = new Map<string, number>();
+
+  /**
+   * Removes from a stream's consumer group the consumers that hold nothing and whose worker is
+   * gone, every CONSUMER_PRUNE_MS: workers come and go (restarts get new ids), and the group
+   * must not keep every name it ever saw.
+   */
+  async #forgetDeadConsumers(stream: string): Promise<void> {
+    const now = Date.now();
+    if (now - (this.#prunedAt.get(stream) ?? 0) < CONSUMER_PRUNE_MS) return;
+    this.#prunedAt.set(stream, now);
+    const info = (await this.#cmd.xinfo('CONSUMERS', stream, this.#keys.group)) as unknown[][];
+    for (const row of info) {
+      const c = fieldsOf(row);
+      const name = String(c['name']);
+      if (name === this.workerId || Number(c['pending']) !== 0 || Number(c['idle']) < CONSUMER_PRUNE_MS) continue;
+      if ((await this.#cmd.exists(this.#keys.worker(name))) === 1) continue;
+      await this.#cmd.xgroup('DELCONSUMER', stream, this.#keys.group, name);
+    }
+  }
+
+  /** Creates the consumer group of every stream (again after Redis lost them, e.g. a restart). */
+  async #ensureGroups(): Promise<void> {
+    for (const s of this.#streams) {
+      try {
+        // From '0': requests queued before any worker joined are not lost.
+        await this.#cmd.xgroup('CREATE', s, this.#keys.group, '0', 'MKSTREAM');
+      } catch (err) {
+        if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
+      }
+    }
+  }
+
+  /** Publishes what this worker serves, with an expiry of three heartbeats. */
+  async #beat(): Promise<void> {
+    const s = this.#server;
+    // Models that changed without a control message (poll mode, instance counts): read their streams.
+    if (this.#running && this.#servingSignature() !== this.#streamsBuiltFor) await this.#refreshStreams();
+    const models = s.repositoryIndex().map((row) => {
+      const v = row.version !== undefined ? Number(row.version) : undefined;
+      const ready = row.state === 'READY';
+      return {
+        ...row,
+        ...(ready ? { metadata: s.modelMetadata(row.name, v), config: s.modelConfig(row.name, v), stats: s.modelStatistics(row.name, v)[0] } : {}),
+      };
+    });
+    const record: WorkerRecord = {
+      workerId: this.workerId, heartbeatMs: Date.now(), models,
+      host: hostname(), pid: process.pid, device: this.#device, inflight: this.#inflight, startedMs: this.#startedMs,
+    };
+    await this.#cmd.set(this.#keys.worker(this.workerId), this.auth.signText('registry', JSON.stringify(record)), 'PX', this.#heartbeatMs * 3);
+  }
+
+  /** Room for more requests of a stream: its model's free slots, within the worker's limit. */
+  #room(stream: string): number {
+    return Math.min(this.#maxInflight - this.#inflight, (this.#slots.get(stream) ?? 1) - (this.#held.get(stream) ?? 0));
+  }
+
+  async #consume(): Promise<void> {
+    while (this.#running) {
+      const open = this.#streams.filter((s) => this.#room(s) > 0);
+      if (open.length === 0) {
+        await new Promise<void>((r) => { this.#wake = r; });
+        continue;
+      }
+      // COUNT applies to each stream: the smallest room keeps every model within its slots.
+      const count = Math.min(...open.map((s) => this.#room(s)));
+      let reply: StreamEntries;
+      this.#reading = new Set(open);
+      try {
+        reply = await this.#block.xreadgroup(this.#keys.group, this.workerId, count, 200, open);
+        this.#reading.clear();
+      } catch (err) {
+        if (!this.#running) break;
+        const msg = (err as Error).message;
+        // While Redis is away the connection retries by itself: no warning every 200 ms.
+        if (this.#block.status === 'ready') this.#logger?.warning(`reading requests failed: ${msg}`);
+        else this.#logger?.verbose(1, `reading requests: waiting for Redis (${msg})`);
+        await new Promise((r) => setTimeout(r, 200));
+        if (msg.includes('NOGROUP')) await this.#ensureGroups().catch(() => undefined);
+        continue;
+      }
+      for (const [key, entries] of reply ?? []) {
+        for (const [id, fields] of entries) this.#handle(key.toString(), id.toString(), fields);
+      }
+    }
+  }
+
+  /** Entries answered since the last flush, per stream: acknowledged and deleted together. */
+  readonly #acks = new Map<string, string[]>();
+  #ackFlush: ReturnType<typeof setTimeout> | undefined;
+
+  /** Queues an entry's XACK + XDEL; one of each per stream goes out every ACK_FLUSH_MS. */
+  #ack(stream: string, id: string): void {
+    const ids = this.#acks.get(stream);
+    if (ids) ids.push(id);
+    else this.#acks.set(stream, [id]);
+    this.#ackFlush ??= setTimeout(() => this.#flushAcks(), ACK_FLUSH_MS);
+  }
+
+  #flushAcks(): void {
+    this.#ackFlush = undefined;
+    for (const [stream, ids] of this.#acks) {
+      void this.#cmd.xack(stream, this.#keys.group, ...ids).catch(() => undefined);
+      void this.#cmd.xdel(stream, ...ids).catch(() => undefined);
+    }
+    this.#acks.clear();
+  }
+
+  /**
+   * Runs one entry and replies. The entry is acknowledged only once its reply was confirmed: by
+   * the gateway on the direct channel, or by Redis for the reply stream (DESIGN: delivery).
+   * @param deliveries how many times Redis has delivered it (2 after a takeover)
+   */
+  #handle(stream: string, id: string, fields: Buffer[], deliveries = 1): void {
+    const ack = () => this.#ack(stream, id);
+    // [r, header, t, tensor, t, tensor, ..., s, MAC] from gateways ([r, message] from older ones).
+    const parts: Buffer[] = [];
+    let mac: Buffer | undefined;
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const f = fields[i]!;
+      if (f.byteLength === 1 && f[0] === 0x73) mac = fields[i + 1]; // 's'
+      else parts.push(fields[i + 1]!);
+    }
+    if (parts.length === 0 || !this.auth.verify('request', parts, mac, `request on ${stream}`)) {
+      ack();
+      return;
+    }
+    let decoded: ReturnType<typeof decodeRequest>;
+    try {
+      decoded = parts.length > 1 ? decodeRequestParts(parts) : decodeRequest(parts[0]!);
+    } catch (err) {
+      this.#logger?.warning(`dropping a malformed request from ${stream}: ${(err as Error).message}`);
+      ack();
+      return;
+    }
+    const { request, env } = decoded;
+    // Replies go only to a gateway's reply stream of this cluster, never to any other key.
+    if (typeof env.replyTo !== 'string' || !env.replyTo.startsWith(this.#replyPrefix)) {
+      this.#logger?.warning(`dropping a request from ${stream} whose reply stream is not a gateway's`);
+      ack();
+      return;
+    }
+    // The batchers' max_queue_delay counts from when the gateway queued it (DESIGN: cluster batching).
+    request.queuedSinceMs = env.enqueuedMs;
+    if (env.deadlineMs < Date.now()) {
+      // Its gateway stopped waiting: running it would only waste an instance.
+      ack();
+      return;
+    }
+    if (deliveries > MAX_DELIVERIES) {
+      // Ran on workers that died each time: answer instead of risking a third one.
+      this.#logger?.warning(`request on ${stream} was delivered ${deliveries} times (its workers died): answering an error instead of running it again`);
+      const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: `the request for model '${echoName(request.modelName)}' was not answered: the workers that took it stopped (${deliveries - 1} times)` } });
+      this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
+      return;
+    }
+    this.#inflight++;
+    this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
+    const decoupled = this.#decoupled(request.modelName);
+    const send = (r: WireReply) => {
+      const body = encodeReply(r);
+      const mac = this.auth.mac('reply', [env.replyTo, body]);
+      const onStream = () => this.#replyOnStream(env.replyTo, body, mac, env.deadlineMs, ack);
+      // A decoupled request's replies all take the stream, so they cannot overtake one another.
+      // A direct reply is acknowledged when the gateway confirms it; if the connection fails
+      // first, it goes through the reply stream (the gateway drops a duplicate).
+      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: onStream })) onStream();
+    };
+    const run = decoupled
+      ? this.#server.inferStream(request, (response) => {
+        const body = encodeReply({ requestKey: env.requestKey, response, more: true });
+        this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs);
+      }).then(() => ({ requestKey: env.requestKey, end: true as const }))
+      : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
+    run.then(
+      (reply) => send(reply),
+      (err: unknown) => send({ requestKey: env.requestKey, error: toWireError(err) }),
+    ).finally(() => {
+      this.#inflight--;
+      this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
+      this.#wake?.();
+      this.#wake = undefined;
+      // The read under way does not wait on this stream (it was full): cut it short so the
+      // freed room is used now, not when the read times out.
+      if (this.#running && !this.#reading.has(stream) && this.#reading.size > 0 && !this.#unblocking && this.#block.clientId !== undefined) {
+        this.#unblocking = true;
+        this.#cmd.client('UNBLOCK', this.#block.clientId).catch(() => undefined).finally(() => { this.#unblocking = false; });
+      }
+    });
+  }
+
+  /** The prefix of every gateway's reply stream. */
+  get #replyPrefix(): string {
+    return this.#keys.replies('');
+  }
+
+  /**
+   * Adds a reply to its gateway's reply stream, only if the stream exists (NOMKSTREAM): a gateway
+   * keeps its stream alive, and a dead one's is not brought back. `done` (the entry's ack) runs
+   * once Redis took the reply (or the stream is gone: nobody waits for it); while Redis refuses,
+   * the reply is tried again until the request's deadline, then dropped and acknowledged.
+   */
+  #replyOnStream(replyTo: string, body: Buffer, mac: Buffer | undefined, deadlineMs: number, done?: () => void): void {
+    const args: (string | Buffer)[] = [replyTo, 'NOMKSTREAM', 'MAXLEN', '~', '100000', '*', 'r', body];
+    if (mac) args.push('s', mac);
+    const attempt = () => {
+      (this.#cmd.xadd as (...a: (string | Buffer)[]) => Promise<unknown>)(...args).then(
+        () => done?.(),
+        () => {
+          if (Date.now() >= deadlineMs || !this.#running) done?.();
+          else setTimeout(attempt, REPLY_RETRY_MS).unref();
+        },
+      );
+    };
+    attempt();
+  }
+
+  /** True for a decoupled model (0..N responses per request, sent as they come). */
+  #decoupled(model: string): boolean {
+    try {
+      return this.#server.getModel(model).config.model_transaction_policy?.decoupled === true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops reading, finishes what it holds (up to `timeoutMs`), and leaves the registry. */
+  async stop(timeoutMs = 30_000): Promise<void> {
+    this.#running = false;
+    this.#wake?.();
+    clearInterval(this.#heartbeat);
+    clearInterval(this.#claimer);
+    // Its blocked read returns within 200 ms, unless Redis is gone.
+    await settleWithin(this.#loop ?? Promise.resolve(), this.#block.status === 'ready' ? FAREWELL_MS : 0);
+    const until = Date.now() + timeoutMs;
+    while (this.#inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    // Replies sent directly are acknowledged when their gateway confirms them (milliseconds).
+    const confirmBy = Math.min(until, Date.now() + FAREWELL_MS);
+    while (this.#directReplies.unconfirmed > 0 && Date.now() < confirmBy) await new Promise((r) => setTimeout(r, 10));
+    if (this.#ackFlush) {
+      clearTimeout(this.#ackFlush);
+      this.#flushAcks();
+    }
+    // Leaving the registry is a courtesy (the entry expires anyway): a Redis that is gone must
+    // not hold the exit up.
+    const up = this.#cmd.status === 'ready';
+    if (up) await settleWithin(this.#cmd.del(this.#keys.worker(this.workerId)), FAREWELL_MS);
+    this.#sub.disconnect();
+    this.#block.disconnect();
+    this.#directReplies.close();
+    if (!up || !(await settleWithin(this.#cmd.quit(), FAREWELL_MS))) this.#cmd.disconnect();
+  }
+}
+
+/** A model name as a log line repeats it. */
+const echoName = (name: string): string => echo(name, 64);
+
+/** The load options a control command or the desired set carries (files as base64). */
+function loadOptions(cmd: { config?: ModelConfig; files?: Record<string, string> }): LoadOptions {
+  return {
+    ...(cmd.config ? { config: cmd.config } : {}),
+    ...(cmd.files ? { files: overrideFilesFromJson(cmd.files) } : {}),
+  };
+}

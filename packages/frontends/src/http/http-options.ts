@@ -1,0 +1,48 @@
+/** @module Options of the HTTP frontend. Triton: server/src/http_server.h */
+import type { Backplane, LogSettings, Logger } from '@triode/core';
+import type { HttpLifecycle } from './lifecycle.js';
+import type { AsyncInference } from '@triode/core';
+import type { TraceSettings } from '../control/trace-settings.js';
+import type { Tracer } from '../control/tracer.js';
+import type { Restrictions } from '../control/restricted.js';
+
+/** Options of `createHttpApp`. */
+export interface HttpOptions {
+  /** Largest request body, received or decompressed (`--http-max-input-size`). @default 67108864 (64 MiB) */
+  maxInputSize?: number;
+  /**
+   * Largest infer response whose outputs are written as JSON `data`, as an upper bound computed
+   * from the outputs' element counts before anything is written. Over it the request is answered
+   * 400, naming the size and asking for binary outputs (`"binary_data": true`), which have no
+   * such limit. @default 67108864 (64 MiB)
+   */
+  maxJsonOutputSize?: number;
+  /** Where unexpected errors (bugs, a library's exception) are logged in full; clients get a clean message. @default a logger to stderr */
+  logger?: Logger;
+  /** Tracks requests in flight for graceful shutdown. @default a new HttpLifecycle */
+  lifecycle?: HttpLifecycle;
+  /** Async inference jobs (cluster mode); without them the async endpoints answer 501. */
+  asyncJobs?: AsyncInference;
+  /** The process's log settings, for `/v2/logging`; without them it answers 501. */
+  logSettings?: LogSettings;
+  /** Trace settings, shared with the gRPC frontend. @default a new store */
+  traceSettings?: TraceSettings;
+  /** Emits traces per the trace settings (none when absent). */
+  tracer?: Tracer;
+  /** `--http-restricted-api`: endpoint groups that need a header. */
+  restrictions?: Restrictions;
+  /** `--http-header-forward-pattern`: request headers whose names match become request parameters. */
+  headerForwardPattern?: RegExp;
+}
+
+/** What every route needs. */
+export interface HttpDeps {
+  backplane: Backplane;
+  maxInputSize: number;
+  maxJsonOutputSize: number;
+  tracer?: Tracer;
+  headerForwardPattern?: RegExp;
+}
+
+/** Triton's default `--http-max-input-size`: 64 MiB. */
+export const DEFAULT_HTTP_MAX_INPUT_SIZE = 64 * 1024 * 1024;

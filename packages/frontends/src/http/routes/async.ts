@@ -1,0 +1,45 @@
+/**
+ * @module Async inference endpoints (a Triode extension; request and response bodies are
+ * Triton's): `POST /v2/models/{m}[/versions/{v}]/infer_async` -> 202 `{"job_id", "state"}`,
+ * `GET /v2/jobs/{id}`, `GET /v2/jobs/{id}/result` (the infer response), `DELETE /v2/jobs/{id}`.
+ */
+import { Hono } from 'hono';
+import { Errors, type AsyncInference } from '@triode/core';
+import type { HttpDeps } from '../http-options.js';
+import { readInferRequest, writeInferResponse } from '../infer-http.js';
+import { modelPaths } from './model-params.js';
+
+const noJobs = () => Errors.unsupported('async inference needs cluster mode: start a gateway with --redis (triode gateway)');
+
+/** The async routes; `jobs` absent (embedded mode) answers 501. */
+export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize }: HttpDeps, jobs?: AsyncInference): Hono {
+  const app = new Hono();
+  for (const path of modelPaths('/infer_async')) {
+    app.post(path, async (c) => {
+      if (!jobs) throw noJobs();
+      // A body that cannot fit the async limit is refused before it is read.
+      const length = Number(c.req.header('content-length') ?? 0);
+      if (length > jobs.maxRequestBytes) {
+        throw Errors.invalidArg(`async request of ${length} bytes is over the limit of ${jobs.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
+      }
+      const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
+      const id = await jobs.submit(request, encoding);
+      return c.json({ job_id: id, state: 'waiting' }, 202);
+    });
+  }
+  app.get('/v2/jobs/:id', async (c) => {
+    if (!jobs) throw noJobs();
+    return c.json(await jobs.status(c.req.param('id')));
+  });
+  app.get('/v2/jobs/:id/result', async (c) => {
+    if (!jobs) throw noJobs();
+    const { response, encoding } = await jobs.result(c.req.param('id'));
+    return writeInferResponse(c, response, encoding, maxJsonOutputSize);
+  });
+  app.delete('/v2/jobs/:id', async (c) => {
+    if (!jobs) throw noJobs();
+    await jobs.cancel(c.req.param('id'));
+    return c.json({ job_id: c.req.param('id'), state: 'cancelled' });
+  });
+  return app;
+}
