@@ -12,6 +12,7 @@ import { Errors } from './errors.js';
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 import { ModelVersion } from './model.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
+import { withConfigWarnings } from './model-config/config-warnings.js';
 import { ModelLifecycle, type LoadedModel } from './model-repository/model-lifecycle.js';
 import { ModelRepositoryManager, type LoadOptions, type ModelIndexEntry } from './model-repository/model-repository-manager.js';
 import { ResponseCache, type ResponseCacheStats } from './cache/response-cache.js';
@@ -281,7 +282,8 @@ export class InferenceServer {
 
   /** The model's config in Triton's JSON form. */
   modelConfig(name: string, version?: number): Record<string, unknown> {
-    return modelConfigToJson(this.getModel(name, version).config);
+    const { config } = this.getModel(name, version);
+    return withConfigWarnings(modelConfigToJson(config), config);
   }
 
   /** Statistics of every loaded version, of one model, or of one version. */
