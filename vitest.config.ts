@@ -7,6 +7,8 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Instance threads and child servers use both cores: run test files one at a time.
     fileParallelism: false,
+    // Temporary repositories and files go under one directory per run, removed at its end.
+    globalSetup: ['./test/helpers/global-setup.ts'],
     reporters: ['default', './test/summary-reporter.ts'],
   },
 });
