@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { FrameReader, frame } from './reply-frames.js';
+import { describe, expect, it, vi } from 'vitest';
+import { FrameReader, frame, frameHead, framed } from './reply-frames.js';
 
 describe('reply frames', () => {
   it('reassembles frames split and joined anyhow', () => {
@@ -11,6 +11,30 @@ describe('reply frames', () => {
       for (let i = 0; i < wire.byteLength; i += step) got.push(...r.push(wire.subarray(i, i + step)));
       expect(got.map((b) => b.toString('hex'))).toEqual(msgs.map((b) => b.toString('hex')));
     }
+  });
+
+  it('joins a frame\'s chunks once, when it is complete (a 1 MiB frame in 64 KiB chunks is not copied 16 times)', () => {
+    const payload = Buffer.alloc(1 << 20, 3);
+    const wire = frame(payload);
+    const concat = vi.spyOn(Buffer, 'concat');
+    try {
+      const r = new FrameReader();
+      const got: Buffer[] = [];
+      for (let i = 0; i < wire.byteLength; i += 65_536) got.push(...r.push(wire.subarray(i, i + 65_536)));
+      expect(got).toHaveLength(1);
+      expect(got[0]!.equals(payload)).toBe(true);
+      const copied = concat.mock.calls.reduce((n, [list]) => n + list.reduce((m, b) => m + b.byteLength, 0), 0);
+      expect(copied).toBeLessThanOrEqual(wire.byteLength);
+    } finally {
+      concat.mockRestore();
+    }
+  });
+
+  it('frameHead + payload is the same bytes as one framed buffer', () => {
+    const mac = Buffer.alloc(32, 9);
+    const body = Buffer.from('reply');
+    expect(Buffer.concat([frameHead(body.byteLength, mac), body]).equals(framed([mac, body]))).toBe(true);
+    expect(Buffer.concat([frameHead(body.byteLength), body]).equals(frame(body))).toBe(true);
   });
 
   it('refuses a frame length over the limit', () => {

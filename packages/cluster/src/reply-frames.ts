@@ -27,10 +27,27 @@ export function framed(pieces: readonly Uint8Array[]): Buffer {
   return out;
 }
 
-/** Reassembles frames from a byte stream. */
+/**
+ * The bytes that go before a frame's payload: its length prefix (of `header` + `payloadBytes`) and
+ * `header` (a MAC) if any. Written before the payload under one cork, the payload itself is not copied.
+ */
+export function frameHead(payloadBytes: number, header?: Uint8Array): Buffer {
+  const h = header?.byteLength ?? 0;
+  const out = Buffer.allocUnsafe(4 + h);
+  out.writeUInt32BE(h + payloadBytes, 0);
+  if (header) out.set(header, 4);
+  return out;
+}
+
+/**
+ * Reassembles frames from a byte stream. Chunks of a frame are joined once, when the frame is
+ * complete (joining on every chunk would copy a frame of n chunks n times).
+ */
 export class FrameReader {
   #pending: Buffer[] = [];
   #size = 0;
+  /** The current frame's length with its prefix, once the prefix has arrived. */
+  #need: number | undefined;
   readonly #maxFrame: number;
 
   /** @param maxFrame largest frame accepted (a larger length means a broken or hostile peer). */
@@ -46,18 +63,22 @@ export class FrameReader {
     this.#pending.push(chunk);
     this.#size += chunk.byteLength;
     const out: Buffer[] = [];
-    while (this.#size >= 4) {
-      let buf = this.#pending.length === 1 ? this.#pending[0]! : Buffer.concat(this.#pending, this.#size);
-      const n = buf.readUInt32BE(0);
-      if (n > this.#maxFrame) throw new Error(`reply frame of ${n} bytes is over the limit`);
-      if (this.#size < 4 + n) {
-        this.#pending = [buf];
-        break;
+    for (;;) {
+      if (this.#need === undefined) {
+        if (this.#size < 4) break;
+        // The prefix split over chunks (rare): join what is here.
+        if (this.#pending[0]!.byteLength < 4) this.#pending = [Buffer.concat(this.#pending, this.#size)];
+        const n = this.#pending[0]!.readUInt32BE(0);
+        if (n > this.#maxFrame) throw new Error(`reply frame of ${n} bytes is over the limit`);
+        this.#need = 4 + n;
       }
-      out.push(buf.subarray(4, 4 + n));
-      buf = buf.subarray(4 + n);
-      this.#pending = buf.byteLength ? [buf] : [];
-      this.#size = buf.byteLength;
+      if (this.#size < this.#need) break;
+      const buf = this.#pending.length === 1 ? this.#pending[0]! : Buffer.concat(this.#pending, this.#size);
+      out.push(buf.subarray(4, this.#need));
+      const rest = buf.subarray(this.#need);
+      this.#pending = rest.byteLength ? [rest] : [];
+      this.#size = rest.byteLength;
+      this.#need = undefined;
     }
     return out;
   }

@@ -11,7 +11,7 @@
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { ClusterAuth } from '../cluster-auth.js';
-import { frame, framed } from '../reply-frames.js';
+import { frame, frameHead } from '../reply-frames.js';
 
 /** What a sender is told of a reply it handed to the channel: exactly one of the two is called. */
 export interface ReplyOutcome {
@@ -73,7 +73,12 @@ export class DirectReplies {
       peer.sent = (peer.sent + 1) >>> 0;
       peer.unconfirmed.push({ outcome, at: Date.now(), seq: peer.sent });
       this.#sweepSoon();
-      peer.socket.write(mac ? framed([mac, body]) : frame(body));
+      // The length prefix (and MAC) and the reply go out as one writev: the reply is not copied.
+      const socket = peer.socket;
+      socket.cork();
+      socket.write(frameHead(body.byteLength, mac));
+      socket.write(body);
+      process.nextTick(() => socket.uncork());
       return true;
     }
     if (!peer || (!peer.socket && Date.now() >= peer.retryAt)) this.#open(direct);
