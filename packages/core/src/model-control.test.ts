@@ -3,20 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Backend } from './backend-api.js';
+import { echoBackend } from './echo-backend.case.js';
 import type { TriodeError } from './errors.js';
 import { InferenceServer } from './server.js';
 
-const echo: Backend = {
-  name: 'echo',
-  async modelInitialize() {
-    return {
-      async instanceInitialize() {
-        return { async execute(requests) { return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) }; }, async finalize() {} };
-      },
-      async finalize() {},
-    };
-  },
-};
+const echo = echoBackend;
 
 const config = (mbs: number) => `backend: "echo"\nmax_batch_size: ${mbs}\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n`;
 

@@ -2,22 +2,12 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Backend } from '../backend-api.js';
+import { echoBackend } from '../echo-backend.case.js';
 import { silentLogger } from '../logger.js';
 import { InferenceServer } from '../server.js';
 import { CONFIG_WARNINGS_PARAMETER, withConfigWarnings } from './config-warnings.js';
 
-const echo: Backend = {
-  name: 'echo',
-  async modelInitialize() {
-    return {
-      async instanceInitialize() {
-        return { async execute(requests) { return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) }; }, async finalize() {} };
-      },
-      async finalize() {},
-    };
-  },
-};
+const echo = echoBackend;
 
 const IO = 'backend: "echo"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n';
 
