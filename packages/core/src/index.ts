@@ -16,6 +16,7 @@ export * from './model-config/pbtxt-parser.js';
 export * from './model-config/model-config-json.js';
 export * from './model-config/normalize-model-config.js';
 export * from './model-config/validate-model-config.js';
+export * from './model-config/metric-reporter-config.js';
 export { CONFIG_WARNINGS_PARAMETER } from './model-config/config-warnings.js';
 export * from './model-repository/repository-fs.js';
 export * from './scheduler/scheduler.js';

@@ -13,6 +13,7 @@ import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 import { ModelVersion } from './model.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
 import { withConfigWarnings } from './model-config/config-warnings.js';
+import { modelMetricSettings, type ModelMetricSettings } from './model-config/metric-reporter-config.js';
 import { ModelLifecycle, type LoadedModel } from './model-repository/model-lifecycle.js';
 import { ModelRepositoryManager, type LoadOptions, type ModelIndexEntry } from './model-repository/model-repository-manager.js';
 import { ResponseCache, type ResponseCacheStats } from './cache/response-cache.js';
@@ -337,9 +338,10 @@ export class InferenceServer {
 
   /**
    * Calls `listener` with every successful request's latencies, per model version (for latency
-   * histograms and summaries). One listener; a new call replaces it.
+   * histograms and summaries), with the version's metric labels and buckets (`metric_tags`,
+   * `model_metrics`). One listener; a new call replaces it.
    */
-  observeLatencies(listener: (model: string, version: string, o: LatencyObservation) => void): void {
+  observeLatencies(listener: (model: string, version: string, o: LatencyObservation, settings?: ModelMetricSettings) => void): void {
     this.#lifecycle.observeLatencies(listener, this.#repository.entries());
   }
 
@@ -348,13 +350,17 @@ export class InferenceServer {
     return this.#responseCache?.stats();
   }
 
-  /** Per loaded model version: its statistics and queue depth, for the metrics endpoint. */
-  metricsSnapshot(): { name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number }[] {
-    const out: { name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number }[] = [];
+  /**
+   * Per loaded model version: its statistics and queue depth, and the labels and histogram
+   * buckets its config gives its metrics (`metric_tags`, `model_metrics`), for the metrics endpoint.
+   */
+  metricsSnapshot(): ({ name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number } & ModelMetricSettings)[] {
+    const out: ReturnType<InferenceServer['metricsSnapshot']> = [];
     for (const m of this.#repository.entries()) {
       for (const [v, slot] of m.versions) {
         if (!slot.model) continue;
-        out.push({ name: m.name, version: String(v), stats: slot.model.stats.toJson(m.name, String(v)), failures: { ...slot.model.stats.failures }, pending: slot.model.pendingCount() });
+        const { labels, histogramBuckets } = modelMetricSettings(slot.model.config);
+        out.push({ name: m.name, version: String(v), stats: slot.model.stats.toJson(m.name, String(v)), failures: { ...slot.model.stats.failures }, pending: slot.model.pendingCount(), labels, histogramBuckets });
       }
     }
     return out;

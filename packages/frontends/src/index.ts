@@ -6,7 +6,7 @@ export { parseInferRequest, encodeInferResponse, DEFAULT_MAX_JSON_OUTPUT_SIZE, t
 export { jsonToTensorData, tensorDataToJson } from './http/json-tensor.js';
 export { startHttpServer, DEFAULT_HTTP_SERVER_OPTIONS, type HttpServerHandle, type HttpServerOptions } from './http/listen.js';
 export { HttpLifecycle } from './http/lifecycle.js';
-export { createMetricsRegistry, parseMetricsConfig, startMetricsServer, DEFAULT_SUMMARY_QUANTILES, type MetricsConfig, type MetricsSource, type MetricsServerHandle } from './metrics/metrics.js';
+export { createMetricsRegistry, parseMetricsConfig, startMetricsServer, DEFAULT_SUMMARY_QUANTILES, type MetricsConfig, type MetricsSource, type MetricsServerHandle, type ModelMetricsEntry } from './metrics/metrics.js';
 export { startGrpcServer, type GrpcServerOptions, type GrpcServerHandle, type GrpcKeepalive, type GrpcTls } from './grpc/grpc-server.js';
 export { GRPC_STATUS, grpcError } from './grpc/grpc-status.js';
 export { parseRestrictions, RESTRICTED_GROUPS, type Restrictions, type RestrictedGroup } from './control/restricted.js';

@@ -20,6 +20,7 @@ import type { ResponseCache } from '../cache/response-cache.js';
 import type { RateLimiter } from '../scheduler/rate-limiter.js';
 import type { Logger } from '../logger.js';
 import type { LatencyObservation } from '../stats/infer-stats.js';
+import { modelMetricSettings, type ModelMetricSettings } from '../model-config/metric-reporter-config.js';
 import { removeOverride } from './load-override.js';
 import { clientLoadMessage } from './load-error.js';
 import { readLabels } from './repository-fs.js';
@@ -89,7 +90,7 @@ export interface ModelLifecycleOptions {
 export class ModelLifecycle {
   readonly #host: ModelLifecycleHost;
   readonly #opts: ModelLifecycleOptions;
-  #latencyListener: ((model: string, version: string, o: LatencyObservation) => void) | undefined;
+  #latencyListener: ((model: string, version: string, o: LatencyObservation, settings?: ModelMetricSettings) => void) | undefined;
   /** Loads running now, and those waiting for a free load slot. */
   #activeLoads = 0;
   #loadQueue: (() => void)[] = [];
@@ -109,7 +110,7 @@ export class ModelLifecycle {
    * Calls `listener` with every successful request's latencies, per model version, for the
    * versions of `models` and every version loaded later. One listener; a new call replaces it.
    */
-  observeLatencies(listener: (model: string, version: string, o: LatencyObservation) => void, models: Iterable<LifecycleModel>): void {
+  observeLatencies(listener: (model: string, version: string, o: LatencyObservation, settings?: ModelMetricSettings) => void, models: Iterable<LifecycleModel>): void {
     this.#latencyListener = listener;
     for (const m of models) {
       for (const [v, slot] of m.versions) if (slot.model) this.#observe(m.name, v, slot.model);
@@ -118,7 +119,8 @@ export class ModelLifecycle {
 
   #observe(name: string, version: number, model: LoadedModel): void {
     const listener = this.#latencyListener;
-    model.stats.observer = listener ? (o) => listener(name, String(version), o) : undefined;
+    const settings = modelMetricSettings(model.config);
+    model.stats.observer = listener ? (o) => listener(name, String(version), o, settings) : undefined;
   }
 
   /** The directories a client-facing load message must not show: repositories, temp directory, an override. */

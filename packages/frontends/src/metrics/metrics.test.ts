@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, type GpuDevice } from '@triode/core';
+import { InferStats, InferenceServer, type GpuDevice, type LatencyObservation, type ModelMetricSettings } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { createMetricsRegistry, parseMetricsConfig, startMetricsServer, type MetricsConfig, type MetricsServerHandle, type MetricsSource } from './metrics.js';
 
@@ -159,5 +159,109 @@ describe('GPU metrics', () => {
 
   it("a gateway's prefix renames them like the other families", async () => {
     expect(await text(source([h100(0, { utilization: 0.5 })]), { familyPrefix: 'triode_gateway_' })).toContain('triode_gateway_gpu_utilization{gpu_uuid="GPU-0"} 0.5');
+  });
+});
+
+describe('metric_tags and model_metrics', () => {
+  const FAMILY = 'nv_inference_first_response_histogram_ms';
+  const TAGGED: ModelMetricSettings = { labels: { _team: 'search', _tier: 'gold' }, histogramBuckets: { [FAMILY]: [1, 10] } };
+  const TAGS_ONLY: ModelMetricSettings = { labels: { _team: 'ads' }, histogramBuckets: {} };
+  // Three versions: no config settings (as before tags existed), tags with buckets, tags only.
+  const source = (): MetricsSource & { observe(name: string, ms: number, s?: ModelMetricSettings): void } => {
+    const stats = new InferStats();
+    stats.recordSuccess(0, 2_000_000, 0, 0, 1_000_000, 0);
+    stats.recordFailure(0, 1000, 'BACKEND');
+    let listener: ((m: string, v: string, o: LatencyObservation, s?: ModelMetricSettings) => void) | undefined;
+    const entry = (name: string, settings?: ModelMetricSettings) => ({ name, version: '1', stats: stats.toJson(name, '1'), failures: { ...stats.failures }, pending: 0, ...settings });
+    return {
+      metricsSnapshot: () => [entry('plain'), entry('tagged', TAGGED), entry('ads', TAGS_ONLY)],
+      observeLatencies: (l) => { listener = l; },
+      responseCacheStats: () => ({ entries: 0, bytes: 0, capacity: 1, hits: 0, misses: 0, evictions: 0 }),
+      observe: (name, ms, s) => listener?.(name, '1', { requestNs: ms * 1e6, queueNs: 0, computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0, firstResponseNs: ms * 1e6 }, s),
+    };
+  };
+  const block = (text: string, family: string) => text.split('\n\n').find((b) => b.startsWith(`# HELP ${family} `))?.trimEnd();
+
+  it('a tagged and an untagged model in one family: one HELP/TYPE, each series with its own labels ("_" + key)', async () => {
+    const registry = createMetricsRegistry(source(), { cpuMetrics: false });
+    const text = await registry.metrics();
+    expect(block(text, 'nv_inference_request_success')).toBe([
+      '# HELP nv_inference_request_success Number of successful inference requests, all batch sizes',
+      '# TYPE nv_inference_request_success counter',
+      'nv_inference_request_success{model="plain",version="1"} 1',
+      'nv_inference_request_success{model="tagged",version="1",_team="search",_tier="gold"} 1',
+      'nv_inference_request_success{model="ads",version="1",_team="ads"} 1',
+    ].join('\n'));
+    expect(block(text, 'nv_inference_request_failure')).toContain([
+      'nv_inference_request_failure{model="plain",version="1",reason="OTHER"} 0',
+      'nv_inference_request_failure{model="tagged",version="1",_team="search",_tier="gold",reason="REJECTED"} 0',
+      'nv_inference_request_failure{model="tagged",version="1",_team="search",_tier="gold",reason="CANCELED"} 0',
+      'nv_inference_request_failure{model="tagged",version="1",_team="search",_tier="gold",reason="BACKEND"} 1',
+    ].join('\n'));
+    // Every per-model family carries the tags.
+    for (const f of ['nv_inference_count', 'nv_inference_exec_count', 'nv_inference_pending_request_count', 'nv_inference_request_duration_us', 'nv_inference_queue_duration_us',
+      'nv_inference_compute_input_duration_us', 'nv_inference_compute_infer_duration_us', 'nv_inference_compute_output_duration_us',
+      'nv_cache_num_hits_per_model', 'nv_cache_num_misses_per_model', 'nv_cache_hit_duration_per_model', 'nv_cache_miss_duration_per_model']) {
+      expect(block(text, f)).toContain(`${f}{model="tagged",version="1",_team="search",_tier="gold"} `);
+      expect(block(text, f)).toContain(`${f}{model="plain",version="1"} `);
+    }
+    expect(text.match(/^# TYPE nv_inference_request_success /gm)).toHaveLength(1);
+  });
+
+  it("per-model buckets from model_metrics; a model without model_metrics keeps the server-wide buckets; summaries carry the tags", async () => {
+    const src = source();
+    const registry = createMetricsRegistry(src, { cpuMetrics: false, histogramLatencies: true, summaryLatencies: true, summaryQuantiles: [[0.5, 0.05]], histogramBucketsMs: [5, 50] });
+    src.observe('plain', 3);
+    src.observe('tagged', 3, TAGGED);
+    src.observe('tagged', 20, TAGGED);
+    src.observe('ads', 20, TAGS_ONLY);
+    const text = await registry.metrics();
+    expect(block(text, FAMILY)).toBe([
+      `# HELP ${FAMILY} Duration from request to first response in milliseconds`,
+      `# TYPE ${FAMILY} histogram`,
+      `${FAMILY}_bucket{le="5",model="plain",version="1"} 1`,
+      `${FAMILY}_bucket{le="50",model="plain",version="1"} 1`,
+      `${FAMILY}_bucket{le="+Inf",model="plain",version="1"} 1`,
+      `${FAMILY}_sum{model="plain",version="1"} 3`,
+      `${FAMILY}_count{model="plain",version="1"} 1`,
+      `${FAMILY}_bucket{le="1",model="tagged",version="1",_team="search",_tier="gold"} 0`,
+      `${FAMILY}_bucket{le="10",model="tagged",version="1",_team="search",_tier="gold"} 1`,
+      `${FAMILY}_bucket{le="+Inf",model="tagged",version="1",_team="search",_tier="gold"} 2`,
+      `${FAMILY}_sum{model="tagged",version="1",_team="search",_tier="gold"} 23`,
+      `${FAMILY}_count{model="tagged",version="1",_team="search",_tier="gold"} 2`,
+      `${FAMILY}_bucket{le="5",model="ads",version="1",_team="ads"} 0`,
+      `${FAMILY}_bucket{le="50",model="ads",version="1",_team="ads"} 1`,
+      `${FAMILY}_bucket{le="+Inf",model="ads",version="1",_team="ads"} 1`,
+      `${FAMILY}_sum{model="ads",version="1",_team="ads"} 20`,
+      `${FAMILY}_count{model="ads",version="1",_team="ads"} 1`,
+    ].join('\n'));
+    expect(block(text, 'nv_inference_request_summary_us')).toContain('nv_inference_request_summary_us_count{model="tagged",version="1",_team="search",_tier="gold"} 2');
+    expect(block(text, 'nv_inference_request_summary_us')).toContain('nv_inference_request_summary_us{quantile="0.5",model="plain",version="1"} 3000');
+  });
+
+  it('an InferenceServer gives the metrics its models\' tags and buckets (metricsSnapshot, observeLatencies)', async () => {
+    const { readFileSync } = await import('node:fs');
+    const cfg = readFileSync(new URL('../../../../model_repository/custom_identity_int32/config.pbtxt', import.meta.url), 'utf8') +
+      `\nmetric_tags [ { key: "team" value: "search" } ]\nmodel_metrics { metric_control { metric_identifier { family: "${FAMILY}" } histogram_options { buckets: [ 2, 4 ] } } }\n`;
+    const s = await InferenceServer.create({
+      modelRepositories: [makeRepository(['simple', 'custom_identity_int32'], { 'custom_identity_int32/config.pbtxt': cfg })],
+      backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()],
+    });
+    const registry = createMetricsRegistry(s, { cpuMetrics: false, histogramLatencies: true });
+    try {
+      expect(s.metricsSnapshot().map((m) => [m.name, m.labels, m.histogramBuckets])).toEqual([
+        ['custom_identity_int32', { _team: 'search' }, { [FAMILY]: [2, 4] }],
+        ['simple', {}, {}],
+      ]);
+      await s.infer({ modelName: 'custom_identity_int32', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 2], data: Int32Array.of(1, 2) }] });
+      const text = await registry.metrics();
+      expect(text).toContain('nv_inference_request_success{model="custom_identity_int32",version="1",_team="search"} 1');
+      expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 0');
+      expect(text).toContain(`${FAMILY}_bucket{le="4",model="custom_identity_int32",version="1",_team="search"} `);
+      expect(text).toContain(`${FAMILY}_count{model="custom_identity_int32",version="1",_team="search"} 1`);
+    } finally {
+      registry.stopSampling();
+      await s.stop(1000);
+    }
   });
 });

@@ -1,20 +1,35 @@
 /**
  * @module The Prometheus endpoint (`--metrics-port`, default 8002, `GET /metrics`): Triton's
- * `nv_inference_*` families with its names, types and labels (`model`, `version`; `reason` on
- * failures), read from the server's statistics at each scrape, plus CPU, memory and GPU gauges.
+ * `nv_inference_*` families with its names, types and labels (`model`, `version`, one `_<key>`
+ * per `metric_tags` entry; `reason` on failures), read from the server's statistics at each
+ * scrape, plus CPU, memory and GPU gauges. A model's `model_metrics` sets its histogram buckets.
  * Triton: core/src/metrics.cc, metric_model_reporter.cc
  */
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
-import type { GpuDevice, LatencyObservation, ModelStatistics, StreamBacklog } from '@triode/core';
+import type { GpuDevice, LatencyObservation, ModelMetricSettings, ModelStatistics, StreamBacklog } from '@triode/core';
+import { DistributionFamily, SnapshotFamily, modelLabels, type FamilySample } from './model-metric-family.js';
+
+/** One model version in `MetricsSource.metricsSnapshot()`. */
+export interface ModelMetricsEntry extends Partial<ModelMetricSettings> {
+  name: string;
+  version: string;
+  stats: ModelStatistics;
+  failures: Record<string, number>;
+  pending: number;
+}
 
 /** What the metrics are read from (an InferenceServer has it). */
 export interface MetricsSource {
-  metricsSnapshot(): { name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number }[];
-  /** Per-request latencies, for histograms and summaries. */
-  observeLatencies?(listener: (model: string, version: string, o: LatencyObservation) => void): void;
+  /**
+   * Per model version: statistics, queue depth, and (workers, `triode serve`) the labels and
+   * histogram buckets its config gives its metrics. A gateway's entries have neither.
+   */
+  metricsSnapshot(): ModelMetricsEntry[];
+  /** Per-request latencies, for histograms and summaries, with the version's metric settings. */
+  observeLatencies?(listener: (model: string, version: string, o: LatencyObservation, settings?: ModelMetricSettings) => void): void;
   /** The response cache's counters, when the server has a cache. */
   responseCacheStats?(): { entries: number; bytes: number; capacity: number; hits: number; misses: number; evictions: number } | undefined;
   /** Cluster mode: messages dropped for a missing or wrong cluster-secret signature, per kind. */
@@ -40,7 +55,7 @@ export interface MetricsConfig {
   summaryQuantiles?: [number, number][];
   /** `histogram_latencies`: `nv_inference_first_response_histogram_ms`. @default false */
   histogramLatencies?: boolean;
-  /** Bucket bounds (ms) of the histogram (Triode: server-wide). @default 100,500,2000,5000 */
+  /** Bucket bounds (ms) of the histogram for models whose `model_metrics` sets none. @default 100,500,2000,5000 */
   histogramBucketsMs?: number[];
   /** How often CPU and memory are sampled (`--metrics-interval-ms`). @default 2000 */
   intervalMs?: number;
@@ -140,36 +155,22 @@ function memory(): { total: number; used: number } {
 export function createMetricsRegistry(source: MetricsSource, config: MetricsConfig = {}): Registry & { stopSampling(): void } {
   const registry = new Registry() as Registry & { stopSampling(): void };
   const named = (name: string) => familyName(config, name);
-  const labels = ['model', 'version'] as const;
-  const perModel = (name: string, help: string, value: (s: ReturnType<MetricsSource['metricsSnapshot']>[number]) => number, type: 'counter' | 'gauge' = 'counter') => {
-    const collect = function (this: Counter<'model' | 'version'> | Gauge<'model' | 'version'>) {
-      this.reset();
-      for (const m of source.metricsSnapshot()) {
-        const l = { model: m.name, version: m.version };
-        if (this instanceof Counter) this.inc(l, value(m));
-        else this.set(l, value(m));
-      }
-    };
-    if (type === 'counter') new Counter({ name, help, labelNames: labels, registers: [registry], collect });
-    else new Gauge({ name, help, labelNames: labels, registers: [registry], collect });
-  };
+  // Per model version, with its metric_tags labels: series of one family may differ in labels.
+  const perModel = (name: string, help: string, value: (m: ModelMetricsEntry) => number, type: 'counter' | 'gauge' = 'counter') => new SnapshotFamily(registry, {
+    name, help, type, read: () => source.metricsSnapshot().map((m) => ({ value: value(m), labels: modelLabels(m) })),
+  });
   perModel(named('nv_inference_request_success'), 'Number of successful inference requests, all batch sizes', (m) => m.stats.inference_stats.success.count);
-  new Counter({
-    name: named('nv_inference_request_failure'),
-    help: 'Number of failed inference requests, all batch sizes',
-    labelNames: ['model', 'version', 'reason'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const m of source.metricsSnapshot()) {
-        for (const reason of ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER']) this.inc({ model: m.name, version: m.version, reason }, m.failures[reason] ?? 0);
-      }
-    },
+  new SnapshotFamily(registry, {
+    name: named('nv_inference_request_failure'), help: 'Number of failed inference requests, all batch sizes', type: 'counter',
+    read: () => source.metricsSnapshot().flatMap((m): FamilySample[] => {
+      const labels = modelLabels(m);
+      return ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'].map((reason) => ({ value: m.failures[reason] ?? 0, labels: { ...labels, reason } }));
+    }),
   });
   perModel(named('nv_inference_count'), 'Number of inferences performed (does not include cached requests)', (m) => m.stats.inference_count);
   perModel(named('nv_inference_exec_count'), 'Number of model executions performed (does not include cached requests)', (m) => m.stats.execution_count);
   perModel(named('nv_inference_pending_request_count'), 'Instantaneous number of pending requests awaiting execution per-model.', (m) => m.pending, 'gauge');
-  const s = (m: ReturnType<MetricsSource['metricsSnapshot']>[number]) => m.stats.inference_stats;
+  const s = (m: ModelMetricsEntry) => m.stats.inference_stats;
   if (config.counterLatencies !== false) {
     perModel(named('nv_inference_request_duration_us'), 'Cumulative inference request duration in microseconds (includes cached requests)', (m) => Math.round((s(m).success.ns + s(m).fail.ns) * US));
     perModel(named('nv_inference_queue_duration_us'), 'Cumulative inference queuing duration in microseconds (includes cached requests)', (m) => Math.round(s(m).queue.ns * US));
@@ -305,16 +306,22 @@ function addBacklog(registry: Registry, source: MetricsSource): void {
   }
 }
 
-/** Summaries (µs) and the first-response histogram (ms), fed with each request's latencies. */
+/** The first-response histogram's name, as `model_metrics` names it (Triton's, whatever the prefix). */
+const FIRST_RESPONSE_HISTOGRAM = 'nv_inference_first_response_histogram_ms';
+
+/**
+ * Summaries (µs) and the first-response histogram (ms), fed with each request's latencies; a
+ * model's series carry its tags, and its `model_metrics` buckets replace the server-wide ones.
+ */
 function addLatencyDistributions(registry: Registry, source: MetricsSource, config: MetricsConfig): void {
   if (!config.summaryLatencies && !config.histogramLatencies) return;
   const named = (name: string) => familyName(config, name);
   if (!source.observeLatencies) return;
-  const labelNames = ['model', 'version'] as const;
   const quantiles = config.summaryQuantiles ?? DEFAULT_SUMMARY_QUANTILES;
   // prometheus-cpp's summary (Triton's) keeps a sliding window of 60 s in 5 age buckets.
-  const summary = (name: string, help: string) => new Summary({
-    name, help, labelNames, registers: [registry], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5,
+  const summary = (name: string, help: string) => new DistributionFamily(registry, {
+    name, help, type: 'summary',
+    create: (labelNames) => new Summary({ name, help, labelNames, registers: [], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5 }),
   });
   const summaries = config.summaryLatencies ? {
     request: summary(named('nv_inference_request_summary_us'), 'Summary of inference request duration in microseconds (includes cached requests)'),
@@ -323,20 +330,23 @@ function addLatencyDistributions(registry: Registry, source: MetricsSource, conf
     infer: summary(named('nv_inference_compute_infer_summary_us'), 'Summary of compute inference duration in microseconds (does not include cached requests)'),
     output: summary(named('nv_inference_compute_output_summary_us'), 'Summary of inference compute output duration in microseconds (does not include cached requests)'),
   } : undefined;
-  const firstResponse = config.histogramLatencies ? new Histogram({
-    name: named('nv_inference_first_response_histogram_ms'), help: 'Duration from request to first response in milliseconds',
-    labelNames, registers: [registry], buckets: config.histogramBucketsMs ?? [100, 500, 2000, 5000],
+  const serverBuckets = config.histogramBucketsMs ?? [100, 500, 2000, 5000];
+  const firstResponseName = named(FIRST_RESPONSE_HISTOGRAM);
+  const firstResponseHelp = 'Duration from request to first response in milliseconds';
+  const firstResponse = config.histogramLatencies ? new DistributionFamily(registry, {
+    name: firstResponseName, help: firstResponseHelp, type: 'histogram',
+    create: (labelNames, buckets) => new Histogram({ name: firstResponseName, help: firstResponseHelp, labelNames, registers: [], buckets: [...(buckets ?? serverBuckets)] }),
   }) : undefined;
-  source.observeLatencies((model, version, o) => {
-    const l = { model, version };
+  source.observeLatencies((model, version, o, settings) => {
+    const m = { name: model, version, labels: settings?.labels };
     if (summaries) {
-      summaries.request.observe(l, o.requestNs * US);
-      summaries.queue.observe(l, o.queueNs * US);
-      summaries.input.observe(l, o.computeInputNs * US);
-      summaries.infer.observe(l, o.computeInferNs * US);
-      summaries.output.observe(l, o.computeOutputNs * US);
+      summaries.request.observe(m, o.requestNs * US, settings);
+      summaries.queue.observe(m, o.queueNs * US, settings);
+      summaries.input.observe(m, o.computeInputNs * US, settings);
+      summaries.infer.observe(m, o.computeInferNs * US, settings);
+      summaries.output.observe(m, o.computeOutputNs * US, settings);
     }
-    firstResponse?.observe(l, o.firstResponseNs * 1e-6);
+    firstResponse?.observe(m, o.firstResponseNs * 1e-6, settings, settings?.histogramBuckets[FIRST_RESPONSE_HISTOGRAM]);
   });
 }
 

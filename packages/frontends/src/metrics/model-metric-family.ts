@@ -1,0 +1,141 @@
+/**
+ * @module Per-model metric families whose series carry different label sets (each model's
+ * `metric_tags`, one "_"-prefixed label per tag) and, for histograms, different buckets (each
+ * model's `model_metrics`). prom-client's Counter, Gauge, Summary and Histogram fix their label
+ * names and buckets when they are made, so each family here is one small object that a prom-client
+ * Registry renders like its own metrics: one HELP and TYPE, then every series. The text format
+ * allows series with different label sets in one family.
+ *
+ * It relies on what prom-client 15.1.3's Registry (lib/registry.js) reads from a registered
+ * metric: `name`, and `get()` resolving to `{ name, help, type, aggregator, values }`, each value
+ * `{ labels, value, metricName? }`. The typings accept only prom-client's own classes, and this is
+ * not documented, so prom-client is pinned exactly in package.json and
+ * `model-metric-family.test.ts` fails if the rendering changes.
+ * Triton: core/src/metric_model_reporter.cc (a reporter per model version with its own labels,
+ * MetricReporterConfig::histogram_options_)
+ */
+import type { ModelMetricSettings } from '@triode/core';
+import type { Histogram, Metric, Registry, Summary } from 'prom-client';
+
+/** One sample: its labels, its value, and a suffixed name (`_sum`, `_bucket`) where not the family's. */
+export interface FamilySample {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName?: string;
+}
+
+/** A model version as the metrics see it: names, and its `metric_tags` labels. */
+export interface ModelSeries {
+  name: string;
+  version: string;
+  /** Extra labels, already named ("_" + tag key → value). @default none */
+  labels?: Readonly<Record<string, string>>;
+}
+
+/** What a prom-client Registry reads from a metric it renders. */
+interface RegistryMetric {
+  name: string;
+  help: string;
+  type: 'counter' | 'gauge' | 'summary' | 'histogram';
+  aggregator: 'sum';
+  get(): Promise<{ name: string; help: string; type: RegistryMetric['type']; aggregator: 'sum'; values: FamilySample[] }>;
+}
+
+/** A model version's labels: `model`, `version`, then its tags in key order (as Triton: "_" + key). */
+export function modelLabels(m: ModelSeries): Record<string, string> {
+  const base = { model: m.name, version: m.version };
+  return m.labels ? { ...base, ...m.labels } : base;
+}
+
+function register(registry: Registry, metric: RegistryMetric): void {
+  // Registry.registerMetric keys by `name` and renders with `get()`; see the module comment.
+  registry.registerMetric(metric as unknown as Metric);
+}
+
+/** A counter or gauge family whose samples are read (from the server's statistics) at each scrape. */
+export class SnapshotFamily implements RegistryMetric {
+  name: string;
+  readonly help: string;
+  readonly type: 'counter' | 'gauge';
+  readonly aggregator = 'sum' as const;
+  readonly #read: () => FamilySample[];
+
+  constructor(registry: Registry, options: { name: string; help: string; type: 'counter' | 'gauge'; read: () => FamilySample[] }) {
+    this.name = options.name;
+    this.help = options.help;
+    this.type = options.type;
+    this.#read = options.read;
+    register(registry, this);
+  }
+
+  get(): ReturnType<RegistryMetric['get']> {
+    // In the key order prom-client's Counter and Gauge use (getMetricsAsJSON shows it).
+    return Promise.resolve({ help: this.help, name: this.name, type: this.type, values: this.#read(), aggregator: this.aggregator });
+  }
+}
+
+/** Makes the prom-client metric behind one model version's series (not registered anywhere). */
+export type SeriesFactory = (labelNames: string[], buckets: readonly number[] | undefined) => Summary<string> | Histogram<string>;
+
+interface Series {
+  /** The labels and buckets it was made with: a reload that changes them starts a new series. */
+  key: string;
+  labels: Record<string, string>;
+  metric: Summary<string> | Histogram<string>;
+}
+
+const keys = new WeakMap<ModelMetricSettings, string>();
+function keyOf(settings: ModelMetricSettings | undefined): string {
+  if (!settings) return '';
+  let k = keys.get(settings);
+  if (k === undefined) {
+    k = JSON.stringify([settings.labels, settings.histogramBuckets]);
+    keys.set(settings, k);
+  }
+  return k;
+}
+
+/**
+ * Summaries or histograms fed per request: one prom-client metric per model version, made with
+ * that version's label names and (histograms) buckets, rendered as one family. A version keeps
+ * its series (as before tags existed) until it reports with other labels or buckets.
+ */
+export class DistributionFamily implements RegistryMetric {
+  name: string;
+  readonly help: string;
+  readonly type: 'summary' | 'histogram';
+  readonly aggregator = 'sum' as const;
+  readonly #create: SeriesFactory;
+  readonly #series = new Map<string, Series>();
+
+  constructor(registry: Registry, options: { name: string; help: string; type: 'summary' | 'histogram'; create: SeriesFactory }) {
+    this.name = options.name;
+    this.help = options.help;
+    this.type = options.type;
+    this.#create = options.create;
+    register(registry, this);
+  }
+
+  /**
+   * Observes `value` for model version `m`. `settings` is what its config says (labels, buckets);
+   * `buckets` the bounds of this family for it (histograms; undefined: the factory's default).
+   */
+  observe(m: ModelSeries, value: number, settings?: ModelMetricSettings, buckets?: readonly number[]): void {
+    const id = `${m.name}\u0000${m.version}`;
+    const key = keyOf(settings);
+    let s = this.#series.get(id);
+    if (!s || s.key !== key) {
+      if (s) this.#series.delete(id);
+      const labels = modelLabels(m);
+      s = { key, labels, metric: this.#create(Object.keys(labels), buckets) };
+      this.#series.set(id, s);
+    }
+    s.metric.observe(s.labels, value);
+  }
+
+  async get(): ReturnType<RegistryMetric['get']> {
+    const values: FamilySample[] = [];
+    for (const s of this.#series.values()) values.push(...((await s.metric.get()).values as FamilySample[]));
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+}
