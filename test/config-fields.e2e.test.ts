@@ -1,11 +1,15 @@
 /**
  * End to end: config fields Triode used to accept and then ignore (issue #15 scope 3), against
  * `triode serve`: output `reshape`, warmup on every instance, the checksum repository agent, an
- * unknown agent, ragged batching refused, and a hint that loads with a warning in the log.
+ * unknown agent, ragged batching (loads on the javascript backend, refused on onnxruntime, which
+ * does not implement it yet), and a hint that loads with a warning in the log.
+ * test/ragged-batching.e2e.test.ts runs ragged batches.
  */
 import { createHash } from 'node:crypto';
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeRepository } from './helpers/repository.js';
+import { EXAMPLES, makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, until, type Child } from './helpers/process.js';
 
 let triode: Child;
@@ -61,9 +65,14 @@ model_warmup { name: "z" batch_size: 1 count: 2 inputs { key: "IN" value: { data
     ...model('checksum_good', `${IO}model_repository_agents { agents [ { name: "checksum", parameters [ { key: "MD5:1/model.mjs", value: "${md5(COUNTING)}" } ] } ] }`),
     ...model('checksum_bad', `${IO}model_repository_agents { agents [ { name: "checksum", parameters [ { key: "MD5:1/model.mjs", value: "d726e132f91f16ebee703d96f6f73cb1" } ] } ] }`),
     ...model('unknown_agent', `${IO}model_repository_agents { agents [ { name: "relocation" } ] }`),
-    ...model('ragged', `max_batch_size: 4\n${IO.replace('dims: [ 2 ] }', 'dims: [ -1 ] allow_ragged_batch: true }')}`),
-    ...model('hinted', `${IO}instance_group { count: 1 kind: KIND_CPU rate_limiter { resources [ { name: "R1" count: 1 } ] priority: 1 } }\nmetric_tags { key: "team" value: "search" }`),
+    ...model('ragged', 'max_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] allow_ragged_batch: true }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }\n'),
+    ...model('hinted', `${IO}instance_group { count: 1 kind: KIND_CPU rate_limiter { resources [ { name: "R1" count: 1 } ] priority: 1 } }\noptimization { cuda { graphs: true } }`),
+    // "simple" with a ragged INPUT0: the onnxruntime backend does not implement ragged batching.
+    'ragged_onnx/config.pbtxt': `name: "ragged_onnx"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] allow_ragged_batch: true }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]`,
   });
+  cpSync(join(EXAMPLES, 'simple', '1'), join(repo, 'ragged_onnx', '1'), { recursive: true });
   triode = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
 });
 
@@ -123,15 +132,20 @@ describe('config fields are applied or refused, never ignored (triode serve)', (
     expect((await fetch(`${base}/v2/models/checksum_bad/ready`)).status).toBe(400);
   });
 
-  it('an unknown repository agent and ragged batching fail the load with the reason', async () => {
+  it('an unknown repository agent, and ragged batching on onnxruntime, fail the load with the reason; ragged batching on javascript loads', async () => {
     const rows = await index();
     expect(rows.get('unknown_agent')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("unable to find 'libtritonrepoagent_relocation.so' for repo agent 'relocation'") });
-    expect(rows.get('ragged')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("model 'ragged' sets input 'IN' allow_ragged_batch, which Triode does not support") });
+    expect(rows.get('ragged_onnx')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("model 'ragged_onnx' sets input 'INPUT0' allow_ragged_batch, which backend 'onnxruntime' does not support") });
+    expect(rows.get('ragged')!.state).toBe('READY');
+    // execute() gets each request's ragged input as it was sent.
+    const r = await fetch(`${base}/v2/models/ragged/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 3], data: [1, 2, 3] }] }) });
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as { outputs: { shape: number[] }[] }).outputs[0]!.shape).toEqual([1, 3]);
   });
 
-  it('a hint Triode does not apply (metric_tags) loads, with a warning naming the field in the log; rate_limiter (implemented, ignored with --rate-limit=off as in Triton) gets none', async () => {
+  it('a hint Triode does not apply (optimization.cuda) loads, with a warning naming the field in the log; rate_limiter (implemented, ignored with --rate-limit=off as in Triton) gets none', async () => {
     expect((await fetch(`${base}/v2/models/hinted/ready`)).status).toBe(200);
     expect(triode.output()).not.toContain('rate_limiter is not implemented');
-    expect(triode.output()).toContain("model 'hinted': metric_tags is not implemented by Triode and is ignored");
+    expect(triode.output()).toContain("model 'hinted': optimization.cuda is not implemented by Triode and is ignored");
   });
 });

@@ -122,6 +122,14 @@ export interface BackendModel {
 /** A backend (TRITONBACKEND_Backend), registered under the name used in `config.backend`. */
 export interface Backend {
   readonly name: string;
+  /**
+   * Whether the backend implements ragged batching, as Triton's backend utilities do
+   * (BackendInputCollector, BackendOutputResponder): it gives an `allow_ragged_batch` input to the
+   * model as its own way of joining requests of different shapes, makes the `batch_input` tensors
+   * and splits the `batch_output`s. A model whose config uses any of them does not load on a backend
+   * without it (UNSUPPORTED). @default false
+   */
+  readonly raggedBatching?: boolean;
   /** Fills what the config leaves out from the model file itself (Triton's auto-complete). */
   autoCompleteConfig?(config: ModelConfig, ctx: AutoCompleteContext): Promise<void>;
   modelInitialize(ctx: ModelContext): Promise<BackendModel>;

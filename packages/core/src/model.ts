@@ -9,6 +9,7 @@ import { Errors, TriodeError } from './errors.js';
 import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
 import { readLabels } from './model-repository/repository-fs.js';
+import { batchShapeKey, raggedInputNames } from './scheduler/batch-shape-key.js';
 import { DynamicBatchScheduler } from './scheduler/dynamic-batch-scheduler.js';
 import { ResponseCache } from './cache/response-cache.js';
 import type { RateLimitedInstance, RateLimitedInstanceSpec, RateLimiter } from './scheduler/rate-limiter.js';
@@ -141,6 +142,8 @@ export class ModelVersion {
   readonly #scheduler: Scheduler<Pending>;
   readonly #clock: Clock;
   readonly #outputNames: string[];
+  /** Inputs with `allow_ragged_batch`: left out of the shape check that forms batches. */
+  readonly #ragged: ReadonlySet<string>;
   /** Outputs with a `reshape`: the shape the backend makes (`reshape.shape`) and the one clients see (`dims`). */
   readonly #outputReshapes: Map<string, { from: number[]; to: number[] }>;
   readonly #states: SequenceStates | undefined;
@@ -158,6 +161,7 @@ export class ModelVersion {
     this.#instances = instances;
     this.#clock = clock;
     this.#outputNames = (ctx.config.output ?? []).map((o) => o.name);
+    this.#ragged = raggedInputNames(ctx.config);
     this.#outputReshapes = new Map((ctx.config.output ?? []).filter((o) => o.reshape).map((o) => [o.name, { from: o.reshape?.shape ?? [], to: o.dims ?? [] }]));
     const sb = ctx.config.sequence_batching;
     this.#states = sb?.state?.length ? new SequenceStates(sb, (ctx.config.max_batch_size ?? 0) > 0) : undefined;
@@ -325,8 +329,7 @@ export class ModelVersion {
       return Promise.reject(TriodeError.from(err));
     }
     const outputNames = req.outputs?.length ? req.outputs.map((o) => o.name) : this.#outputNames;
-    let shapeKey = '';
-    for (const t of req.inputs) shapeKey += `${t.name}:${t.shape.slice(1).join(',')};`;
+    const shapeKey = batchShapeKey(req.inputs, this.#ragged);
     req.trace?.timestamps.push({ name: 'REQUEST_START', ns: startNs }, { name: 'QUEUE_START', ns: startNs });
     const signal = req.signal;
     if (signal?.aborted) {

@@ -126,6 +126,7 @@ class JsInstance implements BackendModelInstance {
         outputNames: r.outputNames,
         parameters: r.parameters,
         chain: r.blsChain ?? [],
+        batchSize: r.batchSize,
       })),
     };
     let reply: JsExecuteReply;
@@ -210,6 +211,8 @@ export interface JavaScriptBackendOptions {
  */
 export class JavaScriptBackend implements Backend {
   readonly name = 'javascript';
+  /** Ragged inputs reach `execute` per request as sent, and `executeBatch` joined (with the batch inputs). */
+  readonly raggedBatching = true;
   readonly #logger: Logger;
 
   constructor(options: JavaScriptBackendOptions = {}) {

@@ -8,8 +8,10 @@ import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
 import { isDataType, isErrorCode, toWireError, type ModelConfig, type WireError } from '@triode/core';
+import { collectBatchInputs } from '../common/backend-input-collector.js';
+import { respondBatchOutputs } from '../common/backend-output-responder.js';
 import * as api from './model-api.js';
-import type { JsExecuteReply, JsTask } from './messages.js';
+import type { JsExecuteReply, JsExecuteTask, JsTask } from './messages.js';
 
 // `import ... from 'triode'` in a model file resolves to the model API this thread uses.
 register(new URL('./resolve-hooks.js', import.meta.url), { data: { apiUrl: new URL('./model-api.js', import.meta.url).href } });
@@ -17,6 +19,8 @@ register(new URL('./resolve-hooks.js', import.meta.url), { data: { apiUrl: new U
 type ModelClass = (new () => api.Model) & { autoCompleteConfig?: (config: ModelConfig) => ModelConfig | void | Promise<ModelConfig | void> };
 
 let model: api.Model | undefined;
+/** The loaded model's config (executeBatch joins inputs and splits outputs by it). */
+let modelConfig: ModelConfig = {};
 
 async function importModel(file: string): Promise<ModelClass> {
   const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
@@ -27,26 +31,69 @@ async function importModel(file: string): Promise<ModelClass> {
   return cls as ModelClass;
 }
 
-/** Checks a response from user code and keeps only the outputs the request asked for. */
-function checkResponse(r: unknown, outputNames: string[], index: number): { outputs: api.Tensor[] } | { error: WireError } {
+/**
+ * Checks a response from user code and keeps only the outputs the request asked for. `where` names
+ * it in messages: `for request <i>`, or `from executeBatch()`.
+ */
+function checkResponse(r: unknown, outputNames: string[], index: number, where = `execute() returned {} for request ${index}`): { outputs: api.Tensor[] } | { error: WireError } {
   const fail = (message: string) => ({ error: { code: 'INTERNAL' as const, message } });
+  const say = (what: string) => where.replace('{}', what);
   if (r instanceof Error) return { error: toWireError(r) };
-  if (!r || typeof r !== 'object') return fail(`execute() returned ${String(r)} for request ${index}; expected { outputs: [...] } or an Error`);
+  if (!r || typeof r !== 'object') return fail(`${say(String(r))}; expected { outputs: [...] } or an Error`);
   if ('error' in r && typeof (r as { error: unknown }).error === 'string') {
     const { error, code } = r as { error: string; code?: unknown };
     return { error: { code: isErrorCode(code) ? code : 'INTERNAL', message: error } };
   }
   const outputs = (r as { outputs?: unknown }).outputs;
-  if (!Array.isArray(outputs)) return fail(`execute() returned a response without 'outputs' for request ${index}`);
+  if (!Array.isArray(outputs)) return fail(say("a response without 'outputs'"));
   const want = new Set(outputNames);
   const out: api.Tensor[] = [];
   for (const o of outputs as api.Tensor[]) {
     if (!o || typeof o.name !== 'string' || !isDataType(o.datatype) || !Array.isArray(o.shape) || !ArrayBuffer.isView(o.data)) {
-      return fail(`execute() returned an output that is not a tensor for request ${index} (use tensor(name, datatype, shape, data))`);
+      return fail(`${say('an output that is not a tensor')} (use tensor(name, datatype, shape, data))`);
     }
     if (want.size === 0 || want.has(o.name)) out.push(o);
   }
   return { outputs: out };
+}
+
+/** Refuses a model class that cannot serve its config: what it must define, and why. */
+function checkModel(m: api.Model, file: string, config: ModelConfig): void {
+  const batchIO = (config.batch_input?.length ?? 0) > 0 || (config.batch_output?.length ?? 0) > 0;
+  if (batchIO && typeof m.executeBatch !== 'function') {
+    throw new Error(`the model class of ${file} has no executeBatch(batch) method, which a config with batch_input or batch_output needs (execute(requests) gets each request alone)`);
+  }
+  if (config.model_transaction_policy?.decoupled === true && typeof m.execute !== 'function') {
+    throw new Error(`the model class of ${file} has no execute(requests) method, which a decoupled model needs (its requests answer through their senders)`);
+  }
+  if (typeof m.execute !== 'function' && typeof m.executeBatch !== 'function') {
+    throw new Error(`the model class of ${file} has no execute(requests) method`);
+  }
+}
+
+/**
+ * Runs `executeBatch` on the batch joined as a framework model takes it (ragged inputs flattened,
+ * batch inputs made), then splits its outputs among the requests (batch outputs scattered).
+ * Triton: what BackendInputCollector and BackendOutputResponder do around a framework model's run.
+ */
+async function executeBatch(m: api.Model, task: JsExecuteTask, requests: api.Request[], t0: number): Promise<JsExecuteReply> {
+  try {
+    const inputs = collectBatchInputs(requests, modelConfig).map(api.__received);
+    const batch: api.Batch = { inputs, input: (name: string) => inputs.find((t) => t.name === name), requests };
+    const checked = checkResponse(await m.executeBatch!(batch), [], 0, 'executeBatch() returned {}');
+    if ('error' in checked) return checked;
+    const parts = respondBatchOutputs(checked.outputs, task.requests, modelConfig);
+    const responses = parts.map((outs, i) => checkResponse({ outputs: outs }, task.requests[i]!.outputNames, i));
+    const reply: JsExecuteReply = { responses, computeInferNs: (performance.now() - t0) * 1e6 };
+    const outputs = responses.flatMap((r) => ('outputs' in r ? r.outputs : []));
+    // A part is a view of the batch output: what the model handed over moves once (the main
+    // thread then lends each part, as several requests view that buffer); the rest is copied.
+    const movable = { [Piscina.transferableSymbol]: api.__movable(outputs), [Piscina.valueSymbol]: reply };
+    return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]) as unknown as JsExecuteReply;
+  } catch (err) {
+    // A throw fails every request of the batch with its error (the core answers them).
+    return { error: toWireError(err) };
+  }
 }
 
 /** Piscina entry. */
@@ -61,7 +108,8 @@ export default async function handle(task: JsTask): Promise<unknown> {
       api.__connect(task.port, task.name);
       const cls = await importModel(task.file);
       model = new cls();
-      if (typeof model.execute !== 'function') throw new Error(`the model class of ${task.file} has no execute(requests) method`);
+      modelConfig = task.config;
+      checkModel(model, task.file, task.config);
       await model.initialize?.({
         model_config: JSON.stringify(task.config),
         config: task.config,
@@ -90,9 +138,10 @@ export default async function handle(task: JsTask): Promise<unknown> {
         };
       });
       api.__setChain(task.requests[0]?.chain ?? []);
+      if (token === undefined && typeof model.executeBatch === 'function') return executeBatch(model, task, requests, t0);
       let raw: unknown;
       try {
-        raw = await model.execute(requests);
+        raw = await model.execute!(requests);
       } catch (err) {
         // A throw fails every request of the batch with its error (the core answers them).
         return { error: toWireError(err) } satisfies JsExecuteReply;

@@ -24,12 +24,13 @@ export interface JsAutoCompleteTask {
   config: ModelConfig;
 }
 
-/** Calls `execute(requests)`. */
+/** Calls `execute(requests)`, or `executeBatch(batch)` when the model defines it (not decoupled). */
 export interface JsExecuteTask {
   op: 'execute';
   /** Set for decoupled models: responses come over the bridge port tagged with it. */
   token?: number;
-  requests: { id?: string; inputs: Tensor[]; outputNames: string[]; parameters: Record<string, ParameterValue>; chain: string[] }[];
+  /** `batchSize`: the first dim when the model batches, else 0 (ExecuteRequest.batchSize). */
+  requests: { id?: string; inputs: Tensor[]; outputNames: string[]; parameters: Record<string, ParameterValue>; chain: string[]; batchSize: number }[];
 }
 
 /** Calls `finalize()`. */

@@ -78,10 +78,43 @@ export interface ResponseSender {
  */
 export type Response = { outputs: Tensor[] } | { error: string; code?: ErrorCode } | Error;
 
-/** A model class (default export or named `Model` / `TritonModel` export of model.js / model.mjs). */
+/**
+ * The whole batch as one set of tensors, the way Triton's framework backends (onnxruntime, ...)
+ * feed a model; what `executeBatch` receives.
+ */
+export interface Batch {
+  /**
+   * The batch's inputs: an input with `allow_ragged_batch` is every request's elements one after
+   * another, shape [total elements]; any other input is the requests' tensors joined along the
+   * batch dim ([sum of batch sizes, ...dims]); then one tensor per `batch_input` target, e.g.
+   * BATCH_ACCUMULATED_ELEMENT_COUNT: where each request's elements end ([3, 7, 12] for requests of
+   * 3, 4 and 5 elements).
+   */
+  inputs: Tensor[];
+  /** The input or batch input named `name`. */
+  input(name: string): Tensor | undefined;
+  /** The requests of the batch, in order, each with its own inputs (as `execute` gets them). */
+  requests: Request[];
+}
+
+/**
+ * What `executeBatch` returns: the batch's outputs, which the server splits among the requests.
+ * A `batch_output` target (BATCH_SCATTER_WITH_INPUT_SHAPE) is cut into parts shaped like each
+ * request's source input (its -1 dims take that input's dims); any other output is cut along the
+ * batch dim, each request getting its batch size's rows. Return an Error (or throw) to fail the batch.
+ */
+export type BatchResponse = { outputs: Tensor[] } | { error: string; code?: ErrorCode } | Error;
+
+/**
+ * A model class (default export or named `Model` / `TritonModel` export of model.js / model.mjs).
+ * It defines `execute` (one response per request), `executeBatch` (the batch as one set of tensors,
+ * which a config with `batch_input` or `batch_output` needs), or both: then `executeBatch` runs,
+ * except for decoupled models, which answer through `execute`'s senders.
+ */
 export interface Model {
   initialize?(args: InitializeArgs): void | Promise<void>;
-  execute(requests: Request[]): Response[] | Promise<Response[]>;
+  execute?(requests: Request[]): Response[] | Promise<Response[]>;
+  executeBatch?(batch: Batch): BatchResponse | Promise<BatchResponse>;
   finalize?(): void | Promise<void>;
 }
 

@@ -32,6 +32,32 @@ export interface ModelOutput {
   is_non_linear_format_io?: boolean;
 }
 
+/** A batch input kind (`BatchInput.Kind`); absent means BATCH_ELEMENT_COUNT (the proto's 0). */
+export type BatchInputKind =
+  | 'BATCH_ELEMENT_COUNT' | 'BATCH_ACCUMULATED_ELEMENT_COUNT' | 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO'
+  | 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE' | 'BATCH_ITEM_SHAPE' | 'BATCH_ITEM_SHAPE_FLATTEN';
+
+/** `inference.BatchInput`: a tensor the backend makes from the whole batch (ragged batching). */
+export interface BatchInput {
+  kind?: BatchInputKind;
+  /** The model inputs that get the tensor (each gets the same values). */
+  target_name?: string[];
+  /** TYPE_INT32 or TYPE_FP32. */
+  data_type?: ConfigDataType;
+  /** The request input the values are computed from (exactly one). */
+  source_input?: string[];
+}
+
+/** `inference.BatchOutput`: an output the backend splits among the requests in its own way. */
+export interface BatchOutput {
+  /** The model outputs split this way. */
+  target_name?: string[];
+  /** Absent means BATCH_SCATTER_WITH_INPUT_SHAPE (the proto's 0). */
+  kind?: 'BATCH_SCATTER_WITH_INPUT_SHAPE';
+  /** The request input whose shape each request's part takes (exactly one). */
+  source_input?: string[];
+}
+
 export interface ModelVersionPolicy {
   latest?: { num_versions?: number };
   all?: Record<string, never>;
@@ -140,8 +166,8 @@ export interface ModelConfig {
   max_batch_size?: number;
   input?: ModelInput[];
   output?: ModelOutput[];
-  batch_input?: Record<string, unknown>[];
-  batch_output?: Record<string, unknown>[];
+  batch_input?: BatchInput[];
+  batch_output?: BatchOutput[];
   optimization?: ModelOptimizationPolicy;
   dynamic_batching?: ModelDynamicBatching;
   sequence_batching?: ModelSequenceBatching;

@@ -10,7 +10,7 @@ import { parsePbtxt } from './pbtxt-parser.js';
 import { checkUnimplementedConfig } from './unimplemented-config.js';
 
 const BASE = 'name: "m" backend: "noop" max_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }\n';
-const check = (extra: string) => checkUnimplementedConfig(normalizeModelConfig(parsePbtxt(BASE + extra)));
+const check = (extra: string, backend?: { name: string; raggedBatching?: boolean }) => checkUnimplementedConfig(normalizeModelConfig(parsePbtxt(BASE + extra)), backend ? { backend } : {});
 
 describe('checkUnimplementedConfig: no config field is ignored silently', () => {
   it('a config of implemented fields only gets no warning', () => {
@@ -19,12 +19,13 @@ describe('checkUnimplementedConfig: no config field is ignored silently', () => 
     expect(check('optimization { graph { level: 1 } input_pinned_memory { enable: true } }')).toEqual([]);
     // rate_limiter is implemented (--rate-limit=execution_count); with it off Triton ignores it silently too.
     expect(check('instance_group { count: 1 rate_limiter { resources [ { name: "R1" count: 2 } ] priority: 2 } }')).toEqual([]);
+    // metric_tags and model_metrics are implemented (metric-reporter-config.ts).
+    expect(check('metric_tags { key: "team" value: "search" }')).toEqual([]);
+    expect(check('model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } histogram_options { buckets: [ 1, 2, 4 ] } } ] }')).toEqual([]);
   });
 
   it.each([
     ['instance_group { count: 1 secondary_devices [ { kind: KIND_NVDLA device_id: 0 } ] }', 'instance_group[0].secondary_devices is not implemented by Triode and is ignored: the secondary devices (NVDLA) are not used'],
-    ['metric_tags { key: "team" value: "search" }', 'metric_tags is not implemented by Triode and is ignored: the model\'s metrics carry only the "model" and "version" labels'],
-    ['model_metrics { metric_control [ { metric_identifier { family: "nv_inference_first_response_histogram_ms" } histogram_options { buckets: [ 1, 2, 4 ] } } ] }', 'model_metrics is not implemented by Triode and is ignored: histogram buckets are server-wide (--metrics-config histogram_buckets=...)'],
     ['instance_group { count: 1 passive: true }', 'instance_group[0].passive is not implemented by Triode'],
     ['optimization { cuda { graphs: true } }', 'optimization.cuda is not implemented by Triode'],
     ['optimization { execution_accelerators { cpu_execution_accelerator [ { name: "openvino" } ] } }', 'optimization.execution_accelerators.cpu_execution_accelerator is not implemented by Triode'],
@@ -36,16 +37,27 @@ describe('checkUnimplementedConfig: no config field is ignored silently', () => 
     expect(warnings[0]).toContain(`model 'm': ${warning}`);
   });
 
-  it.each([
-    ['input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }', "model 'm' sets input 'R' allow_ragged_batch, which Triode does not support: Triode batches only requests of equal shapes"],
-    ['batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "INDEX" data_type: TYPE_FP32 source_input: "IN" } ]', "model 'm' sets batch_input, which Triode does not support"],
-    ['batch_output [ { target_name: "OUT" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "IN" } ]', "model 'm' sets batch_output, which Triode does not support"],
-  ])('refuses what would change the tensors the model sees (UNSUPPORTED): %s', (extra, message) => {
-    expect(() => check(extra)).toThrow(expect.objectContaining({ code: 'UNSUPPORTED', message: expect.stringContaining(message) }));
+  const RAGGED = [
+    ['input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true }', "model 'm' sets input 'R' allow_ragged_batch, which backend 'plain' does not support: it batches only requests of equal shapes"],
+    ['batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "INDEX" data_type: TYPE_FP32 source_input: "IN" } ]', "model 'm' sets batch_input, which backend 'plain' does not support"],
+    ['batch_output [ { target_name: "OUT" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "IN" } ]', "model 'm' sets batch_output, which backend 'plain' does not support"],
+  ] as const;
+
+  it.each(RAGGED)('refuses ragged batching on a backend that does not implement it (UNSUPPORTED): %s', (extra, message) => {
+    expect(() => check(extra, { name: 'plain' })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED', message: expect.stringContaining(message) }));
+  });
+
+  it.each(RAGGED)('accepts it on a backend that implements it (raggedBatching), and without a backend (ensembles): %s', (extra) => {
+    expect(check(extra, { name: 'javascript', raggedBatching: true })).toEqual([]);
+    expect(check(extra)).toEqual([]);
+  });
+
+  it('refuses iterative_sequence (UNSUPPORTED)', () => {
+    expect(() => check('sequence_batching { iterative_sequence: true }')).toThrow(expect.objectContaining({ code: 'UNSUPPORTED', message: expect.stringContaining("model 'm' sets sequence_batching.iterative_sequence, which Triode does not support") }));
   });
 
   it('allow_ragged_batch: false is the default and loads', () => {
-    expect(check('input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: false }')).toEqual([]);
+    expect(check('input { name: "R" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: false }', { name: 'plain' })).toEqual([]);
   });
 });
 
@@ -71,7 +83,7 @@ describe('InferenceServer and fields Triode does not implement', () => {
       expect(warnings.some((w) => w.startsWith("model 'hint': instance_group[0].passive is not implemented by Triode and is ignored"))).toBe(true);
       const row = s.repositoryIndex().find((r) => r.name === 'ragged')!;
       expect(row.state).toBe('UNAVAILABLE');
-      expect(row.reason).toMatch(/^model 'ragged' sets batch_input, which Triode does not support/);
+      expect(row.reason).toMatch(/^model 'ragged' sets batch_input, which backend 'noop' does not support/);
     } finally {
       await s.stop(1000);
     }

@@ -2,7 +2,8 @@
  * @module Config fields Triton defines that Triode does not implement: none is ignored silently. A
  * field whose absence changes only how fast or where a model runs (a hint) loads with a warning
  * naming the field and what Triode does instead; a field without which the model would see other
- * tensors (ragged batching, iterative sequences) fails the load with UNSUPPORTED.
+ * tensors (iterative sequences; ragged batching on a backend that does not implement it) fails the
+ * load with UNSUPPORTED.
  * Triton: no counterpart (Triton implements these; see common/protobuf/model_config.proto)
  */
 import { Errors } from '../errors.js';
@@ -15,6 +16,8 @@ interface Unimplemented {
   /** What Triode does instead (a warning) or why the model cannot load (a refusal). */
   instead: string;
   refuse?: boolean;
+  /** Who does not support a refused field. @default 'Triode' */
+  by?: string;
 }
 
 function isSet(v: unknown): boolean {
@@ -24,14 +27,27 @@ function isSet(v: unknown): boolean {
   return true;
 }
 
-function find(config: ModelConfig): Unimplemented[] {
+/** Options of `checkUnimplementedConfig`. */
+export interface UnimplementedConfigOptions {
+  /**
+   * The backend that runs the model, when it has one (not an ensemble): ragged batching is refused
+   * on a backend that does not implement it (`Backend.raggedBatching`). @default none
+   */
+  backend?: { name: string; raggedBatching?: boolean };
+}
+
+function find(config: ModelConfig, options: UnimplementedConfigOptions): Unimplemented[] {
   const out: Unimplemented[] = [];
-  const ragged = 'Triode batches only requests of equal shapes and gives the model regular [batch, ...dims] tensors, not the ragged batch this model expects';
-  (config.input ?? []).forEach((io) => {
-    if (io.allow_ragged_batch) out.push({ field: `input '${io.name}' allow_ragged_batch`, instead: ragged, refuse: true });
-  });
-  if (isSet(config.batch_input)) out.push({ field: 'batch_input', instead: `${ragged} (no batch_input tensors are made)`, refuse: true });
-  if (isSet(config.batch_output)) out.push({ field: 'batch_output', instead: `${ragged} (no batch_output scatter)`, refuse: true });
+  const b = options.backend;
+  if (b && !b.raggedBatching) {
+    const ragged = 'it batches only requests of equal shapes and gives the model regular [batch, ...dims] tensors, not the ragged batch this model expects';
+    const by = `backend '${b.name}'`;
+    (config.input ?? []).forEach((io) => {
+      if (io.allow_ragged_batch) out.push({ field: `input '${io.name}' allow_ragged_batch`, instead: ragged, refuse: true, by });
+    });
+    if (isSet(config.batch_input)) out.push({ field: 'batch_input', instead: `${ragged} (no batch_input tensors are made)`, refuse: true, by });
+    if (isSet(config.batch_output)) out.push({ field: 'batch_output', instead: `${ragged} (no batch_output scatter)`, refuse: true, by });
+  }
   if (config.sequence_batching?.iterative_sequence) {
     out.push({ field: 'sequence_batching.iterative_sequence', instead: 'Triode does not reschedule a request for further iterations', refuse: true });
   }
@@ -43,12 +59,7 @@ function find(config: ModelConfig): Unimplemented[] {
     if (isSet(g.host_policy)) out.push({ field: `${at}.host_policy`, instead: 'Triode has no host policies' });
     if (isSet(g.profile)) out.push({ field: `${at}.profile`, instead: 'profiles are TensorRT-only; not used' });
   });
-  if (isSet(config.metric_tags)) {
-    out.push({ field: 'metric_tags', instead: 'the model\'s metrics carry only the "model" and "version" labels' });
-  }
-  if (isSet(config.model_metrics)) {
-    out.push({ field: 'model_metrics', instead: 'histogram buckets are server-wide (--metrics-config histogram_buckets=...)' });
-  }
+  // metric_tags and model_metrics are implemented (metric-reporter-config.ts).
   const opt = config.optimization;
   if (isSet(opt?.execution_accelerators?.cpu_execution_accelerator)) {
     out.push({ field: 'optimization.execution_accelerators.cpu_execution_accelerator', instead: 'onnxruntime\'s default CPU execution provider runs the model' });
@@ -69,9 +80,9 @@ function find(config: ModelConfig): Unimplemented[] {
  * @returns one warning per hint that is not applied ("<field> is not implemented by Triode: ...").
  * @throws TriodeError UNSUPPORTED for a field the model cannot run correctly without.
  */
-export function checkUnimplementedConfig(config: ModelConfig): string[] {
-  const found = find(config);
+export function checkUnimplementedConfig(config: ModelConfig, options: UnimplementedConfigOptions = {}): string[] {
+  const found = find(config, options);
   const refused = found.find((f) => f.refuse);
-  if (refused) throw Errors.unsupported(`model '${config.name ?? ''}' sets ${refused.field}, which Triode does not support: ${refused.instead}`);
+  if (refused) throw Errors.unsupported(`model '${config.name ?? ''}' sets ${refused.field}, which ${refused.by ?? 'Triode'} does not support: ${refused.instead}`);
   return found.map((f) => `model '${config.name ?? ''}': ${f.field} is not implemented by Triode and is ignored: ${f.instead}`);
 }

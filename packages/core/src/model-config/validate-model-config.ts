@@ -1,6 +1,7 @@
 /**
  * @module Config validation with Triton's messages.
- * Triton: core/src/model_config_utils.cc ValidateModelConfig, ValidateModelIOConfig, ValidateIOShape
+ * Triton: core/src/model_config_utils.cc ValidateModelConfig, ValidateModelIOConfig, ValidateIOShape,
+ * ValidateBatchIO
  */
 import { Errors } from '../errors.js';
 import { configTypeToDataType } from '../tensor/data-type.js';
@@ -64,6 +65,44 @@ function validateIOShape(io: ModelInput | ModelOutput, maxBatchSize: number, pre
   }
 }
 
+const BATCH_INPUT_KINDS = new Set(['BATCH_ELEMENT_COUNT', 'BATCH_ACCUMULATED_ELEMENT_COUNT', 'BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO', 'BATCH_MAX_ELEMENT_COUNT_AS_SHAPE', 'BATCH_ITEM_SHAPE', 'BATCH_ITEM_SHAPE_FLATTEN']);
+
+/**
+ * `batch_input` and `batch_output`: known kinds, one source input that the model has, INT32 or FP32
+ * batch inputs, batch output targets that are outputs, each once. Triton's messages; Triton checks
+ * neither `max_batch_size` nor `allow_ragged_batch` here (a non-batching model may have them).
+ * Triton: model_config_utils.cc ValidateBatchIO
+ */
+function validateBatchIO(config: ModelConfig): void {
+  const inputs = new Set((config.input ?? []).map((io) => io.name));
+  const outputs = new Set((config.output ?? []).map((io) => io.name));
+  const fail = (message: string) => Errors.invalidArg(`${message} for ${config.name ?? ''}`);
+  const checkSources = (sources: readonly string[]) => {
+    for (const s of sources) if (!inputs.has(s)) throw fail(`unknown source input name '${s}'`);
+  };
+  for (const bi of config.batch_input ?? []) {
+    const kind = bi.kind ?? 'BATCH_ELEMENT_COUNT';
+    if (!BATCH_INPUT_KINDS.has(kind)) throw fail(`unknown batch input kind '${kind}'`);
+    const sources = bi.source_input ?? [];
+    if (sources.length !== 1) throw fail(`batch input kind '${kind}' expects 1 source input, got ${sources.length}`);
+    if (bi.data_type !== 'TYPE_INT32' && bi.data_type !== 'TYPE_FP32') throw fail('batch input data type must be TYPE_INT32 or TYPE_FP32');
+    checkSources(sources);
+  }
+  for (const bo of config.batch_output ?? []) {
+    const kind = bo.kind ?? 'BATCH_SCATTER_WITH_INPUT_SHAPE';
+    if (kind !== 'BATCH_SCATTER_WITH_INPUT_SHAPE') throw fail(`unknown batch output kind '${String(kind)}'`);
+    const sources = bo.source_input ?? [];
+    if (sources.length !== 1) throw fail(`batch output kind '${kind}' expects 1 source input, got ${sources.length}`);
+    checkSources(sources);
+    const targets = new Set<string>();
+    for (const t of bo.target_name ?? []) {
+      if (!outputs.has(t)) throw fail(`unknown target output name '${t}'`);
+      if (targets.has(t)) throw fail(`target output name '${t}' can only be specified once`);
+      targets.add(t);
+    }
+  }
+}
+
 /**
  * Checks a normalized config. Throws INVALID_ARG with Triton's wording where Triton has one.
  * @param modelName the model's directory name, which `name` must equal
@@ -97,6 +136,7 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
     if (seen.has(io.name)) throw Errors.invalidArg(`output '${io.name}' specified more than once for ${config.name}`);
     seen.add(io.name);
   }
+  validateBatchIO(config);
   const db = config.dynamic_batching;
   if (db) {
     if (mbs === 0) throw Errors.invalidArg(`dynamic batching requires 'max_batch_size' > 0 for ${config.name}`);

@@ -11,7 +11,9 @@ import { Errors, TriodeError, echo } from '../errors.js';
 import type { ModelConfig } from '../model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from '../model-config/normalize-model-config.js';
 import { validateModelConfig } from '../model-config/validate-model-config.js';
+import { checkMetricReporterConfig } from '../model-config/metric-reporter-config.js';
 import { checkUnimplementedConfig } from '../model-config/unimplemented-config.js';
+import { setConfigWarnings } from '../model-config/config-warnings.js';
 import type { Logger } from '../logger.js';
 import { pollFailure, writeOverrideFiles } from './load-override.js';
 import { loadFailed } from './load-error.js';
@@ -184,7 +186,10 @@ export class ModelRepositoryManager {
     normalizeModelConfig(config);
     validateModelConfig(config, entry.name);
     this.#checkInstanceCount(entry.name, config);
-    for (const warning of checkUnimplementedConfig(config)) this.#logger.warning(warning, { model: entry.name });
+    for (const warning of checkMetricReporterConfig(config, entry.name)) this.#logger.warning(warning, { model: entry.name });
+    const warnings = checkUnimplementedConfig(config, backend ? { backend } : {});
+    for (const warning of warnings) this.#logger.warning(warning, { model: entry.name });
+    setConfigWarnings(config, warnings);
     return { config, versions: selectVersions(available, config.version_policy) };
   }
 
