@@ -34,3 +34,37 @@ export async function settleWithin(work: Promise<unknown>, ms: number): Promise<
     clearTimeout(timer);
   }
 }
+
+/**
+ * Settles as `work` does, or rejects with `signal.reason` as soon as `signal` aborts. What `work`
+ * resolves to after that is handed to `release` (a model or an instance made too late is freed,
+ * not leaked).
+ */
+export function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, release?: (late: T) => unknown): Promise<T> {
+  if (!signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    let done = false;
+    const onAbort = (): void => {
+      if (done) return;
+      done = true;
+      reject(signal.reason);
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    work.then((value) => {
+      signal.removeEventListener('abort', onAbort);
+      if (!done) {
+        done = true;
+        resolve(value);
+      } else if (release) {
+        void Promise.resolve().then(() => release(value)).catch(() => undefined);
+      }
+    }, (err: unknown) => {
+      signal.removeEventListener('abort', onAbort);
+      if (!done) {
+        done = true;
+        reject(err);
+      }
+    });
+  });
+}

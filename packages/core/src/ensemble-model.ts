@@ -5,10 +5,11 @@
  * Triton: core/src/ensemble_scheduler/ensemble_scheduler.cc, ensemble_utils.cc (ValidateEnsembleConfig)
  */
 import { classify } from './classification.js';
-import { systemClock, type Clock } from './clock.js';
+import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
 import { normalizeRequest, type InferenceRequest, type InferenceResponse } from './infer-request.js';
 import type { EnsembleStep, ModelConfig, ModelInput, ModelOutput } from './model-config/model-config.js';
+import type { Model } from './model.js';
 import { InferStats } from './stats/infer-stats.js';
 import type { Tensor } from './tensor/tensor.js';
 import { isOwned } from './tensor/transferable.js';
@@ -83,7 +84,7 @@ export function validateEnsemble(config: ModelConfig, lookup: (name: string, ver
 }
 
 /** A loaded ensemble: runs its steps through `infer` (the server). */
-export class EnsembleModel {
+export class EnsembleModel implements Model {
   readonly name: string;
   readonly version: number;
   readonly config: ModelConfig;
@@ -222,8 +223,18 @@ export class EnsembleModel {
     return new Promise((r) => this.#idle.push(r));
   }
 
-  async unload(): Promise<void> {
-    await this.idle();
+  /** A regular model's one response (an ensemble is never decoupled). */
+  async inferStream(req: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+    onResponse(await this.infer(req));
+  }
+
+  /** Waits for its requests (they finish or time out in the models they call); it holds nothing else. */
+  async unload(options: { timeoutMs?: number } = {}): Promise<boolean> {
+    if (options.timeoutMs === undefined) {
+      await this.idle();
+      return true;
+    }
+    return settleWithin(this.idle(), options.timeoutMs);
   }
 }
 

@@ -6,6 +6,8 @@ export * from './backend-api.js';
 export * from './infer-request.js';
 export * from './classification.js';
 export * from './model.js';
+export * from './backend-model.js';
+export * from './scheduler/create-scheduler.js';
 export * from './server.js';
 export * from './tensor/data-type.js';
 export * from './tensor/tensor.js';

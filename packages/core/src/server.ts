@@ -10,7 +10,6 @@ import type { Backend } from './backend-api.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors } from './errors.js';
 import type { InferenceRequest, InferenceResponse } from './infer-request.js';
-import { ModelVersion } from './model.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
 import { withConfigWarnings } from './model-config/config-warnings.js';
 import { modelMetricSettings, type ModelMetricSettings } from './model-config/metric-reporter-config.js';
@@ -391,8 +390,7 @@ export class InferenceServer {
     const model = this.getModel(request.modelName, request.modelVersion);
     this.#inflight++;
     try {
-      if (model instanceof ModelVersion) await model.inferStream(request, onResponse);
-      else onResponse(await model.infer(request));
+      await model.inferStream(request, onResponse);
     } finally {
       this.#inflight--;
     }
@@ -429,7 +427,7 @@ export class InferenceServer {
     // What is still running after the timeout is not waited for again; releasing gets what is
     // left of the timeout (at least a second).
     const grace = Math.max(STOP_RELEASE_MIN_MS, deadline - Date.now());
-    await Promise.allSettled(models.map((m) => (m instanceof ModelVersion ? m.unload({ timeoutMs: left > 0 ? 0 : grace, releaseMs: grace }) : m.unload())));
+    await Promise.allSettled(models.map((m) => m.unload({ timeoutMs: left > 0 ? 0 : grace, releaseMs: grace })));
     for (const b of this.#backends.values()) await b.finalize?.();
     return left;
   }

@@ -10,7 +10,9 @@ import type { Backend } from '../backend-api.js';
 import type { Clock } from '../clock.js';
 import { Errors, TriodeError } from '../errors.js';
 import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
-import { ModelVersion, abortable } from '../model.js';
+import { ModelVersion } from '../backend-model.js';
+import { abortable } from '../clock.js';
+import type { Model } from '../model.js';
 import { EnsembleModel, validateEnsemble } from '../ensemble-model.js';
 import { warmupRequests } from '../model-warmup.js';
 import type { ModelConfig } from '../model-config/model-config.js';
@@ -29,7 +31,8 @@ import { readLabels } from './repository-fs.js';
 export type ModelReadyState = 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
 
 /** A loaded model version: one run by a backend, or an ensemble of other models. */
-export type LoadedModel = ModelVersion | EnsembleModel;
+/** A loaded model version (a backend's or an ensemble). */
+export type LoadedModel = Model;
 
 /** One version of a model: its state, and the model once loaded. Triton: ModelLifeCycle::ModelInfo */
 export interface VersionSlot {

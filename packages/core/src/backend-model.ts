@@ -1,0 +1,552 @@
+/**
+ * @module A model version run by a backend: its config, labels, backend instances, scheduler and
+ * statistics (the `Model` that is not an ensemble).
+ * Triton: core/src/backend_model.cc, backend_model_instance.cc
+ */
+import type { Backend, BackendModel, BackendModelInstance, ExecuteRequest, ExecuteResponse, ExecuteTimings, ModelContext } from './backend-api.js';
+import { classify } from './classification.js';
+import { abortable, settleWithin, systemClock, type Clock } from './clock.js';
+import { Errors, TriodeError } from './errors.js';
+import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
+import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
+import { readLabels } from './model-repository/repository-fs.js';
+import { batchShapeKey, raggedInputNames } from './scheduler/batch-shape-key.js';
+import { createScheduler } from './scheduler/create-scheduler.js';
+import type { Model } from './model.js';
+import { ResponseCache } from './cache/response-cache.js';
+import type { RateLimitedInstance, RateLimitedInstanceSpec, RateLimiter } from './scheduler/rate-limiter.js';
+import type { Schedulable, Scheduler } from './scheduler/scheduler.js';
+import type { SequenceInfo } from './scheduler/sequence-batch-scheduler.js';
+import { SequenceStates, controlTensors } from './scheduler/sequence-state.js';
+import { InferStats } from './stats/infer-stats.js';
+import type { Tensor } from './tensor/tensor.js';
+
+interface Pending extends Schedulable {
+  req: InferenceRequest;
+  exec: ExecuteRequest;
+  startNs: number;
+  /** Decoupled: when the first response went out (ns since startNs), for the first-response histogram. */
+  firstResponseNs?: number;
+  /** Sequence parameters (sequence batching models only). */
+  sequence: SequenceInfo;
+  /** Arrival number, for preserve_ordering. */
+  seqNo: number;
+  resolve: (r: InferenceResponse) => void;
+  reject: (e: TriodeError) => void;
+  /** Decoupled models: each response as it comes (`resolve` is called after the final one). */
+  onResponse?: (r: InferenceResponse) => void;
+}
+
+const NO_SEQUENCE: SequenceInfo = { key: '', correlationId: '', start: false, end: false };
+
+/**
+ * The device of the `k`-th instance of a group that got `count` instances: KIND_GPU instances go
+ * one per GPU in turn (the listed ones, else GPUs 0..n-1); every other kind runs on device 0.
+ */
+function instanceDevice(g: ModelInstanceGroup, k: number, count: number): number {
+  if (g.kind !== 'KIND_GPU') return 0;
+  if (g.gpus?.length) return g.gpus[k % g.gpus.length]!;
+  return k % Math.max(1, Math.floor(count / Math.max(1, g.count ?? 1)));
+}
+
+/** Releases responses in arrival order (dynamic_batching.preserve_ordering). */
+class ResponseOrder {
+  #next = 0;
+  #ready = new Map<number, () => void>();
+
+  deliver(seqNo: number, send: () => void): void {
+    this.#ready.set(seqNo, send);
+    while (this.#ready.has(this.#next)) {
+      const f = this.#ready.get(this.#next)!;
+      this.#ready.delete(this.#next);
+      this.#next++;
+      f();
+    }
+  }
+}
+
+/** A model version that is loaded and can execute requests. */
+export class ModelVersion implements Model {
+  readonly name: string;
+  readonly version: number;
+  readonly config: ModelConfig;
+  readonly stats = new InferStats();
+  /** Labels per output name (from `label_filename`). */
+  readonly labels: ReadonlyMap<string, string[]>;
+  readonly #backendModel: BackendModel;
+  readonly #instances: BackendModelInstance[];
+  readonly #scheduler: Scheduler<Pending>;
+  readonly #clock: Clock;
+  readonly #outputNames: string[];
+  /** Inputs with `allow_ragged_batch`: left out of the shape check that forms batches. */
+  readonly #ragged: ReadonlySet<string>;
+  /** Outputs with a `reshape`: the shape the backend makes (`reshape.shape`) and the one clients see (`dims`). */
+  readonly #outputReshapes: Map<string, { from: number[]; to: number[] }>;
+  readonly #states: SequenceStates | undefined;
+  readonly #order: ResponseOrder | undefined;
+  #arrivals = 0;
+  /** Seats at the server's rate limiter, one per instance (`--rate-limit=execution_count` only). */
+  readonly #seats: { limiter: RateLimiter; instances: RateLimitedInstance[] } | undefined;
+
+  private constructor(ctx: ModelContext, backendModel: BackendModel, instances: BackendModelInstance[], labels: Map<string, string[]>, clock: Clock, seats?: { limiter: RateLimiter; instances: RateLimitedInstance[] }) {
+    this.name = ctx.name;
+    this.version = ctx.version;
+    this.config = ctx.config;
+    this.labels = labels;
+    this.#backendModel = backendModel;
+    this.#instances = instances;
+    this.#clock = clock;
+    this.#outputNames = (ctx.config.output ?? []).map((o) => o.name);
+    this.#ragged = raggedInputNames(ctx.config);
+    this.#outputReshapes = new Map((ctx.config.output ?? []).filter((o) => o.reshape).map((o) => [o.name, { from: o.reshape?.shape ?? [], to: o.dims ?? [] }]));
+    const sb = ctx.config.sequence_batching;
+    this.#states = sb?.state?.length ? new SequenceStates(sb, (ctx.config.max_batch_size ?? 0) > 0) : undefined;
+    this.#order = ctx.config.dynamic_batching?.preserve_ordering ? new ResponseOrder() : undefined;
+    this.#seats = seats;
+    // The sequence batcher runs a sequence's requests strictly one after another (implicit state
+    // needs the previous output), so it never hands an instance a second batch ahead.
+    const pipelineDepth = sb ? 1 : Math.min(...instances.map((i) => i.pipelineDepth ?? 1));
+    this.#scheduler = createScheduler<Pending>(ctx.config, instances.length, (i, b) => this.#run(i, b), {
+      clock,
+      pipelineDepth,
+      onReject: (p, e) => this.#fail(p, e),
+      onSequenceEnd: (key) => this.#states?.drop(key),
+      ...(seats ? { gates: seats.instances } : {}),
+    });
+  }
+
+  /**
+   * Loads a version: labels, the backend model, then every instance of every instance group.
+   * When `ctx.signal` aborts, the load rejects at once with its reason; the instances made so far
+   * (and any that a backend finishes later) are finalized. With `rateLimiter`, the instances are
+   * registered with it; a resource count it cannot meet fails the load (INVALID_ARG, Triton's text).
+   */
+  static async load(ctx: ModelContext, backend: Backend, clock: Clock = systemClock, rateLimiter?: RateLimiter): Promise<ModelVersion> {
+    const signal = ctx.signal;
+    signal?.throwIfAborted();
+    const labels = new Map<string, string[]>();
+    for (const o of ctx.config.output ?? []) {
+      if (o.label_filename) labels.set(o.name, readLabels(ctx.modelPath, o.label_filename));
+    }
+    const model = await abortable(backend.modelInitialize(ctx), signal, (m) => m.finalize());
+    const instances: BackendModelInstance[] = [];
+    let seats: { limiter: RateLimiter; instances: RateLimitedInstance[] } | undefined;
+    try {
+      let index = 0;
+      const specs: RateLimitedInstanceSpec[] = [];
+      for (const g of ctx.config.instance_group ?? [{}]) {
+        const count = model.instanceCount ? await model.instanceCount(g) : (g.count ?? 1);
+        for (let i = 0; i < count; i++) {
+          signal?.throwIfAborted();
+          instances.push(await abortable(model.instanceInitialize(g, index++), signal, (x) => x.finalize()));
+          if (rateLimiter) specs.push({ device: instanceDevice(g, i, count), ...(g.rate_limiter ? { rateLimiter: g.rate_limiter } : {}) });
+        }
+      }
+      // Last, with nothing awaited after it: a registered version always comes back (and unregisters at unload).
+      if (rateLimiter && instances.length > 0) seats = { limiter: rateLimiter, instances: rateLimiter.register(specs) };
+    } catch (err) {
+      await Promise.allSettled(instances.map((x) => x.finalize()));
+      await model.finalize().catch(() => undefined);
+      throw err;
+    }
+    if (instances.length === 0) throw Errors.invalidArg(`model '${ctx.name}' has no instances`);
+    return new ModelVersion(ctx, model, instances, labels, clock, seats);
+  }
+
+  /**
+   * Applies a new instance count without reloading: new instances are initialized and join;
+   * removed ones (from the end) take no new work, finish what they hold, then are finalized.
+   * Only the last instance group's count may change (the others keep their instances).
+   * @returns false when this model's scheduler cannot change its instance count (sequence
+   *   batcher): the caller reloads instead.
+   */
+  async setInstanceGroups(groups: NonNullable<ModelConfig['instance_group']>): Promise<boolean> {
+    const resize = this.#scheduler.resize?.bind(this.#scheduler);
+    const drained = this.#scheduler.drained?.bind(this.#scheduler);
+    // Rate limited: a reload registers the new instances (and checks their resources).
+    if (!resize || !drained || groups.length === 0 || this.#seats) return false;
+    const want = groups.reduce((a, g) => a + (g.count ?? 1), 0);
+    const have = this.#instances.length;
+    if (want > have) {
+      const last = groups[groups.length - 1]!;
+      const fresh: BackendModelInstance[] = [];
+      try {
+        for (let k = have; k < want; k++) fresh.push(await this.#backendModel.instanceInitialize(last, k));
+      } catch (err) {
+        await Promise.allSettled(fresh.map((x) => x.finalize()));
+        throw err;
+      }
+      this.#instances.push(...fresh);
+      resize(want);
+    } else if (want < have) {
+      resize(want);
+      await Promise.all(Array.from({ length: have - want }, (_, k) => drained(want + k)));
+      const gone = this.#instances.splice(want);
+      await Promise.allSettled(gone.map((x) => x.finalize()));
+    }
+    this.config.instance_group = groups;
+    return true;
+  }
+
+  /** Instances serving now. */
+  get instanceCount(): number {
+    return this.#instances.length;
+  }
+
+  /** Requests waiting in the queue. */
+  pendingCount(): number {
+    return this.#scheduler.pendingCount();
+  }
+
+  /** Requests queued or executing. */
+  inflightCount(): number {
+    return this.#scheduler.pendingCount() + this.#scheduler.inflightInferenceCount();
+  }
+
+  /** True for `model_transaction_policy { decoupled: true }`: 0..N responses per request. */
+  get decoupled(): boolean {
+    return this.config.model_transaction_policy?.decoupled === true;
+  }
+
+  /**
+   * The server's response cache, set when the model enables it (`response_cache { enable: true }`);
+   * not used for decoupled or sequence models, whose answers depend on more than the request.
+   */
+  responseCache: ResponseCache | undefined;
+
+  /** Validates and queues a request; resolves with its response. */
+  infer(req: InferenceRequest): Promise<InferenceResponse> {
+    if (this.decoupled) {
+      return Promise.reject(Errors.unsupported(`model '${this.name}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`));
+    }
+    if (this.responseCache && !this.config.sequence_batching) return this.#cachedInfer(req, this.responseCache);
+    return this.#enqueue(req);
+  }
+
+  async #cachedInfer(req: InferenceRequest, cache: ResponseCache): Promise<InferenceResponse> {
+    const start = this.#clock.nowNs();
+    const key = ResponseCache.key(req, this.name, this.version);
+    const hit = cache.lookup(key);
+    const lookupNs = this.#clock.nowNs() - start;
+    if (hit) {
+      this.stats.recordCacheHit(this.#clock.epochMs(), this.#clock.nowNs() - start, lookupNs);
+      return req.id !== undefined ? { ...hit, id: req.id } : hit;
+    }
+    const response = await this.#enqueue(req);
+    const insertStart = this.#clock.nowNs();
+    cache.insert(key, response);
+    this.stats.recordCacheMiss(lookupNs + this.#clock.nowNs() - insertStart);
+    return response;
+  }
+
+  /**
+   * Runs a request and calls `onResponse` for each response as it comes: once for a regular
+   * model, 0..N times for a decoupled one. Resolves after the last.
+   */
+  async inferStream(req: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+    if (!this.decoupled) {
+      onResponse(await this.#enqueue(req));
+      return;
+    }
+    await this.#enqueue(req, onResponse);
+  }
+
+  #enqueue(req: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
+    const startNs = this.#clock.nowNs();
+    let batchSize: number;
+    let sequence = NO_SEQUENCE;
+    let policy: { priority: number; timeoutUs: number };
+    try {
+      batchSize = normalizeRequest(req, this.config);
+      policy = schedulePolicyParams(req.parameters);
+      if (this.config.sequence_batching) sequence = this.#sequenceOf(req, batchSize);
+    } catch (err) {
+      this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs);
+      return Promise.reject(TriodeError.from(err));
+    }
+    const outputNames = req.outputs?.length ? req.outputs.map((o) => o.name) : this.#outputNames;
+    const shapeKey = batchShapeKey(req.inputs, this.#ragged);
+    req.trace?.timestamps.push({ name: 'REQUEST_START', ns: startNs }, { name: 'QUEUE_START', ns: startNs });
+    const signal = req.signal;
+    if (signal?.aborted) {
+      this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs, 'CANCELED');
+      return Promise.reject(Errors.cancelled());
+    }
+    return new Promise<InferenceResponse>((settle, fail) => {
+      let resolve = settle;
+      let reject = fail;
+      if (signal) {
+        const onAbort = (): void => {
+          if (this.#scheduler.cancel(pending)) this.#fail(pending, Errors.cancelled());
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+        resolve = (r) => { signal.removeEventListener('abort', onAbort); settle(r); };
+        reject = (e) => { signal.removeEventListener('abort', onAbort); fail(e); };
+      }
+      const pending: Pending = {
+        req,
+        exec: { inputs: req.inputs, outputNames, batchSize, parameters: req.parameters ?? {}, ...(req.id !== undefined ? { id: req.id } : {}), blsDepth: req.blsDepth ?? 0, blsChain: [...(req.blsChain ?? []), this.name] },
+        batchSize: Math.max(batchSize, 1),
+        shapeKey,
+        enqueueNs: startNs,
+        // Time already spent queued upstream (in Redis, for a cluster request) counts against the
+        // batcher's delay. Never before now minus that, whatever the clocks of two machines say.
+        ...(req.queuedSinceMs !== undefined ? { delayFromNs: startNs - Math.max(0, this.#clock.epochMs() - req.queuedSinceMs) * 1e6 } : {}),
+        deadlineNs: 0,
+        priority: policy.priority,
+        timeoutUs: policy.timeoutUs,
+        startNs,
+        sequence,
+        seqNo: -1,
+        resolve,
+        reject,
+        ...(onResponse ? { onResponse } : {}),
+      };
+      try {
+        this.#scheduler.enqueue(pending);
+        if (this.#order) pending.seqNo = this.#arrivals++;
+      } catch (err) {
+        this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs);
+        reject(TriodeError.from(err));
+      }
+    });
+  }
+
+  #sequenceOf(req: InferenceRequest, batchSize: number): SequenceInfo {
+    const seq = sequenceParams(req.parameters);
+    if (!seq) {
+      throw Errors.invalidArg(`inference request to model '${this.name}' must specify a non-zero or non-empty correlation ID`);
+    }
+    if ((this.config.max_batch_size ?? 0) > 0 && batchSize !== 1) {
+      throw Errors.invalidArg(`inference request to model '${this.name}' must specify batch-size 1 due to requirements of sequence batcher`);
+    }
+    return seq;
+  }
+
+  /** Answers a request with an error (queue timeout: REJECTED; execution failure: BACKEND). */
+  #fail(p: Pending, e: TriodeError): void {
+    const reason = e.rejected ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
+    this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs, reason);
+    this.#send(p, () => p.reject(e));
+  }
+
+  #send(p: Pending, f: () => void): void {
+    p.req.trace?.timestamps.push({ name: 'REQUEST_END', ns: this.#clock.nowNs() });
+    if (this.#order && p.seqNo >= 0) this.#order.deliver(p.seqNo, f);
+    else f();
+  }
+
+  /** The request as the instance gets it: with control and state tensors for sequence models. */
+  #execRequest(p: Pending): ExecuteRequest {
+    const sb = this.config.sequence_batching;
+    if (!sb) return p.exec;
+    const batching = (this.config.max_batch_size ?? 0) > 0;
+    const inputs = [...p.exec.inputs, ...controlTensors(sb, batching, p.sequence, this.name)];
+    let outputNames = p.exec.outputNames;
+    if (this.#states) {
+      if (p.sequence.start) this.#states.drop(p.sequence.key);
+      inputs.push(...this.#states.inputs(p.sequence.key));
+      outputNames = [...outputNames, ...this.#states.outputNames()];
+    }
+    return { ...p.exec, inputs, outputNames };
+  }
+
+  async #run(instance: number, batch: Pending[]): Promise<void> {
+    const execStart = this.#clock.nowNs();
+    let responses: ExecuteResponse[];
+    let timings: ExecuteTimings | undefined;
+    if (this.decoupled) {
+      await this.#runDecoupled(instance, batch, execStart);
+      return;
+    }
+    try {
+      const result = await this.#instances[instance]!.execute(batch.map((p) => this.#execRequest(p)));
+      responses = result.responses;
+      timings = result.timings;
+      if (responses.length !== batch.length) {
+        throw Errors.internal(`backend returned ${responses.length} responses for ${batch.length} requests`);
+      }
+    } catch (err) {
+      const e = TriodeError.from(err);
+      responses = batch.map(() => ({ error: e }));
+    }
+    const end = this.#clock.nowNs();
+    const t = timings ?? { computeInputNs: 0, computeInferNs: end - execStart, computeOutputNs: 0 };
+    for (const p of batch) {
+      p.req.trace?.timestamps.push(
+        { name: 'COMPUTE_START', ns: execStart }, { name: 'COMPUTE_INPUT_END', ns: execStart + t.computeInputNs },
+        { name: 'COMPUTE_OUTPUT_START', ns: end - t.computeOutputNs }, { name: 'COMPUTE_END', ns: end },
+      );
+    }
+    const inferences = batch.reduce((a, p) => a + p.batchSize, 0);
+    if (responses.some((r) => !r.error)) this.stats.recordExecution(inferences, t.computeInputNs, t.computeInferNs, t.computeOutputNs);
+    const epoch = this.#clock.epochMs();
+    batch.forEach((p, i) => {
+      const r = responses[i]!;
+      if (r.error) {
+        this.#fail(p, r.error);
+        return;
+      }
+      try {
+        if (this.#states) this.#states.save(p.sequence.key, r.outputs);
+        const response = this.#respond(p, r.outputs);
+        this.stats.recordSuccess(epoch, this.#clock.nowNs() - p.startNs, execStart - p.enqueueNs, t.computeInputNs, t.computeInferNs, t.computeOutputNs);
+        this.#send(p, () => p.resolve(response));
+      } catch (err) {
+        this.#fail(p, TriodeError.from(err));
+      }
+    });
+  }
+
+  /**
+   * A decoupled model's batch: each request's responses go to its stream as the backend sends
+   * them; the request is done at its final response (or with the error that failed it).
+   */
+  async #runDecoupled(instance: number, batch: Pending[], execStart: number): Promise<void> {
+    const done = new Array<boolean>(batch.length).fill(false);
+    const finish = (i: number, error?: TriodeError) => {
+      if (done[i]) return;
+      done[i] = true;
+      const p = batch[i]!;
+      if (error) {
+        this.#fail(p, error);
+        return;
+      }
+      const total = this.#clock.nowNs() - p.startNs;
+      this.stats.recordSuccess(this.#clock.epochMs(), total, execStart - p.enqueueNs, 0, this.#clock.nowNs() - execStart, 0, p.firstResponseNs ?? total);
+      p.req.trace?.timestamps.push({ name: 'REQUEST_END', ns: this.#clock.nowNs() });
+      p.resolve({ modelName: this.name, modelVersion: String(this.version), outputs: [] });
+    };
+    const requests = batch.map((p, i) => ({
+      ...this.#execRequest(p),
+      respond: (r: ExecuteResponse | undefined, final: boolean) => {
+        if (done[i]) return;
+        if (r?.error) {
+          finish(i, r.error);
+          return;
+        }
+        if (r) {
+          try {
+            p.firstResponseNs ??= this.#clock.nowNs() - p.startNs;
+            p.onResponse?.({ ...this.#respond(p, r.outputs), final });
+          } catch (err) {
+            finish(i, TriodeError.from(err));
+            return;
+          }
+        }
+        if (final) finish(i);
+      },
+    }));
+    try {
+      await this.#instances[instance]!.execute(requests);
+      this.stats.recordExecution(batch.reduce((a, p) => a + p.batchSize, 0), 0, this.#clock.nowNs() - execStart, 0);
+    } catch (err) {
+      const e = TriodeError.from(err);
+      batch.forEach((_p, i) => finish(i, e));
+    }
+  }
+
+  #respond(p: Pending, outputs: Tensor[]): InferenceResponse {
+    const byName = new Map(outputs.map((o) => [o.name, o]));
+    const batching = (this.config.max_batch_size ?? 0) > 0;
+    const out: Tensor[] = [];
+    const requested = p.req.outputs?.length ? p.req.outputs : p.exec.outputNames.map((name) => ({ name, classCount: undefined }));
+    for (const ro of requested) {
+      const made = byName.get(ro.name);
+      if (!made) throw Errors.internal(`backend did not produce output '${ro.name}' for model '${this.name}'`);
+      const t = this.#reshapeOutput(made, batching);
+      out.push(ro.classCount ? classify(t, ro.classCount, batching, this.labels.get(ro.name)) : t);
+    }
+    const response: InferenceResponse = { modelName: this.name, modelVersion: String(this.version), outputs: out };
+    if (p.req.id !== undefined) response.id = p.req.id;
+    return response;
+  }
+
+  /**
+   * An output as clients see it: with a `reshape` in the config, the backend made it in
+   * `reshape.shape` and the response carries the batch dim (when batching) plus `dims`, their -1s
+   * filled from the backend's shape. The one place output reshape is applied, for every backend.
+   * Triton: InferenceResponse::Output::Reshape
+   */
+  #reshapeOutput(t: Tensor, batching: boolean): Tensor {
+    const r = this.#outputReshapes.get(t.name);
+    if (!r) return t;
+    try {
+      return { ...t, shape: applyReshape(t.shape, r.from, r.to, batching) };
+    } catch (err) {
+      throw Errors.internal(`output '${t.name}' of model '${this.name}': ${(err as Error).message}`, err);
+    }
+  }
+
+  /**
+   * Runs one warmup request on every instance, one instance after another, without the scheduler
+   * (Triton warms each instance itself before the model is READY). Rejects with the first
+   * instance's error; the outputs are checked as a response's would be, then dropped.
+   * Triton: TritonModelInstance::WarmUp (backend_model_instance.cc)
+   */
+  async warmup(req: InferenceRequest): Promise<void> {
+    const batchSize = normalizeRequest(req, this.config);
+    const sb = this.config.sequence_batching;
+    // A sequence model's sample is a whole sequence of one request (START and END), never kept.
+    const sequence: SequenceInfo = sb ? { key: 'warmup', correlationId: 0n, start: true, end: true } : NO_SEQUENCE;
+    for (const instance of this.#instances) {
+      const p: Pending = {
+        req,
+        exec: { inputs: req.inputs.map((t) => ({ ...t, owned: false })), outputNames: this.#outputNames, batchSize, parameters: {}, blsDepth: 0, blsChain: [this.name] },
+        batchSize: Math.max(batchSize, 1), shapeKey: '', enqueueNs: 0, deadlineNs: 0, priority: 0, timeoutUs: 0,
+        startNs: 0, sequence, seqNo: -1, resolve: () => undefined, reject: () => undefined,
+      };
+      try {
+        await this.#warmupOn(instance, this.#execRequest(p), p);
+      } finally {
+        this.#states?.drop(sequence.key);
+      }
+    }
+  }
+
+  async #warmupOn(instance: BackendModelInstance, exec: ExecuteRequest, p: Pending): Promise<void> {
+    if (this.decoupled) {
+      let failure: TriodeError | undefined;
+      let finished!: () => void;
+      const final = new Promise<void>((r) => { finished = r; });
+      await instance.execute([{ ...exec, respond: (r, last) => {
+        if (r?.error) failure ??= r.error;
+        else if (r) this.#respond(p, r.outputs);
+        if (last || r?.error) finished();
+      } }]);
+      await final;
+      if (failure) throw failure;
+      return;
+    }
+    const { responses } = await instance.execute([exec]);
+    const r = responses[0];
+    if (!r) throw Errors.internal(`backend returned no response for a warmup request of model '${this.name}'`);
+    if (r.error) throw r.error;
+    this.#respond(p, r.outputs);
+  }
+
+  /**
+   * Waits for queued and running requests, then releases the instances and the model. With
+   * `timeoutMs`, waits at most that long for the requests, and at most `releaseMs` (default:
+   * `timeoutMs`) for the release: a request or a finalize that never ends does not hold an
+   * unload or a shutdown up.
+   * @returns false when the time ran out (what still ran was left behind).
+   */
+  async unload(options: { timeoutMs?: number; releaseMs?: number } = {}): Promise<boolean> {
+    const t = options.timeoutMs;
+    const drained = t === undefined ? await this.#scheduler.idle().then(() => true) : await settleWithin(this.#scheduler.idle(), t);
+    await this.#scheduler.stop();
+    this.#seats?.limiter.unregister(this.#seats.instances);
+    const release = Promise.allSettled(this.#instances.map((i) => i.finalize())).then(() => this.#backendModel.finalize());
+    if (t === undefined) {
+      await release;
+      return drained;
+    }
+    return (await settleWithin(release, options.releaseMs ?? t)) && drained;
+  }
+
+  /** Resolves when nothing is queued or running. */
+  idle(): Promise<void> {
+    return this.#scheduler.idle();
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * @module The one place a model's scheduler is chosen and made from its config: the sequence
+ * batcher, the dynamic batcher, or the default scheduler (a dynamic batcher of batch size 1).
+ * Triton: core/src/backend_model.cc (TritonModel::SetConfiguredScheduler)
+ */
+import type { Clock } from '../clock.js';
+import type { ModelConfig } from '../model-config/model-config.js';
+import { DynamicBatchScheduler } from './dynamic-batch-scheduler.js';
+import type { InstanceGate, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
+import { SequenceBatchScheduler, type SequenceInfo } from './sequence-batch-scheduler.js';
+
+/** Creates the scheduler a config asks for. Triton: TritonModel::SetConfiguredScheduler */
+export function createScheduler<T extends Schedulable & { sequence: SequenceInfo }>(
+  config: ModelConfig,
+  instanceCount: number,
+  runner: (instance: number, batch: T[]) => Promise<void>,
+  options: { clock: Clock; pipelineDepth: number; onReject: RejectHandler<T>; onSequenceEnd?: (key: string) => void; gates?: readonly InstanceGate[] },
+): Scheduler<T> {
+  const mbs = config.max_batch_size ?? 0;
+  if (config.sequence_batching) {
+    return new SequenceBatchScheduler<T>(instanceCount, runner, {
+      config: config.sequence_batching,
+      modelName: config.name ?? '',
+      maxBatchSize: mbs,
+      clock: options.clock,
+      onReject: options.onReject,
+      ...(options.onSequenceEnd ? { onSequenceEnd: options.onSequenceEnd } : {}),
+      ...(options.gates ? { gates: options.gates } : {}),
+    });
+  }
+  const db = config.dynamic_batching;
+  if (db && mbs > 0) {
+    return new DynamicBatchScheduler<T>(instanceCount, runner, {
+      maxBatchSize: mbs,
+      preferredBatchSizes: db.preferred_batch_size ?? [],
+      maxQueueDelayUs: db.max_queue_delay_microseconds ?? 0,
+      queuePolicy: db,
+      ...options,
+    });
+  }
+  return new DynamicBatchScheduler<T>(instanceCount, runner, { maxBatchSize: 1, ...options });
+}
