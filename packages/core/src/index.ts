@@ -1,39 +1,77 @@
-/** @module @triode/core: the transport-free heart of Triode (Triton's core). */
-export * from './errors.js';
-export * from './clock.js';
-export * from './logger.js';
-export * from './backend-api.js';
-export * from './infer-request.js';
-export * from './classification.js';
-export * from './model.js';
-export * from './backend-model.js';
-export * from './scheduler/create-scheduler.js';
-export * from './server.js';
-export * from './tensor/data-type.js';
-export * from './tensor/tensor.js';
-export * from './tensor/bytes-tensor.js';
-export * from './model-config/model-config.js';
-export * from './model-config/model-config-schema.js';
-export * from './model-config/pbtxt-parser.js';
-export * from './model-config/model-config-json.js';
-export * from './model-config/normalize-model-config.js';
-export * from './model-config/validate-model-config.js';
-export * from './model-config/metric-reporter-config.js';
+/**
+ * @module @triode/core: the transport-free heart of Triode (Triton's core). What is exported here
+ * is the package's surface, on purpose: the server and its options, the seams (Backend, Backplane,
+ * AsyncInference, Model, Scheduler), requests, tensors, configs, errors and logging, and the few
+ * helpers the frontends, backends and cluster share. Everything else is internal.
+ */
+
+// Errors, clocks, logging.
+export { TriodeError, Errors, echo, isErrorCode, toWireError, fromWireError, MAX_ECHO_CHARS, type ErrorCode, type WireError } from './errors.js';
+export { systemClock, settleWithin, abortable, type Clock } from './clock.js';
+export { createLogger, silentLogger, LogSettings, type Logger, type LoggerOptions, type LogLevel } from './logger.js';
+
+// The server, its models and their lifecycle.
+export {
+  InferenceServer, parseModelVersion, CORE_EXTENSIONS, MAX_BLS_DEPTH, DEFAULT_MODEL_LOAD_TIMEOUT_MS, defaultMaxInstancesPerModel,
+  onlyLastInstanceCountDiffers, instanceCountOf,
+  type ServerOptions, type ServerMetadata, type ModelMetadata, type LoadedModel, type ModelReadyState, type LoadOptions, type ModelIndexEntry,
+} from './server.js';
+export type { Model } from './model.js';
+export { ModelVersion } from './backend-model.js';
+export { EnsembleModel, validateEnsemble, type ComposingModel } from './ensemble-model.js';
+export { MAX_WARMUP_INPUT_BYTES } from './model-warmup.js';
+
+// Requests and responses.
+export {
+  normalizeRequest, applyReshape, schedulePolicyParams, sequenceParams,
+  type InferenceRequest, type InferenceResponse, type ParameterValue, type RequestedOutput, type RequestTrace, type CancelSignal, CancelToken,
+} from './infer-request.js';
+export { classify } from './classification.js';
+
+// The seams: backends, backplanes, async inference, schedulers.
+export type { Backend, BackendModel, BackendModelInstance, ModelContext, AutoCompleteContext, ExecuteRequest, ExecuteResponse, ExecuteResult, ExecuteTimings } from './backend-api.js';
+export { LocalBackplane, type Backplane, type ClusterWorkerInfo, type StreamBacklog } from './backplane.js';
+export type { AsyncInference, JobStatus, OutputEncoding } from './async-inference.js';
+export type { Scheduler, Schedulable, BatchRunner, InstanceGate, RejectHandler } from './scheduler/scheduler.js';
+export { createScheduler } from './scheduler/create-scheduler.js';
+export { DynamicBatchScheduler, type DynamicBatchSchedulerOptions } from './scheduler/dynamic-batch-scheduler.js';
+export { RateLimiter, type RateLimitResource, type RateLimiterOptions, type RateLimitedInstance, type RateLimitedInstanceSpec } from './scheduler/rate-limiter.js';
+
+// Tensors and their ownership.
+export type { Tensor } from './tensor/tensor.js';
+export {
+  DATA_TYPES, isDataType, dataTypeByteSize, typedArrayView, viewBytesAs, dataBytes, configTypeToDataType, dataTypeToConfigType, elementCount,
+  type DataType, type TensorData,
+} from './tensor/data-type.js';
+export { serializeBytesTensor, deserializeBytesTensor, countBytesElements } from './tensor/bytes-tensor.js';
+export { markTransferable, isTransferable, isOwned, lend, give, transferList, claimOwnership, copyTensorData, releaseOwnedBuffers } from './tensor/transferable.js';
+
+// Model configuration.
+export type {
+  ModelConfig, ConfigDataType, ModelTensorReshape, ModelInput, ModelOutput, BatchInputKind, BatchInput, BatchOutput, ModelVersionPolicy, InstanceKind,
+  ModelInstanceGroup, ModelQueuePolicy, ModelDynamicBatching, SequenceControl, SequenceState, ModelSequenceBatching, EnsembleStep, ModelEnsembling,
+  ModelWarmup, ModelOptimizationPolicy,
+} from './model-config/model-config.js';
+export { parsePbtxt, PbtxtSyntaxError } from './model-config/pbtxt-parser.js';
+export { modelConfigToJson, modelConfigFromJson } from './model-config/model-config-json.js';
+export { normalizeModelConfig, autoCompleteBackendFields, PLATFORMS, DEFAULT_MODEL_FILENAMES } from './model-config/normalize-model-config.js';
+export { validateModelConfig } from './model-config/validate-model-config.js';
+export { modelMetricSettings, checkMetricReporterConfig, CUSTOMIZABLE_HISTOGRAM_FAMILIES, METRIC_CONFIG_LIMITS, type ModelMetricSettings, type ModelMetrics } from './model-config/metric-reporter-config.js';
 export { CONFIG_WARNINGS_PARAMETER } from './model-config/config-warnings.js';
-export * from './model-repository/repository-fs.js';
-export * from './scheduler/scheduler.js';
-export * from './scheduler/dynamic-batch-scheduler.js';
-export * from './scheduler/rate-limiter.js';
-export * from './stats/infer-stats.js';
-export * from './backplane.js';
-export * from './async-inference.js';
-export * from './tensor/transferable.js';
-export * from './ensemble-model.js';
-export * from './model-warmup.js';
-export * from './proto-files.js';
-export * from './model-repository/load-override.js';
-export * from './model-repository/model-name.js';
-export * from './protocol/grpc-parameters.js';
-export * from './protocol/grpc-proto.js';
-export * from './cache/response-cache.js';
+
+// Model repositories.
+export { scanRepositories, readModelConfig, resolveInside, type RepositoryModel } from './model-repository/repository-fs.js';
+export { checkModelName, modelNameProblem, MAX_MODEL_NAME_BYTES } from './model-repository/model-name.js';
+export { FILE_OVERRIDE_PREFIX, overrideFilesToJson, overrideFilesFromJson } from './model-repository/load-override.js';
+
+// Statistics and the response cache.
+export { InferStats, type ModelStatistics, type StatDuration, type FailureReason, type LatencyObservation } from './stats/infer-stats.js';
+export type { ResponseCacheStats } from './cache/response-cache.js';
+
+// The protocol definitions both frontends and the client use.
+export { PROTO_DIR, PROTO_FILES } from './proto-files.js';
+export { messageType, serviceDefinition, protoRoot, toNumber, toPlain, type GrpcMethodDefinition } from './protocol/grpc-proto.js';
+export { parameterValue, parametersFromMessage, parametersToMessage, inferParameter, longValue, type InferParameterMessage, type ProtoLong } from './protocol/grpc-parameters.js';
+
+// GPUs: discovery, placement, execution providers.
 export * from './gpu/index.js';
