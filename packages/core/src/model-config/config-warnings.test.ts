@@ -14,7 +14,7 @@ const IO = 'backend: "echo"\nmax_batch_size: 4\ninput { name: "IN" data_type: TY
 describe('config warnings in the config response', () => {
   it('a hint Triode does not apply is named in the model\'s config response as well as the log; a clean config has none, and reloads keep them current', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-config-warnings-'));
-    for (const [name, extra] of [['hinted', 'optimization { eager_batching: true }\ninstance_group { count: 1 kind: KIND_CPU passive: true }\nparameters { key: "mine" value: { string_value: "kept" } }\n'], ['clean', '']]) {
+    for (const [name, extra] of [['hinted', 'optimization { eager_batching: true }\ninstance_group { count: 1 kind: KIND_CPU passive: true }\nparameters { key: "mine" value: { string_value: "kept" } }\nmodel_metrics { metric_control { metric_identifier { family: "nv_inference_queue_duration_us" } histogram_options { buckets: [ 1 ] } } }\n'], ['clean', '']]) {
       mkdirSync(join(root, name!, '1'), { recursive: true });
       writeFileSync(join(root, name!, 'config.pbtxt'), IO + extra);
     }
@@ -24,7 +24,8 @@ describe('config warnings in the config response', () => {
     try {
       const params = s.modelConfig('hinted')['parameters'] as Record<string, { string_value: string }>;
       const lines = params[CONFIG_WARNINGS_PARAMETER]!.string_value.split('\n');
-      expect(lines).toHaveLength(2);
+      expect(lines).toHaveLength(3);
+      expect(lines.some((l) => l.includes("metric family 'nv_inference_queue_duration_us' in 'metric_identifier' is not a customizable metric"))).toBe(true);
       expect(lines.some((l) => l.includes('optimization.eager_batching is not implemented by Triode and is ignored'))).toBe(true);
       expect(lines.some((l) => l.includes('instance_group[0].passive is not implemented by Triode and is ignored'))).toBe(true);
       // The same words as the log; the model's own parameters are untouched.

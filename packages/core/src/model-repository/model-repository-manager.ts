@@ -186,8 +186,9 @@ export class ModelRepositoryManager {
     normalizeModelConfig(config);
     validateModelConfig(config, entry.name);
     this.#checkInstanceCount(entry.name, config);
-    for (const warning of checkMetricReporterConfig(config, entry.name)) this.#logger.warning(warning, { model: entry.name });
-    const warnings = checkUnimplementedConfig(config, backend ? { backend } : {});
+    // Hints not applied (an unknown metric family, fields Triode does not implement): in the log
+    // and in the model's config response.
+    const warnings = [...checkMetricReporterConfig(config, entry.name), ...checkUnimplementedConfig(config, backend ? { backend } : {})];
     for (const warning of warnings) this.#logger.warning(warning, { model: entry.name });
     setConfigWarnings(config, warnings);
     return { config, versions: selectVersions(available, config.version_policy) };
