@@ -319,8 +319,10 @@ function addLatencyDistributions(registry: Registry, source: MetricsSource, conf
   if (!source.observeLatencies) return;
   const quantiles = config.summaryQuantiles ?? DEFAULT_SUMMARY_QUANTILES;
   // prometheus-cpp's summary (Triton's) keeps a sliding window of 60 s in 5 age buckets.
+  // Series of versions that are no longer loaded go at the next scrape (Triton drops them at unload).
+  const live = () => source.metricsSnapshot();
   const summary = (name: string, help: string) => new DistributionFamily(registry, {
-    name, help, type: 'summary',
+    name, help, type: 'summary', live,
     create: (labelNames) => new Summary({ name, help, labelNames, registers: [], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5 }),
   });
   const summaries = config.summaryLatencies ? {
@@ -334,7 +336,7 @@ function addLatencyDistributions(registry: Registry, source: MetricsSource, conf
   const firstResponseName = named(FIRST_RESPONSE_HISTOGRAM);
   const firstResponseHelp = 'Duration from request to first response in milliseconds';
   const firstResponse = config.histogramLatencies ? new DistributionFamily(registry, {
-    name: firstResponseName, help: firstResponseHelp, type: 'histogram',
+    name: firstResponseName, help: firstResponseHelp, type: 'histogram', live,
     create: (labelNames, buckets) => new Histogram({ name: firstResponseName, help: firstResponseHelp, labelNames, registers: [], buckets: [...(buckets ?? serverBuckets)] }),
   }) : undefined;
   source.observeLatencies((model, version, o, settings) => {

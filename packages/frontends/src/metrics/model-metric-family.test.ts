@@ -90,4 +90,24 @@ describe('DistributionFamily', () => {
     expect(text).toContain('h_ms_bucket{le="5",model="m",version="1",_team="b"} 1');
     expect(text).toContain('h_ms_count{model="m",version="1",_team="b"} 1');
   });
+
+  it('drops the series of versions no longer loaded at the next scrape (as Triton at unload), so reloads do not pile up', async () => {
+    const registry = new Registry();
+    let loaded = [{ name: 'a', version: '1' }, { name: 'b', version: '1' }];
+    const h = new DistributionFamily(registry, {
+      name: 'h_ms', help: 'H', type: 'histogram', live: () => loaded,
+      create: (labelNames, buckets) => new Histogram({ name: 'h_ms', help: 'H', labelNames, registers: [], buckets: [...(buckets ?? [1])] }),
+    });
+    h.observe({ name: 'a', version: '1' }, 0.5);
+    h.observe({ name: 'b', version: '1' }, 0.5);
+    expect(await registry.metrics()).toContain('h_ms_count{model="b",version="1"} 1');
+    loaded = [{ name: 'a', version: '1' }];
+    const text = await registry.metrics();
+    expect(text).toContain('h_ms_count{model="a",version="1"} 1');
+    expect(text).not.toContain('model="b"');
+    // Loaded again later: a new series from zero.
+    loaded = [{ name: 'a', version: '1' }, { name: 'b', version: '1' }];
+    h.observe({ name: 'b', version: '1' }, 0.5);
+    expect(await registry.metrics()).toContain('h_ms_count{model="b",version="1"} 1');
+  });
 });

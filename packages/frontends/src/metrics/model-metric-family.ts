@@ -84,6 +84,8 @@ interface Series {
   metric: Summary<string> | Histogram<string>;
 }
 
+const seriesId = (m: { name: string; version: string }): string => `${m.name}\u0000${m.version}`;
+
 const keys = new WeakMap<ModelMetricSettings, string>();
 function keyOf(settings: ModelMetricSettings | undefined): string {
   if (!settings) return '';
@@ -106,13 +108,20 @@ export class DistributionFamily implements RegistryMetric {
   readonly type: 'summary' | 'histogram';
   readonly aggregator = 'sum' as const;
   readonly #create: SeriesFactory;
+  readonly #live: (() => Iterable<{ name: string; version: string }>) | undefined;
   readonly #series = new Map<string, Series>();
 
-  constructor(registry: Registry, options: { name: string; help: string; type: 'summary' | 'histogram'; create: SeriesFactory }) {
+  /**
+   * @param options.live the model versions loaded now: at each scrape the series of any other
+   * version are dropped (as Triton removes a model's metrics when it unloads), so reloads and
+   * unloads do not pile series up. @default none: series are kept
+   */
+  constructor(registry: Registry, options: { name: string; help: string; type: 'summary' | 'histogram'; create: SeriesFactory; live?: () => Iterable<{ name: string; version: string }> }) {
     this.name = options.name;
     this.help = options.help;
     this.type = options.type;
     this.#create = options.create;
+    this.#live = options.live;
     register(registry, this);
   }
 
@@ -121,7 +130,7 @@ export class DistributionFamily implements RegistryMetric {
    * `buckets` the bounds of this family for it (histograms; undefined: the factory's default).
    */
   observe(m: ModelSeries, value: number, settings?: ModelMetricSettings, buckets?: readonly number[]): void {
-    const id = `${m.name}\u0000${m.version}`;
+    const id = seriesId(m);
     const key = keyOf(settings);
     let s = this.#series.get(id);
     if (!s || s.key !== key) {
@@ -134,6 +143,11 @@ export class DistributionFamily implements RegistryMetric {
   }
 
   async get(): ReturnType<RegistryMetric['get']> {
+    if (this.#live) {
+      const live = new Set<string>();
+      for (const m of this.#live()) live.add(seriesId(m));
+      for (const id of this.#series.keys()) if (!live.has(id)) this.#series.delete(id);
+    }
     const values: FamilySample[] = [];
     for (const s of this.#series.values()) values.push(...((await s.metric.get()).values as FamilySample[]));
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
