@@ -1,23 +1,26 @@
 /**
  * @module The onnxruntime backend: each model instance is a thread (a one-thread piscina pool)
- * holding its own onnxruntime session. Owned input tensors move (transfer) to the thread, lent ones
- * are copied; outputs come back moved, owned by their response unless a batch's responses share
- * one buffer. Errors cross as `{ code, message }`.
+ * holding its own onnxruntime session, plus a main-thread session when the instance runs there
+ * (`execution_thread`, see onnxruntime-instance.ts). Errors cross as `{ code, message }`.
  * Triton: onnxruntime_backend/src/onnxruntime.cc
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, claimOwnership, fromWireError, instancePlacements, placeInstance, queryGpus, resolveInside, transferList as tensorTransferList,
-  type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResult, type GpuExecutionProvider,
+  Errors, TriodeError, instancePlacements, placeInstance, queryGpus, resolveInside,
+  type Backend, type BackendModel, type BackendModelInstance, type GpuExecutionProvider,
   type GpuInventory, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext, type ProviderStatus,
 } from '@triode/core';
-import type { ExecuteReply, ExecuteTask, LoadTask, WireTensor } from './messages.js';
+import type { LoadTask } from './messages.js';
 import { sessionSettings } from './onnxruntime-utils.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { ProviderProbe } from './gpu-provider.js';
 import { chooseInstanceDevices, gpuProviderFor, type DeviceChoiceContext } from './instance-devices.js';
+import { ExecutionThreadPolicy, executionThreadSettings, type ExecutionThreadSettings } from './execution-thread-policy.js';
+import { OnnxInstance, mainThreadPath, threadPath, type ExecutionPathRunner } from './onnxruntime-instance.js';
+
+export { transferList } from './onnxruntime-instance.js';
 
 /**
  * The thread's entry file: beside this module when running the build, or the build's copy when
@@ -45,67 +48,6 @@ export interface OnnxRuntimeBackendOptions {
 
 const SILENT: Logger = { error() {}, warning() {}, info() {}, verbose() {} };
 
-/**
- * Buffers to move to the thread, each once: those of the inputs the requests own (`isOwned`). The
- * others (lent tensors, views of shared buffers) are copied by postMessage.
- */
-export function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[] {
-  return tensorTransferList(requests.flatMap((r) => r.inputs));
-}
-
-class OnnxInstance implements BackendModelInstance {
-  /** The thread runs its tasks one at a time, in order; one more may wait in its inbox. */
-  readonly pipelineDepth = 2;
-  readonly #pool: Piscina;
-  readonly #batching: boolean;
-
-  constructor(pool: Piscina, batching: boolean) {
-    this.#pool = pool;
-    this.#batching = batching;
-  }
-
-  async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
-    const task: ExecuteTask = {
-      op: 'execute',
-      requests: requests.map((r) => ({ inputs: r.inputs as WireTensor[], batchSize: r.batchSize })),
-      outputNames: requests[0]!.outputNames.length ? unionOutputs(requests) : [],
-      batching: this.#batching,
-    };
-    let reply: ExecuteReply;
-    try {
-      // Moving the owned buffers detaches them here: their requests own them and no one reads them after.
-      reply = (await this.#pool.run(task, { transferList: transferList(requests) })) as ExecuteReply;
-    } catch (err) {
-      // The thread itself failed (it died, or could not take the task): its errors come as data.
-      throw new TriodeError('INTERNAL', `onnx runtime error: ${(err as Error).message}`, { cause: err });
-    }
-    if ('error' in reply) throw fromWireError(reply.error);
-    const outputs = reply.responses.map((r, i) => {
-      if ('error' in r) return [];
-      const want = new Set(requests[i]!.outputNames);
-      return r.outputs.filter((o) => want.has(o.name));
-    });
-    // A batch's responses may view one output buffer: then each is lent it, not given it.
-    claimOwnership(outputs);
-    return {
-      responses: reply.responses.map((r, i) => ('error' in r ? { error: fromWireError(r.error) } : { outputs: outputs[i]! })),
-      timings: { computeInputNs: reply.computeInputNs, computeInferNs: reply.computeInferNs, computeOutputNs: reply.computeOutputNs },
-    };
-  }
-
-  async finalize(): Promise<void> {
-    await this.#pool.run({ op: 'unload' }).catch(() => undefined);
-    await this.#pool.close({ force: true });
-  }
-}
-
-/** The outputs any request of the batch asked for, in the first request's order. */
-function unionOutputs(requests: readonly ExecuteRequest[]): string[] {
-  const names = new Set<string>();
-  for (const r of requests) for (const n of r.outputNames) names.add(n);
-  return [...names];
-}
-
 class OnnxModel implements BackendModel {
   readonly #ctx: ModelContext;
   readonly #file: string;
@@ -113,12 +55,16 @@ class OnnxModel implements BackendModel {
   readonly #devices: () => Promise<DeviceChoiceContext>;
   /** Instances made so far per group: the n-th instance of a KIND_GPU group goes to its n-th placement. */
   readonly #made = new Map<ModelInstanceGroup, number>();
+  readonly #execution: ExecutionThreadSettings;
+  readonly #logger: Logger;
 
-  constructor(ctx: ModelContext, file: string, atomics: 'sync' | 'async' | 'disabled', devices: () => Promise<DeviceChoiceContext>) {
+  constructor(ctx: ModelContext, file: string, atomics: 'sync' | 'async' | 'disabled', devices: () => Promise<DeviceChoiceContext>, logger: Logger) {
     this.#ctx = ctx;
     this.#file = file;
     this.#atomics = atomics;
     this.#devices = devices;
+    this.#logger = logger;
+    this.#execution = executionThreadSettings(ctx.config);
   }
 
   /** The load task of an instance: CPU, or the group's provider on the GPU this instance is placed on. */
@@ -144,6 +90,33 @@ class OnnxModel implements BackendModel {
 
   async instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance> {
     const task = await this.#loadTask(group, index);
+    const label = `model "${this.#ctx.name}" instance ${index}`;
+    // A GPU instance's runs are the GPU's: they never block the main thread.
+    const mode = group.kind === 'KIND_GPU' ? 'instance' : this.#execution.mode;
+    const policy = new ExecutionThreadPolicy(mode, { thresholdNs: this.#execution.thresholdNs });
+    const batching = (this.#ctx.config.max_batch_size ?? 0) > 0;
+    const common = { policy, batching, logger: this.#logger, label, model: this.#ctx.name };
+    if (mode === 'main') {
+      const main = await this.#load(index, () => mainThreadPath(task));
+      this.#logger.info(`${label} runs on the main thread (execution_thread "main")`, { model: this.#ctx.name });
+      return new OnnxInstance({ ...common, main });
+    }
+    const thread = await this.#load(index, () => this.#thread(task));
+    return new OnnxInstance({ ...common, thread, ...(mode === 'auto' ? { openMain: () => mainThreadPath(task) } : {}) });
+  }
+
+  /** Loads an instance's session on a path, with the load failure Triton reports. */
+  async #load(index: number, open: () => Promise<ExecutionPathRunner>): Promise<ExecutionPathRunner> {
+    try {
+      return await open();
+    } catch (err) {
+      if (err instanceof TriodeError) throw new TriodeError(err.code, `failed to load model '${this.#ctx.name}' instance ${index}: ${err.message}`, { cause: err });
+      throw Errors.internal(`failed to load model '${this.#ctx.name}' instance ${index}: ${(err as Error).message}`, err);
+    }
+  }
+
+  /** The instance thread, with its session loaded. */
+  async #thread(task: LoadTask): Promise<ExecutionPathRunner> {
     const pool = new Piscina({
       filename: THREAD_FILE,
       name: 'default',
@@ -165,10 +138,9 @@ class OnnxModel implements BackendModel {
     } catch (err) {
       // Closing the pool ends the thread, and with it whatever the failed session had allocated.
       await pool.close({ force: true });
-      if (err instanceof TriodeError) throw new TriodeError(err.code, `failed to load model '${this.#ctx.name}' instance ${index}: ${err.message}`, { cause: err });
-      throw Errors.internal(`failed to load model '${this.#ctx.name}' instance ${index}: ${(err as Error).message}`, err);
+      throw err;
     }
-    return new OnnxInstance(pool, (this.#ctx.config.max_batch_size ?? 0) > 0);
+    return threadPath(pool);
   }
 
   async finalize(): Promise<void> {}
@@ -208,7 +180,7 @@ export class OnnxRuntimeBackend implements Backend {
   async modelInitialize(ctx: ModelContext): Promise<BackendModel> {
     const file = modelFile(ctx.versionPath, ctx.config);
     if (!existsSync(file)) throw Errors.unavailable(`unable to find '${file}' for model instance '${ctx.name}'`);
-    return new OnnxModel(ctx, file, this.#atomics, this.#devices);
+    return new OnnxModel(ctx, file, this.#atomics, this.#devices, this.#logger);
   }
 }
 

@@ -1,0 +1,178 @@
+import { describe, expect, it } from 'vitest';
+import { TriodeError, type ExecuteRequest, type Logger } from '@triode/core';
+import type { ExecuteReply, ExecuteTask } from './messages.js';
+import { ExecutionThreadPolicy, type ExecutionThread } from './execution-thread-policy.js';
+import { OnnxInstance, type ExecutionPathRunner } from './onnxruntime-instance.js';
+
+/** A path whose runs finish when the test says, answering `reply(task)`; it logs what happens on it. */
+class FakePath implements ExecutionPathRunner {
+  readonly events: string[];
+  readonly tasks: ExecuteTask[] = [];
+  readonly #pending: (() => void)[] = [];
+  readonly #name: string;
+  auto = true;
+  reply: (task: ExecuteTask) => ExecuteReply = (task) => ({
+    responses: task.requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })),
+    computeInputNs: 1000, computeInferNs: 10_000, computeOutputNs: 1000,
+  });
+  closed = false;
+
+  constructor(name: string, events: string[]) {
+    this.#name = name;
+    this.events = events;
+  }
+
+  run(task: ExecuteTask): Promise<ExecuteReply> {
+    this.tasks.push(task);
+    this.events.push(`${this.#name} start`);
+    return new Promise((resolve, reject) => {
+      const finish = () => {
+        this.events.push(`${this.#name} end`);
+        try {
+          resolve(this.reply(task));
+        } catch (err) {
+          reject(err as Error);
+        }
+      };
+      if (this.auto) queueMicrotask(finish);
+      else this.#pending.push(finish);
+    });
+  }
+
+  /** Finishes the oldest held run. */
+  finishOne(): void {
+    this.#pending.shift()!();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.events.push(`${this.#name} closed`);
+  }
+}
+
+const silent: Logger = { error() {}, warning() {}, info() {}, verbose() {} };
+const request = (v = 1): ExecuteRequest => ({ inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 4], data: new Int32Array(4).fill(v) }], outputNames: ['OUT'], batchSize: 1, parameters: {} });
+
+function setup(mode: ExecutionThread, opts: { openMain?: () => Promise<ExecutionPathRunner>; logger?: Logger } = {}) {
+  const events: string[] = [];
+  const thread = new FakePath('thread', events);
+  const main = new FakePath('main', events);
+  let opened = 0;
+  const policy = new ExecutionThreadPolicy(mode, { warmup: 2, thresholdNs: 50_000 });
+  const instance = new OnnxInstance({
+    ...(mode === 'main' ? { main } : { thread }),
+    ...(mode === 'auto' ? { openMain: opts.openMain ?? (async () => { opened++; return main; }) } : {}),
+    policy, batching: true, logger: opts.logger ?? silent, label: 'model "m" instance 0', model: 'm',
+  });
+  return { events, thread, main, instance, policy, opened: () => opened };
+}
+
+/** Runs lone requests until the instance has moved to the main thread (its session opened). */
+async function warmToMain(s: ReturnType<typeof setup>): Promise<void> {
+  for (let i = 0; i < 10 && s.instance.ran.main === 0; i++) await s.instance.execute([request()]);
+}
+
+describe('OnnxInstance', () => {
+  it("'instance' runs every batch on its thread and never opens a main-thread session", async () => {
+    const s = setup('instance');
+    for (let i = 0; i < 50; i++) await s.instance.execute([request()]);
+    expect(s.instance.ran).toEqual({ main: 0, thread: 50 });
+    expect(s.opened()).toBe(0);
+  });
+
+  it("'auto' moves a fast model to the main thread, opening its session once, with the same answers and statistics", async () => {
+    const s = setup('auto');
+    await warmToMain(s);
+    expect(s.opened()).toBe(1);
+    expect(s.instance.ran.main).toBe(1);
+    const input = request(7);
+    const r = await s.instance.execute([input]);
+    expect(s.instance.ran.main).toBe(2);
+    expect(Array.from(r.responses[0]!.outputs![0]!.data as Int32Array)).toEqual([7, 7, 7, 7]);
+    expect(r.timings).toEqual({ computeInputNs: 1000, computeInferNs: 10_000, computeOutputNs: 1000 });
+    // The main thread reads the request's own buffer: the same array, not a copy, not detached.
+    expect(s.main.tasks.at(-1)!.requests[0]!.inputs[0]!.data).toBe(input.inputs[0]!.data);
+    expect(input.inputs[0]!.data.byteLength).toBe(16);
+  });
+
+  it('a slow model does not stay on the main thread', async () => {
+    const s = setup('auto');
+    await warmToMain(s);
+    s.main.reply = (task) => ({ responses: task.requests.map(() => ({ outputs: [] })), computeInputNs: 0, computeInferNs: 400_000, computeOutputNs: 0 });
+    for (let i = 0; i < 100 && s.policy.preferred === 'main'; i++) await s.instance.execute([request()]);
+    expect(s.policy.preferred).toBe('thread');
+    const before = s.instance.ran.main;
+    await s.instance.execute([request()]);
+    expect(s.instance.ran.main).toBe(before);
+  });
+
+  it("a batch, or a request queued behind another, goes to the thread; an instance's batches never overlap", async () => {
+    const s = setup('auto');
+    await warmToMain(s);
+    s.events.length = 0;
+    // A batch of two requests: the thread.
+    await s.instance.execute([request(), request()]);
+    expect(s.events).toEqual(['thread start', 'thread end']);
+    // A lone request on the main thread, held; the next one waits for it, then goes to the thread.
+    s.events.length = 0;
+    s.main.auto = false;
+    const a = s.instance.execute([request()]);
+    const b = s.instance.execute([request()]);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(s.events).toEqual(['main start']);
+    s.main.finishOne();
+    await Promise.all([a, b]);
+    expect(s.events).toEqual(['main start', 'main end', 'thread start', 'thread end']);
+    // While the thread holds a batch, the next lone request joins it there.
+    s.events.length = 0;
+    s.thread.auto = false;
+    const c = s.instance.execute([request(), request()]);
+    const d = s.instance.execute([request()]);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(s.events).toEqual(['thread start', 'thread start']);
+    s.thread.finishOne();
+    s.thread.finishOne();
+    await Promise.all([c, d]);
+    expect(s.instance.ran.main).toBe(2);
+  });
+
+  it('errors keep their Triton codes on either path; a dead thread is INTERNAL', async () => {
+    const s = setup('auto');
+    await warmToMain(s);
+    s.main.reply = () => ({ error: { code: 'UNAVAILABLE', message: 'the instance has no session (model not loaded)' } });
+    await expect(s.instance.execute([request()])).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'the instance has no session (model not loaded)' });
+    s.thread.reply = () => { throw new Error('worker exited'); };
+    const e = await s.instance.execute([request(), request()]).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(TriodeError);
+    expect(e).toMatchObject({ code: 'INTERNAL', message: 'onnx runtime error: worker exited' });
+  });
+
+  it('finalize waits for the main-thread batch, then releases the main session and the thread', async () => {
+    const s = setup('auto');
+    await warmToMain(s);
+    s.main.auto = false;
+    const run = s.instance.execute([request()]);
+    const done = s.instance.finalize();
+    await new Promise((r) => setTimeout(r, 5));
+    expect(s.main.closed).toBe(false);
+    s.main.finishOne();
+    await Promise.all([run, done]);
+    expect(s.events.slice(-3)).toEqual(['main end', 'main closed', 'thread closed']);
+  });
+
+  it('a main-thread session that fails to load leaves the instance on its thread, with a warning', async () => {
+    const warnings: string[] = [];
+    const s = setup('auto', { openMain: () => Promise.reject(new Error('no memory')), logger: { ...silent, warning: (m) => warnings.push(m) } });
+    for (let i = 0; i < 20; i++) await s.instance.execute([request()]);
+    expect(s.instance.ran).toEqual({ main: 0, thread: 20 });
+    expect(warnings).toEqual(['model "m" instance 0 stays on its thread: its main-thread session failed to load: no memory']);
+  });
+
+  it("'main' has no thread: every batch runs on the main thread", async () => {
+    const s = setup('main');
+    await s.instance.execute([request(), request()]);
+    expect(s.instance.ran).toEqual({ main: 1, thread: 0 });
+    await s.instance.finalize();
+    expect(s.main.closed).toBe(true);
+  });
+});

@@ -1,0 +1,201 @@
+/**
+ * @module An onnxruntime model instance: a thread (a one-thread piscina pool) with its session,
+ * and, for a model that runs in less time than a hand-off to the thread costs, a second session
+ * on the main thread (execution-thread-policy.ts picks the path of each batch). Owned input
+ * tensors move (transfer) to the thread, lent ones are copied; on the main thread inputs are read
+ * where they are. Outputs are owned by their response unless a batch's responses share one buffer.
+ * Triton: onnxruntime_backend/src/onnxruntime.cc (ModelInstanceState)
+ */
+import type { Piscina } from 'piscina';
+import {
+  TriodeError, claimOwnership, fromWireError, transferList as tensorTransferList,
+  type BackendModelInstance, type ExecuteRequest, type ExecuteResult, type Logger,
+} from '@triode/core';
+import type { ExecuteReply, ExecuteTask, LoadTask, WireTensor } from './messages.js';
+import { OnnxSession, inputBytes } from './onnxruntime-session.js';
+import { ExecutionThreadPolicy, type ExecutionPath, type PathChange } from './execution-thread-policy.js';
+
+/**
+ * Buffers to move to the thread, each once: those of the inputs the requests own (`isOwned`). The
+ * others (lent tensors, views of shared buffers) are copied by postMessage.
+ */
+export function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[] {
+  return tensorTransferList(requests.flatMap((r) => r.inputs));
+}
+
+/** Where an instance runs batches: its thread, or a session on the main thread. */
+export interface ExecutionPathRunner {
+  /** Runs a batch; a failure of the run comes back as `{ error }`. @throws when the path itself failed (a dead thread) */
+  run(task: ExecuteTask, transfer: ArrayBuffer[]): Promise<ExecuteReply>;
+  close(): Promise<void>;
+}
+
+/** The instance thread. */
+export function threadPath(pool: Piscina): ExecutionPathRunner {
+  return {
+    run: async (task, transfer) => (await pool.run(task, { transferList: transfer })) as ExecuteReply,
+    async close() {
+      await pool.run({ op: 'unload' }).catch(() => undefined);
+      await pool.close({ force: true });
+    },
+  };
+}
+
+/** A session on the main thread, made from the instance's load task. */
+export async function mainThreadPath(task: LoadTask): Promise<ExecutionPathRunner> {
+  const session = new OnnxSession();
+  try {
+    await session.load(task);
+  } catch (err) {
+    await session.unload().catch(() => undefined);
+    throw err;
+  }
+  return {
+    run: (t) => session.run(t).then(({ result }) => result, (err: unknown) => session.failure(err)),
+    close: () => session.unload(),
+  };
+}
+
+/** Options of an OnnxInstance. */
+export interface OnnxInstanceOptions {
+  /** The instance thread; absent for `execution_thread: "main"`. */
+  thread?: ExecutionPathRunner;
+  /** The main-thread session, for `main` (made at load). */
+  main?: ExecutionPathRunner;
+  /** Makes the main-thread session, for `auto` (once, when the policy first picks the main thread). */
+  openMain?: () => Promise<ExecutionPathRunner>;
+  policy: ExecutionThreadPolicy;
+  /** True when the model batches (first dim is the batch dim). */
+  batching: boolean;
+  /** For the log lines of path changes. */
+  logger: Logger;
+  /** `model "<name>" instance <i>`, for the log. */
+  label: string;
+  model: string;
+}
+
+const us = (ns: number) => `${Math.round(ns / 1000)} µs`;
+
+export class OnnxInstance implements BackendModelInstance {
+  /** The thread runs its tasks one at a time, in order; one more may wait in its inbox. */
+  readonly pipelineDepth = 2;
+  readonly #o: OnnxInstanceOptions;
+  #main: ExecutionPathRunner | undefined;
+  #opening: Promise<void> | undefined;
+  #threadBusy = 0;
+  #mainBusy = 0;
+  /** The last batch given to the main thread, settled: finalize waits for it. */
+  #lastMain: Promise<unknown> = Promise.resolve();
+  #closed = false;
+  /** Whether the main-thread session has run once (see `cold` in execute). */
+  #mainWarm = false;
+  /** Batches the instance ran on each path so far (for tests). */
+  readonly ran: Record<ExecutionPath, number> = { main: 0, thread: 0 };
+
+  constructor(options: OnnxInstanceOptions) {
+    if (!options.thread && !options.main) throw new TypeError('options.thread or options.main is required');
+    this.#o = options;
+    this.#main = options.main;
+  }
+
+  async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+    const task: ExecuteTask = {
+      op: 'execute',
+      requests: requests.map((r) => ({ inputs: r.inputs as WireTensor[], batchSize: r.batchSize })),
+      outputNames: requests[0]!.outputNames.length ? unionOutputs(requests) : [],
+      batching: this.#o.batching,
+    };
+    let path = this.#o.policy.choose({ threadBusy: this.#threadBusy, mainBusy: this.#mainBusy, requests: requests.length, inputBytes: inputBytes(task) });
+    if (path === 'main' && !this.#main) {
+      this.#openMain();
+      path = 'thread';
+    }
+    // A session's first run is slow (1-2 ms for `simple`: onnxruntime allocates as it goes); it
+    // says nothing of the next ones.
+    const cold = path === 'main' && !this.#mainWarm;
+    if (cold) this.#mainWarm = true;
+    const reply = path === 'main' ? await this.#runMain(task) : await this.#runThread(task, requests);
+    this.ran[path]++;
+    if ('error' in reply) throw fromWireError(reply.error);
+    const change = cold ? undefined : this.#o.policy.record(path, reply.computeInputNs + reply.computeInferNs + reply.computeOutputNs, requests.length);
+    if (change) this.#logChange(change);
+    const outputs = reply.responses.map((r, i) => {
+      if ('error' in r) return [];
+      const want = new Set(requests[i]!.outputNames);
+      return r.outputs.filter((o) => want.has(o.name));
+    });
+    // A batch's responses may view one output buffer: then each is lent it, not given it.
+    claimOwnership(outputs);
+    return {
+      responses: reply.responses.map((r, i) => ('error' in r ? { error: fromWireError(r.error) } : { outputs: outputs[i]! })),
+      timings: { computeInputNs: reply.computeInputNs, computeInferNs: reply.computeInferNs, computeOutputNs: reply.computeOutputNs },
+    };
+  }
+
+  async #runMain(task: ExecuteTask): Promise<ExecuteReply> {
+    this.#mainBusy++;
+    // Inputs stay where they are: nothing moves, nothing is copied (a lent buffer is only read).
+    const run = this.#main!.run(task, []);
+    this.#lastMain = run.catch(() => undefined);
+    try {
+      return await run;
+    } finally {
+      this.#mainBusy--;
+    }
+  }
+
+  async #runThread(task: ExecuteTask, requests: ExecuteRequest[]): Promise<ExecuteReply> {
+    this.#threadBusy++;
+    try {
+      // The instance's batch on the main thread finishes first: its batches never overlap.
+      if (this.#mainBusy > 0) await this.#lastMain;
+      // Moving the owned buffers detaches them here: their requests own them and no one reads them after.
+      return await this.#o.thread!.run(task, transferList(requests));
+    } catch (err) {
+      // The thread itself failed (it died, or could not take the task): its errors come as data.
+      throw new TriodeError('INTERNAL', `onnx runtime error: ${(err as Error).message}`, { cause: err });
+    } finally {
+      this.#threadBusy--;
+    }
+  }
+
+  /** Makes the main-thread session in the background; batches stay on the thread until it is there. */
+  #openMain(): void {
+    if (this.#opening || !this.#o.openMain) return;
+    this.#opening = this.#o.openMain().then((main) => {
+      if (this.#closed) return main.close();
+      this.#main = main;
+    }, (err: unknown) => {
+      this.#o.policy.disableMain();
+      this.#o.logger.warning(`${this.#o.label} stays on its thread: its main-thread session failed to load: ${(err as Error).message}`, { model: this.#o.model });
+    });
+  }
+
+  #logChange(c: PathChange): void {
+    if (c.to === 'main') {
+      this.#o.logger.info(`${this.#o.label} runs on the main thread: a request takes ${us(c.estimateNs)} to compute, at most ${us(c.boundNs)} (execution_thread_threshold_us)`, { model: this.#o.model });
+    } else {
+      this.#o.logger.info(`${this.#o.label} runs on its thread again: a request takes ${us(c.estimateNs)} to compute (the last ${us(c.lastNs)}), over ${us(c.boundNs)}`, { model: this.#o.model });
+    }
+  }
+
+  async finalize(): Promise<void> {
+    this.#closed = true;
+    await this.#opening;
+    await this.#lastMain;
+    const main = this.#main;
+    this.#main = undefined;
+    if (main) {
+      await main.close().catch(() => undefined);
+      this.#o.logger.verbose(1, `${this.#o.label}: released its main-thread session`, { model: this.#o.model });
+    }
+    await this.#o.thread?.close();
+  }
+}
+
+/** The outputs any request of the batch asked for, in the first request's order. */
+function unionOutputs(requests: readonly ExecuteRequest[]): string[] {
+  const names = new Set<string>();
+  for (const r of requests) for (const n of r.outputNames) names.add(n);
+  return [...names];
+}

@@ -1,0 +1,243 @@
+/**
+ * @module One onnxruntime session and how a batch runs on it: the same code on an instance thread
+ * (onnxruntime-thread.ts) and, for a model that runs in less time than a hand-off to a thread
+ * costs, on the main thread (onnxruntime-instance.ts). Every run failure is returned as data.
+ * Triton: onnxruntime_backend/src/onnxruntime.cc (ModelInstanceState::ProcessRequests)
+ */
+import * as ort from 'onnxruntime-node';
+import { TriodeError, deserializeBytesTensor, serializeBytesTensor, toWireError, type TensorData } from '@triode/core';
+import type { ExecuteProviderList, ExecuteResult, ExecuteTask, LoadReply, LoadTask, SessionSettings, WireTensor } from './messages.js';
+import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
+import { classifyGpuFailure, gpuFailureMessage } from './gpu-errors.js';
+
+/** Runs with less input than this are not checked for arena growth (see SessionSettings.arenaResetBytes). */
+export const ARENA_CHECK_MIN_INPUT_BYTES = 1024 * 1024;
+
+const decoder = new TextDecoder();
+
+/** A batch's result with the output buffers a thread may move to its caller. */
+export interface SessionRun {
+  result: ExecuteResult;
+  /** Buffers no one else holds: the outputs' (each once). */
+  transfer: Set<ArrayBufferLike>;
+}
+
+/** A session, remade after an outsized run and dropped when its GPU is lost. */
+export class OnnxSession {
+  #session: ort.InferenceSession | undefined;
+  /** What the session was made from, to make it anew (see SessionSettings.arenaResetBytes). */
+  #made: { file: string; settings: SessionSettings; providers: ExecuteProviderList; gpu: string | undefined } | undefined;
+  /** Set once the instance's GPU was lost: every later run answers UNAVAILABLE with it. */
+  #lost: string | undefined;
+
+  /** Creates the session (releasing any previous one). */
+  async load(task: LoadTask): Promise<LoadReply> {
+    this.#lost = undefined;
+    return this.#load(task.modelFile, task.sessionOptions, task.executionProviders, task.gpu);
+  }
+
+  async #load(file: string, s: SessionSettings, providers: ExecuteProviderList = [{ name: 'cpu' }], gpu?: string): Promise<LoadReply> {
+    if (this.#session) await this.#session.release();
+    this.#session = undefined;
+    this.#made = { file, settings: s, providers, gpu };
+    const options: ort.InferenceSession.SessionOptions = {
+      intraOpNumThreads: s.intraOpNumThreads,
+      interOpNumThreads: s.interOpNumThreads,
+      executionMode: s.executionMode,
+      graphOptimizationLevel: s.graphOptimizationLevel,
+      enableCpuMemArena: s.enableCpuMemArena,
+      enableMemPattern: s.enableMemPattern,
+      executionProviders: providers.map((p) => (p.deviceId === undefined ? p.name : { name: p.name, deviceId: p.deviceId }) as ort.InferenceSession.ExecutionProviderConfig),
+    };
+    if (Object.keys(s.configEntries).length > 0) {
+      // ORT takes session config entries as a nested object: "session.intra_op.allow_spinning" -> extra.session.intra_op.allow_spinning
+      const extra: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(s.configEntries)) {
+        const parts = k.split('.');
+        let o = extra;
+        for (const p of parts.slice(0, -1)) o = (o[p] ??= {}) as Record<string, unknown>;
+        o[parts[parts.length - 1]!] = v;
+      }
+      options.extra = extra;
+    }
+    try {
+      this.#session = await ort.InferenceSession.create(file, options);
+    } catch (err) {
+      // Out of GPU memory at load: the thread (and with it what was allocated) goes when the pool closes.
+      const msg = gpu ? gpuFailureMessage(errorText(err), gpu, 'create the session') : undefined;
+      if (msg) throw new TriodeError('UNAVAILABLE', msg);
+      throw err;
+    }
+    return { ok: true };
+  }
+
+  /**
+   * Makes the session anew: onnxruntime keeps what its CPU memory arena grew to (one outsized
+   * request grew it by gigabytes) until the session is released. Done before the reply, not after
+   * it: between tasks piscina blocks an instance thread (Atomics.wait), so deferred work would not
+   * run. A failure leaves no session: the next run answers UNAVAILABLE.
+   */
+  async #remake(): Promise<void> {
+    const m = this.#made;
+    if (!m) return;
+    try {
+      await this.#load(m.file, m.settings, m.providers, m.gpu);
+    } catch {
+      this.#session = undefined;
+    }
+  }
+
+  /** Releases the session; the next run answers UNAVAILABLE until `load`. */
+  async unload(): Promise<void> {
+    const s = this.#session;
+    this.#session = undefined;
+    this.#made = undefined;
+    this.#lost = undefined;
+    await s?.release();
+  }
+
+  /**
+   * Runs a batch. The inputs' buffers are read where they are (never detached, never copied
+   * unless several requests are concatenated); the outputs are new buffers.
+   * @throws what `failure` turns into an answer
+   */
+  async run(task: ExecuteTask): Promise<SessionRun> {
+    if (this.#lost) throw new TriodeError('UNAVAILABLE', this.#lost);
+    const session = this.#session;
+    if (!session) throw new TriodeError('UNAVAILABLE', 'the instance has no session (model not loaded)');
+    // Reading RSS costs a syscall (~5-10 us): only runs with a large input are checked, which is
+    // where an outsized arena comes from (the 22 MB ppocr_rec request), not every tiny request.
+    const limit = this.#made?.settings.arenaResetBytes ?? 0;
+    const rssBefore = limit > 0 && inputBytes(task) >= ARENA_CHECK_MIN_INPUT_BYTES ? process.memoryUsage.rss() : undefined;
+    const t0 = performance.now();
+    const feeds: Record<string, ort.Tensor> = {};
+    const reqs = task.requests;
+    if (reqs.length === 1 || !task.batching) {
+      for (const t of reqs[0]!.inputs) feeds[t.name] = toOrt(t);
+    } else {
+      for (const t of reqs[0]!.inputs) feeds[t.name] = toOrt(concat(reqs.map((r) => r.inputs.find((x) => x.name === t.name)!)));
+    }
+    const t1 = performance.now();
+    // session.run calls the native run in an immediate of its own: one queued just before it
+    // marks when the run starts, so compute_infer leaves out whatever the event loop did in
+    // between (on the main thread, other requests' I/O).
+    let started = t1;
+    setImmediate(() => { started = performance.now(); });
+    const results = await session.run(feeds, task.outputNames);
+    const t2 = performance.now();
+    const transfer = new Set<ArrayBufferLike>();
+    const sizes = reqs.map((r) => r.batchSize || 1);
+    const perRequest: WireTensor[][] = reqs.map(() => []);
+    for (const name of task.outputNames) {
+      const r = results[name];
+      if (!r) throw new TriodeError('INTERNAL', `model did not produce output '${name}'`);
+      const parts = reqs.length === 1 ? [fromOrt(name, r, transfer)] : split(fromOrt(name, r, transfer), sizes);
+      parts.forEach((p, i) => perRequest[i]!.push(p));
+    }
+    const t3 = performance.now();
+    if (rssBefore !== undefined && process.memoryUsage.rss() - rssBefore > limit) await this.#remake();
+    for (const r of perRequest) for (const t of r) transfer.add(t.data.buffer);
+    return {
+      result: {
+        responses: perRequest.map((outputs) => ({ outputs })),
+        computeInputNs: (t1 - t0) * 1e6,
+        computeInferNs: (t2 - Math.max(t1, started)) * 1e6,
+        computeOutputNs: (t3 - t2) * 1e6,
+      },
+      transfer,
+    };
+  }
+
+  /**
+   * A failed run as the client sees it. On a GPU, out of memory fails this batch only (what it
+   * allocated is freed with its tensors); a lost device also drops the session, so every later
+   * run answers UNAVAILABLE.
+   */
+  async failure(err: unknown): Promise<{ error: ReturnType<typeof toWireError> }> {
+    if (err instanceof TriodeError) return { error: toWireError(err) };
+    const text = errorText(err);
+    const gpu = this.#made?.gpu;
+    const msg = gpu ? gpuFailureMessage(text, gpu, 'run the model') : undefined;
+    if (msg && classifyGpuFailure(text) === 'device-lost') {
+      this.#lost = msg;
+      await this.#session?.release().catch(() => undefined);
+      this.#session = undefined;
+    }
+    return { error: msg ? { code: 'UNAVAILABLE', message: msg } : { code: 'INTERNAL', message: `onnx runtime error: ${text}` } };
+  }
+}
+
+/** Bytes of input a batch carries. */
+export function inputBytes(task: Pick<ExecuteTask, 'requests'>): number {
+  let n = 0;
+  for (const r of task.requests) for (const t of r.inputs) n += t.data.byteLength;
+  return n;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function toOrt(t: WireTensor): ort.Tensor {
+  const type = dataTypeToOrtType(t.datatype);
+  if (t.datatype === 'BYTES') {
+    const strings = deserializeBytesTensor(t.data as Uint8Array).map((b) => decoder.decode(b));
+    return new ort.Tensor('string', strings, t.shape);
+  }
+  return new ort.Tensor(type as 'float32', t.data as Float32Array, t.shape);
+}
+
+/** Concatenates the requests' tensors of one input along the batch dim. */
+function concat(parts: WireTensor[]): WireTensor {
+  const first = parts[0]!;
+  if (parts.length === 1) return first;
+  let bytes = 0;
+  for (const p of parts) bytes += p.data.byteLength;
+  const out = new Uint8Array(bytes);
+  let off = 0;
+  let batch = 0;
+  for (const p of parts) {
+    out.set(new Uint8Array(p.data.buffer, p.data.byteOffset, p.data.byteLength), off);
+    off += p.data.byteLength;
+    batch += p.shape[0] ?? 0;
+  }
+  const Ctor = first.data.constructor as new (b: ArrayBuffer, o: number, l: number) => TensorData;
+  const el = first.datatype === 'BYTES' ? 1 : first.data.BYTES_PER_ELEMENT;
+  return { name: first.name, datatype: first.datatype, shape: [batch, ...first.shape.slice(1)], data: new Ctor(out.buffer, 0, bytes / el) };
+}
+
+function fromOrt(name: string, t: ort.Tensor, transfer: Set<ArrayBufferLike>): WireTensor {
+  const datatype = ortTypeToDataType(t.type);
+  if (!datatype) throw new TriodeError('UNSUPPORTED', `output '${name}' has type '${t.type}', which Triode cannot return`);
+  const shape = t.dims.map(Number);
+  if (datatype === 'BYTES') {
+    return { name, datatype, shape, data: serializeBytesTensor(t.data as string[]) };
+  }
+  const data = t.data as TensorData;
+  transfer.add(data.buffer);
+  return { name, datatype, shape, data };
+}
+
+/** Splits a batched output into each request's part (views, no copy). */
+function split(out: WireTensor, sizes: number[]): WireTensor[] {
+  if (sizes.length === 1) return [out];
+  const total = sizes.reduce((a, b) => a + b, 0);
+  const rest = out.shape.slice(1);
+  if (out.datatype === 'BYTES') {
+    const elems = deserializeBytesTensor(out.data as Uint8Array);
+    const per = elems.length / total;
+    let at = 0;
+    return sizes.map((n) => {
+      const mine = elems.slice(at * per, (at + n) * per);
+      at += n;
+      return { name: out.name, datatype: out.datatype, shape: [n, ...rest], data: serializeBytesTensor(mine) };
+    });
+  }
+  const per = out.data.length / total;
+  let at = 0;
+  return sizes.map((n) => {
+    const data = out.data.subarray(at * per, (at + n) * per) as TensorData;
+    at += n;
+    return { name: out.name, datatype: out.datatype, shape: [n, ...rest], data };
+  });
+}
