@@ -1,41 +1,10 @@
 // Writes the small ONNX graphs of the example repository (Triton's `simple`, `simple_int8`,
-// `simple_string`, `simple_sequence`, `simple_dyna_sequence`) with a hand-rolled protobuf encoder, so no Python or onnx package is needed.
+// `simple_string`, `simple_sequence`, `simple_dyna_sequence`) with the hand-rolled protobuf encoder of
+// onnx-writer.mjs, so no Python or onnx package is needed.
 // Run: node scripts/make-example-models.mjs [outdir=model_repository]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-
-function varint(n) {
-  const out = [];
-  let v = BigInt(n);
-  do {
-    let b = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v) b |= 0x80;
-    out.push(b);
-  } while (v);
-  return out;
-}
-const key = (field, wire) => varint((field << 3) | wire);
-const int = (field, n) => [...key(field, 0), ...varint(n)];
-const bytes = (field, b) => [...key(field, 2), ...varint(b.length), ...b];
-const str = (field, s) => bytes(field, [...Buffer.from(s, 'utf8')]);
-const msg = (field, parts) => bytes(field, parts.flat());
-
-const T = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, STRING: 8, BOOL: 9, UINT64: 13 };
-
-function valueInfo(field, name, elemType, dims) {
-  const dimMsgs = dims.map((d) => msg(1, typeof d === 'string' ? [str(2, d)] : [int(1, d)]));
-  return msg(field, [str(1, name), msg(2, [msg(1, [int(1, elemType), msg(2, dimMsgs)])])]);
-}
-function node(op, inputs, outputs, name, attrs = []) {
-  return msg(1, [...inputs.map((i) => str(1, i)), ...outputs.map((o) => str(2, o)), str(3, name), str(4, op), ...attrs]);
-}
-const castTo = (t) => msg(5, [str(1, 'to'), int(3, t), int(20, 2)]);
-
-function model(graphName, nodes, inputs, outputs) {
-  const graph = msg(7, [...nodes, str(2, graphName), ...inputs, ...outputs]);
-  return Uint8Array.from([...int(1, 7), ...str(2, 'triode'), ...graph, ...msg(8, [str(1, ''), int(2, 13)])]);
-}
+import { T, castTo, model, node, valueInfo } from './onnx-writer.mjs';
 
 /** add_sub over `type`, with casts to and from INT32 when the type is not INT32. */
 function addSub(name, type) {

@@ -1,9 +1,9 @@
 /**
  * End to end: config fields Triode used to accept and then ignore (issue #15 scope 3), against
  * `triode serve`: output `reshape`, warmup on every instance, the checksum repository agent, an
- * unknown agent, ragged batching (loads on the javascript backend, refused on onnxruntime, which
- * does not implement it yet), and a hint that loads with a warning in the log.
- * test/ragged-batching.e2e.test.ts runs ragged batches.
+ * unknown agent, ragged batching (loads on the javascript and onnxruntime backends; a backend without
+ * it refuses it: core's unimplemented-config.test.ts), and a hint that loads with a warning in the log.
+ * test/ragged-batching.e2e.test.ts and test/ragged-batching-onnx.e2e.test.ts run ragged batches.
  */
 import { createHash } from 'node:crypto';
 import { cpSync } from 'node:fs';
@@ -67,7 +67,7 @@ model_warmup { name: "z" batch_size: 1 count: 2 inputs { key: "IN" value: { data
     ...model('unknown_agent', `${IO}model_repository_agents { agents [ { name: "relocation" } ] }`),
     ...model('ragged', 'max_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] allow_ragged_batch: true }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }\n'),
     ...model('hinted', `${IO}instance_group { count: 1 kind: KIND_CPU rate_limiter { resources [ { name: "R1" count: 1 } ] priority: 1 } }\noptimization { cuda { graphs: true } }`),
-    // "simple" with a ragged INPUT0: the onnxruntime backend does not implement ragged batching.
+    // "simple" with a ragged INPUT0: the onnxruntime backend implements ragged batching (issue #15).
     'ragged_onnx/config.pbtxt': `name: "ragged_onnx"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8
 input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] allow_ragged_batch: true }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 16 ] } ]`,
@@ -132,10 +132,10 @@ describe('config fields are applied or refused, never ignored (triode serve)', (
     expect((await fetch(`${base}/v2/models/checksum_bad/ready`)).status).toBe(400);
   });
 
-  it('an unknown repository agent, and ragged batching on onnxruntime, fail the load with the reason; ragged batching on javascript loads', async () => {
+  it('an unknown repository agent fails the load with the reason; ragged batching loads on javascript and on onnxruntime', async () => {
     const rows = await index();
     expect(rows.get('unknown_agent')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("unable to find 'libtritonrepoagent_relocation.so' for repo agent 'relocation'") });
-    expect(rows.get('ragged_onnx')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining("model 'ragged_onnx' sets input 'INPUT0' allow_ragged_batch, which backend 'onnxruntime' does not support") });
+    expect(rows.get('ragged_onnx')!.state).toBe('READY');
     expect(rows.get('ragged')!.state).toBe('READY');
     // execute() gets each request's ragged input as it was sent.
     const r = await fetch(`${base}/v2/models/ragged/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 3], data: [1, 2, 3] }] }) });

@@ -1,7 +1,9 @@
 /**
  * @module The seam between the core and the code that runs models: Triton's TRITONBACKEND_* lifecycle.
  * Rules kept from Triton: no concurrent `execute` on one instance; if `execute` throws, the core
- * answers every request of the batch with that error.
+ * answers every request of the batch with that error. Triode's own: an instance that can run nothing
+ * more (its GPU was lost) says so with `TriodeError.instanceLost` (`Errors.instanceLost`), thrown or
+ * as a response's error; the core then marks the model version not ready until it is loaded again.
  * Triton: core/include/triton/core/tritonbackend.h
  */
 import type { TriodeError } from './errors.js';
@@ -93,7 +95,8 @@ export interface ExecuteResult {
 export interface BackendModelInstance {
   /**
    * Executes a batch. With the default `pipelineDepth` of 1 it is never called while a previous
-   * call on this instance is running.
+   * call on this instance is running. An error with `instanceLost` makes the version not ready:
+   * no instance of it is given work again.
    */
   execute(requests: ExecuteRequest[]): Promise<ExecuteResult>;
   /**

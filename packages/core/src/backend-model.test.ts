@@ -323,3 +323,93 @@ describe('ModelVersion output reshape (Triton: the backend makes reshape.shape, 
     expect(new TextDecoder().decode(r.outputs[0]!.data as Uint8Array)).toMatch(/9[.0-9]*:1$/);
   });
 });
+
+describe('ModelVersion with a lost instance (issue #17: a GPU lost mid-run)', () => {
+  const LOST = 'Cannot run the model: GPU 0 (Fake GPU) was lost (the model is not ready until it is loaded again): device lost';
+
+  /**
+   * Two instances; a request holding -3 makes its instance report a lost device (thrown when
+   * `how` is 'throw', as its response's error when 'response'); every batch waits for `gate`.
+   */
+  function losingBackend(how: 'throw' | 'response', executions: number[], gate: { open: Promise<void> }): Backend {
+    return {
+      name: 'testing',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return {
+              async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+                const values = requests.map((r) => Number((r.inputs[0]!.data as Int32Array)[0]));
+                executions.push(...values);
+                await gate.open;
+                if (how === 'throw' && values.includes(-3)) throw Errors.instanceLost(LOST);
+                return {
+                  responses: requests.map((r, i) => (values[i] === -3 ? { error: Errors.instanceLost(LOST) } : { outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })),
+                };
+              },
+              async finalize() {},
+            };
+          },
+          async finalize() {},
+        };
+      },
+    };
+  }
+
+  async function serveExplicit(backend: Backend): Promise<InferenceServer> {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-model-'));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 8\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\ninstance_group { count: 2 kind: KIND_CPU }\n');
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [backend], modelControlMode: 'explicit', startupModels: ['m'] });
+    servers.push(s);
+    return s;
+  }
+
+  it.each(['throw', 'response'] as const)('fails the request with the clear error, marks the version not ready (index UNAVAILABLE with the reason), stops every instance, and a load recovers (%s)', async (how) => {
+    const executions: number[] = [];
+    let open!: () => void;
+    const gate = { open: new Promise<void>((r) => { open = r; }) };
+    const s = await serveExplicit(losingBackend(how, executions, gate));
+    expect(s.modelReady('m')).toBe(true);
+
+    // -3 and 1 run on the two instances; 2 and 4 wait in the queue behind them.
+    const lost = s.infer(req(-3)).catch((e: unknown) => e);
+    const running = s.infer(req(1));
+    const queued = [s.infer(req(2)).catch((e: unknown) => e), s.infer(req(4)).catch((e: unknown) => e)];
+    await new Promise((r) => setImmediate(r));
+    open();
+
+    const e = await lost;
+    expect(e).toMatchObject({ code: 'UNAVAILABLE', message: LOST });
+    // The flag stays with the version that lost its instance: a BLS caller rethrowing the error does not go not ready too.
+    expect(e).toMatchObject({ instanceLost: false });
+    // The batch that ran on the other instance finished; what was queued fails with why.
+    expect(await out(running)).toBe(1);
+    for (const q of await Promise.all(queued)) {
+      expect(q).toMatchObject({ code: 'UNAVAILABLE', message: `Request for unknown model: 'm' version 1 is not ready: ${LOST}` });
+    }
+    expect(executions.sort()).toEqual([-3, 1]);
+
+    // Not ready: model ready, the repository index, strict server readiness; new requests are refused before any instance.
+    expect(s.modelReady('m')).toBe(false);
+    expect(s.modelReady('m', 1)).toBe(false);
+    expect(s.isReady()).toBe(false);
+    expect(s.repositoryIndex()).toEqual([{ name: 'm', version: '1', state: 'UNAVAILABLE', reason: LOST }]);
+    await expect(s.infer(req(5))).rejects.toMatchObject({ code: 'UNAVAILABLE', message: `Request for unknown model: 'm' is not ready: ${LOST}` });
+    expect(executions).toHaveLength(2);
+
+    // Loading it again makes new instances: ready again.
+    await s.loadModel('m');
+    expect(s.modelReady('m')).toBe(true);
+    expect(s.repositoryIndex()).toEqual([{ name: 'm', version: '1', state: 'READY', reason: '' }]);
+    expect(await out(s.infer(req(6)))).toBe(6);
+  });
+
+  it('other errors leave the version ready', async () => {
+    const s = await serve('max_batch_size: 8', testingBackend());
+    await expect(s.infer(req(-2))).rejects.toThrow('batch poisoned');
+    await expect(s.infer(req(-1))).rejects.toThrow('value -1 refused');
+    expect(s.modelReady('m')).toBe(true);
+    expect(await out(s.infer(req(3)))).toBe(3);
+  });
+});

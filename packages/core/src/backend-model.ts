@@ -87,6 +87,12 @@ export class ModelVersion implements Model {
   #arrivals = 0;
   /** Seats at the server's rate limiter, one per instance (`--rate-limit=execution_count` only). */
   readonly #seats: { limiter: RateLimiter; instances: RateLimitedInstance[] } | undefined;
+  /** The error requests get once the version is not ready (an instance was lost). */
+  #notReady: TriodeError | undefined;
+  /** The lost instance's error: why the version is not ready. */
+  #lost: TriodeError | undefined;
+  /** See `onNotReady`. */
+  #notReadyListener: ((reason: TriodeError) => void) | undefined;
 
   private constructor(ctx: ModelContext, backendModel: BackendModel, instances: BackendModelInstance[], labels: Map<string, string[]>, clock: Clock, seats?: { limiter: RateLimiter; instances: RateLimitedInstance[] }) {
     this.name = ctx.name;
@@ -188,6 +194,38 @@ export class ModelVersion implements Model {
     return true;
   }
 
+  /**
+   * Why the version is not ready, once one of its instances reported that it can run nothing
+   * more (an error with `instanceLost`: its GPU was lost); undefined while it is ready. It does not
+   * come back: the model is loaded again (a new version object) to serve again.
+   */
+  get notReady(): TriodeError | undefined {
+    return this.#lost;
+  }
+
+  /**
+   * Called once, with the lost instance's error, when the version goes not ready (see
+   * `notReady`); the model lifecycle marks its slot UNAVAILABLE with it. Called at once when it
+   * already is.
+   */
+  set onNotReady(listener: ((reason: TriodeError) => void) | undefined) {
+    this.#notReadyListener = listener;
+    if (listener && this.#lost) listener(this.#lost);
+  }
+
+  /**
+   * An instance can run nothing more. Keep it simple and safe: the whole version goes not ready,
+   * even with instances on other devices (a lost GPU may take the driver's other devices with it,
+   * and an instance count that silently shrinks is worse than a clear state); requests still
+   * queued, and batches not started, fail with the reason.
+   */
+  #markNotReady(e: TriodeError): void {
+    if (this.#lost) return;
+    this.#lost = new TriodeError(e.code, e.message, { cause: e });
+    this.#notReady = Errors.modelNotReady(this.name, this.version, e.message);
+    this.#notReadyListener?.(this.#lost);
+  }
+
   /** Instances serving now. */
   get instanceCount(): number {
     return this.#instances.length;
@@ -252,6 +290,8 @@ export class ModelVersion implements Model {
   }
 
   #enqueue(req: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
+    // The server sends nothing to a version that is not ready; a caller holding it gets why.
+    if (this.#notReady) return Promise.reject(this.#notReady);
     const startNs = this.#clock.nowNs();
     let batchSize: number;
     let sequence = NO_SEQUENCE;
@@ -323,8 +363,17 @@ export class ModelVersion implements Model {
     return seq;
   }
 
-  /** Answers a request with an error (queue timeout: REJECTED; execution failure: BACKEND). */
-  #fail(p: Pending, e: TriodeError): void {
+  /**
+   * Answers a request with an error (queue timeout: REJECTED; execution failure: BACKEND). An
+   * error of a lost instance makes the version not ready; the client gets it without the flag, so
+   * it does not travel on (a BLS caller that rethrows it must not go not ready too).
+   */
+  #fail(p: Pending, error: TriodeError): void {
+    let e = error;
+    if (e.instanceLost) {
+      this.#markNotReady(e);
+      e = new TriodeError(e.code, e.message, { cause: e });
+    }
     const reason = e.rejected ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
     this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs, reason);
     this.#send(p, () => p.reject(e));
@@ -355,6 +404,12 @@ export class ModelVersion implements Model {
     const execStart = this.#clock.nowNs();
     let responses: ExecuteResponse[];
     let timings: ExecuteTimings | undefined;
+    const notReady = this.#notReady;
+    if (notReady) {
+      // No instance takes work once the version is not ready: what was queued fails with why.
+      for (const p of batch) this.#fail(p, notReady);
+      return;
+    }
     if (this.decoupled) {
       await this.#runDecoupled(instance, batch, execStart);
       return;

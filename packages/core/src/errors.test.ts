@@ -14,6 +14,14 @@ describe('errors as data', () => {
     expect(toWireError(Errors.unavailable('x'))).toEqual({ code: 'UNAVAILABLE', message: 'x' });
   });
 
+  it('a lost instance says so as data across the instance thread; nothing else does', () => {
+    const wire = toWireError(Errors.instanceLost('GPU 0 was lost'));
+    expect(wire).toEqual({ code: 'UNAVAILABLE', message: 'GPU 0 was lost', instanceLost: true });
+    expect(fromWireError(structuredClone(wire))).toMatchObject({ code: 'UNAVAILABLE', message: 'GPU 0 was lost', instanceLost: true, rejected: false });
+    expect(new TriodeError('UNAVAILABLE', 'GPU 0 was lost').instanceLost).toBe(false);
+    expect(toWireError(Errors.requestTimeout())).not.toHaveProperty('instanceLost');
+  });
+
   it('keeps codes across a crossing; an unknown one reads as INTERNAL', () => {
     expect(fromWireError(toWireError(Errors.invalidArg('bad')))).toMatchObject({ code: 'INVALID_ARG', message: 'bad', rejected: false });
     expect(fromWireError({ code: 'NOPE', message: 'm' }).code).toBe('INTERNAL');

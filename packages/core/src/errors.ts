@@ -19,12 +19,19 @@ export class TriodeError extends Error {
    * with reason REJECTED. Data, so that nothing has to read the message to tell.
    */
   readonly rejected: boolean;
+  /**
+   * Raised by a model instance that can run nothing more (its GPU was lost): the core fails the
+   * batch with it and marks the model version not ready until the model is loaded again. Data,
+   * so that nothing has to read the message to tell.
+   */
+  readonly instanceLost: boolean;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; rejected?: boolean }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; rejected?: boolean; instanceLost?: boolean }) {
     super(message, options?.cause !== undefined ? { cause: options.cause } : undefined);
     this.name = 'TriodeError';
     this.code = code;
     this.rejected = options?.rejected === true;
+    this.instanceLost = options?.instanceLost === true;
   }
 
   /** Wraps anything thrown into a TriodeError, keeping TriodeErrors as they are. */
@@ -60,6 +67,8 @@ export const Errors = {
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
   /** A request whose queue timeout expired (Triton's wording; failure reason REJECTED). */
   requestTimeout: () => new TriodeError('UNAVAILABLE', 'Request timeout expired', { rejected: true }),
+  /** A model instance that can run nothing more (its device was lost): see TriodeError.instanceLost. */
+  instanceLost: (message: string) => new TriodeError('UNAVAILABLE', message, { instanceLost: true }),
 } as const;
 
 /** The most characters of client input an error message repeats (issue #14: no unbounded echoes). */
@@ -95,16 +104,22 @@ export interface WireError {
   message: string;
   /** TriodeError.rejected, when set. */
   rejected?: true;
+  /** TriodeError.instanceLost, when set. */
+  instanceLost?: true;
 }
 
 /** Anything thrown, as a WireError (`code` for what is not a TriodeError nor carries a known code). */
 export function toWireError(err: unknown, code: ErrorCode = 'INTERNAL'): WireError {
-  if (err instanceof TriodeError) return { code: err.code, message: err.message, ...(err.rejected ? { rejected: true as const } : {}) };
+  if (err instanceof TriodeError) {
+    return { code: err.code, message: err.message, ...(err.rejected ? { rejected: true as const } : {}), ...(err.instanceLost ? { instanceLost: true as const } : {}) };
+  }
   const carried = err !== null && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
   return { code: isErrorCode(carried) ? carried : code, message: err instanceof Error ? err.message : String(err) };
 }
 
 /** The TriodeError a WireError stands for (an unknown code reads as INTERNAL). */
-export function fromWireError(w: { code?: unknown; message?: unknown; rejected?: unknown }): TriodeError {
-  return new TriodeError(isErrorCode(w.code) ? w.code : 'INTERNAL', typeof w.message === 'string' ? w.message : String(w.message), { rejected: w.rejected === true });
+export function fromWireError(w: { code?: unknown; message?: unknown; rejected?: unknown; instanceLost?: unknown }): TriodeError {
+  return new TriodeError(isErrorCode(w.code) ? w.code : 'INTERNAL', typeof w.message === 'string' ? w.message : String(w.message), {
+    rejected: w.rejected === true, instanceLost: w.instanceLost === true,
+  });
 }

@@ -25,6 +25,6 @@ export function gpuFailureMessage(message: string, where: string, action: string
   const kind = classifyGpuFailure(message);
   const detail = message.split('\n')[0]!.trim();
   if (kind === 'out-of-memory') return `Cannot ${action}: out of GPU memory on ${where}: ${detail}`;
-  if (kind === 'device-lost') return `Cannot ${action}: ${where} was lost (the model instance is not ready until the model is loaded again): ${detail}`;
+  if (kind === 'device-lost') return `Cannot ${action}: ${where} was lost (the model is not ready until it is loaded again): ${detail}`;
   return undefined;
 }

@@ -57,7 +57,7 @@ describe('GPU failures at load and run', () => {
     expect(gpuFailureMessage('CUDA failure 2: out of memory\nstack', 'GPU 0 (NVIDIA H100)', 'run the model'))
       .toBe('Cannot run the model: out of GPU memory on GPU 0 (NVIDIA H100): CUDA failure 2: out of memory');
     expect(gpuFailureMessage('device lost', 'GPU 1 (NVIDIA H100)', 'run the model'))
-      .toBe('Cannot run the model: GPU 1 (NVIDIA H100) was lost (the model instance is not ready until the model is loaded again): device lost');
+      .toBe('Cannot run the model: GPU 1 (NVIDIA H100) was lost (the model is not ready until it is loaded again): device lost');
     expect(gpuFailureMessage('bad input', 'GPU 0', 'run the model')).toBeUndefined();
   });
 });

@@ -3,7 +3,7 @@
  * Plain data only: tensors cross as typed arrays (owned ones moved, lent ones copied), errors as
  * `{ code, message }` (a thrown Error would lose its code on the way).
  */
-import type { DataType, TensorData, WireError } from '@triode/core';
+import type { DataType, ModelConfig, TensorData, WireError } from '@triode/core';
 
 /** A tensor as it crosses the thread boundary. */
 export interface WireTensor {
@@ -33,7 +33,16 @@ export interface LoadTask {
   executionProviders?: ExecuteProviderList;
   /** The GPU in words (`GPU 0 (NVIDIA H100)`), for an instance on one: its errors are read as GPU failures. */
   gpu?: string;
+  /** Set for a model that takes ragged batches: its batches are joined and split by it. @default regular batches */
+  raggedBatch?: RaggedBatchConfig;
 }
+
+/**
+ * The config fields a ragged batch is joined and split by (common/backend-input-collector.ts,
+ * common/backend-output-responder.ts): a model with an `allow_ragged_batch` input, a `batch_input`
+ * or a `batch_output` has them. Plain data, made once at load.
+ */
+export type RaggedBatchConfig = Pick<ModelConfig, 'input' | 'output' | 'batch_input' | 'batch_output' | 'max_batch_size'>;
 
 /** Runs one batch of requests. */
 export interface ExecuteTask {

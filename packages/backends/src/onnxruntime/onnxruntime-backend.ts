@@ -13,7 +13,7 @@ import {
   type GpuInventory, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext, type ProviderStatus,
 } from '@triode/core';
 import type { LoadTask } from './messages.js';
-import { sessionSettings } from './onnxruntime-utils.js';
+import { raggedBatchConfig, sessionSettings } from './onnxruntime-utils.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { ProviderProbe } from './gpu-provider.js';
 import { chooseInstanceDevices, gpuProviderFor, type DeviceChoiceContext } from './instance-devices.js';
@@ -69,7 +69,8 @@ class OnnxModel implements BackendModel {
 
   /** The load task of an instance: CPU, or the group's provider on the GPU this instance is placed on. */
   async #loadTask(group: ModelInstanceGroup, index: number): Promise<LoadTask> {
-    const task: LoadTask = { op: 'load', modelFile: this.#file, sessionOptions: sessionSettings(this.#ctx.config) };
+    const ragged = raggedBatchConfig(this.#ctx.config);
+    const task: LoadTask = { op: 'load', modelFile: this.#file, sessionOptions: sessionSettings(this.#ctx.config), ...(ragged ? { raggedBatch: ragged } : {}) };
     if (group.kind !== 'KIND_GPU') return task;
     const devices = await this.#devices();
     const provider = await gpuProviderFor(this.#ctx.config, group, this.#file, devices);
@@ -152,6 +153,8 @@ class OnnxModel implements BackendModel {
  */
 export class OnnxRuntimeBackend implements Backend {
   readonly name = 'onnxruntime';
+  /** Ragged inputs, `batch_input` and `batch_output` are joined and split as Triton's onnxruntime backend does (see OnnxSession.run). */
+  readonly raggedBatching = true;
   readonly #atomics: 'sync' | 'async' | 'disabled';
   readonly #gpus: () => Promise<GpuInventory>;
   readonly #logger: Logger;

@@ -5,8 +5,10 @@
  * Triton: onnxruntime_backend/src/onnxruntime.cc (ModelInstanceState::ProcessRequests)
  */
 import * as ort from 'onnxruntime-node';
-import { TriodeError, deserializeBytesTensor, serializeBytesTensor, toWireError, type TensorData } from '@triode/core';
-import type { ExecuteProviderList, ExecuteResult, ExecuteTask, LoadReply, LoadTask, SessionSettings, WireTensor } from './messages.js';
+import { Errors, TriodeError, deserializeBytesTensor, serializeBytesTensor, toWireError, type TensorData, type WireError } from '@triode/core';
+import { collectBatchInputs } from '../common/backend-input-collector.js';
+import { respondBatchOutputs } from '../common/backend-output-responder.js';
+import type { ExecuteProviderList, ExecuteResult, ExecuteTask, LoadReply, LoadTask, RaggedBatchConfig, SessionSettings, WireTensor } from './messages.js';
 import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
 import { classifyGpuFailure, gpuFailureMessage } from './gpu-errors.js';
 
@@ -29,10 +31,13 @@ export class OnnxSession {
   #made: { file: string; settings: SessionSettings; providers: ExecuteProviderList; gpu: string | undefined } | undefined;
   /** Set once the instance's GPU was lost: every later run answers UNAVAILABLE with it. */
   #lost: string | undefined;
+  /** Set for a model that takes ragged batches (LoadTask.raggedBatch). */
+  #ragged: RaggedBatchConfig | undefined;
 
   /** Creates the session (releasing any previous one). */
   async load(task: LoadTask): Promise<LoadReply> {
     this.#lost = undefined;
+    this.#ragged = task.raggedBatch;
     return this.#load(task.modelFile, task.sessionOptions, task.executionProviders, task.gpu);
   }
 
@@ -93,6 +98,7 @@ export class OnnxSession {
     this.#session = undefined;
     this.#made = undefined;
     this.#lost = undefined;
+    this.#ragged = undefined;
     await s?.release();
   }
 
@@ -102,7 +108,7 @@ export class OnnxSession {
    * @throws what `failure` turns into an answer
    */
   async run(task: ExecuteTask): Promise<SessionRun> {
-    if (this.#lost) throw new TriodeError('UNAVAILABLE', this.#lost);
+    if (this.#lost) throw Errors.instanceLost(this.#lost);
     const session = this.#session;
     if (!session) throw new TriodeError('UNAVAILABLE', 'the instance has no session (model not loaded)');
     // Reading RSS costs a syscall (~5-10 us): only runs with a large input are checked, which is
@@ -112,7 +118,13 @@ export class OnnxSession {
     const t0 = performance.now();
     const feeds: Record<string, ort.Tensor> = {};
     const reqs = task.requests;
-    if (reqs.length === 1 || !task.batching) {
+    const ragged = this.#ragged;
+    if (ragged) {
+      // Triton's SetInputTensors: a ragged input is every request's elements as one [total
+      // elements] tensor, the others are joined along the batch dim, and the batch inputs are
+      // made. Joined tensors are new buffers; a lone request's are read where they are.
+      for (const t of collectBatchInputs(reqs, ragged)) feeds[t.name] = toOrt(t);
+    } else if (reqs.length === 1 || !task.batching) {
       for (const t of reqs[0]!.inputs) feeds[t.name] = toOrt(t);
     } else {
       for (const t of reqs[0]!.inputs) feeds[t.name] = toOrt(concat(reqs.map((r) => r.inputs.find((x) => x.name === t.name)!)));
@@ -126,13 +138,23 @@ export class OnnxSession {
     const results = await session.run(feeds, task.outputNames);
     const t2 = performance.now();
     const transfer = new Set<ArrayBufferLike>();
-    const sizes = reqs.map((r) => r.batchSize || 1);
-    const perRequest: WireTensor[][] = reqs.map(() => []);
-    for (const name of task.outputNames) {
+    const produced = (name: string): WireTensor => {
       const r = results[name];
       if (!r) throw new TriodeError('INTERNAL', `model did not produce output '${name}'`);
-      const parts = reqs.length === 1 ? [fromOrt(name, r, transfer)] : split(fromOrt(name, r, transfer), sizes);
-      parts.forEach((p, i) => perRequest[i]!.push(p));
+      return fromOrt(name, r, transfer);
+    };
+    let perRequest: WireTensor[][];
+    if (ragged) {
+      // Triton's ReadOutputTensors: a batch output is scattered with each request's input shape,
+      // the others split along the batch dim (views of the output's buffer).
+      perRequest = respondBatchOutputs(task.outputNames.map(produced), reqs, ragged);
+    } else {
+      const sizes = reqs.map((r) => r.batchSize || 1);
+      perRequest = reqs.map(() => []);
+      for (const name of task.outputNames) {
+        const parts = reqs.length === 1 ? [produced(name)] : split(produced(name), sizes);
+        parts.forEach((p, i) => perRequest[i]!.push(p));
+      }
     }
     const t3 = performance.now();
     if (rssBefore !== undefined && process.memoryUsage.rss() - rssBefore > limit) await this.#remake();
@@ -150,10 +172,11 @@ export class OnnxSession {
 
   /**
    * A failed run as the client sees it. On a GPU, out of memory fails this batch only (what it
-   * allocated is freed with its tensors); a lost device also drops the session, so every later
-   * run answers UNAVAILABLE.
+   * allocated is freed with its tensors): UNAVAILABLE. A lost device also drops the session, and
+   * its error says `instanceLost` (the core then marks the model version not ready); every later
+   * run answers the same. Any other failure is INTERNAL, as in Triton's onnxruntime backend.
    */
-  async failure(err: unknown): Promise<{ error: ReturnType<typeof toWireError> }> {
+  async failure(err: unknown): Promise<{ error: WireError }> {
     if (err instanceof TriodeError) return { error: toWireError(err) };
     const text = errorText(err);
     const gpu = this.#made?.gpu;
@@ -162,6 +185,7 @@ export class OnnxSession {
       this.#lost = msg;
       await this.#session?.release().catch(() => undefined);
       this.#session = undefined;
+      return { error: toWireError(Errors.instanceLost(msg)) };
     }
     return { error: msg ? { code: 'UNAVAILABLE', message: msg } : { code: 'INTERNAL', message: `onnx runtime error: ${text}` } };
   }

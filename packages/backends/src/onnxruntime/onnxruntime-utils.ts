@@ -3,7 +3,7 @@
  * Triton: onnxruntime_backend/src/onnxruntime_utils.cc, onnxruntime.cc (ModelState::LoadModel)
  */
 import { Errors, type DataType, type ModelConfig } from '@triode/core';
-import type { SessionSettings } from './messages.js';
+import type { RaggedBatchConfig, SessionSettings } from './messages.js';
 
 const ORT_TO_DT: Record<string, DataType> = {
   bool: 'BOOL', uint8: 'UINT8', uint16: 'UINT16', uint32: 'UINT32', uint64: 'UINT64',
@@ -69,4 +69,18 @@ export function sessionSettings(config: ModelConfig): SessionSettings {
     configEntries,
     arenaResetBytes: intParam(config, 'arena_reset_bytes') ?? DEFAULT_ARENA_RESET_BYTES,
   };
+}
+
+/**
+ * What a ragged batch of the model is joined and split by, or undefined for a model whose batches
+ * are regular (no `allow_ragged_batch` input, no `batch_input`, no `batch_output`): those keep the
+ * plain concatenation along the batch dim.
+ */
+export function raggedBatchConfig(config: ModelConfig): RaggedBatchConfig | undefined {
+  const ragged = (config.input ?? []).some((io) => io.allow_ragged_batch === true);
+  if (!ragged && !config.batch_input?.length && !config.batch_output?.length) return undefined;
+  return structuredClone({
+    input: config.input ?? [], output: config.output ?? [], batch_input: config.batch_input ?? [], batch_output: config.batch_output ?? [],
+    max_batch_size: config.max_batch_size ?? 0,
+  });
 }

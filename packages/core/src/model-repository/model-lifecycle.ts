@@ -172,6 +172,7 @@ export class ModelLifecycle {
     await Promise.all(versions.map(async (version) => {
       const slot: VersionSlot = { state: 'LOADING', reason: '' };
       entry.versions.set(version, slot);
+      let watched: ModelVersion | undefined;
       try {
         if (config.platform === PLATFORMS.ensemble) {
           validateEnsemble(config, (name, v) => {
@@ -191,8 +192,10 @@ export class ModelLifecycle {
           slot.model = model;
           this.#observe(entry.name, version, model);
           if (config.response_cache?.enable && this.#opts.responseCache) model.responseCache = this.#opts.responseCache;
+          watched = model;
         }
         slot.state = 'READY';
+        if (watched) watched.onNotReady = (reason) => this.#notReady(entry.name, version, slot, reason);
       } catch (err) {
         const e = this.clientError(entry, err, 'INTERNAL');
         slot.state = 'UNAVAILABLE';
@@ -200,6 +203,19 @@ export class ModelLifecycle {
         slot.code = e.code;
       }
     }));
+  }
+
+  /**
+   * A READY version whose instance was lost (its GPU): UNAVAILABLE with the reason until the model
+   * is loaded again (an explicit load, or a poll that sees its files change, makes a new version).
+   * A version being retired keeps its state.
+   */
+  #notReady(name: string, version: number, slot: VersionSlot, reason: TriodeError): void {
+    if (slot.state !== 'READY') return;
+    slot.state = 'UNAVAILABLE';
+    slot.reason = reason.message;
+    slot.code = reason.code;
+    this.#logger.error(`model '${name}' version ${version} is not ready until it is loaded again: ${reason.message}`, { model: name });
   }
 
   /** One version of a backend model: its instances, then its warmup samples (READY only after them). */

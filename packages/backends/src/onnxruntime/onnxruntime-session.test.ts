@@ -1,0 +1,137 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { TriodeError, type ModelConfig } from '@triode/core';
+import { EXAMPLES } from '../../../../test/helpers/repository.js';
+import { raggedOnnxModel } from '../../../../test/helpers/ragged-onnx.js';
+import type { ExecuteResult, ExecuteTask, LoadTask, WireTensor } from './messages.js';
+import { OnnxSession } from './onnxruntime-session.js';
+import { ExecutionThreadPolicy } from './execution-thread-policy.js';
+import { OnnxInstance, mainThreadPath } from './onnxruntime-instance.js';
+import { raggedBatchConfig, sessionSettings } from './onnxruntime-utils.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'triode-session-'));
+const RAGGED_FILE = join(dir, 'ragged.onnx');
+writeFileSync(RAGGED_FILE, raggedOnnxModel());
+
+/** The config of test/helpers/ragged-onnx.ts, as the session gets it. */
+const RAGGED_CONFIG: ModelConfig = {
+  name: 'ragged', max_batch_size: 8,
+  input: [{ name: 'INPUT', data_type: 'TYPE_FP32', dims: [-1], allow_ragged_batch: true }],
+  output: [{ name: 'DOUBLED', data_type: 'TYPE_FP32', dims: [-1] }, { name: 'ACC', data_type: 'TYPE_FP32', dims: [1] }],
+  batch_input: [{ kind: 'BATCH_ACCUMULATED_ELEMENT_COUNT', target_name: ['INDEX'], data_type: 'TYPE_FP32', source_input: ['INPUT'] }],
+  batch_output: [{ kind: 'BATCH_SCATTER_WITH_INPUT_SHAPE', target_name: ['DOUBLED'], source_input: ['INPUT'] }],
+};
+
+const sessions: OnnxSession[] = [];
+afterAll(async () => { await Promise.all(sessions.map((s) => s.unload())); });
+
+async function open(task: Partial<LoadTask> & { modelFile: string }): Promise<OnnxSession> {
+  const s = new OnnxSession();
+  sessions.push(s);
+  await s.load({ op: 'load', sessionOptions: sessionSettings({}), ...task });
+  return s;
+}
+
+const fp32 = (name: string, shape: number[], values: number[]): WireTensor => ({ name, datatype: 'FP32', shape, data: Float32Array.from(values) });
+const run = async (s: OnnxSession, task: ExecuteTask): Promise<ExecuteResult> => (await s.run(task)).result;
+const plain = (r: ExecuteResult) => r.responses.map((x) => ('outputs' in x ? x.outputs.map((o) => ({ name: o.name, shape: o.shape, data: Array.from(o.data as Float32Array) })) : x));
+
+describe('raggedBatchConfig()', () => {
+  it('is set only for a config with a ragged input, a batch_input or a batch_output', () => {
+    expect(raggedBatchConfig({ max_batch_size: 8, input: [{ name: 'x', dims: [-1] }] })).toBeUndefined();
+    expect(raggedBatchConfig(RAGGED_CONFIG)).toMatchObject({ max_batch_size: 8, batch_input: RAGGED_CONFIG.batch_input, batch_output: RAGGED_CONFIG.batch_output });
+    expect(raggedBatchConfig({ max_batch_size: 8, input: [{ name: 'x', dims: [-1], allow_ragged_batch: true }] })).toMatchObject({ batch_input: [], batch_output: [] });
+  });
+});
+
+describe('OnnxSession.run() with ragged batches (Triton: SetInputTensors / ReadOutputTensors)', () => {
+  it('joins requests of different shapes into one [total elements] input with its batch input, and scatters the outputs back', async () => {
+    const s = await open({ modelFile: RAGGED_FILE, raggedBatch: raggedBatchConfig(RAGGED_CONFIG)! });
+    const inputs = [fp32('INPUT', [1, 3], [1, 2, 3]), fp32('INPUT', [1, 1], [10]), fp32('INPUT', [1, 4], [5, 6, 7, 8])];
+    const r = await run(s, { op: 'execute', requests: inputs.map((t) => ({ inputs: [t], batchSize: 1 })), outputNames: ['DOUBLED', 'ACC'], batching: true });
+    expect(plain(r)).toEqual([
+      [{ name: 'DOUBLED', shape: [1, 3], data: [2, 4, 6] }, { name: 'ACC', shape: [1, 1], data: [3] }],
+      [{ name: 'DOUBLED', shape: [1, 1], data: [20] }, { name: 'ACC', shape: [1, 1], data: [4] }],
+      [{ name: 'DOUBLED', shape: [1, 4], data: [10, 12, 14, 16] }, { name: 'ACC', shape: [1, 1], data: [8] }],
+    ]);
+    // The requests' own buffers were read, never detached.
+    expect(inputs.map((t) => t.data.byteLength)).toEqual([12, 4, 16]);
+  });
+
+  it('a lone request is flattened too, and gets its own batch input', async () => {
+    const s = await open({ modelFile: RAGGED_FILE, raggedBatch: raggedBatchConfig(RAGGED_CONFIG)! });
+    const input = fp32('INPUT', [1, 2], [4, 5]);
+    const r = await run(s, { op: 'execute', requests: [{ inputs: [input], batchSize: 1 }], outputNames: ['ACC', 'DOUBLED'], batching: true });
+    expect(plain(r)).toEqual([[{ name: 'ACC', shape: [1, 1], data: [2] }, { name: 'DOUBLED', shape: [1, 2], data: [8, 10] }]]);
+    expect(input.data.byteLength).toBe(8);
+  });
+
+  it('without the ragged settings the model misses its batch input (the regular path is unchanged)', async () => {
+    const s = await open({ modelFile: RAGGED_FILE });
+    await expect(s.run({ op: 'execute', requests: [{ inputs: [fp32('INPUT', [2], [1, 2])], batchSize: 0 }], outputNames: ['DOUBLED'], batching: false })).rejects.toThrow(/INDEX/);
+  });
+
+  it('regular models still concatenate along the batch dim and split by batch size', async () => {
+    const s = await open({ modelFile: join(EXAMPLES, 'simple/1/model.onnx') });
+    const req = (v: number, n: number) => ({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32' as const, shape: [n, 16], data: new Int32Array(16 * n).fill(v) })), batchSize: n });
+    const r = await run(s, { op: 'execute', requests: [req(1, 1), req(2, 2)], outputNames: ['OUTPUT0'], batching: true });
+    expect(r.responses.map((x) => ('outputs' in x ? x.outputs[0]!.shape : []))).toEqual([[1, 16], [2, 16]]);
+    expect(r.responses.map((x) => ('outputs' in x ? (x.outputs[0]!.data as Int32Array)[0] : 0))).toEqual([2, 4]);
+  });
+});
+
+describe('a GPU lost mid-run (issue #17), with a stand-in: the session\'s run throws what onnxruntime throws then', () => {
+  const SIMPLE = join(EXAMPLES, 'simple/1/model.onnx');
+  const GPU = 'GPU 0 (Fake GPU)';
+  const silent = { error() {}, warning() {}, info() {}, verbose() {} };
+  const simpleTask = (): ExecuteTask => ({
+    op: 'execute', outputNames: ['OUTPUT0'], batching: true,
+    requests: [{ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32' as const, shape: [1, 16], data: new Int32Array(16).fill(1) })), batchSize: 1 }],
+  });
+  // The session runs on the CPU here, but believes it is on a GPU: its errors are read as GPU failures.
+  const load = (gpu?: string): LoadTask => ({ op: 'load', modelFile: SIMPLE, sessionOptions: sessionSettings({}), ...(gpu ? { gpu } : {}) });
+  afterEach(() => { vi.restoreAllMocks(); });
+  /** onnxruntime's session class (typed as a factory): its next run rejects with `err`. */
+  const SESSION = (ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype;
+  const failNextRun = (err: Error) => vi.spyOn(SESSION, 'run').mockRejectedValueOnce(err);
+
+  it.each([
+    ['WebGPU', 'WebGPU device lost (Destroyed)'],
+    ['CUDA', 'CUDA error cudaErrorIllegalAddress:an illegal memory access was encountered'],
+  ])('%s: the batch fails UNAVAILABLE with the clear message and instanceLost; the session is dropped, every later run answers the same', async (_name, text) => {
+    const path = await mainThreadPath(load(GPU));
+    const run = failNextRun(new Error(`${text}\nstack`));
+    const message = `Cannot run the model: ${GPU} was lost (the model is not ready until it is loaded again): ${text}`;
+    expect(await path.run(simpleTask(), [])).toEqual({ error: { code: 'UNAVAILABLE', message, instanceLost: true } });
+    expect(await path.run(simpleTask(), [])).toEqual({ error: { code: 'UNAVAILABLE', message, instanceLost: true } });
+    expect(run).toHaveBeenCalledTimes(1);
+    await path.close();
+  });
+
+  it('the instance throws it as a TriodeError with instanceLost (what makes the core mark the version not ready)', async () => {
+    const main = await mainThreadPath(load(GPU));
+    const instance = new OnnxInstance({ main, policy: new ExecutionThreadPolicy('main'), batching: true, logger: silent, label: 'model "m" instance 0', model: 'm' });
+    failNextRun(new Error('WebGPU device lost (Destroyed)'));
+    const request = { ...simpleTask().requests[0]!, outputNames: ['OUTPUT0'], parameters: {} };
+    const e = await instance.execute([request]).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(TriodeError);
+    expect(e).toMatchObject({ code: 'UNAVAILABLE', instanceLost: true, message: expect.stringContaining(`${GPU} was lost`) });
+    await instance.finalize();
+  });
+
+  it('out of GPU memory fails the batch only; the same text on a CPU instance is an onnx runtime error', async () => {
+    const gpu = await mainThreadPath(load(GPU));
+    failNextRun(new Error('CUDA failure 2: out of memory'));
+    expect(await gpu.run(simpleTask(), [])).toEqual({ error: { code: 'UNAVAILABLE', message: `Cannot run the model: out of GPU memory on ${GPU}: CUDA failure 2: out of memory` } });
+    expect(await gpu.run(simpleTask(), [])).toMatchObject({ responses: [{ outputs: [{ name: 'OUTPUT0' }] }] });
+    const cpu = await mainThreadPath(load());
+    failNextRun(new Error('WebGPU device lost (Destroyed)'));
+    expect(await cpu.run(simpleTask(), [])).toEqual({ error: { code: 'INTERNAL', message: 'onnx runtime error: WebGPU device lost (Destroyed)' } });
+    expect(await cpu.run(simpleTask(), [])).toMatchObject({ responses: [{ outputs: [{ name: 'OUTPUT0' }] }] });
+    await gpu.close();
+    await cpu.close();
+  });
+});
