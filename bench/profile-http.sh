@@ -17,7 +17,7 @@ node --cpu-prof --cpu-prof-dir="$OUT" --initial-old-space-size=128 packages/cli/
 SERVER=$!
 trap 'kill -INT $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do curl -s -o /dev/null -w '%{http_code}' "127.0.0.1:$PORT/v2/health/ready" | grep -q 200 && break; sleep 0.2; done
-BODY_FILE=bench/out/simple.bin HEADER_LEN=$HL wrk -t 2 -c "$C" -d "${D}s" -s bench/post.lua "http://127.0.0.1:$PORT/v2/models/simple/infer" | grep -E 'Requests/sec|Latency'
+BODY_FILE=bench/out/simple.bin HEADER_LEN=$HL wrk -t "$(( C < 2 ? 1 : 2 ))" -c "$C" -d "${D}s" -s bench/post.lua "http://127.0.0.1:$PORT/v2/models/simple/infer" | grep -E 'Requests/sec|Latency'
 kill -INT $SERVER
 wait $SERVER || true
 trap - EXIT
