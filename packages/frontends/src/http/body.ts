@@ -118,11 +118,26 @@ function readIncoming(incoming: IncomingMessage, limit: number, declared: number
  */
 export function header(c: Context, name: string): string | undefined {
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
-  if (incoming?.headers) {
-    const v = incoming.headers[name];
-    return Array.isArray(v) ? v.join(', ') : v;
-  }
+  if (incoming?.headers) return incomingHeader(incoming, name);
   return c.req.header(name);
+}
+
+/** The checks made from the headers before a byte of the body is read. */
+function bodyHead(get: (name: string) => string | undefined, limit: number): { encoding: string; declared: number | undefined } {
+  const encoding = (get('content-encoding') ?? 'identity').trim().toLowerCase();
+  if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
+    throw new UnsupportedEncodingError(`unsupported Content-Encoding '${echo(encoding)}'`);
+  }
+  const cl = get('content-length');
+  const declared = cl !== undefined && /^\d+$/.test(cl) ? Number(cl) : undefined;
+  if (declared !== undefined && declared > limit) throw tooLarge(declared, limit);
+  return { encoding, declared };
+}
+
+/** A header of a Node request, as `header()` reads it. */
+export function incomingHeader(incoming: IncomingMessage, name: string): string | undefined {
+  const v = incoming.headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
 }
 
 /**
@@ -130,25 +145,31 @@ export function header(c: Context, name: string): string | undefined {
  * @throws INVALID_ARG when too large, UNSUPPORTED for an unknown Content-Encoding.
  */
 export async function readBody(c: Context, limit: number, headerLength?: number): Promise<Uint8Array> {
-  const encoding = (header(c, 'content-encoding') ?? 'identity').trim().toLowerCase();
-  if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
-    throw new UnsupportedEncodingError(`unsupported Content-Encoding '${echo(encoding)}'`);
-  }
-  const cl = header(c, 'content-length');
-  const declared = cl !== undefined && /^\d+$/.test(cl) ? Number(cl) : undefined;
-  if (declared !== undefined && declared > limit) throw tooLarge(declared, limit);
   const env = c.env as { incoming?: IncomingMessage } | undefined;
-  let raw: Uint8Array;
   if (env?.incoming && typeof env.incoming.on === 'function' && !env.incoming.readableEnded) {
-    const pad = encoding === 'identity' && headerLength ? (8 - (headerLength % 8)) % 8 : 0;
-    raw = await readIncoming(env.incoming, limit, declared, pad);
-  } else if (c.req.raw.body && !c.req.raw.bodyUsed) {
+    return readIncomingBody(env.incoming, limit, headerLength);
+  }
+  const { encoding } = bodyHead((name) => header(c, name), limit);
+  let raw: Uint8Array;
+  if (c.req.raw.body && !c.req.raw.bodyUsed) {
     raw = await readStream(c.req.raw.body, limit);
   } else {
     const ab = await c.req.arrayBuffer();
     if (ab.byteLength > limit) throw tooLarge(ab.byteLength, limit);
     raw = new Uint8Array(ab);
   }
+  return decodeBody(raw, encoding, limit);
+}
+
+/** `readBody` of a Node request whose body is still unread (the Hono route's and the infer fast path's). */
+export async function readIncomingBody(incoming: IncomingMessage, limit: number, headerLength?: number): Promise<Uint8Array> {
+  const { encoding, declared } = bodyHead((name) => incomingHeader(incoming, name), limit);
+  const pad = encoding === 'identity' && headerLength ? (8 - (headerLength % 8)) % 8 : 0;
+  return decodeBody(await readIncoming(incoming, limit, declared, pad), encoding, limit);
+}
+
+/** The body as received, decompressed per its Content-Encoding; owned by the request. */
+async function decodeBody(raw: Uint8Array, encoding: string, limit: number): Promise<Uint8Array> {
   // The body belongs to this request alone: its tensors (views of it) may move it to a thread.
   markTransferable(raw.buffer);
   if (encoding === 'identity') return raw;
@@ -202,9 +223,8 @@ export function bodyLimit(limitOf: (path: string) => number | undefined): Middle
   };
 }
 
-/** The response compression the client accepts (`Accept-Encoding`), if any. */
-export function responseCompression(c: Context): 'gzip' | 'deflate' | undefined {
-  const accept = header(c, 'accept-encoding');
+/** The response compression a client's `Accept-Encoding` asks for, if any. */
+export function compressionOf(accept: string | undefined): 'gzip' | 'deflate' | undefined {
   if (!accept) return undefined;
   const names = accept.split(',').map((s) => s.split(';')[0]!.trim().toLowerCase());
   if (names.includes('gzip')) return 'gzip';

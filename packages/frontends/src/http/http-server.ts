@@ -9,6 +9,7 @@ import { httpError } from '../error-mapping.js';
 import { CONTROL_MAX_BODY_SIZE, UnsupportedEncodingError, bodyLimit } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE } from './infer-codec.js';
 import { HttpLifecycle } from './lifecycle.js';
+import { httpInferFastPath, setInferFastPath } from './infer-fast-path.js';
 import { restrictedApi } from './restricted-api.js';
 import { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpDeps, type HttpOptions } from './http-options.js';
 import { healthRoutes } from './routes/health.js';
@@ -62,7 +63,8 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
     ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
   };
   const app = new Hono();
-  app.use((options.lifecycle ?? new HttpLifecycle()).middleware());
+  const lifecycle = options.lifecycle ?? new HttpLifecycle();
+  app.use(lifecycle.middleware());
   if (options.restrictions?.size) app.use(restrictedApi(options.restrictions));
   // A hostile model name in a load/unload path is refused before the body is read (issue #14).
   app.use(modelNameGuard());
@@ -86,5 +88,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
     if (err instanceof UnsupportedEncodingError) headers['Accept-Encoding'] = 'gzip, deflate';
     return c.body(body, status, headers);
   });
+  // What startHttpServer serves `/infer` with: the same answers as the routes above, without Hono.
+  setInferFastPath(app, httpInferFastPath(deps, { lifecycle, logger, ...(options.restrictions?.size ? { restrictions: options.restrictions } : {}) }));
   return app;
 }

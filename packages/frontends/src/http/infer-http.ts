@@ -4,20 +4,31 @@
  */
 import type { Context } from 'hono';
 import { Errors, configTypeToDataType, echo, releaseOwnedBuffers, type Backplane, type InferenceResponse, type ModelConfig } from '@triode/core';
-import { compress, header, readBody, responseCompression } from './body.js';
+import { compress, compressionOf, header, readBody } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
 import { modelParams } from './routes/model-params.js';
 
 /** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
-export async function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<ParsedInfer> {
-  const model = modelParams(c);
-  const h = header(c, 'inference-header-content-length');
+export function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<ParsedInfer> {
+  return readInferBody(modelParams(c), header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength), backplane);
+}
+
+/**
+ * `readInferRequest` without Hono: `h` is the `Inference-Header-Content-Length` header, `read`
+ * reads the body (told the JSON header's length, so binary tensors can start aligned).
+ */
+export async function readInferBody(
+  model: { name: string; version?: number },
+  h: string | undefined,
+  read: (headerLength: number | undefined) => Promise<Uint8Array>,
+  backplane: Backplane,
+): Promise<ParsedInfer> {
   let headerLength: number | undefined;
   if (h !== undefined) {
     if (!/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${echo(h)}'`);
     headerLength = Number(h);
   }
-  const body = await readBody(c, maxInputSize, headerLength);
+  const body = await read(headerLength);
   let raw: { name: string; datatype: string; shape: number[] } | undefined;
   if (headerLength === 0) {
     const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
@@ -39,6 +50,17 @@ export async function readInferRequest(c: Context, backplane: Backplane, maxInpu
  * @throws INVALID_ARG when its JSON outputs could exceed `maxJsonOutputSize` bytes.
  */
 export async function writeInferResponse(c: Context, response: InferenceResponse, encoding: OutputEncoding, maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE): Promise<Response> {
+  const { body, headers } = await inferResponseBody(response, encoding, maxJsonOutputSize, header(c, 'accept-encoding'));
+  return c.body(body as Uint8Array<ArrayBuffer> | string, 200, headers);
+}
+
+/** The 200 answer to an infer request: its body and headers, compressed per `acceptEncoding`. */
+export async function inferResponseBody(
+  response: InferenceResponse,
+  encoding: OutputEncoding,
+  maxJsonOutputSize: number,
+  acceptEncoding: string | undefined,
+): Promise<{ body: Uint8Array | string; headers: Record<string, string> }> {
   let encoded: ReturnType<typeof encodeInferResponse>;
   try {
     encoded = encodeInferResponse(response, encoding, maxJsonOutputSize);
@@ -52,10 +74,10 @@ export async function writeInferResponse(c: Context, response: InferenceResponse
     'Content-Type': encoded.headerLength === undefined ? 'application/json' : 'application/octet-stream',
   };
   if (encoded.headerLength !== undefined) headers['Inference-Header-Content-Length'] = String(encoded.headerLength);
-  const how = responseCompression(c);
+  const how = compressionOf(acceptEncoding);
   if (how) {
     headers['Content-Encoding'] = how;
-    return c.body(await compress(encoded.body, how) as Uint8Array<ArrayBuffer>, 200, headers);
+    return { body: await compress(encoded.body, how), headers };
   }
-  return c.body(encoded.body as Uint8Array<ArrayBuffer> | string, 200, headers);
+  return { body: encoded.body, headers };
 }

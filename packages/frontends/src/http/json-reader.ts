@@ -153,6 +153,10 @@ function readNumberArray(b: Uint8Array, start: number, scratch: Float64Array): {
  * @throws Error with the position of the first problem.
  */
 export function readJson(bytes: Uint8Array, options: { exact?: boolean } = {}): JsonValue {
+  if (bytes.byteLength <= NATIVE_MAX_BYTES) {
+    const v = readSmall(bytes);
+    if (v !== undefined) return v;
+  }
   exactNumbers = options.exact ?? false;
   try {
     return new Reader(bytes).document();
@@ -160,6 +164,58 @@ export function readJson(bytes: Uint8Array, options: { exact?: boolean } = {}): 
     docBytes = undefined;
     docText = '';
   }
+}
+
+/**
+ * Documents up to this size go through JSON.parse when `readSmall` can vouch for the result: for
+ * a small infer body (a JSON header of binary tensors, a tiny JSON tensor) it is 3-7x faster than
+ * the reader below, whose gains are on large numeric arrays.
+ */
+const NATIVE_MAX_BYTES = 4096;
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * What `Reader` would return for `b`, through JSON.parse, or undefined when the two could differ:
+ * invalid JSON or UTF-8 (the reader's error message is wanted), possibly deeper than MAX_DEPTH
+ * (more brackets than that), or a number of 16+ digits (read to within 2 ulp by the reader, exactly
+ * by JSON.parse: counted conservatively, digits of strings and exponents too).
+ */
+function readSmall(b: Uint8Array): JsonValue | undefined {
+  let brackets = 0;
+  let digits = 0;
+  for (let i = 0; i < b.length; i++) {
+    const c = b[i]!;
+    if (c >= 48 && c <= 57) {
+      if (++digits >= 16) return undefined;
+    } else if (c !== 46) {
+      digits = 0;
+      if ((c === 91 || c === 123) && ++brackets > MAX_DEPTH) return undefined;
+    }
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(strictUtf8.decode(b));
+  } catch {
+    return undefined;
+  }
+  return readerShape(doc);
+}
+
+/** Turns the non-empty arrays of numbers only of a parsed document into Float64Arrays, as the reader does. */
+function readerShape(v: unknown): JsonValue {
+  if (Array.isArray(v)) {
+    let numbers = v.length > 0;
+    for (let i = 0; numbers && i < v.length; i++) numbers = typeof v[i] === 'number';
+    if (numbers) return new Float64Array(v as number[]);
+    for (let i = 0; i < v.length; i++) v[i] = readerShape(v[i]);
+    return v as JsonValue[];
+  }
+  if (typeof v === 'object' && v !== null) {
+    const o = v as Record<string, unknown>;
+    for (const k in o) o[k] = readerShape(o[k]);
+    return o as JsonValue;
+  }
+  return v as JsonValue;
 }
 
 class Reader {

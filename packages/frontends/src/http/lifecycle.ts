@@ -27,14 +27,24 @@ export class HttpLifecycle {
       if (this.#stopping && c.req.method === 'POST') {
         return c.json({ error: 'Server is stopping, no new inference requests are accepted' }, 503);
       }
-      this.#inflight++;
+      this.begin();
       try {
         await next();
       } finally {
-        this.#inflight--;
-        if (this.#inflight === 0 && this.#waiters.length) for (const w of this.#waiters.splice(0)) w();
+        this.end();
       }
     };
+  }
+
+  /** Counts a request in (the infer fast path, which does not run the middleware). */
+  begin(): void {
+    this.#inflight++;
+  }
+
+  /** Counts a request out; the last one out wakes a waiting shutdown. */
+  end(): void {
+    this.#inflight--;
+    if (this.#inflight === 0 && this.#waiters.length) for (const w of this.#waiters.splice(0)) w();
   }
 
   /** Stops taking new inference requests; resolves when those in flight are answered or after `timeoutMs`. */
