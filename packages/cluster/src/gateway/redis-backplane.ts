@@ -20,6 +20,10 @@ import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
 import { type RegistryModel, type WorkerRecord, clusterWorkerInfo } from '../registry.js';
 import { type StreamEntries, fieldsOf } from '../redis/resp.js';
 
+/** A request's sequence parameters once read (undefined: none, or unreadable), or not read yet. */
+const NOT_PARSED = Symbol('not parsed');
+type Parsed = ReturnType<typeof sequenceParams> | typeof NOT_PARSED;
+
 /** Options of a RedisBackplane. */
 export interface RedisBackplaneOptions {
   redis: string;
@@ -479,9 +483,10 @@ export class RedisBackplane implements Backplane {
    * stream of the worker holding the sequence (sticky, kept in Redis so every gateway agrees;
    * it expires when the sequence has been idle well past its idle timeout).
    */
-  async #streamFor(request: InferenceRequest, model: RegistryModel): Promise<string> {
+  async #streamFor(request: InferenceRequest, model: RegistryModel, parsed: Parsed): Promise<string> {
     const sb = (model.config as { sequence_batching?: { max_sequence_idle_microseconds?: number } } | undefined)?.sequence_batching;
-    const seq = sb ? sequenceParams(request.parameters) : undefined;
+    // The sequence parameters as #send read them (once a request), else read here.
+    const seq = sb ? (parsed === NOT_PARSED ? sequenceParams(request.parameters) : parsed) : undefined;
     if (!sb || !seq) return this.#keys.requests(request.modelName);
     const key = this.#keys.sequence(request.modelName, seq.key);
     const ttl = Math.ceil((sb.max_sequence_idle_microseconds || 1_000_000) / 1000) + 5000;
@@ -528,7 +533,7 @@ export class RedisBackplane implements Backplane {
     } catch {
       seq = undefined; // the worker answers the bad parameter
     }
-    if (!seq) return this.#dispatch(request, onResponse);
+    if (!seq) return this.#dispatch(request, onResponse, undefined, seq);
     const key = `${request.modelName}\u0000${seq.key}`;
     const before = this.#sequenceTail.get(key);
     let routed!: () => void;
@@ -540,20 +545,20 @@ export class RedisBackplane implements Backplane {
     };
     try {
       if (before) await before;
-      return await this.#dispatch(request, onResponse, release);
+      return await this.#dispatch(request, onResponse, release, seq);
     } finally {
       release();
     }
   }
 
   /** Routes a request to its stream and waits for its reply; `queued` runs once its XADD is issued. */
-  async #dispatch(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, queued?: () => void): Promise<InferenceResponse> {
+  async #dispatch(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, queued?: () => void, parsed: Parsed = NOT_PARSED): Promise<InferenceResponse> {
     const model = await this.#ready(request.modelName, request.modelVersion);
     const decoupled = (model.config as { model_transaction_policy?: { decoupled?: boolean } } | undefined)?.model_transaction_policy?.decoupled === true;
     if (decoupled && !onResponse) {
       throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
     }
-    const stream = await this.#streamFor(request, model);
+    const stream = await this.#streamFor(request, model, parsed);
     const requestKey = `${this.#next++}`;
     const now = Date.now();
     // The header and each tensor as separate stream fields: tensor bytes are not copied into one message.
