@@ -64,8 +64,15 @@ function wrk(url, body, c, seconds) {
   return { rps, p50: pct(50), p99: pct(99), non2xx, errors };
 }
 
+// Servers this script started: ended (by PID) when it exits, also when a measurement fails
+// (a failed wrk used to leave its `triode serve` running).
+const children = new Set();
+process.on('exit', () => { for (const c of children) if (c.exitCode === null) try { process.kill(c.pid, 'SIGKILL'); } catch { /* gone */ } });
+
 async function startProcess(cmd, argv, readyRe) {
   const p = spawn(cmd, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(p);
+  p.once('exit', () => children.delete(p));
   let out = '';
   await new Promise((res, rej) => {
     const on = (d) => { out += d; if (readyRe.test(out)) res(); };
