@@ -56,12 +56,16 @@ export interface ExecuteRequest {
   outputNames: string[];
   /** First dim of the inputs when the model batches, else 0. */
   batchSize: number;
+  /** The request's parameters. Read only: requests without any share one frozen object. */
   parameters: Record<string, ParameterValue>;
   /** The request's id, when the client gave one. */
   id?: string;
   /** How many BLS calls deep this request is (0: it came from a client). */
   blsDepth?: number;
-  /** The models of the BLS call chain that led to this request (empty: a client's request). */
+  /**
+   * The models of the BLS call chain that led to this request, this model last. Read only: a
+   * client's requests share one frozen array.
+   */
   blsChain?: string[];
   /**
    * Decoupled models only (`model_transaction_policy { decoupled: true }`): where the backend

@@ -38,6 +38,14 @@ interface Pending extends Schedulable {
 }
 
 const NO_SEQUENCE: SequenceInfo = { key: '', correlationId: '', start: false, end: false };
+/** The `parameters` a backend gets for a request that has none (shared: backends only read it). */
+const NO_PARAMETERS: Record<string, never> = Object.freeze({});
+
+/** The last of `tensors` named `name` (as a Map built from them would hold it). */
+function lastNamed(tensors: readonly Tensor[], name: string): Tensor | undefined {
+  for (let i = tensors.length - 1; i >= 0; i--) if (tensors[i]!.name === name) return tensors[i];
+  return undefined;
+}
 
 /**
  * The device of the `k`-th instance of a group that got `count` instances: KIND_GPU instances go
@@ -78,6 +86,9 @@ export class ModelVersion implements Model {
   readonly #scheduler: Scheduler<Pending>;
   readonly #clock: Clock;
   readonly #outputNames: string[];
+  /** The BLS chain of a client's request: this model alone (shared: backends only read it). */
+  readonly #ownChain: string[];
+  readonly #batching: boolean;
   /** Inputs with `allow_ragged_batch`: left out of the shape check that forms batches. */
   readonly #ragged: ReadonlySet<string>;
   /** Outputs with a `reshape`: the shape the backend makes (`reshape.shape`) and the one clients see (`dims`). */
@@ -103,6 +114,8 @@ export class ModelVersion implements Model {
     this.#instances = instances;
     this.#clock = clock;
     this.#outputNames = (ctx.config.output ?? []).map((o) => o.name);
+    this.#ownChain = Object.freeze([ctx.name]) as string[];
+    this.#batching = (ctx.config.max_batch_size ?? 0) > 0;
     this.#ragged = raggedInputNames(ctx.config);
     this.#outputReshapes = new Map((ctx.config.output ?? []).filter((o) => o.reshape).map((o) => [o.name, { from: o.reshape?.shape ?? [], to: o.dims ?? [] }]));
     const sb = ctx.config.sequence_batching;
@@ -323,15 +336,21 @@ export class ModelVersion implements Model {
         resolve = (r) => { signal.removeEventListener('abort', onAbort); settle(r); };
         reject = (e) => { signal.removeEventListener('abort', onAbort); fail(e); };
       }
+      const exec: ExecuteRequest = {
+        inputs: req.inputs,
+        outputNames,
+        batchSize,
+        parameters: req.parameters ?? NO_PARAMETERS,
+        blsDepth: req.blsDepth ?? 0,
+        blsChain: req.blsChain?.length ? [...req.blsChain, this.name] : this.#ownChain,
+      };
+      if (req.id !== undefined) exec.id = req.id;
       const pending: Pending = {
         req,
-        exec: { inputs: req.inputs, outputNames, batchSize, parameters: req.parameters ?? {}, ...(req.id !== undefined ? { id: req.id } : {}), blsDepth: req.blsDepth ?? 0, blsChain: [...(req.blsChain ?? []), this.name] },
+        exec,
         batchSize: Math.max(batchSize, 1),
         shapeKey,
         enqueueNs: startNs,
-        // Time already spent queued upstream (in Redis, for a cluster request) counts against the
-        // batcher's delay. Never before now minus that, whatever the clocks of two machines say.
-        ...(req.queuedSinceMs !== undefined ? { delayFromNs: startNs - Math.max(0, this.#clock.epochMs() - req.queuedSinceMs) * 1e6 } : {}),
         deadlineNs: 0,
         priority: policy.priority,
         timeoutUs: policy.timeoutUs,
@@ -340,8 +359,11 @@ export class ModelVersion implements Model {
         seqNo: -1,
         resolve,
         reject,
-        ...(onResponse ? { onResponse } : {}),
       };
+      // Time already spent queued upstream (in Redis, for a cluster request) counts against the
+      // batcher's delay. Never before now minus that, whatever the clocks of two machines say.
+      if (req.queuedSinceMs !== undefined) pending.delayFromNs = startNs - Math.max(0, this.#clock.epochMs() - req.queuedSinceMs) * 1e6;
+      if (onResponse) pending.onResponse = onResponse;
       try {
         this.#scheduler.enqueue(pending);
         if (this.#order) pending.seqNo = this.#arrivals++;
@@ -415,7 +437,9 @@ export class ModelVersion implements Model {
       return;
     }
     try {
-      const result = await this.#instances[instance]!.execute(batch.map((p) => this.#execRequest(p)));
+      const requests = new Array<ExecuteRequest>(batch.length);
+      for (let i = 0; i < batch.length; i++) requests[i] = this.#execRequest(batch[i]!);
+      const result = await this.#instances[instance]!.execute(requests);
       responses = result.responses;
       timings = result.timings;
       if (responses.length !== batch.length) {
@@ -427,30 +451,45 @@ export class ModelVersion implements Model {
     }
     const end = this.#clock.nowNs();
     const t = timings ?? { computeInputNs: 0, computeInferNs: end - execStart, computeOutputNs: 0 };
-    for (const p of batch) {
+    let inferences = 0;
+    let succeeded = false;
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i]!;
       p.req.trace?.timestamps.push(
         { name: 'COMPUTE_START', ns: execStart }, { name: 'COMPUTE_INPUT_END', ns: execStart + t.computeInputNs },
         { name: 'COMPUTE_OUTPUT_START', ns: end - t.computeOutputNs }, { name: 'COMPUTE_END', ns: end },
       );
+      inferences += p.batchSize;
+      if (!responses[i]!.error) succeeded = true;
     }
-    const inferences = batch.reduce((a, p) => a + p.batchSize, 0);
-    if (responses.some((r) => !r.error)) this.stats.recordExecution(inferences, t.computeInputNs, t.computeInferNs, t.computeOutputNs);
+    if (succeeded) this.stats.recordExecution(inferences, t.computeInputNs, t.computeInferNs, t.computeOutputNs);
     const epoch = this.#clock.epochMs();
-    batch.forEach((p, i) => {
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i]!;
       const r = responses[i]!;
       if (r.error) {
         this.#fail(p, r.error);
-        return;
+        continue;
       }
       try {
         if (this.#states) this.#states.save(p.sequence.key, r.outputs);
         const response = this.#respond(p, r.outputs);
         this.stats.recordSuccess(epoch, this.#clock.nowNs() - p.startNs, execStart - p.enqueueNs, t.computeInputNs, t.computeInferNs, t.computeOutputNs);
-        this.#send(p, () => p.resolve(response));
+        this.#resolve(p, response);
       } catch (err) {
         this.#fail(p, TriodeError.from(err));
       }
-    });
+    }
+  }
+
+  /** Sends a response (`#send` without a closure when responses need no ordering). */
+  #resolve(p: Pending, response: InferenceResponse): void {
+    if (this.#order && p.seqNo >= 0) {
+      this.#send(p, () => p.resolve(response));
+      return;
+    }
+    p.req.trace?.timestamps.push({ name: 'REQUEST_END', ns: this.#clock.nowNs() });
+    p.resolve(response);
   }
 
   /**
@@ -502,15 +541,19 @@ export class ModelVersion implements Model {
   }
 
   #respond(p: Pending, outputs: Tensor[]): InferenceResponse {
-    const byName = new Map(outputs.map((o) => [o.name, o]));
-    const batching = (this.config.max_batch_size ?? 0) > 0;
+    // A few outputs are found faster by a scan than through a Map built per response.
+    const byName = outputs.length > 8 ? new Map(outputs.map((o) => [o.name, o])) : undefined;
+    const batching = this.#batching;
     const out: Tensor[] = [];
-    const requested = p.req.outputs?.length ? p.req.outputs : p.exec.outputNames.map((name) => ({ name, classCount: undefined }));
-    for (const ro of requested) {
-      const made = byName.get(ro.name);
-      if (!made) throw Errors.internal(`backend did not produce output '${ro.name}' for model '${this.name}'`);
+    const requested = p.req.outputs?.length ? p.req.outputs : undefined;
+    const count = requested ? requested.length : p.exec.outputNames.length;
+    for (let k = 0; k < count; k++) {
+      const name = requested ? requested[k]!.name : p.exec.outputNames[k]!;
+      const classCount = requested?.[k]!.classCount;
+      const made = byName ? byName.get(name) : lastNamed(outputs, name);
+      if (!made) throw Errors.internal(`backend did not produce output '${name}' for model '${this.name}'`);
       const t = this.#reshapeOutput(made, batching);
-      out.push(ro.classCount ? classify(t, ro.classCount, batching, this.labels.get(ro.name)) : t);
+      out.push(classCount ? classify(t, classCount, batching, this.labels.get(name)) : t);
     }
     const response: InferenceResponse = { modelName: this.name, modelVersion: String(this.version), outputs: out };
     if (p.req.id !== undefined) response.id = p.req.id;

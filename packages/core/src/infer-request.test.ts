@@ -102,6 +102,34 @@ describe('normalizeRequest()', () => {
     r.inputs.pop();
     expect(normalizeRequest(r, cfg)).toBe(1);
   });
+
+  it('rejects an input or an output given twice, request after request', () => {
+    for (let i = 0; i < 2; i++) {
+      const r = req();
+      r.inputs[1]!.name = 'INPUT0';
+      expect(() => normalizeRequest(r, simple)).toThrow("input 'INPUT0' already exists in request");
+      expect(() => normalizeRequest(req({ outputs: [{ name: 'OUTPUT1' }, { name: 'OUTPUT1' }] }), simple)).toThrow("output 'OUTPUT1' already exists in request");
+      expect(normalizeRequest(req({ outputs: [{ name: 'OUTPUT1' }, { name: 'OUTPUT0' }] }), simple)).toBe(1);
+    }
+  });
+
+  it('lists the inputs given and the required ones missing, in order', () => {
+    const cfg: ModelConfig = { name: 'm', max_batch_size: 0, input: ['A', 'B', 'C', 'D'].map((name) => ({ name, data_type: 'TYPE_INT32', dims: [1] })), output: [] };
+    const r: InferenceRequest = { modelName: 'm', inputs: ['C', 'A'].map((name) => ({ name, datatype: 'INT32', shape: [1], data: new Int32Array(1) })) };
+    expect(() => normalizeRequest(r, cfg)).toThrow("expected 4 inputs but got 2 inputs for model 'm'. Got input(s) ['C','A'], but missing required input(s) ['B','D']. Please provide all required input(s).");
+  });
+
+  it('follows a config whose inputs, outputs or max_batch_size were replaced', () => {
+    const cfg: ModelConfig = { ...simple };
+    expect(normalizeRequest(req(), cfg)).toBe(1);
+    cfg.input = [simple.input![0]!, { ...simple.input![1]!, name: 'OTHER' }];
+    expect(() => normalizeRequest(req(), cfg)).toThrow("unexpected inference input 'INPUT1' for model 'simple'");
+    cfg.input = simple.input;
+    cfg.output = [simple.output![0]!];
+    expect(() => normalizeRequest(req({ outputs: [{ name: 'OUTPUT1' }] }), cfg)).toThrow("unexpected inference output 'OUTPUT1' for model 'simple'");
+    cfg.max_batch_size = 0;
+    expect(() => normalizeRequest(req(), cfg)).toThrow("unexpected shape for input 'INPUT0' for model 'simple'. Expected [16], got [1,16].");
+  });
 });
 
 describe('errors repeat at most 256 characters of what the request sent (fuzz seed 2026, cases 3538, 10827, 12282)', () => {

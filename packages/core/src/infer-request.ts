@@ -3,9 +3,9 @@
  * Triton: core/src/infer_request.cc (InferenceRequest::Normalize), infer_parameter.cc
  */
 import { Errors, echo } from './errors.js';
-import type { ModelConfig } from './model-config/model-config.js';
+import type { ModelConfig, ModelInput } from './model-config/model-config.js';
 import { countBytesElements } from './tensor/bytes-tensor.js';
-import { configTypeToDataType, dataTypeByteSize, elementCount } from './tensor/data-type.js';
+import { configTypeToDataType, dataTypeByteSize, elementCount, type DataType } from './tensor/data-type.js';
 import type { Tensor } from './tensor/tensor.js';
 
 /** A request or tensor parameter value (KServe v2: string, number or boolean). */
@@ -110,6 +110,82 @@ function fmtShape(shape: readonly number[]): string {
   return `[${shape.join(',')}]`;
 }
 
+/** What `normalizeRequest` reads from one config input, worked out once per config. */
+interface InputSpec {
+  readonly cfg: ModelInput;
+  /** The wire data type requests must send (undefined for a type the config does not map). */
+  readonly datatype: DataType | undefined;
+  /** Bytes per element of `datatype` (0 for BYTES). */
+  readonly byteSize: number;
+  readonly dims: readonly number[];
+  /** The shape requests give: `dims`, after a -1 batch dim when batching. */
+  readonly expected: readonly number[];
+  /** With a `reshape`: the reshaped shape, which requests may also give (same batch dim rule). */
+  readonly reshaped: readonly number[] | undefined;
+  /** The number of the last `normalizeRequest` call that met this input (see `nextCall`). */
+  seenBy: number;
+}
+
+/** What `normalizeRequest` reads from a config, worked out once per config object. */
+interface RequestSpec {
+  /** The lists and values it was made from: a config whose lists were replaced gets a new one. */
+  readonly input: ModelConfig['input'];
+  readonly output: ModelConfig['output'];
+  readonly name: string | undefined;
+  readonly mbs: number;
+  readonly inputs: ReadonlyMap<string, InputSpec>;
+  /** How many config inputs are not optional. */
+  readonly required: number;
+  readonly outputs: ReadonlyMap<string, { seenBy: number }>;
+}
+
+const specs = new WeakMap<ModelConfig, RequestSpec>();
+/**
+ * Numbers `normalizeRequest` calls. A call marks each input (and output) it meets with its number,
+ * so a second tensor of the same name is a duplicate without a Set per request. The spec is
+ * shared, but a call runs to its end without yielding, so no other call sees its marks.
+ */
+let nextCall = 0;
+
+/**
+ * The config's inputs and outputs as `normalizeRequest` checks requests against them. Cached per
+ * config object: a loaded model's config does not change (an input edited in place would not be seen).
+ */
+function requestSpec(config: ModelConfig): RequestSpec {
+  const mbs = config.max_batch_size ?? 0;
+  const cached = specs.get(config);
+  if (cached && cached.input === config.input && cached.output === config.output && cached.name === config.name && cached.mbs === mbs) return cached;
+  const inputs = new Map<string, InputSpec>();
+  let required = 0;
+  for (const cfg of config.input ?? []) {
+    const datatype = configTypeToDataType(cfg.data_type ?? '');
+    const dims = cfg.dims ?? [];
+    const reshapeShape = cfg.reshape ? cfg.reshape.shape ?? [] : undefined;
+    inputs.set(cfg.name, {
+      cfg,
+      datatype,
+      byteSize: datatype ? dataTypeByteSize(datatype) : 0,
+      dims,
+      expected: mbs > 0 ? [-1, ...dims] : dims,
+      reshaped: reshapeShape && (mbs > 0 ? [-1, ...reshapeShape] : reshapeShape),
+      seenBy: -1,
+    });
+    if (!cfg.optional) required++;
+  }
+  const outputs = new Map<string, { seenBy: number }>();
+  for (const o of config.output ?? []) outputs.set(o.name, { seenBy: -1 });
+  const spec: RequestSpec = { input: config.input, output: config.output, name: config.name, mbs, inputs, required, outputs };
+  specs.set(config, spec);
+  return spec;
+}
+
+/** True if `shape` matches `want`, whose -1 dims match any size. */
+function shapeMatches(shape: readonly number[], want: readonly number[]): boolean {
+  if (shape.length !== want.length) return false;
+  for (let i = 0; i < want.length; i++) if (want[i] !== -1 && want[i] !== shape[i]) return false;
+  return true;
+}
+
 /**
  * Checks a request against the model config and puts it in the form the backend receives:
  * every input known, of the right type, shape and byte size, `reshape` applied, requested
@@ -117,40 +193,39 @@ function fmtShape(shape: readonly number[]): string {
  * Mutates `req.inputs[*].shape` when a reshape applies.
  */
 export function normalizeRequest(req: InferenceRequest, config: ModelConfig): number {
+  const spec = requestSpec(config);
   const model = config.name ?? req.modelName;
-  const mbs = config.max_batch_size ?? 0;
-  const cfgInputs = new Map((config.input ?? []).map((i) => [i.name, i]));
-  const seen = new Set<string>();
+  const mbs = spec.mbs;
+  const call = nextCall++;
   let batch = 0;
+  let requiredSeen = 0;
 
   for (const t of req.inputs) {
-    const cfg = cfgInputs.get(t.name);
-    if (!cfg) throw Errors.invalidArg(`unexpected inference input '${echo(t.name)}' for model '${model}'`);
-    if (seen.has(t.name)) throw Errors.invalidArg(`input '${echo(t.name)}' already exists in request`);
-    seen.add(t.name);
-    const want = configTypeToDataType(cfg.data_type ?? '');
+    const input = spec.inputs.get(t.name);
+    if (!input) throw Errors.invalidArg(`unexpected inference input '${echo(t.name)}' for model '${model}'`);
+    if (input.seenBy === call) throw Errors.invalidArg(`input '${echo(t.name)}' already exists in request`);
+    input.seenBy = call;
+    if (!input.cfg.optional) requiredSeen++;
+    const want = input.datatype;
     if (t.datatype !== want) {
       throw Errors.invalidArg(`inference input '${echo(t.name)}' data-type is '${echo(t.datatype)}', but model '${model}' expects '${want}'`);
     }
     for (const d of t.shape) {
       if (!Number.isSafeInteger(d) || d < 0) throw Errors.invalidArg(`invalid shape ${echo(fmtShape(t.shape))} for input '${echo(t.name)}' for model '${model}'`);
     }
-    const dims = cfg.dims ?? [];
-    const expected = mbs > 0 ? [-1, ...dims] : dims;
-    let shapeOk = t.shape.length === expected.length && expected.every((d, i) => d === -1 || d === t.shape[i]);
+    let shapeOk = shapeMatches(t.shape, input.expected);
     /** True when the request already gave the shape the model sees (no reshape left to do). */
     let givenReshaped = false;
-    if (cfg.reshape && !shapeOk) {
+    if (input.reshaped && !shapeOk) {
       // A request may also give the reshaped shape (Triton accepts both).
-      const alt = mbs > 0 ? [-1, ...(cfg.reshape.shape ?? [])] : cfg.reshape.shape ?? [];
-      shapeOk = t.shape.length === alt.length && alt.every((d, i) => d === -1 || d === t.shape[i]);
+      shapeOk = shapeMatches(t.shape, input.reshaped);
       givenReshaped = shapeOk;
     }
     if (!shapeOk) {
       const note = mbs > 0
         ? ' NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be prepended to each input shape. If you want to specify the full shape including the batch dim in your input dims config, try setting max_batch_size to zero. See the model configuration docs for allowed max_batch_size values.'
         : '';
-      throw Errors.invalidArg(`unexpected shape for input '${echo(t.name)}' for model '${model}'. Expected ${fmtShape(expected)}, got ${echo(fmtShape(t.shape))}.${note}`);
+      throw Errors.invalidArg(`unexpected shape for input '${echo(t.name)}' for model '${model}'. Expected ${fmtShape(input.expected)}, got ${echo(fmtShape(t.shape))}.${note}`);
     }
     if (mbs > 0) {
       const b = t.shape[0]!;
@@ -170,29 +245,33 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
         );
       }
     } else {
-      const want = n * dataTypeByteSize(t.datatype);
+      const want = n * input.byteSize;
       if (t.data.byteLength !== want) {
         throw Errors.invalidArg(`input byte size mismatch for input '${echo(t.name)}' for model '${model}'. Expected ${want}, got ${t.data.byteLength}`);
       }
     }
-    if (cfg.reshape && !givenReshaped) t.shape = applyReshape(t.shape, dims, cfg.reshape.shape ?? [], mbs > 0);
+    if (input.reshaped && !givenReshaped) t.shape = applyReshape(t.shape, input.dims, input.cfg.reshape!.shape ?? [], mbs > 0);
   }
 
-  const missing = (config.input ?? []).filter((i) => !seen.has(i.name) && !i.optional).map((i) => i.name);
-  if (missing.length > 0) {
-    const got = [...seen].map((n) => `'${n}'`).join(',');
-    throw Errors.invalidArg(
-      `expected ${(config.input ?? []).filter((i) => !i.optional).length} inputs but got ${req.inputs.length} inputs for model '${model}'. Got input(s) [${got}], but missing required input(s) [${missing.map((n) => `'${n}'`).join(',')}]. Please provide all required input(s).`,
-    );
+  // Every request input is a distinct config input here, so fewer required ones seen than the
+  // config has means one is missing.
+  if (requiredSeen < spec.required) {
+    const inputs = config.input ?? [];
+    const missing = inputs.filter((i) => spec.inputs.get(i.name)?.seenBy !== call && !i.optional).map((i) => i.name);
+    if (missing.length > 0) {
+      const got = req.inputs.map((t) => `'${t.name}'`).join(',');
+      throw Errors.invalidArg(
+        `expected ${inputs.filter((i) => !i.optional).length} inputs but got ${req.inputs.length} inputs for model '${model}'. Got input(s) [${got}], but missing required input(s) [${missing.map((n) => `'${n}'`).join(',')}]. Please provide all required input(s).`,
+      );
+    }
   }
 
   if (req.outputs?.length) {
-    const names = new Set((config.output ?? []).map((o) => o.name));
-    const dup = new Set<string>();
     for (const o of req.outputs) {
-      if (!names.has(o.name)) throw Errors.invalidArg(`unexpected inference output '${echo(o.name)}' for model '${model}'`);
-      if (dup.has(o.name)) throw Errors.invalidArg(`output '${echo(o.name)}' already exists in request`);
-      dup.add(o.name);
+      const output = spec.outputs.get(o.name);
+      if (!output) throw Errors.invalidArg(`unexpected inference output '${echo(o.name)}' for model '${model}'`);
+      if (output.seenBy === call) throw Errors.invalidArg(`output '${echo(o.name)}' already exists in request`);
+      output.seenBy = call;
       if (o.classCount !== undefined && (!Number.isSafeInteger(o.classCount) || o.classCount < 0)) {
         throw Errors.invalidArg(`classification count for output '${echo(o.name)}' must be a non-negative integer`);
       }
@@ -243,7 +322,7 @@ function uintParam(params: Record<string, ParameterValue>, key: string): bigint 
 
 /** The `priority` (0: default level) and `timeout` (µs, 0: none) request parameters. */
 export function schedulePolicyParams(params: Record<string, ParameterValue> | undefined): { priority: number; timeoutUs: number } {
-  if (!params) return { priority: 0, timeoutUs: 0 };
+  if (!params || (params['priority'] === undefined && params['timeout'] === undefined)) return { priority: 0, timeoutUs: 0 };
   const p = uintParam(params, 'priority') ?? 0n;
   const t = uintParam(params, 'timeout') ?? 0n;
   return { priority: Number(p > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : p), timeoutUs: Number(t > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : t) };

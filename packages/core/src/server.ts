@@ -141,6 +141,15 @@ export class InferenceServer {
   #stopping = false;
   #draining = false;
   #inflight = 0;
+  /** `infer`'s reactions, made once: they count an answered (or failed) request out. */
+  readonly #answered = (response: InferenceResponse): InferenceResponse => {
+    this.#inflight--;
+    return response;
+  };
+  readonly #failed = (err: unknown): never => {
+    this.#inflight--;
+    throw err;
+  };
 
   private constructor(options: ServerOptions) {
     this.#opts = {
@@ -366,18 +375,27 @@ export class InferenceServer {
   }
 
   /** Runs one inference request; rejects with a TriodeError. */
-  async infer(request: InferenceRequest): Promise<InferenceResponse> {
-    if (this.#stopping) throw Errors.serverStopping();
-    if ((request.blsDepth ?? 0) > MAX_BLS_DEPTH) {
-      throw Errors.invalidArg(`BLS call chain deeper than ${MAX_BLS_DEPTH} requests (does model '${request.modelName}' call itself without end?)`);
-    }
-    const model = this.getModel(request.modelName, request.modelVersion);
-    this.#inflight++;
+  infer(request: InferenceRequest): Promise<InferenceResponse> {
+    // Not an async function: the model's promise is returned with one reaction that counts the
+    // request out, instead of an async frame and an await around it.
+    let response: Promise<InferenceResponse>;
     try {
-      return await model.infer(request);
-    } finally {
-      this.#inflight--;
+      if (this.#stopping) throw Errors.serverStopping();
+      if ((request.blsDepth ?? 0) > MAX_BLS_DEPTH) {
+        throw Errors.invalidArg(`BLS call chain deeper than ${MAX_BLS_DEPTH} requests (does model '${request.modelName}' call itself without end?)`);
+      }
+      const model = this.getModel(request.modelName, request.modelVersion);
+      this.#inflight++;
+      try {
+        response = model.infer(request);
+      } catch (err) {
+        this.#inflight--;
+        throw err;
+      }
+    } catch (err) {
+      return Promise.reject(err);
     }
+    return response.then(this.#answered, this.#failed);
   }
 
   /**

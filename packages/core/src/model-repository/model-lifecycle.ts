@@ -123,7 +123,8 @@ export class ModelLifecycle {
   #observe(name: string, version: number, model: LoadedModel): void {
     const listener = this.#latencyListener;
     const settings = modelMetricSettings(model.config);
-    model.stats.observer = listener ? (o) => listener(name, String(version), o, settings) : undefined;
+    const label = String(version);
+    model.stats.observer = listener ? (o) => listener(name, label, o, settings) : undefined;
   }
 
   /** The directories a client-facing load message must not show: repositories, temp directory, an override. */

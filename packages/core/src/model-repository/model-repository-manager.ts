@@ -265,9 +265,17 @@ export class ModelRepositoryManager {
       if (slot.state !== 'READY' || !slot.model) throw Errors.modelNotReady(name, version, slot.reason);
       return slot.model;
     }
-    const ready = [...m.versions.entries()].filter(([, s]) => s.state === 'READY' && s.model).sort((a, b) => b[0] - a[0]);
-    if (ready.length === 0) throw Errors.modelNotReady(name, undefined, m.error?.message ?? [...m.versions.values()][0]?.reason);
-    return ready[0]![1].model!;
+    // The highest ready version, without sorting on every request.
+    let ready: LoadedModel | undefined;
+    let highest = -Infinity;
+    for (const [v, s] of m.versions) {
+      if (s.state === 'READY' && s.model && v > highest) {
+        ready = s.model;
+        highest = v;
+      }
+    }
+    if (!ready) throw Errors.modelNotReady(name, undefined, m.error?.message ?? [...m.versions.values()][0]?.reason);
+    return ready;
   }
 
   #checkControl(action: 'load' | 'unload', name: string): void {

@@ -21,6 +21,15 @@ export function raggedInputNames(config: ModelConfig): ReadonlySet<string> {
  */
 export function batchShapeKey(inputs: readonly Pick<Tensor, 'name' | 'shape'>[], ragged: ReadonlySet<string>): string {
   let key = '';
-  for (const t of inputs) key += ragged.has(t.name) ? `${t.name}:*;` : `${t.name}:${t.shape.slice(1).join(',')};`;
+  for (const t of inputs) {
+    if (ragged.size > 0 && ragged.has(t.name)) {
+      key += `${t.name}:*;`;
+      continue;
+    }
+    // `shape.slice(1).join(',')`, without the two arrays per input.
+    key += `${t.name}:`;
+    for (let i = 1; i < t.shape.length; i++) key += i === 1 ? `${t.shape[i] ?? ''}` : `,${t.shape[i] ?? ''}`;
+    key += ';';
+  }
   return key;
 }

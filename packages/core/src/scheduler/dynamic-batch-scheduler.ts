@@ -88,8 +88,9 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
 
   enqueue(request: T): void {
     if (this.#stopped) throw Errors.serverStopping();
-    this.#queue.enqueue(request, this.#clock.nowNs(), request.priority ?? 0, request.timeoutUs ?? 0);
-    this.#schedule();
+    const now = this.#clock.nowNs();
+    this.#queue.enqueue(request, now, request.priority ?? 0, request.timeoutUs ?? 0);
+    this.#schedule(now);
   }
 
   cancel(request: T): boolean {
@@ -154,9 +155,10 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     return best;
   }
 
-  #schedule(): void {
+  /** Expires, then hands out what the free instances can take; `now`: the caller's reading of the clock. */
+  #schedule(now?: number): void {
     if (this.#stopped) return;
-    this.#expire(this.#clock.nowNs());
+    if (this.#queue.timedCount > 0) this.#expire(now ?? this.#clock.nowNs());
     this.#batchDeadline = 0;
     if (this.#gates) {
       this.#stageIdle(this.#gates);
@@ -234,8 +236,9 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
 
   /** One timer for whichever comes first: a queue timeout or the end of the batching delay. */
   #armTimer(): void {
-    const deadlines = [this.#queue.nextDeadline(), this.#batchDeadline].filter((d) => d > 0);
-    this.#timer.set(deadlines.length ? Math.min(...deadlines) : 0);
+    const queue = this.#queue.nextDeadline();
+    const batch = this.#batchDeadline;
+    this.#timer.set(queue > 0 && batch > 0 ? Math.min(queue, batch) : queue > 0 ? queue : Math.max(batch, 0));
   }
 
   /**
@@ -250,7 +253,8 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     let n = 0;
     let preferredAt = 0;
     let ended = false;
-    for (const r of this.#queue) {
+    // By index, not with the queue's iterator: this runs for every request.
+    for (let i = 0, r = this.#queue.at(0); r; r = this.#queue.at(++i)) {
       if (!first) {
         first = r;
       } else if (r.shapeKey !== first.shapeKey || size + r.batchSize > this.#maxBatch) {

@@ -40,6 +40,27 @@ describe('PriorityQueue', () => {
     expect(ids(r)).toEqual([2]);
   });
 
+  it('forgets the deadlines of requests taken, removed, rejected or delayed', () => {
+    const q = new PriorityQueue<I>({ priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '1': { default_timeout_microseconds: 100 }, '2': { default_timeout_microseconds: 300, timeout_action: 'DELAY' } } });
+    const [a, b, c, d] = [item(1), item(2), item(3), item(4)];
+    q.enqueue(a, 0, 1);
+    q.enqueue(b, 10_000, 1);
+    q.enqueue(c, 0, 2);
+    q.enqueue(d, 0, 2);
+    expect(q.nextDeadline()).toBe(100_000);
+    expect(q.take(1)).toEqual([a]);
+    expect(q.nextDeadline()).toBe(110_000);
+    expect(q.remove(b)).toBe(true);
+    expect(q.nextDeadline()).toBe(300_000);
+    expect(q.expire(300_000)).toEqual([]);
+    expect(ids(q)).toEqual([3, 4]);
+    expect(q.nextDeadline()).toBe(0);
+    q.enqueue(item(5), 0, 1);
+    expect(q.expire(100_000).map((i) => i.id)).toEqual([5]);
+    expect(q.nextDeadline()).toBe(0);
+    expect(q.size).toBe(2);
+  });
+
   it('lets a request shorten its timeout only when the policy allows an override', () => {
     const allow = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 1000, allow_timeout_override: true } });
     const a = item(1);

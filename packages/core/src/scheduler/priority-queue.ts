@@ -21,6 +21,9 @@ interface Level<T> {
   delayed: T[];
 }
 
+/** What `expire` returns when nothing expired (callers only read it). */
+const NONE: readonly never[] = Object.freeze([]);
+
 const DEFAULT_POLICY: Required<ModelQueuePolicy> = {
   timeout_action: 'REJECT',
   default_timeout_microseconds: 0,
@@ -36,6 +39,8 @@ export class PriorityQueue<T extends QueueItem> {
   readonly #levels: Level<T>[];
   readonly #defaultLevel: number;
   #size = 0;
+  /** Queued items with a deadline: while there are none, `expire` and `nextDeadline` scan nothing. */
+  #timed = 0;
 
   constructor(config: Pick<ModelDynamicBatching, 'priority_levels' | 'default_priority_level' | 'default_queue_policy' | 'priority_queue_policy'> = {}) {
     const levels = Math.max(1, config.priority_levels ?? 0);
@@ -74,6 +79,7 @@ export class PriorityQueue<T extends QueueItem> {
     item.deadlineNs = timeout > 0 ? (item.delayFromNs ?? nowNs) + timeout * 1000 : 0;
     level.queue.push(item);
     this.#size++;
+    if (item.deadlineNs > 0) this.#timed++;
   }
 
   /** Items in service order. */
@@ -93,8 +99,35 @@ export class PriorityQueue<T extends QueueItem> {
     return undefined;
   }
 
+  /**
+   * The item at `index` in service order (0: the first), or undefined. For scans of the head of
+   * the queue, which the iterator (a generator) makes slower.
+   */
+  at(index: number): T | undefined {
+    for (const l of this.#levels) {
+      if (index < l.queue.length) return l.queue[index];
+      index -= l.queue.length;
+      if (index < l.delayed.length) return l.delayed[index];
+      index -= l.delayed.length;
+    }
+    return undefined;
+  }
+
+  /** Queued items that have a deadline (a timeout). */
+  get timedCount(): number {
+    return this.#timed;
+  }
+
   /** Removes and returns the first `n` items in service order. */
   take(n: number): T[] {
+    const first = this.#levels[0]!;
+    if (first.queue.length >= n) {
+      // The common case (one level, nothing delayed ahead): one splice, no copies.
+      const out = first.queue.splice(0, n);
+      this.#size -= n;
+      if (this.#timed > 0) for (const item of out) if (item.deadlineNs > 0) this.#timed--;
+      return out;
+    }
     const out: T[] = [];
     for (const l of this.#levels) {
       if (out.length >= n) break;
@@ -103,6 +136,7 @@ export class PriorityQueue<T extends QueueItem> {
       out.push(...l.delayed.splice(0, n - out.length));
     }
     this.#size -= out.length;
+    if (this.#timed > 0) for (const item of out) if (item.deadlineNs > 0) this.#timed--;
     return out;
   }
 
@@ -114,6 +148,7 @@ export class PriorityQueue<T extends QueueItem> {
         if (i >= 0) {
           list.splice(i, 1);
           this.#size--;
+          if (item.deadlineNs > 0) this.#timed--;
           return true;
         }
       }
@@ -125,18 +160,20 @@ export class PriorityQueue<T extends QueueItem> {
    * Applies the timeout actions at `nowNs`: expired REJECT items are removed and returned; expired
    * DELAY items move behind the level's other requests and lose their deadline.
    */
-  expire(nowNs: number): T[] {
-    const rejected: T[] = [];
+  expire(nowNs: number): readonly T[] {
+    if (this.#timed === 0) return NONE;
+    let rejected: T[] | undefined;
     for (const l of this.#levels) {
       if (l.queue.length === 0) continue;
       const keep: T[] = [];
       for (const item of l.queue) {
         if (item.deadlineNs > 0 && item.deadlineNs <= nowNs) {
+          this.#timed--;
           if (l.policy.timeout_action === 'DELAY') {
             item.deadlineNs = 0;
             l.delayed.push(item);
           } else {
-            rejected.push(item);
+            (rejected ??= []).push(item);
             this.#size--;
           }
         } else {
@@ -145,11 +182,12 @@ export class PriorityQueue<T extends QueueItem> {
       }
       l.queue = keep;
     }
-    return rejected;
+    return rejected ?? NONE;
   }
 
   /** The earliest deadline of a queued item, or 0 for none. */
   nextDeadline(): number {
+    if (this.#timed === 0) return 0;
     let min = 0;
     for (const l of this.#levels) {
       for (const item of l.queue) if (item.deadlineNs > 0 && (min === 0 || item.deadlineNs < min)) min = item.deadlineNs;

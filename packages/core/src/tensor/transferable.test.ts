@@ -21,6 +21,15 @@ describe('tensor ownership', () => {
     expect(isOwned(t(new Int32Array(new SharedArrayBuffer(16)), true))).toBe(false);
   });
 
+  it('marks a buffer without changing what it shows: twice is the same as once', () => {
+    const body = new Uint8Array(16);
+    markTransferable(body.buffer);
+    markTransferable(body.buffer);
+    expect(isTransferable(body)).toBe(true);
+    expect(Reflect.ownKeys(body.buffer)).toEqual([]);
+    expect(body.buffer).toStrictEqual(new Uint8Array(16).buffer);
+  });
+
   it('transferList: the owned buffers, each once', () => {
     const a = new Int32Array(4);
     const body = new Uint8Array(32);
