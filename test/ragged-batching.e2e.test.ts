@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, until, type Child } from './helpers/process.js';
+import { inferInput, pendingRequests, type JsonOutput } from './helpers/ragged.js';
 
 let triode: Child;
 let base: string;
@@ -120,16 +121,9 @@ afterAll(async () => {
   await triode?.stop();
 });
 
-interface Output { name: string; shape: number[]; data: (number | string)[] }
-
-async function infer(model: string, shape: number[], data: number[]): Promise<Output[]> {
-  const r = await fetch(`${base}/v2/models/${model}/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'INPUT', datatype: 'FP32', shape, data }] }) });
-  const json = (await r.json()) as { outputs?: Output[]; error?: string };
-  if (r.status !== 200) throw new Error(`${r.status}: ${json.error ?? ''}`);
-  return json.outputs!;
-}
-
-const pending = async (model: string) => Number(new RegExp(`^nv_inference_pending_request_count\\{model="${model}",version="1"\\} (\\d+)$`, 'm').exec(await (await fetch(`${metricsBase}/metrics`)).text())?.[1]);
+type Output = JsonOutput;
+const infer = (model: string, shape: number[], data: number[]): Promise<Output[]> => inferInput(base, model, shape, data);
+const pending = (model: string): Promise<number> => pendingRequests(metricsBase, model);
 
 describe('ragged batching (triode serve)', () => {
   it('runs requests of shapes [1,3], [1,4], [1,5], [2,2] in one execution; each gets its own answer', async () => {
