@@ -151,18 +151,34 @@ function memory(): { total: number; used: number } {
   }
 }
 
+/**
+ * `read()`'s value, read once per event-loop turn: a scrape renders its families one after another
+ * in one turn, and each family reading the server's statistics anew would build them ~15 times.
+ */
+function oncePerTurn<T>(read: () => T): () => T {
+  let cached: { value: T } | undefined;
+  return () => {
+    if (!cached) {
+      cached = { value: read() };
+      setImmediate(() => { cached = undefined; });
+    }
+    return cached.value;
+  };
+}
+
 /** Builds the registry: counters read from `source` when scraped, latency distributions fed per request. */
 export function createMetricsRegistry(source: MetricsSource, config: MetricsConfig = {}): Registry & { stopSampling(): void } {
   const registry = new Registry() as Registry & { stopSampling(): void };
   const named = (name: string) => familyName(config, name);
+  const snapshot = oncePerTurn(() => source.metricsSnapshot());
   // Per model version, with its metric_tags labels: series of one family may differ in labels.
   const perModel = (name: string, help: string, value: (m: ModelMetricsEntry) => number, type: 'counter' | 'gauge' = 'counter') => new SnapshotFamily(registry, {
-    name, help, type, read: () => source.metricsSnapshot().map((m) => ({ value: value(m), labels: modelLabels(m) })),
+    name, help, type, read: () => snapshot().map((m) => ({ value: value(m), labels: modelLabels(m) })),
   });
   perModel(named('nv_inference_request_success'), 'Number of successful inference requests, all batch sizes', (m) => m.stats.inference_stats.success.count);
   new SnapshotFamily(registry, {
     name: named('nv_inference_request_failure'), help: 'Number of failed inference requests, all batch sizes', type: 'counter',
-    read: () => source.metricsSnapshot().flatMap((m): FamilySample[] => {
+    read: () => snapshot().flatMap((m): FamilySample[] => {
       const labels = modelLabels(m);
       return ['REJECTED', 'CANCELED', 'BACKEND', 'OTHER'].map((reason) => ({ value: m.failures[reason] ?? 0, labels: { ...labels, reason } }));
     }),
@@ -178,7 +194,7 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
     perModel(named('nv_inference_compute_infer_duration_us'), 'Cumulative compute inference duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_infer.ns * US));
     perModel(named('nv_inference_compute_output_duration_us'), 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_output.ns * US));
   }
-  addLatencyDistributions(registry, source, config);
+  addLatencyDistributions(registry, source, config, snapshot);
   if (source.responseCacheStats?.()) {
     perModel(named('nv_cache_num_hits_per_model'), 'Number of cache hits per model', (m) => m.stats.inference_stats.cache_hit.count);
     perModel(named('nv_cache_num_misses_per_model'), 'Number of cache misses per model', (m) => m.stats.inference_stats.cache_miss.count);
@@ -313,14 +329,13 @@ const FIRST_RESPONSE_HISTOGRAM = 'nv_inference_first_response_histogram_ms';
  * Summaries (µs) and the first-response histogram (ms), fed with each request's latencies; a
  * model's series carry its tags, and its `model_metrics` buckets replace the server-wide ones.
  */
-function addLatencyDistributions(registry: Registry, source: MetricsSource, config: MetricsConfig): void {
+function addLatencyDistributions(registry: Registry, source: MetricsSource, config: MetricsConfig, live: () => Iterable<{ name: string; version: string }>): void {
   if (!config.summaryLatencies && !config.histogramLatencies) return;
   const named = (name: string) => familyName(config, name);
   if (!source.observeLatencies) return;
   const quantiles = config.summaryQuantiles ?? DEFAULT_SUMMARY_QUANTILES;
   // prometheus-cpp's summary (Triton's) keeps a sliding window of 60 s in 5 age buckets.
   // Series of versions that are no longer loaded go at the next scrape (Triton drops them at unload).
-  const live = () => source.metricsSnapshot();
   const summary = (name: string, help: string) => new DistributionFamily(registry, {
     name, help, type: 'summary', live,
     create: (labelNames) => new Summary({ name, help, labelNames, registers: [], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5 }),
