@@ -11,8 +11,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
 import { writeRaggedOnnxModel } from './helpers/ragged-onnx.js';
-import { freePort, startTriode, until, type Child } from './helpers/process.js';
-import { inferInput, pendingRequests, type JsonOutput } from './helpers/ragged.js';
+import { freePort, startTriode, type Child } from './helpers/process.js';
+import { inferInOneBatch, type JsonOutput } from './helpers/ragged.js';
 
 let triode: Child;
 let base: string;
@@ -35,18 +35,8 @@ afterAll(async () => {
 });
 
 type Output = JsonOutput;
-const infer = (model: string, shape: number[], data: number[]): Promise<Output[]> => inferInput(base, model, shape, data);
-const pending = (model: string): Promise<number> => pendingRequests(metricsBase, model);
 
-/** Sends the requests one after another, each once the previous is queued; answers in order. */
-async function inOneBatch(model: string, requests: [number[], number[]][]): Promise<Output[][]> {
-  const answers: Promise<Output[]>[] = [];
-  for (const [k, [shape, data]] of requests.entries()) {
-    answers.push(infer(model, shape, data));
-    if (k < requests.length - 1) await until(async () => (await pending(model)) === k + 1);
-  }
-  return Promise.all(answers);
-}
+const inOneBatch = (model: string, requests: [number[], number[]][]): Promise<Output[][]> => inferInOneBatch(base, metricsBase, model, requests);
 
 async function executions(model: string): Promise<{ inference_count: number; execution_count: number }> {
   const stats = (await (await fetch(`${base}/v2/models/${model}/stats`)).json()) as { model_stats: { inference_count: number; execution_count: number }[] };

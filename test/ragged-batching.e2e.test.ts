@@ -8,8 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
-import { freePort, startTriode, until, type Child } from './helpers/process.js';
-import { inferInput, pendingRequests, type JsonOutput } from './helpers/ragged.js';
+import { freePort, startTriode, type Child } from './helpers/process.js';
+import { inferInOneBatch, inferInput, type JsonOutput } from './helpers/ragged.js';
 
 let triode: Child;
 let base: string;
@@ -123,7 +123,6 @@ afterAll(async () => {
 
 type Output = JsonOutput;
 const infer = (model: string, shape: number[], data: number[]): Promise<Output[]> => inferInput(base, model, shape, data);
-const pending = (model: string): Promise<number> => pendingRequests(metricsBase, model);
 
 describe('ragged batching (triode serve)', () => {
   it('runs requests of shapes [1,3], [1,4], [1,5], [2,2] in one execution; each gets its own answer', async () => {
@@ -133,13 +132,8 @@ describe('ragged batching (triode serve)', () => {
       [[1, 5], [1, 1, 1, 1, 1]],
       [[2, 2], [5, 6, 7, 8]],
     ];
-    const answers: Promise<Output[]>[] = [];
-    for (const [k, [shape, data]] of requests.entries()) {
-      answers.push(infer('ragged', shape, data));
-      // The next goes once this one is queued: the batch's order is the order above.
-      if (k < requests.length - 1) await until(async () => (await pending('ragged')) === k + 1);
-    }
-    const results = await Promise.all(answers);
+    // Each goes once the one before is queued: the batch's order is the order above.
+    const results = await inferInOneBatch(base, metricsBase, 'ragged', requests);
     const get = (outs: Output[], name: string) => outs.find((o) => o.name === name)!;
 
     // Each request got its own sums (one per batch item) and its own elements doubled, in its shape.
