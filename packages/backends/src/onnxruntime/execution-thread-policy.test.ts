@@ -57,32 +57,122 @@ describe('ExecutionThreadPolicy', () => {
     expect(p.choose(idle)).toBe('thread');
   });
 
-  it('on the main thread, only a lone small request on an idle instance runs there', () => {
+  it('a lone request on a quiet instance runs on the main thread; a batch when its size is measured there under the hand-off CPU', () => {
     const p = policy();
     feed(p, 4, 30 * US, 'thread');
     expect(p.choose(idle)).toBe('main');
-    // A batch: requests queued behind each other, where the thread and the batcher pay off.
-    expect(p.choose({ ...idle, requests: 2 })).toBe('thread');
-    // The instance holds a batch on either path: the next waits behind it, on the thread.
-    expect(p.choose({ ...idle, threadBusy: 1 })).toBe('thread');
-    expect(p.choose({ ...idle, mainBusy: 1 })).toBe('thread');
+    const batch = { ...idle, requests: 4, inputBytes: 512 };
+    // A size never measured on the main thread runs there, to be measured.
+    expect(p.choose(batch)).toBe('main');
+    // Measured on the instance thread: not counted (it includes the time the thread waited for a core).
+    for (let i = 0; i < 10; i++) p.record('thread', 200 * US, 4, 512);
+    expect(p.sizeEstimateNs(512)).toBe(0);
+    expect(p.choose(batch)).toBe('main');
+    // Measured on the main thread under the hand-off's CPU (40 µs by default): stays there. The
+    // first run of a size is not counted (onnxruntime plans memory for a new shape then).
+    p.record('main', 2000 * US, 4, 512);
+    expect(p.choose(batch)).toBe('main');
+    for (let i = 0; i < 4; i++) p.record('main', 20 * US, 4, 512);
+    expect(p.sizeEstimateNs(512)).toBe(20 * US);
+    expect(p.choose(batch)).toBe('main');
+    // A main-thread batch of the instance still unsettled: the next may run there too (runs block).
+    expect(p.choose({ ...batch, mainBusy: 1 })).toBe('main');
+    // A batch on the instance's thread: the next still runs on the main thread (the instance runs it after that one).
+    expect(p.choose({ ...batch, threadBusy: 1 })).toBe('main');
     // A large input (which would also grow the main thread's arena).
     expect(p.choose({ ...idle, inputBytes: 1024 * 1024 })).toBe('thread');
+    // While the instance prefers its thread, nothing runs on the main thread.
+    const cold = policy();
+    expect(cold.choose(batch)).toBe('thread');
   });
 
-  it('while batches keep meeting each other (concurrent load), lone requests go to the thread too', () => {
+  it('a size class measured over the hand-off CPU goes to the thread, and is measured again now and then', () => {
     const p = policy();
     feed(p, 4, 30 * US, 'thread');
-    for (let i = 0; i < 50; i++) expect(p.choose({ ...idle, requests: i < 4 || i % 2 ? 3 : 1 })).toBe('thread');
+    const batch = { ...idle, requests: 8, inputBytes: 1024 };
+    for (let i = 0; i < 5; i++) p.record('main', 55 * US, 8, 1024);
+    // Over 40 µs, under the threshold: the thread, but one batch in 64 runs on the main thread.
+    const placed = Array.from({ length: 128 }, () => p.choose(batch));
+    expect(placed.filter((x) => x === 'main')).toHaveLength(2);
+    // Faster now: those re-measurements bring the estimate down (an EWMA, weight 1/8) and it moves.
+    let rounds = 0;
+    while (p.choose(batch) === 'thread' || p.sizeEstimateNs(1024) > 40 * US) {
+      if (p.choose(batch) === 'main') p.record('main', 10 * US, 8, 1024);
+      if (++rounds > 10_000) break;
+    }
+    expect(p.sizeEstimateNs(1024)).toBeLessThanOrEqual(40 * US);
+    expect(p.choose(batch)).toBe('main');
+    // One outlier (a GC pause) moves the estimate by an eighth of twice itself at most.
+    const before = p.sizeEstimateNs(1024);
+    p.record('main', 5000 * US, 8, 1024);
+    expect(p.sizeEstimateNs(1024)).toBeCloseTo(before * 1.125, 3);
+  });
+
+  it('a size class whose runs take more than the threshold goes to the thread, measured again 1 batch in 1024', () => {
+    const p = policy();
+    feed(p, 4, 30 * US, 'thread');
+    const big = { ...idle, requests: 64, inputBytes: 64 * 1024 };
+    expect(p.choose(big)).toBe('main');
+    p.record('main', 900 * US, 64, 64 * 1024); // cold
+    expect(p.choose(big)).toBe('main');
+    p.record('main', 900 * US, 64, 64 * 1024);
+    const placed = Array.from({ length: 2048 }, () => p.choose(big));
+    expect(placed.filter((x) => x === 'main')).toHaveLength(2);
+    // Over `guardFactor` times the threshold (2 ms here): never again.
+    const q = policy();
+    feed(q, 4, 30 * US, 'thread');
+    q.record('main', 9000 * US, 64, 64 * 1024);
+    q.record('main', 9000 * US, 64, 64 * 1024);
+    for (let i = 0; i < 5000; i++) expect(q.choose(big)).toBe('thread');
+    // The hand-off bound never exceeds the threshold.
+    const low = new ExecutionThreadPolicy('auto', { thresholdNs: 10 * US, warmup: 1 });
+    low.record('thread', 5 * US, 1, 128);
+    for (let i = 0; i < 5; i++) low.record('main', 20 * US, 8, 1024);
+    expect(low.sizeEstimateNs(1024)).toBe(20 * US);
+    expect(low.choose({ ...idle, requests: 8, inputBytes: 1024 })).toBe('thread');
+  });
+
+  it('with one core, under load every batch runs on the main thread', () => {
+    const one = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 1 });
+    const two = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 2 });
+    const batch = { ...idle, requests: 8, inputBytes: 1024 };
+    for (const p of [one, two]) {
+      feed(p, 4, 30 * US, 'thread');
+      for (let i = 0; i < 5; i++) p.record('main', 70 * US, 8, 1024);
+    }
+    // The thread shares the main thread's core: handing off costs more than running (70 µs).
+    expect(one.choose(batch)).toBe('main');
+    expect(one.choose({ ...batch, inputBytes: 4096, threadBusy: 1 })).toBe('main');
+    // Still not a large input.
+    expect(one.choose({ ...batch, inputBytes: 1024 * 1024 })).toBe('thread');
+    // A core of its own: 70 µs on the main thread is more than a hand-off costs it (40 µs).
+    expect(two.choose(batch)).toBe('thread');
+  });
+
+  it('while batches keep meeting each other (load), a lone request follows the rule for loaded batches', () => {
+    const p = policy();
+    feed(p, 4, 30 * US, 'thread');
+    // Its size measured on the main thread over the hand-off CPU (40 µs < 50 µs < 100 µs).
+    for (let i = 0; i < 5; i++) p.record('main', 50 * US, 1, 128);
+    for (let i = 0; i < 50; i++) p.choose({ ...idle, requests: 3, inputBytes: 384, threadBusy: 1 });
+    let loaded = 0;
+    for (let i = 0; i < 5; i++) if (p.choose(idle) === 'thread') loaded++;
+    expect(loaded).toBe(5);
     // Quiet again: back on the main thread once few recent batches met another.
-    let n = 0;
+    let n = 5;
     while (p.choose(idle) === 'thread') n++;
     expect(n).toBeGreaterThan(5);
-    expect(n).toBeLessThan(40);
+    expect(n).toBeLessThan(80);
     // Once quiet for a while, one collision now and then (a client with two requests in flight) does not move it.
     for (let i = 0; i < 50; i++) p.choose(idle);
-    expect(p.choose({ ...idle, mainBusy: 1 })).toBe('thread');
+    expect(p.choose({ ...idle, threadBusy: 1 })).toBe('thread');
     expect(p.choose(idle)).toBe('main');
+    // A model whose lone request costs less than a hand-off keeps it on the main thread under load.
+    const q = policy();
+    feed(q, 4, 12 * US, 'thread');
+    for (let i = 0; i < 5; i++) q.record('main', 12 * US, 1, 128);
+    for (let i = 0; i < 50; i++) q.choose({ ...idle, requests: 3, inputBytes: 384, threadBusy: 1 });
+    expect(q.choose(idle)).toBe('main');
   });
 
   it('a model whose runs grow past twice the threshold moves back to its thread', () => {
@@ -125,10 +215,12 @@ describe('ExecutionThreadPolicy', () => {
     expect(p.estimateNs).toBe(5000 * US);
   });
 
-  it('batches of several requests are not measured (they never run on the main thread)', () => {
+  it('batches of several requests do not move the instance between paths', () => {
     const p = policy();
-    for (let i = 0; i < 100; i++) expect(p.record('thread', 30 * US, 8)).toBeUndefined();
+    for (let i = 0; i < 100; i++) expect(p.record('main', 30 * US, 8, 1024)).toBeUndefined();
+    // (The first of them, a cold run, is not counted; the others all measured 30 µs.)
     expect(p.estimateNs).toBe(0);
+    expect(p.sizeEstimateNs(1024)).toBe(30 * US);
     expect(p.choose(idle)).toBe('thread');
   });
 

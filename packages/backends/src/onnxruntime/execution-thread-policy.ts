@@ -7,10 +7,14 @@
  * the main thread 41-52 µs of CPU and a request 85-107 µs of latency; running the same batch on the
  * main thread costs it 21-27 µs (12 µs of it inside onnxruntime). Under HTTP load the same batch
  * measures 40-120 µs on either thread (the threads and the load generator share 2 cores).
- * Only a lone request on an idle instance runs on the main thread: that is where the hand-off's
- * latency is the whole cost. Under load the dynamic batcher spreads the hand-off over a batch and
- * the instance threads use the other cores, so batches, and requests that queue behind one, go to
- * the thread. The default threshold, 100 µs of compute, is the hand-off's latency.
+ * Two rules, one per cost. A lone request on an idle instance runs on the main thread when its
+ * compute is under the threshold (default 100 µs, the hand-off's latency): there the latency is the
+ * whole cost. Under load, what counts is the main thread's CPU, which bounds a tiny model's rate:
+ * a batch runs there when the instance's measured compute for batches of its size is under the
+ * hand-off's main-thread CPU (HANDOFF_CPU_NS), since running it costs the main thread less than
+ * handing it off would. Measured over HTTP (bench/http.mjs, `simple`, server on one core):
+ * batches on the main thread cost the main thread 57-74 µs a request against 77-106 µs on the
+ * instance thread, at c=16 and 64.
  */
 import { Errors, type ModelConfig } from '@triode/core';
 
@@ -22,6 +26,13 @@ export type ExecutionPath = 'main' | 'thread';
 
 /** Default of `execution_thread_threshold_us`: the hand-off's latency cost (see above). */
 export const DEFAULT_EXECUTION_THREAD_THRESHOLD_US = 100;
+
+/**
+ * What a hand-off to the instance thread costs the main thread in CPU: bench/handoff.mjs measured
+ * 36-56 µs a round trip (1 and 2 in flight, pinned to one core; 41-44 µs on two). Under load, a
+ * batch whose compute on the main thread is measured under this runs there (ExecutionThreadPolicy).
+ */
+export const HANDOFF_CPU_NS = 40_000;
 
 /** Batches with at least this much input always run on the thread (1 MiB: see ARENA_CHECK_MIN_INPUT_BYTES). */
 export const MAX_MAIN_THREAD_INPUT_BYTES = 1024 * 1024;
@@ -65,6 +76,15 @@ export interface ExecutionThreadPolicyOptions {
   guardFactor?: number;
   /** See MAX_MAIN_THREAD_INPUT_BYTES. @default 1 MiB */
   maxMainInputBytes?: number;
+  /** See HANDOFF_CPU_NS (capped at the threshold). @default 40 µs */
+  handoffCpuNs?: number;
+  /**
+   * Cores the process may run on (`os.availableParallelism()`, which follows `taskset`). With one,
+   * the instance thread shares the main thread's core: a hand-off adds no compute, only its own
+   * cost, so under load every batch runs on the main thread (while the instance prefers it). Its
+   * runs there cannot be measured fairly either: the instance threads preempt it. @default 2
+   */
+  cores?: number;
 }
 
 /** A move from one path to the other, for the log. */
@@ -94,27 +114,48 @@ const EWMA_WEIGHT = 1 / 8;
 
 /**
  * Above this share of recent batches that met another (an EWMA, weight 1/16: two in the last 16
- * or so), lone requests go to the thread too: requests are arriving concurrently, the main thread
- * is busy with their I/O, and the instance threads add cores. Measured (bench/inthread-http.mjs):
- * running lone requests on the main thread under 16-64 connections cost JSON 20-30% of its rate.
+ * or so), the instance counts as loaded: a lone request follows the rule for batches under load
+ * (its size's compute under the hand-off's CPU), not the latency rule (under the threshold).
  */
 const MAX_CONTENTION = 0.125;
 
+/** Main-thread samples a size class needs before its estimate decides; until then it runs there to be measured. */
+const MIN_SIZE_SAMPLES = 4;
+
 /**
- * Keeps a moving estimate of an instance's compute time for a one-request batch, from what each
- * such batch measured on either path (an EWMA, weight 1/8, of samples clipped at twice the
- * estimate: a GC pause or a preemption moves it by 12.5% at most, a model that really slows down
- * doubles it in 6 batches), and picks the path of the next batch.
+ * A size class measured over the hand-off CPU runs on the main thread again every this many
+ * batches (under the threshold), or 16 times as many (under `guardFactor` times it), to follow a
+ * model that got faster or a measurement that was unlucky.
+ */
+const REMEASURE_EVERY = 64;
+
+/** The size class of a batch: log2 of its input bytes (compute grows with the input). */
+function sizeClass(inputBytes: number): number {
+  return inputBytes <= 1 ? 0 : Math.min(47, Math.floor(Math.log2(inputBytes)));
+}
+
+/**
+ * Keeps moving estimates of an instance's compute time (EWMAs, weight 1/8, of samples clipped at
+ * twice the estimate: a GC pause or a preemption moves one by 12.5% at most, a model that really
+ * slows down doubles it in 6 batches): one for one-request batches measured on either path, which
+ * moves the instance between its paths, and one per size class of batch (log2 of its input bytes)
+ * measured on the main thread only, which says whether a batch under load costs the main thread
+ * less to run than to hand off. Only main-thread runs count there: a run measured on the instance
+ * thread includes the time that thread waited for a core, which on a loaded machine is most of it
+ * (`simple`, server on one core: 99 µs on the thread, 12 µs on the main thread).
  *
- * `auto`: the thread first; the main thread once `warmup` batches put the estimate at or under the
- * threshold; the thread again once the estimate goes over `leaveFactor` times the threshold (a
- * margin against flapping on noise) or two main-thread batches in a row take `guardFactor` times
- * it, for `backoff` batches (doubling each time) before it may come back. Even while it prefers
- * the main thread, a batch runs there only when it is one request, its input is under
- * `maxMainInputBytes`, the instance holds no other batch (nothing waits behind it, no batch is
- * forming) and few recent batches met another (see MAX_CONTENTION): otherwise it goes to the
- * thread, after the instance's main-thread batch if there is one. An instance's batches therefore never overlap, on one path or across both, so the instance
- * count still bounds concurrency. Time is not read here: callers pass what they measured.
+ * `auto`: the thread first; the main thread once `warmup` one-request batches put their estimate
+ * at or under the threshold; the thread again once it goes over `leaveFactor` times the threshold
+ * (a margin against flapping on noise) or two main-thread batches in a row take `guardFactor`
+ * times it, for `backoff` batches (doubling each time) before it may come back. While it prefers
+ * the main thread, a batch runs there when its input is under `maxMainInputBytes` and either it is
+ * a lone request on a quiet instance (see MAX_CONTENTION), or its size class is measured under the
+ * hand-off's CPU (HANDOFF_CPU_NS); the instance runs it after its batch on the thread, if any. A size class not yet measured `MIN_SIZE_SAMPLES` times runs
+ * there to be measured, until one run takes more than the threshold; one measured over the
+ * hand-off's CPU but under the threshold runs there once every REMEASURE_EVERY batches. An
+ * instance's batches never overlap, on one path or across both (a main-thread run blocks the
+ * thread), so the instance count still bounds concurrency. Time is not read here: callers pass
+ * what they measured.
  */
 export class ExecutionThreadPolicy {
   readonly mode: ExecutionThread;
@@ -123,6 +164,13 @@ export class ExecutionThreadPolicy {
   readonly #guard: number;
   readonly #maxBackoff: number;
   readonly #maxInput: number;
+  readonly #handoff: number;
+  readonly #oneCore: boolean;
+  /** Per size class: main-thread estimate (ns), its samples, batches placed while over the hand-off CPU, and whether its first (cold) run was seen. */
+  readonly #sized = new Float64Array(48);
+  readonly #sizedSamples = new Uint32Array(48);
+  readonly #sizedSkipped = new Uint32Array(48);
+  readonly #sizedCold = new Uint8Array(48);
   #preferred: ExecutionPath;
   #estimate = 0;
   #samples = 0;
@@ -145,6 +193,8 @@ export class ExecutionThreadPolicy {
     this.#backoff = options.backoff ?? 64;
     this.#maxBackoff = this.#backoff * 64;
     this.#maxInput = options.maxMainInputBytes ?? MAX_MAIN_THREAD_INPUT_BYTES;
+    this.#handoff = Math.min(this.#threshold, options.handoffCpuNs ?? HANDOFF_CPU_NS);
+    this.#oneCore = (options.cores ?? 2) <= 1;
     this.#preferred = mode === 'main' ? 'main' : 'thread';
   }
 
@@ -163,23 +213,54 @@ export class ExecutionThreadPolicy {
     return this.#estimate;
   }
 
+  /** Moving estimate of a main-thread batch's compute time with `inputBytes` of input, ns (0 until measured `MIN_SIZE_SAMPLES` times). */
+  sizeEstimateNs(inputBytes: number): number {
+    const k = sizeClass(inputBytes);
+    return this.#sizedSamples[k]! >= MIN_SIZE_SAMPLES ? this.#sized[k]! : 0;
+  }
+
   /** Where the next batch runs. */
   choose(load: InstanceLoad): ExecutionPath {
     if (this.mode !== 'auto') return this.#preferred;
     const contended = load.requests !== 1 || load.threadBusy > 0 || load.mainBusy > 0;
     this.#contention += ((contended ? 1 : 0) - this.#contention) / 16;
-    if (this.#preferred === 'thread' || contended || this.#contention > MAX_CONTENTION) return 'thread';
     // Large inputs take long, and would grow the main thread's session arena.
-    if (load.inputBytes >= this.#maxInput) return 'thread';
-    return 'main';
+    if (this.#preferred === 'thread' || load.inputBytes >= this.#maxInput) return 'thread';
+    // Quiet: the hand-off's latency is the cost, and the one-request estimate is under the threshold.
+    if (!contended && this.#contention <= MAX_CONTENTION) return 'main';
+    // Loaded: the main thread's CPU is the cost; a batch runs there (after the instance's batch on
+    // its thread, if it has one) when that costs it less than a hand-off.
+    if (this.#oneCore) return 'main';
+    const k = sizeClass(load.inputBytes);
+    const n = this.#sizedSamples[k]!;
+    const est = this.#sized[k]!;
+    if (n === 0 || est <= this.#handoff) return 'main';
+    if (n < MIN_SIZE_SAMPLES && est <= this.#threshold) return 'main';
+    const every = est <= this.#threshold ? REMEASURE_EVERY : est <= this.#guard ? REMEASURE_EVERY * 16 : 0;
+    return every > 0 && ++this.#sizedSkipped[k]! % every === 0 ? 'main' : 'thread';
   }
 
   /**
-   * Records the compute time (`ns`) of a batch of `requests` requests measured on `path`; answers
-   * the move it caused, if any. Only one-request batches count (the only ones `auto` runs on the
-   * main thread).
+   * Records the compute time (`ns`) of a batch of `requests` requests with `inputBytes` of input,
+   * measured on `path`; answers the move it caused, if any (only one-request batches move it; only
+   * main-thread batches feed their size class).
    */
-  record(path: ExecutionPath, ns: number, requests = 1): PathChange | undefined {
+  record(path: ExecutionPath, ns: number, requests = 1, inputBytes?: number): PathChange | undefined {
+    if (inputBytes !== undefined && path === 'main') {
+      const k = sizeClass(inputBytes);
+      const n = this.#sizedSamples[k]!;
+      // The first run of a new shape is slow (onnxruntime plans its memory then): it says nothing of the next.
+      if (!this.#sizedCold[k]) {
+        this.#sizedCold[k] = 1;
+        return this.#recordLone(path, ns, requests);
+      }
+      this.#sized[k] = n === 0 ? ns : this.#sized[k]! + (Math.min(ns, 2 * this.#sized[k]!) - this.#sized[k]!) * EWMA_WEIGHT;
+      this.#sizedSamples[k] = n + 1;
+    }
+    return this.#recordLone(path, ns, requests);
+  }
+
+  #recordLone(path: ExecutionPath, ns: number, requests: number): PathChange | undefined {
     if (requests !== 1) return undefined;
     const sample = this.#samples === 0 ? ns : Math.min(ns, 2 * this.#estimate);
     this.#estimate = this.#samples === 0 ? ns : this.#estimate + (sample - this.#estimate) * EWMA_WEIGHT;

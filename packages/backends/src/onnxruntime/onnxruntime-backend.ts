@@ -5,6 +5,7 @@
  * Triton: onnxruntime_backend/src/onnxruntime.cc
  */
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
@@ -94,7 +95,7 @@ class OnnxModel implements BackendModel {
     const label = `model "${this.#ctx.name}" instance ${index}`;
     // A GPU instance's runs are the GPU's: they never block the main thread.
     const mode = group.kind === 'KIND_GPU' ? 'instance' : this.#execution.mode;
-    const policy = new ExecutionThreadPolicy(mode, { thresholdNs: this.#execution.thresholdNs });
+    const policy = new ExecutionThreadPolicy(mode, { thresholdNs: this.#execution.thresholdNs, cores: availableParallelism() });
     const batching = (this.#ctx.config.max_batch_size ?? 0) > 0;
     const common = { policy, batching, logger: this.#logger, label, model: this.#ctx.name };
     if (mode === 'main') {

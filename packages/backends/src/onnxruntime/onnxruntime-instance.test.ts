@@ -106,34 +106,42 @@ describe('OnnxInstance', () => {
     expect(s.instance.ran.main).toBe(before);
   });
 
-  it("a batch, or a request queued behind another, goes to the thread; an instance's batches never overlap", async () => {
+  it("a batch runs on the main thread when its size is measured cheap there, else on the thread; an instance's batches never overlap", async () => {
     const s = setup('auto');
     await warmToMain(s);
     s.events.length = 0;
-    // A batch of two requests: the thread.
+    // A batch of two (a size not measured yet): the main thread, where it measures 12 µs.
     await s.instance.execute([request(), request()]);
-    expect(s.events).toEqual(['thread start', 'thread end']);
-    // A lone request on the main thread, held; the next one waits for it, then goes to the thread.
+    expect(s.events).toEqual(['main start', 'main end']);
+    // A batch of four (64 bytes) that takes 200 µs on the main thread (over the 50 µs threshold): the thread from then on.
+    s.main.reply = (task) => ({ responses: task.requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })), computeInputNs: 0, computeInferNs: task.requests.length === 4 ? 200_000 : 10_000, computeOutputNs: 0 });
+    const four = () => [request(), request(), request(), request()];
+    await s.instance.execute(four()); // its first run (cold) is not counted
+    await s.instance.execute(four());
     s.events.length = 0;
+    await s.instance.execute(four());
+    expect(s.events).toEqual(['thread start', 'thread end']);
+    // A cheap batch while the thread holds one: it runs on the main thread after it, not beside it.
+    s.events.length = 0;
+    s.thread.auto = false;
+    const c = s.instance.execute(four());
+    const d = s.instance.execute([request(), request()]);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(s.events).toEqual(['thread start']);
+    s.thread.finishOne();
+    await Promise.all([c, d]);
+    expect(s.events).toEqual(['thread start', 'thread end', 'main start', 'main end']);
+    // A dear batch while the main thread holds one: it goes to the thread after it.
+    s.events.length = 0;
+    s.thread.auto = true;
     s.main.auto = false;
-    const a = s.instance.execute([request()]);
-    const b = s.instance.execute([request()]);
+    const e = s.instance.execute([request(), request()]);
+    const f = s.instance.execute(four());
     await new Promise((r) => setTimeout(r, 5));
     expect(s.events).toEqual(['main start']);
     s.main.finishOne();
-    await Promise.all([a, b]);
+    await Promise.all([e, f]);
     expect(s.events).toEqual(['main start', 'main end', 'thread start', 'thread end']);
-    // While the thread holds a batch, the next lone request joins it there.
-    s.events.length = 0;
-    s.thread.auto = false;
-    const c = s.instance.execute([request(), request()]);
-    const d = s.instance.execute([request()]);
-    await new Promise((r) => setTimeout(r, 5));
-    expect(s.events).toEqual(['thread start', 'thread start']);
-    s.thread.finishOne();
-    s.thread.finishOne();
-    await Promise.all([c, d]);
-    expect(s.instance.ran.main).toBe(2);
   });
 
   it('errors keep their Triton codes on either path; a dead thread is INTERNAL', async () => {
@@ -141,8 +149,9 @@ describe('OnnxInstance', () => {
     await warmToMain(s);
     s.main.reply = () => ({ error: { code: 'UNAVAILABLE', message: 'the instance has no session (model not loaded)' } });
     await expect(s.instance.execute([request()])).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'the instance has no session (model not loaded)' });
-    s.thread.reply = () => { throw new Error('worker exited'); };
-    const e = await s.instance.execute([request(), request()]).catch((x: unknown) => x);
+    const t = setup('instance');
+    t.thread.reply = () => { throw new Error('worker exited'); };
+    const e = await t.instance.execute([request(), request()]).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(TriodeError);
     expect(e).toMatchObject({ code: 'INTERNAL', message: 'onnx runtime error: worker exited' });
   });

@@ -86,6 +86,8 @@ export class OnnxInstance implements BackendModelInstance {
   #mainBusy = 0;
   /** The last batch given to the main thread, settled: finalize waits for it. */
   #lastMain: Promise<unknown> = Promise.resolve();
+  /** The last batch given to the thread, settled: a main-thread batch waits for it. */
+  #lastThread: Promise<unknown> = Promise.resolve();
   #closed = false;
   /** Whether the main-thread session has run once (see `cold` in execute). */
   #mainWarm = false;
@@ -105,7 +107,8 @@ export class OnnxInstance implements BackendModelInstance {
       outputNames: requests[0]!.outputNames.length ? unionOutputs(requests) : [],
       batching: this.#o.batching,
     };
-    let path = this.#o.policy.choose({ threadBusy: this.#threadBusy, mainBusy: this.#mainBusy, requests: requests.length, inputBytes: inputBytes(task) });
+    const bytes = inputBytes(task);
+    let path = this.#o.policy.choose({ threadBusy: this.#threadBusy, mainBusy: this.#mainBusy, requests: requests.length, inputBytes: bytes });
     if (path === 'main' && !this.#main) {
       this.#openMain();
       path = 'thread';
@@ -117,7 +120,7 @@ export class OnnxInstance implements BackendModelInstance {
     const reply = path === 'main' ? await this.#runMain(task) : await this.#runThread(task, requests);
     this.ran[path]++;
     if ('error' in reply) throw fromWireError(reply.error);
-    const change = cold ? undefined : this.#o.policy.record(path, reply.computeInputNs + reply.computeInferNs + reply.computeOutputNs, requests.length);
+    const change = cold ? undefined : this.#o.policy.record(path, reply.computeInputNs + reply.computeInferNs + reply.computeOutputNs, requests.length, bytes);
     if (change) this.#logChange(change);
     const outputs = reply.responses.map((r, i) => {
       if ('error' in r) return [];
@@ -135,7 +138,9 @@ export class OnnxInstance implements BackendModelInstance {
   async #runMain(task: ExecuteTask): Promise<ExecuteReply> {
     this.#mainBusy++;
     // Inputs stay where they are: nothing moves, nothing is copied (a lent buffer is only read).
-    const run = this.#main!.run(task, []);
+    // The instance's batch on its thread finishes first: its batches never overlap.
+    const main = this.#main!;
+    const run = this.#threadBusy > 0 ? this.#lastThread.then(() => main.run(task, [])) : main.run(task, []);
     this.#lastMain = run.catch(() => undefined);
     try {
       return await run;
@@ -147,10 +152,12 @@ export class OnnxInstance implements BackendModelInstance {
   async #runThread(task: ExecuteTask, requests: ExecuteRequest[]): Promise<ExecuteReply> {
     this.#threadBusy++;
     try {
-      // The instance's batch on the main thread finishes first: its batches never overlap.
-      if (this.#mainBusy > 0) await this.#lastMain;
-      // Moving the owned buffers detaches them here: their requests own them and no one reads them after.
-      return await this.#o.thread!.run(task, transferList(requests));
+      // The instance's batch on the main thread finishes first: its batches never overlap. Moving
+      // the owned buffers detaches them here: their requests own them and no one reads them after.
+      const thread = this.#o.thread!;
+      const run = this.#mainBusy > 0 ? this.#lastMain.then(() => thread.run(task, transferList(requests))) : thread.run(task, transferList(requests));
+      this.#lastThread = run.catch(() => undefined);
+      return await run;
     } catch (err) {
       // The thread itself failed (it died, or could not take the task): its errors come as data.
       throw new TriodeError('INTERNAL', `onnx runtime error: ${(err as Error).message}`, { cause: err });
