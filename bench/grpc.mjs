@@ -1,15 +1,21 @@
 // Issue #7 benchmark: gRPC vs HTTP (binary tensors) on one embedded server, measured with
 // `triode perf`, for `simple` and `ppocr_cls` at concurrency 1, 16 and 64 (each cell measured in
 // the order HTTP, gRPC, gRPC, HTTP and averaged per protocol); then the same HTTP
-// case through wrk, to compare triode perf's client-side cost with wrk's. Run by hand:
-//   node bench/grpc.mjs [--window 3000] [--trials 5]
+// case through wrk, to compare triode perf's client-side cost with wrk's. Needs wrk and taskset.
+// Run by hand:
+//   node bench/grpc.mjs [--window 3000] [--trials 5] [--concurrency 1,16,64] [--models simple,ppocr_cls] [--pin auto|off]
+// Pinning (bench/pinning.mjs): the server on its cores, `triode perf` and wrk on others (>= 8 cores:
+// server on 0-1, load generators on 2-5; 2-7: server on the upper half, load generators on the
+// lower; 1 core or --pin off: unpinned). The first line printed (and of bench/out/grpc.md) says which.
 // Prints markdown tables; bench/RESULTS.md keeps the committed ones with the command line.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { layout, machine as describeMachine, taskset } from './pinning.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = join(ROOT, 'bench', 'out');
@@ -19,10 +25,17 @@ const { values: args } = parseArgs({ options: {
   trials: { type: 'string', default: '5' },
   concurrency: { type: 'string', default: '1,16,64' },
   models: { type: 'string', default: 'simple,ppocr_cls' },
+  pin: { type: 'string', default: 'auto' },
 } });
 mkdirSync(OUT, { recursive: true });
 const CONCURRENCY = args.concurrency.split(',').map(Number);
 const MODELS = args.models.split(',');
+
+// Pinning: the server on PIN.server, triode perf and wrk on PIN.load ('' = unpinned).
+const PIN = layout(availableParallelism(), args.pin);
+const machine = describeMachine(PIN, { server: 'server', load: 'triode perf / wrk' });
+const MACHINE_LINE = `Machine: ${machine.cores} cores (${machine.cpu}); ${machine.layout}.\n\n`;
+process.stdout.write(MACHINE_LINE);
 
 const freePort = () => new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
 
@@ -33,8 +46,8 @@ function cpuTicks(pid) {
 }
 
 async function startServer(httpPort, grpcPort) {
-  const child = spawn(process.execPath, [BIN, 'serve', '--model-repository', join(ROOT, 'model_repository'), '--http-port', String(httpPort), '--http-address', '127.0.0.1',
-    '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1', '--allow-metrics=false', '--log-info=false'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(...taskset(PIN.server, [process.execPath, BIN, 'serve', '--model-repository', join(ROOT, 'model_repository'), '--http-port', String(httpPort), '--http-address', '127.0.0.1',
+    '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1', '--allow-metrics=false', '--log-info=false']), { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   child.stderr.on('data', (d) => { err += d; });
   for (let i = 0; i < 300; i++) {
@@ -56,8 +69,8 @@ function perf(server, protocol, url, model, c) {
   rmSync(json, { force: true });
   const t0 = cpuTicks(server.pid);
   const w0 = Date.now();
-  execFileSync(process.execPath, [BIN, 'perf', '-m', model, '-i', protocol, '-u', url, '--concurrency-range', String(c),
-    '-p', args.window, '-r', args.trials, '--warmup-request-count', '20', '--input-data', 'zero', '--json', json], { stdio: 'ignore' });
+  execFileSync(...taskset(PIN.load, [process.execPath, BIN, 'perf', '-m', model, '-i', protocol, '-u', url, '--concurrency-range', String(c),
+    '-p', args.window, '-r', args.trials, '--warmup-request-count', '20', '--input-data', 'zero', '--json', json]), { stdio: 'ignore' });
   const serverCpu = (cpuTicks(server.pid) - t0) / ((Date.now() - w0) / 10);
   return { ...JSON.parse(readFileSync(json, 'utf8'))[0], serverCpu };
 }
@@ -102,7 +115,7 @@ try {
     const before = process.cpuUsage();
     const t0 = cpuTicks(server.pid);
     const w0 = Date.now();
-    const child = spawn('wrk', ['-t', '2', '-c', '16', '-d', '10s', '--latency', '-s', join(ROOT, 'bench', 'post.lua'), `http://127.0.0.1:${httpPort}/v2/models/simple/infer`],
+    const child = spawn(...taskset(PIN.load, ['wrk', '-t', '2', '-c', '16', '-d', '10s', '--latency', '-s', join(ROOT, 'bench', 'post.lua'), `http://127.0.0.1:${httpPort}/v2/models/simple/infer`]),
       { env: { ...process.env, BODY_FILE: body, HEADER_LEN: String(header.byteLength) } });
     let out = '';
     child.stdout.on('data', (d) => { out += d; });
@@ -131,4 +144,4 @@ if (rows.wrk && simple16) {
   md += ` triode perf ${fmt(simple16.h.throughput)} req/s with ${(simple16.h.clientCpu * 100).toFixed(0)}% of a core for itself (${(simple16.h.clientCpu * 1e6 / simple16.h.requestsPerSec).toFixed(1)} µs CPU per request).\n`;
 }
 process.stdout.write(md);
-writeFileSync(join(OUT, 'grpc.md'), md);
+writeFileSync(join(OUT, 'grpc.md'), MACHINE_LINE + md);

@@ -5,10 +5,11 @@
 // medians over the rounds and the ratios the issue asks for, and Triode's server overhead per
 // request from its statistics extension (request time - queue - compute, as perf_analyzer).
 //
-// Pinning: with >= 8 cores each server runs on cores 0-1 and wrk (4 threads) on cores 2-5, the
-// layout of PERF-BASELINE.md; with 2-7 cores, servers on the upper half and wrk on the lower
-// (2 cores: server on core 1, wrk on core 0, so every server gets ONE core); with 1, unpinned.
-// The first line printed says which. Needs wrk and taskset, and `npm run build`. Run by hand:
+// Pinning (bench/pinning.mjs): with >= 8 cores each server runs on cores 0-1 and wrk (4 threads) on
+// cores 2-5, the layout of PERF-BASELINE.md; with 2-7 cores, servers on the upper half and wrk on the
+// lower (2 cores: server on core 1, wrk on core 0, so every server gets ONE core); with 1 core or
+// --pin off, unpinned. The first line printed says which. Needs wrk and taskset, and
+// `npm run build`. Run by hand:
 //   node bench/http.mjs [--seconds 5] [--warmup 1] [--rounds 3] [--concurrency 1,16,64] [--pin auto|off]
 //     [--triode-args "..."]    extra `triode serve` flags
 //     [--execution-thread auto|main|instance]   simple's execution_thread parameter
@@ -16,10 +17,11 @@ import { execFileSync, spawn } from 'node:child_process';
 import { get } from 'node:http';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { cpuCount, layout, machine as describeMachine, taskset } from './pinning.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: {
@@ -37,25 +39,14 @@ const WARMUP = Number(args.warmup);
 const ROUNDS = Number(args.rounds);
 const CONCURRENCY = args.concurrency.split(',').map(Number);
 
-// --- pinning -------------------------------------------------------------------------------------
-const CORES = availableParallelism();
-let serverCpus = '';
-let wrkCpus = '';
-let wrkThreads = 2;
-if (args.pin !== 'off' && CORES >= 8) { serverCpus = '0-1'; wrkCpus = '2-5'; wrkThreads = 4; }
-else if (args.pin !== 'off' && CORES >= 2) {
-  const half = Math.floor(CORES / 2);
-  serverCpus = half === CORES - 1 ? String(half) : `${half}-${CORES - 1}`;
-  wrkCpus = half === 1 ? '0' : `0-${half - 1}`;
-  wrkThreads = half;
-}
-const pinned = (argv) => (serverCpus ? ['taskset', ['-c', serverCpus, ...argv]] : [argv[0], argv.slice(1)]);
-const machine = {
-  cores: CORES, cpu: cpus()[0]?.model ?? 'unknown',
-  layout: serverCpus
-    ? `servers on cpu ${serverCpus}, wrk (${wrkThreads} threads) on cpu ${wrkCpus}${CORES < 8 ? ` — fewer than 8 cores: not the issue's layout (server 2 cores, wrk 4 others)` : ''}`
-    : 'not pinned: servers and wrk share every core',
-};
+// --- pinning (bench/pinning.mjs) -----------------------------------------------------------------
+const PIN = layout(availableParallelism(), args.pin);
+const serverCpus = PIN.server;
+const wrkCpus = PIN.load;
+const wrkThreads = PIN.pinned ? cpuCount(wrkCpus) : 2;
+const pinned = (argv) => taskset(serverCpus, argv);
+const machine = describeMachine(PIN, { server: 'servers', load: 'wrk', loadThreads: wrkThreads });
+const CORES = machine.cores;
 console.log(JSON.stringify({ machine }));
 
 // --- bodies --------------------------------------------------------------------------------------
@@ -107,7 +98,7 @@ const toMs = (v, unit) => Number(v) * ({ us: 1e-3, ms: 1, s: 1000, m: 60000 }[un
 
 function wrk(url, body, c, seconds) {
   const argv = ['wrk', '-t', String(Math.min(wrkThreads, c)), '-c', String(c), '-d', `${seconds}s`, '--latency', '-s', join(ROOT, 'bench', 'post.lua'), url];
-  const [cmd, rest] = wrkCpus ? ['taskset', ['-c', wrkCpus, ...argv]] : [argv[0], argv.slice(1)];
+  const [cmd, rest] = taskset(wrkCpus, argv);
   const out = execFileSync(cmd, rest, { env: { ...process.env, BODY_FILE: body.file, HEADER_LEN: body.headerLen }, encoding: 'utf8', maxBuffer: 1 << 24 });
   const pct = (p) => { const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s|m)`).exec(out); return m ? toMs(m[1], m[2]) : NaN; };
   return {

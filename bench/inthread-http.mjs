@@ -1,15 +1,20 @@
 // Issue #18 scope 1: `simple` over HTTP, Triode (this checkout's build) against the naive server,
 // in one short run: wrk, binary and JSON, c=1/16/64, for comparing builds (the in-thread execution
-// path on and off) run after run. Needs wrk and `npm run build`. Run by hand:
-//   node bench/inthread-http.mjs [--seconds 3] [--warmup 1] [--execution-thread auto|main|instance] [--naive true]
-// Prints one JSON line per measurement: server, encoding, c, req/s, p50/p99 ms, server CPU %.
+// path on and off) run after run. Needs wrk, taskset and `npm run build`. Run by hand:
+//   node bench/inthread-http.mjs [--seconds 3] [--warmup 1] [--concurrency 1,16,64]
+//     [--execution-thread auto|main|instance] [--naive true] [--pin auto|off]
+// Pinning (bench/pinning.mjs): the server and wrk on separate cores (>= 8 cores: server on 0-1, wrk
+// on 2-5; 2-7: server on the upper half, wrk on the lower; 1 core or --pin off: unpinned).
+// Prints a first JSON line {"machine": {cores, cpu, layout}} saying which, then one JSON line per
+// measurement: server, encoding, c, req/s, p50/p99 ms, server CPU %.
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { layout, machine as describeMachine, taskset } from './pinning.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: {
@@ -18,10 +23,15 @@ const { values: args } = parseArgs({ options: {
   concurrency: { type: 'string', default: '1,16,64' },
   'execution-thread': { type: 'string', default: '' },
   naive: { type: 'string', default: 'true' },
+  pin: { type: 'string', default: 'auto' },
 } });
 const SECONDS = Number(args.seconds);
 const WARMUP = Number(args.warmup);
 const CONCURRENCY = args.concurrency.split(',').map(Number);
+
+// Pinning: the server on PIN.server, wrk on PIN.load ('' = unpinned).
+const PIN = layout(availableParallelism(), args.pin);
+console.log(JSON.stringify({ machine: describeMachine(PIN, { server: 'server', load: 'wrk' }) }));
 
 const freePort = () => new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
 
@@ -41,7 +51,7 @@ function cpuTicks(pid) {
 const toMs = (v, unit) => Number(v) * ({ us: 1e-3, ms: 1, s: 1000, m: 60000 }[unit] ?? 1);
 
 function wrk(url, body, c, seconds) {
-  const out = execFileSync('wrk', ['-t', String(Math.min(2, c)), '-c', String(c), '-d', `${seconds}s`, '--latency', '-s', join(ROOT, 'bench', 'post.lua'), url], {
+  const out = execFileSync(...taskset(PIN.load, ['wrk', '-t', String(Math.min(2, c)), '-c', String(c), '-d', `${seconds}s`, '--latency', '-s', join(ROOT, 'bench', 'post.lua'), url]), {
     env: { ...process.env, BODY_FILE: body.file, HEADER_LEN: body.headerLen }, encoding: 'utf8',
   });
   const pct = (p) => { const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s|m)`).exec(out); return m ? toMs(m[1], m[2]) : NaN; };
@@ -49,7 +59,7 @@ function wrk(url, body, c, seconds) {
 }
 
 async function start(argv, ready) {
-  const p = spawn(process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(...taskset(PIN.server, [process.execPath, ...argv]), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   await new Promise((res, rej) => {
     const on = (d) => { out += d; if (ready.test(out)) res(); };
@@ -67,7 +77,7 @@ async function stop(p) {
 }
 
 function measure(server, p, url, encoding, c) {
-  wrk(url, BODIES[encoding], c, WARMUP);
+  if (WARMUP > 0) wrk(url, BODIES[encoding], c, WARMUP); // wrk refuses -d 0s
   const t0 = cpuTicks(p.pid);
   const r = wrk(url, BODIES[encoding], c, SECONDS);
   const row = { server, encoding, c, ...r, cpu: Math.round((cpuTicks(p.pid) - t0) / SECONDS) };

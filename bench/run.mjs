@@ -1,14 +1,21 @@
 // Issue #3 benchmark: in one run, the raw onnxruntime limit, Triode embedded over HTTP (binary
 // tensors and JSON) and the naive Hono server, for `simple` and `ppocr_cls` b1 requests at
-// concurrency 1, 16 and 64. Needs wrk (apt-get install -y wrk). Run by hand, not in CI:
+// concurrency 1, 16 and 64. Needs wrk (apt-get install -y wrk) and taskset. Run by hand, not in CI:
 //   node bench/run.mjs [--seconds 10] [--warmup 3] [--out bench/out/results.json]
+//     [--concurrency 1,16,64] [--models simple,ppocr_cls] [--pin auto|off]
+// Pinning (bench/pinning.mjs): each server and wrk on separate cores (>= 8 cores: server on 0-1,
+// wrk on 2-5; 2-7: server on the upper half, wrk on the lower; 1 core or --pin off: unpinned); the
+// raw and in-process measurements (one process each) are not pinned. The first line printed, and
+// `machine` in the results file, say which.
 // Prints a markdown table; bench/RESULTS.md keeps the committed one with its command line.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { layout, machine as describeMachine, taskset } from './pinning.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = join(ROOT, 'bench', 'out');
@@ -18,12 +25,18 @@ const { values: args } = parseArgs({ options: {
   out: { type: 'string', default: join(OUT, 'results.json') },
   concurrency: { type: 'string', default: '1,16,64' },
   models: { type: 'string', default: 'simple,ppocr_cls' },
+  pin: { type: 'string', default: 'auto' },
 } });
 const SECONDS = Number(args.seconds);
 const WARMUP = Number(args.warmup);
 const CONCURRENCY = args.concurrency.split(',').map(Number);
 const MODELS = args.models.split(',');
 mkdirSync(OUT, { recursive: true });
+
+// Pinning: servers on PIN.server, wrk on PIN.load ('' = unpinned).
+const PIN = layout(availableParallelism(), args.pin);
+const machine = describeMachine(PIN, { server: 'server', load: 'wrk' });
+console.log(`Machine: ${machine.cores} cores (${machine.cpu}); ${machine.layout}.\n`);
 
 const freePort = () => new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
 
@@ -54,7 +67,8 @@ function cpuTicks(pid) {
 const toMs = (v, unit) => Number(v) * ({ us: 1e-3, ms: 1, s: 1000, m: 60000 }[unit] ?? 1);
 
 function wrk(url, body, c, seconds) {
-  const out = execFileSync('wrk', ['-t', String(Math.min(2, c)), '-c', String(c), '-d', `${seconds}s`, '--latency', '-s', join(ROOT, 'bench', 'post.lua'), url], {
+  const [cmd, argv] = taskset(PIN.load, ['wrk', '-t', String(Math.min(2, c)), '-c', String(c), '-d', `${seconds}s`, '--latency', '-s', join(ROOT, 'bench', 'post.lua'), url]);
+  const out = execFileSync(cmd, argv, {
     env: { ...process.env, BODY_FILE: body.file, HEADER_LEN: body.headerLen }, encoding: 'utf8', maxBuffer: 1 << 24,
   });
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
@@ -70,7 +84,7 @@ const children = new Set();
 process.on('exit', () => { for (const c of children) if (c.exitCode === null) try { process.kill(c.pid, 'SIGKILL'); } catch { /* gone */ } });
 
 async function startProcess(cmd, argv, readyRe) {
-  const p = spawn(cmd, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(...taskset(PIN.server, [cmd, ...argv]), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(p);
   p.once('exit', () => children.delete(p));
   let out = '';
@@ -94,7 +108,7 @@ async function stopProcess(p) {
 }
 
 function measure(name, proc, url, model, encoding, body, c) {
-  wrk(url, body, c, WARMUP);
+  if (WARMUP > 0) wrk(url, body, c, WARMUP); // wrk refuses -d 0s
   const t0 = cpuTicks(proc.pid);
   const r = wrk(url, body, c, SECONDS);
   const cpu = (cpuTicks(proc.pid) - t0) / SECONDS; // percent of one core
@@ -103,7 +117,7 @@ function measure(name, proc, url, model, encoding, body, c) {
   return row;
 }
 
-const results = { date: new Date().toISOString(), seconds: SECONDS, raw: {}, rows: [] };
+const results = { date: new Date().toISOString(), seconds: SECONDS, machine, raw: {}, rows: [] };
 // 1. Raw onnxruntime limit, one and two threads.
 for (const model of MODELS) {
   for (const threads of [1, 2]) {
@@ -161,7 +175,7 @@ for (const [k, r] of Object.entries(results.inprocess)) {
   const [m] = k.split('/');
   console.log(`| ${m} | ${r.c} | ${f(r.rps)} | ${f(r.p50, 3)} | ${f(r.p99, 3)} | ${f(r.rps / results.raw[`${m}/2`], 2)} |`);
 }
-console.log('\nOver HTTP (wrk on the same 2 cores):\n');
+console.log(`\nOver HTTP (${machine.layout}):\n`);
 console.log('| server | model | encoding | c | req/s | p50 ms | p99 ms | server CPU % | x raw 2-thread limit | errors |');
 console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results.rows) {

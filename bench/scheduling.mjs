@@ -1,5 +1,5 @@
-// Issue #4 benchmark (run by hand; needs wrk for the HTTP part):
-//   node bench/scheduling.mjs [--seconds 10]
+// Issue #4 benchmark (run by hand; needs wrk and taskset for the HTTP part):
+//   node bench/scheduling.mjs [--seconds 10] [--pin auto|off]
 // 1. `simple` at c=64 over HTTP (binary), with and without dynamic batching, in one server.
 // 2. A model with a fixed cost per batch (10 ms per execution whatever its size, max_batch_size 8,
 //    2 instances) at c=64, with max_queue_delay_microseconds: throughput vs the ideal
@@ -7,19 +7,26 @@
 // 3. The batcher's own latency at c=1: `simple` in-process with dynamic batching (delay 0) vs the
 //    default scheduler, alternating windows, p50 difference; and in-process throughput at c=64
 //    with and without batching (the HTTP figure of 1. is bounded by the one HTTP thread).
+// Pinning (bench/pinning.mjs), for 1.: the server and wrk on separate cores (>= 8 cores: server on
+// 0-1, wrk on 2-5; 2-7: server on the upper half, wrk on the lower; 1 core or --pin off: unpinned);
+// 2. and 3. run in this process, not pinned. The first line printed says which.
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { layout, machine as describeMachine, taskset } from './pinning.mjs';
 import { InferenceServer } from '@triode/core';
 import { OnnxRuntimeBackend } from '@triode/backends';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { values: args } = parseArgs({ options: { seconds: { type: 'string', default: '10' } } });
+const { values: args } = parseArgs({ options: { seconds: { type: 'string', default: '10' }, pin: { type: 'string', default: 'auto' } } });
 const SECONDS = Number(args.seconds);
+const PIN = layout(availableParallelism(), args.pin); // 1.: the server on PIN.server, wrk on PIN.load
+const machine = describeMachine(PIN, { server: 'server', load: 'wrk' });
+console.log(`Machine: ${machine.cores} cores (${machine.cpu}); HTTP (1.): ${machine.layout}.\n`);
 const f = (x, d = 0) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
 
 const simpleNoBatch = (await import('node:fs')).readFileSync(join(ROOT, 'model_repository/simple/config.pbtxt'), 'utf8')
@@ -38,13 +45,13 @@ const http = {};
 {
   const repo = repoWithBothSimples();
   const port = await freePort();
-  const p = spawn(process.execPath, [join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(...taskset(PIN.server, [process.execPath, join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false']), { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise((res) => { let out = ''; const on = (d) => { out += d; if (/READY[\s\S]*READY[\s\S]*\+\n/.test(out)) res(); }; p.stdout.on('data', on); p.stderr.on('data', on); });
   const header = Buffer.from(JSON.stringify({ parameters: { binary_data_output: true }, inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })) }));
   const bodyFile = join(repo, 'body.bin');
   writeFileSync(bodyFile, Buffer.concat([header, Buffer.from(new Int32Array(32).fill(3).buffer)]));
   const wrk = (model, seconds) => {
-    const out = execFileSync('wrk', ['-t2', '-c64', `-d${seconds}s`, '--latency', '-s', join(ROOT, 'bench/post.lua'), `http://127.0.0.1:${port}/v2/models/${model}/infer`], { env: { ...process.env, BODY_FILE: bodyFile, HEADER_LEN: String(header.byteLength) }, encoding: 'utf8' });
+    const out = execFileSync(...taskset(PIN.load, ['wrk', '-t2', '-c64', `-d${seconds}s`, '--latency', '-s', join(ROOT, 'bench/post.lua'), `http://127.0.0.1:${port}/v2/models/${model}/infer`]), { env: { ...process.env, BODY_FILE: bodyFile, HEADER_LEN: String(header.byteLength) }, encoding: 'utf8' });
     const ms = (m) => (m ? Number(m[1]) * ({ us: 1e-3, ms: 1, s: 1000 }[m[2]]) : NaN);
     return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)[1]), p50: ms(/\s50%\s+([\d.]+)(us|ms|s)/.exec(out)), p99: ms(/\s99%\s+([\d.]+)(us|ms|s)/.exec(out)), non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0) };
   };
