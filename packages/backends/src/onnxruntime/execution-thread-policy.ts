@@ -129,6 +129,11 @@ const MIN_SIZE_SAMPLES = 4;
  */
 const REMEASURE_EVERY = 64;
 
+/** An estimate moved by one sample: the sample itself at first, else an EWMA of samples clipped at twice the estimate. */
+function movedEstimate(estimate: number, samples: number, ns: number): number {
+  return samples === 0 ? ns : estimate + (Math.min(ns, 2 * estimate) - estimate) * EWMA_WEIGHT;
+}
+
 /** The size class of a batch: log2 of its input bytes (compute grows with the input). */
 function sizeClass(inputBytes: number): number {
   return inputBytes <= 1 ? 0 : Math.min(47, Math.floor(Math.log2(inputBytes)));
@@ -219,6 +224,16 @@ export class ExecutionThreadPolicy {
     return this.#sizedSamples[k]! >= MIN_SIZE_SAMPLES ? this.#sized[k]! : 0;
   }
 
+  /** A main-thread run of size class `k`; its first (cold) run is not counted: onnxruntime plans its memory for a new shape then. */
+  #recordSize(k: number, ns: number): void {
+    if (!this.#sizedCold[k]) {
+      this.#sizedCold[k] = 1;
+      return;
+    }
+    this.#sized[k] = movedEstimate(this.#sized[k]!, this.#sizedSamples[k]!, ns);
+    this.#sizedSamples[k]!++;
+  }
+
   /** Where the next batch runs. */
   choose(load: InstanceLoad): ExecutionPath {
     if (this.mode !== 'auto') return this.#preferred;
@@ -246,24 +261,9 @@ export class ExecutionThreadPolicy {
    * main-thread batches feed their size class).
    */
   record(path: ExecutionPath, ns: number, requests = 1, inputBytes?: number): PathChange | undefined {
-    if (inputBytes !== undefined && path === 'main') {
-      const k = sizeClass(inputBytes);
-      const n = this.#sizedSamples[k]!;
-      // The first run of a new shape is slow (onnxruntime plans its memory then): it says nothing of the next.
-      if (!this.#sizedCold[k]) {
-        this.#sizedCold[k] = 1;
-        return this.#recordLone(path, ns, requests);
-      }
-      this.#sized[k] = n === 0 ? ns : this.#sized[k]! + (Math.min(ns, 2 * this.#sized[k]!) - this.#sized[k]!) * EWMA_WEIGHT;
-      this.#sizedSamples[k] = n + 1;
-    }
-    return this.#recordLone(path, ns, requests);
-  }
-
-  #recordLone(path: ExecutionPath, ns: number, requests: number): PathChange | undefined {
+    if (inputBytes !== undefined && path === 'main') this.#recordSize(sizeClass(inputBytes), ns);
     if (requests !== 1) return undefined;
-    const sample = this.#samples === 0 ? ns : Math.min(ns, 2 * this.#estimate);
-    this.#estimate = this.#samples === 0 ? ns : this.#estimate + (sample - this.#estimate) * EWMA_WEIGHT;
+    this.#estimate = movedEstimate(this.#estimate, this.#samples, ns);
     this.#samples++;
     this.#since++;
     if (this.mode !== 'auto') return undefined;
