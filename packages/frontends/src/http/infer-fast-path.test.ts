@@ -19,18 +19,34 @@ const IN0 = Int32Array.from({ length: 16 }, (_, i) => i);
 const IN1 = new Int32Array(16).fill(1);
 const json = JSON.stringify({ inputs: [['INPUT0', IN0], ['INPUT1', IN1]].map(([name, d]) => ({ name, datatype: 'INT32', shape: [1, 16], data: Array.from(d as Int32Array) })) });
 
-/** One request on a fresh connection, the whole answer (Date blanked) as text. */
+/** Whether `b` holds a whole HTTP response: its head and the body its Content-Length or chunked framing announces. */
+function complete(b: Buffer): boolean {
+  const end = b.indexOf('\r\n\r\n');
+  if (end < 0) return false;
+  const head = b.subarray(0, end).toString('latin1');
+  const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+  if (length) return b.length >= end + 4 + Number(length[1]);
+  if (/\r\ntransfer-encoding: *chunked/i.test(head)) return b.subarray(end + 2).toString('latin1').endsWith('\r\n0\r\n\r\n');
+  return false;
+}
+
+/**
+ * One request on a fresh connection, the whole answer (Date blanked) as text. The client
+ * half-closes once the answer is complete (a keep-alive server then closes too), not after a
+ * fixed time: on a loaded machine an answer may take longer than any guess (a CI run caught it).
+ */
 function exchange(port: number, head: string, body: Uint8Array | string = ''): Promise<string> {
   return new Promise((resolve, reject) => {
     const s = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
-    s.on('data', (d) => chunks.push(d));
+    s.on('data', (d: Buffer) => {
+      chunks.push(d);
+      if (complete(Buffer.concat(chunks))) s.end();
+    });
     s.on('error', reject);
     s.on('close', () => resolve(Buffer.concat(chunks).toString('latin1').replace(/\r\nDate: [^\r]*/, '\r\nDate: -')));
     s.write(head.replace('{port}', String(port)));
     s.write(body);
-    // Half-close once the answer has had time to come: a keep-alive server then closes too.
-    setTimeout(() => s.end(), 150);
   });
 }
 
