@@ -149,6 +149,37 @@ describe('ExecutionThreadPolicy', () => {
     expect(two.choose(batch)).toBe('thread');
   });
 
+  it('with one core, a model that prefers its thread still runs on the main thread the batches expected to take at most 20x the threshold', () => {
+    const one = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 1 });
+    const two = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 2 });
+    const cls = { ...idle, inputBytes: 110_592 };
+    // Nothing measured yet: the thread, to be measured.
+    expect(one.choose(cls)).toBe('thread');
+    // ppocr_cls: ~1 ms a run, far over the threshold, so it prefers its thread; under load on one
+    // core its thread runs measure the waits too (3 ms), the fastest says what a run costs.
+    for (const p of [one, two]) {
+      feed(p, 4, 1000 * US, 'thread');
+      feed(p, 40, 3000 * US, 'thread');
+    }
+    expect(one.preferred).toBe('thread');
+    expect(one.estimateNs).toBeGreaterThan(2000 * US);
+    // ...but on one core a hand-off only adds its thread switches: lone requests and loaded ones run on the main thread.
+    expect(one.choose(cls)).toBe('main');
+    expect(one.choose({ ...cls, threadBusy: 1 })).toBe('main');
+    expect(two.choose(cls)).toBe('thread');
+    // A batch of 4 is expected to take 4 ms (over the 2 ms guard): the thread, until measured on the main thread.
+    expect(one.choose({ ...cls, requests: 4, inputBytes: 4 * 110_592 })).toBe('thread');
+    // Large inputs stay on the thread.
+    expect(one.choose({ ...cls, inputBytes: 2 * 1024 * 1024 })).toBe('thread');
+    // Measured on the main thread over the guard (runs grew to 3 ms): the thread again.
+    for (let i = 0; i < 5; i++) one.record('main', 3000 * US, 1, 110_592);
+    expect(one.choose(cls)).toBe('thread');
+    // A model slower than the guard from the start never leaves its thread.
+    const slow = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 1 });
+    feed(slow, 40, 5000 * US, 'thread');
+    expect(slow.choose(cls)).toBe('thread');
+  });
+
   it('while batches keep meeting each other (load), a lone request follows the rule for loaded batches', () => {
     const p = policy();
     feed(p, 4, 30 * US, 'thread');

@@ -81,8 +81,10 @@ export interface ExecutionThreadPolicyOptions {
   /**
    * Cores the process may run on (`os.availableParallelism()`, which follows `taskset`). With one,
    * the instance thread shares the main thread's core: a hand-off adds no compute, only its own
-   * cost, so under load every batch runs on the main thread (while the instance prefers it). Its
-   * runs there cannot be measured fairly either: the instance threads preempt it. @default 2
+   * cost, so under load every batch runs on the main thread (while the instance prefers it), and
+   * while it prefers its thread, every batch expected to take at most `guardFactor` times the
+   * threshold does too. Its runs there cannot be measured fairly either: the instance threads
+   * preempt it. @default 2
    */
   cores?: number;
 }
@@ -155,9 +157,12 @@ function sizeClass(inputBytes: number): number {
  * times it, for `backoff` batches (doubling each time) before it may come back. While it prefers
  * the main thread, a batch runs there when its input is under `maxMainInputBytes` and either it is
  * a lone request on a quiet instance (see MAX_CONTENTION), or its size class is measured under the
- * hand-off's CPU (HANDOFF_CPU_NS); the instance runs it after its batch on the thread, if any. A size class not yet measured `MIN_SIZE_SAMPLES` times runs
- * there to be measured, until one run takes more than the threshold; one measured over the
- * hand-off's CPU but under the threshold runs there once every REMEASURE_EVERY batches. An
+ * hand-off's CPU (HANDOFF_CPU_NS); the instance runs it after its batch on the thread, if any. A
+ * size class not yet measured `MIN_SIZE_SAMPLES` times runs there to be measured, until one run
+ * takes more than the threshold; one measured over the hand-off's CPU but under the threshold runs
+ * there once every REMEASURE_EVERY batches. With one core (`cores`), every batch under the large
+ * input bound that is expected to take at most `guardFactor` times the threshold runs on the main
+ * thread, whichever path the instance prefers (see #shortOnOneCore). An
  * instance's batches never overlap, on one path or across both (a main-thread run blocks the
  * thread), so the instance count still bounds concurrency. Time is not read here: callers pass
  * what they measured.
@@ -188,6 +193,8 @@ export class ExecutionThreadPolicy {
   #overGuard = 0;
   /** Recent share of batches that met another (see MAX_CONTENTION). */
   #contention = 0;
+  /** The fastest one-request batch recorded, ns (see #shortOnOneCore). */
+  #fastest = Infinity;
 
   constructor(mode: ExecutionThread, options: ExecutionThreadPolicyOptions = {}) {
     this.mode = mode;
@@ -240,7 +247,8 @@ export class ExecutionThreadPolicy {
     const contended = load.requests !== 1 || load.threadBusy > 0 || load.mainBusy > 0;
     this.#contention += ((contended ? 1 : 0) - this.#contention) / 16;
     // Large inputs take long, and would grow the main thread's session arena.
-    if (this.#preferred === 'thread' || load.inputBytes >= this.#maxInput) return 'thread';
+    if (load.inputBytes >= this.#maxInput) return 'thread';
+    if (this.#preferred === 'thread') return this.#oneCore && this.#shortOnOneCore(load) ? 'main' : 'thread';
     // Quiet: the hand-off's latency is the cost, and the one-request estimate is under the threshold.
     if (!contended && this.#contention <= MAX_CONTENTION) return 'main';
     // Loaded: the main thread's CPU is the cost; a batch runs there (after the instance's batch on
@@ -256,6 +264,23 @@ export class ExecutionThreadPolicy {
   }
 
   /**
+   * With one core, whether a batch is expected to run within `guardFactor` times the threshold (2 ms
+   * by default): its size class's main-thread estimate, or the fastest one-request batch so far
+   * (either path) times the batch's requests. The fastest, not the moving estimate: on one core the
+   * instance threads and the main thread share the core, and a thread's run under load measures
+   * the waits too (ppocr_cls at c=16: 2-4 ms a ~1 ms run). On one core a
+   * hand-off buys no parallelism (the thread would run on the main thread's core) and costs the
+   * core the thread switches: 403 µs of main-thread CPU a request in the server against ~110 µs in
+   * all on the main thread (`simple`, bench/RESULTS.md); the guard bounds how long the main thread
+   * stops serving other connections for one run.
+   */
+  #shortOnOneCore(load: InstanceLoad): boolean {
+    const k = sizeClass(load.inputBytes);
+    const est = this.#sizedSamples[k]! >= MIN_SIZE_SAMPLES ? this.#sized[k]! : this.#fastest * load.requests;
+    return est <= this.#guard;
+  }
+
+  /**
    * Records the compute time (`ns`) of a batch of `requests` requests with `inputBytes` of input,
    * measured on `path`; answers the move it caused, if any (only one-request batches move it; only
    * main-thread batches feed their size class).
@@ -263,6 +288,7 @@ export class ExecutionThreadPolicy {
   record(path: ExecutionPath, ns: number, requests = 1, inputBytes?: number): PathChange | undefined {
     if (inputBytes !== undefined && path === 'main') this.#recordSize(sizeClass(inputBytes), ns);
     if (requests !== 1) return undefined;
+    this.#fastest = Math.min(this.#fastest, ns);
     this.#estimate = movedEstimate(this.#estimate, this.#samples, ns);
     this.#samples++;
     this.#since++;
