@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue #18: instructions a request costs each thread of a server, counted by valgrind's callgrind.
 # On a noisy VM (this project's 2-core machine moves +-30% run to run) wall-clock A/B cannot see a
-# 5% change; instruction counts repeat to within ~1%. They leave out the kernel (syscalls, loopback
+# 5% change; instruction counts repeat to within ~2% on an idle machine (up to ~7% beside other
+# heavy work, which shifts when V8's background compiler finishes). They leave out the kernel (syscalls, loopback
 # TCP) and what the counts cannot show (cache misses, context switches): pair them with bench/http.mjs.
 # Run by hand (needs valgrind, `npm run build`; ~1-2 minutes a server):
 #   bash bench/callgrind-http.sh <name> <json|binary> [warm-up requests, 10000] [measured requests, 5000] -- <server argv, port $PORT>

@@ -268,11 +268,11 @@ export class ExecutionThreadPolicy {
    * by default): its size class's main-thread estimate, or the fastest one-request batch so far
    * (either path) times the batch's requests. The fastest, not the moving estimate: on one core the
    * instance threads and the main thread share the core, and a thread's run under load measures
-   * the waits too (ppocr_cls at c=16: 2-4 ms a ~1 ms run). On one core a
-   * hand-off buys no parallelism (the thread would run on the main thread's core) and costs the
-   * core the thread switches: 403 µs of main-thread CPU a request in the server against ~110 µs in
-   * all on the main thread (`simple`, bench/RESULTS.md); the guard bounds how long the main thread
-   * stops serving other connections for one run.
+   * the waits too (ppocr_cls at c=16: 2-4 ms a ~1 ms run). On one core a hand-off buys no
+   * parallelism (the thread would run on the main thread's core) and costs the core the thread
+   * switches: 403 µs of main-thread CPU a request in the server against ~110 µs in all on the main
+   * thread (`simple`, bench/RESULTS.md); the guard bounds how long the main thread stops serving
+   * other connections for one run.
    */
   #shortOnOneCore(load: InstanceLoad): boolean {
     const k = sizeClass(load.inputBytes);
