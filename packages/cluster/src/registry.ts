@@ -40,3 +40,46 @@ export function clusterWorkerInfo(w: WorkerRecord): ClusterWorkerInfo {
   };
 }
 
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const optional = (v: unknown, type: 'string' | 'number'): boolean => v === undefined || (type === 'number' ? Number.isFinite(v) : typeof v === type);
+
+/**
+ * A registry entry as read from Redis, if it has the shape a worker writes (undefined if not):
+ * anyone who reaches Redis (without a cluster secret) can write one, and a single junk entry must
+ * not break every gateway's routing, readiness and workers endpoint. A model's metadata, config or
+ * statistics that are not objects are left out.
+ */
+export function checkWorkerRecord(v: unknown): WorkerRecord | undefined {
+  if (!isObject(v) || typeof v['workerId'] !== 'string' || !Number.isFinite(v['heartbeatMs']) || !Array.isArray(v['models'])) return undefined;
+  if (!optional(v['host'], 'string') || !optional(v['device'], 'string') || !optional(v['pid'], 'number')
+    || !optional(v['inflight'], 'number') || !optional(v['startedMs'], 'number')) return undefined;
+  const models: RegistryModel[] = [];
+  for (const m of v['models'] as unknown[]) {
+    if (!isObject(m) || typeof m['name'] !== 'string' || typeof m['state'] !== 'string' || !optional(m['version'], 'string') || !optional(m['reason'], 'string')) return undefined;
+    const { metadata, config, stats, ...row } = m;
+    models.push({
+      ...(row as unknown as ModelIndexEntry),
+      ...(isObject(metadata) ? { metadata: metadata as unknown as ModelMetadata } : {}),
+      ...(isObject(config) ? { config } : {}),
+      ...(isObject(stats) && isStatsShaped(stats) ? { stats: stats as unknown as ModelStatistics } : {}),
+    });
+  }
+  return { ...(v as unknown as WorkerRecord), models };
+}
+
+/** The stage durations of a model's statistics (`inference_stats`), as gateways add them up. */
+export const STAT_STAGES = ['success', 'fail', 'queue', 'compute_input', 'compute_infer', 'compute_output', 'cache_hit', 'cache_miss'] as const;
+
+const isDuration = (d: unknown): boolean => isObject(d) && Number.isFinite(d['count']) && Number.isFinite(d['ns']);
+
+/** Statistics as a worker writes them: what gateways add up (counters, stage and batch durations) has its type. */
+function isStatsShaped(s: Record<string, unknown>): boolean {
+  if (typeof s['name'] !== 'string' || typeof s['version'] !== 'string') return false;
+  for (const k of ['last_inference', 'inference_count', 'execution_count']) if (!Number.isFinite(s[k])) return false;
+  const stages = s['inference_stats'];
+  if (!isObject(stages) || !STAT_STAGES.every((k) => isDuration(stages[k]))) return false;
+  const batches = s['batch_stats'];
+  return Array.isArray(batches) && batches.every((b) => isObject(b) && Number.isFinite(b['batch_size'])
+    && isDuration(b['compute_input']) && isDuration(b['compute_infer']) && isDuration(b['compute_output']));
+}

@@ -27,4 +27,10 @@ describe('errors as data', () => {
     expect(fromWireError({ code: 'NOPE', message: 'm' }).code).toBe('INTERNAL');
     expect(toWireError(new Error('plain'))).toEqual({ code: 'INTERNAL', message: 'plain' });
   });
+
+  it('attack: a wire error whose message is not text never throws', () => {
+    expect(fromWireError({ code: 'INTERNAL', message: { toString: 1 } }).message).toBe('(malformed error message: object)');
+    expect(fromWireError({ message: null }).message).toBe('(malformed error message: null)');
+    expect(fromWireError({ code: 'UNAVAILABLE', message: 42 })).toMatchObject({ code: 'UNAVAILABLE', message: '42' });
+  });
 });

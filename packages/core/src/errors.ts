@@ -119,7 +119,11 @@ export function toWireError(err: unknown, code: ErrorCode = 'INTERNAL'): WireErr
 
 /** The TriodeError a WireError stands for (an unknown code reads as INTERNAL). */
 export function fromWireError(w: { code?: unknown; message?: unknown; rejected?: unknown; instanceLost?: unknown }): TriodeError {
-  return new TriodeError(isErrorCode(w.code) ? w.code : 'INTERNAL', typeof w.message === 'string' ? w.message : String(w.message), {
+  // A message that is not text (from a broken peer) is shown as what it is, never converted by
+  // calling into it: an object's own toString may throw.
+  const m = w.message;
+  const message = typeof m === 'string' ? m : typeof m === 'number' || typeof m === 'boolean' || typeof m === 'bigint' ? String(m) : `(malformed error message: ${m === null ? 'null' : typeof m})`;
+  return new TriodeError(isErrorCode(w.code) ? w.code : 'INTERNAL', message, {
     rejected: w.rejected === true, instanceLost: w.instanceLost === true,
   });
 }

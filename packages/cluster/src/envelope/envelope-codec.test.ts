@@ -88,4 +88,45 @@ describe('tensor codec (gateway <-> worker)', () => {
     const buf = encodeRequest({ modelName: 'm', inputs: [{ name: 'a', datatype: 'INT32', shape: [4], data: new Int32Array(4) }] }, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 });
     expect(() => decodeRequest(buf.subarray(0, buf.length - 12))).toThrow("malformed message: tensor 'a'");
   });
+
+  it('attack: refuses messages whose fields have the wrong types, as malformed (never a TypeError later)', () => {
+    const raw = (meta: unknown): Buffer => {
+      const json = Buffer.from(JSON.stringify(meta));
+      const b = Buffer.alloc(4 + json.byteLength);
+      b.writeUInt32LE(json.byteLength, 0);
+      json.copy(b, 4);
+      return b;
+    };
+    const env = { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 };
+    for (const meta of [
+      { modelName: 'm', tensors: [] }, // no envelope
+      { modelName: 'm', tensors: [], env: { ...env, deadlineMs: 'never' } },
+      { modelName: 'm', tensors: [], env: { ...env, direct: { address: 5, token: 't' } } },
+      { modelName: 'm', tensors: [], env: { ...env, replyTo: ['x'] } },
+      { modelName: ['m'], tensors: [], env },
+      { modelName: 'm', modelVersion: '2', tensors: [], env },
+      { modelName: 'm', tensors: {}, env },
+      { modelName: 'm', tensors: [{ name: 'a', datatype: 'INT32', shape: [2], bytes: '8' }], env },
+      { modelName: 'm', tensors: [{ name: 'a', datatype: 'INT32', shape: [-2], bytes: 8 }], env },
+      { modelName: 'm', tensors: [{ name: 'a', datatype: 'NOPE', shape: [2], bytes: 8 }], env },
+      { modelName: 'm', tensors: [], outputs: 'abc', env },
+      { modelName: 'm', tensors: [], outputs: [{ name: 'o', classCount: -1 }], env },
+      { modelName: 'm', tensors: [], parameters: { p: {} }, env },
+      { modelName: 'm', tensors: [], blsChain: 'x', env },
+      [], 'text', null,
+    ]) {
+      expect(() => decodeRequest(raw(meta)), JSON.stringify(meta)).toThrow(/malformed message/);
+      expect(() => decodeRequestParts([raw(meta)]), JSON.stringify(meta)).toThrow(/malformed message/);
+    }
+    for (const meta of [
+      { requestKey: 1, end: true },
+      { requestKey: '1', error: { code: 'INTERNAL', message: { toString: 1 } } },
+      { requestKey: '1', error: 'boom' },
+      { requestKey: '1', response: { modelName: 'm' } },
+      { requestKey: '1', response: { modelName: 'm', modelVersion: '1', parameters: [] } },
+      { requestKey: '1' },
+    ]) {
+      expect(() => decodeReply(raw(meta)), JSON.stringify(meta)).toThrow(/malformed message/);
+    }
+  });
 });

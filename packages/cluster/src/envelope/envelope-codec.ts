@@ -7,11 +7,11 @@ import { Errors } from '@triode/core';
 import type { InferenceRequest, InferenceResponse } from '@triode/core';
 import { dataBytes, isDataType, viewBytesAs } from '@triode/core';
 import { isTransferable } from '@triode/core';
-import type { Tensor } from '@triode/core';
+import type { DataType, Tensor } from '@triode/core';
 
 interface TensorHeader {
   name: string;
-  datatype: string;
+  datatype: DataType;
   shape: number[];
   bytes: number;
 }
@@ -66,15 +66,87 @@ function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buff
   return out;
 }
 
+/**
+ * Checks of what arrives from Redis: a message may come from a broken or hostile peer (without a
+ * cluster secret, anyone who reaches Redis can write one), and a field of the wrong type must be
+ * refused here, as malformed, not crash or wedge whatever reads it later.
+ */
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isParamValue = (v: unknown): boolean => typeof v === 'string' || typeof v === 'boolean' || typeof v === 'bigint' || (typeof v === 'number' && !Number.isNaN(v));
+
+function malformed(what: string): never {
+  throw Errors.invalidArg(`malformed message: ${what}`);
+}
+
+function checkParameters(v: unknown, what: string): void {
+  if (v === undefined) return;
+  if (!isObject(v) || !Object.values(v).every(isParamValue)) malformed(`${what} parameters`);
+}
+
+/** The tensor headers of a message, checked: names, known datatypes, shapes and byte sizes. */
+function tensorHeads(meta: Record<string, unknown>): TensorHeader[] {
+  const heads = meta['tensors'] ?? [];
+  if (!Array.isArray(heads)) malformed('tensors');
+  for (const h of heads as unknown[]) {
+    if (!isObject(h) || typeof h['name'] !== 'string' || !isDataType(h['datatype']) || !isCount(h['bytes'])
+      || !Array.isArray(h['shape']) || !(h['shape'] as unknown[]).every(isCount)) {
+      malformed(`tensor '${isObject(h) && typeof h['name'] === 'string' ? h['name'].slice(0, 64) : '?'}'`);
+    }
+  }
+  return heads as TensorHeader[];
+}
+
+/** A request's metadata as a gateway writes it (InferenceRequest without its tensors). */
+function checkRequestMeta(meta: Record<string, unknown>): void {
+  if (typeof meta['modelName'] !== 'string') malformed('modelName');
+  if (meta['modelVersion'] !== undefined && !isCount(meta['modelVersion'])) malformed('modelVersion');
+  if (meta['id'] !== undefined && typeof meta['id'] !== 'string') malformed('id');
+  checkParameters(meta['parameters'], 'request');
+  const outputs = meta['outputs'];
+  if (outputs !== undefined && (!Array.isArray(outputs) || !outputs.every((o) => isObject(o) && typeof o['name'] === 'string'
+    && (o['classCount'] === undefined || isCount(o['classCount'])) && (o['parameters'] === undefined || isObject(o['parameters']))))) {
+    malformed('outputs');
+  }
+  if (meta['blsDepth'] !== undefined && !isCount(meta['blsDepth'])) malformed('blsDepth');
+  const chain = meta['blsChain'];
+  if (chain !== undefined && (!Array.isArray(chain) || !chain.every((c) => typeof c === 'string'))) malformed('blsChain');
+}
+
+/** The envelope of a request, checked: where its reply goes and until when. */
+function checkEnvelope(env: unknown): WireEnvelope {
+  if (!isObject(env)) malformed('envelope');
+  if (typeof env['requestKey'] !== 'string' || typeof env['replyTo'] !== 'string') malformed('envelope keys');
+  if (!Number.isFinite(env['enqueuedMs']) || !Number.isFinite(env['deadlineMs'])) malformed('envelope times');
+  const direct = env['direct'];
+  if (direct !== undefined && (!isObject(direct) || typeof direct['address'] !== 'string' || typeof direct['token'] !== 'string')) malformed('envelope direct');
+  return env as unknown as WireEnvelope;
+}
+
+/** A reply's metadata as a worker writes it. */
+function checkReplyMeta(meta: Record<string, unknown>): void {
+  if (typeof meta['requestKey'] !== 'string') malformed('requestKey');
+  const error = meta['error'];
+  if (error !== undefined && error !== null && error !== false) {
+    if (!isObject(error) || typeof error['code'] !== 'string' || typeof error['message'] !== 'string') malformed('error');
+    return;
+  }
+  if (meta['end']) return;
+  const r = meta['response'];
+  if (!isObject(r) || typeof r['modelName'] !== 'string' || typeof r['modelVersion'] !== 'string' || (r['id'] !== undefined && typeof r['id'] !== 'string')) malformed('response');
+  checkParameters(r['parameters'], 'response');
+}
+
 function decode(buf: Uint8Array): { meta: Record<string, unknown>; tensors: Tensor[] } {
   if (buf.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const hlen = view.getUint32(0, true);
   if (4 + hlen > buf.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
   const meta = parseHeader(buf.subarray(4, 4 + hlen));
+  if (!isObject(meta)) malformed('header');
   let off = 4 + hlen;
-  const tensors = ((meta['tensors'] as TensorHeader[]) ?? []).map((h) => {
-    if (!isDataType(h.datatype) || off + h.bytes > buf.byteLength) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
+  const tensors = tensorHeads(meta).map((h) => {
+    if (off + h.bytes > buf.byteLength) malformed(`tensor '${h.name.slice(0, 64)}'`);
     const data = viewBytesAs(h.datatype, buf.subarray(off, off + h.bytes));
     off += h.bytes + ((8 - (h.bytes % 8)) % 8);
     return { name: h.name, datatype: h.datatype, shape: h.shape, data };
@@ -142,25 +214,30 @@ export function decodeRequestParts(parts: readonly Uint8Array[]): { request: Inf
   const hlen = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(0, true);
   if (4 + hlen > head.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
   const meta = parseHeader(head.subarray(4, 4 + hlen));
-  const heads = (meta['tensors'] as TensorHeader[]) ?? [];
+  if (!isObject(meta)) malformed('header');
+  const heads = tensorHeads(meta);
   if (heads.length !== parts.length - 1) throw Errors.invalidArg('malformed message: tensor parts do not match the header');
+  checkRequestMeta(meta);
+  const checkedEnv = checkEnvelope(meta['env']);
   const inputs = heads.map((h, i) => {
     const bytes = parts[i + 1]!;
-    if (!isDataType(h.datatype) || bytes.byteLength !== h.bytes) throw Errors.invalidArg(`malformed message: tensor '${h.name}'`);
+    if (bytes.byteLength !== h.bytes) malformed(`tensor '${h.name.slice(0, 64)}'`);
     // A part in a buffer declared its own (the RESP reader marks the large bulk strings it copies
     // out of the socket) is used as it is; any other part is copied once into a buffer of its own.
     // Either way the request owns the result, said explicitly: it moves to an instance thread
     // without the two copies of a structured clone.
     return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, isTransferable(bytes) ? bytes : ownCopy(bytes)), owned: true };
   });
-  const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
-  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env };
+  const { env: _env, tensors: _t, ...rest } = meta;
+  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env: checkedEnv };
 }
 
 /** Decodes what `encodeRequest` wrote. */
 export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env: WireEnvelope } {
   const { meta, tensors } = decode(buf);
-  const { env, tensors: _t, ...rest } = meta as Record<string, unknown> & { env: WireEnvelope };
+  checkRequestMeta(meta);
+  const env = checkEnvelope(meta['env']);
+  const { env: _env, tensors: _t, ...rest } = meta;
   return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs: tensors }, env };
 }
 
@@ -184,7 +261,8 @@ export function encodeReply(reply: WireReply): Buffer {
 /** Decodes what `encodeReply` wrote. */
 export function decodeReply(buf: Uint8Array): WireReply {
   const { meta, tensors } = decode(buf);
-  const requestKey = String(meta['requestKey']);
+  checkReplyMeta(meta);
+  const requestKey = meta['requestKey'] as string;
   if (meta['error']) return { requestKey, error: meta['error'] as { code: string; message: string; rejected?: true } };
   if (meta['end']) return { requestKey, end: true };
   const reply: WireReply = { requestKey, response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };

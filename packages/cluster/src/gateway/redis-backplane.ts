@@ -17,7 +17,7 @@ import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
 import { FrameReader, MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
-import { type RegistryModel, type WorkerRecord, clusterWorkerInfo } from '../registry.js';
+import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo } from '../registry.js';
 import { type StreamEntries, fieldsOf } from '../redis/resp.js';
 
 /** A request's sequence parameters once read (undefined: none, or unreadable), or not read yet. */
@@ -198,11 +198,14 @@ export class RedisBackplane implements Backplane {
         w.onResponse?.(r.response);
         return;
       }
+      // The outcome is made before the request stops waiting: whatever fails here, the request is
+      // still answered (by its timeout), never left pending for good.
+      const error = 'error' in r ? fromWireError(r.error) : undefined;
       this.#waiting.delete(r.requestKey);
       clearTimeout(w.timer);
-      if ('error' in r) w.reject(fromWireError(r.error));
+      if (error) w.reject(error);
       else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
-      else w.resolve(r.response);
+      else w.resolve((r as { response: InferenceResponse }).response);
     } catch (err) {
       this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
     }
@@ -323,11 +326,14 @@ export class RedisBackplane implements Backplane {
         for (const v of values) {
           const text = typeof v === 'string' ? this.auth.openText('registry', v, 'registry entry') : undefined;
           if (text === undefined) continue;
+          let record: WorkerRecord | undefined;
           try {
-            workers.push(JSON.parse(text) as WorkerRecord);
+            record = checkWorkerRecord(JSON.parse(text));
           } catch {
-            this.#opts.logger?.warning('cluster: dropped a malformed registry entry');
+            record = undefined;
           }
+          if (record) workers.push(record);
+          else this.#opts.logger?.warning('cluster: dropped a malformed registry entry');
         }
         this.#workers = workers;
         this.#registryAt = Date.now();
@@ -571,18 +577,24 @@ export class RedisBackplane implements Backplane {
     // With a cluster secret, workers run only requests signed with it (the MAC covers the bytes as they are).
     const mac = this.auth.mac('request', [head!, ...tensors]);
     if (mac) fields.push('s', mac);
-    return new Promise<InferenceResponse>((resolve, reject) => {
+    return new Promise<InferenceResponse>((settle, fail) => {
+      // The abort listener goes when the request settles: a gRPC stream gives all its requests one
+      // signal, and a listener left on it would hold each request (and its tensors) until it closes.
+      const signal = request.signal;
+      const onAbort = (): void => {
+        if (!this.#waiting.delete(requestKey)) return;
+        clearTimeout(timer);
+        reject(Errors.cancelled());
+      };
+      const resolve = (r: InferenceResponse): void => { signal?.removeEventListener('abort', onAbort); settle(r); };
+      const reject = (e: TriodeError): void => { signal?.removeEventListener('abort', onAbort); fail(e); };
       const timer = setTimeout(() => {
         this.#waiting.delete(requestKey);
         reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${this.#opts.requestTimeoutMs / 1000} s`));
       }, this.#opts.requestTimeoutMs);
       this.#waiting.set(requestKey, { resolve, reject, timer, ...(decoupled && onResponse ? { onResponse } : {}) });
       // A cancelled call is answered at once; a worker may still run the request (its reply is dropped).
-      request.signal?.addEventListener('abort', () => {
-        if (!this.#waiting.delete(requestKey)) return;
-        clearTimeout(timer);
-        reject(Errors.cancelled());
-      }, { once: true });
+      signal?.addEventListener('abort', onAbort, { once: true });
       // Tensors go to the socket without ioredis's two copies (vectored-command.ts). Commands on
       // one connection reach Redis in the order they are issued.
       (this.#cmd.sendCommand(new VectoredCommand('xadd', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])) as Promise<unknown>).catch((err: unknown) => {
@@ -699,7 +711,7 @@ function addStats(a: ModelStatistics, b: ModelStatistics): ModelStatistics {
   out.last_inference = Math.max(a.last_inference, b.last_inference);
   out.inference_count += b.inference_count;
   out.execution_count += b.execution_count;
-  for (const k of Object.keys(out.inference_stats) as (keyof ModelStatistics['inference_stats'])[]) {
+  for (const k of STAT_STAGES) {
     out.inference_stats[k].count += b.inference_stats[k].count;
     out.inference_stats[k].ns += b.inference_stats[k].ns;
   }

@@ -103,4 +103,114 @@ describe('StreamConsumer', () => {
       redisClient.disconnect();
     }
   });
+
+  it('attack: malformed request entries are dropped and acknowledged; the worker keeps serving', async () => {
+    const redisClient = new Redis(redis.url);
+    const keys = new ClusterKeys('t1');
+    const stream = keys.requests('a');
+    const replyTo = keys.replies('attack');
+    await redisClient.xadd(replyTo, '*', 'open', '1');
+    const header = (meta: unknown): Buffer => {
+      const json = Buffer.from(JSON.stringify(meta));
+      const b = Buffer.alloc(4 + json.byteLength);
+      b.writeUInt32LE(json.byteLength, 0);
+      json.copy(b, 4);
+      return b;
+    };
+    const env = { requestKey: 'k', replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 10_000 };
+    const tensor = { name: 'IN', datatype: 'INT32', shape: [1, 1], bytes: 4 };
+    const junk: unknown[] = [
+      { modelName: 'a', tensors: [] }, // no envelope
+      'a string', 42, null, [],
+      { modelName: 'a', tensors: [], env: { ...env, direct: { address: 5, token: 't' } } },
+      { modelName: 'a', tensors: [], env: { ...env, deadlineMs: 'never' } },
+      { modelName: 'a', tensors: [], env: { ...env, requestKey: { toString: 1 } } },
+      { modelName: 'a', tensors: 'x', env },
+      { modelName: 'a', tensors: [{ ...tensor, shape: 'abc' }], env },
+      { modelName: 'a', tensors: [{ ...tensor, shape: [-1, 1e300] }], env },
+      { modelName: 'a', tensors: [{ ...tensor, bytes: -4 }], env },
+      { modelName: 'a', tensors: [], outputs: 'abc', env },
+      { modelName: 'a', tensors: [], parameters: { p: { toString: 1 } }, env },
+      { modelName: 7, tensors: [], env },
+    ];
+    try {
+      for (const meta of junk) {
+        const parts = (meta as { tensors?: unknown })?.tensors && Array.isArray((meta as { tensors: unknown[] }).tensors) ? (meta as { tensors: unknown[] }).tensors.map(() => Buffer.alloc(4)) : [];
+        await redisClient.xadd(stream, '*', 'r', header(meta), ...parts.flatMap((t) => ['t', t]));
+      }
+      await redisClient.xadd(stream, '*', 'r', Buffer.from([1, 2])); // shorter than its length prefix
+      // The worker is still there and answers a well-formed request.
+      const r = await gateway.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(9) }] });
+      expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([9]);
+      // Every junk entry was acknowledged: none waits in the group for good.
+      await new Promise((res) => setTimeout(res, 300));
+      const pending = (await redisClient.xpending(stream, keys.group)) as [number, ...unknown[]];
+      expect(pending[0]).toBe(0);
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
+  it('attack: a junk registry entry does not stop the gateway routing, reporting readiness or listing workers', async () => {
+    const redisClient = new Redis(redis.url);
+    const keys = new ClusterKeys('t1');
+    try {
+      await redisClient.set(keys.worker('junk'), '{}', 'PX', 60_000);
+      await redisClient.set(keys.worker('junk2'), JSON.stringify({ workerId: 'junk2', heartbeatMs: Date.now(), models: [{ name: 'a', state: 'READY', stats: { name: 'a', version: '1' } }, 5] }), 'PX', 60_000);
+      await redisClient.set(keys.worker('junk3'), JSON.stringify({ workerId: 'junk3', heartbeatMs: Date.now(), models: [{ name: 'b', version: '1', state: 'READY', stats: { name: 'b', version: '1', last_inference: 0, inference_count: 1, execution_count: 1, inference_stats: {}, batch_stats: [] } }] }), 'PX', 60_000);
+      await new Promise((res) => setTimeout(res, 100)); // past registryRefreshMs
+      const r = await gateway.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(3) }] });
+      expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([3]);
+      expect(await gateway.modelReady('a')).toBe(true);
+      expect(await gateway.isReady()).toBe(true);
+      const ids = (await gateway.clusterWorkers()).map((w) => w.id);
+      expect(ids).toContain(consumer.workerId);
+      expect(ids).not.toContain('junk');
+      expect(ids).not.toContain('junk2');
+      expect(ids).toContain('junk3');
+      // junk3 is listed, without its statistics (which could not be added up).
+      const stats = await gateway.modelStatistics('b');
+      expect(stats.every((st) => Number.isFinite(st.inference_count))).toBe(true);
+    } finally {
+      await redisClient.del(keys.worker('junk'), keys.worker('junk2'), keys.worker('junk3'));
+      redisClient.disconnect();
+    }
+  });
+
+  it('attack: a malformed reply for a waiting request is dropped; the request is still answered', async () => {
+    const redisClient = new Redis(redis.url);
+    const keys = new ClusterKeys('t1');
+    try {
+      // Model c's batcher holds a lone request for 600 ms: meanwhile, malformed replies for every
+      // request key this gateway may have used arrive on its reply stream.
+      const pending = gateway.infer({ modelName: 'c', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(5) }] });
+      await new Promise((res) => setTimeout(res, 100));
+      const [replyKey] = await redisClient.keys(`${keys.replies('')}*`).then((ks) => ks.filter((k) => !k.endsWith('attack') && !k.endsWith('test')));
+      const body = (requestKey: string): Buffer => {
+        const json = Buffer.from(JSON.stringify({ requestKey, error: { code: 'INTERNAL', message: { toString: 1 } } }));
+        const b = Buffer.alloc(4 + json.byteLength);
+        b.writeUInt32LE(json.byteLength, 0);
+        json.copy(b, 4);
+        return b;
+      };
+      for (let k = 0; k < 200; k++) await redisClient.xadd(replyKey!, '*', 'r', body(String(k)));
+      const r = await pending;
+      expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([5]);
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
+  it('attack: requests that share one abort signal (a gRPC stream) leave no listener on it once answered', async () => {
+    const listeners = new Set<() => void>();
+    const signal = {
+      aborted: false,
+      addEventListener: (_t: 'abort', l: () => void) => { listeners.add(l); },
+      removeEventListener: (_t: 'abort', l: () => void) => { listeners.delete(l); },
+    };
+    for (let i = 0; i < 20; i++) {
+      await gateway.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(i) }], signal });
+    }
+    expect(listeners.size).toBe(0);
+  });
 });

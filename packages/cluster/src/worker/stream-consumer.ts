@@ -70,6 +70,24 @@ export const MAX_DELIVERIES = 2;
 /** Pause before a reply that Redis refused is tried again (ms). */
 const REPLY_RETRY_MS = 200;
 
+/**
+ * The longest a reply is retried, whatever deadline its envelope states (ms): a deadline written
+ * far in the future must not keep a reply (and its entry) alive for good.
+ */
+export const MAX_REPLY_RETRY_MS = 10 * 60_000;
+
+/**
+ * Redis errors worth retrying (the server is starting, busy, out of memory, failing over); any
+ * other error reply (WRONGTYPE: the reply key is not a stream, ERR ...) fails the same way again.
+ */
+const TRANSIENT_REDIS_ERROR = /^(LOADING|BUSY|OOM|TRYAGAIN|MASTERDOWN|READONLY|CLUSTERDOWN|NOREPLICAS)\b/;
+
+/** True when an XADD that failed with `err` may succeed later. */
+export function worthRetrying(err: unknown): boolean {
+  if (!(err instanceof Error) || err.name !== 'ReplyError') return true; // the connection, not Redis's answer
+  return TRANSIENT_REDIS_ERROR.test(err.message);
+}
+
 /** How often a stream's consumer group is pruned of dead workers' names (ms). */
 const CONSUMER_PRUNE_MS = 60_000;
 
@@ -270,7 +288,7 @@ export class StreamConsumer {
           if (claimed.length) this.#logger?.warning(`took over ${claimed.length} requests of worker '${echoName(consumer)}' (no heartbeat) from ${stream}`);
           for (const [id, fields] of claimed) {
             const key = id.toString();
-            if (fields) this.#handle(stream, key, fields, (deliveries.get(key) ?? 1) + 1);
+            if (fields) this.#handleSafely(stream, key, fields, (deliveries.get(key) ?? 1) + 1);
             else this.#ack(stream, key); // deleted meanwhile
           }
         }
@@ -367,7 +385,7 @@ export class StreamConsumer {
         continue;
       }
       for (const [key, entries] of reply ?? []) {
-        for (const [id, fields] of entries) this.#handle(key.toString(), id.toString(), fields);
+        for (const [id, fields] of entries) this.#handleSafely(key.toString(), id.toString(), fields);
       }
     }
   }
@@ -391,6 +409,19 @@ export class StreamConsumer {
       void this.#cmd.xdel(stream, ...ids).catch(() => undefined);
     }
     this.#acks.clear();
+  }
+
+  /**
+   * `#handle`, and an entry it throws on is logged and acknowledged: one bad entry must not end
+   * the read loop (and with it the worker) or the takeover of a dead worker's entries.
+   */
+  #handleSafely(stream: string, id: string, fields: Buffer[], deliveries?: number): void {
+    try {
+      this.#handle(stream, id, fields, deliveries);
+    } catch (err) {
+      this.#logger?.warning(`dropping a request from ${stream} that could not be handled: ${(err as Error).message}`);
+      this.#ack(stream, id);
+    }
   }
 
   /**
@@ -453,16 +484,27 @@ export class StreamConsumer {
       // first, it goes through the reply stream (the gateway drops a duplicate).
       if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: onStream })) onStream();
     };
-    const run = decoupled
+    const start = (): Promise<WireReply> => decoupled
       ? this.#server.inferStream(request, (response) => {
         const body = encodeReply({ requestKey: env.requestKey, response, more: true });
         this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs);
       }).then(() => ({ requestKey: env.requestKey, end: true as const }))
       : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
+    // A request the server refuses by throwing (not by rejecting) is answered the same way.
+    let run: Promise<WireReply>;
+    try {
+      run = start();
+    } catch (err) {
+      run = Promise.reject(err);
+    }
     run.then(
       (reply) => send(reply),
       (err: unknown) => send({ requestKey: env.requestKey, error: toWireError(err) }),
-    ).finally(() => {
+    ).catch((err: unknown) => {
+      // The reply could not even be sent (nothing to retry): the entry is done with.
+      this.#logger?.warning(`could not reply to a request from ${stream}: ${(err as Error).message}`);
+      ack();
+    }).finally(() => {
       this.#inflight--;
       this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
       this.#wake?.();
@@ -485,16 +527,18 @@ export class StreamConsumer {
    * Adds a reply to its gateway's reply stream, only if the stream exists (NOMKSTREAM): a gateway
    * keeps its stream alive, and a dead one's is not brought back. `done` (the entry's ack) runs
    * once Redis took the reply (or the stream is gone: nobody waits for it); while Redis refuses,
-   * the reply is tried again until the request's deadline, then dropped and acknowledged.
+   * the reply is tried again until the request's deadline (at most MAX_REPLY_RETRY_MS), then
+   * dropped and acknowledged. An error Redis would give again (WRONGTYPE) is not retried.
    */
   #replyOnStream(replyTo: string, body: Buffer, mac: Buffer | undefined, deadlineMs: number, done?: () => void): void {
     const args: (string | Buffer)[] = [replyTo, 'NOMKSTREAM', 'MAXLEN', '~', '100000', '*', 'r', body];
     if (mac) args.push('s', mac);
+    const until = Math.min(deadlineMs, Date.now() + MAX_REPLY_RETRY_MS);
     const attempt = () => {
       (this.#cmd.xadd as (...a: (string | Buffer)[]) => Promise<unknown>)(...args).then(
         () => done?.(),
-        () => {
-          if (Date.now() >= deadlineMs || !this.#running) done?.();
+        (err: unknown) => {
+          if (Date.now() >= until || !this.#running || !worthRetrying(err)) done?.();
           else setTimeout(attempt, REPLY_RETRY_MS).unref();
         },
       );
