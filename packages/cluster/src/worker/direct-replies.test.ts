@@ -7,7 +7,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { FrameReader } from '../reply-frames.js';
-import { DirectReplies, type ReplyOutcome } from './direct-replies.js';
+import { DirectReplies, parseDirectAddress, type ReplyOutcome } from './direct-replies.js';
 
 const ignore: ReplyOutcome = { confirmed: () => undefined, lost: () => undefined };
 
@@ -117,7 +117,7 @@ describe('DirectReplies', () => {
     }
   });
 
-  it('a reply the gateway does not confirm in time counts as lost; later counts still confirm the right replies', async () => {
+  it('a reply the gateway does not confirm in time counts as lost; counts confirm the right replies', async () => {
     let peer: import('node:net').Socket | undefined;
     const server = createServer((sock) => { peer = sock; sock.on('data', () => undefined); });
     await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
@@ -131,22 +131,62 @@ describe('DirectReplies', () => {
       await new Promise((r) => setTimeout(r, 100));
       expect(d.send(direct, Buffer.from('a'), undefined, outcome('a'))).toBe(true);
       expect(d.send(direct, Buffer.from('b'), undefined, outcome('b'))).toBe(true);
-      // The gateway stays silent: both are handed back after the timeout.
+      expect(d.send(direct, Buffer.from('c'), undefined, outcome('c'))).toBe(true);
+      // The gateway's running count covers a and b (2), not c.
+      count(2);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(seen).toEqual(['a confirmed', 'b confirmed']);
+      // Then it stays silent: c is handed back after the timeout, and the connection, which no
+      // longer confirms, is closed and rests: later replies go through Redis (false).
       await new Promise((r) => setTimeout(r, 450));
-      expect(seen).toEqual(['a lost', 'b lost']);
+      expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']);
       expect(d.unconfirmed).toBe(0);
-      // Two more; the gateway's running count now covers a, b and c (3), not d.
-      d.send(direct, Buffer.from('c'), undefined, outcome('c'));
-      d.send(direct, Buffer.from('d'), undefined, outcome('d'));
-      count(3);
-      await new Promise((r) => setTimeout(r, 50));
-      expect(seen).toEqual(['a lost', 'b lost', 'c confirmed']);
-      count(4);
-      await new Promise((r) => setTimeout(r, 50));
-      expect(seen).toEqual(['a lost', 'b lost', 'c confirmed', 'd confirmed']);
+      expect(d.send(direct, Buffer.from('d'), undefined, outcome('d'))).toBe(false);
+      expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']);
     } finally {
       d.close();
       server.close();
     }
+  });
+
+  it('attack: a gateway that stops reading does not make the worker buffer every reply', async () => {
+    // Accepts, reads the auth frame, then never reads again (a frozen gateway).
+    const server = createServer((sock) => { sock.once('data', () => sock.pause()); sock.on('error', () => undefined); });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies();
+    const reply = Buffer.alloc(1024 * 1024);
+    try {
+      d.send(direct, reply, undefined, ignore);
+      await new Promise((r) => setTimeout(r, 100));
+      let taken = 0;
+      for (let i = 0; i < 96; i++) {
+        if (d.send(direct, reply, undefined, ignore)) taken++;
+        await new Promise((r) => setImmediate(r));
+      }
+      // What the kernel's socket buffers take, plus MAX_UNSENT_BYTES in the process; not 96 MiB.
+      expect(taken).toBeLessThan(64);
+      expect(d.send(direct, reply, undefined, ignore)).toBe(false);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('attack: envelopes with junk direct addresses are not remembered', () => {
+    const d = new DirectReplies();
+    for (let i = 0; i < 5000; i++) expect(d.send({ address: `nohost${i}`, token: 't' }, Buffer.from('r'), undefined, ignore)).toBe(false);
+    for (const address of ['', ':', ':80', 'host:', 'host:0', 'host:65536', 'host:8o', 'tls://', 'tls://:1', 'host:1e3']) {
+      expect(d.send({ address, token: 't' }, Buffer.from('r'), undefined, ignore)).toBe(false);
+    }
+    expect(d.size).toBe(0);
+    d.close();
+  });
+
+  it('parses gateway addresses: host:port, [v6]:port, tls://', () => {
+    expect(parseDirectAddress('10.0.0.2:8010')).toEqual({ tls: false, host: '10.0.0.2', port: 8010 });
+    expect(parseDirectAddress('[::1]:9')).toEqual({ tls: false, host: '::1', port: 9 });
+    expect(parseDirectAddress('tls://gw.example:443')).toEqual({ tls: true, host: 'gw.example', port: 443 });
+    expect(parseDirectAddress('gw.example')).toBeUndefined();
   });
 });

@@ -42,6 +42,25 @@ const RETRY_MS = 5000;
  */
 const CONFIRM_TIMEOUT_MS = 5000;
 const CONNECT_TIMEOUT_MS = 1000;
+/** The most gateway addresses known at once; replies for others go through Redis. */
+export const MAX_PEERS = 1024;
+/**
+ * Bytes a connection may hold unsent before replies go through Redis instead: a gateway that
+ * stopped reading must not make the worker buffer every reply it sends.
+ */
+export const MAX_UNSENT_BYTES = 8 * 1024 * 1024;
+
+/** `[tls://]host:port` of a gateway's direct channel, or undefined when it is not one. */
+export function parseDirectAddress(address: string): { tls: boolean; host: string; port: number } | undefined {
+  const tls = address.startsWith('tls://');
+  const rest = tls ? address.slice(6) : address;
+  const i = rest.lastIndexOf(':');
+  const host = rest.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  const portText = rest.slice(i + 1);
+  const port = Number(portText);
+  if (i <= 0 || !host || !/^\d{1,5}$/.test(portText) || port <= 0 || port > 65535) return undefined;
+  return { tls, host, port };
+}
 
 /** Direct connections to gateways, keyed by their advertised `host:port`. */
 export class DirectReplies {
@@ -70,6 +89,8 @@ export class DirectReplies {
   send(direct: { address: string; token: string }, body: Uint8Array, mac: Uint8Array | undefined, outcome: ReplyOutcome): boolean {
     const peer = this.#peers.get(direct.address);
     if (peer?.open && peer.socket && !peer.socket.destroyed) {
+      // A gateway that does not read what it is sent: this reply goes through Redis.
+      if (peer.socket.writableLength >= MAX_UNSENT_BYTES) return false;
       peer.sent = (peer.sent + 1) >>> 0;
       peer.unconfirmed.push({ outcome, at: Date.now(), seq: peer.sent });
       this.#sweepSoon();
@@ -81,7 +102,7 @@ export class DirectReplies {
       process.nextTick(() => socket.uncork());
       return true;
     }
-    if (!peer || (!peer.socket && Date.now() >= peer.retryAt)) this.#open(direct);
+    if (peer ? !peer.socket && Date.now() >= peer.retryAt : this.#peers.size < MAX_PEERS) this.#open(direct);
     return false;
   }
 
@@ -96,7 +117,11 @@ export class DirectReplies {
         // Confirmations come in order: only a prefix can be overdue.
         let n = 0;
         while (n < p.unconfirmed.length && p.unconfirmed[n]!.at <= old) n++;
+        if (n === 0) continue;
         for (const u of p.unconfirmed.splice(0, n)) u.outcome.lost();
+        // A connection whose gateway stopped confirming is not used again: later replies would
+        // only pile up in it. Closed as failed, so the address rests before a new attempt.
+        p.socket?.destroy(new Error('the gateway stopped confirming replies'));
       }
       if (this.unconfirmed > 0) this.#sweepSoon();
     }, Math.max(10, Math.floor(this.#confirmTimeoutMs / 2)));
@@ -116,17 +141,12 @@ export class DirectReplies {
   }
 
   #open(direct: { address: string; token: string }): void {
-    const tls = direct.address.startsWith('tls://');
-    const address = tls ? direct.address.slice(6) : direct.address;
-    const i = address.lastIndexOf(':');
-    const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
-    const port = Number(address.slice(i + 1));
+    // Not an address (a broken or hostile envelope): not remembered, so junk cannot fill the table.
+    const parsed = parseDirectAddress(direct.address);
+    if (!parsed) return;
+    const { tls, host, port } = parsed;
     const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, partial: Buffer.alloc(0) };
     this.#peers.set(direct.address, peer);
-    if (!host || !Number.isInteger(port) || port <= 0) {
-      peer.retryAt = Number.POSITIVE_INFINITY;
-      return;
-    }
     const socket = tls
       ? tlsConnect({ host, port, ...(this.#tlsCa ? { ca: this.#tlsCa } : {}), ...(isIP(host) ? {} : { servername: host }) })
       : connect({ host, port });
