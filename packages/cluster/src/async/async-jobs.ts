@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
 import {
-  Errors, TriodeError, checkModelName, echo, isErrorCode, normalizeRequest, settleWithin, type Backplane, type ErrorCode, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
+  Errors, TriodeError, checkModelName, echo, fromWireError, normalizeRequest, settleWithin, type Backplane, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
   type AsyncInference, type JobStatus, type OutputEncoding,
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
@@ -56,7 +56,17 @@ interface JobResult {
   sig?: string;
 }
 
-const errorCode = (c: unknown): ErrorCode => (isErrorCode(c) ? c : 'INTERNAL');
+
+/** A MAC in hex as a job carries it, if it is text (anything else counts as unsigned). */
+const sigOf = (sig: unknown): Buffer | undefined => (typeof sig === 'string' && sig ? Buffer.from(sig, 'hex') : undefined);
+
+/** True when a job's data has the shape `submit` writes (anyone who reaches Redis can write a job). */
+function isJobData(d: unknown): d is JobData {
+  if (typeof d !== 'object' || d === null) return false;
+  const j = d as Record<string, unknown>;
+  return typeof j['request'] === 'string' && typeof j['defaultBinary'] === 'boolean'
+    && Array.isArray(j['binary']) && j['binary'].every((b) => Array.isArray(b) && b.length === 2 && typeof b[0] === 'string' && typeof b[1] === 'boolean');
+}
 
 /** Async jobs over BullMQ. */
 export class AsyncJobs implements AsyncInference {
@@ -107,8 +117,9 @@ export class AsyncJobs implements AsyncInference {
     const id = job.id ?? '';
     let result: JobResult;
     try {
-      const d = job.data;
-      if (!this.#auth.verify('job', this.#dataParts(job.name, d), d.sig ? Buffer.from(d.sig, 'hex') : undefined, 'async job')) {
+      const d = job.data as unknown;
+      if (!isJobData(d)) throw Errors.invalidArg('the async job is malformed: refused');
+      if (!this.#auth.verify('job', this.#dataParts(job.name, d), sigOf(d.sig), 'async job')) {
         throw Errors.invalidArg('the async job is not signed with the cluster secret: refused');
       }
       const { request } = decodeRequest(Buffer.from(d.request, 'base64'));
@@ -183,9 +194,9 @@ export class AsyncJobs implements AsyncInference {
   /** A finished job's outcome, checked against the cluster secret. */
   #outcome(job: Job<JobData>): JobResult {
     const r = job.returnvalue as JobResult | null | undefined;
-    if (!r || typeof r !== 'object') return { error: { code: 'INTERNAL', message: `async job '${echo(job.id)}' has no result` } };
+    if (!r || typeof r !== 'object' || (r.reply !== undefined && typeof r.reply !== 'string')) return { error: { code: 'INTERNAL', message: `async job '${echo(job.id)}' has no result` } };
     const parts = [job.id ?? '', r.reply ?? '', JSON.stringify(r.error ?? null)];
-    if (!this.#auth.verify('job-result', parts, r.sig ? Buffer.from(r.sig, 'hex') : undefined, 'async job result')) {
+    if (!this.#auth.verify('job-result', parts, sigOf(r.sig), 'async job result')) {
       return { error: { code: 'INTERNAL', message: `the result of async job '${echo(job.id)}' is not signed with the cluster secret: refused` } };
     }
     return r;
@@ -199,7 +210,7 @@ export class AsyncJobs implements AsyncInference {
       const out = this.#outcome(job);
       if (out.error) {
         state = 'failed';
-        error = String(out.error.message);
+        error = fromWireError(out.error).message;
       }
     } else if (state === 'failed') {
       error = job.failedReason;
@@ -224,11 +235,18 @@ export class AsyncJobs implements AsyncInference {
     if (state === 'failed') throw Errors.unavailable(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
     if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
     const out = this.#outcome(job);
-    if (out.error) throw new TriodeError(errorCode(out.error.code), String(out.error.message));
-    const reply = decodeReply(Buffer.from(out.reply ?? '', 'base64'));
-    if ('error' in reply) throw new TriodeError(errorCode(reply.error.code), String(reply.error.message));
+    if (out.error) throw fromWireError(typeof out.error === 'object' ? out.error : {});
+    const d = job.data as unknown;
+    let reply: ReturnType<typeof decodeReply>;
+    try {
+      if (!isJobData(d)) throw Errors.invalidArg('malformed job data');
+      reply = decodeReply(Buffer.from(out.reply ?? '', 'base64'));
+    } catch (err) {
+      throw Errors.internal(`the result of async job '${echo(id)}' is malformed: ${(err as Error).message}`);
+    }
+    if ('error' in reply) throw fromWireError(reply.error);
     if (!('response' in reply)) throw Errors.internal(`async job '${echo(id)}' has no response`);
-    return { response: reply.response, encoding: { binary: new Map(job.data.binary), defaultBinary: job.data.defaultBinary } };
+    return { response: reply.response, encoding: { binary: new Map(d.binary), defaultBinary: d.defaultBinary } };
   }
 
   /** Cancels a job that has not started. */
