@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor } from '@triode/core';
 import { isOwned, markTransferable } from '@triode/core';
 import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts } from './envelope-codec.js';
+import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
 describe('tensor codec (gateway <-> worker)', () => {
   it('round-trips a request with its envelope, bigints and every tensor kind, from any buffer offset', () => {
@@ -90,13 +91,6 @@ describe('tensor codec (gateway <-> worker)', () => {
   });
 
   it('attack: refuses messages whose fields have the wrong types, as malformed (never a TypeError later)', () => {
-    const raw = (meta: unknown): Buffer => {
-      const json = Buffer.from(JSON.stringify(meta));
-      const b = Buffer.alloc(4 + json.byteLength);
-      b.writeUInt32LE(json.byteLength, 0);
-      json.copy(b, 4);
-      return b;
-    };
     const env = { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 };
     for (const meta of [
       { modelName: 'm', tensors: [] }, // no envelope
@@ -115,8 +109,8 @@ describe('tensor codec (gateway <-> worker)', () => {
       { modelName: 'm', tensors: [], blsChain: 'x', env },
       [], 'text', null,
     ]) {
-      expect(() => decodeRequest(raw(meta)), JSON.stringify(meta)).toThrow(/malformed message/);
-      expect(() => decodeRequestParts([raw(meta)]), JSON.stringify(meta)).toThrow(/malformed message/);
+      expect(() => decodeRequest(rawMessage(meta)), JSON.stringify(meta)).toThrow(/malformed message/);
+      expect(() => decodeRequestParts([rawMessage(meta)]), JSON.stringify(meta)).toThrow(/malformed message/);
     }
     for (const meta of [
       { requestKey: 1, end: true },
@@ -126,7 +120,7 @@ describe('tensor codec (gateway <-> worker)', () => {
       { requestKey: '1', response: { modelName: 'm', modelVersion: '1', parameters: [] } },
       { requestKey: '1' },
     ]) {
-      expect(() => decodeReply(raw(meta)), JSON.stringify(meta)).toThrow(/malformed message/);
+      expect(() => decodeReply(rawMessage(meta)), JSON.stringify(meta)).toThrow(/malformed message/);
     }
   });
 });

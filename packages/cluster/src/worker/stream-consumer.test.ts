@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { RedisBackplane } from '../gateway/redis-backplane.js';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { StreamConsumer } from './stream-consumer.js';
+import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
 /** Test backend: 20 ms per execution whatever the batch, OUT = IN. */
 const slow: Backend = {
@@ -110,13 +111,6 @@ describe('StreamConsumer', () => {
     const stream = keys.requests('a');
     const replyTo = keys.replies('attack');
     await redisClient.xadd(replyTo, '*', 'open', '1');
-    const header = (meta: unknown): Buffer => {
-      const json = Buffer.from(JSON.stringify(meta));
-      const b = Buffer.alloc(4 + json.byteLength);
-      b.writeUInt32LE(json.byteLength, 0);
-      json.copy(b, 4);
-      return b;
-    };
     const env = { requestKey: 'k', replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 10_000 };
     const tensor = { name: 'IN', datatype: 'INT32', shape: [1, 1], bytes: 4 };
     const junk: unknown[] = [
@@ -136,7 +130,7 @@ describe('StreamConsumer', () => {
     try {
       for (const meta of junk) {
         const parts = (meta as { tensors?: unknown })?.tensors && Array.isArray((meta as { tensors: unknown[] }).tensors) ? (meta as { tensors: unknown[] }).tensors.map(() => Buffer.alloc(4)) : [];
-        await redisClient.xadd(stream, '*', 'r', header(meta), ...parts.flatMap((t) => ['t', t]));
+        await redisClient.xadd(stream, '*', 'r', rawMessage(meta), ...parts.flatMap((t) => ['t', t]));
       }
       await redisClient.xadd(stream, '*', 'r', Buffer.from([1, 2])); // shorter than its length prefix
       // The worker is still there and answers a well-formed request.
@@ -186,13 +180,7 @@ describe('StreamConsumer', () => {
       const pending = gateway.infer({ modelName: 'c', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(5) }] });
       await new Promise((res) => setTimeout(res, 100));
       const [replyKey] = await redisClient.keys(`${keys.replies('')}*`).then((ks) => ks.filter((k) => !k.endsWith('attack') && !k.endsWith('test')));
-      const body = (requestKey: string): Buffer => {
-        const json = Buffer.from(JSON.stringify({ requestKey, error: { code: 'INTERNAL', message: { toString: 1 } } }));
-        const b = Buffer.alloc(4 + json.byteLength);
-        b.writeUInt32LE(json.byteLength, 0);
-        json.copy(b, 4);
-        return b;
-      };
+      const body = (requestKey: string): Buffer => rawMessage({ requestKey, error: { code: 'INTERNAL', message: { toString: 1 } } });
       for (let k = 0; k < 200; k++) await redisClient.xadd(replyKey!, '*', 'r', body(String(k)));
       const r = await pending;
       expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([5]);
