@@ -1,21 +1,92 @@
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Backplane } from '@triode/core';
+import type { Backplane, InferenceRequest } from '@triode/core';
+import { readIncomingBody } from './body.js';
 import { createHttpApp } from './http-server.js';
 import { HttpLifecycle } from './lifecycle.js';
 import { startHttpServer, type HttpServerHandle } from './listen.js';
 
 const lifecycle = new HttpLifecycle();
 let http: HttpServerHandle;
+let echoHttp: HttpServerHandle;
 
 beforeAll(async () => {
   // The body is never complete, so the backplane is never reached.
   const backplane = {} as Backplane;
   http = await startHttpServer(createHttpApp(backplane, { lifecycle }), 0, '127.0.0.1');
+  // Answers infer with its input N, doubled.
+  const echoing = {
+    modelConfig: async (name: string) => ({ name, input: [{ name: 'N', data_type: 'TYPE_INT32', dims: [-1] }] }),
+    infer: async (r: InferenceRequest) => ({
+      modelName: 'm', modelVersion: '1',
+      outputs: [{ name: 'y', datatype: 'INT32', shape: r.inputs[0]!.shape, data: (r.inputs[0]!.data as Int32Array).map((v) => 2 * v) }],
+    }),
+  } as unknown as Backplane;
+  echoHttp = await startHttpServer(createHttpApp(echoing, {}), 0, '127.0.0.1');
 });
 
 afterAll(async () => {
   await http.close();
+  await echoHttp.close();
+});
+
+/** A stand-in for a Node request whose body the test pushes chunk by chunk. */
+function fakeIncoming(headers: Record<string, string> = {}): IncomingMessage & { finish(): void } {
+  const e = Object.assign(new EventEmitter(), { headers, complete: false, readableEnded: false });
+  return Object.assign(e, { finish() { e.complete = true; e.emit('end'); } }) as unknown as IncomingMessage & { finish(): void };
+}
+
+describe('chunked bodies (no Content-Length)', () => {
+  it('a body sent one byte per chunk costs about its size, not a Buffer per byte', async () => {
+    const incoming = fakeIncoming();
+    const body = readIncomingBody(incoming, 64 << 20);
+    const n = 1_000_000;
+    const before = process.memoryUsage();
+    for (let i = 0; i < n; i++) incoming.emit('data', Buffer.alloc(1, i & 0xff));
+    const after = process.memoryUsage();
+    // Kept as chunks, these million bytes held about 230 MB of heap.
+    expect(after.heapUsed + after.arrayBuffers - before.heapUsed - before.arrayBuffers).toBeLessThan(32e6);
+    incoming.finish();
+    const bytes = await body;
+    expect(bytes.byteLength).toBe(n);
+    expect(bytes[0]).toBe(0);
+    expect(bytes[n - 1]).toBe((n - 1) & 0xff);
+    expect(bytes.buffer.byteLength).toBeLessThan(n + 16 * 1024 + 8);
+  });
+
+  it('still stops at the limit, and keeps the binary section 8-byte aligned', async () => {
+    const over = fakeIncoming();
+    const refused = readIncomingBody(over, 1000);
+    for (let i = 0; i < 1001; i++) over.emit('data', Buffer.alloc(1));
+    await expect(refused).rejects.toThrow(/Request JSON size of 1001 bytes exceeds the maximum allowed value of 1000 bytes/);
+
+    const incoming = fakeIncoming();
+    const body = readIncomingBody(incoming, 1 << 20, 13);
+    for (let i = 0; i < 100; i++) incoming.emit('data', Buffer.alloc(777, i));
+    incoming.finish();
+    const bytes = await body;
+    expect(bytes.byteLength).toBe(77_700);
+    expect((bytes.byteOffset + 13) % 8).toBe(0);
+    expect(bytes[77_699]).toBe(99);
+  });
+
+  it('an infer request in 1-byte chunks over a socket gets its answer', async () => {
+    const json = JSON.stringify({ inputs: [{ name: 'N', datatype: 'INT32', shape: [3], data: [1, 2, 3] }] });
+    const answer = await new Promise<string>((resolve, reject) => {
+      let got = '';
+      const s = connect(echoHttp.port, '127.0.0.1', () => {
+        s.write('POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n');
+        s.write([...json].map((ch) => `1\r\n${ch}\r\n`).join('') + '0\r\n\r\n');
+      });
+      s.on('data', (d) => { got += d.toString(); });
+      s.on('end', () => resolve(got));
+      s.on('error', reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1.1 200/);
+    expect(answer).toContain('"data":[2,4,6]');
+  });
 });
 
 describe('request bodies over a socket', () => {

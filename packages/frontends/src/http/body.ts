@@ -70,37 +70,58 @@ function join(chunks: Uint8Array[], total: number): Uint8Array {
   return out;
 }
 
+/** First buffer of a body without Content-Length (chunked): grown by doubling as bytes arrive. */
+const FIRST_CAPACITY = 16 * 1024;
+
 /**
- * Reads the socket straight into one buffer of the declared length (no chunk list, one copy).
- * `pad` bytes are left free in front, so that a binary section after a JSON header of known
- * length starts 8-byte aligned and its tensors can be viewed in place instead of copied.
+ * Reads the socket straight into one buffer: of the declared length, or, for a chunked body,
+ * one that doubles as it fills (never past the limit). Chunks are copied as they arrive, never
+ * kept: a body sent as millions of 1-byte chunks would otherwise hold a Buffer object (and its
+ * share of a socket read) per byte, hundreds of times the limit. `pad` bytes are left free in
+ * front, so that a binary section after a JSON header of known length starts 8-byte aligned and
+ * its tensors can be viewed in place instead of copied.
  */
 function readIncoming(incoming: IncomingMessage, limit: number, declared: number | undefined, pad: number): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
-    let buf = declared !== undefined ? new Uint8Array(pad + declared) : undefined;
-    const chunks: Buffer[] = [];
+    let buf: Uint8Array | undefined = new Uint8Array(pad + (declared ?? Math.min(limit, FIRST_CAPACITY)));
     let total = 0;
     let failed = false;
     incoming.on('data', (c: Buffer) => {
-      if (failed) return;
-      if (total + c.byteLength > limit) {
+      if (failed || !buf) return;
+      const size = total + c.byteLength;
+      if (size > limit) {
         failed = true;
         // Keep draining (and dropping) so the connection can still carry the 400 answer.
-        chunks.length = 0;
         buf = undefined;
-        reject(tooLarge(total + c.byteLength, limit));
+        reject(tooLarge(size, limit));
         return;
       }
-      if (buf && pad + total + c.byteLength <= buf.byteLength) buf.set(c, pad + total);
-      else chunks.push(c);
-      total += c.byteLength;
+      if (pad + size > buf.byteLength) {
+        const grown = new Uint8Array(pad + Math.min(limit, Math.max(size, 2 * (buf.byteLength - pad))));
+        grown.set(buf.subarray(0, pad + total));
+        buf = grown;
+      }
+      buf.set(c, pad + total);
+      total = size;
     });
     incoming.on('end', () => {
-      if (failed) return;
-      if (buf && chunks.length === 0 && pad + total === buf.byteLength) resolve(buf.subarray(pad));
-      else resolve(join(buf ? [buf.subarray(pad, pad + Math.min(total, buf.byteLength - pad)), ...chunks] : chunks, total));
+      if (failed || !buf) return;
+      let out = buf;
+      buf = undefined;
+      // A doubled buffer can be up to twice the body: give the spare back unless it is small.
+      if (out.byteLength - pad - total > FIRST_CAPACITY) {
+        const exact = new Uint8Array(pad + total);
+        exact.set(out.subarray(pad, pad + total), pad);
+        out = exact;
+      }
+      resolve(out.subarray(pad, pad + total));
     });
-    incoming.on('error', (e) => { if (!failed) reject(Errors.invalidArg(`failed to read the request body: ${echo(e.message)}`)); });
+    incoming.on('error', (e) => {
+      if (failed) return;
+      failed = true;
+      buf = undefined;
+      reject(Errors.invalidArg(`failed to read the request body: ${echo(e.message)}`));
+    });
     // A client that goes away mid-body: nothing else would settle this promise (and free `buf`).
     incoming.on('close', () => {
       if (!failed && !incoming.complete) {
