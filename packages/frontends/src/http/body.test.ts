@@ -72,6 +72,14 @@ describe('chunked bodies (no Content-Length)', () => {
     expect(bytes[77_699]).toBe(99);
   });
 
+  it('a body labelled gzip that is not gzip is a decompression error, not a size its last bytes make up', async () => {
+    const incoming = fakeIncoming({ 'content-encoding': 'gzip' });
+    const body = readIncomingBody(incoming, 1000);
+    incoming.emit('data', Buffer.from('{"inputs":[{"name":"zzzz"}]}'));
+    incoming.finish();
+    await expect(body).rejects.toThrow(/^failed to decompress the request body \(gzip\): /);
+  });
+
   it('an infer request in 1-byte chunks over a socket gets its answer', async () => {
     const json = JSON.stringify({ inputs: [{ name: 'N', datatype: 'INT32', shape: [3], data: [1, 2, 3] }] });
     const answer = await new Promise<string>((resolve, reject) => {
@@ -100,5 +108,27 @@ describe('request bodies over a socket', () => {
     const deadline = Date.now() + 2000;
     while (lifecycle.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     expect(lifecycle.inflight).toBe(0);
+  });
+});
+
+/** Sends raw bytes and returns the whole answer (the request asks to close the connection). */
+function exchange(port: number, raw: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let got = '';
+    const s = connect(port, '127.0.0.1', () => s.write(raw));
+    s.on('data', (d) => { got += d.toString(); });
+    s.on('end', () => resolve(got));
+    s.on('error', reject);
+  });
+}
+
+describe('methods that carry no body in a route', () => {
+  it('TRACE with a body is 405 on a known path and 404 elsewhere, not 500', async () => {
+    for (const [path, status] of [['/v2/logging', 405], ['/v2/models/m/infer', 405], ['/v2/nowhere', 404]] as const) {
+      const answer = await exchange(echoHttp.port, `TRACE ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello`);
+      expect(answer, path).toMatch(new RegExp(`^HTTP/1.1 ${status} `));
+    }
+    // And the server still answers.
+    expect(await exchange(echoHttp.port, 'GET /v2/nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).toMatch(/^HTTP\/1.1 404 /);
   });
 });

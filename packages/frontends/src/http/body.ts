@@ -195,8 +195,9 @@ async function decodeBody(raw: Uint8Array, encoding: string, limit: number): Pro
   markTransferable(raw.buffer);
   if (encoding === 'identity') return raw;
   // A gzip member ends with its inflated size (mod 2^32): a bomb that states it is refused before
-  // inflating anything. One that lies is still stopped by maxOutputLength below.
-  if (encoding === 'gzip' && raw.byteLength >= 18) {
+  // inflating anything. One that lies is still stopped by maxOutputLength below. A body that is
+  // not gzip at all (no magic bytes) is left to gunzip's own error, not a made-up size.
+  if (encoding === 'gzip' && raw.byteLength >= 18 && raw[0] === 0x1f && raw[1] === 0x8b) {
     const stated = new DataView(raw.buffer, raw.byteOffset + raw.byteLength - 4, 4).getUint32(0, true);
     if (stated > limit) throw tooLarge(stated, limit);
   }
@@ -211,6 +212,9 @@ async function decodeBody(raw: Uint8Array, encoding: string, limit: number): Pro
   }
 }
 
+/** Methods whose body `bodyLimit` reads. */
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
 /** Body limit of the control routes (logging, trace settings, repository index and unload, and any other route without its own). */
 export const CONTROL_MAX_BODY_SIZE = 64 * 1024;
 
@@ -223,7 +227,9 @@ export const CONTROL_MAX_BODY_SIZE = 64 * 1024;
 export function bodyLimit(limitOf: (path: string) => number | undefined): MiddlewareHandler {
   return async (c, next) => {
     const method = c.req.method;
-    const limit = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? undefined : limitOf(c.req.path);
+    // Only the methods a route takes a body with: any other (GET, TRACE, ...) goes on to its 404
+    // or 405 with its body unread (Node drops it), and a Fetch Request could not carry it anyway.
+    const limit = BODY_METHODS.has(method) ? limitOf(c.req.path) : undefined;
     if (limit === undefined) {
       await next();
       return undefined;
