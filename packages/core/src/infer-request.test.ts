@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CancelToken, applyReshape, normalizeRequest, schedulePolicyParams, type InferenceRequest } from './infer-request.js';
+import { CancelToken, applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 
@@ -156,6 +156,11 @@ describe('errors repeat at most 256 characters of what the request sent (fuzz se
   it('a timeout or priority parameter that is not a number', () => {
     check(() => schedulePolicyParams({ timeout: long }));
     check(() => schedulePolicyParams({ priority: long }));
+  });
+  it('a uint64 parameter past 2^64 - 1 (a bigint, as the HTTP reader gives a long integer)', () => {
+    expect(schedulePolicyParams({ timeout: 2n ** 64n - 1n }).timeoutUs).toBe(Number.MAX_SAFE_INTEGER);
+    expect(() => schedulePolicyParams({ timeout: 2n ** 64n })).toThrow("parameter 'timeout' must be a non-negative integer, got \"18446744073709551616\"");
+    expect(() => sequenceParams({ sequence_id: 2n ** 70n })).toThrow(/parameter 'sequence_id' must be a non-negative integer/);
   });
 });
 

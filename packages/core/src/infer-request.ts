@@ -311,11 +311,13 @@ export function applyReshape(shape: readonly number[], from: readonly number[], 
   return batching ? [shape[0]!, ...out] : out;
 }
 
-/** A non-negative integer parameter (number, bigint or decimal string), or undefined when absent. */
+const MAX_UINT64 = 2n ** 64n - 1n;
+
+/** A uint64 parameter (a safe-integer number, or a bigint in range), or undefined when absent. */
 function uintParam(params: Record<string, ParameterValue>, key: string): bigint | undefined {
   const v = params[key];
   if (v === undefined) return undefined;
-  if (typeof v === 'bigint' && v >= 0n) return v;
+  if (typeof v === 'bigint' && v >= 0n && v <= MAX_UINT64) return v;
   if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
   throw Errors.invalidArg(`parameter '${echo(key)}' must be a non-negative integer, got ${echo(JSON.stringify(typeof v === 'bigint' ? String(v) : v))}`);
 }

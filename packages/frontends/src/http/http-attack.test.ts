@@ -218,3 +218,105 @@ describe('error messages', () => {
     expect(await errorOf(ctl)).toContain("Unexpected token '\\u0001'");
   });
 });
+
+describe('64-bit integers in JSON', () => {
+  /** A backplane that keeps the last request and answers its first input back as output y. */
+  const seen: InferenceRequest[] = [];
+  const echoBack = fakeBackplane((r) => {
+    seen.push(r);
+    const x = r.inputs[0]!;
+    return { modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: x.datatype, shape: x.shape, data: x.data }] };
+  });
+  const app = createHttpApp(echoBack, { logger: silentLogger });
+  const infer = (datatype: string, literal: string) =>
+    post(app, '/v2/models/m/infer', `{"inputs":[{"name":"N","datatype":"${datatype}","shape":[1],"data":[${literal}]}]}`);
+
+  it('values past the type\'s range are 400, not wrapped (they were taken mod 2^64)', async () => {
+    for (const [datatype, literal] of [
+      ['INT64', '9223372036854775808'], ['INT64', '-9223372036854775809'], ['INT64', '1e19'], ['INT64', '123456789012345678901234567890'],
+      ['UINT64', '18446744073709551616'], ['UINT64', '-1'], ['UINT64', '1.5'], ['UINT64', '2e19'],
+    ]) {
+      const r = await infer(datatype!, literal!);
+      expect(r.status, `${datatype} ${literal}`).toBe(400);
+      expect(await errorOf(r)).toBe(`Unable to parse 'data': input 'N' element 0 is not an integer of type ${datatype}`);
+    }
+  });
+
+  it('values at the ends of the range arrive exactly and are written back exactly', async () => {
+    for (const [datatype, literal, value] of [
+      ['INT64', '9223372036854775807', 2n ** 63n - 1n], ['INT64', '-9223372036854775808', -(2n ** 63n)],
+      ['UINT64', '18446744073709551615', 2n ** 64n - 1n], ['INT64', '9007199254740993', 2n ** 53n + 1n],
+    ] as const) {
+      const r = await infer(datatype, literal);
+      expect(r.status, literal).toBe(200);
+      expect(seen.at(-1)!.inputs[0]!.data[0]).toBe(value);
+      expect(await r.text()).toContain(`"data":[${literal}]`);
+    }
+  });
+
+  it('a long integer in a float tensor is read as its double; in a 32-bit one it is out of range', async () => {
+    expect((await infer('FP64', '12345678901234567890')).status).toBe(200);
+    expect(seen.at(-1)!.inputs[0]!.data[0]).toBe(Number('12345678901234567890'));
+    const r = await infer('INT32', '12345678901234567890');
+    expect(r.status).toBe(400);
+    expect(await errorOf(r)).toBe(`Unable to parse 'data': input 'N' element 0 is not an integer of type INT32`);
+  });
+
+  it('request, input and output parameters given as a number array are 400 (the reader\'s Float64Array passed as an object)', async () => {
+    for (const [body, message] of [
+      ['{"parameters":[1],"inputs":[]}', "'parameters' of the request must be a JSON object"],
+      ['{"inputs":[{"name":"N","datatype":"INT32","shape":[1],"data":[1],"parameters":[5]}]}', "'parameters' of input 'N' must be a JSON object"],
+      ['{"inputs":[{"name":"N","datatype":"INT32","shape":[1],"data":[1]}],"outputs":[{"name":"y","parameters":[5]}]}', "'parameters' of output 'y' must be a JSON object"],
+    ]) {
+      const r = await post(app, '/v2/models/m/infer', body!);
+      expect(r.status, body).toBe(400);
+      expect(await errorOf(r)).toBe(message);
+    }
+  });
+
+  it('a uint64 sequence_id past 2^53 reaches the server exactly', async () => {
+    const r = await post(app, '/v2/models/m/infer', `{"parameters":{"sequence_id":18446744073709551615},"inputs":[{"name":"N","datatype":"INT32","shape":[1],"data":[1]}]}`);
+    expect(r.status).toBe(200);
+    expect(seen.at(-1)!.parameters!['sequence_id']).toBe(2n ** 64n - 1n);
+  });
+});
+
+describe('generate requests get the infer route\'s checks', () => {
+  const seen: InferenceRequest[] = [];
+  const app = createHttpApp(fakeBackplane((r) => {
+    seen.push(r);
+    return { ...(r.id ? { id: r.id } : {}), modelName: 'm', modelVersion: '1', outputs: [{ name: 'big', datatype: 'INT64', shape: [1], data: BigInt64Array.of(2n ** 63n - 1n) }] };
+  }), { logger: silentLogger });
+
+  it('deeply nested arrays are 400 (were a stack overflow: 500)', async () => {
+    for (const path of ['/v2/models/m/generate', '/v2/models/m/generate_stream']) {
+      const r = await post(app, path, `{"N":${'['.repeat(200_000)}1${']'.repeat(200_000)}}`);
+      expect(r.status, path).toBe(400);
+      expect(await errorOf(r)).toMatch(/^failed to parse the request JSON buffer: JSON nested too deeply at position \d+$/);
+    }
+    // Within the limit, nested arrays are flattened as before.
+    expect((await post(app, '/v2/models/m/generate', '{"N":[[1,2],[3]]}')).status).toBe(200);
+    expect(seen.at(-1)!.inputs[0]).toMatchObject({ shape: [3], data: Int32Array.of(1, 2, 3) });
+  });
+
+  it('reserved triton_ parameters, parameters that are not values, and a non-string id are 400', async () => {
+    const cases: [string, string][] = [
+      ['{"N":1,"parameters":{"triton_enable_empty_final_response":true}}', "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."],
+      ['{"N":1,"parameters":{"x":{"y":1}}}', "parameter 'x' of the request must be a string, number or boolean"],
+      ['{"N":1,"parameters":[1]}', "'parameters' of the request must be a JSON object"],
+      ['{"N":1,"id":7}', "request 'id' must be a string"],
+    ];
+    const before = seen.length;
+    for (const [body, message] of cases) {
+      const r = await post(app, '/v2/models/m/generate', body);
+      expect(r.status, body).toBe(400);
+      expect(await errorOf(r)).toBe(message);
+    }
+    expect(seen.length).toBe(before);
+  });
+
+  it('a 64-bit output is written exactly (was rounded through a double)', async () => {
+    const r = await post(app, '/v2/models/m/generate', '{"N":1,"id":"a"}');
+    expect(await r.text()).toBe('{"id":"a","model_name":"m","model_version":"1","big":9223372036854775807}');
+  });
+});

@@ -22,14 +22,19 @@ export interface ParsedInfer {
 
 type Json = Record<string, unknown>;
 
-const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A JSON object: not null, not an array (nor a number array, which the reader makes a Float64Array). */
+const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
 
-/** A parameters object; `where` names its owner in an error (made only then: it is on every request's path). */
-function parameters(v: unknown, where: () => string): Record<string, ParameterValue> {
+/**
+ * A parameters object (as `readJson` gives it: an integer past 2^53 is a bigint, so a uint64
+ * `sequence_id` stays exact); `where` names its owner in an error (made only then: it is on every
+ * request's path).
+ */
+export function parameters(v: unknown, where: () => string): Record<string, ParameterValue> {
   if (v === undefined) return {};
   if (!isObj(v)) throw Errors.invalidArg(`'parameters' of ${where()} must be a JSON object`);
   for (const [k, x] of Object.entries(v)) {
-    if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean') {
+    if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean' && typeof x !== 'bigint') {
       throw Errors.invalidArg(`parameter '${echo(k)}' of ${where()} must be a string, number or boolean`);
     }
   }
@@ -169,6 +174,13 @@ function finishRaw(model: { name: string; version?: number }, name: string, data
   return { request, encoding: { binary: new Map(), defaultBinary: true } };
 }
 
+/** Response parameters as JSON; a bigint (a backend's uint64) is written exactly, as JSON.stringify cannot. */
+export function parametersJson(p: Record<string, ParameterValue>): string {
+  let s = '';
+  for (const [k, v] of Object.entries(p)) s += `${s ? ',' : ''}${JSON.stringify(k)}:${typeof v === 'bigint' ? String(v) : JSON.stringify(v)}`;
+  return `{${s}}`;
+}
+
 /** An encoded infer response: the JSON header and, when any output is binary, the chunks after it. */
 export interface EncodedResponse {
   /** The whole body. */
@@ -219,7 +231,7 @@ export function encodeInferResponse(res: InferenceResponse, encoding: OutputEnco
   let json = '{';
   if (res.id !== undefined && res.id !== '') json += `"id":${JSON.stringify(res.id)},`;
   json += `"model_name":${JSON.stringify(res.modelName)},"model_version":${JSON.stringify(res.modelVersion)}`;
-  if (res.parameters && Object.keys(res.parameters).length) json += `,"parameters":${JSON.stringify(res.parameters)}`;
+  if (res.parameters && Object.keys(res.parameters).length) json += `,"parameters":${parametersJson(res.parameters)}`;
   json += ',"outputs":[';
   const chunks: Uint8Array[] = [];
   res.outputs.forEach((o, i) => {

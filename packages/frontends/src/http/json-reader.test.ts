@@ -4,10 +4,17 @@ import { readJson, type JsonValue } from './json-reader.js';
 const enc = new TextEncoder();
 const read = (s: string) => readJson(enc.encode(s));
 
-/** JSON.parse's result with number-only arrays as Float64Arrays, to compare with readJson. */
+/** An integer JSON.stringify writes as an integer literal past 2^53 - 1: the reader's bigint. */
+const bigLiteral = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && !Number.isSafeInteger(x) && Math.abs(x) < 1e21;
+
+/**
+ * JSON.parse's result of JSON.stringify's text, as readJson reads it: number-only arrays as
+ * Float64Arrays, integer literals past 2^53 - 1 as bigints (their arrays plain).
+ */
 function expected(v: unknown): JsonValue {
+  if (bigLiteral(v)) return BigInt(String(v));
   if (Array.isArray(v)) {
-    if (v.length > 0 && v.every((x) => typeof x === 'number')) return Float64Array.from(v as number[]);
+    if (v.length > 0 && v.every((x) => typeof x === 'number' && !bigLiteral(x))) return Float64Array.from(v as number[]);
     return v.map(expected);
   }
   if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, expected(x)]));
@@ -41,10 +48,12 @@ describe('readJson()', () => {
   });
 
   it('reads numbers within 2 ulp of Number(), exactly up to 15 digits, and exactly with { exact: true }', () => {
-    const samples = ['0', '-0', '1e308', '2.2250738585072014e-308', '5e-324', '0.1', '123456789012345678901234567890', '9007199254740993', '1.7976931348623157e308', '3.141592653589793238462643', '-1.5E+3', '1e-7', '0.30000000000000004', '4.35', '0.000123456789'];
+    const samples = ['0', '-0', '1e308', '2.2250738585072014e-308', '5e-324', '0.1', '1.7976931348623157e308', '12345678901234567890.5', '9007199254740993e0', '3.141592653589793238462643', '-1.5E+3', '1e-7', '0.30000000000000004', '4.35', '0.000123456789'];
     let seed = 7;
     const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
     for (let i = 0; i < 2000; i++) samples.push(String((rnd() - 0.5) * 10 ** Math.floor(rnd() * 60 - 30)), ((rnd() - 0.5) * 100).toFixed(Math.floor(rnd() * 8)));
+    // An integer literal past 2^53 - 1 is a bigint (tested below): here it is written as a double.
+    samples.forEach((s, i) => { if (/^-?\d+$/.test(s) && !Number.isSafeInteger(Number(s))) samples[i] = `${s}.0`; });
     const text = `[${samples.join(',')}]`;
     const exact = readJson(enc.encode(text), { exact: true }) as Float64Array;
     samples.forEach((s, i) => expect(Object.is(exact[i], Number(s))).toBe(true));
@@ -55,6 +64,16 @@ describe('readJson()', () => {
       if (significant <= 15) expect(Object.is(fast[i], want)).toBe(true);
       else expect(Math.abs(fast[i]! - want)).toBeLessThanOrEqual(2 * Math.abs(want) * Number.EPSILON);
     });
+  });
+
+  it('reads an integer literal past 2^53 - 1 exactly, as a bigint; its array is a plain array', () => {
+    expect(read('[9007199254740991,-9007199254740991]')).toEqual(Float64Array.of(2 ** 53 - 1, -(2 ** 53 - 1)));
+    expect(read('[9007199254740992, 1]')).toEqual([2n ** 53n, 1]);
+    expect(read('{"a":-9223372036854775808,"b":18446744073709551615,"c":123456789012345678901234567890}')).toEqual({
+      a: -(2n ** 63n), b: 2n ** 64n - 1n, c: 123456789012345678901234567890n,
+    });
+    // With a fraction or an exponent it is a double, however long.
+    expect(read('[1e20, 100000000000000000000.0, 9007199254740993e0]')).toEqual(Float64Array.of(1e20, 1e20, 2 ** 53));
   });
 
   it('reads float32 values printed as doubles back to the same float32', () => {

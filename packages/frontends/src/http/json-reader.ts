@@ -2,13 +2,14 @@
  * @module A JSON reader for infer request bodies. It returns what JSON.parse returns, except that
  * an array holding only numbers comes back as a Float64Array: tensor `data` then never becomes
  * a JS array of boxed values, which is what makes JSON.parse + conversion cost more than the
- * inference itself for image-sized tensors (PERF-BASELINE finding 4). See `readJson` for how
- * exactly numbers are read.
+ * inference itself for image-sized tensors (PERF-BASELINE finding 4). An integer too large for
+ * a double to hold exactly comes back as a bigint (INT64/UINT64 data, uint64 parameters), as
+ * Triton's reader keeps it. See `readJson` for how exactly other numbers are read.
  */
 import { echo } from '@triode/core';
 
 /** A JSON value as this reader returns it. */
-export type JsonValue = null | boolean | number | string | Float64Array | JsonValue[] | { [k: string]: JsonValue };
+export type JsonValue = null | boolean | number | bigint | string | Float64Array | JsonValue[] | { [k: string]: JsonValue };
 
 const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
 const MAX_DEPTH = 512;
@@ -20,19 +21,26 @@ class JsonError extends Error {}
 // of a JSON tensor body (tens of thousands of numbers), where private-field access shows up.
 let numberEnd = 0;
 let numberError = '';
+/** Set by `readNumber` when the number is an integer (no fraction, no exponent) beyond 2^53 - 1. */
+let numberBig = false;
 /** The document as a latin1 string, made once per document when a number needs Number(). */
 let docBytes: Uint8Array | undefined;
 /** Read every number exactly (Number()), at some cost for long mantissas. */
 let exactNumbers = false;
 let docText = '';
 
-/** Number() of bytes [from, to): exact for any length of mantissa. */
-function slowNumber(b: Uint8Array, from: number, to: number): number {
+/** The text of bytes [from, to) (ASCII: a number). */
+function textOf(b: Uint8Array, from: number, to: number): string {
   if (docBytes !== b) {
     docBytes = b;
     docText = Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1');
   }
-  return Number(docText.slice(from, to));
+  return docText.slice(from, to);
+}
+
+/** Number() of bytes [from, to): exact for any length of mantissa. */
+function slowNumber(b: Uint8Array, from: number, to: number): number {
+  return Number(textOf(b, from, to));
 }
 
 const isDigit = (c: number | undefined): c is number => c !== undefined && c >= 48 && c <= 57;
@@ -41,6 +49,7 @@ const isWs = (c: number | undefined) => c === 32 || c === 10 || c === 13 || c ==
 /** Reads a JSON number at `start`; sets `numberEnd`, and `numberError` when malformed. */
 function readNumber(b: Uint8Array, start: number): number {
   numberError = '';
+  numberBig = false;
   let i = start;
   let c = b[i];
   const neg = c === 45;
@@ -49,6 +58,7 @@ function readNumber(b: Uint8Array, start: number): number {
   let digits = 0;
   let exp = 0;
   let long = false;
+  let integer = true;
   if (c === 48) {
     c = b[++i];
     if (isDigit(c)) { numberEnd = i; numberError = 'Unexpected number (leading zero)'; return 0; }
@@ -70,6 +80,7 @@ function readNumber(b: Uint8Array, start: number): number {
     return 0;
   }
   if (c === 46) {
+    integer = false;
     c = b[++i];
     if (!isDigit(c)) { numberEnd = i; numberError = 'Unterminated fractional number'; return 0; }
     while (isDigit(c)) {
@@ -85,6 +96,7 @@ function readNumber(b: Uint8Array, start: number): number {
     }
   }
   if (c === 101 || c === 69) {
+    integer = false;
     c = b[++i];
     let sign = 1;
     if (c === 45 || c === 43) {
@@ -100,6 +112,9 @@ function readNumber(b: Uint8Array, start: number): number {
     exp += sign * e;
   }
   numberEnd = i;
+  // An integer literal past 2^53 - 1 (17+ digits, or 16 whose value rounded up): the caller reads
+  // it as a bigint. `mant` rounds monotonically, so a value within range is exact here.
+  if (integer && (long || mant > Number.MAX_SAFE_INTEGER)) numberBig = true;
   if (exp >= -22 && exp <= 22) {
     // Up to 15 digits this is Clinger's fast path: an exact mantissa and an exact power of ten
     // round once, so the result is correctly rounded. With 16-17+ digits (what printing a
@@ -131,7 +146,7 @@ function readNumberArray(b: Uint8Array, start: number, scratch: Float64Array): {
     const c = b[i];
     if (!(c === 45 || isDigit(c))) return undefined;
     const v = readNumber(b, i);
-    if (numberError) return undefined;
+    if (numberError || numberBig) return undefined;
     i = numberEnd;
     if (n === buf.length) {
       const bigger = new Float64Array(buf.length * 2);
@@ -149,7 +164,8 @@ function readNumberArray(b: Uint8Array, start: number, scratch: Float64Array): {
 
 /**
  * Parses JSON from UTF-8 bytes. Numbers with up to 15 significant digits are always exact;
- * longer ones are within 2 ulp unless `exact` is set.
+ * longer ones are within 2 ulp unless `exact` is set. An integer literal (no fraction, no
+ * exponent) beyond 2^53 - 1 in magnitude is a bigint, exact, and its array a plain array.
  * @throws Error with the position of the first problem.
  */
 export function readJson(bytes: Uint8Array, options: { exact?: boolean } = {}): JsonValue {
@@ -178,7 +194,8 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
  * What `Reader` would return for `b`, through JSON.parse, or undefined when the two could differ:
  * invalid JSON or UTF-8 (the reader's error message is wanted), possibly deeper than MAX_DEPTH
  * (more brackets than that), or a number of 16+ digits (read to within 2 ulp by the reader, exactly
- * by JSON.parse: counted conservatively, digits of strings and exponents too).
+ * by JSON.parse; an integer past 2^53 - 1 is a bigint to the reader: counted conservatively,
+ * digits of strings and exponents too).
  */
 function readSmall(b: Uint8Array): JsonValue | undefined {
   let brackets = 0;
@@ -329,14 +346,15 @@ class Reader {
     return r.values;
   }
 
-  #number(): number {
-    const v = readNumber(this.#b, this.#i);
+  #number(): number | bigint {
+    const start = this.#i;
+    const v = readNumber(this.#b, start);
     if (numberError) {
       this.#i = numberEnd;
       this.#fail(numberError);
     }
     this.#i = numberEnd;
-    return v;
+    return numberBig ? BigInt(textOf(this.#b, start, numberEnd)) : v;
   }
 
   #string(): string {

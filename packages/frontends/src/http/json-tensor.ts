@@ -13,7 +13,7 @@ const INT_LIMITS: Partial<Record<DataType, [number, number]>> = {
 };
 
 /** Number of leaf values in nested `data` (a Float64Array counts its elements). */
-function countLeaves(v: unknown): number {
+export function countLeaves(v: unknown): number {
   if (v instanceof Float64Array) return v.length;
   if (!Array.isArray(v)) return 1;
   let n = 0;
@@ -55,9 +55,14 @@ export function jsonToTensorData(data: unknown, datatype: DataType, count: numbe
   }
   if (datatype === 'INT64' || datatype === 'UINT64') {
     const out = datatype === 'INT64' ? new BigInt64Array(count) : new BigUint64Array(count);
+    const [min, max] = datatype === 'INT64' ? [-(2n ** 63n), 2n ** 63n - 1n] : [0n, 2n ** 64n - 1n];
+    // A double past 2^53 (1e19, 9.3e18) may not be the integer the client meant: only exact
+    // integers (safe numbers, or bigints, which the reader makes of longer integer literals).
+    const unsigned = datatype === 'UINT64';
     const one = (x: unknown) => {
-      if (typeof x !== 'number' || !Number.isInteger(x) || (datatype === 'UINT64' && x < 0)) throw bad(`an integer of type ${datatype}`);
-      out[i++] = BigInt(x);
+      if (typeof x === 'number' && Number.isSafeInteger(x) && (x >= 0 || !unsigned)) out[i++] = BigInt(x);
+      else if (typeof x === 'bigint' && x >= min && x <= max) out[i++] = x;
+      else throw bad(`an integer of type ${datatype}`);
     };
     walk(data, one, (a) => { for (const x of a) one(x); });
     return out;
@@ -69,6 +74,12 @@ export function jsonToTensorData(data: unknown, datatype: DataType, count: numbe
   const out = new Ctor(count);
   const limits = INT_LIMITS[datatype];
   const one = (x: unknown) => {
+    // An integer literal too long for a double comes as a bigint: a float type takes it rounded,
+    // an integer type of 32 bits or less is out of range anyway.
+    if (typeof x === 'bigint') {
+      if (limits) throw bad(`an integer of type ${datatype}`);
+      x = Number(x);
+    }
     if (typeof x !== 'number') throw bad('a number');
     if (limits && (!Number.isInteger(x) || x < limits[0] || x > limits[1])) throw bad(`an integer of type ${datatype}`);
     out[i++] = x;

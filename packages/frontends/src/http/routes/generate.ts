@@ -8,29 +8,35 @@
 import { Hono, type Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import {
-  Errors, configTypeToDataType, deserializeBytesTensor, echo,
-  type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig, type ParameterValue, type Tensor,
+  Errors, configTypeToDataType, echo, elementCount,
+  type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig, type Tensor,
 } from '@triode/core';
 import { readBody } from '../body.js';
 import { httpError } from '../../error-mapping.js';
 import type { HttpDeps } from '../http-options.js';
-import { jsonToTensorData } from '../json-tensor.js';
-import { checkJsonOutputSize } from '../infer-codec.js';
+import { readJson } from '../json-reader.js';
+import { countLeaves, jsonToTensorData, tensorDataToJson } from '../json-tensor.js';
+import { checkJsonOutputSize, parameters } from '../infer-codec.js';
+import { checkReservedParameters } from '../../protocol-checks.js';
 import { modelParams, modelPaths } from './model-params.js';
-
-const utf8 = new TextDecoder();
 
 async function toRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<InferenceRequest> {
   const model = modelParams(c);
   const body = await readBody(c, maxInputSize);
+  // The infer route's reader: nesting is capped (no stack overflow), integers past 2^53 stay exact.
   let doc: unknown;
   try {
-    doc = JSON.parse(utf8.decode(body));
+    doc = readJson(body);
   } catch (err) {
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${echo((err as Error).message)}`);
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw Errors.invalidArg('the generate request must be a JSON object');
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc) || doc instanceof Float64Array) throw Errors.invalidArg('the generate request must be a JSON object');
   const fields = doc as Record<string, unknown>;
+  // The same checks as an infer request's parameters and id.
+  const params = parameters(fields['parameters'], () => 'the request');
+  checkReservedParameters(Object.keys(params));
+  const id = fields['id'];
+  if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
   const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
   const batching = (config.max_batch_size ?? 0) > 0;
   const inputs: Tensor[] = [];
@@ -38,40 +44,37 @@ async function toRequest(c: Context, backplane: Backplane, maxInputSize: number)
     const value = fields[inp.name];
     if (value === undefined) continue;
     const datatype = configTypeToDataType(inp.data_type ?? '') ?? 'BYTES';
-    const flat = Array.isArray(value) ? value.flat(Infinity) : [value];
-    const shape = batching ? [1, flat.length] : [flat.length];
-    inputs.push({ name: inp.name, datatype, shape, data: jsonToTensorData(flat, datatype, flat.length, inp.name) });
+    // Nested arrays are flattened (row-major): the input is a 1-D tensor of all their values.
+    const count = countLeaves(value);
+    const shape = batching ? [1, count] : [count];
+    inputs.push({ name: inp.name, datatype, shape, data: jsonToTensorData(value, datatype, count, inp.name), owned: true });
   }
   for (const k of Object.keys(fields)) {
     if (k !== 'id' && k !== 'parameters' && !(config.input ?? []).some((i) => i.name === k)) {
       throw Errors.invalidArg(`unexpected field '${echo(k)}' in the generate request: model '${echo(model.name)}' has no input of that name`);
     }
   }
-  const params = fields['parameters'];
-  const request: InferenceRequest = { modelName: model.name, inputs, parameters: (params && typeof params === 'object' ? params : {}) as Record<string, ParameterValue> };
+  const request: InferenceRequest = { modelName: model.name, inputs, parameters: params };
   if (model.version !== undefined) request.modelVersion = model.version;
-  if (typeof fields['id'] === 'string') request.id = fields['id'];
+  if (id !== undefined) request.id = id;
   return request;
 }
 
 /**
- * One response as the generate extension writes it: outputs as fields, single values unwrapped.
+ * One response as the generate extension writes it (JSON text): outputs as fields, a single value
+ * unwrapped. Values are written as `/infer` writes them: 64-bit integers exact, FP16 as numbers.
  * @throws INVALID_ARG when the outputs as JSON could exceed `limit` bytes (nothing built).
  */
-function toJson(r: InferenceResponse, limit: number): Record<string, unknown> {
+function toJson(r: InferenceResponse, limit: number): string {
   checkJsonOutputSize(r.outputs, () => false, limit);
-  const out: Record<string, unknown> = {};
-  if (r.id) out['id'] = r.id;
-  out['model_name'] = r.modelName;
-  out['model_version'] = r.modelVersion;
+  let json = '{';
+  if (r.id) json += `"id":${JSON.stringify(r.id)},`;
+  json += `"model_name":${JSON.stringify(r.modelName)},"model_version":${JSON.stringify(r.modelVersion)}`;
   for (const o of r.outputs) {
-    let values: unknown[];
-    if (o.datatype === 'BYTES') values = deserializeBytesTensor(o.data as Uint8Array).map((b) => utf8.decode(b));
-    else if (o.datatype === 'BOOL') values = Array.from(o.data as Uint8Array, (x) => x !== 0);
-    else values = Array.from(o.data as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? Number(x) : x));
-    out[o.name] = values.length === 1 ? values[0] : values;
+    const values = tensorDataToJson(o.data, o.datatype);
+    json += `,${JSON.stringify(o.name)}:${elementCount(o.shape) === 1 ? values.slice(1, -1) : values}`;
   }
-  return out;
+  return json + '}';
 }
 
 /** The generate routes. */
@@ -85,7 +88,7 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
       if (responses.length !== 1) {
         throw Errors.invalidArg(`generate expects exactly one response from model '${request.modelName}', got ${responses.length}: use generate_stream`);
       }
-      return c.json(toJson(responses[0]!, maxJsonOutputSize));
+      return c.body(toJson(responses[0]!, maxJsonOutputSize), 200, { 'Content-Type': 'application/json' });
     });
   }
   for (const path of modelPaths('/generate_stream')) {
@@ -98,7 +101,7 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
           await backplane.inferStream(request, (r) => {
             let data: string;
             try {
-              data = JSON.stringify(toJson(r, maxJsonOutputSize));
+              data = toJson(r, maxJsonOutputSize);
             } catch (err) {
               data = httpError(err).body;
             }
