@@ -24,6 +24,28 @@ export interface WorkerRecord {
   inflight?: number;
   /** ms since the epoch when it started. */
   startedMs?: number;
+  /** How long Redis keeps the entry after `heartbeatMs` (three heartbeats). */
+  ttlMs?: number;
+}
+
+/** Lifetime assumed for an entry that does not state its own: three default heartbeats. */
+const DEFAULT_TTL_MS = 3_000;
+
+/** Difference between hosts' clocks tolerated when judging a heartbeat's age. */
+export const REGISTRY_CLOCK_SKEW_MS = 30_000;
+
+/**
+ * Why an entry read from `workerId`'s key must not be used, or undefined when it may. A live
+ * worker's entry is at most its `ttlMs` old (Redis expires it then) and sits under its own key:
+ * one older than that (plus clock skew) is a replay of an old entry, which keeps a dead worker's
+ * models looking ready; one under another worker's key is a copy. A signature alone cannot tell
+ * either from the real thing.
+ */
+export function registryEntryProblem(record: WorkerRecord, workerId: string, nowMs: number): string | undefined {
+  if (record.workerId !== workerId) return 'a registry entry copied from another worker\'s key';
+  const age = nowMs - record.heartbeatMs;
+  if (age > (record.ttlMs ?? DEFAULT_TTL_MS) + REGISTRY_CLOCK_SKEW_MS) return `a registry entry whose heartbeat is ${Math.round(age / 1000)} s old (replayed, or a clock far off)`;
+  return undefined;
 }
 
 /** A registry entry as the workers endpoint shows it. */
@@ -53,7 +75,7 @@ const optional = (v: unknown, type: 'string' | 'number'): boolean => v === undef
 export function checkWorkerRecord(v: unknown): WorkerRecord | undefined {
   if (!isObject(v) || typeof v['workerId'] !== 'string' || !Number.isFinite(v['heartbeatMs']) || !Array.isArray(v['models'])) return undefined;
   if (!optional(v['host'], 'string') || !optional(v['device'], 'string') || !optional(v['pid'], 'number')
-    || !optional(v['inflight'], 'number') || !optional(v['startedMs'], 'number')) return undefined;
+    || !optional(v['inflight'], 'number') || !optional(v['startedMs'], 'number') || !optional(v['ttlMs'], 'number')) return undefined;
   const models: RegistryModel[] = [];
   for (const m of v['models'] as unknown[]) {
     if (!isObject(m) || typeof m['name'] !== 'string' || typeof m['state'] !== 'string' || !optional(m['version'], 'string') || !optional(m['reason'], 'string')) return undefined;

@@ -17,7 +17,7 @@ import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
 import { FrameReader, MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
-import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo } from '../registry.js';
+import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo, registryEntryProblem } from '../registry.js';
 import { type StreamEntries, fieldsOf } from '../redis/resp.js';
 
 /** A request's sequence parameters once read (undefined: none, or unreadable), or not read yet. */
@@ -323,7 +323,9 @@ export class RedisBackplane implements Backplane {
         } while (cursor !== '0');
         const values = keys.length ? await this.#cmd.mget(...keys) : [];
         const workers: WorkerRecord[] = [];
-        for (const v of values) {
+        const keyPrefix = this.#keys.worker('');
+        const now = Date.now();
+        for (const [i, v] of values.entries()) {
           const text = typeof v === 'string' ? this.auth.openText('registry', v, 'registry entry') : undefined;
           if (text === undefined) continue;
           let record: WorkerRecord | undefined;
@@ -332,7 +334,10 @@ export class RedisBackplane implements Backplane {
           } catch {
             record = undefined;
           }
-          if (record) workers.push(record);
+          const problem = record && registryEntryProblem(record, keys[i]!.slice(keyPrefix.length), now);
+          // Counted and logged (rate-limited) like a wrongly signed entry.
+          if (problem) this.auth.reject('registry', problem);
+          else if (record) workers.push(record);
           else this.#opts.logger?.warning('cluster: dropped a malformed registry entry');
         }
         this.#workers = workers;

@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { RedisBackplane } from '../gateway/redis-backplane.js';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { StreamConsumer } from './stream-consumer.js';
+import { ClusterAuth } from '../cluster-auth.js';
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
 /** Test backend: 20 ms per execution whatever the batch, OUT = IN. */
@@ -167,6 +168,34 @@ describe('StreamConsumer', () => {
       expect(stats.every((st) => Number.isFinite(st.inference_count))).toBe(true);
     } finally {
       await redisClient.del(keys.worker('junk'), keys.worker('junk2'), keys.worker('junk3'));
+      redisClient.disconnect();
+    }
+  });
+
+  it('attack: a signed registry entry replayed after its worker is gone, or copied to another key, is dropped', async () => {
+    const redisClient = new Redis(redis.url);
+    const keys = new ClusterKeys('t-replay');
+    const signer = new ClusterAuth('s3cret');
+    const signed = new RedisBackplane({ redis: redis.url, prefix: 't-replay', registryRefreshMs: 0, clusterSecret: 's3cret' });
+    await signed.start();
+    const entry = (workerId: string, heartbeatMs: number) => signer.signText('registry', JSON.stringify({
+      workerId, heartbeatMs, ttlMs: 3000, models: [{ name: 'a', version: '1', state: 'READY' }],
+    }));
+    try {
+      // What a worker wrote an hour ago, captured and written back by someone without the secret.
+      await redisClient.set(keys.worker('gone'), entry('gone', Date.now() - 3_600_000), 'PX', 60_000);
+      // A live worker's entry copied under another key (twice the capacity, as seen by gateways).
+      await redisClient.set(keys.worker('live'), entry('live', Date.now()), 'PX', 60_000);
+      await redisClient.set(keys.worker('copy'), entry('live', Date.now()), 'PX', 60_000);
+      expect((await signed.clusterWorkers()).map((w) => w.id)).toEqual(['live']);
+      expect(signed.auth.rejected.get('registry')).toBe(2);
+      // Once the live one is gone too, the model is not ready anywhere (it was kept ready by the replay).
+      await redisClient.del(keys.worker('live'));
+      expect(await signed.modelReady('a')).toBe(false);
+      await expect(signed.infer({ modelName: 'a', inputs: [] })).rejects.toThrow(/no live worker is registered/);
+    } finally {
+      await signed.stop();
+      await redisClient.del(keys.worker('gone'), keys.worker('copy'));
       redisClient.disconnect();
     }
   });

@@ -350,9 +350,9 @@ export class StreamConsumer {
     });
     const record: WorkerRecord = {
       workerId: this.workerId, heartbeatMs: Date.now(), models,
-      host: hostname(), pid: process.pid, device: this.#device, inflight: this.#inflight, startedMs: this.#startedMs,
+      host: hostname(), pid: process.pid, device: this.#device, inflight: this.#inflight, startedMs: this.#startedMs, ttlMs: this.#heartbeatMs * 3,
     };
-    await this.#cmd.set(this.#keys.worker(this.workerId), this.auth.signText('registry', JSON.stringify(record)), 'PX', this.#heartbeatMs * 3);
+    await this.#cmd.set(this.#keys.worker(this.workerId), this.auth.signText('registry', JSON.stringify(record)), 'PX', record.ttlMs!);
   }
 
   /** Room for more requests of a stream: its model's free slots, within the worker's limit. */
