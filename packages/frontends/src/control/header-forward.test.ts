@@ -54,4 +54,27 @@ describe('header forwarding', () => {
     const text = new TextDecoder().decode(deserializeBytesTensor(new Uint8Array(res.raw_output_contents[0]!))[0]);
     expect(JSON.parse(text)).toMatchObject({ 'x-tenant-id': 'globex' });
   });
+
+  it('a pattern matching everything forwards the client\'s metadata only, not transport headers (fast path and grpc-js)', async () => {
+    const all = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', headerForwardPattern: headerPattern('.*')! });
+    const Service = makeGenericClientConstructor(serviceDefinition('inference.GRPCInferenceService'), 'S');
+    type Infer = (req: object, md: Metadata, o: object, cb: (e: ServiceError | null, r: { raw_output_contents: Uint8Array[] }) => void) => void;
+    try {
+      // Plain: the fast path; gzip: grpc-js.
+      for (const options of [{}, { 'grpc.default_compression_algorithm': 2 }]) {
+        const c = new Service(`127.0.0.1:${all.port}`, credentials.createInsecure(), options) as unknown as Client & Record<string, Infer>;
+        const md = new Metadata();
+        md.set('x-custom', 'yes');
+        const res = await new Promise<{ raw_output_contents: Uint8Array[] }>((resolve, reject) => {
+          c['ModelInfer']!({ model_name: 'params', inputs: [{ name: 'IN', datatype: 'BYTES', shape: [1] }], raw_input_contents: [serializeBytesTensor(['x'])] }, md, { deadline: Date.now() + 10_000 }, (e, v) => (e ? reject(e) : resolve(v)));
+        });
+        c.close();
+        const keys = Object.keys(JSON.parse(new TextDecoder().decode(deserializeBytesTensor(new Uint8Array(res.raw_output_contents[0]!))[0])) as object);
+        expect(keys).toContain('x-custom');
+        for (const k of keys) expect(k, JSON.stringify(options)).not.toMatch(/^(:|grpc-|te$|content-type$|accept-encoding$)/);
+      }
+    } finally {
+      await all.close(500);
+    }
+  });
 });

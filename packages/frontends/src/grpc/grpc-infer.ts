@@ -11,6 +11,7 @@ import {
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
 } from '@triode/core';
 import { checkReservedParameters, checkTensorBytes } from '../protocol-checks.js';
+import { REFUSED } from './infer-request-scan.js';
 
 /** InferTensorContents as decoded. */
 interface ContentsMessage {
@@ -99,6 +100,8 @@ function requestParameters(map: Record<string, InferParameterMessage>): { params
 
 /** A decoded ModelInferRequest as an InferenceRequest (plus the stream's empty-final flag). */
 export function inferRequestFromMessage(m: ModelInferRequestMessage): { request: InferenceRequest; emptyFinal: boolean } {
+  // A message the wire check refused (grpc-js path): its error, answered as any other.
+  if (REFUSED in m) throw (m as unknown as { [REFUSED]: Error })[REFUSED];
   const model = m.model_name;
   const version = parseModelVersion(m.model_version);
   const raw = m.raw_input_contents;

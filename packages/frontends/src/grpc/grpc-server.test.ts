@@ -4,11 +4,12 @@
  * cancellation, restricted protocols, compression and channel options.
  */
 import { readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { constants as http2, type ClientHttp2Stream } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition } from '@triode/core';
+import { InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backplane } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { MODEL_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
@@ -337,6 +338,20 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
     c.close();
   });
 
+  it('a response above the server limit: RESOURCE_EXHAUSTED with grpc-js\'s words (fast path and grpc-js)', async () => {
+    const bigAnswer = { infer: async () => ({ modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [2000], data: new Uint8Array(2000) }] }) } as unknown as Backplane;
+    const h = await startGrpcServer(bigAnswer, { address: '127.0.0.1:0', maxMessageBytes: 1024 });
+    try {
+      for (const options of [{}, { 'grpc.default_compression_algorithm': 2 }]) {
+        const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure(), options) as unknown as Client & Record<string, Unary>;
+        await expect(callWith(c, { model_name: 'm' }), JSON.stringify(options)).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED, details: expect.stringMatching(/^Sent message larger than max \(20\d\d vs. 1024\)$/) });
+        c.close();
+      }
+    } finally {
+      await h.close(500);
+    }
+  });
+
   it('a cancelled call leaves the queue without running', async () => {
     const before = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
     const first = callWith(plainClient, slowReq(1));
@@ -465,6 +480,47 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     }
     expect((await call('ModelInfer', simpleRequest(), new Metadata(), plainClient))['model_name']).toBe('simple');
   }, 10_000);
+
+  it('attack: entries that decode into millions of objects are INVALID_ARGUMENT before decoding (fast path and grpc-js, gzip)', async () => {
+    const encode = (m: object) => Buffer.from(messageType('ModelInferRequest').encode(messageType('ModelInferRequest').fromObject(m)).finish());
+    const head = encode({ model_name: 'simple' });
+    const cases: [Buffer, string][] = [
+      // 200,000 empty raw_input_contents: 400 KB that decoded to ~30 MB of Buffers (20 MB: 1.3 GB, 80 MB: out of memory).
+      [Buffer.concat([head, Buffer.from('3a00'.repeat(200_000), 'hex')]), 'the request has more raw_input_contents than the 1024 a request may have'],
+      [Buffer.concat([head, Buffer.from('2a00'.repeat(200_000), 'hex')]), 'the request has more inputs than the 1024 a request may have'],
+      [encode({ model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: new Array(100_000).fill(0) }] }), 'the request has more dims in the shape of an input than the 64 a request may have'],
+      [encode({ model_name: 'simple', parameters: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`p${i}`, { bool_param: true }])) }), 'the request has more parameters than the 256 a request may have'],
+    ];
+    const s = await openSession(grpc.port);
+    try {
+      for (const [msg, message] of cases) {
+        for (const encoding of ['identity', 'gzip']) {
+          const payload = encoding === 'gzip' ? gzipSync(msg) : msg;
+          const frame = Buffer.alloc(5 + payload.byteLength);
+          frame[0] = encoding === 'gzip' ? 1 : 0;
+          frame.writeUInt32BE(payload.byteLength, 1);
+          frame.set(payload, 5);
+          const st = s.request(grpcHeaders(MODEL_INFER, { 'grpc-encoding': encoding }));
+          st.end(frame);
+          const r = await grpcResult(st);
+          expect({ encoding, status: r.status, message: r.message }).toEqual({ encoding, status: status.INVALID_ARGUMENT, message });
+        }
+      }
+    } finally {
+      s.destroy();
+    }
+    // A stream gets it in-band and goes on.
+    const stream = (client as unknown as { ModelStreamInfer(): ClientDuplexStream<object, Plain> }).ModelStreamInfer();
+    const answers: Plain[] = [];
+    stream.on('data', (m: Plain) => answers.push(m));
+    const ended = new Promise((resolve) => stream.on('end', resolve));
+    stream.write({ model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: new Array(100).fill(1) }] });
+    stream.write(simpleRequest({ id: 'after' }));
+    stream.end();
+    await ended;
+    expect(answers.map((a) => a['error_message'])).toEqual(['the request has more dims in the shape of an input than the 64 a request may have', '']);
+    expect((answers[1]!['infer_response'] as Plain)['id']).toBe('after');
+  }, 20_000);
 
   it('the status is data, not message text: a model named "larger than max" is NOT_FOUND, not RESOURCE_EXHAUSTED', async () => {
     await expect(call('ModelInfer', simpleRequest({ model_name: 'larger than max' }), new Metadata(), plainClient)).rejects.toMatchObject({

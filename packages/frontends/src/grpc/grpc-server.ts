@@ -12,7 +12,7 @@ import {
 } from '@grpc/grpc-js';
 import {
   Errors, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, silentLogger, toPlain,
-  type Backplane, type InferenceResponse, type LogSettings, type Logger,
+  type Backplane, type GrpcMethodDefinition, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
 import { updateLogSettings } from '../control/log-settings-update.js';
@@ -23,6 +23,7 @@ import { forwardHeaders } from '../control/header-forward.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
 import { inferFastPath } from './infer-fast-path.js';
+import { decodeInferRequest } from './infer-request-scan.js';
 import { installStreamFront } from './transport-guard.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
@@ -442,6 +443,19 @@ export const DEFAULT_MAX_STREAM_RESET_BURST = 500;
 /** Default of GrpcServerOptions.maxStreamResetsPerSecond (below nghttp2's own 33/s). */
 export const DEFAULT_MAX_STREAM_RESETS_PER_SECOND = 30;
 
+/**
+ * The inference service with its ModelInfer and ModelStreamInfer requests checked on the wire
+ * before they are decoded (infer-request-scan.ts); the fast path checks its own.
+ */
+function checkedInferDecoding(def: Record<string, GrpcMethodDefinition>): Record<string, GrpcMethodDefinition> {
+  for (const name of ['ModelInfer', 'ModelStreamInfer']) {
+    const method = def[name]!;
+    const decode = method.requestDeserialize;
+    method.requestDeserialize = (b) => decodeInferRequest(b, decode) as ReturnType<typeof decode>;
+  }
+  return def;
+}
+
 /** Starts the gRPC frontend over a backplane. */
 export async function startGrpcServer(backplane: Backplane, options: GrpcServerOptions = {}): Promise<GrpcServerHandle> {
   const ka = options.keepalive ?? {};
@@ -475,7 +489,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     }
   };
   const guard = (rpc: string, md: Metadata): void => guardHeaders(rpc, (k) => md.get(k)[0]);
-  server.addService(serviceDefinition('inference.GRPCInferenceService'), inferenceService(backplane, options, guard));
+  server.addService(checkedInferDecoding(serviceDefinition('inference.GRPCInferenceService')), inferenceService(backplane, options, guard));
   server.addService(serviceDefinition('grpc.health.v1.Health'), {
     Check: (call: ServerUnaryCall<{ service?: string }, object>, callback: sendUnaryData<object>) => {
       try {

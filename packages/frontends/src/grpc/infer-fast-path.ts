@@ -13,6 +13,7 @@ import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { gzipSync } from 'node:zlib';
 import { CancelToken, TriodeError, messageType, type Backplane, type Logger } from '@triode/core';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
+import { checkInferRequestWire } from './infer-request-scan.js';
 import { GRPC_STATUS, grpcError } from './grpc-status.js';
 import { refuse } from './transport-guard.js';
 import { traceNow, type Tracer } from '../control/tracer.js';
@@ -123,6 +124,8 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       }
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
       chunks.length = 0;
+      // Counts no request has (inputs, dims, parameters) are refused before decoding makes them.
+      checkInferRequestWire(body.subarray(PREFIX_BYTES));
       let message: ModelInferRequestMessage;
       try {
         message = requestType.decode(body.subarray(PREFIX_BYTES)) as unknown as ModelInferRequestMessage;
@@ -132,7 +135,7 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       const { request } = inferRequestFromMessage(message);
       request.signal = abort;
       if (opts.headerForwardPattern) {
-        forwardHeaders(request, Object.entries(headers).filter((e): e is [string, string] => typeof e[1] === 'string'), opts.headerForwardPattern);
+        forwardHeaders(request, metadataOf(headers), opts.headerForwardPattern);
       }
       const t = opts.tracer?.start(request.modelName);
       if (!t) return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request))).finish();
@@ -153,6 +156,11 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       const accepts = String(headers['grpc-accept-encoding'] ?? '').split(',').map((x) => x.trim());
       const gzip = opts.compressionLevel !== undefined && accepts.includes('gzip');
       const payload = gzip ? gzipSync(encoded, { level: opts.compressionLevel }) : encoded;
+      // As grpc-js refuses to send it (its words; the length with the prefix).
+      if (PREFIX_BYTES + payload.byteLength > opts.maxMessageBytes) {
+        refuse(stream, RESOURCE_EXHAUSTED, `Sent message larger than max (${PREFIX_BYTES + payload.byteLength} vs. ${opts.maxMessageBytes})`);
+        return;
+      }
       const frame = Buffer.allocUnsafe(PREFIX_BYTES + payload.byteLength);
       frame[0] = gzip ? 1 : 0;
       frame.writeUInt32BE(payload.byteLength, 1);
@@ -176,6 +184,14 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       finish(e.code, e.details);
     });
   });
+}
+
+/** Headers grpc-js keeps out of a call's metadata: transport, not the client's own. */
+const TRANSPORT_HEADERS = new Set(['grpc-timeout', 'grpc-encoding', 'grpc-accept-encoding', 'accept-encoding', 'te', 'content-type']);
+
+/** The call's metadata as grpc-js gives it to a handler: string headers, less pseudo and transport headers. */
+function metadataOf(headers: IncomingHttpHeaders): [string, string][] {
+  return Object.entries(headers).filter((e): e is [string, string] => typeof e[1] === 'string' && !e[0].startsWith(':') && !TRANSPORT_HEADERS.has(e[0]));
 }
 
 /**

@@ -1,0 +1,138 @@
+/**
+ * @module A check of a ModelInferRequest's wire bytes before protobufjs decodes them. Decoding
+ * makes a JS object of every repeated entry: two bytes of an empty `raw_input_contents` or
+ * `inputs` entry become a Buffer or an object of a hundred bytes, and one byte of a packed
+ * `shape` a Long. A message far under the size limit (20 MB; 100 KB gzipped) could so take
+ * gigabytes and block the event loop for a minute. The scan walks the fields without making
+ * anything and refuses counts no model has, with a clear INVALID_ARG.
+ * Message layout: triton-reference.md, "InferInputTensor" (server: grpc_service.proto).
+ */
+import { Errors, type TriodeError } from '@triode/core';
+
+/** Most inputs, requested outputs or raw_input_contents entries of one request. */
+export const MAX_REQUEST_TENSORS = 1024;
+/** Most dims of one input's shape. */
+export const MAX_SHAPE_DIMS = 64;
+/** Most entries of one parameters map. */
+export const MAX_PARAMETERS = 256;
+/** Most `bytes_contents` elements of one request (each becomes a Buffer): use raw_input_contents for more. */
+export const MAX_BYTES_CONTENTS = 1 << 20;
+
+/** A protobuf reader over the bytes, counting without decoding. */
+class Wire {
+  constructor(readonly b: Uint8Array, public i: number, readonly end: number) {}
+
+  varint(): number {
+    let v = 0;
+    let scale = 1;
+    for (let k = 0; k < 10; k++) {
+      if (this.i >= this.end) throw malformed();
+      const c = this.b[this.i++]!;
+      v += (c & 0x7f) * scale;
+      if (c < 0x80) return v;
+      scale *= 128;
+    }
+    throw malformed();
+  }
+
+  /** Skips a field of `type`; returns the [start, end) of a length-delimited one. */
+  skip(type: number): [number, number] | undefined {
+    if (type === 0) this.varint();
+    else if (type === 1) this.advance(8);
+    else if (type === 5) this.advance(4);
+    else if (type === 2) {
+      const n = this.varint();
+      const start = this.i;
+      this.advance(n);
+      return [start, this.i];
+    } else throw malformed();
+    return undefined;
+  }
+
+  advance(n: number): void {
+    if (n > this.end - this.i) throw malformed();
+    this.i += n;
+  }
+
+  /** Calls `field` for each field until the end. */
+  fields(field: (no: number, type: number, span: [number, number] | undefined) => void): void {
+    while (this.i < this.end) {
+      const tag = this.varint();
+      const type = tag & 7;
+      field(Math.floor(tag / 8), type, this.skip(type));
+    }
+  }
+}
+
+/** Bytes that do not parse: left to the decoder, which says so in its own words. */
+class Malformed extends Error {}
+const malformed = (): Malformed => new Malformed();
+
+/** Varints in [start, end): one per byte below 0x80. */
+function countVarints(b: Uint8Array, start: number, end: number): number {
+  let n = 0;
+  for (let i = start; i < end; i++) if (b[i]! < 0x80) n++;
+  return n;
+}
+
+/**
+ * Refuses (INVALID_ARG) a ModelInferRequest whose decoding would make more objects than a real
+ * request has: more than MAX_REQUEST_TENSORS inputs, outputs or raw contents, a shape of more
+ * than MAX_SHAPE_DIMS dims, a parameters map of more than MAX_PARAMETERS entries, or more than
+ * MAX_BYTES_CONTENTS `bytes_contents` elements. Malformed bytes are left to the decoder's own error.
+ */
+export function checkInferRequestWire(bytes: Uint8Array): void {
+  let inputs = 0;
+  let outputs = 0;
+  let raw = 0;
+  let params = 0;
+  let strings = 0;
+  const tooMany = (what: string, limit: number) => Errors.invalidArg(`the request has more ${what} than the ${limit} a request may have`);
+  try {
+    new Wire(bytes, 0, bytes.byteLength).fields((no, type, span) => {
+      if (no === 4 && type === 2 && ++params > MAX_PARAMETERS) throw tooMany('parameters', MAX_PARAMETERS);
+      if (no === 7 && type === 2 && ++raw > MAX_REQUEST_TENSORS) throw tooMany('raw_input_contents', MAX_REQUEST_TENSORS);
+      if (no === 6 && type === 2) {
+        if (++outputs > MAX_REQUEST_TENSORS) throw tooMany('outputs', MAX_REQUEST_TENSORS);
+        let outParams = 0;
+        new Wire(bytes, span![0], span![1]).fields((f, t) => {
+          if (f === 2 && t === 2 && ++outParams > MAX_PARAMETERS) throw tooMany('parameters on an output', MAX_PARAMETERS);
+        });
+      }
+      if (no === 5 && type === 2) {
+        if (++inputs > MAX_REQUEST_TENSORS) throw tooMany('inputs', MAX_REQUEST_TENSORS);
+        let dims = 0;
+        let inParams = 0;
+        new Wire(bytes, span![0], span![1]).fields((f, t, s) => {
+          if (f === 3 && (dims += t === 2 ? countVarints(bytes, s![0], s![1]) : 1) > MAX_SHAPE_DIMS) throw tooMany('dims in the shape of an input', MAX_SHAPE_DIMS);
+          if (f === 4 && t === 2 && ++inParams > MAX_PARAMETERS) throw tooMany('parameters on an input', MAX_PARAMETERS);
+          if (f === 5 && t === 2) {
+            new Wire(bytes, s![0], s![1]).fields((c, ct) => {
+              if (c === 8 && ct === 2 && ++strings > MAX_BYTES_CONTENTS) throw tooMany('bytes_contents elements', MAX_BYTES_CONTENTS);
+            });
+          }
+        });
+      }
+    });
+  } catch (err) {
+    if (err instanceof Malformed) return;
+    throw err;
+  }
+}
+
+/** Where a refused message's error is kept, in place of the decoded message (see `decodeInferRequest`). */
+export const REFUSED = Symbol('refused ModelInferRequest');
+
+/**
+ * Decodes a ModelInferRequest after `checkInferRequestWire`. A refused one comes back as an object
+ * holding the error under REFUSED, so that the handler answers it with INVALID_ARGUMENT (and a
+ * stream goes on) instead of grpc-js ending the call with a bare "Error deserializing request".
+ */
+export function decodeInferRequest<T>(bytes: Uint8Array, decode: (b: Uint8Array) => T): T | { [REFUSED]: TriodeError } {
+  try {
+    checkInferRequestWire(bytes);
+  } catch (err) {
+    return { [REFUSED]: err as TriodeError };
+  }
+  return decode(bytes);
+}
