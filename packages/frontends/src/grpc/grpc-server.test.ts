@@ -14,7 +14,7 @@ import { makeRepository } from '../../../../test/helpers/repository.js';
 import { MODEL_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
 import { parseRestrictions } from '../control/restricted.js';
-import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
+import { MAX_STREAM_PENDING, startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
 
 type Plain = Record<string, unknown>;
 type Unary = (req: object, md: Metadata, opts: object, cb: (err: ServiceError | null, res: Plain) => void) => void;
@@ -351,6 +351,67 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
       await h.close(500);
     }
   });
+
+  it('attack: a stream that sends without reading holds at most MAX_STREAM_PENDING requests; all are answered once it reads', async () => {
+    let started = 0;
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    const held = {
+      inferStream: async (r: { id?: string }, on: (x: object) => void) => {
+        started++;
+        await released;
+        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [1], data: new Uint8Array(1) }] });
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(held, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      for (let i = 0; i < 400; i++) stream.write({ model_name: 'm', id: String(i) });
+      stream.end();
+      await new Promise((r) => setTimeout(r, 500));
+      // Before the fix all 400 were read and started (each then held its response).
+      expect(started).toBeLessThanOrEqual(MAX_STREAM_PENDING);
+      expect(started).toBeGreaterThan(0);
+      release();
+      const ids: string[] = [];
+      stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
+      await new Promise((r) => stream.on('end', r));
+      expect(ids).toEqual(Array.from({ length: 400 }, (_, i) => String(i)));
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  }, 20_000);
+
+  it('attack: a stream whose client does not read its (large) responses stops being read, and goes on when it reads', async () => {
+    let started = 0;
+    const big = {
+      inferStream: async (r: { id?: string }, on: (x: object) => void) => {
+        started++;
+        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [1 << 20], data: new Uint8Array(1 << 20) }] });
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(big, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure(), { 'grpc.max_receive_message_length': 2 << 20 }) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      stream.pause();
+      for (let i = 0; i < 300; i++) stream.write({ model_name: 'm', id: String(i) });
+      stream.end();
+      await new Promise((r) => setTimeout(r, 1000));
+      // Before the fix all 300 ran at once and their 300 MiB of answers waited in the server.
+      expect(started).toBeLessThan(100);
+      let n = 0;
+      stream.on('data', () => { n++; });
+      stream.resume();
+      await new Promise((r) => stream.on('end', r));
+      expect(n).toBe(300);
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  }, 30_000);
 
   it('a cancelled call leaves the queue without running', async () => {
     const before = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;

@@ -274,6 +274,13 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
   };
 }
 
+/**
+ * Requests of one stream running or waiting to be written, past which the stream is not read
+ * until some are answered: a client that sends without reading holds at most this many (plus
+ * what HTTP/2 flow control lets it have in flight), not every request it sends.
+ */
+export const MAX_STREAM_PENDING = 64;
+
 /** One request of a stream: where its responses wait their turn (regular models answer in order). */
 interface StreamSlot {
   queued: object[];
@@ -296,6 +303,9 @@ class StreamInferSession {
   #inflight = 0;
   #readEnded = false;
   #closed = false;
+  /** Reading paused: too many requests pending, or the client is not reading its responses. */
+  #paused = false;
+  #needDrain = false;
 
   readonly #forward: RegExp | undefined;
 
@@ -329,12 +339,23 @@ class StreamInferSession {
     const slot: StreamSlot = { queued: [], done: false };
     this.#slots.push(slot);
     this.#inflight++;
+    this.#flow();
     void this.#run(m, slot).finally(() => {
       slot.done = true;
       this.#inflight--;
       this.#flush();
+      this.#flow();
       this.#maybeEnd();
     });
+  }
+
+  /** Pauses reading while MAX_STREAM_PENDING requests are pending or writes wait for 'drain'; resumes after. */
+  #flow(): void {
+    const hold = !this.#closed && (this.#needDrain || this.#slots.length >= MAX_STREAM_PENDING);
+    if (hold === this.#paused) return;
+    this.#paused = hold;
+    if (hold) this.#call.pause();
+    else this.#call.resume();
   }
 
   async #run(m: ModelInferRequestMessage, slot: StreamSlot): Promise<void> {
@@ -379,7 +400,15 @@ class StreamInferSession {
   #write(msg: object): void {
     if (this.#closed) return;
     try {
-      this.#call.write(msg);
+      if (!this.#call.write(msg) && !this.#needDrain) {
+        // The client is not reading: read no more requests until it does.
+        this.#needDrain = true;
+        this.#call.once('drain', () => {
+          this.#needDrain = false;
+          this.#flow();
+        });
+        this.#flow();
+      }
     } catch (err) {
       this.#logger.warning(`gRPC stream write failed: ${(err as Error).message}`);
     }
