@@ -14,6 +14,8 @@ export type TraceSettingUpdate = Record<string, string | string[] | null>;
 
 const DEFAULTS: TraceSettingValues = { trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0' };
 const LEVELS = ['OFF', 'TIMESTAMPS', 'TENSORS'];
+/** Range of each integer setting (Triton keeps trace_count as int32, -1: no limit; the others as uint32). */
+const RANGES: Record<string, [number, number]> = { trace_rate: [0, 2 ** 32 - 1], log_frequency: [0, 2 ** 32 - 1], trace_count: [-1, 2 ** 31 - 1] };
 
 /**
  * Triton's refusal of a trace file chosen over the network (PR 7092): the location is a start-up
@@ -24,7 +26,8 @@ export const traceFileUnsupported = () => Errors.unsupported('trace file locatio
 /** Checks an update; throws INVALID_ARG naming the first bad field. */
 function check(update: Readonly<Record<string, unknown>>): asserts update is TraceSettingUpdate {
   for (const [k, v] of Object.entries(update)) {
-    if (!(k in DEFAULTS)) throw Errors.invalidArg(`unknown trace setting '${echo(k)}'`);
+    // Own keys only: 'constructor' or 'toString' are in every object, not settings.
+    if (!Object.hasOwn(DEFAULTS, k)) throw Errors.invalidArg(`unknown trace setting '${echo(k)}'`);
     if (v === null) continue;
     if (k === 'trace_level') {
       if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && LEVELS.includes(x))) {
@@ -34,6 +37,8 @@ function check(update: Readonly<Record<string, unknown>>): asserts update is Tra
       if (typeof v !== 'string') throw Errors.invalidArg(`'trace_file' must be a string`);
     } else if (typeof v !== 'string' || !/^-?\d+$/.test(v)) {
       throw Errors.invalidArg(`'${k}' must be an integer given as a string`);
+    } else if (Number(v) < RANGES[k]![0] || Number(v) > RANGES[k]![1]) {
+      throw Errors.invalidArg(`'${k}' must be in [${RANGES[k]!.join(', ')}], got ${echo(v, 32)}`);
     }
   }
 }
