@@ -178,3 +178,36 @@ describe('ensembles', () => {
     expect(row.reason).toContain(message);
   });
 });
+
+describe('ensembles that lead back to themselves', () => {
+  it('attack: a reload whose step names the ensemble itself, or an ensemble that uses it, is refused (it recursed without end)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-ensemble-cycle-'));
+    const put = (p: string, text: string) => {
+      mkdirSync(join(root, p.split('/')[0]!, '1'), { recursive: true });
+      writeFileSync(join(root, p), text);
+    };
+    put('add1/config.pbtxt', `backend: "ops"\n${io}`);
+    const one = (stepModel: string) => ensemble('input { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }', [step(stepModel, 'X', 'Y')]);
+    put('ens/config.pbtxt', one('add1'));
+    put('outer/config.pbtxt', one('ens'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [ops], modelControlMode: 'explicit', startupModels: ['add1', 'ens', 'outer'] });
+    try {
+      const x = (v: number) => ({ modelName: 'outer', inputs: [{ name: 'X', datatype: 'INT32' as const, shape: [1], data: Int32Array.of(v) }] });
+      expect(((await s.infer(x(1))).outputs[0]!.data as Int32Array)[0]).toBe(2);
+      const config = (m: string) => s.modelConfig(m) as never as Record<string, unknown>;
+      const withStep = (m: string, stepModel: string) => ({ ...config(m), ensemble_scheduling: { step: [{ model_name: stepModel, model_version: -1, input_map: { X: 'X' }, output_map: { Y: 'Y' } }] } });
+      await expect(s.loadModel('ens', { config: withStep('ens', 'ens') as never })).rejects.toThrow('circular dependency between ensembles: ens -> ens (step 0)');
+      await expect(s.loadModel('ens', { config: withStep('ens', 'outer') as never })).rejects.toThrow('circular dependency between ensembles: ens -> outer -> ens');
+      // Still served as before.
+      expect(((await s.infer(x(5))).outputs[0]!.data as Int32Array)[0]).toBe(6);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('attack: a request whose call chain already holds the model is refused, not left waiting on itself', async () => {
+    const s = await server;
+    await expect(s.infer({ modelName: 'chain', blsChain: ['add1'], blsDepth: 1, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }))
+      .rejects.toThrow(/step 0 \(model 'add1'\) failed: request to model 'add1' refused: it is already in the call chain \(add1 -> chain -> add1\)/);
+  });
+});

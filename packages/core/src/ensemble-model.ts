@@ -29,10 +29,24 @@ export function validateEnsemble(config: ModelConfig, lookup: (name: string, ver
   const producer = new Map<string, number>();
   for (const i of config.input ?? []) types.set(i.name, i.data_type ?? '');
   const models = steps.map((s, k) => {
+    // Before the lookup: on a reload, the ensemble found under its own name is the old one.
+    if (s.model_name === name) throw Errors.invalidArg(`circular dependency between ensembles: ${name} -> ${name} (step ${k})`);
     const m = lookup(s.model_name ?? '', s.model_version ?? -1);
     if (!m) throw Errors.invalidArg(`ensemble ${name} contains model '${s.model_name ?? ''}' (step ${k}) which is not loaded or not ready`);
     return m;
   });
+  // An ensemble among the steps whose own steps lead back here (a -> b -> a).
+  const seen = new Set<string>();
+  const through = (m: ComposingModel, path: string[]): void => {
+    for (const s of m.config.ensemble_scheduling?.step ?? []) {
+      const step = s.model_name ?? '';
+      if (step === name) throw Errors.invalidArg(`circular dependency between ensembles: ${[name, ...path, name].join(' -> ')}`);
+      const inner = seen.has(step) ? undefined : lookup(step, s.model_version ?? -1);
+      seen.add(step);
+      if (inner?.config.ensemble_scheduling) through(inner, [...path, step]);
+    }
+  };
+  models.forEach((m, k) => { if (m.config.ensemble_scheduling) through(m, [steps[k]!.model_name ?? '']); });
   steps.forEach((s, k) => {
     const outs = new Map((models[k]!.config.output ?? []).map((o: ModelOutput) => [o.name, o]));
     for (const [modelOut, tensor] of Object.entries(s.output_map ?? {})) {
@@ -183,8 +197,9 @@ export class EnsembleModel implements Model {
         outputs: Object.keys(outputMap).map((name) => ({ name })),
         parameters: req.parameters ?? {},
         ...(s.model_version !== undefined && s.model_version >= 0 ? { modelVersion: s.model_version } : {}),
-        ...(req.blsChain ? { blsChain: req.blsChain } : {}),
-        ...(req.blsDepth !== undefined ? { blsDepth: req.blsDepth } : {}),
+        // The ensemble joins the chain: a step that leads back to it (or to a model that called it) is refused.
+        blsChain: [...(req.blsChain ?? []), this.name],
+        blsDepth: (req.blsDepth ?? 0) + 1,
       };
       let res: InferenceResponse;
       try {

@@ -114,6 +114,21 @@ const STOP_RELEASE_MIN_MS = 1000;
 /** How deep models may call models (BLS) before a request is refused: stops endless recursion. */
 export const MAX_BLS_DEPTH = 16;
 
+/**
+ * Refuses a request made on behalf of models (BLS calls, ensemble steps) that would wait on
+ * itself: one nested too deep, or to a model already in its call chain (a model that calls an
+ * ensemble that runs the model, or an ensemble among its own steps): its instances, or the
+ * ensemble's own request, would wait on themselves for good.
+ */
+function checkCallChain(request: InferenceRequest): void {
+  if ((request.blsDepth ?? 0) > MAX_BLS_DEPTH) {
+    throw Errors.invalidArg(`BLS call chain deeper than ${MAX_BLS_DEPTH} requests (does model '${request.modelName}' call itself without end?)`);
+  }
+  if (request.blsChain?.includes(request.modelName)) {
+    throw Errors.invalidArg(`request to model '${request.modelName}' refused: it is already in the call chain (${[...request.blsChain, request.modelName].join(' -> ')}), and would wait on itself`);
+  }
+}
+
 /** The default of `ServerOptions.maxInstancesPerModel`, sized to this machine: max(16, 4 x its CPUs). */
 export function defaultMaxInstancesPerModel(): number {
   return Math.max(16, 4 * availableParallelism());
@@ -381,9 +396,7 @@ export class InferenceServer {
     let response: Promise<InferenceResponse>;
     try {
       if (this.#stopping) throw Errors.serverStopping();
-      if ((request.blsDepth ?? 0) > MAX_BLS_DEPTH) {
-        throw Errors.invalidArg(`BLS call chain deeper than ${MAX_BLS_DEPTH} requests (does model '${request.modelName}' call itself without end?)`);
-      }
+      checkCallChain(request);
       const model = this.getModel(request.modelName, request.modelVersion);
       this.#inflight++;
       try {
@@ -405,6 +418,7 @@ export class InferenceServer {
    */
   async inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
     if (this.#stopping) throw Errors.serverStopping();
+    checkCallChain(request);
     const model = this.getModel(request.modelName, request.modelVersion);
     this.#inflight++;
     try {
