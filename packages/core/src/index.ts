@@ -19,7 +19,7 @@ export {
 export type { Model } from './model.js';
 export { ModelVersion } from './backend-model.js';
 export { EnsembleModel, validateEnsemble, type ComposingModel } from './ensemble-model.js';
-export { MAX_WARMUP_INPUT_BYTES } from './model-warmup.js';
+export { MAX_WARMUP_INPUT_BYTES, MAX_WARMUP_SAMPLE_BYTES } from './model-warmup.js';
 
 // Requests and responses.
 export {

@@ -385,6 +385,24 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     }
   });
 
+  it('attack: many inputs each under the per-input limit are refused together before any is made', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-warmup-wide-'));
+    const inputs = Array.from({ length: 90 }, (_, i) => `inputs { key: "I${i}" value: { data_type: TYPE_UINT8 dims: [ 268435456 ] random_data: true } }`).join(' ');
+    addModel(root, 'wide', `${withCount(1)}model_warmup [ { name: "w" batch_size: 1 ${inputs} } ]\n`);
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live)], modelControlMode: 'explicit' });
+    try {
+      const before = process.memoryUsage().rss;
+      const t0 = performance.now();
+      await expect(s.loadModel('wide')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/warmup sample 'w': its inputs \(up to 'I2'\) are over the limit of 536870912 bytes for one sample/) });
+      // Before: 90 x 256 MiB of random bytes, made on the main thread (seconds per input, then out of memory).
+      expect(performance.now() - t0).toBeLessThan(5000);
+      expect(process.memoryUsage().rss - before).toBeLessThan(256 * 1024 * 1024);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('an unload and a shutdown are bounded too: a request that never ends does not hold them', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-hung-'));
     addModel(root, 'hung', withCount(1));

@@ -2,6 +2,7 @@
  * @module Model warmup: the `model_warmup` samples a model runs before it is declared READY.
  * Triton: core/src/backend_model_instance.cc (WarmUp, GenerateWarmupData)
  */
+import { randomFillSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Errors } from './errors.js';
@@ -14,6 +15,8 @@ import type { Tensor } from './tensor/tensor.js';
 
 /** The most bytes one input of a warmup sample may hold (a config cannot make a load allocate without bound). */
 export const MAX_WARMUP_INPUT_BYTES = 256 * 1024 * 1024;
+/** The most bytes all the inputs of one warmup sample may hold together. */
+export const MAX_WARMUP_SAMPLE_BYTES = 512 * 1024 * 1024;
 
 /**
  * The requests of one warmup sample (each batch item as the sample's dims, batched when allowed),
@@ -23,6 +26,19 @@ export const MAX_WARMUP_INPUT_BYTES = 256 * 1024 * 1024;
 export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelPath: string): Generator<InferenceRequest> {
   const batching = (config.max_batch_size ?? 0) > 0;
   const batch = Math.max(1, sample.batch_size ?? 1);
+  // Sizes first, all of them: nothing is made for a sample whose inputs together are over the limit.
+  let total = 0;
+  for (const [name, spec] of Object.entries(sample.inputs ?? {})) {
+    const dt = configTypeToDataType(spec.data_type ?? '');
+    const n = elementCount(batching ? [batch, ...(spec.dims ?? [])] : spec.dims ?? []);
+    const size = n * (dt === 'BYTES' || !dt ? 4 : dataTypeByteSize(dt));
+    // An input that is bad on its own is refused below, in its own words.
+    if (!Number.isSafeInteger(n) || n < 0 || size > MAX_WARMUP_INPUT_BYTES) continue;
+    total += size;
+    if (total > MAX_WARMUP_SAMPLE_BYTES) {
+      throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': its inputs (up to '${name}') are over the limit of ${MAX_WARMUP_SAMPLE_BYTES} bytes for one sample`);
+    }
+  }
   const inputs: Tensor[] = Object.entries(sample.inputs ?? {}).map(([name, spec]) => {
     const dt = configTypeToDataType(spec.data_type ?? '');
     if (!dt) throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': input '${name}' has no valid data_type`);
@@ -49,11 +65,15 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
     } else {
       raw = new Uint8Array(bytes);
       if (spec.random_data) {
-        for (let i = 0; i < bytes; i++) raw[i] = Math.floor(Math.random() * 256);
-        // Random bits can make NaN/Inf floats: keep random floats in [0, 1).
+        // Native: a JS loop over 256 MiB blocked the event loop for seconds.
+        randomFillSync(raw);
+        // Random bits can make NaN/Inf floats: keep random floats in [0, 1), each from its own
+        // random bits (read before the float overwrites them; FP64 reads the first word of its own 8 bytes).
         if (dt === 'FP32' || dt === 'FP64') {
           const v = typedArrayView(dt, raw.buffer, 0, n) as Float32Array;
-          for (let i = 0; i < n; i++) v[i] = Math.random();
+          const words = new Uint32Array(raw.buffer, 0, bytes >>> 2);
+          const step = dt === 'FP64' ? 2 : 1;
+          for (let i = 0; i < n; i++) v[i] = words[i * step]! / 2 ** 32;
         }
       }
     }

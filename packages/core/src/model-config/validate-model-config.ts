@@ -4,11 +4,20 @@
  * ValidateBatchIO
  */
 import { Errors } from '../errors.js';
-import { configTypeToDataType } from '../tensor/data-type.js';
+import { configTypeToDataType, dataTypeByteSize } from '../tensor/data-type.js';
 import type { ModelConfig, ModelInput, ModelOutput } from './model-config.js';
 import { PLATFORMS } from './normalize-model-config.js';
 
 const WILDCARD_DIM = -1;
+
+/**
+ * The most priority levels a dynamic batcher may have. The queue keeps one queue per level and
+ * looks through them for each batch: 50 million levels took the process down at load.
+ */
+export const MAX_PRIORITY_LEVELS = 10_000;
+
+/** The most bytes one implicit state of one sequence may start with (its zeros are made per sequence). */
+export const MAX_STATE_BYTES = 256 * 1024 * 1024;
 
 function count(dims: readonly number[]): number {
   let n = 1;
@@ -148,9 +157,12 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
     if (levels > 0 && ((db.default_priority_level ?? 0) < 1 || (db.default_priority_level ?? 0) > levels)) {
       throw Errors.invalidArg(`default priority level must be in range [1, ${levels}] for ${config.name}`);
     }
+    if (!Number.isSafeInteger(levels) || levels > MAX_PRIORITY_LEVELS) {
+      throw Errors.invalidArg(`'priority_levels' of ${config.name} is ${levels}; Triode allows at most ${MAX_PRIORITY_LEVELS}`);
+    }
     for (const k of Object.keys(db.priority_queue_policy ?? {})) {
-      const level = Number(k);
-      if (level < 1 || level > levels) {
+      const level = /^\d+$/.test(k) ? Number(k) : NaN;
+      if (!(level >= 1 && level <= levels)) {
         throw Errors.invalidArg(`priority queue policy must have priority level in range [1, ${levels}] for ${config.name}`);
       }
     }
@@ -163,6 +175,18 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
     }
     if ((g.gpus ?? []).length > 0 && g.kind !== 'KIND_GPU' && g.kind !== 'KIND_AUTO' && g.kind !== undefined) {
       throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} has kind ${g.kind} but specifies one or more GPUs`);
+    }
+  }
+  for (const s of config.sequence_batching?.state ?? []) {
+    // What each new sequence starts with: the initial state's dims, or the state's own.
+    const init = s.initial_state?.[0];
+    const dims = init?.dims ?? s.dims ?? [];
+    const dt = configTypeToDataType(init?.data_type ?? s.data_type ?? '');
+    if (dims.some((d) => d === WILDCARD_DIM) || !dt) continue;
+    const n = count(dims);
+    const bytes = n * (dt === 'BYTES' ? 4 : dataTypeByteSize(dt));
+    if (!Number.isSafeInteger(n) || bytes > MAX_STATE_BYTES) {
+      throw Errors.invalidArg(`implicit state '${s.input_name ?? ''}' of ${config.name} starts with [${dims.join(',')}] ${dt} elements, over the limit of ${MAX_STATE_BYTES} bytes`);
     }
   }
   if (isEnsemble && !config.ensemble_scheduling) {

@@ -116,7 +116,8 @@ export class SequenceStates {
     }
     const shape = this.#batching ? [1, ...dims] : [...dims];
     const n = elementCount(shape);
-    if (dt === 'BYTES') return { name, datatype: dt, shape, data: serializeBytesTensor(new Array<string>(n).fill('')) };
+    // n empty strings: a zero length prefix each.
+    if (dt === 'BYTES') return { name, datatype: dt, shape, data: new Uint8Array(4 * n) };
     // zero_data, or no initial state at all (Triton leaves it undefined; zeros are the safe choice).
     return { name, datatype: dt, shape, data: typedArrayView(dt, new ArrayBuffer(n * dataTypeByteSize(dt)), 0, n) };
   }
