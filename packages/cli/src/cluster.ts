@@ -11,7 +11,7 @@ import { HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, TraceSettings, heade
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
-import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseInteger } from './serve-options.js';
+import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseDuration, parseInteger } from './serve-options.js';
 import { logStream } from './log-file.js';
 import { findGpus } from './serve.js';
 
@@ -83,7 +83,7 @@ function addProcessFlags(cmd: Command, whose: string): Command {
     .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
     .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
     .option('--metrics-config <key=value>', 'as triode serve (repeatable)', collect, [])
-    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
+    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseDuration(1, 'ms'), 2000)
     .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
     .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr');
@@ -113,22 +113,22 @@ export function addClusterCommands(program: Command): void {
     .option('--http-header-forward-pattern <regex>', 'request headers whose names match become request parameters')
     .option('--id <name>', 'server name in the server metadata', 'triton')
     .option('--strict-readiness <bool>', 'ready only when every model is ready on some worker', parseBool, true)
-    .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseInteger(1), 30)
-    .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
+    .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseDuration(1, 's'), 30)
+    .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseDuration(1, 's'), 3600)
     .option('--direct-replies <bool>', 'workers send replies straight to this gateway over TCP (Redis is the fallback)', parseBool, true)
     .option('--reply-address <addr>', 'address the direct reply channel listens on (default: the advertise address)')
     .option('--reply-port <port>', 'port of the direct reply channel (0: any free one)', parseInteger(0), 0)
     .option('--advertise-address <host>', 'host workers use to reach this gateway\'s reply channel (default: its first non-loopback IPv4)')
     .option('--reply-max-connections <n>', 'connections the direct reply channel holds at once', parseInteger(1), 256)
-    .option('--reply-auth-timeout-ms <ms>', 'a reply channel connection that has not authenticated this long is closed', parseInteger(1), 5000)
-    .option('--reply-idle-timeout-secs <n>', 'an idle reply channel connection is closed (workers reopen it)', parseInteger(1), 300)
+    .option('--reply-auth-timeout-ms <ms>', 'a reply channel connection that has not authenticated this long is closed', parseDuration(1, 'ms'), 5000)
+    .option('--reply-idle-timeout-secs <n>', 'an idle reply channel connection is closed (workers reopen it)', parseDuration(1, 's'), 300)
     .option('--reply-tls-cert <file>', 'PEM certificate: the direct reply channel speaks TLS (with --reply-tls-key)')
     .option('--reply-tls-key <file>', 'PEM private key of --reply-tls-cert')
-    .option('--reply-stream-ttl-secs <n>', 'this gateway\'s Redis reply stream expires this long after its last refresh (a dead gateway\'s goes away)', parseInteger(1), 60)
+    .option('--reply-stream-ttl-secs <n>', 'this gateway\'s Redis reply stream expires this long after its last refresh (a dead gateway\'s goes away)', parseDuration(1, 's'), 60)
     .option('--async-max-request-bytes <bytes>', 'largest async job request (and result)', parseInteger(1), DEFAULT_ASYNC_MAX_REQUEST_BYTES)
     .option('--async-max-jobs <n>', 'async jobs kept in Redis at once (waiting, running, finished); more are refused with 503', parseInteger(1), 256)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
-    .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
+    .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseDuration(0, 's'), 30)
     .action(async (o: Record<string, unknown>) => {
       const logSettings = settingsFrom(o);
       const logger = loggerFrom(o, logSettings);
@@ -200,17 +200,17 @@ export function addClusterCommands(program: Command): void {
     .requiredOption('--model-repository <path>', 'model repository path (repeatable)', collect)
     .option('--worker-id <id>', 'this worker\'s name in the cluster (default: random)')
     .option('--max-inflight <n>', 'requests this worker runs at once', parseInteger(1), 256)
-    .option('--claim-idle-ms <ms>', 'take over the unacknowledged requests of a worker whose heartbeat expired once they have waited this long (a live worker\'s are never taken)', parseInteger(100), 5000)
+    .option('--claim-idle-ms <ms>', 'take over the unacknowledged requests of a worker whose heartbeat expired once they have waited this long (a live worker\'s are never taken)', parseDuration(100, 'ms'), 5000)
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
     .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then load/unload through any gateway; poll: each worker follows the (shared) repository').choices(['none', 'explicit', 'poll']).default('none'))
-    .option('--repository-poll-secs <n>', 'poll mode: how often the repository is re-read', parseInteger(1), 15)
+    .option('--repository-poll-secs <n>', 'poll mode: how often the repository is re-read', parseDuration(1, 's'), 15)
     .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .option('--backend-config <backend,key=value>', 'backend setting (repeatable)', collect, [])
     .option('--cache-config <local,size=bytes>', 'this worker\'s response cache (models opt in with response_cache { enable: true })')
     .option('--max-instances-per-model <n>', 'most instances of one model version, over all its instance groups (default: max(16, 4 x CPUs))', parseInteger(1))
-    .option('--model-load-timeout-secs <n>', 'a model version still loading after this fails UNAVAILABLE', parseInteger(1), 300)
-    .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseInteger(0), 30)
+    .option('--model-load-timeout-secs <n>', 'a model version still loading after this fails UNAVAILABLE', parseDuration(1, 's'), 300)
+    .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseDuration(0, 's'), 30)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
     .option('--reply-tls-ca <file>', 'PEM CA that gateways\' TLS reply channel certificates chain to (default: the system CAs)')
     .option('--gpus <all|0,2>', 'run one worker process per listed GPU (nvidia-smi indices), each seeing only its GPU and registering device gpu:<index>; a crashed one is started again')

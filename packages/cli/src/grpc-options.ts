@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Backplane, LogSettings, Logger } from '@triode/core';
 import { headerPattern, parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type TraceSettings, type Tracer } from '@triode/frontends';
-import { noEffectNotes, oneOf, parseBool, parseInteger, type FlagNote } from './serve-options.js';
+import { noEffectNotes, oneOf, parseBool, parseDuration, parseInteger, type FlagNote } from './serve-options.js';
 
 /** Parsed gRPC flags. */
 export interface GrpcFlags {
@@ -40,11 +40,11 @@ export function addGrpcFlags(cmd: Command): Command {
     .option('--grpc-server-cert <file>', 'PEM certificate chain of the server')
     .option('--grpc-server-key <file>', 'PEM private key of the server')
     .option('--grpc-root-cert <file>', 'PEM root certificate(s) for client certificates')
-    .option('--grpc-keepalive-time <ms>', 'keepalive ping interval', parseInteger(1), 7200000)
-    .option('--grpc-keepalive-timeout <ms>', 'how long to wait for a keepalive ping answer', parseInteger(1), 20000)
+    .option('--grpc-keepalive-time <ms>', 'keepalive ping interval', parseDuration(1, 'ms'), 7200000)
+    .option('--grpc-keepalive-timeout <ms>', 'how long to wait for a keepalive ping answer', parseDuration(1, 'ms'), 20000)
     .option('--grpc-keepalive-permit-without-calls <bool>', 'allow keepalive pings with no call active', parseBool, false)
     .option('--grpc-http2-max-pings-without-data <n>', 'pings allowed without data', parseInteger(0), 2)
-    .option('--grpc-http2-min-recv-ping-interval-without-data <ms>', 'shortest ping interval accepted without data', parseInteger(0), 300000)
+    .option('--grpc-http2-min-recv-ping-interval-without-data <ms>', 'shortest ping interval accepted without data', parseDuration(0, 'ms'), 300000)
     .option('--grpc-http2-max-ping-strikes <n>', 'bad pings tolerated before closing the connection', parseInteger(0), 2)
     .option('--grpc-header-forward-pattern <regex>', 'metadata whose keys match becomes request parameters')
     .option('--grpc-restricted-protocol <protocols:key=value>', 'protocols (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that need metadata triton-grpc-protocol-<key>=<value> (repeatable)', collect, [])
@@ -52,8 +52,8 @@ export function addGrpcFlags(cmd: Command): Command {
     .option('--grpc-max-message-size <bytes>', 'largest gRPC message received or sent, checked from its length prefix before it is buffered (Triton: 2 GiB - 1)', parseInteger(1), 2147483647)
     .option('--grpc-max-concurrent-streams <n>', 'calls one HTTP/2 connection may have open at once', parseInteger(1), 1000)
     .option('--grpc-max-stream-resets-per-second <n>', 'streams a client may reset per second (after a burst of 500) before its connection is closed with GOAWAY ENHANCE_YOUR_CALM (rapid-reset defence)', parseInteger(1), 30)
-    .option('--grpc-max-connection-age <ms>', 'a connection is closed (GOAWAY) after this long (default: never)', parseInteger(1))
-    .option('--grpc-max-connection-age-grace <ms>', 'how long calls in flight may finish after --grpc-max-connection-age (default: no limit)', parseInteger(0))
+    .option('--grpc-max-connection-age <ms>', 'a connection is closed (GOAWAY) after this long (default: never)', parseDuration(1, 'ms'))
+    .option('--grpc-max-connection-age-grace <ms>', 'how long calls in flight may finish after --grpc-max-connection-age (default: no limit)', parseDuration(0, 'ms'))
     .addOption(new Option('--grpc-infer-allocation-pool-size <n>', 'accepted for compatibility; no effect').argParser(parseInteger(0)).hideHelp())
     .addOption(new Option('--grpc-infer-thread-count <n>', 'accepted for compatibility; no effect').argParser(parseInteger(1)).hideHelp())
     .addOption(new Option('--grpc-max-response-pool-size <n>', 'accepted for compatibility; no effect').argParser(parseInteger(1)).hideHelp())

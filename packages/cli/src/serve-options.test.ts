@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Command } from 'commander';
-import { addServeFlags, parseBackendConfig, parseTraceConfig, toServeOptions, traceConfigFrom, type ServeOptions } from './serve-options.js';
+import { MAX_TIMER_MS, addServeFlags, parseBackendConfig, parseDuration, parseTraceConfig, toServeOptions, traceConfigFrom, type ServeOptions } from './serve-options.js';
 
 /** `triode serve <args>` parsed as main() does (without starting anything). */
 const parse = (args: string[]): ServeOptions => {
@@ -119,3 +119,16 @@ describe('tritonserver flags on triode serve (issue #15)', () => {
     expect(parse(['--model-repository=/m']).grpc.server.keepalive).not.toHaveProperty('maxConnectionAgeMs');
   });
 });
+
+describe('duration flags', () => {
+  it('attack: a duration past what a timer holds is clamped to it (was: fire every millisecond, or a load timeout at once)', () => {
+    const o = parse(['--model-repository', '/m', '--model-load-timeout-secs', '2147484', '--repository-poll-secs', '99999999999', '--exit-timeout-secs', '9007199254740991', '--metrics-interval-ms', '3000000000']);
+    expect(o.exitTimeoutSecs).toBe(2147483);
+    expect(o.exitTimeoutSecs * 1000).toBeLessThanOrEqual(MAX_TIMER_MS);
+    expect(JSON.stringify(o)).not.toMatch(/2147484000|99999999999|3000000000/);
+    expect(parseDuration(1, 'ms')('3000000000')).toBe(MAX_TIMER_MS);
+    expect(parseDuration(1, 's')('15')).toBe(15);
+    expect(() => parseDuration(1, 's')('0')).toThrow('expected an integer >= 1');
+  });
+});
+

@@ -84,6 +84,19 @@ export function parseInteger(min: number) {
   };
 }
 
+/** The longest delay a Node timer holds (ms): past it, setTimeout fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A duration flag in `unit`: an integer >= `min`, clamped to what a timer holds (about 24.8 days;
+ * longer is "never" in practice). Unclamped, `--repository-poll-secs 2147484` polled every
+ * millisecond and `--model-load-timeout-secs 2147484` failed every load at once.
+ */
+export function parseDuration(min: number, unit: 'ms' | 's') {
+  const max = unit === 'ms' ? MAX_TIMER_MS : Math.floor(MAX_TIMER_MS / 1000);
+  return (v: string): number => Math.min(parseInteger(min)(v), max);
+}
+
 /** `--log-verbose`: a level, or true (1) / false (0) as tritonserver reads it. */
 export function parseLogVerbose(v: string): number {
   const s = v.trim().toLowerCase();
@@ -357,21 +370,21 @@ export function addServeFlags(cmd: Command): Command {
     .option('--allow-cpu-metrics <bool>', 'report the nv_cpu_* utilization and memory gauges', parseBool, true)
     .option('--allow-gpu-metrics <bool>', 'report the nv_gpu_* gauges of the GPUs nvidia-smi lists (default: true; env TRIODE_NVIDIA_SMI names another nvidia-smi)', parseBool)
     .option('--metrics-config <key=value>', 'summary_latencies, summary_quantiles, histogram_latencies, histogram_buckets, counter_latencies (repeatable)', collect, [])
-    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseInteger(1), 2000)
+    .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseDuration(1, 'ms'), 2000)
     .option('--id <name>', 'server name in the server metadata', 'triton')
     .option('--strict-readiness <bool>', 'ready only when every model is ready', parseBool, true)
-    .option('--exit-timeout-secs <n>', 'how long shutdown waits for in-flight requests', parseInteger(0), 30)
+    .option('--exit-timeout-secs <n>', 'how long shutdown waits for in-flight requests', parseDuration(0, 's'), 30)
     .option('--exit-on-error <bool>', 'exit when a model fails to load at startup', parseBool, false)
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
     .addOption(new Option('--strict-model-config <bool>', 'deprecated form of --disable-auto-complete-config').argParser(parseBool))
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')
     .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then the repository API; poll: load all, then follow the repository').argParser(oneOf(['none', 'explicit', 'poll'])).default('none'))
     .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
-    .option('--repository-poll-secs <n>', 'poll mode: how often the repositories are re-read', parseInteger(1), 15)
+    .option('--repository-poll-secs <n>', 'poll mode: how often the repositories are re-read', parseDuration(1, 's'), 15)
     .option('--model-load-thread-count <n>', 'model versions loading at once', parseInteger(1), 4)
     .option('--model-load-retry-count <n>', 'times a failed model load is tried again', parseInteger(0), 0)
     .option('--max-instances-per-model <n>', 'most instances of one model version, over all its instance groups (default: max(16, 4 x CPUs))', parseInteger(1))
-    .option('--model-load-timeout-secs <n>', 'a model version still loading after this fails UNAVAILABLE', parseInteger(1), 300)
+    .option('--model-load-timeout-secs <n>', 'a model version still loading after this fails UNAVAILABLE', parseDuration(1, 's'), 300)
     .option('--model-namespacing <bool>', 'false only: a model name must be unique across the repositories', parseBool, false)
     .option('--backend-config <[backend,]key=value>', 'backend setting, for one backend or (without <backend>,) all, e.g. default-max-batch-size=8 (repeatable)', collect, [])
     .option('--log-verbose <level>', 'verbose log level (true is 1, false 0)', parseLogVerbose, 0)

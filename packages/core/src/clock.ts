@@ -10,11 +10,21 @@ export interface Clock {
   clearTimeout(handle: unknown): void;
 }
 
+/** The longest delay a Node timer holds (ms): past it, Node fires after 1 ms (with a warning). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A delay as a timer can hold it: a longer one (a config's max_sequence_idle_microseconds of a
+ * month, a load timeout of years) fires at MAX_TIMER_MS instead of at once; a caller whose
+ * deadline has not come then arms again (the wake timers do).
+ */
+export const timerMs = (ms: number): number => Math.min(ms, MAX_TIMER_MS);
+
 /** The real clock. */
 export const systemClock: Clock = {
   nowNs: () => performance.now() * 1e6,
   epochMs: () => Date.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  setTimeout: (fn, ms) => setTimeout(fn, timerMs(ms)),
   clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
 };
 
@@ -28,7 +38,7 @@ export async function settleWithin(work: Promise<unknown>, ms: number): Promise<
   try {
     return await Promise.race([
       work.then(() => true, () => true),
-      new Promise<boolean>((r) => { timer = setTimeout(() => r(false), ms); }),
+      new Promise<boolean>((r) => { timer = setTimeout(() => r(false), timerMs(ms)); }),
     ]);
   } finally {
     clearTimeout(timer);

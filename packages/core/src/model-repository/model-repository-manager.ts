@@ -7,6 +7,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Backend } from '../backend-api.js';
+import { timerMs } from '../clock.js';
 import { Errors, TriodeError, echo } from '../errors.js';
 import type { ModelConfig } from '../model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from '../model-config/normalize-model-config.js';
@@ -107,7 +108,7 @@ export class ModelRepositoryManager {
     await this.#loadAll();
     if (this.#opts.modelControlMode === 'poll') {
       for (const m of scanRepositories(this.#opts.modelRepositories).values()) this.#signatures.set(m.name, signature(m.path));
-      this.#pollTimer = setInterval(() => { void this.pollRepository(); }, this.#opts.repositoryPollMs);
+      this.#pollTimer = setInterval(() => { void this.pollRepository(); }, timerMs(this.#opts.repositoryPollMs));
       this.#pollTimer.unref();
     }
   }

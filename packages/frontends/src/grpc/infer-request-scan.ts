@@ -128,7 +128,7 @@ export const REFUSED = Symbol('refused ModelInferRequest');
  * holding the error under REFUSED, so that the handler answers it with INVALID_ARGUMENT (and a
  * stream goes on) instead of grpc-js ending the call with a bare "Error deserializing request".
  */
-export function decodeInferRequest<T>(bytes: Uint8Array, decode: (b: Uint8Array) => T): T | { [REFUSED]: TriodeError } {
+export function decodeInferRequest<B extends Uint8Array, T>(bytes: B, decode: (b: B) => T): T | { [REFUSED]: TriodeError } {
   try {
     checkInferRequestWire(bytes);
   } catch (err) {

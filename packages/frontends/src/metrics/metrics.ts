@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
 import type { GpuDevice, LatencyObservation, ModelMetricSettings, ModelStatistics, StreamBacklog } from '@triode/core';
+import { timerMs } from '@triode/core';
 import { DistributionFamily, SnapshotFamily, modelLabels, type FamilySample } from './model-metric-family.js';
 
 /** One model version in `MetricsSource.metricsSnapshot()`. */
@@ -219,7 +220,7 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
   if (config.cpuMetrics === false) return registry;
   const cpu = cpuSampler();
   let sample = { cpu: cpu(), mem: memory() };
-  const timer = setInterval(() => { sample = { cpu: cpu(), mem: memory() }; }, Math.max(100, config.intervalMs ?? 2000));
+  const timer = setInterval(() => { sample = { cpu: cpu(), mem: memory() }; }, timerMs(Math.max(100, config.intervalMs ?? 2000)));
   timer.unref();
   registry.stopSampling = () => { clearInterval(timer); stopGpus(); };
   addBacklog(registry, source);
