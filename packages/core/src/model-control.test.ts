@@ -453,3 +453,21 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     expect(live.n).toBe(0);
   });
 });
+
+describe('repository paths stay out of client answers', () => {
+  it('attack: a model in two repositories is listed in the index without the repositories\' paths', async () => {
+    const a = mkdtempSync(join(tmpdir(), 'triode-repo-a-'));
+    const b = mkdtempSync(join(tmpdir(), 'triode-repo-b-'));
+    addModel(a, 'twice', config(4));
+    addModel(b, 'twice', config(4));
+    const s = await InferenceServer.create({ modelRepositories: [a, b], backends: [echo], strictReadiness: false });
+    try {
+      const row = s.repositoryIndex().find((r) => r.name === 'twice')!;
+      expect(row.reason).toMatch(/model 'twice' is found in multiple model repositories/);
+      expect(row.reason).not.toContain(a);
+      expect(row.reason).not.toContain(tmpdir());
+    } finally {
+      await s.stop(1000);
+    }
+  });
+});

@@ -135,7 +135,8 @@ export class ModelRepositoryManager {
         return;
       }
       if (m.error) {
-        entry.error = m.error;
+        // As clients see it (the repository index): without the repositories' paths.
+        entry.error = this.#lifecycle.clientError(entry, m.error, 'INVALID_ARG');
         return;
       }
       const versions = await this.#prepare(entry);
