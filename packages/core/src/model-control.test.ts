@@ -265,6 +265,23 @@ describe('model names and file overrides (issue #14)', () => {
     }
   });
 
+  it('attack: too many override files, or paths too deep, are refused before anything is written', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-overrides-many-'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    const box = sandbox();
+    try {
+      const before = box.listing();
+      const many = Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`1/f${i}`, new Uint8Array(0)]));
+      await expect(s.loadModel('m', { config: overrideConfig, files: many })).rejects.toMatchObject({ code: 'INVALID_ARG', message: "failed to load 'm': 10001 file overrides, more than the 10000 a load may carry" });
+      const deep = { [`1/${'d/'.repeat(20)}f`]: new Uint8Array(1) };
+      await expect(s.loadModel('m', { config: overrideConfig, files: deep })).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/is deeper than 16 components$/) });
+      expect(box.listing()).toEqual(before);
+    } finally {
+      box.restore();
+      await s.stop(1000);
+    }
+  });
+
   it('answers a model that is not in the repository as Triton does: INTERNAL "failed to poll from model repository"', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-unknown-'));
     const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });

@@ -6,7 +6,8 @@
  * Triton: server docs/protocol/extension_model_repository.md ("file:" parameters),
  * core/src/model_repository_manager (temporary override directories, LocalizeRepoAgent)
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join, posix } from 'node:path';
 import { Errors, TriodeError, echo } from '../errors.js';
@@ -20,6 +21,15 @@ export const OVERRIDE_DIR_PREFIX = 'triode-override-';
 
 /** The longest path component of an override file in UTF-8 bytes (Linux NAME_MAX). */
 export const MAX_OVERRIDE_COMPONENT_BYTES = 255;
+
+/**
+ * The most override files one load may carry (a model with its weights in one file per tensor has
+ * hundreds). Each is a file and maybe directories: 100,000 empty ones in a 2 MB request blocked
+ * the server for seconds and used as many inodes.
+ */
+export const MAX_OVERRIDE_FILES = 10_000;
+/** The most components of one override file path (`1/a/b/model.onnx` has 4). */
+export const MAX_OVERRIDE_DEPTH = 16;
 
 /** Where `writeOverrideFiles` put a model's files. */
 export interface OverrideDirectory {
@@ -58,9 +68,12 @@ export function overridePathProblem(rel: string): string | undefined {
  *   `cause`) for a path component over 255 bytes or files that cannot be written. Nothing is left
  *   behind on failure.
  */
-export function writeOverrideFiles(name: string, files: Readonly<Record<string, Uint8Array>>): OverrideDirectory {
+export async function writeOverrideFiles(name: string, files: Readonly<Record<string, Uint8Array>>): Promise<OverrideDirectory> {
   checkModelName(name);
+  const count = Object.keys(files).length;
+  if (count > MAX_OVERRIDE_FILES) throw Errors.invalidArg(`failed to load '${echo(name)}': ${count} file overrides, more than the ${MAX_OVERRIDE_FILES} a load may carry`);
   for (const rel of Object.keys(files)) {
+    if (rel.split('/').length > MAX_OVERRIDE_DEPTH) throw Errors.invalidArg(`failed to load '${echo(name)}': file override path '${echo(rel)}' is deeper than ${MAX_OVERRIDE_DEPTH} components`);
     const problem = overridePathProblem(rel);
     if (problem) throw Errors.invalidArg(`failed to load '${echo(name)}': invalid file override path '${echo(rel)}': ${problem}`);
   }
@@ -69,16 +82,22 @@ export function writeOverrideFiles(name: string, files: Readonly<Record<string, 
       throw pollFailure(name, new Error(`file override path '${echo(rel)}' has a component longer than ${MAX_OVERRIDE_COMPONENT_BYTES} bytes`));
     }
   }
-  const root = mkdtempSync(join(tmpdir(), OVERRIDE_DIR_PREFIX));
+  const root = await mkdtemp(join(tmpdir(), OVERRIDE_DIR_PREFIX));
   const modelDir = join(root, name);
   try {
-    mkdirSync(modelDir);
+    await mkdir(modelDir);
     // Every directory below is made here, in a directory only this process created: no symlink
-    // can be on the way. 'wx' refuses to write through anything that already exists.
+    // can be on the way. 'wx' refuses to write through anything that already exists. Written
+    // one by one without blocking the event loop (the server keeps serving meanwhile).
+    const made = new Set<string>();
     for (const [rel, data] of Object.entries(files)) {
       const parts = rel.split('/');
-      if (parts.length > 1) mkdirSync(join(modelDir, ...parts.slice(0, -1)), { recursive: true });
-      writeFileSync(join(modelDir, ...parts), data, { flag: 'wx' });
+      const dir = parts.slice(0, -1).join('/');
+      if (dir && !made.has(dir)) {
+        await mkdir(join(modelDir, ...parts.slice(0, -1)), { recursive: true });
+        made.add(dir);
+      }
+      await writeFile(join(modelDir, ...parts), data, { flag: 'wx' });
     }
   } catch (err) {
     removeOverride(root);

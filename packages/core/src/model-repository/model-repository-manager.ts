@@ -331,7 +331,7 @@ export class ModelRepositoryManager {
         throw Errors.invalidArg(`failed to load '${name}': ${(err as Error).message}`);
       }
       try {
-        const dir = writeOverrideFiles(name, options.files);
+        const dir = await writeOverrideFiles(name, options.files);
         entry = { name, path: dir.modelDir, overrideRoot: dir.root, versions: new Map() };
       } catch (err) {
         const cause = (err as Error).cause;
