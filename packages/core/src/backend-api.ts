@@ -43,6 +43,8 @@ export interface AutoCompleteContext {
   /** Version folder to read the model from (the highest present), if any. */
   versionPath: string | undefined;
   backendConfig: Record<string, string>;
+  /** Aborts when the load's time (`--model-load-timeout-secs`) is up: stop, and free what was started. */
+  signal?: AbortSignal;
 }
 
 /** One request as an instance executes it (already normalized by the core). */

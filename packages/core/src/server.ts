@@ -222,6 +222,7 @@ export class InferenceServer {
       autoCompleteConfig: o.autoCompleteConfig,
       modelConfigName: o.modelConfigName,
       maxInstancesPerModel: o.maxInstancesPerModel,
+      modelLoadTimeoutMs: o.modelLoadTimeoutMs,
       logger: o.logger,
     });
   }

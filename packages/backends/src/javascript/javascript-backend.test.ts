@@ -130,6 +130,23 @@ describe('javascript backend', () => {
     expect(Array.from(r.outputs[0]!.data as Float32Array)).toEqual([2, 3]);
   });
 
+  it('attack: an auto-complete that never settles fails the load at the load timeout; later loads and unloads of the model go on', async () => {
+    const root = makeRepository([], {
+      'stuck/config.pbtxt': 'backend: "javascript"\n',
+      'stuck/1/model.mjs': 'export default class { static autoCompleteConfig() { return new Promise(() => {}); } execute(r) { return []; } }',
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()], modelControlMode: 'explicit', modelLoadTimeoutMs: 500 });
+    try {
+      const t0 = performance.now();
+      await expect(s.loadModel('stuck')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/^failed to load 'stuck': auto-complete of model 'stuck' did not finish within 500 ms/) });
+      expect(performance.now() - t0).toBeLessThan(5000);
+      await s.unloadModel('stuck');
+      await expect(s.loadModel('stuck')).rejects.toMatchObject({ message: expect.stringMatching(/did not finish within 500 ms/) });
+    } finally {
+      await s.stop(1000);
+    }
+  }, 20_000);
+
   it('keeps BYTES byte for byte (simple_identity)', async () => {
     const s = await server;
     const data = serializeBytesTensor(['he\0llo', new Uint8Array([0, 1, 2, 3])]);

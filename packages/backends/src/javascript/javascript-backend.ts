@@ -225,9 +225,11 @@ export class JavaScriptBackend implements Backend {
     if (!existsSync(file)) return;
     const p = pool();
     try {
-      const completed = (await p.run({ op: 'autocomplete', file, config })) as ModelConfig;
+      // The signal ends the task's thread if the model's code never settles (the load timed out).
+      const completed = (await p.run({ op: 'autocomplete', file, config }, ctx.signal ? { signal: ctx.signal } : {})) as ModelConfig;
       Object.assign(config, completed);
     } catch (err) {
+      if (ctx.signal?.aborted) throw ctx.signal.reason;
       throw Errors.invalidArg(`auto-complete of model '${ctx.name}' failed: ${(err as Error).message}`);
     } finally {
       await p.close({ force: true });

@@ -7,7 +7,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Backend } from '../backend-api.js';
-import { timerMs } from '../clock.js';
+import { abortable, timerMs } from '../clock.js';
 import { Errors, TriodeError, echo } from '../errors.js';
 import type { ModelConfig } from '../model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from '../model-config/normalize-model-config.js';
@@ -78,6 +78,8 @@ export interface ModelRepositoryManagerOptions {
   modelConfigName?: string;
   /** Most instances one model version may have. */
   maxInstancesPerModel: number;
+  /** How long a backend's config auto-completion may take (the load timeout). @default 300000 */
+  modelLoadTimeoutMs?: number;
   logger: Logger;
 }
 
@@ -178,12 +180,22 @@ export class ModelRepositoryManager {
     }
     if (autoComplete && backend?.autoCompleteConfig) {
       const latest = available[available.length - 1];
-      await backend.autoCompleteConfig(config, {
-        name: entry.name,
-        modelPath: entry.path,
-        versionPath: latest === undefined ? undefined : join(entry.path, String(latest)),
-        backendConfig: this.#opts.backendConfig[backend.name] ?? {},
-      });
+      // Bounded like the load itself: a model's auto-complete code that never settles must not
+      // hold the load (and every later load or unload of the model) for good.
+      const ms = this.#opts.modelLoadTimeoutMs ?? 300_000;
+      const control = new AbortController();
+      const timer = setTimeout(() => control.abort(Errors.unavailable(`auto-complete of model '${entry.name}' did not finish within ${ms} ms (--model-load-timeout-secs)`)), timerMs(ms));
+      try {
+        await abortable(backend.autoCompleteConfig(config, {
+          name: entry.name,
+          modelPath: entry.path,
+          versionPath: latest === undefined ? undefined : join(entry.path, String(latest)),
+          backendConfig: this.#opts.backendConfig[backend.name] ?? {},
+          signal: control.signal,
+        }), control.signal);
+      } finally {
+        clearTimeout(timer);
+      }
     }
     normalizeModelConfig(config);
     validateModelConfig(config, entry.name);
