@@ -48,3 +48,12 @@ describe('modelConfigFromJson()', () => {
     expect(() => modelConfigFromJson(json)).toThrow(message);
   });
 });
+
+describe('modelConfigFromJson() on hostile configs', () => {
+  it('attack: a field named like an Object property is an unknown field, not an internal error', () => {
+    for (const name of ['constructor', 'toString', 'hasOwnProperty']) {
+      expect(() => modelConfigFromJson(JSON.parse(`{"${name}": 1}`)), name).toThrow(`failed to parse model configuration: unknown field "${name}"`);
+    }
+    expect(() => modelConfigFromJson(JSON.parse('{"dynamic_batching": {"constructor": {}}}'))).toThrow('unknown field "dynamic_batching.constructor"');
+  });
+});

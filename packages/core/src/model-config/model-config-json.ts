@@ -83,7 +83,7 @@ function readMessage(m: Record<string, unknown>, type: string, path: string): Re
   const out: Record<string, unknown> = {};
   const oneofs = new Map<string, string>();
   for (const [name, v] of Object.entries(m)) {
-    const field = spec[name];
+    const field = Object.hasOwn(spec, name) ? spec[name] : undefined;
     const p = path ? `${path}.${name}` : name;
     if (!field) throw Errors.invalidArg(`failed to parse model configuration: unknown field "${p}"`);
     if (v === null) continue;

@@ -71,3 +71,23 @@ describe('parsePbtxt()', () => {
     expect(() => parsePbtxt(src)).toThrow(message);
   });
 });
+
+describe('parsePbtxt() on hostile configs', () => {
+  it('attack: a field named like an Object property (constructor, toString, __proto__) is an unknown field, not an internal error', () => {
+    for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) {
+      expect(() => parsePbtxt(`${name}: 1`), name).toThrow(`Message type "inference.ModelConfig" has no field named "${name}".`);
+    }
+  });
+
+  it('attack: a map key "__proto__" is an entry of the map, not its prototype', () => {
+    const c = parsePbtxt('parameters { key: "__proto__" value: { string_value: "x" } }');
+    const params = c.parameters as Record<string, unknown>;
+    expect(Object.keys(params)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(params)).toBe(Object.prototype);
+  });
+
+  it('attack: a bracket list of 200,000 values is read (it overflowed the stack)', () => {
+    const c = parsePbtxt(`dynamic_batching { preferred_batch_size: [ ${Array.from({ length: 200_000 }, () => '1').join(', ')} ] }`);
+    expect(c.dynamic_batching?.preferred_batch_size).toHaveLength(200_000);
+  });
+});

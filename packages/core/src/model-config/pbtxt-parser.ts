@@ -130,7 +130,8 @@ class Parser {
       }
       if (t.kind !== 'ident') this.#fail(t, `Expected identifier, got: ${t.text}`);
       this.#next();
-      const field = spec[t.text];
+      // Own fields only: 'constructor' or 'toString' are on every object, not in the schema.
+      const field = Object.hasOwn(spec, t.text) ? spec[t.text] : undefined;
       if (!field) this.#fail(t, `Message type "inference.${type}" has no field named "${t.text}".`);
       if (field.oneof) {
         const prev = oneofs.get(field.oneof);
@@ -165,12 +166,15 @@ class Parser {
       const m = (out[name] ??= {}) as Msg;
       for (const entry of values as Msg[]) {
         const key = entry['key'] ?? (field.mapKey === 'string' ? '' : 0);
-        m[String(key)] = entry['value'] ?? (isMsg ? {} : '');
+        // An own entry even for the key "__proto__" (assigning it would set the map's prototype).
+        Object.defineProperty(m, String(key), { value: entry['value'] ?? (isMsg ? {} : ''), enumerable: true, writable: true, configurable: true });
       }
     } else if (field.repeated) {
-      ((out[name] ??= []) as Value[]).push(...values);
+      // One by one: spreading 100k+ values overflows the stack.
+      const list = (out[name] ??= []) as Value[];
+      for (const v of values) list.push(v);
     } else {
-      if (name in out) this.#fail(nameTok, `Non-repeated field "${name}" is specified multiple times.`);
+      if (Object.hasOwn(out, name)) this.#fail(nameTok, `Non-repeated field "${name}" is specified multiple times.`);
       out[name] = values[0]!;
     }
   }
