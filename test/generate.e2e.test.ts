@@ -54,6 +54,20 @@ describe('decoupled models and the generate extension', () => {
     expect(ev[0]!.at - t0).toBeLessThan(ev[3]!.at - t0);
   });
 
+  it('a client that leaves a generate_stream cancels it: the model stops, and the next request does not wait out the first', async () => {
+    const leaving = new AbortController();
+    const r = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [1, 2], DELAY: [0, 30_000], WAIT: [0] }), signal: leaving.signal });
+    const reader = r.body!.getReader();
+    await reader.read(); // the first response
+    leaving.abort();
+    const t0 = performance.now();
+    const next = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [7], DELAY: [0], WAIT: [0] }) });
+    const ev = await events(next);
+    expect(ev.map((e) => e.data['OUT'])).toEqual([7]);
+    // The model has one instance: before, the second request waited the first one's 30 s.
+    expect(performance.now() - t0).toBeLessThan(5000);
+  }, 20_000);
+
   it('an error from the model arrives as an error event', async () => {
     const r = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [1, 2], DELAY: [0], WAIT: [0] }) });
     const ev = await events(r);

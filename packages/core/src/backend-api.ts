@@ -8,7 +8,7 @@
  */
 import type { TriodeError } from './errors.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
-import type { InferenceRequest, InferenceResponse, ParameterValue } from './infer-request.js';
+import type { CancelSignal, InferenceRequest, InferenceResponse, ParameterValue } from './infer-request.js';
 import type { Tensor } from './tensor/tensor.js';
 
 /** What a backend knows of the model it loads. */
@@ -75,6 +75,11 @@ export interface ExecuteRequest {
    * `execute` then returns no responses for the request.
    */
   respond?: (response: ExecuteResponse | undefined, final: boolean) => void;
+  /**
+   * The client's cancellation (a cancelled gRPC call or stream, a client that went away): a
+   * backend may stop the request early (a decoupled model's responses after it are dropped).
+   */
+  signal?: CancelSignal;
 }
 
 /**

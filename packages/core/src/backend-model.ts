@@ -345,6 +345,7 @@ export class ModelVersion implements Model {
         blsChain: req.blsChain?.length ? [...req.blsChain, this.name] : this.#ownChain,
       };
       if (req.id !== undefined) exec.id = req.id;
+      if (signal) exec.signal = signal;
       const pending: Pending = {
         req,
         exec,

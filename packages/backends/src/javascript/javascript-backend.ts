@@ -129,6 +129,21 @@ class JsInstance implements BackendModelInstance {
         batchSize: r.batchSize,
       })),
     };
+    // A decoupled request the client cancels is told so on the thread (Request.isCancelled()),
+    // so a model streaming responses can stop instead of running to its end.
+    const unwatch: (() => void)[] = [];
+    if (token !== undefined) {
+      requests.forEach((r, index) => {
+        const signal = r.signal;
+        if (!signal) return;
+        const onAbort = (): void => this.#port.postMessage({ type: 'cancel', token, index });
+        if (signal.aborted) onAbort();
+        else {
+          signal.addEventListener('abort', onAbort, { once: true });
+          unwatch.push(() => signal.removeEventListener('abort', onAbort));
+        }
+      });
+    }
     let reply: JsExecuteReply;
     try {
       // Owned inputs move to the thread; lent ones are copied there.
@@ -136,6 +151,8 @@ class JsInstance implements BackendModelInstance {
     } catch (err) {
       if (token !== undefined) this.#responders.delete(token);
       throw new TriodeError('INTERNAL', (err as Error).message, { cause: err });
+    } finally {
+      for (const f of unwatch) f();
     }
     if ('error' in reply) {
       if (token !== undefined) this.#responders.delete(token);

@@ -135,6 +135,7 @@ export default async function handle(task: JsTask): Promise<unknown> {
           requestedOutputs: r.outputNames,
           parameters: r.parameters,
           ...(token !== undefined ? { sender: api.__sender(token, i, (x) => checkResponse(x, r.outputNames, i)) } : {}),
+          isCancelled: () => api.__isCancelled(token, i),
         };
       });
       api.__setChain(task.requests[0]?.chain ?? []);

@@ -62,6 +62,12 @@ export interface Request {
    * of returning responses: 0..N `send`s, the last with `{ final: true }` (or `close()`).
    */
   sender?: ResponseSender;
+  /**
+   * Decoupled models: true once the client has cancelled the request (a cancelled gRPC stream,
+   * a closed connection). A model streaming responses should then stop and close its sender
+   * (Triton's `request.is_cancelled()`); what it still sends is dropped. Always false otherwise.
+   */
+  isCancelled(): boolean;
 }
 
 /** How a decoupled model sends a request's responses. */
@@ -219,12 +225,28 @@ function send(msg: Record<string, unknown>, transfer: ArrayBuffer[] = []): void 
   port?.postMessage(msg, transfer);
 }
 
+/**
+ * Requests of decoupled execute calls (`${token}:${index}`) not ended yet, and whether the client
+ * cancelled each. An entry goes when its final response is sent.
+ */
+const openRequests = new Map<string, boolean>();
+
+/** @internal Whether request `index` of execute call `token` was cancelled (Request.isCancelled). */
+export function __isCancelled(token: number | undefined, index: number): boolean {
+  return token !== undefined && openRequests.get(`${token}:${index}`) === true;
+}
+
 /** @internal A sender that streams responses of request `index` of execute call `token`. */
 export function __sender(token: number, index: number, check: (r: unknown) => { outputs: Tensor[] } | { error: WireError }): ResponseSender {
   let ended = false;
+  const key = `${token}:${index}`;
+  openRequests.set(key, false);
   const post = (payload: Record<string, unknown>, final: boolean) => {
     if (ended) throw new Error('this request has already ended (its final response was sent)');
-    if (final) ended = true;
+    if (final) {
+      ended = true;
+      openRequests.delete(key);
+    }
     // Only what the model handed over moves; anything else is copied, so the model may send the
     // same array again or keep using it.
     send({ type: 'response', token, index, final, ...payload }, __movable((payload['outputs'] as Tensor[] | undefined) ?? []));
@@ -244,7 +266,13 @@ export function __sender(token: number, index: number, check: (r: unknown) => { 
 export function __connect(p: MessagePort, modelName: string): void {
   port = p;
   chain = [modelName];
-  p.on('message', (m: { type: string; id: number; outputs?: Tensor[]; error?: WireError }) => {
+  p.on('message', (m: { type: string; id: number; token?: number; index?: number; outputs?: Tensor[]; error?: WireError }) => {
+    if (m.type === 'cancel') {
+      // Only a request still open: one that already ended has nothing left to stop.
+      const key = `${m.token}:${m.index}`;
+      if (openRequests.has(key)) openRequests.set(key, true);
+      return;
+    }
     if (m.type !== 'infer-result') return;
     const done = calls.get(m.id);
     calls.delete(m.id);

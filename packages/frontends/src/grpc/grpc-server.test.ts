@@ -247,6 +247,32 @@ describe('ModelStreamInfer', () => {
     expect(((empty[0]!['parameters'] as Record<string, Plain>)['triton_final_response'] ?? {})['bool_param']).toBe(true);
   });
 
+  it('a cancelled stream reaches a decoupled model: it stops (isCancelled), and the next request does not wait out the first', async () => {
+    const repeat = (delays: number[]) => ({
+      model_name: 'repeat_int32',
+      inputs: [{ name: 'IN', datatype: 'INT32', shape: [delays.length] }, { name: 'DELAY', datatype: 'UINT32', shape: [delays.length] }, { name: 'WAIT', datatype: 'UINT32', shape: [1] }],
+      raw_input_contents: [raw(Int32Array.from(delays, (_d, i) => i)), raw(Uint32Array.from(delays)), raw(Uint32Array.of(0))],
+    });
+    const first = (client as unknown as { ModelStreamInfer(): ClientDuplexStream<object, Plain> }).ModelStreamInfer();
+    first.on('error', () => undefined);
+    const gotOne = new Promise((resolve) => first.once('data', resolve));
+    first.write(repeat([0, 30_000]));
+    await gotOne;
+    first.cancel();
+    // The model's one instance is free again long before the 30 s the first request asked for.
+    const t0 = performance.now();
+    const second = (client as unknown as { ModelStreamInfer(): ClientDuplexStream<object, Plain> }).ModelStreamInfer();
+    const answers: Plain[] = [];
+    second.on('data', (m: Plain) => answers.push(m));
+    const ended = new Promise((resolve) => second.on('end', resolve));
+    second.write(repeat([0]));
+    second.end();
+    await ended;
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(answers.length).toBeGreaterThan(0);
+    expect(answers[0]!['error_message'] ?? '').toBe('');
+  }, 20_000);
+
   it('with the triton_grpc_error header, an error ends the stream with its status', async () => {
     const md = new Metadata();
     md.set('triton_grpc_error', 'true');

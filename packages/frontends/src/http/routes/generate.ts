@@ -95,6 +95,8 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
     app.post(path, async (c) => {
       // Errors before the first response are ordinary JSON errors with Triton's status.
       const request = await toRequest(c, backplane, maxInputSize);
+      // A client that goes away cancels the request: a decoupled model sees it (isCancelled) and stops.
+      request.signal = c.req.raw.signal;
       return streamSSE(c, async (stream) => {
         try {
           const writes: Promise<void>[] = [];
