@@ -147,6 +147,19 @@ describe('javascript backend', () => {
     }
   }, 20_000);
 
+  it('attack: default_model_filename "." (the version directory) is a clear load error, not "failed: undefined"', async () => {
+    const root = makeRepository([], {
+      'dot/config.pbtxt': `backend: "javascript"\ndefault_model_filename: "."\n${io()}`,
+      'dot/1/model.mjs': 'export default class { execute(r) { return []; } }',
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()], modelControlMode: 'explicit' });
+    try {
+      await expect(s.loadModel('dot')).rejects.toThrow("default_model_filename '.' names the version directory, not a file");
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('keeps BYTES byte for byte (simple_identity)', async () => {
     const s = await server;
     const data = serializeBytesTensor(['he\0llo', new Uint8Array([0, 1, 2, 3])]);

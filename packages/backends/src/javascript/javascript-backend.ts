@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, claimOwnership, fromWireError, resolveInside, toWireError, transferList,
+  Errors, TriodeError, claimOwnership, echo, fromWireError, resolveInside, toWireError, transferList,
   type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
   type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
@@ -31,6 +31,7 @@ function pool(): Piscina {
 function modelFile(versionPath: string, config: ModelConfig): string {
   const name = config.default_model_filename || 'model.js';
   const p = resolveInside(versionPath, name);
+  if (p === versionPath) throw Errors.invalidArg(`default_model_filename '${echo(name)}' names the version directory, not a file`);
   if (!existsSync(p) && !config.default_model_filename && existsSync(resolveInside(versionPath, 'model.mjs'))) return resolveInside(versionPath, 'model.mjs');
   return p;
 }
@@ -247,7 +248,7 @@ export class JavaScriptBackend implements Backend {
       Object.assign(config, completed);
     } catch (err) {
       if (ctx.signal?.aborted) throw ctx.signal.reason;
-      throw Errors.invalidArg(`auto-complete of model '${ctx.name}' failed: ${(err as Error).message}`);
+      throw Errors.invalidArg(`auto-complete of model '${ctx.name}' failed: ${err instanceof Error ? err.message : echo(String(err))}`);
     } finally {
       await p.close({ force: true });
     }

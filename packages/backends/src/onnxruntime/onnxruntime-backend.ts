@@ -9,7 +9,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, instancePlacements, placeInstance, queryGpus, resolveInside,
+  Errors, TriodeError, echo, instancePlacements, placeInstance, queryGpus, resolveInside,
   type Backend, type BackendModel, type BackendModelInstance, type GpuExecutionProvider,
   type GpuInventory, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext, type ProviderStatus,
 } from '@triode/core';
@@ -192,6 +192,7 @@ export class OnnxRuntimeBackend implements Backend {
 function modelFile(versionPath: string, config: ModelConfig): string {
   const name = config.default_model_filename || 'model.onnx';
   const p = resolveInside(versionPath, name);
+  if (p === versionPath) throw Errors.invalidArg(`default_model_filename '${echo(name)}' names the version directory, not a file`);
   const nested = resolveInside(p, name);
   return existsSync(nested) ? nested : p;
 }
