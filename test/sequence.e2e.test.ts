@@ -80,6 +80,18 @@ describe('sequence batching over HTTP', () => {
     expect(c).toEqual([21, -11, -7, -5, -3, -2, 0, 1001]);
   });
 
+  it('attack: a string correlation id for a numeric CORRID is refused alone; the sequences batched beside it go on', async () => {
+    const input = { name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [1] };
+    const [evil, a, b] = await Promise.all([
+      post('simple_dyna_sequence', { parameters: { sequence_id: 'evil', sequence_start: true }, inputs: [input] }),
+      post('simple_dyna_sequence', { parameters: { sequence_id: 4301, sequence_start: true, sequence_end: true }, inputs: [input] }),
+      post('simple_dyna_sequence', { parameters: { sequence_id: 4302, sequence_start: true, sequence_end: true }, inputs: [input] }),
+    ]);
+    expect(evil.status).toBe(400);
+    expect(evil.json['error']).toBe("inference request to model 'simple_dyna_sequence' has a string correlation ID, but the model expects a UINT64 CORRID");
+    expect([a.status, b.status]).toEqual([200, 200]);
+  });
+
   it("answers Triton's errors: no correlation id, no START, batch size over 1", async () => {
     const input = { name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [1] };
     let r = await post('simple_sequence', { inputs: [input] });

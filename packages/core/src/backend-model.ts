@@ -17,7 +17,7 @@ import { ResponseCache } from './cache/response-cache.js';
 import type { RateLimitedInstance, RateLimitedInstanceSpec, RateLimiter } from './scheduler/rate-limiter.js';
 import type { Schedulable, Scheduler } from './scheduler/scheduler.js';
 import type { SequenceInfo } from './scheduler/sequence-batch-scheduler.js';
-import { SequenceStates, controlTensors } from './scheduler/sequence-state.js';
+import { SequenceStates, checkCorrelationId, controlTensors } from './scheduler/sequence-state.js';
 import { InferStats } from './stats/infer-stats.js';
 import type { Tensor } from './tensor/tensor.js';
 
@@ -383,6 +383,7 @@ export class ModelVersion implements Model {
     if ((this.config.max_batch_size ?? 0) > 0 && batchSize !== 1) {
       throw Errors.invalidArg(`inference request to model '${this.name}' must specify batch-size 1 due to requirements of sequence batcher`);
     }
+    checkCorrelationId(this.config.sequence_batching!, seq.correlationId, this.name);
     return seq;
   }
 

@@ -85,6 +85,23 @@ describe('SequenceBatchScheduler', () => {
     expect(ids(batches)).toEqual([['1_0'], ['1_1', '2_0', '3_0'], ['2_1']]);
   });
 
+  it('attack: requests of other shapes do not join a batch (one client\'s shape failed every sequence in it)', async () => {
+    const { s, batches, release } = harness(1, {}, 4);
+    const shaped = (seq: number, n: number, shapeKey: string, start = false) => ({ ...r(seq, n, { start }), shapeKey });
+    s.enqueue(shaped(1, 0, 'a', true));
+    s.enqueue(shaped(2, 0, 'a', true));
+    s.enqueue(shaped(3, 0, 'b', true));
+    s.enqueue(shaped(4, 0, 'a', true));
+    s.enqueue(shaped(1, 1, 'a'));
+    release.shift()!();
+    await flush();
+    // 1_0 ran alone; then the oldest ready (1_1, 'a') decides: 2 and 4 join it, 3 ('b') waits.
+    expect(ids(batches)).toEqual([['1_0'], ['1_1', '2_0', '4_0']]);
+    release.shift()!();
+    await flush();
+    expect(ids(batches)[2]).toEqual(['3_0']);
+  });
+
   it('puts a sequence that finds no free slot in the backlog until one ends', async () => {
     const { s, batches, release, ended } = harness(1, {}, 1);
     s.enqueue(r(1, 0, { start: true }));

@@ -248,6 +248,11 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     if (ready.length === 0) return undefined;
     // Oldest first: by the arrival of each sequence's next request.
     ready.sort((a, b) => a.queue[0]!.enqueueNs - b.queue[0]!.enqueueNs);
+    // Only requests of the same shapes (and inputs) batch together, as in the dynamic batcher: the
+    // oldest decides, the others wait for a later batch. Mixed, the batch was joined wrongly and
+    // one client's shape failed every sequence in it.
+    const key = ready[0]!.queue[0]!.shapeKey;
+    if (ready.some((s) => s.queue[0]!.shapeKey !== key)) ready.splice(0, ready.length, ...ready.filter((s) => s.queue[0]!.shapeKey === key));
     let n = Math.min(ready.length, this.#maxBatch);
     const oldestNs = ready[0]!.queue[0]!.delayFromNs ?? ready[0]!.queue[0]!.enqueueNs;
     if (this.#delayNs > 0 && now < oldestNs + this.#delayNs) {

@@ -44,6 +44,22 @@ function corridTensor(name: string, c: SequenceControl, id: bigint | string, sha
   }
 }
 
+/**
+ * Refuses a correlation id the model's CORRID control cannot carry (a string id for a numeric
+ * CORRID), when the request arrives: found only when its batch is built, it failed every other
+ * sequence's request in that batch too.
+ */
+export function checkCorrelationId(config: ModelSequenceBatching, id: bigint | string, model: string): void {
+  if (typeof id !== 'string') return;
+  for (const ci of config.control_input ?? []) {
+    for (const c of ci.control ?? []) {
+      if (c.kind !== 'CONTROL_SEQUENCE_CORRID') continue;
+      const dt = configTypeToDataType(c.data_type ?? 'TYPE_UINT64') ?? 'UINT64';
+      if (dt !== 'BYTES') throw Errors.invalidArg(`inference request to model '${model}' has a string correlation ID, but the model expects a ${dt} CORRID`);
+    }
+  }
+}
+
 /** The control tensors of one request (READY is always true: Triode does not pad batches). */
 export function controlTensors(config: ModelSequenceBatching, batching: boolean, info: SequenceInfo, model: string): Tensor[] {
   const out: Tensor[] = [];
