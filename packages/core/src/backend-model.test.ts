@@ -227,8 +227,8 @@ describe('response cache', () => {
     writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
     mkdirSync(join(repo, 'n', '1'), { recursive: true });
     writeFileSync(join(repo, 'n', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
-    // Room for two entries (a 4-byte output and a 44-character key each).
-    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 100 });
+    // Room for two entries (each: a 4-byte output, its name and shape, a 44-character key and ENTRY_OVERHEAD_BYTES: 579 bytes).
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1200 });
     servers.push(s);
     const ask = (v: number, id?: string) => s.infer({ ...req(v), ...(id ? { id } : {}) });
     expect(await out(ask(7))).toBe(7);
@@ -250,6 +250,33 @@ describe('response cache', () => {
     await s.infer({ ...req(1), modelName: 'n' });
     await s.infer({ ...req(1), modelName: 'n' });
     expect(executions.flat().slice(-2)).toEqual([1, 1]);
+  });
+
+  it('attack: requests that differ only in custom parameters do not share an answer; scheduling parameters do not split the cache', async () => {
+    const executions: number[][] = [];
+    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-params-'));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1 << 20 });
+    servers.push(s);
+    await s.infer({ ...req(5), parameters: { tenant: 'alice' } });
+    await s.infer({ ...req(5), parameters: { tenant: 'bob' } });
+    await s.infer({ ...req(5), parameters: { tenant: 'alice', priority: 0, timeout: 0 } });
+    expect(executions.flat()).toEqual([5, 5]);
+    expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 2 });
+  });
+
+  it('attack: an invalid request is refused on a hit as on a miss (the hit skipped the checks)', async () => {
+    const executions: number[][] = [];
+    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-check-'));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1 << 20 });
+    servers.push(s);
+    await s.infer(req(3));
+    await expect(s.infer({ ...req(3), parameters: { priority: -1 } })).rejects.toThrow("parameter 'priority' must be a non-negative integer");
+    await expect(s.infer({ ...req(3), inputs: [{ name: 'IN', datatype: 'FP32', shape: [1, 1], data: Float32Array.of(3) }] })).rejects.toMatchObject({ code: 'INVALID_ARG' });
+    expect(executions.flat()).toEqual([3]);
   });
 });
 

@@ -276,6 +276,15 @@ export class ModelVersion implements Model {
 
   async #cachedInfer(req: InferenceRequest, cache: ResponseCache): Promise<InferenceResponse> {
     const start = this.#clock.nowNs();
+    // A request is checked before it is looked up, as Triton does: an invalid one (a bad input, a
+    // priority of -1) gets its error on a hit as on a miss. (#enqueue checks again: it holds.)
+    try {
+      normalizeRequest(req, this.config);
+      schedulePolicyParams(req.parameters);
+    } catch (err) {
+      this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - start);
+      throw TriodeError.from(err);
+    }
     const key = ResponseCache.key(req, this.name, this.version);
     const hit = cache.lookup(key);
     const lookupNs = this.#clock.nowNs() - start;
