@@ -75,6 +75,11 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   readonly #busy: boolean[];
   readonly #pinned: number[];
   readonly #sequences = new Map<string, Sequence<T>>();
+  /**
+   * The sequences holding a slot of each instance: what scheduling looks at. The backlog is never
+   * scanned, so a client opening thousands of sequences does not make every request cost more.
+   */
+  readonly #held: Set<Sequence<T>>[];
   readonly #backlog: Sequence<T>[] = [];
   #queued = 0;
   #inflight = 0;
@@ -109,6 +114,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     this.#idleNs = (c.max_sequence_idle_microseconds || 1_000_000) * 1000;
     this.#busy = new Array<boolean>(instanceCount).fill(false);
     this.#pinned = new Array<number>(instanceCount).fill(0);
+    this.#held = Array.from({ length: instanceCount }, () => new Set<Sequence<T>>());
     this.#timer = new WakeTimer(this.#clock, () => this.#schedule());
     this.#gates = options.gates;
     if (this.#gates && this.#gates.length !== instanceCount) throw new RangeError('options.gates must hold one gate per instance');
@@ -192,6 +198,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     }
     seq.instance = best;
     this.#pinned[best]!++;
+    this.#held[best]!.add(seq);
   }
 
   /** Frees a sequence's slot (END ran, or idle) and gives it to the oldest backlog sequence. */
@@ -204,10 +211,12 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
       return;
     }
     this.#pinned[seq.instance]!--;
+    this.#held[seq.instance]!.delete(seq);
     const next = this.#backlog.shift();
     if (next) {
       next.instance = seq.instance;
       this.#pinned[seq.instance]!++;
+      this.#held[seq.instance]!.add(next);
     }
   }
 
@@ -217,8 +226,9 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     const now = this.#clock.nowNs();
     let wake = 0;
     const later = (t: number) => { if (t > 0 && (wake === 0 || t < wake)) wake = t; };
-    // Idle sequences lose their slot (and their state).
-    for (const seq of [...this.#sequences.values()]) {
+    // Idle sequences lose their slot (and their state). One in the backlog is never idle: it came
+    // with its START, and leaves the backlog only for a slot.
+    for (const held of this.#held) for (const seq of [...held]) {
       if (seq.running || seq.queue.length > 0) continue;
       const at = seq.lastActivityNs + this.#idleNs;
       if (at <= now) this.#release(seq);
@@ -242,8 +252,8 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   /** The sequences whose next requests form instance `inst`'s batch now, or undefined to wait. */
   #batchFor(inst: number, now: number, later: (t: number) => void): Sequence<T>[] | undefined {
     const ready: Sequence<T>[] = [];
-    for (const seq of this.#sequences.values()) {
-      if (seq.instance === inst && !seq.running && seq.queue.length > 0) ready.push(seq);
+    for (const seq of this.#held[inst]!) {
+      if (!seq.running && seq.queue.length > 0) ready.push(seq);
     }
     if (ready.length === 0) return undefined;
     // Oldest first: by the arrival of each sequence's next request.
