@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Backplane, InferenceRequest } from '@triode/core';
+import { Errors, type Backplane, type InferenceRequest } from '@triode/core';
 import { readIncomingBody } from './body.js';
 import { createHttpApp } from './http-server.js';
 import { HttpLifecycle } from './lifecycle.js';
@@ -130,5 +130,39 @@ describe('methods that carry no body in a route', () => {
     }
     // And the server still answers.
     expect(await exchange(echoHttp.port, 'GET /v2/nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).toMatch(/^HTTP\/1.1 404 /);
+  });
+});
+
+describe('a client that goes away', () => {
+  it('attack: cancels its infer request (fast path and Hono route): a queued request does not wait to run for nobody', async () => {
+    const seen: { aborted: boolean }[] = [];
+    const waiting = {
+      modelConfig: async (name: string) => ({ name, input: [{ name: 'N', data_type: 'TYPE_INT32', dims: [-1] }] }),
+      infer: (r: InferenceRequest) => new Promise((_resolve, reject) => {
+        const entry = { aborted: false };
+        seen.push(entry);
+        r.signal?.addEventListener('abort', () => { entry.aborted = true; reject(Errors.cancelled()); });
+      }),
+    } as unknown as Backplane;
+    const fast = await startHttpServer(createHttpApp(waiting, {}), 0, '127.0.0.1');
+    // A header forward pattern takes requests off the fast path, to the Hono route.
+    const hono = await startHttpServer(createHttpApp(waiting, { headerForwardPattern: /^x-none$/ }), 0, '127.0.0.1');
+    try {
+      const body = JSON.stringify({ inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1] }] });
+      for (const h of [fast, hono]) {
+        const before = seen.length;
+        const s = connect(h.port, '127.0.0.1', () => s.write(`POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`));
+        s.on('error', () => undefined);
+        const deadline = Date.now() + 2000;
+        while (seen.length === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+        expect(seen.length).toBe(before + 1);
+        s.destroy();
+        while (!seen.at(-1)!.aborted && Date.now() < deadline + 2000) await new Promise((r) => setTimeout(r, 10));
+        expect(seen.at(-1)!.aborted).toBe(true);
+      }
+    } finally {
+      await fast.close();
+      await hono.close();
+    }
   });
 });

@@ -13,7 +13,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '@triode/core';
-import { parseModelVersion } from '@triode/core';
+import { CancelToken, parseModelVersion } from '@triode/core';
 import { httpError } from '../error-mapping.js';
 import { traceNow } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
@@ -104,7 +104,7 @@ function drainIncoming(incoming: IncomingMessage): void {
   incoming.resume();
 }
 
-async function serve(req: IncomingMessage, name: string, version: string | undefined, deps: HttpDeps): Promise<{ body: Uint8Array | string; headers: Record<string, string> }> {
+async function serve(req: IncomingMessage, res: ServerResponse, name: string, version: string | undefined, deps: HttpDeps): Promise<{ body: Uint8Array | string; headers: Record<string, string> }> {
   const { backplane, maxInputSize, maxJsonOutputSize, tracer } = deps;
   const t = tracer?.start(name);
   t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: traceNow() });
@@ -112,6 +112,11 @@ async function serve(req: IncomingMessage, name: string, version: string | undef
   const model = v === undefined ? { name } : { name, version: v };
   const h = incomingHeader(req, 'inference-header-content-length');
   const { request, encoding } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength), backplane);
+  // A client that goes away before its answer cancels the request: a queued one leaves the queue
+  // (it held its memory until it ran), a decoupled model can stop.
+  const cancel = new CancelToken();
+  request.signal = cancel;
+  res.once('close', () => { if (!res.writableFinished) cancel.cancel(); });
   if (!t) return inferResponseBody(await backplane.infer(request), encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'));
   t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
   request.trace = t.trace;
@@ -149,7 +154,7 @@ export function httpInferFastPath(deps: HttpDeps, options: HttpInferFastPathOpti
     if (host === undefined || !PLAIN_HOST.test(host)) return false;
     if (need && !headerIsOnce(req.rawHeaders, needKey!, need.value)) return false;
     lifecycle.begin();
-    serve(req, m[1]!, m[2], deps).then(
+    serve(req, res, m[1]!, m[2], deps).then(
       ({ body, headers }) => {
         lifecycle.end();
         send(res, 200, headers, body);

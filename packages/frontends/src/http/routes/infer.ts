@@ -18,6 +18,8 @@ export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer
       t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: traceNow() });
       const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
       if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
+      // A client that goes away before its answer cancels the request (as on the fast path).
+      request.signal = c.req.raw.signal;
       if (!t) return writeInferResponse(c, await backplane.infer(request), encoding, maxJsonOutputSize);
       t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
       request.trace = t.trace;
