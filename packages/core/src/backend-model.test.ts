@@ -266,6 +266,22 @@ describe('response cache', () => {
     expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 2 });
   });
 
+  it('a reload of the same version does not answer from the old load\'s entries', async () => {
+    const executions: number[][] = [];
+    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-reload-'));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1 << 20, modelControlMode: 'explicit', startupModels: ['m'] });
+    servers.push(s);
+    await s.infer(req(5));
+    await s.infer(req(5));
+    expect(executions.flat()).toEqual([5]);
+    // The reloaded model may compute something else (new weights, a new config): its own entries.
+    await s.loadModel('m', { config: { ...s.modelConfig('m'), parameters: { v: { string_value: '2' } } } as never });
+    await s.infer(req(5));
+    expect(executions.flat()).toEqual([5, 5]);
+  });
+
   it('attack: an invalid request is refused on a hit as on a miss (the hit skipped the checks)', async () => {
     const executions: number[][] = [];
     const repo = mkdtempSync(join(tmpdir(), 'triode-cache-check-'));

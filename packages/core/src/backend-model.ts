@@ -73,6 +73,9 @@ class ResponseOrder {
   }
 }
 
+/** Numbers each load of a model version (ModelVersion's load id). */
+let nextLoadId = 1;
+
 /** A model version that is loaded and can execute requests. */
 export class ModelVersion implements Model {
   readonly name: string;
@@ -100,6 +103,11 @@ export class ModelVersion implements Model {
   readonly #seats: { limiter: RateLimiter; instances: RateLimitedInstance[] } | undefined;
   /** The error requests get once the version is not ready (an instance was lost). */
   #notReady: TriodeError | undefined;
+  /**
+   * This load of the model (a reload of the same version is a new one): in its response cache
+   * keys, so a reload with other files or config never answers from the old one's entries.
+   */
+  readonly #loadId = `${process.pid}.${nextLoadId++}`;
   /** The lost instance's error: why the version is not ready. */
   #lost: TriodeError | undefined;
   /** See `onNotReady`. */
@@ -285,7 +293,9 @@ export class ModelVersion implements Model {
       this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - start);
       throw TriodeError.from(err);
     }
-    const key = ResponseCache.key(req, this.name, this.version);
+    // Not ready (its instance was lost): the error, as on a miss, not a cached answer.
+    if (this.#notReady) throw this.#notReady;
+    const key = ResponseCache.key(req, this.name, `${this.version}@${this.#loadId}`);
     const hit = cache.lookup(key);
     const lookupNs = this.#clock.nowNs() - start;
     if (hit) {

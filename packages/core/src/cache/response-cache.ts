@@ -59,8 +59,8 @@ export class ResponseCache {
     this.capacity = capacity;
   }
 
-  /** The key of a request to `model` version `version`. */
-  static key(req: InferenceRequest, model: string, version: number): string {
+  /** The key of a request to `model` version `version` (a number, or a string naming one load of it). */
+  static key(req: InferenceRequest, model: string, version: number | string): string {
     const h = createHash('sha256');
     h.update(`${model}\u0000${version}\u0000`);
     for (const t of [...req.inputs].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
