@@ -393,9 +393,9 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
     const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
     try {
       const stream = c.ModelStreamInfer();
-      for (let i = 0; i < 400; i++) stream.write({ model_name: 'm', id: String(i) });
+      for (let i = 0; i < MAX_STREAM_PENDING + 300; i++) stream.write({ model_name: 'm', id: String(i) });
       stream.end();
-      await new Promise((r) => setTimeout(r, 500));
+      await new Promise((r) => setTimeout(r, 1000));
       // Before the fix all 400 were read and started (each then held its response).
       expect(started).toBeLessThanOrEqual(MAX_STREAM_PENDING);
       expect(started).toBeGreaterThan(0);
@@ -403,7 +403,7 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
       const ids: string[] = [];
       stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
       await new Promise((r) => stream.on('end', r));
-      expect(ids).toEqual(Array.from({ length: 400 }, (_, i) => String(i)));
+      expect(ids).toEqual(Array.from({ length: MAX_STREAM_PENDING + 300 }, (_, i) => String(i)));
     } finally {
       c.close();
       await h.close(500);
@@ -577,6 +577,10 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
       [Buffer.concat([head, Buffer.from('2a00'.repeat(200_000), 'hex')]), 'the request has more inputs than the 1024 a request may have'],
       [encode({ model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: new Array(100_000).fill(0) }] }), 'the request has more dims in the shape of an input than the 64 a request may have'],
       [encode({ model_name: 'simple', parameters: Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`p${i}`, { bool_param: true }])) }), 'the request has more parameters than the 256 a request may have'],
+      // An empty group (field 15, wire types 3 and 4: protobufjs skips it) in front must not end the check.
+      [Buffer.concat([Buffer.from('7b7c', 'hex'), head, Buffer.from('3a00'.repeat(5000), 'hex')]), 'the request has more raw_input_contents than the 1024 a request may have'],
+      // 2M packed int64 zeros: a Long each when decoded.
+      [encode({ model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: 'INT64', shape: [2_000_000], contents: { int64_contents: new Array(2_000_000).fill(0) } }] }), 'the request has more bytes_contents, int64_contents and uint64_contents elements than the 1048576 a request may have'],
     ];
     const s = await openSession(grpc.port);
     try {

@@ -277,9 +277,11 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
 /**
  * Requests of one stream running or waiting to be written, past which the stream is not read
  * until some are answered: a client that sends without reading holds at most this many (plus
- * what HTTP/2 flow control lets it have in flight), not every request it sends.
+ * what HTTP/2 flow control lets it have in flight), not every request it sends. As many as the
+ * streams one connection may hold (DEFAULT_MAX_CONCURRENT_STREAMS): a stream that multiplexes
+ * sequences must not stop being read while some wait in the sequence backlog behind others.
  */
-export const MAX_STREAM_PENDING = 64;
+export const MAX_STREAM_PENDING = 1024;
 
 /** One request of a stream: where its responses wait their turn (regular models answer in order). */
 interface StreamSlot {

@@ -156,8 +156,8 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       const accepts = String(headers['grpc-accept-encoding'] ?? '').split(',').map((x) => x.trim());
       const gzip = opts.compressionLevel !== undefined && accepts.includes('gzip');
       const payload = gzip ? gzipSync(encoded, { level: opts.compressionLevel }) : encoded;
-      // As grpc-js refuses to send it (its words; the length with the prefix).
-      if (PREFIX_BYTES + payload.byteLength > opts.maxMessageBytes) {
+      // As grpc-js refuses to send it: the message over the limit (its words give the length with the prefix).
+      if (payload.byteLength > opts.maxMessageBytes) {
         refuse(stream, RESOURCE_EXHAUSTED, `Sent message larger than max (${PREFIX_BYTES + payload.byteLength} vs. ${opts.maxMessageBytes})`);
         return;
       }

@@ -7,7 +7,7 @@
  * anything and refuses counts no model has, with a clear INVALID_ARG.
  * Message layout: triton-reference.md, "InferInputTensor" (server: grpc_service.proto).
  */
-import { Errors, type TriodeError } from '@triode/core';
+import { Errors, TriodeError } from '@triode/core';
 
 /** Most inputs, requested outputs or raw_input_contents entries of one request. */
 export const MAX_REQUEST_TENSORS = 1024;
@@ -15,7 +15,10 @@ export const MAX_REQUEST_TENSORS = 1024;
 export const MAX_SHAPE_DIMS = 64;
 /** Most entries of one parameters map. */
 export const MAX_PARAMETERS = 256;
-/** Most `bytes_contents` elements of one request (each becomes a Buffer): use raw_input_contents for more. */
+/**
+ * Most `bytes_contents`, `int64_contents` and `uint64_contents` elements of one request, together
+ * (each becomes an object: a Buffer, a Long): use raw_input_contents for more.
+ */
 export const MAX_BYTES_CONTENTS = 1 << 20;
 
 /** A protobuf reader over the bytes, counting without decoding. */
@@ -35,8 +38,12 @@ class Wire {
     throw malformed();
   }
 
-  /** Skips a field of `type`; returns the [start, end) of a length-delimited one. */
-  skip(type: number): [number, number] | undefined {
+  /**
+   * Skips a field of `type`; returns the [start, end) of a length-delimited one. A group (wire
+   * type 3, deprecated) is skipped to its end as protobufjs skips it: refusing it as malformed
+   * here would let anything after it through unchecked, since the decoder takes it.
+   */
+  skip(type: number, no = 0, depth = 0): [number, number] | undefined {
     if (type === 0) this.varint();
     else if (type === 1) this.advance(8);
     else if (type === 5) this.advance(4);
@@ -45,6 +52,17 @@ class Wire {
       const start = this.i;
       this.advance(n);
       return [start, this.i];
+    } else if (type === 3) {
+      if (depth > 64) throw malformed();
+      for (;;) {
+        const tag = this.varint();
+        const t = tag & 7;
+        if (t === 4) {
+          if (Math.floor(tag / 8) !== no) throw malformed();
+          break;
+        }
+        this.skip(t, Math.floor(tag / 8), depth + 1);
+      }
     } else throw malformed();
     return undefined;
   }
@@ -59,14 +77,14 @@ class Wire {
     while (this.i < this.end) {
       const tag = this.varint();
       const type = tag & 7;
-      field(Math.floor(tag / 8), type, this.skip(type));
+      const no = Math.floor(tag / 8);
+      field(no, type, this.skip(type, no));
     }
   }
 }
 
-/** Bytes that do not parse: left to the decoder, which says so in its own words. */
-class Malformed extends Error {}
-const malformed = (): Malformed => new Malformed();
+/** Bytes that do not parse as protobuf: refused (INTERNAL, as the decoder's own refusal is answered). */
+const malformed = (): TriodeError => new TriodeError('INTERNAL', 'malformed ModelInferRequest (the message does not decode)');
 
 /** Varints in [start, end): one per byte below 0x80. */
 function countVarints(b: Uint8Array, start: number, end: number): number {
@@ -79,7 +97,8 @@ function countVarints(b: Uint8Array, start: number, end: number): number {
  * Refuses (INVALID_ARG) a ModelInferRequest whose decoding would make more objects than a real
  * request has: more than MAX_REQUEST_TENSORS inputs, outputs or raw contents, a shape of more
  * than MAX_SHAPE_DIMS dims, a parameters map of more than MAX_PARAMETERS entries, or more than
- * MAX_BYTES_CONTENTS `bytes_contents` elements. Malformed bytes are left to the decoder's own error.
+ * MAX_BYTES_CONTENTS object elements (`bytes_contents`, `int64_contents`, `uint64_contents`).
+ * Bytes that do not parse are refused INTERNAL, as the decoder's refusal is.
  */
 export function checkInferRequestWire(bytes: Uint8Array): void {
   let inputs = 0;
@@ -88,36 +107,33 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
   let params = 0;
   let strings = 0;
   const tooMany = (what: string, limit: number) => Errors.invalidArg(`the request has more ${what} than the ${limit} a request may have`);
-  try {
-    new Wire(bytes, 0, bytes.byteLength).fields((no, type, span) => {
-      if (no === 4 && type === 2 && ++params > MAX_PARAMETERS) throw tooMany('parameters', MAX_PARAMETERS);
-      if (no === 7 && type === 2 && ++raw > MAX_REQUEST_TENSORS) throw tooMany('raw_input_contents', MAX_REQUEST_TENSORS);
-      if (no === 6 && type === 2) {
-        if (++outputs > MAX_REQUEST_TENSORS) throw tooMany('outputs', MAX_REQUEST_TENSORS);
-        let outParams = 0;
-        new Wire(bytes, span![0], span![1]).fields((f, t) => {
-          if (f === 2 && t === 2 && ++outParams > MAX_PARAMETERS) throw tooMany('parameters on an output', MAX_PARAMETERS);
-        });
-      }
-      if (no === 5 && type === 2) {
-        if (++inputs > MAX_REQUEST_TENSORS) throw tooMany('inputs', MAX_REQUEST_TENSORS);
-        let dims = 0;
-        let inParams = 0;
-        new Wire(bytes, span![0], span![1]).fields((f, t, s) => {
-          if (f === 3 && (dims += t === 2 ? countVarints(bytes, s![0], s![1]) : 1) > MAX_SHAPE_DIMS) throw tooMany('dims in the shape of an input', MAX_SHAPE_DIMS);
-          if (f === 4 && t === 2 && ++inParams > MAX_PARAMETERS) throw tooMany('parameters on an input', MAX_PARAMETERS);
-          if (f === 5 && t === 2) {
-            new Wire(bytes, s![0], s![1]).fields((c, ct) => {
-              if (c === 8 && ct === 2 && ++strings > MAX_BYTES_CONTENTS) throw tooMany('bytes_contents elements', MAX_BYTES_CONTENTS);
-            });
-          }
-        });
-      }
-    });
-  } catch (err) {
-    if (err instanceof Malformed) return;
-    throw err;
-  }
+  new Wire(bytes, 0, bytes.byteLength).fields((no, type, span) => {
+    if (no === 4 && type === 2 && ++params > MAX_PARAMETERS) throw tooMany('parameters', MAX_PARAMETERS);
+    if (no === 7 && type === 2 && ++raw > MAX_REQUEST_TENSORS) throw tooMany('raw_input_contents', MAX_REQUEST_TENSORS);
+    if (no === 6 && type === 2) {
+      if (++outputs > MAX_REQUEST_TENSORS) throw tooMany('outputs', MAX_REQUEST_TENSORS);
+      let outParams = 0;
+      new Wire(bytes, span![0], span![1]).fields((f, t) => {
+        if (f === 2 && t === 2 && ++outParams > MAX_PARAMETERS) throw tooMany('parameters on an output', MAX_PARAMETERS);
+      });
+    }
+    if (no === 5 && type === 2) {
+      if (++inputs > MAX_REQUEST_TENSORS) throw tooMany('inputs', MAX_REQUEST_TENSORS);
+      let dims = 0;
+      let inParams = 0;
+      new Wire(bytes, span![0], span![1]).fields((f, t, s) => {
+        if (f === 3 && (dims += t === 2 ? countVarints(bytes, s![0], s![1]) : 1) > MAX_SHAPE_DIMS) throw tooMany('dims in the shape of an input', MAX_SHAPE_DIMS);
+        if (f === 4 && t === 2 && ++inParams > MAX_PARAMETERS) throw tooMany('parameters on an input', MAX_PARAMETERS);
+        if (f === 5 && t === 2) {
+          new Wire(bytes, s![0], s![1]).fields((c, ct, cs) => {
+            // bytes_contents (8): one Buffer each; int64/uint64_contents (3, 5): one Long each, packed or not.
+            const objects = c === 8 && ct === 2 ? 1 : (c === 3 || c === 5) ? (ct === 2 ? countVarints(bytes, cs![0], cs![1]) : 1) : 0;
+            if ((strings += objects) > MAX_BYTES_CONTENTS) throw tooMany('bytes_contents, int64_contents and uint64_contents elements', MAX_BYTES_CONTENTS);
+          });
+        }
+      });
+    }
+  });
 }
 
 /** Where a refused message's error is kept, in place of the decoded message (see `decodeInferRequest`). */
