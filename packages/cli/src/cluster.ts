@@ -114,7 +114,7 @@ export function addClusterCommands(program: Command): void {
     .option('--id <name>', 'server name in the server metadata', 'triton')
     .option('--strict-readiness <bool>', 'ready only when every model is ready on some worker', parseBool, true)
     .option('--request-timeout-secs <n>', 'how long a request waits for a worker', parseDuration(1, 's'), 30)
-    .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseDuration(1, 's'), 3600)
+    .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
     .option('--direct-replies <bool>', 'workers send replies straight to this gateway over TCP (Redis is the fallback)', parseBool, true)
     .option('--reply-address <addr>', 'address the direct reply channel listens on (default: the advertise address)')
     .option('--reply-port <port>', 'port of the direct reply channel (0: any free one)', parseInteger(0), 0)

@@ -160,6 +160,41 @@ describe('javascript backend', () => {
     }
   });
 
+  it('a decoupled model whose senders go on after execute returns still sees the cancellation', async () => {
+    const root = makeRepository([], {
+      'late/config.pbtxt': `backend: "javascript"\nmodel_transaction_policy { decoupled: true }\n${io()}`,
+      'late/1/model.mjs': `
+        import { tensor, TritonModelError } from 'triode';
+        export default class {
+          execute(requests) {
+            for (const r of requests) {
+              let n = 0;
+              const t = setInterval(() => {
+                if (r.isCancelled()) { clearInterval(t); r.sender.send(new TritonModelError('cancelled', 'CANCELLED')); return; }
+                r.sender.send({ outputs: [tensor('OUT', 'INT32', [1], [n++])] });
+                if (n === 500) { clearInterval(t); r.sender.close(); }
+              }, 10);
+            }
+          }
+        }`,
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()] });
+    try {
+      const abort = new AbortController();
+      let got = 0;
+      const t0 = performance.now();
+      const done = s.inferStream({ modelName: 'late', signal: abort.signal, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }, () => {
+        if (++got === 3) abort.abort();
+      }).then(() => 'ended', (e: Error) => e.message);
+      expect(await done).toMatch(/cancelled/);
+      // 500 responses take 5 s; cancelled after 3, it ends at once.
+      expect(performance.now() - t0).toBeLessThan(2000);
+      expect(got).toBeLessThan(20);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('keeps BYTES byte for byte (simple_identity)', async () => {
     const s = await server;
     const data = serializeBytesTensor(['he\0llo', new Uint8Array([0, 1, 2, 3])]);

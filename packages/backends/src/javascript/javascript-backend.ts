@@ -37,7 +37,12 @@ function modelFile(versionPath: string, config: ModelConfig): string {
 }
 
 /** Where a decoupled model's streamed responses go: per execute call, per request. */
-type Responders = Map<number, { respond: ((r: ExecuteResponse | undefined, final: boolean) => void)[]; open: Set<number> }>;
+type Responders = Map<number, {
+  respond: ((r: ExecuteResponse | undefined, final: boolean) => void)[];
+  open: Set<number>;
+  /** Per request: stops telling the thread of its cancellation (once it has ended). */
+  unwatch: ((() => void) | undefined)[];
+}>;
 
 /** Answers the thread's BLS calls, log lines and decoupled responses on the main thread. */
 function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, responders: Responders): void {
@@ -53,6 +58,7 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
       respond(r, final);
       if (final) {
         call.open.delete(index);
+        call.unwatch[index]?.();
         if (call.open.size === 0) responders.delete(m.token!);
       }
       return;
@@ -115,9 +121,28 @@ class JsInstance implements BackendModelInstance {
   async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
     const decoupled = requests.some((r) => r.respond);
     const token = decoupled ? nextToken++ : undefined;
+    // A decoupled request the client cancels is told so on the thread (Request.isCancelled()),
+    // until it ends (its senders may go on after execute returns), so a model streaming
+    // responses can stop instead of running to its end.
+    const unwatch: ((() => void) | undefined)[] = [];
     if (token !== undefined) {
-      this.#responders.set(token, { respond: requests.map((r) => r.respond ?? (() => undefined)), open: new Set(requests.map((_r, i) => i)) });
+      requests.forEach((r, index) => {
+        const signal = r.signal;
+        if (!signal) return;
+        const onAbort = (): void => this.#port.postMessage({ type: 'cancel', token, index });
+        if (signal.aborted) onAbort();
+        else {
+          signal.addEventListener('abort', onAbort, { once: true });
+          unwatch[index] = () => signal.removeEventListener('abort', onAbort);
+        }
+      });
+      this.#responders.set(token, { respond: requests.map((r) => r.respond ?? (() => undefined)), open: new Set(requests.map((_r, i) => i)), unwatch });
     }
+    const forget = (): void => {
+      if (token === undefined) return;
+      this.#responders.delete(token);
+      for (const f of unwatch) f?.();
+    };
     const task: JsExecuteTask = {
       op: 'execute',
       ...(token !== undefined ? { token } : {}),
@@ -130,33 +155,16 @@ class JsInstance implements BackendModelInstance {
         batchSize: r.batchSize,
       })),
     };
-    // A decoupled request the client cancels is told so on the thread (Request.isCancelled()),
-    // so a model streaming responses can stop instead of running to its end.
-    const unwatch: (() => void)[] = [];
-    if (token !== undefined) {
-      requests.forEach((r, index) => {
-        const signal = r.signal;
-        if (!signal) return;
-        const onAbort = (): void => this.#port.postMessage({ type: 'cancel', token, index });
-        if (signal.aborted) onAbort();
-        else {
-          signal.addEventListener('abort', onAbort, { once: true });
-          unwatch.push(() => signal.removeEventListener('abort', onAbort));
-        }
-      });
-    }
     let reply: JsExecuteReply;
     try {
       // Owned inputs move to the thread; lent ones are copied there.
       reply = (await this.#pool.run(task, { transferList: transferList(requests.flatMap((r) => r.inputs)) })) as JsExecuteReply;
     } catch (err) {
-      if (token !== undefined) this.#responders.delete(token);
+      forget();
       throw new TriodeError('INTERNAL', (err as Error).message, { cause: err });
-    } finally {
-      for (const f of unwatch) f();
     }
     if ('error' in reply) {
-      if (token !== undefined) this.#responders.delete(token);
+      forget();
       throw fromWireError(reply.error);
     }
     // The outputs came in this reply; a buffer that several responses view is lent to each.

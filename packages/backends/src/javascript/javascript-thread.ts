@@ -126,6 +126,7 @@ export default async function handle(task: JsTask): Promise<unknown> {
       if (!model) throw new Error('the model is not loaded');
       const t0 = performance.now();
       const token = task.token;
+      if (token !== undefined) api.__begin(token);
       const requests: api.Request[] = task.requests.map((r, i) => {
         const inputs = r.inputs.map(api.__received);
         return {
@@ -145,6 +146,7 @@ export default async function handle(task: JsTask): Promise<unknown> {
         raw = await model.execute!(requests);
       } catch (err) {
         // A throw fails every request of the batch with its error (the core answers them).
+        if (token !== undefined) api.__abandon(token, requests.length);
         return { error: toWireError(err) } satisfies JsExecuteReply;
       }
       if (token !== undefined) {

@@ -230,6 +230,20 @@ function send(msg: Record<string, unknown>, transfer: ArrayBuffer[] = []): void 
  * cancelled each. An entry goes when its final response is sent.
  */
 const openRequests = new Map<string, boolean>();
+/** The latest execute call this thread started: a cancel for a later one came before its task. */
+let lastToken = 0;
+/** Cancels that came before their execute call's task (told on another port): taken when it starts. */
+const earlyCancels = new Set<string>();
+
+/** @internal Execute call `token` starts on this thread (before its senders are made). */
+export function __begin(token: number): void {
+  lastToken = token;
+}
+
+/** @internal Execute call `token` failed as a whole: its requests are over (nothing will end them). */
+export function __abandon(token: number, count: number): void {
+  for (let i = 0; i < count; i++) openRequests.delete(`${token}:${i}`);
+}
 
 /** @internal Whether request `index` of execute call `token` was cancelled (Request.isCancelled). */
 export function __isCancelled(token: number | undefined, index: number): boolean {
@@ -240,7 +254,7 @@ export function __isCancelled(token: number | undefined, index: number): boolean
 export function __sender(token: number, index: number, check: (r: unknown) => { outputs: Tensor[] } | { error: WireError }): ResponseSender {
   let ended = false;
   const key = `${token}:${index}`;
-  openRequests.set(key, false);
+  openRequests.set(key, earlyCancels.delete(key));
   const post = (payload: Record<string, unknown>, final: boolean) => {
     if (ended) throw new Error('this request has already ended (its final response was sent)');
     if (final) {
@@ -271,6 +285,7 @@ export function __connect(p: MessagePort, modelName: string): void {
       // Only a request still open: one that already ended has nothing left to stop.
       const key = `${m.token}:${m.index}`;
       if (openRequests.has(key)) openRequests.set(key, true);
+      else if ((m.token ?? 0) > lastToken) earlyCancels.add(key);
       return;
     }
     if (m.type !== 'infer-result') return;

@@ -111,6 +111,17 @@ describe('SequenceBatchScheduler', () => {
     expect(s.activeSequenceCount()).toBe(40_000);
   });
 
+  it('a backlog sequence whose only request is cancelled leaves at once (it took a slot later, to idle in it)', async () => {
+    const { s, ended } = harness(1, {}, 1);
+    s.enqueue(r(1, 0, { start: true }));
+    const waiting = r(2, 0, { start: true });
+    s.enqueue(waiting);
+    expect(s.activeSequenceCount()).toBe(2);
+    expect(s.cancel(waiting)).toBe(true);
+    expect(s.activeSequenceCount()).toBe(1);
+    expect(ended).toContain('n:2');
+  });
+
   it('puts a sequence that finds no free slot in the backlog until one ends', async () => {
     const { s, batches, release, ended } = harness(1, {}, 1);
     s.enqueue(r(1, 0, { start: true }));

@@ -160,7 +160,12 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     if (!seq || i < 0) return false;
     seq.queue.splice(i, 1);
     this.#queued--;
+    // A sequence in the backlog with nothing left (its START was cancelled: a client that went
+    // away) has nothing to wait for: it goes, instead of taking a slot later only to idle in it.
+    if (seq.instance < 0 && seq.queue.length === 0 && !seq.running) this.#release(seq);
     this.#notifyIdle();
+    // A slot holder left with nothing queued now idles: the wake timer must count its idle time.
+    this.#schedule();
     return true;
   }
 
