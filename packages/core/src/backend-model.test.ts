@@ -220,6 +220,14 @@ describe('ModelVersion', () => {
 });
 
 describe('response cache', () => {
+  /** A repository with model "m" (testing backend) that enables the response cache. */
+  const cachedModelRepo = (prefix: string): string => {
+    const repo = mkdtempSync(join(tmpdir(), prefix));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    return repo;
+  };
+
   it('answers a repeated request from the cache (no execution), counts hits and misses, evicts by size', async () => {
     const executions: number[][] = [];
     const repo = mkdtempSync(join(tmpdir(), 'triode-cache-'));
@@ -254,9 +262,7 @@ describe('response cache', () => {
 
   it('attack: requests that differ only in custom parameters do not share an answer; scheduling parameters do not split the cache', async () => {
     const executions: number[][] = [];
-    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-params-'));
-    mkdirSync(join(repo, 'm', '1'), { recursive: true });
-    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    const repo = cachedModelRepo('triode-cache-params-');
     const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1 << 20 });
     servers.push(s);
     await s.infer({ ...req(5), parameters: { tenant: 'alice' } });
@@ -268,9 +274,7 @@ describe('response cache', () => {
 
   it('a reload of the same version does not answer from the old load\'s entries', async () => {
     const executions: number[][] = [];
-    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-reload-'));
-    mkdirSync(join(repo, 'm', '1'), { recursive: true });
-    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    const repo = cachedModelRepo('triode-cache-reload-');
     const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1 << 20, modelControlMode: 'explicit', startupModels: ['m'] });
     servers.push(s);
     await s.infer(req(5));
@@ -284,9 +288,7 @@ describe('response cache', () => {
 
   it('attack: an invalid request is refused on a hit as on a miss (the hit skipped the checks)', async () => {
     const executions: number[][] = [];
-    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-check-'));
-    mkdirSync(join(repo, 'm', '1'), { recursive: true });
-    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    const repo = cachedModelRepo('triode-cache-check-');
     const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1 << 20 });
     servers.push(s);
     await s.infer(req(3));
