@@ -13,6 +13,7 @@ import { InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType,
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { MODEL_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
+import { UNEXPECTED_ERROR_MESSAGE } from '../error-mapping.js';
 import { parseRestrictions } from '../control/restricted.js';
 import { MAX_STREAM_PENDING, startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
 
@@ -636,6 +637,11 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     expect(e).toMatchObject({ code: status.INTERNAL, details: "failed to read '.../model.onnx': broken" });
     expect(logged.join('\n')).toContain('/srv/secret/repo/m/1/model.onnx');
     expect(clientMessage(new TriodeError('INVALID_ARG', 'y'.repeat(5000)))).toHaveLength(MAX_CLIENT_MESSAGE_CHARS + 3);
+    // Not a TriodeError (a bug, a library's exception): a fixed message, as over HTTP; the detail is logged.
+    const errors: string[] = [];
+    const plainThrow = grpcError(new Error("ENOENT: no such file or directory, open '/srv/secret/x.onnx'"), { ...logger, error: (m: string) => errors.push(m) });
+    expect(plainThrow).toMatchObject({ code: status.INTERNAL, details: UNEXPECTED_ERROR_MESSAGE });
+    expect(errors.join('\n')).toContain('/srv/secret/x.onnx');
     // A 100 KB model name never becomes a 100 KB grpc-message trailer.
     const huge = await call('ModelInfer', simpleRequest({ model_name: 'm'.repeat(100_000) }), new Metadata(), plainClient).catch((x: ServiceError) => x);
     expect(huge).toMatchObject({ code: status.NOT_FOUND });

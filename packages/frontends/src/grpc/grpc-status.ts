@@ -3,7 +3,7 @@
  */
 import { status, type ServiceError } from '@grpc/grpc-js';
 import { TriodeError, type ErrorCode, type Logger } from '@triode/core';
-import { clientMessage } from '../error-mapping.js';
+import { UNEXPECTED_ERROR_MESSAGE, clientMessage } from '../error-mapping.js';
 
 export { MAX_CLIENT_MESSAGE_CHARS, clientMessage } from '../error-mapping.js';
 
@@ -33,10 +33,14 @@ export function encodeGrpcMessage(message: string): string {
  * path, an error that is not a TriodeError) goes to `logger`.
  */
 export function grpcError(err: unknown, logger?: Logger): Partial<ServiceError> & { code: status; details: string } {
-  const e = TriodeError.from(err);
-  const details = clientMessage(e);
-  if (logger && (!(err instanceof TriodeError) || details !== e.message)) {
-    logger.verbose(1, `gRPC call failed (${e.code}): ${err instanceof Error && err.stack ? err.stack : e.message}`);
+  // As over HTTP: only a TriodeError's message reaches the client; anything else (a bug, a
+  // library's exception: its text may hold internals or paths) is INTERNAL with a fixed message.
+  if (!(err instanceof TriodeError)) {
+    logger?.error(`unexpected error in the gRPC frontend: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    return { code: GRPC_STATUS.INTERNAL, details: UNEXPECTED_ERROR_MESSAGE, message: UNEXPECTED_ERROR_MESSAGE };
   }
+  const e = err;
+  const details = clientMessage(e);
+  if (logger && details !== e.message) logger.verbose(1, `gRPC call failed (${e.code}): ${e.message}`);
   return { code: GRPC_STATUS[e.code], details, message: details };
 }
