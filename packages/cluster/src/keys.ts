@@ -46,6 +46,11 @@ export class ClusterKeys {
     return `${this.prefix}:control`;
   }
 
+  /** Pub/sub channel of cancellations: a gateway whose client went away tells the workers. */
+  get cancel(): string {
+    return `${this.prefix}:cancel`;
+  }
+
   /** Where the workers answer control command `id`. */
   controlReplies(id: string): string {
     return `${this.prefix}:control:reply:${id}`;

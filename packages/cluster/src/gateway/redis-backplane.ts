@@ -590,6 +590,9 @@ export class RedisBackplane implements Backplane {
         if (!this.#waiting.delete(requestKey)) return;
         clearTimeout(timer);
         reject(Errors.cancelled());
+        // The worker that holds it drops it from its queue, or tells a decoupled model (isCancelled).
+        const cancel = this.auth.signText('cancel', JSON.stringify({ replyTo: this.#replyKey, requestKey }));
+        (this.#cmd.publish(this.#keys.cancel, cancel) as Promise<unknown>).catch(() => undefined);
       };
       const resolve = (r: InferenceResponse): void => { signal?.removeEventListener('abort', onAbort); settle(r); };
       const reject = (e: TriodeError): void => { signal?.removeEventListener('abort', onAbort); fail(e); };

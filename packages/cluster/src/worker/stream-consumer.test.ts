@@ -106,6 +106,33 @@ describe('StreamConsumer', () => {
     }
   });
 
+  it('a request the gateway\'s client cancels leaves the worker\'s queue too (it ran for nobody)', async () => {
+    const stats = () => server.modelStatistics('c')[0]!.inference_stats;
+    const before = { success: stats().success.count, fail: stats().fail.count };
+    const abort = new AbortController();
+    // Model c waits 600 ms for a fuller batch: the request is still queued on the worker when cancelled.
+    const running = gateway.infer({ modelName: 'c', signal: abort.signal, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] });
+    const deadline = Date.now() + 3000;
+    await new Promise((r) => setTimeout(r, 150));
+    abort.abort();
+    await expect(running).rejects.toThrow(/cancelled/);
+    while (stats().fail.count === before.fail && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 700)); // past the batch delay: it would have run by now
+    expect(stats().fail.count).toBe(before.fail + 1);
+    expect(stats().success.count).toBe(before.success);
+  });
+
+  it('junk on the cancel channel is ignored', async () => {
+    const redisClient = new Redis(redis.url);
+    try {
+      for (const junk of ['{', '[]', 'null', JSON.stringify({ replyTo: 5, requestKey: {} }), 'x'.repeat(100_000)]) await redisClient.publish(new ClusterKeys('t1').cancel, junk);
+      const r = await gateway.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(4) }] });
+      expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([4]);
+    } finally {
+      redisClient.disconnect();
+    }
+  });
+
   it('attack: malformed request entries are dropped and acknowledged; the worker keeps serving', async () => {
     const redisClient = new Redis(redis.url);
     const keys = new ClusterKeys('t1');

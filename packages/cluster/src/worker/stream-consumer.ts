@@ -7,7 +7,7 @@
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import {
-  TriodeError, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
+  CancelToken, TriodeError, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -122,6 +122,8 @@ export class StreamConsumer {
   /** Per stream: how many requests the model's instances can hold, and how many it holds now. */
   #slots = new Map<string, number>();
   #held = new Map<string, number>();
+  /** Requests this worker runs, by `<reply stream>\0<request key>`: what a gateway's cancel reaches. */
+  readonly #cancels = new Map<string, CancelToken>();
   /** The streams the current blocking read waits on. */
   #reading = new Set<string>();
   #unblocking = false;
@@ -146,8 +148,11 @@ export class StreamConsumer {
   async start(): Promise<void> {
     await Promise.all([this.#cmd.connect(), this.#block.connect(), this.#sub.connect()]);
     // Load/unload commands sent to any gateway reach every worker.
-    await this.#sub.subscribe(this.#keys.control);
-    this.#sub.on('message', (_channel: string, message: string) => { void this.#control(message); });
+    await this.#sub.subscribe(this.#keys.control, this.#keys.cancel);
+    this.#sub.on('message', (channel: string, message: string) => {
+      if (channel === this.#keys.cancel) this.#cancel(message);
+      else void this.#control(message);
+    });
     await this.#joinCluster();
     await this.#refreshStreams();
     await this.#beat();
@@ -181,6 +186,19 @@ export class StreamConsumer {
       } catch (err) {
         this.#logger?.warning(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
       }
+    }
+  }
+
+  /** A gateway's client went away: its request, if this worker holds it, is cancelled. */
+  #cancel(message: string): void {
+    if (this.#cancels.size === 0) return;
+    const text = this.auth.openText('cancel', message, 'cancellation');
+    if (text === undefined) return;
+    try {
+      const m = JSON.parse(text) as { replyTo?: unknown; requestKey?: unknown };
+      if (typeof m.replyTo === 'string' && typeof m.requestKey === 'string') this.#cancels.get(`${m.replyTo}\u0000${m.requestKey}`)?.cancel();
+    } catch {
+      // junk on the channel: nothing to cancel
     }
   }
 
@@ -474,6 +492,11 @@ export class StreamConsumer {
     }
     this.#inflight++;
     this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
+    // The gateway may cancel it (its client went away): a queued request leaves its queue.
+    const cancelKey = `${env.replyTo}\u0000${env.requestKey}`;
+    const cancel = new CancelToken();
+    request.signal = cancel;
+    this.#cancels.set(cancelKey, cancel);
     const decoupled = this.#decoupled(request.modelName);
     const send = (r: WireReply) => {
       const body = encodeReply(r);
@@ -505,6 +528,7 @@ export class StreamConsumer {
       this.#logger?.warning(`could not reply to a request from ${stream}: ${(err as Error).message}`);
       ack();
     }).finally(() => {
+      if (this.#cancels.get(cancelKey) === cancel) this.#cancels.delete(cancelKey);
       this.#inflight--;
       this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
       this.#wake?.();
