@@ -176,6 +176,23 @@ describe('instance-count-only changes', () => {
 
 describe('model names and file overrides (issue #14)', () => {
   /** A sandbox temp directory holding canary files, with TMPDIR pointed at it for the test. */
+  /**
+   * Runs `f` with an explicit-mode server over a new repository (`setup` adds its models first) and
+   * a sandboxed temp directory; the server is stopped and the temp directory restored afterwards.
+   */
+  async function withControlledServer(prefix: string, f: (s: InferenceServer, box: ReturnType<typeof sandbox>) => Promise<void>, setup?: (root: string) => void): Promise<void> {
+    const root = mkdtempSync(join(tmpdir(), prefix));
+    setup?.(root);
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    const box = sandbox();
+    try {
+      await f(s, box);
+    } finally {
+      box.restore();
+      await s.stop(1000);
+    }
+  }
+
   function sandbox(): { dir: string; listing: () => string[]; restore: () => void } {
     const outer = mkdtempSync(join(tmpdir(), 'triode-sandbox-'));
     const dir = join(outer, 'tmp');
@@ -201,11 +218,7 @@ describe('model names and file overrides (issue #14)', () => {
   const HOSTILE = ['..', '.', '', '../escaped', '..%2Fescaped'.replace('%2F', '/'), 'a/b', 'a\\b', 'x\u0000y', 'new\nline', 'a'.repeat(256), 'é'.repeat(128)];
 
   it('refuses hostile model names for load and unload with INVALID_ARG, and creates or removes nothing', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'triode-names-'));
-    addModel(root, 'a', config(1));
-    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
-    const box = sandbox();
-    try {
+    await withControlledServer('triode-names-', async (s, box) => {
       const before = box.listing();
       for (const name of HOSTILE) {
         await expect(s.loadModel(name), JSON.stringify(name)).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/^invalid model name '/) });
@@ -216,17 +229,11 @@ describe('model names and file overrides (issue #14)', () => {
       // A name of exactly 255 bytes is a name.
       await s.loadModel('b'.repeat(255), { config: overrideConfig, files: { '1/x': new Uint8Array(1) } });
       expect(s.modelReady('b'.repeat(255))).toBe(true);
-    } finally {
-      box.restore();
-      await s.stop(1000);
-    }
+    }, (root) => addModel(root, 'a', config(1)));
   });
 
   it('refuses override paths that leave the model directory; a component over 255 bytes gets Triton\'s INTERNAL answer', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'triode-overrides-'));
-    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
-    const box = sandbox();
-    try {
+    await withControlledServer('triode-overrides-', async (s, box) => {
       const before = box.listing();
       for (const rel of ['../x', '/abs', '1/../../x', '1/../x', '1//x', './1/x', '1/./x', '1\\x', '', '1/x/', 'a\u0000b']) {
         await expect(s.loadModel('m', { config: overrideConfig, files: { [rel]: new Uint8Array(1) } }), JSON.stringify(rel))
@@ -237,17 +244,11 @@ describe('model names and file overrides (issue #14)', () => {
       await expect(long).rejects.toMatchObject({ code: 'INTERNAL', message: "failed to load 'm', failed to poll from model repository" });
       expect(box.listing()).toEqual(before);
       expect(s.isLive()).toBe(true);
-    } finally {
-      box.restore();
-      await s.stop(1000);
-    }
+    });
   });
 
   it('writes overrides into one mkdtemp directory and removes exactly that one, on unload and on a failed load', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'triode-overrides-'));
-    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
-    const box = sandbox();
-    try {
+    await withControlledServer('triode-overrides-', async (s, box) => {
       const before = box.listing();
       await s.loadModel('m', { config: overrideConfig, files: { '1/weights.bin': new Uint8Array(4), '1/sub/dir/file': new Uint8Array(1) } });
       const made = box.listing().filter((p) => !before.includes(p));
@@ -259,27 +260,18 @@ describe('model names and file overrides (issue #14)', () => {
       // A load that fails removes its override directory, and nothing else.
       await expect(s.loadModel('m', { config: { ...overrideConfig, backend: 'nope' }, files: { '1/x': new Uint8Array(1) } })).rejects.toMatchObject({ code: 'INVALID_ARG' });
       expect(box.listing()).toEqual(before);
-    } finally {
-      box.restore();
-      await s.stop(1000);
-    }
+    });
   });
 
   it('attack: too many override files, or paths too deep, are refused before anything is written', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'triode-overrides-many-'));
-    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
-    const box = sandbox();
-    try {
+    await withControlledServer('triode-overrides-many-', async (s, box) => {
       const before = box.listing();
       const many = Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`1/f${i}`, new Uint8Array(0)]));
       await expect(s.loadModel('m', { config: overrideConfig, files: many })).rejects.toMatchObject({ code: 'INVALID_ARG', message: "failed to load 'm': 10001 file overrides, more than the 10000 a load may carry" });
       const deep = { [`1/${'d/'.repeat(20)}f`]: new Uint8Array(1) };
       await expect(s.loadModel('m', { config: overrideConfig, files: deep })).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/is deeper than 16 components$/) });
       expect(box.listing()).toEqual(before);
-    } finally {
-      box.restore();
-      await s.stop(1000);
-    }
+    });
   });
 
   it('answers a model that is not in the repository as Triton does: INTERNAL "failed to poll from model repository"', async () => {
