@@ -256,7 +256,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
 
   /** The sequences whose next requests form instance `inst`'s batch now, or undefined to wait. */
   #batchFor(inst: number, now: number, later: (t: number) => void): Sequence<T>[] | undefined {
-    const ready: Sequence<T>[] = [];
+    let ready: Sequence<T>[] = [];
     for (const seq of this.#held[inst]!) {
       if (!seq.running && seq.queue.length > 0) ready.push(seq);
     }
@@ -267,7 +267,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     // oldest decides, the others wait for a later batch. Mixed, the batch was joined wrongly and
     // one client's shape failed every sequence in it.
     const key = ready[0]!.queue[0]!.shapeKey;
-    if (ready.some((s) => s.queue[0]!.shapeKey !== key)) ready.splice(0, ready.length, ...ready.filter((s) => s.queue[0]!.shapeKey === key));
+    ready = ready.filter((s) => s.queue[0]!.shapeKey === key);
     let n = Math.min(ready.length, this.#maxBatch);
     const oldestNs = ready[0]!.queue[0]!.delayFromNs ?? ready[0]!.queue[0]!.enqueueNs;
     if (this.#delayNs > 0 && now < oldestNs + this.#delayNs) {

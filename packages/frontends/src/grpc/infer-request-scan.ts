@@ -105,7 +105,7 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
   let outputs = 0;
   let raw = 0;
   let params = 0;
-  let strings = 0;
+  let objects = 0;
   const tooMany = (what: string, limit: number) => Errors.invalidArg(`the request has more ${what} than the ${limit} a request may have`);
   new Wire(bytes, 0, bytes.byteLength).fields((no, type, span) => {
     if (no === 4 && type === 2 && ++params > MAX_PARAMETERS) throw tooMany('parameters', MAX_PARAMETERS);
@@ -127,8 +127,8 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
         if (f === 5 && t === 2) {
           new Wire(bytes, s![0], s![1]).fields((c, ct, cs) => {
             // bytes_contents (8): one Buffer each; int64/uint64_contents (3, 5): one Long each, packed or not.
-            const objects = c === 8 && ct === 2 ? 1 : (c === 3 || c === 5) ? (ct === 2 ? countVarints(bytes, cs![0], cs![1]) : 1) : 0;
-            if ((strings += objects) > MAX_BYTES_CONTENTS) throw tooMany('bytes_contents, int64_contents and uint64_contents elements', MAX_BYTES_CONTENTS);
+            objects += c === 8 && ct === 2 ? 1 : (c === 3 || c === 5) ? (ct === 2 ? countVarints(bytes, cs![0], cs![1]) : 1) : 0;
+            if (objects > MAX_BYTES_CONTENTS) throw tooMany('bytes_contents, int64_contents and uint64_contents elements', MAX_BYTES_CONTENTS);
           });
         }
       });
