@@ -41,6 +41,7 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
     .option('--warmup-request-count <n>', 'requests per concurrency slot before measuring', parseInteger(0), 100)
     .option('--sequence-length <n>', 'sequence models: requests per sequence', parseInteger(1), 20)
     .option('--max-threads <n>', 'open loop: most requests outstanding', parseInteger(1), 1000)
+    .option('--request-timeout <ms>', 'fail a request that has no answer after this long (0: wait forever)', parseInteger(0), 60000)
     .option('-H, --header <name:value>', 'header (HTTP) or metadata (gRPC) sent with every request (repeatable)', collect, [])
     .option('-f, --latency-report-file <file>', 'write the results as CSV')
     .option('--json <file>', 'write the results as JSON')
@@ -53,9 +54,12 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
         if (i <= 0) throw new InvalidArgumentError(`-H expects <name>:<value>, got '${h}'`);
         headers[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim();
       }
+      // A deadline per request: a server that stops answering fails requests (counted as errors)
+      // instead of holding the run forever.
+      const timeoutMs = o['requestTimeout'] as number;
       const client = grpc
-        ? new GrpcClient(url.replace(/^\w+:\/\//, ''), { metadata: headers })
-        : new HttpClient(url, { headers, binary: o['inputTensorFormat'] !== 'json', maxSockets: 1024 });
+        ? new GrpcClient(url.replace(/^\w+:\/\//, ''), { metadata: headers, timeoutMs })
+        : new HttpClient(url, { headers, binary: o['inputTensorFormat'] !== 'json', maxSockets: 1024, timeoutMs });
       const shapes: Record<string, number[]> = {};
       for (const s of o['shape'] as string[]) {
         const i = s.lastIndexOf(':');

@@ -9,13 +9,13 @@ import {
   type ChannelCredentials, type ChannelOptions, type Client, type ClientDuplexStream, type ServiceError,
 } from '@grpc/grpc-js';
 import {
-  isDataType, messageType, parametersFromMessage, parametersToMessage, serviceDefinition, toNumber, toPlain,
+  messageType, parametersFromMessage, parametersToMessage, serviceDefinition, toNumber, toPlain,
   type InferParameterMessage, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata,
 } from '@triode/core';
 import { InferenceServerError } from './errors.js';
 import { H2Unary } from './h2-unary.js';
 import { requestParameters, versionString } from './request-parameters.js';
-import { inputBytes, outputData } from './tensor-data.js';
+import { inputBytes, outputTensor } from './tensor-data.js';
 import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
 /** Options of a GrpcClient. */
@@ -31,6 +31,8 @@ export interface GrpcClientOptions {
   metadata?: Record<string, string>;
   /** Per-call deadline in ms (0: none). @default 0 */
   timeoutMs?: number;
+  /** Largest response message accepted (`grpc.max_receive_message_length` unless that is set). @default 1 GiB */
+  maxResponseBytes?: number;
   /**
    * Send ModelInfer calls over a lean node:http2 path instead of @grpc/grpc-js (same wire
    * protocol, a third of the client CPU). Only on plaintext channels without compression.
@@ -58,6 +60,7 @@ interface InferResponseMessage {
 }
 
 const INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
+const DEFAULT_MAX_RESPONSE_BYTES = 2 ** 30;
 const decodeInferResponse = (b: Buffer): InferResponseMessage => messageType('ModelInferResponse').decode(b) as unknown as InferResponseMessage;
 
 const Service = makeGenericClientConstructor(serviceDefinition('inference.GRPCInferenceService'), 'GRPCInferenceService');
@@ -75,14 +78,30 @@ function inferRequest(model: string, o: InferOptions): object {
   };
 }
 
-/** An InferResult from a decoded ModelInferResponse. */
+/**
+ * An InferResult from a decoded ModelInferResponse: one raw content per output, each holding
+ * exactly its shape's elements.
+ * @throws InferenceServerError when the response does not add up.
+ */
 function inferResult(m: InferResponseMessage): InferResult {
-  const outputs: OutputTensor[] = m.outputs.map((o, i) => {
-    if (!isDataType(o.datatype)) throw new InferenceServerError(`output '${o.name}' has an unknown datatype '${o.datatype}'`);
-    const raw = m.raw_output_contents[i] ?? new Uint8Array(0);
-    return { name: o.name, datatype: o.datatype, shape: o.shape.map(toNumber), data: outputData(o.datatype, raw) };
-  });
-  return new InferResult({ modelName: m.model_name, modelVersion: m.model_version, id: m.id, parameters: parametersFromMessage(m.parameters), outputs });
+  if (m.raw_output_contents.length !== m.outputs.length) {
+    throw new InferenceServerError(`malformed response: ${m.outputs.length} outputs with ${m.raw_output_contents.length} raw_output_contents`);
+  }
+  const outputs: OutputTensor[] = m.outputs.map((o, i) => outputTensor(o.name, o.datatype, o.shape.map(toNumber), m.raw_output_contents[i]!));
+  try {
+    return new InferResult({ modelName: m.model_name, modelVersion: m.model_version, id: m.id, parameters: parametersFromMessage(m.parameters), outputs });
+  } catch (err) {
+    throw err instanceof InferenceServerError ? err : new InferenceServerError(`malformed response: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** `inferResult`, or the reason it failed, for callbacks that must not throw. */
+function tryInferResult(m: InferResponseMessage): InferResult | InferenceServerError {
+  try {
+    return inferResult(m);
+  } catch (err) {
+    return err instanceof InferenceServerError ? err : new InferenceServerError(`malformed response: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 function grpcFailure(err: ServiceError): InferenceServerError {
@@ -117,7 +136,7 @@ export class GrpcClient implements InferenceClient {
   /** @param address `host:port` of the server's gRPC endpoint. */
   constructor(address = '127.0.0.1:8001', options: GrpcClientOptions = {}) {
     this.#client = new Service(address, options.credentials ?? grpcCredentials.createInsecure(), {
-      'grpc.max_receive_message_length': -1,
+      'grpc.max_receive_message_length': Math.min(options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES, 2 ** 31 - 1),
       'grpc.max_send_message_length': -1,
       // A larger HTTP/2 window than the 64 KiB default: big tensors do not wait for WINDOW_UPDATEs.
       'grpc-node.flow_control_window': 8 * 1024 * 1024,
@@ -186,7 +205,9 @@ export class GrpcClient implements InferenceClient {
   }
 
   async modelStatistics(model?: string, version?: number | string): Promise<ModelStatistics[]> {
-    return (await this.#plain('ModelStatistics', { name: model ?? '', version: versionString(version) }))['model_stats'] as ModelStatistics[];
+    const stats = (await this.#plain('ModelStatistics', { name: model ?? '', version: versionString(version) }))['model_stats'];
+    if (!Array.isArray(stats)) throw new InferenceServerError('malformed ModelStatistics response: no model_stats list');
+    return stats as ModelStatistics[];
   }
 
   async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
@@ -217,7 +238,9 @@ export class GrpcClient implements InferenceClient {
   async infer(model: string, options: InferOptions): Promise<InferResult> {
     if (this.#h2 && !options.signal) return this.inferPrepared(this.prepare(model, options));
     const m = await this.#unary<InferResponseMessage>('ModelInfer', inferRequest(model, options), options.signal);
-    return inferResult(m);
+    const r = tryInferResult(m);
+    if (r instanceof InferenceServerError) throw r;
+    return r;
   }
 
   prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {
@@ -227,14 +250,28 @@ export class GrpcClient implements InferenceClient {
 
   inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
     if (this.#h2) {
-      return this.#h2.call(INFER_PATH, prepared.frame ?? H2Unary.frame(prepared.body), this.#options.metadata ?? {}, this.#options.timeoutMs)
-        .then((b) => inferResult(decodeInferResponse(b)));
+      return this.#h2.call(INFER_PATH, prepared.frame ?? H2Unary.frame(prepared.body), this.#options.metadata ?? {}, this.#options.timeoutMs,
+        this.#options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES)
+        .then((b) => {
+          let m: InferResponseMessage;
+          try {
+            m = decodeInferResponse(b);
+          } catch (err) {
+            throw new InferenceServerError(`malformed response: ${(err as Error).message}`, { grpcCode: 13, cause: err });
+          }
+          return inferResult(m);
+        });
     }
     return new Promise((resolve, reject) => {
       this.#client.makeUnaryRequest(INFER_PATH, (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength), decodeInferResponse,
         prepared.body, this.#metadata(), this.#callOptions(), (err: ServiceError | null, res?: InferResponseMessage) => {
-          if (err) reject(grpcFailure(err));
-          else resolve(inferResult(res!));
+          if (err) {
+            reject(grpcFailure(err));
+            return;
+          }
+          const r = tryInferResult(res!);
+          if (r instanceof InferenceServerError) reject(r);
+          else resolve(r);
         });
     });
   }
@@ -250,9 +287,17 @@ export class GrpcClient implements InferenceClient {
     const call = (this.#client as unknown as { ModelStreamInfer(md: Metadata, opts: object): ClientDuplexStream<object, { error_message: string; infer_response: InferResponseMessage | null }> })
       .ModelStreamInfer(md, this.#callOptions());
     const ended = new Promise<void>((resolve, reject) => {
+      // A malformed response is reported to onResponse like an in-band error: throwing here
+      // would be an uncaught exception in grpc-js's event.
       call.on('data', (m) => {
-        if (m.error_message) onResponse(new InferenceServerError(m.error_message), m.infer_response ? inferResult({ ...m.infer_response, outputs: [], raw_output_contents: [] }) : undefined);
-        else if (m.infer_response) onResponse(undefined, inferResult(m.infer_response));
+        if (m.error_message) {
+          const r = m.infer_response ? tryInferResult({ ...m.infer_response, outputs: [], raw_output_contents: [] }) : undefined;
+          onResponse(new InferenceServerError(m.error_message), r instanceof InferenceServerError ? undefined : r);
+        } else if (m.infer_response) {
+          const r = tryInferResult(m.infer_response);
+          if (r instanceof InferenceServerError) onResponse(r, undefined);
+          else onResponse(undefined, r);
+        }
       });
       call.on('end', () => resolve());
       call.on('error', (err: ServiceError) => reject(grpcFailure(err)));

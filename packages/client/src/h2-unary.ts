@@ -7,6 +7,7 @@
  * Wire format: https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
  */
 import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import { timerMs } from '@triode/core';
 import { InferenceServerError } from './errors.js';
 
 const WINDOW = 8 * 1024 * 1024;
@@ -22,7 +23,10 @@ function statusOf(h: IncomingHttpHeaders): { code: number; message: string } | u
   } catch {
     // not percent-encoded: keep as is
   }
-  return { code: Number(Array.isArray(s) ? s[0] : s), message };
+  const text = Array.isArray(s) ? s[0] : s;
+  // A status that is not a code (a broken proxy, a hostile server) is UNKNOWN, as grpc-js has it.
+  if (text === undefined || !/^\d{1,2}$/.test(text)) return { code: 2, message: `malformed grpc-status '${String(text)}'${message ? `: ${message}` : ''}` };
+  return { code: Number(text), message };
 }
 
 /** Unary calls on one HTTP/2 connection (re-opened when it closes). */
@@ -74,10 +78,26 @@ export class H2Unary {
 
   /**
    * Calls `path` with a framed message (see `frame`); resolves with the serialized response.
+   * `timeoutMs` is sent as grpc-timeout and also enforced here (a silent server fails the call
+   * with DEADLINE_EXCEEDED); a response over `maxBytes` fails with RESOURCE_EXHAUSTED.
    * @throws InferenceServerError with the gRPC status code and message.
    */
-  call(path: string, frame: Uint8Array, metadata: Record<string, string>, timeoutMs?: number): Promise<Buffer> {
-    return new Promise<Buffer>((resolve, reject) => {
+  call(path: string, frame: Uint8Array, metadata: Record<string, string>, timeoutMs?: number, maxBytes = 2 ** 30): Promise<Buffer> {
+    return new Promise<Buffer>((resolveCall, rejectCall) => {
+      let timer: NodeJS.Timeout | undefined;
+      let settled = false;
+      const resolve = (b: Buffer) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolveCall(b);
+      };
+      const reject = (err: InferenceServerError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        rejectCall(err);
+      };
       const headers: Record<string, string> = {
         ...metadata,
         [constants.HTTP2_HEADER_METHOD]: 'POST',
@@ -99,10 +119,25 @@ export class H2Unary {
       this.#inflight.set(session, n + 1);
       if (n === 0) session.ref();
       const chunks: Buffer[] = [];
+      let received = 0;
       let status: { code: number; message: string } | undefined;
+      if (timeoutMs) {
+        timer = setTimeout(() => {
+          reject(new InferenceServerError('Deadline Exceeded', { grpcCode: 4 }));
+          req.close(constants.NGHTTP2_CANCEL);
+        }, timerMs(timeoutMs));
+      }
       req.on('response', (h) => { status = statusOf(h); });
       req.on('trailers', (h) => { status = statusOf(h) ?? status; });
-      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('data', (c: Buffer) => {
+        received += c.byteLength;
+        if (received <= maxBytes + 5) {
+          chunks.push(c);
+          return;
+        }
+        reject(new InferenceServerError(`gRPC call ${path}: the response is larger than ${maxBytes} bytes`, { grpcCode: 8 }));
+        req.close(constants.NGHTTP2_CANCEL);
+      });
       req.on('error', (err) => reject(new InferenceServerError(`gRPC call ${path} failed: ${err.message}`, { grpcCode: 14, cause: err })));
       req.on('close', () => {
         const left = (this.#inflight.get(session) ?? 1) - 1;
@@ -117,11 +152,12 @@ export class H2Unary {
           return;
         }
         const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-        if (body.byteLength < 5 || body[0] !== 0) {
+        // One uncompressed message whose length prefix is exactly what came.
+        if (body.byteLength < 5 || body[0] !== 0 || body.readUInt32BE(1) !== body.byteLength - 5) {
           reject(new InferenceServerError(`gRPC call ${path}: malformed or compressed response`, { grpcCode: 13 }));
           return;
         }
-        resolve(body.subarray(5, 5 + body.readUInt32BE(1)));
+        resolve(body.subarray(5));
       });
       req.end(frame);
     });

@@ -6,20 +6,22 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import {
-  dataTypeByteSize, serializeBytesTensor,
+  dataBytes, isDataType, serializeBytesTensor, timerMs,
   type DataType, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ParameterValue, type ServerMetadata, type TensorData,
 } from '@triode/core';
 import { InferenceServerError } from './errors.js';
 import { requestParameters, versionString } from './request-parameters.js';
-import { inputTensorData, outputData } from './tensor-data.js';
+import { inputTensorData, outputTensor } from './tensor-data.js';
 import { InferResult, splitBytes, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
 /** Options of an HttpClient. */
 export interface HttpClientOptions {
   /** Connections kept per server. @default 64 */
   maxSockets?: number;
-  /** Per-call timeout in ms (0: none). @default 0 */
+  /** Per-call deadline in ms, from sending to the last byte of the answer (0: none). @default 0 */
   timeoutMs?: number;
+  /** Largest response body accepted; a larger one fails the call. @default 1 GiB */
+  maxResponseBytes?: number;
   /** Headers sent with every call (e.g. a restricted-API key). */
   headers?: Record<string, string>;
   /** Send inputs and ask for outputs in binary (the binary tensor extension). @default true */
@@ -77,9 +79,20 @@ export class HttpClient implements InferenceClient {
     this.#options = options;
   }
 
-  /** Sends one call; resolves with the whole response (any status). */
+  /**
+   * Sends one call; resolves with the whole response (any status). The deadline covers the whole
+   * call, and the body is bounded by `maxResponseBytes`: a server that trickles or never ends its
+   * answer fails the call instead of holding it (and its memory) forever.
+   */
   #send(method: string, path: string, body?: Uint8Array | string, headers: Record<string, string | number> = {}): Promise<RawResponse> {
     return new Promise((resolve, reject) => {
+      const max = this.#options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+      const failure = (err: Error) => (err instanceof InferenceServerError ? err : new InferenceServerError(`HTTP ${method} ${path} failed: ${err.message}`, { cause: err }));
+      let timer: NodeJS.Timeout | undefined;
+      const fail = (err: Error) => {
+        clearTimeout(timer);
+        reject(failure(err));
+      };
       const req = (this.#https ? httpsRequest : httpRequest)({
         agent: this.#agent,
         hostname: this.#url.hostname,
@@ -87,15 +100,29 @@ export class HttpClient implements InferenceClient {
         path: this.#url.pathname.replace(/\/$/, '') + path,
         method,
         headers: { ...this.#options.headers, ...headers, ...(body !== undefined ? { 'Content-Length': Buffer.byteLength(body) } : {}) },
-        ...(this.#options.timeoutMs ? { timeout: this.#options.timeoutMs } : {}),
       }, (res) => {
+        const tooLarge = () => new InferenceServerError(`HTTP ${method} ${path}: the response is larger than maxResponseBytes (${max})`);
+        if (Number(res.headers['content-length'] ?? 0) > max) {
+          req.destroy(tooLarge());
+          return;
+        }
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) }));
-        res.on('error', reject);
+        let received = 0;
+        res.on('data', (c: Buffer) => {
+          received += c.byteLength;
+          if (received > max) req.destroy(tooLarge());
+          else chunks.push(c);
+        });
+        res.on('end', () => {
+          clearTimeout(timer);
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
+        });
+        res.on('error', fail);
       });
-      req.on('timeout', () => req.destroy(new InferenceServerError(`HTTP ${method} ${path} timed out after ${this.#options.timeoutMs} ms`)));
-      req.on('error', (err) => reject(err instanceof InferenceServerError ? err : new InferenceServerError(`HTTP ${method} ${path} failed: ${err.message}`, { cause: err })));
+      if (this.#options.timeoutMs) {
+        timer = setTimeout(() => req.destroy(new InferenceServerError(`HTTP ${method} ${path} timed out after ${this.#options.timeoutMs} ms`)), timerMs(this.#options.timeoutMs));
+      }
+      req.on('error', fail);
       if (body !== undefined) req.end(body);
       else req.end();
     });
@@ -105,7 +132,12 @@ export class HttpClient implements InferenceClient {
   async #json<T>(method: string, path: string, body?: unknown): Promise<T> {
     const r = await this.#send(method, path, body === undefined ? undefined : JSON.stringify(body), body === undefined ? {} : { 'Content-Type': 'application/json' });
     if (r.status < 200 || r.status >= 300) throw errorOf(r);
-    return (r.body.byteLength ? JSON.parse(r.body.toString('utf8')) : {}) as T;
+    if (!r.body.byteLength) return {} as T;
+    try {
+      return JSON.parse(r.body.toString('utf8')) as T;
+    } catch (err) {
+      throw new InferenceServerError(`malformed response to ${method} ${path}: not JSON`, { httpStatus: r.status, cause: err });
+    }
   }
 
   async #ok(path: string): Promise<boolean> {
@@ -121,7 +153,7 @@ export class HttpClient implements InferenceClient {
     return this.#ok('/v2/health/ready');
   }
 
-  isModelReady(model: string, version?: number | string): Promise<boolean> {
+  async isModelReady(model: string, version?: number | string): Promise<boolean> {
     return this.#ok(`${modelPath(model, version)}/ready`);
   }
 
@@ -129,17 +161,19 @@ export class HttpClient implements InferenceClient {
     return this.#json('GET', '/v2');
   }
 
-  modelMetadata(model: string, version?: number | string): Promise<ModelMetadata> {
+  async modelMetadata(model: string, version?: number | string): Promise<ModelMetadata> {
     return this.#json('GET', modelPath(model, version));
   }
 
-  modelConfig(model: string, version?: number | string): Promise<Record<string, unknown>> {
+  async modelConfig(model: string, version?: number | string): Promise<Record<string, unknown>> {
     return this.#json('GET', `${modelPath(model, version)}/config`);
   }
 
   async modelStatistics(model?: string, version?: number | string): Promise<ModelStatistics[]> {
     const path = model ? `${modelPath(model, version)}/stats` : '/v2/models/stats';
-    return (await this.#json<{ model_stats: ModelStatistics[] }>('GET', path)).model_stats;
+    const stats = (await this.#json<{ model_stats?: unknown }>('GET', path)).model_stats;
+    if (!Array.isArray(stats)) throw new InferenceServerError(`malformed response to GET ${path}: no model_stats list`);
+    return stats as ModelStatistics[];
   }
 
   repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
@@ -150,21 +184,21 @@ export class HttpClient implements InferenceClient {
     const parameters: Record<string, string> = {};
     if (options.config !== undefined) parameters['config'] = typeof options.config === 'string' ? options.config : JSON.stringify(options.config);
     for (const [path, bytes] of Object.entries(options.files ?? {})) parameters[`file:${path}`] = Buffer.from(bytes).toString('base64');
-    await this.#json('POST', `/v2/repository/models/${encodeURIComponent(model)}/load`, Object.keys(parameters).length ? { parameters } : {});
+    await this.#json('POST', `/v2/repository/models/${pathSegment(model)}/load`, Object.keys(parameters).length ? { parameters } : {});
   }
 
   async unloadModel(model: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
-    await this.#json('POST', `/v2/repository/models/${encodeURIComponent(model)}/unload`, options.unloadDependents ? { parameters: { unload_dependents: true } } : {});
+    await this.#json('POST', `/v2/repository/models/${pathSegment(model)}/unload`, options.unloadDependents ? { parameters: { unload_dependents: true } } : {});
   }
 
   /** GET (no update) or POST `/v2/logging`. */
-  logSettings(update?: Record<string, boolean | number | string>): Promise<Record<string, unknown>> {
+  async logSettings(update?: Record<string, boolean | number | string>): Promise<Record<string, unknown>> {
     return update ? this.#json('POST', '/v2/logging', update) : this.#json('GET', '/v2/logging');
   }
 
   /** GET (no update) or POST the trace settings, global or of one model. */
-  traceSettings(update?: Record<string, string | string[] | null>, model?: string): Promise<Record<string, string | string[]>> {
-    const path = model ? `/v2/models/${encodeURIComponent(model)}/trace/setting` : '/v2/trace/setting';
+  async traceSettings(update?: Record<string, string | string[] | null>, model?: string): Promise<Record<string, string | string[]>> {
+    const path = model ? `/v2/models/${pathSegment(model)}/trace/setting` : '/v2/trace/setting';
     return update ? this.#json('POST', path, update) : this.#json('GET', path);
   }
 
@@ -222,9 +256,21 @@ export class HttpClient implements InferenceClient {
   }
 }
 
+const DEFAULT_MAX_RESPONSE_BYTES = 2 ** 30;
+
+/**
+ * A model name or version as one path segment. `.` and `..` are refused: no escaping keeps them
+ * one segment (a server's URL parser removes dot segments, `%2e` included), so `..` would reach
+ * another route, e.g. the global trace settings instead of a model's.
+ */
+function pathSegment(s: string): string {
+  if (s === '.' || s === '..') throw new InferenceServerError(`'${s}' is not a valid model name or version`);
+  return encodeURIComponent(s);
+}
+
 function modelPath(model: string, version?: number | string): string {
   const v = versionString(version);
-  return `/v2/models/${encodeURIComponent(model)}${v ? `/versions/${encodeURIComponent(v)}` : ''}`;
+  return `/v2/models/${pathSegment(model)}${v ? `/versions/${pathSegment(v)}` : ''}`;
 }
 
 /** Parameters as JSON (bigints as numbers when exact, else strings). */
@@ -253,32 +299,50 @@ interface JsonOutput {
   data?: unknown[];
 }
 
-/** Decodes an infer response body (JSON, or JSON header + binary outputs). */
+/**
+ * Decodes an infer response body (JSON, or JSON header + binary outputs). Nothing in it is
+ * trusted: the header length and each `binary_data_size` must lie inside the body, and each
+ * output's data must hold exactly its shape's elements.
+ * @throws InferenceServerError when the body is not a well-formed answer.
+ */
 export function decodeInferResponse(body: Buffer, headerLength: string | string[] | undefined): InferResult {
-  const hl = headerLength === undefined ? undefined : Number(Array.isArray(headerLength) ? headerLength[0] : headerLength);
-  const doc = JSON.parse(body.subarray(0, hl ?? body.byteLength).toString('utf8')) as {
-    model_name: string; model_version: string; id?: string; parameters?: Record<string, ParameterValue>; outputs?: JsonOutput[];
-  };
-  let offset = hl ?? body.byteLength;
-  const outputs: OutputTensor[] = (doc.outputs ?? []).map((o) => {
+  try {
+    return decodeResponse(body, headerLength);
+  } catch (err) {
+    if (err instanceof InferenceServerError) throw err;
+    throw new InferenceServerError(`malformed infer response: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function decodeResponse(body: Buffer, headerLength: string | string[] | undefined): InferResult {
+  const malformed = (what: string) => new InferenceServerError(`malformed infer response: ${what}`);
+  const hlText = Array.isArray(headerLength) ? headerLength[0] : headerLength;
+  const hl = hlText === undefined ? body.byteLength : /^\d{1,15}$/.test(hlText) ? Number(hlText) : -1;
+  if (hl < 0 || hl > body.byteLength) throw malformed(`Inference-Header-Content-Length '${hlText}' does not fit a ${body.byteLength}-byte body`);
+  const doc = JSON.parse(body.subarray(0, hl).toString('utf8')) as unknown;
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw malformed('not a JSON object');
+  const d = doc as { model_name?: unknown; model_version?: unknown; id?: unknown; parameters?: unknown; outputs?: unknown };
+  if (d.outputs !== undefined && !Array.isArray(d.outputs)) throw malformed('outputs is not a list');
+  let offset = hl;
+  const outputs: OutputTensor[] = ((d.outputs ?? []) as JsonOutput[]).map((o) => {
+    if (typeof o !== 'object' || o === null) throw malformed('an output is not an object');
     const size = o.parameters?.['binary_data_size'];
-    let data: TensorData;
-    if (typeof size === 'number') {
-      data = outputData(o.datatype, body.subarray(offset, offset + size));
-      offset += size;
-    } else {
-      const flat = (o.data ?? []).flat(Infinity as 1) as unknown[];
-      const make = JSON_ARRAY[o.datatype];
-      if (!make) throw new InferenceServerError(`output '${o.name}': ${o.datatype} cannot come as JSON`);
-      data = make(flat);
+    if (size !== undefined) {
+      if (!Number.isSafeInteger(size) || (size as number) < 0 || offset + (size as number) > body.byteLength) {
+        throw malformed(`output '${String(o.name)}': binary_data_size ${String(size)} does not fit the ${body.byteLength - offset} bytes left`);
+      }
+      const bytes = body.subarray(offset, offset + (size as number));
+      offset += size as number;
+      return outputTensor(o.name, o.datatype, o.shape, bytes);
     }
-    if (o.datatype !== 'BYTES' && data.byteLength !== o.shape.reduce((a, d) => a * d, 1) * dataTypeByteSize(o.datatype)) {
-      throw new InferenceServerError(`output '${o.name}': ${data.byteLength} bytes do not fit shape [${o.shape.join(',')}] of ${o.datatype}`);
-    }
-    return { name: o.name, datatype: o.datatype, shape: o.shape, data };
+    if (!Array.isArray(o.data)) throw malformed(`output '${String(o.name)}' has neither data nor binary_data_size`);
+    const make = isDataType(o.datatype) ? JSON_ARRAY[o.datatype] : undefined;
+    if (!make) throw malformed(`output '${String(o.name)}': ${String(o.datatype)} cannot come as JSON`);
+    return outputTensor(o.name, o.datatype, o.shape, dataBytes(make(o.data.flat(Infinity as 1) as unknown[])));
   });
   return new InferResult({
-    modelName: doc.model_name, modelVersion: doc.model_version, outputs,
-    ...(doc.id !== undefined ? { id: doc.id } : {}), ...(doc.parameters ? { parameters: doc.parameters } : {}),
+    modelName: String(d.model_name ?? ''), modelVersion: String(d.model_version ?? ''), outputs,
+    ...(d.id !== undefined ? { id: String(d.id) } : {}),
+    ...(typeof d.parameters === 'object' && d.parameters !== null ? { parameters: d.parameters as Record<string, ParameterValue> } : {}),
   });
 }

@@ -2,8 +2,11 @@
  * @module Client-side tensor data: user input (typed arrays, plain arrays, strings) to the bytes
  * the wire carries, and received bytes back to typed arrays.
  */
-import { dataBytes, dataTypeByteSize, elementCount, serializeBytesTensor, viewBytesAs, type DataType, type TensorData } from '@triode/core';
-import type { InferInput, InputData } from './types.js';
+import {
+  countBytesElements, dataBytes, dataTypeByteSize, elementCount, isDataType, serializeBytesTensor, viewBytesAs, type DataType, type TensorData,
+} from '@triode/core';
+import { InferenceServerError } from './errors.js';
+import type { InferInput, InputData, OutputTensor } from './types.js';
 
 const TYPED: Partial<Record<DataType, (v: readonly number[]) => TensorData>> = {
   UINT8: (v) => Uint8Array.from(v), UINT16: (v) => Uint16Array.from(v), UINT32: (v) => Uint32Array.from(v),
@@ -55,7 +58,23 @@ export function inputBytes(input: InferInput): Uint8Array {
   return dataBytes(inputTensorData(input));
 }
 
-/** Received bytes as a typed array of `datatype` (copied only when misaligned). */
-export function outputData(datatype: DataType, bytes: Uint8Array): TensorData {
-  return viewBytesAs(datatype, bytes);
+/**
+ * A received output, checked before it is trusted: a known datatype, a shape of non-negative
+ * integers, and bytes holding exactly the shape's elements (BYTES: that many well-formed
+ * length-prefixed elements). The data is a typed array of the datatype (copied only when misaligned).
+ * @throws InferenceServerError when the server's answer does not add up.
+ */
+export function outputTensor(name: unknown, datatype: unknown, shape: unknown, bytes: Uint8Array): OutputTensor {
+  if (typeof name !== 'string') throw new InferenceServerError('malformed response: an output without a name');
+  if (!isDataType(datatype)) throw new InferenceServerError(`malformed response: output '${name}' has an unknown datatype '${String(datatype)}'`);
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
+    throw new InferenceServerError(`malformed response: output '${name}' has an invalid shape`);
+  }
+  const dims = shape as number[];
+  const count = elementCount(dims);
+  const found = datatype === 'BYTES' ? countBytesElements(bytes) : bytes.byteLength / dataTypeByteSize(datatype);
+  if (found !== count) {
+    throw new InferenceServerError(`malformed response: output '${name}' has ${bytes.byteLength} bytes of data, not ${count} ${datatype} elements (shape [${dims.join(',')}])`);
+  }
+  return { name, datatype, shape: dims, data: viewBytesAs(datatype, bytes) };
 }

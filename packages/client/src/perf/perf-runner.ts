@@ -76,18 +76,24 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
 
-/** Sums the statistics of a model's versions (the version asked for only, when given). */
-function sumStats(stats: ModelStatistics[], version?: string): { success: number; execs: number; request: number; queue: number; input: number; infer: number; output: number } {
+/**
+ * Sums the statistics of a model's versions (the version asked for only, when given). A server's
+ * answer is not trusted: an entry without the expected fields counts as nothing.
+ */
+function sumStats(stats: readonly ModelStatistics[], version?: string): { success: number; execs: number; request: number; queue: number; input: number; infer: number; output: number } {
   const out = { success: 0, execs: 0, request: 0, queue: 0, input: 0, infer: 0, output: 0 };
+  const num = (v: unknown) => (Number.isFinite(Number(v)) ? Number(v) : 0);
+  if (!Array.isArray(stats)) return out;
   for (const s of stats) {
-    if (version && s.version !== version) continue;
-    out.success += Number(s.inference_stats.success.count);
-    out.request += Number(s.inference_stats.success.ns);
-    out.execs += Number(s.execution_count);
-    out.queue += Number(s.inference_stats.queue.ns);
-    out.input += Number(s.inference_stats.compute_input.ns);
-    out.infer += Number(s.inference_stats.compute_infer.ns);
-    out.output += Number(s.inference_stats.compute_output.ns);
+    if (version && s?.version !== version) continue;
+    const i = s?.inference_stats;
+    out.success += num(i?.success?.count);
+    out.request += num(i?.success?.ns);
+    out.execs += num(s?.execution_count);
+    out.queue += num(i?.queue?.ns);
+    out.input += num(i?.compute_input?.ns);
+    out.infer += num(i?.compute_infer?.ns);
+    out.output += num(i?.compute_output?.ns);
   }
   return out;
 }
@@ -106,7 +112,9 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
   const sets = perfInputs(meta, maxBatch, batch, options.inputData ?? 'random', options.shapes ?? {});
   const sequences = config['sequence_batching'] !== undefined;
   const version = options.version;
-  const prepared: PreparedInfer[] = sequences ? [] : sets.map((inputs) => client.prepare(options.model, { inputs, ...(version ? { version } : {}) }));
+  // Encoding every input set once up front turns bad data (or a datatype the client cannot
+  // encode) into one error here, before any load is sent.
+  const prepared: PreparedInfer[] = sets.map((inputs) => client.prepare(options.model, { inputs, ...(version ? { version } : {}), ...(sequences ? { sequence: { id: 1, start: true } } : {}) }));
   const seqLength = options.sequenceLength ?? 20;
   let nextSequence = 1;
 
@@ -157,113 +165,122 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
       }
     };
     const tasks: Promise<void>[] = [];
-    if (level.concurrency !== undefined) {
-      for (let w = 0; w < level.concurrency; w++) {
-        const next = perWorker(w);
-        tasks.push((async () => {
-          while (!stopping) {
-            const t0 = performance.now();
-            try {
-              await next();
-              record(t0, true);
-            } catch (err) {
-              record(t0, false, err);
+    try {
+      if (level.concurrency !== undefined) {
+        for (let w = 0; w < level.concurrency; w++) {
+          const next = perWorker(w);
+          tasks.push((async () => {
+            while (!stopping) {
+              const t0 = performance.now();
+              try {
+                await next();
+                record(t0, true);
+              } catch (err) {
+                record(t0, false, err);
+                // A request that fails before any I/O settles in a microtask: without a turn of the
+                // event loop here the loop would never let a timer (the end of the window) run.
+                await new Promise((r) => setImmediate(r));
+              }
             }
+          })());
+        }
+      } else {
+        const rate = level.requestRate!;
+        const next = perWorker(0);
+        const maxOut = options.maxOutstanding ?? 1000;
+        let outstanding = 0;
+        tasks.push((async () => {
+          const t00 = performance.now();
+          let sent = 0;
+          while (!stopping) {
+            const due = t00 + (sent * 1000) / rate;
+            const wait = due - performance.now();
+            if (wait > 1) await new Promise((r) => setTimeout(r, Math.floor(wait)));
+            if (outstanding >= maxOut) {
+              await new Promise((r) => setImmediate(r));
+              continue;
+            }
+            sent++;
+            outstanding++;
+            const t0 = performance.now();
+            next().then(() => record(t0, true), (err: unknown) => record(t0, false, err)).finally(() => { outstanding--; });
           }
+          while (outstanding > 0) await new Promise((r) => setTimeout(r, 5));
         })());
       }
-    } else {
-      const rate = level.requestRate!;
-      const next = perWorker(0);
-      const maxOut = options.maxOutstanding ?? 1000;
-      let outstanding = 0;
-      tasks.push((async () => {
-        const t00 = performance.now();
-        let sent = 0;
-        while (!stopping) {
-          const due = t00 + (sent * 1000) / rate;
-          const wait = due - performance.now();
-          if (wait > 1) await new Promise((r) => setTimeout(r, Math.floor(wait)));
-          if (outstanding >= maxOut) {
-            await new Promise((r) => setImmediate(r));
-            continue;
-          }
-          sent++;
-          outstanding++;
-          const t0 = performance.now();
-          next().then(() => record(t0, true), (err: unknown) => record(t0, false, err)).finally(() => { outstanding--; });
-        }
-        while (outstanding > 0) await new Promise((r) => setTimeout(r, 5));
-      })());
-    }
-    if (warmupTotal > 0) await warmedUp;
-    const windows: Window[] = [];
-    const statsBefore = sumStats(await client.modelStatistics(options.model).catch(() => []), version);
-    const statsAt: ReturnType<typeof sumStats>[] = [statsBefore];
-    const cpu0 = process.cpuUsage();
-    const wall0 = performance.now();
-    let stable = false;
-    current = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
-    for (let trial = 0; trial < maxTrials; trial++) {
-      await new Promise((r) => setTimeout(r, interval));
-      current.endMs = performance.now();
-      windows.push(current);
+      if (warmupTotal > 0) await warmedUp;
+      const windows: Window[] = [];
+      const statsBefore = sumStats(await client.modelStatistics(options.model).catch(() => []), version);
+      const statsAt: ReturnType<typeof sumStats>[] = [statsBefore];
+      const cpu0 = process.cpuUsage();
+      const wall0 = performance.now();
+      let stable = false;
       current = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
-      statsAt.push(sumStats(await client.modelStatistics(options.model).catch(() => []), version));
-      const w = windows[windows.length - 1]!;
-      const tput = (w.latencies.length * 1000) / (w.endMs - w.startMs);
-      const sorted = [...w.latencies].sort((a, b) => a - b);
-      log(`  ${level.concurrency !== undefined ? `concurrency ${level.concurrency}` : `rate ${level.requestRate}/s`} window ${trial + 1}: ${(tput * batch).toFixed(1)} infer/s, p95 ${(percentile(sorted, 95) / 1000).toFixed(3)} ms`);
-      if (windows.length >= 3) {
-        const last = windows.slice(-3);
-        const t = last.map((x) => x.latencies.length / (x.endMs - x.startMs));
-        const p = last.map((x) => percentile([...x.latencies].sort((a, b) => a - b), 95));
-        const agree = (xs: number[]) => {
-          const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
-          return mean > 0 && xs.every((x) => Math.abs(x - mean) <= stability * mean);
-        };
-        if (agree(t) && agree(p)) {
-          stable = true;
-          break;
+      for (let trial = 0; trial < maxTrials; trial++) {
+        await new Promise((r) => setTimeout(r, interval));
+        current.endMs = performance.now();
+        windows.push(current);
+        current = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
+        statsAt.push(sumStats(await client.modelStatistics(options.model).catch(() => []), version));
+        const w = windows[windows.length - 1]!;
+        const tput = (w.latencies.length * 1000) / (w.endMs - w.startMs);
+        const sorted = [...w.latencies].sort((a, b) => a - b);
+        log(`  ${level.concurrency !== undefined ? `concurrency ${level.concurrency}` : `rate ${level.requestRate}/s`} window ${trial + 1}: ${(tput * batch).toFixed(1)} infer/s, p95 ${(percentile(sorted, 95) / 1000).toFixed(3)} ms`);
+        if (windows.length >= 3) {
+          const last = windows.slice(-3);
+          const t = last.map((x) => x.latencies.length / (x.endMs - x.startMs));
+          const p = last.map((x) => percentile([...x.latencies].sort((a, b) => a - b), 95));
+          const agree = (xs: number[]) => {
+            const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+            return mean > 0 && xs.every((x) => Math.abs(x - mean) <= stability * mean);
+          };
+          if (agree(t) && agree(p)) {
+            stable = true;
+            break;
+          }
         }
       }
-    }
-    const wall = performance.now() - wall0;
-    const cpu = process.cpuUsage(cpu0);
-    stopping = true;
-    await Promise.all(tasks);
+      const wall = performance.now() - wall0;
+      const cpu = process.cpuUsage(cpu0);
+      stopping = true;
+      await Promise.all(tasks);
 
-    const used = windows.slice(-3);
-    const all = used.flatMap((w) => w.latencies).sort((a, b) => a - b);
-    const spanMs = used.reduce((a, w) => a + (w.endMs - w.startMs), 0);
-    const requestsPerSec = (all.length * 1000) / spanMs;
-    const sA = statsAt[statsAt.length - 1 - used.length]!;
-    const sB = statsAt[statsAt.length - 1]!;
-    const n = sB.success - sA.success;
-    const result: PerfResult = {
-      ...level,
-      throughput: requestsPerSec * batch,
-      requestsPerSec,
-      latencyUs: {
-        p50: percentile(all, 50), p90: percentile(all, 90), p95: percentile(all, 95), p99: percentile(all, 99),
-        avg: all.length ? all.reduce((a, b) => a + b, 0) / all.length : 0,
-      },
-      requests: all.length,
-      errors: used.reduce((a, w) => a + w.errors, 0),
-      stable,
-      clientCpu: (cpu.user + cpu.system) / 1000 / wall,
-      ...(firstError !== undefined ? { firstError } : {}),
-    };
-    if (n > 0) {
-      const us = (a: number, b: number) => (b - a) / n / 1000;
-      const server = {
-        requests: n, executions: sB.execs - sA.execs, requestUs: us(sA.request, sB.request),
-        queueUs: us(sA.queue, sB.queue), computeInputUs: us(sA.input, sB.input),
-        computeInferUs: us(sA.infer, sB.infer), computeOutputUs: us(sA.output, sB.output),
+      const used = windows.slice(-3);
+      const all = used.flatMap((w) => w.latencies).sort((a, b) => a - b);
+      const spanMs = used.reduce((a, w) => a + (w.endMs - w.startMs), 0);
+      const requestsPerSec = (all.length * 1000) / spanMs;
+      const sA = statsAt[statsAt.length - 1 - used.length]!;
+      const sB = statsAt[statsAt.length - 1]!;
+      const n = sB.success - sA.success;
+      const result: PerfResult = {
+        ...level,
+        throughput: requestsPerSec * batch,
+        requestsPerSec,
+        latencyUs: {
+          p50: percentile(all, 50), p90: percentile(all, 90), p95: percentile(all, 95), p99: percentile(all, 99),
+          avg: all.length ? all.reduce((a, b) => a + b, 0) / all.length : 0,
+        },
+        requests: all.length,
+        errors: used.reduce((a, w) => a + w.errors, 0),
+        stable,
+        clientCpu: (cpu.user + cpu.system) / 1000 / wall,
+        ...(firstError !== undefined ? { firstError } : {}),
       };
-      result.server = { ...server, overheadUs: Math.max(0, server.requestUs - server.queueUs - server.computeInputUs - server.computeInferUs - server.computeOutputUs) };
+      if (n > 0) {
+        const us = (a: number, b: number) => (b - a) / n / 1000;
+        const server = {
+          requests: n, executions: sB.execs - sA.execs, requestUs: us(sA.request, sB.request),
+          queueUs: us(sA.queue, sB.queue), computeInputUs: us(sA.input, sB.input),
+          computeInferUs: us(sA.infer, sB.infer), computeOutputUs: us(sA.output, sB.output),
+        };
+        result.server = { ...server, overheadUs: Math.max(0, server.requestUs - server.queueUs - server.computeInputUs - server.computeInferUs - server.computeOutputUs) };
+      }
+      results.push(result);
+    } finally {
+      // On an error too (the statistics call, a window): the workers must not go on sending.
+      stopping = true;
+      warmed();
     }
-    results.push(result);
   }
   return results;
 }
