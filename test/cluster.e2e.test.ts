@@ -253,9 +253,16 @@ describe('cluster: async inference (BullMQ)', () => {
     expect(badStatus.error).toMatch(/onnx runtime error/);
     const badResult = await fetch(`${g}/v2/jobs/${badId}/result`);
     expect(badResult.status).toBe(500);
+    // The status tells the reason as the result does: first line, no paths inside the server.
+    expect(badStatus.error).toBe(((await badResult.json()) as { error: string }).error);
 
     expect((await fetch(`${g}/v2/jobs/nope`)).status).toBe(404);
-    expect((await fetch(`${g}/v2/jobs/${id}`, { method: 'DELETE' })).status).toBe(400);
+    // A job id is a key in BullMQ's key space: its own names are not jobs.
+    expect((await fetch(`${g}/v2/jobs/meta`, { method: 'DELETE' })).status).toBe(404);
+    expect((await fetch(`${g}/v2/jobs/events`)).status).toBe(404);
+    // DELETE of a finished job removes it and its result.
+    expect(await (await fetch(`${g}/v2/jobs/${id}`, { method: 'DELETE' })).json()).toEqual({ job_id: id, state: 'deleted' });
+    expect((await fetch(`${g}/v2/jobs/${id}`)).status).toBe(404);
   });
 });
 

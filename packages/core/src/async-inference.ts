@@ -32,5 +32,6 @@ export interface AsyncInference {
   status(id: string): Promise<JobStatus>;
   /** A finished job's response, with the encoding its client asked for. */
   result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }>;
-  cancel(id: string): Promise<void>;
+  /** Cancels a job not started yet ('cancelled'), or deletes a finished one and its result ('deleted'). */
+  cancel(id: string): Promise<'cancelled' | 'deleted'>;
 }

@@ -4,10 +4,13 @@
  * gateway can run them (through its backplane) and answer for them.
  *
  * What they keep in Redis is bounded: a request (and a result) of at most maxRequestBytes, at most
- * maxJobs jobs at once (waiting, running, or finished and kept), finished jobs for resultTtlSecs,
- * the request dropped once it ran, and BullMQ's event stream trimmed short. Job ids are random
- * (not guessable). A failure is kept as data ({code, message}); with a cluster secret, a job's
- * request and its result are signed, and a forged one is refused.
+ * maxJobs jobs at once (waiting, running, or finished and kept), finished jobs for resultTtlSecs
+ * (cleaned on a timer: BullMQ's own age limit only acts when another job finishes), the request
+ * dropped once it ran, and BullMQ's event stream trimmed short. Job ids are random UUIDs (not
+ * guessable), and nothing else is taken for one: a job id is a key in BullMQ's key space, where
+ * names like `meta` or `events` are the queue's own. A failure is kept as data ({code,
+ * message}); with a cluster secret, a job's request and its result are signed, and a forged one
+ * is refused. While Redis is away the calls fail at once (503), they do not wait for it.
  */
 import { randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
@@ -18,6 +21,12 @@ import {
 import { ClusterAuth } from '../cluster-auth.js';
 import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../envelope/envelope-codec.js';
 import { redisOptions } from '../redis/redis-connection.js';
+
+/** What `submit` issues (randomUUID); anything else is no job of ours. */
+const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Finished jobs removed per clean call and state (the rest go at the next one). */
+const CLEAN_BATCH = 1000;
 
 /** Options of AsyncJobs. */
 export interface AsyncJobsOptions {
@@ -80,6 +89,11 @@ export class AsyncJobs implements AsyncInference {
   /** Jobs this gateway is running now. */
   #running = 0;
   readonly #backplane: Backplane;
+  /** Removes expired results now and then (BullMQ removes them only when another job finishes). */
+  #cleaner: NodeJS.Timeout | undefined;
+  /** Submits of this gateway, one at a time: the count of kept jobs and the add are one step. */
+  #submitting: Promise<unknown> = Promise.resolve();
+  readonly #logger: Logger | undefined;
 
   constructor(backplane: Backplane, options: AsyncJobsOptions) {
     this.#backplane = backplane;
@@ -89,9 +103,12 @@ export class AsyncJobs implements AsyncInference {
     this.#auth = options.auth ?? new ClusterAuth();
     this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_ASYNC_MAX_REQUEST_BYTES;
     this.#maxJobs = options.maxJobs ?? 256;
+    this.#logger = options.logger;
     // Nothing reads BullMQ's event stream (results are read from the job): keep it short, not
-    // 10,000 events each with a copy of a result.
-    this.#queue = new Queue(name, { connection: conn, streams: { events: { maxLen: 100 } } });
+    // 10,000 events each with a copy of a result. The queue serves HTTP calls: while Redis is
+    // away they fail at once (503) instead of queueing in ioredis until it is back.
+    this.#queue = new Queue(name, { connection: { ...conn, enableOfflineQueue: false, maxRetriesPerRequest: 1 }, streams: { events: { maxLen: 100 } } });
+    this.#queue.on('error', (e) => options.logger?.verbose(1, `async jobs queue: ${e.message}`));
     this.#worker = new Worker(name, async (job: Job<JobData>) => {
       this.#running++;
       try {
@@ -143,26 +160,48 @@ export class AsyncJobs implements AsyncInference {
 
   start(): void {
     void this.#worker.run();
+    const every = Math.min(60, Math.max(1, this.#ttl)) * 1000;
+    this.#cleaner = setInterval(() => void this.#clean().catch((e: unknown) => this.#logger?.verbose(1, `async jobs: cleaning expired results failed: ${(e as Error).message}`)), every);
+    this.#cleaner.unref();
+  }
+
+  /** Removes finished jobs older than the result TTL. */
+  async #clean(): Promise<number> {
+    const grace = this.#ttl * 1000;
+    const [done, failed] = await Promise.all([this.#queue.clean(grace, CLEAN_BATCH, 'completed'), this.#queue.clean(grace, CLEAN_BATCH, 'failed')]);
+    return done.length + failed.length;
+  }
+
+  /** A Redis call from a client's request: anything but a TriodeError means Redis failed it (503). */
+  async #redis<T>(what: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (err instanceof TriodeError) throw err;
+      this.#logger?.verbose(1, `async jobs: ${what}: ${(err as Error).message}`);
+      throw Errors.unavailable(`async jobs: Redis is unavailable (${what})`);
+    }
   }
 
   /**
    * Queues a request; returns the job id.
    * @throws NOT_FOUND for an unknown model, UNAVAILABLE for one not ready or when maxJobs jobs are
-   * kept, INVALID_ARG for a bad model name, inputs the model does not take, or a request over maxRequestBytes.
+   * kept, INVALID_ARG for a bad model name, inputs the model does not take, or a request over
+   * maxRequestBytes, UNSUPPORTED for a decoupled model.
    */
   async submit(request: InferenceRequest, encoding: OutputEncoding): Promise<string> {
     checkModelName(request.modelName);
     // What /infer would refuse at once is refused before the job is queued, with the same status:
-    // an unknown model (404), one not ready (503), inputs the model does not take (400).
+    // an unknown model (404), one not ready (503), inputs the model does not take (400), a
+    // decoupled model (501).
     const config = (await this.#backplane.modelConfig(request.modelName, request.modelVersion)) as ModelConfig;
+    if (config.model_transaction_policy?.decoupled) {
+      throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
+    }
     normalizeRequest({ ...request, inputs: request.inputs.map((t) => ({ ...t })), ...(request.outputs ? { outputs: request.outputs.map((o) => ({ ...o })) } : {}) }, config);
     const encoded = encodeRequest(request, { requestKey: '', replyTo: '', enqueuedMs: Date.now(), deadlineMs: Number.MAX_SAFE_INTEGER });
     if (encoded.byteLength > this.maxRequestBytes) {
       throw Errors.invalidArg(`async request of ${encoded.byteLength} bytes is over the limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
-    }
-    const kept = Object.values(await this.counts()).reduce((a, b) => a + b, 0);
-    if (kept >= this.#maxJobs) {
-      throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have been fetched or expired`);
     }
     const data: JobData = {
       request: encoded.toString('base64'),
@@ -171,13 +210,28 @@ export class AsyncJobs implements AsyncInference {
     };
     const mac = this.#auth.mac('job', this.#dataParts(request.modelName, data));
     if (mac) data.sig = mac.toString('hex');
-    const job = await this.#queue.add(request.modelName, data, {
-      jobId: randomUUID(),
-      removeOnComplete: { age: this.#ttl },
-      removeOnFail: { age: this.#ttl },
-      attempts: 1,
-    });
-    return job.id!;
+    // One submit at a time per gateway, so that concurrent submits cannot all pass the count
+    // (across gateways the limit can be passed by at most one job per other gateway).
+    const added = this.#submitting.then(() => this.#redis('submit', async () => {
+      let kept = await this.#kept();
+      if (kept >= this.#maxJobs && (await this.#clean()) > 0) kept = await this.#kept();
+      if (kept >= this.#maxJobs) {
+        throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have expired (--async-result-ttl-secs) or were deleted (DELETE /v2/jobs/{id})`);
+      }
+      const job = await this.#queue.add(request.modelName, data, {
+        jobId: randomUUID(),
+        removeOnComplete: { age: this.#ttl },
+        removeOnFail: { age: this.#ttl },
+        attempts: 1,
+      });
+      return job.id!;
+    }));
+    this.#submitting = added.catch(() => undefined);
+    return added;
+  }
+
+  async #kept(): Promise<number> {
+    return Object.values(await this.counts()).reduce((a, b) => a + b, 0);
   }
 
   /** Jobs kept in Redis now, by state (waiting, active, completed, failed, ...). */
@@ -186,8 +240,10 @@ export class AsyncJobs implements AsyncInference {
   }
 
   async #job(id: string): Promise<Job<JobData>> {
-    const job = (await this.#queue.getJob(id)) as Job<JobData> | undefined;
-    if (!job) throw new TriodeError('NOT_FOUND', `async job '${echo(id)}' is not found (unknown, or its result expired)`);
+    const notFound = () => new TriodeError('NOT_FOUND', `async job '${echo(id)}' is not found (unknown, or its result expired)`);
+    if (!JOB_ID.test(id)) throw notFound();
+    const job = (await this.#redis('get job', () => this.#queue.getJob(id))) as Job<JobData> | undefined;
+    if (!job) throw notFound();
     return job;
   }
 
@@ -204,7 +260,7 @@ export class AsyncJobs implements AsyncInference {
 
   async status(id: string): Promise<JobStatus> {
     const job = await this.#job(id);
-    let state: string = await job.getState();
+    let state: string = await this.#redis('job state', () => job.getState());
     let error: string | undefined;
     if (state === 'completed') {
       const out = this.#outcome(job);
@@ -230,7 +286,7 @@ export class AsyncJobs implements AsyncInference {
   /** The result of a completed job, with the output encoding the request asked for. */
   async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
     const job = await this.#job(id);
-    const state = await job.getState();
+    const state = await this.#redis('job state', () => job.getState());
     // BullMQ's own failures (a job stalled past its limit): its reason is not a Triode error.
     if (state === 'failed') throw Errors.unavailable(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
     if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
@@ -249,17 +305,30 @@ export class AsyncJobs implements AsyncInference {
     return { response: reply.response, encoding: { binary: new Map(d.binary), defaultBinary: d.defaultBinary } };
   }
 
-  /** Cancels a job that has not started. */
-  async cancel(id: string): Promise<void> {
+  /**
+   * Cancels a job that has not started ('cancelled'), or deletes a finished job and its result
+   * ('deleted'), which frees its place under maxJobs before its TTL.
+   * @throws UNAVAILABLE for a job that is running.
+   */
+  async cancel(id: string): Promise<'cancelled' | 'deleted'> {
     const job = await this.#job(id);
-    const state = await job.getState();
-    if (state === 'active') throw new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
-    if (state === 'completed' || state === 'failed') throw new TriodeError('INVALID_ARG', `async job '${echo(id)}' has already finished (${state})`);
-    await job.remove();
+    const state = await this.#redis('job state', () => job.getState());
+    const running = () => new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
+    if (state === 'active') throw running();
+    try {
+      await job.remove();
+    } catch (err) {
+      // A worker took it between the state and the remove: it is running now.
+      if (/locked/.test((err as Error).message)) throw running();
+      this.#logger?.verbose(1, `async jobs: remove job: ${(err as Error).message}`);
+      throw Errors.unavailable('async jobs: Redis is unavailable (remove job)');
+    }
+    return state === 'completed' || state === 'failed' ? 'deleted' : 'cancelled';
   }
 
   /** Stops taking jobs: those running finish first, unless Redis is gone (then it does not wait). */
   async stop(): Promise<void> {
+    clearInterval(this.#cleaner);
     // With nothing running there is nothing to wait for (and a Redis that is gone would make
     // a graceful close wait for it).
     const graceful = this.#running > 0 && (await settleWithin(this.#worker.close(), 5000));

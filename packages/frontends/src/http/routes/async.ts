@@ -4,7 +4,8 @@
  * `GET /v2/jobs/{id}`, `GET /v2/jobs/{id}/result` (the infer response), `DELETE /v2/jobs/{id}`.
  */
 import { Hono } from 'hono';
-import { Errors, type AsyncInference } from '@triode/core';
+import { Errors, TriodeError, type AsyncInference } from '@triode/core';
+import { clientMessage } from '../../error-mapping.js';
 import type { HttpDeps } from '../http-options.js';
 import { readInferRequest, writeInferResponse } from '../infer-http.js';
 import { modelPaths } from './model-params.js';
@@ -29,7 +30,11 @@ export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize }: Http
   }
   app.get('/v2/jobs/:id', async (c) => {
     if (!jobs) throw noJobs();
-    return c.json(await jobs.status(c.req.param('id')));
+    const status = await jobs.status(c.req.param('id'));
+    // A failed job's reason is an error message like any other: the client gets what /infer
+    // would have sent (first line, no paths), not the text as the worker logged it.
+    if (status.error !== undefined) status.error = clientMessage(new TriodeError('INTERNAL', status.error));
+    return c.json(status);
   });
   app.get('/v2/jobs/:id/result', async (c) => {
     if (!jobs) throw noJobs();
@@ -38,8 +43,8 @@ export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize }: Http
   });
   app.delete('/v2/jobs/:id', async (c) => {
     if (!jobs) throw noJobs();
-    await jobs.cancel(c.req.param('id'));
-    return c.json({ job_id: c.req.param('id'), state: 'cancelled' });
+    const state = await jobs.cancel(c.req.param('id'));
+    return c.json({ job_id: c.req.param('id'), state });
   });
   return app;
 }

@@ -1,0 +1,155 @@
+/**
+ * AsyncJobs against its own redis-server: the bounds on what jobs keep in Redis, ids that are not
+ * ours, and Redis going away. Each case here was a defect found by attacking the async routes.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { InferenceServer, LocalBackplane, TriodeError, type Backend, type InferenceRequest, type OutputEncoding } from '@triode/core';
+import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
+import { AsyncJobs } from './async-jobs.js';
+
+/** OUT = IN, after `IN[0]` ms. */
+const echoBackend: Backend = {
+  name: 'echo_wait',
+  async modelInitialize() {
+    return {
+      async instanceInitialize() {
+        return {
+          async execute(requests) {
+            const ms = Math.max(...requests.map((r) => Number((r.inputs[0]!.data as Int32Array)[0])));
+            await new Promise((r) => setTimeout(r, ms));
+            return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) };
+          },
+          async finalize() {},
+        };
+      },
+      async finalize() {},
+    };
+  },
+};
+
+let redis: RedisHandle;
+let server: InferenceServer;
+const open: AsyncJobs[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  const repo = mkdtempSync(join(tmpdir(), 'triode-async-'));
+  for (const [m, extra] of [['m', ''], ['dec', 'model_transaction_policy { decoupled: true }\n']] as const) {
+    mkdirSync(join(repo, m, '1'), { recursive: true });
+    writeFileSync(join(repo, m, 'config.pbtxt'), `backend: "echo_wait"\nmax_batch_size: 0\n${extra}input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n`);
+  }
+  server = await InferenceServer.create({ modelRepositories: [repo], backends: [echoBackend] });
+}, 60000);
+
+afterAll(async () => {
+  for (const j of open) await j.stop();
+  await server?.stop(1000);
+  await redis?.stop();
+});
+
+let prefixes = 0;
+function jobs(options: { resultTtlSecs?: number; maxJobs?: number } = {}): AsyncJobs {
+  const j = new AsyncJobs(new LocalBackplane(server), { redis: redis.url, prefix: `t${prefixes++}`, ...options });
+  j.start();
+  open.push(j);
+  return j;
+}
+
+const request = (ms: number, model = 'm'): InferenceRequest => ({ modelName: model, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(ms) }] }) as InferenceRequest;
+const encoding: OutputEncoding = { binary: new Map(), defaultBinary: false };
+
+async function until(cond: () => Promise<boolean>, ms = 10000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  const err = await p.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(TriodeError);
+  return (err as TriodeError).code;
+}
+
+describe('AsyncJobs keeps what it must, and only that', () => {
+  it('finished jobs expire after the TTL even when no other job finishes (the limit frees up)', async () => {
+    const j = jobs({ resultTtlSecs: 1, maxJobs: 2 });
+    const ids = [await j.submit(request(1), encoding), await j.submit(request(1), encoding)];
+    await until(async () => (await Promise.all(ids.map((id) => j.status(id)))).every((s) => s.state === 'completed'));
+    expect(await code(j.submit(request(1), encoding))).toBe('UNAVAILABLE');
+    await new Promise((r) => setTimeout(r, 1500));
+    // Before: BullMQ's age limit only acted when another job finished, so none ever expired and
+    // every submit got 503 for good.
+    const third = await j.submit(request(1), encoding);
+    expect(third).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await code(j.status(ids[0]!))).toBe('NOT_FOUND');
+  });
+
+  it('DELETE of a finished job frees its place; of a waiting one cancels it', async () => {
+    const j = jobs({ maxJobs: 1 });
+    const id = await j.submit(request(1), encoding);
+    await until(async () => (await j.status(id)).state === 'completed');
+    expect(await code(j.submit(request(1), encoding))).toBe('UNAVAILABLE');
+    expect(await j.cancel(id)).toBe('deleted');
+    const next = await j.submit(request(1), encoding);
+    await until(async () => (await j.status(next)).state === 'completed');
+    expect(await j.cancel(next)).toBe('deleted');
+  });
+
+  it('concurrent submits cannot pass maxJobs together', async () => {
+    const j = jobs({ maxJobs: 5 });
+    const outcomes = await Promise.allSettled(Array.from({ length: 30 }, () => j.submit(request(200), encoding)));
+    // Before: the count and the add were separate steps, and all 30 were accepted.
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(5);
+  });
+
+  it('a decoupled model is refused at submit, as /infer refuses it', async () => {
+    const j = jobs();
+    expect(await code(j.submit(request(1, 'dec'), encoding))).toBe('UNSUPPORTED');
+  });
+});
+
+describe('AsyncJobs takes only its own job ids', () => {
+  it('names of the queue\'s own keys are not jobs: 404, and nothing is deleted', async () => {
+    const j = jobs();
+    const prefix = `bull:t${prefixes - 1}-async`;
+    await j.submit(request(1), encoding);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      expect(await r.exists(`${prefix}:meta`)).toBe(1);
+      for (const id of ['meta', 'events', 'completed', 'stalled-check', 'id', '../x', '']) {
+        expect(await code(j.status(id)), id).toBe('NOT_FOUND');
+        expect(await code(j.result(id)), id).toBe('NOT_FOUND');
+        expect(await code(j.cancel(id)), id).toBe('NOT_FOUND');
+      }
+      // Before: DELETE /v2/jobs/meta answered 200 and removed the queue's meta hash.
+      expect(await r.exists(`${prefix}:meta`)).toBe(1);
+    } finally {
+      r.disconnect();
+    }
+  });
+});
+
+describe('AsyncJobs while Redis is away', () => {
+  it('answers UNAVAILABLE at once instead of waiting for Redis', async () => {
+    const own = await startRedis();
+    const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'down' });
+    j.start();
+    const id = await j.submit(request(1), encoding);
+    await until(async () => (await j.status(id)).state === 'completed');
+    await own.stop();
+    const t0 = Date.now();
+    // Before: the calls queued in ioredis until Redis came back (no answer after 150 s).
+    expect(await code(j.status(id))).toBe('UNAVAILABLE');
+    expect(await code(j.result(id))).toBe('UNAVAILABLE');
+    expect(await code(j.cancel(id))).toBe('UNAVAILABLE');
+    expect(await code(j.submit(request(1), encoding))).toBe('UNAVAILABLE');
+    expect(Date.now() - t0).toBeLessThan(5000);
+    await j.stop();
+  }, 30000);
+});
