@@ -67,14 +67,26 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
       this.#counted(req.modelName, versionOf(r) ?? requested).stats.recordSuccess(Date.now(), ns, 0, 0, 0, 0, first === undefined ? ns : Number(first - start));
       return r;
     } catch (err) {
-      // An unknown model (404 / NOT_FOUND) is not a series: names clients make up would grow the
-      // metrics without bound.
-      if (!(err instanceof TriodeError && err.code === 'NOT_FOUND')) {
-        this.#counted(req.modelName, requested).stats.recordFailure(Date.now(), Number(process.hrtime.bigint() - start), reasonOf(err));
+      // A failure makes a series only for a model the cluster knows: names clients make up get
+      // none (they would grow the metrics without bound), whether they failed NOT_FOUND or, with
+      // no worker live or Redis away, UNAVAILABLE.
+      const ns = Number(process.hrtime.bigint() - start);
+      if (this.#models.has(`${req.modelName}\u0000${requested}`) || (await this.#known(req.modelName, err))) {
+        this.#counted(req.modelName, requested).stats.recordFailure(Date.now(), ns, reasonOf(err));
       }
       throw err;
     } finally {
       this.#inflightBy(key, -1);
+    }
+  }
+
+  /** True when the inner backplane's repository index lists `model` (in any state). */
+  async #known(model: string, err: unknown): Promise<boolean> {
+    if (err instanceof TriodeError && err.code === 'NOT_FOUND') return false;
+    try {
+      return (await this.#inner.repositoryIndex()).some((m) => m.name === model);
+    } catch {
+      return false;
     }
   }
 
