@@ -13,6 +13,12 @@ describe('startup tables', () => {
     ].join('\n'));
   });
 
+  it('a name with a newline or an escape sequence stays one escaped row', () => {
+    const t = modelTable([{ name: 'nl\nname', version: '1', state: 'UNAVAILABLE', reason: 'bad \u001b[31mred' }]);
+    expect(t.split('\n')).toHaveLength(5);
+    expect(t).toContain('| nl\\u000aname | 1       | UNAVAILABLE: bad \\u001b[31mred |');
+  });
+
   it('GPUs: index, CUDA id, name and memory', () => {
     const h100 = (i: number, cudaId: number) => ({ index: i, cudaId, uuid: `GPU-${i}`, name: 'NVIDIA H100 80GB HBM3', memoryTotalBytes: 81559 * 1024 * 1024, memoryUsedBytes: 0 });
     expect(gpuTable([h100(0, 0), h100(2, 1)])).toBe([

@@ -72,7 +72,7 @@ export function createLogger(options: LoggerOptions = {}, settings: LogSettings 
       stream.write(JSON.stringify({ time, level, msg, ...fields }) + '\n');
     } else {
       const extra = fields && Object.keys(fields).length ? ' ' + JSON.stringify(fields) : '';
-      stream.write(`${level[0]!.toUpperCase()} ${time} ${msg}${extra}\n`);
+      stream.write(`${level[0]!.toUpperCase()} ${time} ${terminalText(msg)}${terminalText(extra)}\n`);
     }
   };
   return {
@@ -81,6 +81,17 @@ export function createLogger(options: LoggerOptions = {}, settings: LogSettings 
     info: (m, f) => { if (settings.log_info) write('info', m, f); },
     verbose: (lvl, m, f) => { if (settings.log_verbose_level >= lvl) write('verbose', m, f); },
   };
+}
+
+/**
+ * A message as a terminal line: control characters a client could have put in it (through a
+ * model name, an id) are escaped, so it cannot forge a log line or send escape sequences to the
+ * terminal; a newline stays (stack traces read as they are) but its next line is indented, so
+ * it never looks like a line of its own.
+ */
+export function terminalText(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return /[\u0000-\u001f\u007f]/.test(s) ? s.replace(/[\u0000-\u0009\u000b-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).replace(/\n/g, '\n    ') : s;
 }
 
 function isoLocal(d: Date): string {

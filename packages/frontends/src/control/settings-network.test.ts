@@ -19,7 +19,7 @@ const logs = new LogSettings({ file: join(dir, 'triode.log') });
 let grpc: GrpcServerHandle;
 
 beforeAll(async () => {
-  const backplane = { modelMetadata: async () => ({}) } as unknown as Backplane;
+  const backplane = { modelMetadata: async () => ({}), modelReady: async () => true } as unknown as Backplane;
   grpc = await startGrpcServer(backplane, { address: '127.0.0.1:0', traceSettings: traces, logSettings: logs });
 });
 

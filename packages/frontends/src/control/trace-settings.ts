@@ -4,7 +4,7 @@
  * reported so tools that set them keep working. Shared by the HTTP and gRPC frontends.
  * Triton: docs/protocol/extension_trace.md, server/src/tracer.cc
  */
-import { Errors, echo } from '@triode/core';
+import { Errors, echo, type Backplane } from '@triode/core';
 
 /** Trace settings as reported: every value a string except `trace_level`. */
 export type TraceSettingValues = Record<string, string | string[]>;
@@ -23,6 +23,14 @@ const RANGES: Record<string, [number, number]> = { trace_rate: [0, 2 ** 32 - 1],
  */
 export const traceFileUnsupported = () => Errors.unsupported('trace file location can not be updated through network protocol');
 
+/**
+ * Per-model trace settings are for a model that is ready, as Triton checks (ModelIsReady, then
+ * INVALID_ARG with its words); a name a client made up gets no settings kept for it.
+ */
+export async function checkTraceModel(backplane: Backplane, model: string): Promise<void> {
+  if (!(await backplane.modelReady(model))) throw Errors.invalidArg(`Request for unknown model : ${echo(model)}`);
+}
+
 /** Checks an update; throws INVALID_ARG naming the first bad field. */
 function check(update: Readonly<Record<string, unknown>>): asserts update is TraceSettingUpdate {
   for (const [k, v] of Object.entries(update)) {
@@ -33,6 +41,7 @@ function check(update: Readonly<Record<string, unknown>>): asserts update is Tra
       if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && LEVELS.includes(x))) {
         throw Errors.invalidArg(`'trace_level' must be a list of ${LEVELS.join(', ')}`);
       }
+      if (v.includes('OFF') && v.length > 1) throw Errors.invalidArg("Expect only one trace level 'OFF' is specified");
     } else if (k === 'trace_file') {
       if (typeof v !== 'string') throw Errors.invalidArg(`'trace_file' must be a string`);
     } else if (typeof v !== 'string' || !/^-?\d+$/.test(v)) {
@@ -43,11 +52,37 @@ function check(update: Readonly<Record<string, unknown>>): asserts update is Tra
   }
 }
 
+/**
+ * A checked value as Triton keeps and reports it: levels once each in a fixed order, integers
+ * as `std::to_string` writes them ("0001" is "1", "-0" is "0"); undefined for an empty level
+ * list, which changes nothing.
+ */
+function normalized(k: string, v: string | string[]): string | string[] | undefined {
+  if (k === 'trace_level') {
+    const levels = v as string[];
+    if (levels.length === 0) return undefined;
+    return levels.includes('OFF') ? ['OFF'] : LEVELS.filter((l) => levels.includes(l));
+  }
+  return k === 'trace_file' ? v : String(Number(v));
+}
+
+/**
+ * Which settings a request of a model is sampled under: its own when it has any, else the
+ * global ones; `generation` changes with every update of them (Triton makes a new setting
+ * object on each update, and its sampling and trace_count start over).
+ */
+export interface TraceScope {
+  key: string;
+  generation: string;
+}
+
 /** The global trace settings and each model's own. */
 export class TraceSettings {
   readonly #global: TraceSettingValues = { ...DEFAULTS };
   readonly #perModel = new Map<string, TraceSettingValues>();
   #active = false;
+  #globalGeneration = 0;
+  readonly #modelGeneration = new Map<string, number>();
 
   /**
    * @param startup the start-up settings (`--trace-config`): the only place `trace_file` can be set.
@@ -55,7 +90,7 @@ export class TraceSettings {
    */
   constructor(startup: Readonly<Record<string, unknown>> = {}) {
     check(startup);
-    for (const [k, v] of Object.entries(startup)) this.#global[k] = v ?? DEFAULTS[k]!;
+    for (const [k, v] of Object.entries(startup)) this.#global[k] = v === null ? DEFAULTS[k]! : normalized(k, v) ?? this.#global[k]!;
     this.#refresh();
   }
 
@@ -67,6 +102,12 @@ export class TraceSettings {
   #refresh(): void {
     const on = (v: string | string[] | undefined) => (Array.isArray(v) ? v : [v ?? 'OFF']).some((l) => l !== 'OFF');
     this.#active = on(this.#global['trace_level']) || [...this.#perModel.values()].some((m) => on(m['trace_level']));
+  }
+
+  /** The scope a request of `model` is sampled under (see TraceScope). */
+  scope(model: string): TraceScope {
+    if (!this.#perModel.has(model)) return { key: '', generation: String(this.#globalGeneration) };
+    return { key: model, generation: `${this.#globalGeneration}.${this.#modelGeneration.get(model) ?? 0}` };
   }
 
   /** The settings in effect (for a model: the global ones with its own on top). */
@@ -82,16 +123,19 @@ export class TraceSettings {
     if (Object.hasOwn(update, 'trace_file')) throw traceFileUnsupported();
     check(update);
     if (!model) {
-      for (const [k, v] of Object.entries(update)) this.#global[k] = v ?? DEFAULTS[k]!;
+      for (const [k, v] of Object.entries(update)) this.#global[k] = v === null ? DEFAULTS[k]! : normalized(k, v) ?? this.#global[k]!;
+      this.#globalGeneration++;
       this.#refresh();
       return this.get();
     }
     const own = this.#perModel.get(model) ?? {};
     for (const [k, v] of Object.entries(update)) {
+      const value = v === null ? undefined : normalized(k, v);
       if (v === null) delete own[k];
-      else own[k] = v;
+      else if (value !== undefined) own[k] = value;
     }
     this.#perModel.set(model, own);
+    this.#modelGeneration.set(model, (this.#modelGeneration.get(model) ?? 0) + 1);
     this.#refresh();
     return this.get(model);
   }

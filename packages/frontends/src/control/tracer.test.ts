@@ -106,3 +106,34 @@ describe('trace_file over the network (issue #14)', () => {
     expect(existsSync(elsewhere)).toBe(false);
   });
 });
+
+describe('trace sampling per settings scope', () => {
+  it('a model\'s own trace_count holds while requests of other models come between', () => {
+    const s = new TraceSettings({ trace_file: join(dir, 'scoped.json'), trace_level: ['TIMESTAMPS'], trace_rate: '1' });
+    const t = new Tracer(s);
+    s.update({ trace_count: '1' }, 'simple');
+    let simple = 0;
+    let other = 0;
+    for (let i = 0; i < 5; i++) {
+      if (t.start('simple')) simple++;
+      if (t.start('tagged')) other++;
+    }
+    // Before: one allowance for all, reset whenever the count setting in effect changed: 5 and 5.
+    expect({ simple, other }).toEqual({ simple: 1, other: 5 });
+    // An update of the scope starts its count over.
+    s.update({ trace_count: '2' }, 'simple');
+    expect([t.start('simple'), t.start('simple'), t.start('simple')].filter(Boolean)).toHaveLength(2);
+  });
+
+  it('a request to an unknown model gives its trace_count back', async () => {
+    const f = join(dir, 'count.json');
+    const s = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1', trace_count: '2' });
+    const t = new Tracer(s);
+    const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: t });
+    for (const m of ['nope1', 'nope2']) expect((await a.request(`/v2/models/${m}/infer`, { method: 'POST', body })).status).toBe(404);
+    for (let i = 0; i < 3; i++) expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
+    t.flush();
+    // Before: the two 404s used up the count and nothing was traced.
+    expect((JSON.parse(readFileSync(f, 'utf8')) as TraceRecord[]).map((r) => r.model_name)).toEqual(['simple', 'simple']);
+  });
+});

@@ -18,6 +18,13 @@ export interface TraceRecord {
   timestamps: { name: string; ns: number }[];
 }
 
+/** Sampling state of one settings scope (a model's own settings, or the global ones). */
+interface Sampling {
+  generation: string;
+  seen: number;
+  used: number;
+}
+
 /** A request being traced: the frontend and the core add timestamps to `trace`. */
 export interface ActiveTrace {
   readonly id: number;
@@ -25,6 +32,8 @@ export interface ActiveTrace {
   readonly file: string;
   readonly logFrequency: number;
   readonly trace: RequestTrace;
+  /** The scope whose trace_count this trace used. */
+  readonly sampling: Sampling;
 }
 
 /** The clock traces use: the core's (`performance.now()` in ns). */
@@ -41,13 +50,21 @@ interface FileState {
 export class Tracer {
   readonly #settings: TraceSettings;
   readonly #files = new Map<string, FileState>();
-  #seen = 0;
   #nextId = 1;
-  #used = 0;
-  #countSetting = Number.NaN;
+  /**
+   * Sampling per scope, as Triton keeps it per setting object: a model with its own settings
+   * samples and counts apart from the global ones. Keys are models with settings of their own
+   * (set only for models that were ready) and '' (global).
+   */
+  readonly #sampling = new Map<string, Sampling>();
 
   constructor(settings: TraceSettings) {
     this.#settings = settings;
+  }
+
+  /** True when some trace level is on: a request may be traced. */
+  get active(): boolean {
+    return this.#settings.active;
   }
 
   /** A trace for this request of `model`, or undefined when it is not sampled. */
@@ -60,15 +77,22 @@ export class Tracer {
     if (!file) return undefined;
     const rate = Math.max(1, Number(s['trace_rate'] ?? 1000));
     const count = Number(s['trace_count'] ?? -1);
-    // trace_count counts from when it was set: a new value starts a new allowance.
-    if (count !== this.#countSetting) {
-      this.#countSetting = count;
-      this.#used = 0;
-    }
-    if (this.#seen++ % rate !== 0) return undefined;
-    if (count >= 0 && this.#used >= count) return undefined;
-    this.#used++;
-    return { id: this.#nextId++, model, file, logFrequency: Math.max(0, Number(s['log_frequency'] ?? 0)), trace: { timestamps: [] } };
+    // A new setting (any update of the scope) starts sampling and trace_count over.
+    const scope = this.#settings.scope(model);
+    let sampling = this.#sampling.get(scope.key);
+    if (!sampling || sampling.generation !== scope.generation) this.#sampling.set(scope.key, (sampling = { generation: scope.generation, seen: 0, used: 0 }));
+    if (sampling.seen++ % rate !== 0) return undefined;
+    if (count >= 0 && sampling.used >= count) return undefined;
+    sampling.used++;
+    return { id: this.#nextId++, model, file, logFrequency: Math.max(0, Number(s['log_frequency'] ?? 0)), trace: { timestamps: [] }, sampling };
+  }
+
+  /**
+   * Gives back the trace_count a trace took when its request never reached a model (an unknown
+   * name): a client sending made-up names must not use up what real requests are traced with.
+   */
+  release(t: ActiveTrace): void {
+    if (t.sampling.used > 0) t.sampling.used--;
   }
 
   /** Records a finished trace; writes a file when log_frequency traces are waiting. */

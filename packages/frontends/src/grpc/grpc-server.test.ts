@@ -304,7 +304,11 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     expect(logs['log_info']).toMatchObject({ bool_param: true });
     const changed = (await call('LogSettings', { settings: { log_verbose_level: { uint32_param: 2 } } }))['settings'] as Record<string, Plain>;
     expect(changed['log_verbose_level']).toMatchObject({ uint32_param: 2 });
-    await expect(call('LogSettings', { settings: { nope: { bool_param: true } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+    // As Triton: a setting it does not know is ignored.
+    await expect(call('LogSettings', { settings: { nope: { bool_param: true } } })).resolves.toBeDefined();
+    await expect(call('LogSettings', { settings: { log_verbose_level: { uint32_param: 2 ** 32 - 1 } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT });
+    // A model it does not have: INVALID_ARGUMENT with Triton's words.
+    await expect(call('TraceSetting', { model_name: 'nope', settings: {} })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: 'Request for unknown model : nope' });
     const t = (await call('TraceSetting', { settings: { trace_rate: { value: ['5'] } } }))['settings'] as Record<string, Plain>;
     expect(t['trace_rate']).toEqual({ value: ['5'] });
     const m = (await call('TraceSetting', { model_name: 'simple', settings: { trace_level: { value: ['TIMESTAMPS'] } } }))['settings'] as Record<string, Plain>;

@@ -17,7 +17,7 @@ import {
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
 import { updateLogSettings } from '../control/log-settings-update.js';
 import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
-import { TraceSettings } from '../control/trace-settings.js';
+import { TraceSettings, checkTraceModel } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
@@ -223,7 +223,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
     CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', undefined, shmUnsupported),
     TraceSetting: unary('TraceSetting', 'TraceSettingRequest', async (req) => {
       const model = String(req['model_name'] ?? '') || undefined;
-      if (model) await backplane.modelMetadata(model);
+      if (model) await checkTraceModel(backplane, model);
       const update: Record<string, string | string[] | null> = {};
       for (const [k, v] of Object.entries((req['settings'] ?? {}) as Record<string, { value?: string[] }>)) {
         const values = v.value ?? [];

@@ -202,7 +202,7 @@ describe('error messages', () => {
     const cases: Response[] = [
       await post(app, '/v2/models/m/infer', JSON.stringify(request), { 'inference-header-content-length': long }),
       await post(app, '/v2/models/m/infer', JSON.stringify(request), { 'content-encoding': long }),
-      await post(app, '/v2/logging', JSON.stringify({ [long]: 1 })),
+      await post(app, '/v2/logging', JSON.stringify({ log_format: long })),
       await post(app, '/v2/trace/setting', JSON.stringify({ [long]: '1' })),
       await post(app, '/v2/models/m/infer', JSON.stringify({ inputs: [{ name: long, datatype: long, shape: [1], data: [1] }] })),
       await post(app, '/v2/models/m/infer', JSON.stringify({ inputs: [{ name: long, datatype: 'FP32', shape: [2], data: [1] }] })),

@@ -277,12 +277,19 @@ describe('log settings', () => {
     expect(r.status).toBe(200);
     expect(await r.json()).toMatchObject({ log_info: false, log_verbose_level: 2, log_format: 'ISO8601' });
     expect(settings.log_verbose_level).toBe(2);
-    for (const [body, message] of [[{ log_info: 'yes' }, "expect boolean for 'log_info'"], [{ log_format: 'json' }, "invalid log format 'json'"], [{ nope: 1 }, "unknown log setting 'nope'"]] as const) {
+    for (const [body, message] of [[{ log_info: 'yes' }, "expect boolean for 'log_info'"], [{ log_format: 'json' }, "invalid log format 'json'"],
+      [{ log_verbose_level: 1e300 }, "expect an integer in [0, 2147483647] for 'log_verbose_level'"], [{ log_verbose_level: 2 ** 32 }, 'log_verbose_level']] as const) {
       const bad = await a.request('/v2/logging', { method: 'POST', body: JSON.stringify(body) });
       expect(bad.status).toBe(400);
       expect((await bad.json() as { error: string }).error).toContain(message);
     }
     expect(settings.log_info).toBe(false);
+    // As Triton: null values and fields it does not know (its own doc's 'log_warnings') change nothing.
+    for (const body of [{ log_info: null }, { log_file: null }, { log_warnings: false, nope: 1 }]) {
+      const ok = await a.request('/v2/logging', { method: 'POST', body: JSON.stringify(body) });
+      expect(ok.status).toBe(200);
+    }
+    expect(settings.toJson()).toMatchObject({ log_info: false, log_warning: true, log_verbose_level: 2 });
   });
 });
 
@@ -297,7 +304,20 @@ describe('trace settings', () => {
     expect(await r.json()).toMatchObject({ trace_level: ['TIMESTAMPS'], trace_rate: '100' });
     expect((await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['LOUD'] }) })).status).toBe(400);
     expect((await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_rate: 5 }) })).status).toBe(400);
-    expect((await app.request('/v2/models/nope/trace/setting')).status).toBe(404);
+    // Triton: ModelIsReady, then INVALID_ARG (400) for a model it does not have.
+    const unknown = await app.request('/v2/models/nope/trace/setting');
+    expect(unknown.status).toBe(400);
+    expect(await unknown.json()).toEqual({ error: 'Request for unknown model : nope' });
+    expect((await app.request('/v2/models/nope/trace/setting', { method: 'POST', body: '{"trace_rate":"1"}' })).status).toBe(400);
+    // Levels and integers are checked and kept as Triton reports them.
+    r = await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['OFF', 'TIMESTAMPS'] }) });
+    expect(r.status).toBe(400);
+    expect(await r.json()).toEqual({ error: "Expect only one trace level 'OFF' is specified" });
+    r = await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: [], trace_rate: '0001', trace_count: '-0' }) });
+    expect(await r.json()).toMatchObject({ trace_level: ['OFF'], trace_rate: '1', trace_count: '0' });
+    r = await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['TENSORS', 'TIMESTAMPS', 'TENSORS'], trace_count: '-1' }) });
+    expect(await r.json()).toMatchObject({ trace_level: ['TIMESTAMPS', 'TENSORS'] });
+    await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['OFF'], trace_rate: '100' }) });
   });
 });
 

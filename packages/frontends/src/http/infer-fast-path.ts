@@ -13,7 +13,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '@triode/core';
-import { CancelToken, parseModelVersion } from '@triode/core';
+import { CancelToken, TriodeError, parseModelVersion } from '@triode/core';
 import { httpError } from '../error-mapping.js';
 import { traceNow } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
@@ -106,12 +106,13 @@ function drainIncoming(incoming: IncomingMessage): void {
 
 async function serve(req: IncomingMessage, res: ServerResponse, name: string, version: string | undefined, deps: HttpDeps): Promise<{ body: Uint8Array | string; headers: Record<string, string> }> {
   const { backplane, maxInputSize, maxJsonOutputSize, tracer } = deps;
-  const t = tracer?.start(name);
-  t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: traceNow() });
+  const recvStart = tracer?.active ? traceNow() : 0;
   const v = parseModelVersion(version);
   const model = v === undefined ? { name } : { name, version: v };
   const h = incomingHeader(req, 'inference-header-content-length');
   const { request, encoding } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength), backplane);
+  const t = tracer?.start(name);
+  t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
   // A client that goes away before its answer cancels the request: a queued one leaves the queue
   // (it held its memory until it ran), a decoupled model can stop.
   const cancel = new CancelToken();
@@ -120,7 +121,11 @@ async function serve(req: IncomingMessage, res: ServerResponse, name: string, ve
   if (!t) return inferResponseBody(await backplane.infer(request), encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'));
   t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
   request.trace = t.trace;
-  const response = await backplane.infer(request);
+  const response = await backplane.infer(request).catch((err: unknown) => {
+    // A request to an unknown model gives its trace_count back.
+    if (err instanceof TriodeError && err.code === 'NOT_FOUND') tracer!.release(t);
+    throw err;
+  });
   t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
   const written = await inferResponseBody(response, encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'));
   t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });

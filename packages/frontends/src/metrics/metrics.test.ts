@@ -45,6 +45,9 @@ describe('metrics endpoint', () => {
 
   it('answers 404 elsewhere', async () => {
     expect((await fetch(`http://127.0.0.1:${metrics.port}/other`)).status).toBe(404);
+    // As Triton: any method but GET is 405, on any path.
+    expect((await fetch(`http://127.0.0.1:${metrics.port}/metrics`, { method: 'POST', body: 'x' })).status).toBe(405);
+    expect((await fetch(`http://127.0.0.1:${metrics.port}/other`, { method: 'DELETE' })).status).toBe(405);
   });
 });
 

@@ -378,13 +378,19 @@ export interface MetricsServerHandle {
 export function startMetricsServer(source: MetricsSource, port: number, address = '0.0.0.0', config: MetricsConfig = {}): Promise<MetricsServerHandle> {
   const registry = createMetricsRegistry(source, config);
   const server: Server = createServer((req, res) => {
-    if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+    // As Triton's metrics server: the method is checked first (405 for anything but GET).
+    if (req.method !== 'GET') {
+      res.writeHead(405, { 'Content-Type': 'application/json' }).end('{"error":"Method Not Allowed"}');
+      return;
+    }
+    if ((req.url ?? '').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"Not Found"}');
       return;
     }
     registry.metrics().then(
       (text) => res.writeHead(200, { 'Content-Type': registry.contentType }).end(text),
-      (err: unknown) => res.writeHead(500, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: String(err) })),
+      // What failed stays in the process (a scrape gets no internals).
+      () => res.writeHead(500, { 'Content-Type': 'application/json' }).end('{"error":"the metrics could not be collected"}'),
     );
   });
   return new Promise((resolve, reject) => {

@@ -3,6 +3,7 @@
  * Triton: server/src/http_server.cc HandleInfer
  */
 import { Hono } from 'hono';
+import { TriodeError } from '@triode/core';
 import type { HttpDeps } from '../http-options.js';
 import { readInferRequest, writeInferResponse } from '../infer-http.js';
 import { modelPaths } from './model-params.js';
@@ -14,16 +15,21 @@ export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer
   const app = new Hono();
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
-      const t = tracer?.start(c.req.param('model') ?? '');
-      t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: traceNow() });
+      const recvStart = tracer?.active ? traceNow() : 0;
       const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
+      const t = tracer?.start(request.modelName);
+      t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
       if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
       // A client that goes away before its answer cancels the request (as on the fast path).
       request.signal = c.req.raw.signal;
       if (!t) return writeInferResponse(c, await backplane.infer(request), encoding, maxJsonOutputSize);
       t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
       request.trace = t.trace;
-      const response = await backplane.infer(request);
+      const response = await backplane.infer(request).catch((err: unknown) => {
+        // A request to an unknown model gives its trace_count back.
+        if (err instanceof TriodeError && err.code === 'NOT_FOUND') tracer!.release(t);
+        throw err;
+      });
       t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
       const written = await writeInferResponse(c, response, encoding, maxJsonOutputSize);
       t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });

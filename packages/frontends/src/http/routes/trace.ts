@@ -7,7 +7,7 @@
  */
 import { Hono, type Context } from 'hono';
 import { Errors, echo, type Backplane } from '@triode/core';
-import { TraceSettings } from '../../control/trace-settings.js';
+import { TraceSettings, checkTraceModel } from '../../control/trace-settings.js';
 
 async function read(c: Context): Promise<Record<string, unknown>> {
   let body: unknown;
@@ -27,12 +27,12 @@ export function traceRoutes(backplane: Backplane, settings: TraceSettings = new 
   app.post('/v2/trace/setting', async (c) => c.json(settings.update(await read(c))));
   app.get('/v2/models/:model/trace/setting', async (c) => {
     const model = c.req.param('model');
-    await backplane.modelMetadata(model);
+    await checkTraceModel(backplane, model);
     return c.json(settings.get(model));
   });
   app.post('/v2/models/:model/trace/setting', async (c) => {
     const model = c.req.param('model');
-    await backplane.modelMetadata(model);
+    await checkTraceModel(backplane, model);
     return c.json(settings.update(await read(c), model));
   });
   return app;
