@@ -19,6 +19,25 @@ describe('classify()', () => {
     expect(strings(t)).toEqual(['10:1', '5:0', '1:2']);
   });
 
+  it('the heap (small k) and the sort (large k) agree, ties in index order', () => {
+    const data = new Float32Array(1000).map((_, i) => (i * 37) % 101);
+    const bySort = (k: number) => {
+      const idx = Array.from({ length: data.length }, (_, i) => i);
+      idx.sort((x, y) => (data[x]! < data[y]! ? 1 : data[x]! > data[y]! ? -1 : x - y));
+      return idx.slice(0, k).map((j) => `${data[j]!.toFixed(6)}:${j}`);
+    };
+    for (const k of [1, 5, 100, 249, 250, 1000]) {
+      expect(strings(classify({ name: 'p', datatype: 'FP32', shape: [1000], data }, k, false)), `k=${k}`).toEqual(bySort(k));
+    }
+  });
+
+  it('the top 1 of 16M elements (one pass, where a full sort of every index held the event loop ~10 s)', () => {
+    const data = new Int32Array(16_000_000).map((_, i) => i % 1000);
+    expect(strings(classify({ name: 'p', datatype: 'INT32', shape: [16_000_000], data }, 1, false))).toEqual(['999:999']);
+    const withNaN = new Float32Array([1, Number.NaN, 3, 2]);
+    expect(strings(classify({ name: 'p', datatype: 'FP32', shape: [4], data: withNaN }, 1, false))).toHaveLength(1);
+  });
+
   it('refuses BYTES outputs', () => {
     expect(() => classify({ name: 'p', datatype: 'BYTES', shape: [1], data: new Uint8Array(5) }, 1, false)).toThrow("class result not available for output 'p'");
   });

@@ -30,18 +30,61 @@ export function classify(tensor: Tensor, count: number, batching: boolean, label
   const k = Math.min(count, per);
   const strings: string[] = [];
   for (let b = 0; b < items; b++) {
-    const idx = Array.from({ length: per }, (_, i) => i);
     const base = b * per;
-    idx.sort((x, y) => {
-      const a = data[base + x]!;
-      const c = data[base + y]!;
-      return a < c ? 1 : a > c ? -1 : x - y;
-    });
-    for (let i = 0; i < k; i++) {
-      const j = idx[i]!;
+    for (const j of topK(data, base, per, k)) {
       const label = labels?.[j];
       strings.push(`${fmt(data[base + j]!, isFloat)}:${j}${label !== undefined ? `:${label}` : ''}`);
     }
   }
   return { name: tensor.name, datatype: 'BYTES', shape: batching ? [items, k] : [k], data: serializeBytesTensor(strings) };
+}
+
+/**
+ * The indexes (within the item) of the `k` highest of `data[base .. base + n)`, highest first;
+ * equal values (and NaN, which compares equal to everything) in index order. For a small k a
+ * bounded heap (O(n log k)), not a sort of every index: one request asking the top 1 of a
+ * 16M-element output used to hold the event loop for seconds.
+ */
+function topK(data: ArrayLike<number | bigint>, base: number, n: number, k: number): number[] {
+  /** True when element x comes before element y in the answer. */
+  const before = (x: number, y: number) => {
+    const a = data[base + x]!;
+    const c = data[base + y]!;
+    return a > c || (!(a < c) && x < y);
+  };
+  if (k <= 0) return [];
+  if (k * 4 >= n) {
+    const idx = Uint32Array.from({ length: n }, (_, i) => i);
+    idx.sort((x, y) => (before(x, y) ? -1 : before(y, x) ? 1 : 0));
+    return Array.from(idx.subarray(0, k));
+  }
+  // heap[0] is the kept element that comes last: the one a better element replaces.
+  const heap: number[] = [];
+  const siftDown = (i: number) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let last = i;
+      if (l < heap.length && before(heap[last]!, heap[l]!)) last = l;
+      if (r < heap.length && before(heap[last]!, heap[r]!)) last = r;
+      if (last === i) return;
+      [heap[i], heap[last]] = [heap[last]!, heap[i]!];
+      i = last;
+    }
+  };
+  for (let i = 0; i < n; i++) {
+    if (heap.length < k) {
+      heap.push(i);
+      for (let c = heap.length - 1; c > 0;) {
+        const p = (c - 1) >> 1;
+        if (!before(heap[p]!, heap[c]!)) break;
+        [heap[p], heap[c]] = [heap[c]!, heap[p]!];
+        c = p;
+      }
+    } else if (before(i, heap[0]!)) {
+      heap[0] = i;
+      siftDown(0);
+    }
+  }
+  return heap.sort((x, y) => (before(x, y) ? -1 : 1));
 }
