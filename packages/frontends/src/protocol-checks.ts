@@ -11,6 +11,8 @@ import { Errors, countBytesElements, dataTypeByteSize, type DataType } from '@tr
 export function checkTensorBytes(name: string, datatype: DataType, count: number, bytes: Uint8Array, model: string): void {
   if (datatype === 'BYTES') {
     const n = countBytesElements(bytes);
+    // -1: an element's 4-byte length, or its bytes, run past the end of the data.
+    if (n < 0) throw Errors.invalidArg(`incomplete string data for inference input '${name}' for model '${model}': an element's length runs past the end of its ${bytes.byteLength} bytes`);
     if (n !== count) throw Errors.invalidArg(`unexpected number of string elements ${n} for inference input '${name}' for model '${model}', expecting ${count}`);
     return;
   }

@@ -1,8 +1,8 @@
-import { cpSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { InferenceServer, markTransferable, type ExecuteRequest, type ModelConfig } from '@triode/core';
+import { InferenceServer, markTransferable, serializeBytesTensor, type ExecuteRequest, type ModelConfig } from '@triode/core';
 import { EXAMPLES, makeRepository } from '../../../../test/helpers/repository.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { OnnxRuntimeBackend, transferList } from './onnxruntime-backend.js';
@@ -150,5 +150,26 @@ describe('batched outputs', () => {
     await s.infer({ modelName: 'batched', inputs: [{ ...ra.outputs[0]!, name: 'INPUT0' }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(1) }] });
     expect(Array.from(b0)).toEqual(new Array(16).fill(21));
     expect(Array.from(a0)).toEqual(new Array(16).fill(11));
+  });
+});
+
+describe('BYTES inputs', () => {
+  it('an element that is not UTF-8 fails its request alone, not altered and not the batch', async () => {
+    const repo = makeRepository(['simple_string']);
+    appendFileSync(join(repo, 'simple_string', 'config.pbtxt'), '\ndynamic_batching { max_queue_delay_microseconds: 200000 }\n');
+    const s = await serve(repo);
+    const strings = (xs: (string | Uint8Array)[]) => serializeBytesTensor(xs);
+    const one = strings(new Array<string>(16).fill('1'));
+    const bad = strings([Uint8Array.of(0xff, 0x00, 0xc0), ...new Array<string>(15).fill('1')]);
+    const infer = (in0: Uint8Array) => s.infer({ modelName: 'simple_string', inputs: [
+      { name: 'INPUT0', datatype: 'BYTES', shape: [1, 16], data: in0 },
+      { name: 'INPUT1', datatype: 'BYTES', shape: [1, 16], data: one },
+    ] });
+    const [good, refused] = await Promise.allSettled([infer(strings(new Array<string>(16).fill('2'))), infer(bad)]);
+    // Before: the bytes reached the model as U+FFFD (the string model here: a parse of garbage).
+    expect(refused).toMatchObject({ status: 'rejected', reason: { code: 'INVALID_ARG', message: expect.stringContaining("input 'INPUT0': element 0 is not valid UTF-8") } });
+    expect(good.status).toBe('fulfilled');
+    const out = (good as PromiseFulfilledResult<Awaited<ReturnType<typeof infer>>>).value.outputs.find((o) => o.name === 'OUTPUT0')!;
+    expect(Buffer.from(out.data as Uint8Array).toString('latin1')).toContain('3');
   });
 });

@@ -6,9 +6,10 @@
  * where they are. Outputs are owned by their response unless a batch's responses share one buffer.
  * Triton: onnxruntime_backend/src/onnxruntime.cc (ModelInstanceState)
  */
+import { isUtf8 } from 'node:buffer';
 import type { Piscina } from 'piscina';
 import {
-  TriodeError, claimOwnership, fromWireError, transferList as tensorTransferList,
+  Errors, TriodeError, claimOwnership, deserializeBytesTensor, fromWireError, transferList as tensorTransferList,
   type BackendModelInstance, type ExecuteRequest, type ExecuteResult, type Logger,
 } from '@triode/core';
 import type { ExecuteReply, ExecuteTask, LoadTask, WireTensor } from './messages.js';
@@ -101,6 +102,15 @@ export class OnnxInstance implements BackendModelInstance {
   }
 
   async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+    // A request whose BYTES input onnxruntime-node cannot take as it is fails alone; the others
+    // of its batch run without it.
+    const refused = requests.map(notUtf8);
+    if (refused.some((e) => e !== undefined)) {
+      const rest = requests.filter((_, i) => refused[i] === undefined);
+      const ran = rest.length ? await this.execute(rest) : { responses: [] };
+      let j = 0;
+      return { ...ran, responses: requests.map((_, i) => (refused[i] ? { error: refused[i] } : ran.responses[j++]!)) };
+    }
     const task: ExecuteTask = {
       op: 'execute',
       requests: requests.map((r) => ({ inputs: r.inputs as WireTensor[], batchSize: r.batchSize })),
@@ -205,4 +215,19 @@ function unionOutputs(requests: readonly ExecuteRequest[]): string[] {
   const names = new Set<string>();
   for (const r of requests) for (const n of r.outputNames) names.add(n);
   return [...names];
+}
+
+/**
+ * onnxruntime-node takes string tensors as JS strings, so a BYTES element that is not UTF-8
+ * would reach the model with U+FFFD in place of its bytes (Triton's backend passes the bytes):
+ * such a request is refused instead of being answered from altered data.
+ */
+function notUtf8(r: ExecuteRequest): TriodeError | undefined {
+  for (const t of r.inputs) {
+    if (t.datatype !== 'BYTES') continue;
+    const elements = deserializeBytesTensor(t.data as Uint8Array, undefined, `input '${t.name}'`);
+    const i = elements.findIndex((e) => !isUtf8(e));
+    if (i >= 0) return Errors.invalidArg(`input '${t.name}': element ${i} is not valid UTF-8; the onnxruntime backend takes BYTES elements as UTF-8 text`);
+  }
+  return undefined;
 }
