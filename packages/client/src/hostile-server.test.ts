@@ -274,7 +274,7 @@ describe('runPerf against a broken server', () => {
   }
   const quick = { measurementIntervalMs: 100, maxTrials: 3, warmupRequests: 2 };
   /** An answer after a turn of the event loop, as a real transport gives. */
-  const answer = () => new Promise<undefined>((r) => setImmediate(r));
+  const answer = () => new Promise<void>((r) => setImmediate(r));
 
   it('statistics that are not a list count as none, and the run ends', async () => {
     const results = await runPerf(fake({}, 'INT32', answer, async () => ({})), { model: 'm', concurrency: [1], ...quick });
