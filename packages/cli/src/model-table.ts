@@ -1,11 +1,10 @@
 /** @module Triton's startup tables: models and their state, and the GPUs found. Triton: core/src/server.cc (ModelStatusTable) */
-import type { GpuDevice, ModelIndexEntry } from '@triode/core';
+import { echo, type GpuDevice, type ModelIndexEntry } from '@triode/core';
 
 /** A `+---+` bordered table. */
 function table(head: string[], rawData: string[][]): string {
   // A model name or a reason may hold control characters: escaped, one row stays one line.
-  // eslint-disable-next-line no-control-regex
-  const data = rawData.map((r) => r.map((c) => c.replace(/[\u0000-\u001f\u007f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`)));
+  const data = rawData.map((r) => r.map((c) => echo(c, Infinity)));
   const widths = head.map((h, i) => Math.max(h.length, ...data.map((d) => d[i]!.length)));
   const line = '+' + widths.map((w) => '-'.repeat(w + 2)).join('+') + '+';
   const row = (cells: string[]) => '| ' + cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ') + ' |';

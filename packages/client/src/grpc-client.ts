@@ -84,21 +84,19 @@ function inferRequest(model: string, o: InferOptions): object {
  * @throws InferenceServerError when the response does not add up.
  */
 function inferResult(m: InferResponseMessage): InferResult {
-  if (m.raw_output_contents.length !== m.outputs.length) {
-    throw new InferenceServerError(`malformed response: ${m.outputs.length} outputs with ${m.raw_output_contents.length} raw_output_contents`);
-  }
-  const outputs: OutputTensor[] = m.outputs.map((o, i) => outputTensor(o.name, o.datatype, o.shape.map(toNumber), m.raw_output_contents[i]!));
-  try {
-    return new InferResult({ modelName: m.model_name, modelVersion: m.model_version, id: m.id, parameters: parametersFromMessage(m.parameters), outputs });
-  } catch (err) {
-    throw err instanceof InferenceServerError ? err : new InferenceServerError(`malformed response: ${(err as Error).message}`, { cause: err });
-  }
+  const r = tryInferResult(m);
+  if (r instanceof InferenceServerError) throw r;
+  return r;
 }
 
 /** `inferResult`, or the reason it failed, for callbacks that must not throw. */
 function tryInferResult(m: InferResponseMessage): InferResult | InferenceServerError {
   try {
-    return inferResult(m);
+    if (m.raw_output_contents.length !== m.outputs.length) {
+      throw new InferenceServerError(`malformed response: ${m.outputs.length} outputs with ${m.raw_output_contents.length} raw_output_contents`);
+    }
+    const outputs: OutputTensor[] = m.outputs.map((o, i) => outputTensor(o.name, o.datatype, o.shape.map(toNumber), m.raw_output_contents[i]!));
+    return new InferResult({ modelName: m.model_name, modelVersion: m.model_version, id: m.id, parameters: parametersFromMessage(m.parameters), outputs });
   } catch (err) {
     return err instanceof InferenceServerError ? err : new InferenceServerError(`malformed response: ${(err as Error).message}`, { cause: err });
   }
@@ -237,10 +235,7 @@ export class GrpcClient implements InferenceClient {
 
   async infer(model: string, options: InferOptions): Promise<InferResult> {
     if (this.#h2 && !options.signal) return this.inferPrepared(this.prepare(model, options));
-    const m = await this.#unary<InferResponseMessage>('ModelInfer', inferRequest(model, options), options.signal);
-    const r = tryInferResult(m);
-    if (r instanceof InferenceServerError) throw r;
-    return r;
+    return inferResult(await this.#unary<InferResponseMessage>('ModelInfer', inferRequest(model, options), options.signal));
   }
 
   prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {

@@ -2,6 +2,7 @@
  * @module Logging: one line per event; JSON lines when the stream is not a terminal, readable
  * lines when it is. Triton: core/src/logging.h
  */
+import { echo } from './errors.js';
 
 /** Log levels, most severe first. `verbose` carries Triton's `--log-verbose` level. */
 export type LogLevel = 'error' | 'warning' | 'info' | 'verbose';
@@ -91,7 +92,7 @@ export function createLogger(options: LoggerOptions = {}, settings: LogSettings 
  */
 export function terminalText(s: string): string {
   // eslint-disable-next-line no-control-regex
-  return /[\u0000-\u001f\u007f]/.test(s) ? s.replace(/[\u0000-\u0009\u000b-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).replace(/\n/g, '\n    ') : s;
+  return /[\u0000-\u001f\u007f]/.test(s) ? s.split('\n').map((line) => echo(line, Infinity)).join('\n    ') : s;
 }
 
 function isoLocal(d: Date): string {

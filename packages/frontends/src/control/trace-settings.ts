@@ -90,13 +90,18 @@ export class TraceSettings {
    */
   constructor(startup: Readonly<Record<string, unknown>> = {}) {
     check(startup);
-    for (const [k, v] of Object.entries(startup)) this.#global[k] = v === null ? DEFAULTS[k]! : normalized(k, v) ?? this.#global[k]!;
+    for (const [k, v] of Object.entries(startup)) this.#setGlobal(k, v);
     this.#refresh();
   }
 
   /** True when some setting (global or a model's) has a trace level other than OFF: a cheap check per request. */
   get active(): boolean {
     return this.#active;
+  }
+
+  /** Sets a global field from a checked value (null: its default; an empty level list: no change). */
+  #setGlobal(k: string, v: string | string[] | null): void {
+    this.#global[k] = v === null ? DEFAULTS[k]! : normalized(k, v) ?? this.#global[k]!;
   }
 
   #refresh(): void {
@@ -123,7 +128,7 @@ export class TraceSettings {
     if (Object.hasOwn(update, 'trace_file')) throw traceFileUnsupported();
     check(update);
     if (!model) {
-      for (const [k, v] of Object.entries(update)) this.#global[k] = v === null ? DEFAULTS[k]! : normalized(k, v) ?? this.#global[k]!;
+      for (const [k, v] of Object.entries(update)) this.#setGlobal(k, v);
       this.#globalGeneration++;
       this.#refresh();
       return this.get();

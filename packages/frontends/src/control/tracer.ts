@@ -6,7 +6,7 @@
  * Triton: server/src/tracer.cc, docs/user_guide/trace.md
  */
 import { writeFileSync } from 'node:fs';
-import type { RequestTrace } from '@triode/core';
+import { TriodeError, type RequestTrace } from '@triode/core';
 import type { TraceSettings } from './trace-settings.js';
 
 /** One trace record, in Triton's JSON shape. */
@@ -88,11 +88,12 @@ export class Tracer {
   }
 
   /**
-   * Gives back the trace_count a trace took when its request never reached a model (an unknown
-   * name): a client sending made-up names must not use up what real requests are traced with.
+   * Called with why a traced request failed: when it never reached a model (NOT_FOUND: an
+   * unknown name) the trace_count it took is given back, so a client sending made-up names
+   * does not use up what real requests are traced with.
    */
-  release(t: ActiveTrace): void {
-    if (t.sampling.used > 0) t.sampling.used--;
+  failed(t: ActiveTrace, err: unknown): void {
+    if (err instanceof TriodeError && err.code === 'NOT_FOUND' && t.sampling.used > 0) t.sampling.used--;
   }
 
   /** Records a finished trace; writes a file when log_frequency traces are waiting. */

@@ -11,7 +11,7 @@
  */
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { gzipSync } from 'node:zlib';
-import { CancelToken, TriodeError, messageType, type Backplane, type InferenceResponse, type Logger } from '@triode/core';
+import { CancelToken, TriodeError, messageType, type Backplane, type Logger } from '@triode/core';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
 import { checkInferRequestWire } from './infer-request-scan.js';
 import { GRPC_STATUS, grpcError } from './grpc-status.js';
@@ -141,14 +141,10 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       if (!t) return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request))).finish();
       t.trace.timestamps.push({ name: 'GRPC_WAITREAD_START', ns: waitStart }, { name: 'GRPC_WAITREAD_END', ns: traceNow() });
       request.trace = t.trace;
-      let response: InferenceResponse;
-      try {
-        response = await opts.backplane.infer(request);
-      } catch (err) {
-        // A request to an unknown model gives its trace_count back.
-        if (err instanceof TriodeError && err.code === 'NOT_FOUND') opts.tracer!.release(t);
+      const response = await opts.backplane.infer(request).catch((err: unknown) => {
+        opts.tracer!.failed(t, err);
         throw err;
-      }
+      });
       t.trace.timestamps.push({ name: 'GRPC_SEND_START', ns: traceNow() });
       const encoded = responseType.encode(inferResponseToMessage(response)).finish();
       t.trace.timestamps.push({ name: 'GRPC_SEND_END', ns: traceNow() });

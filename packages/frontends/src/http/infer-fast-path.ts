@@ -13,7 +13,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '@triode/core';
-import { CancelToken, TriodeError, parseModelVersion } from '@triode/core';
+import { CancelToken, parseModelVersion } from '@triode/core';
 import { httpError } from '../error-mapping.js';
 import { traceNow } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
@@ -122,8 +122,7 @@ async function serve(req: IncomingMessage, res: ServerResponse, name: string, ve
   t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
   request.trace = t.trace;
   const response = await backplane.infer(request).catch((err: unknown) => {
-    // A request to an unknown model gives its trace_count back.
-    if (err instanceof TriodeError && err.code === 'NOT_FOUND') tracer!.release(t);
+    tracer!.failed(t, err);
     throw err;
   });
   t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });

@@ -71,7 +71,7 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
       // none (they would grow the metrics without bound), whether they failed NOT_FOUND or, with
       // no worker live or Redis away, UNAVAILABLE.
       const ns = Number(process.hrtime.bigint() - start);
-      if (this.#models.has(`${req.modelName}\u0000${requested}`) || (await this.#known(req.modelName, err))) {
+      if (this.#models.has(key) || (await this.#known(req.modelName, err))) {
         this.#counted(req.modelName, requested).stats.recordFailure(Date.now(), ns, reasonOf(err));
       }
       throw err;

@@ -3,7 +3,6 @@
  * Triton: server/src/http_server.cc HandleInfer
  */
 import { Hono } from 'hono';
-import { TriodeError } from '@triode/core';
 import type { HttpDeps } from '../http-options.js';
 import { readInferRequest, writeInferResponse } from '../infer-http.js';
 import { modelPaths } from './model-params.js';
@@ -26,8 +25,7 @@ export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer
       t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
       request.trace = t.trace;
       const response = await backplane.infer(request).catch((err: unknown) => {
-        // A request to an unknown model gives its trace_count back.
-        if (err instanceof TriodeError && err.code === 'NOT_FOUND') tracer!.release(t);
+        tracer!.failed(t, err);
         throw err;
       });
       t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
