@@ -1,5 +1,9 @@
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { RedisBackplane } from './redis-backplane.js';
+import { ClusterKeys } from '../keys.js';
+import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
+import { startRedis } from '../../../../test/helpers/redis.js';
 
 describe('RedisBackplane', () => {
   it('refuses a model name that is a path before anything reaches Redis', async () => {
@@ -8,6 +12,44 @@ describe('RedisBackplane', () => {
     for (const name of ['../../etc', 'a/b', '..', '', 'x\u0000y']) {
       await expect(b.loadModel(name)).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/invalid model name/) as unknown });
       await expect(b.unloadModel(name)).rejects.toMatchObject({ code: 'INVALID_ARG' });
+    }
+  });
+
+  it('a reply added between two of its blocking reads, before any reply came, is not missed', async () => {
+    // The first reply of a gateway used to be read with XREAD ... '$': a reply that a worker
+    // added while no read was blocked (one had just timed out, the next not yet sent: a busy
+    // event loop) was skipped, and its request timed out with 503 (a CI flake of cluster.e2e).
+    const redis = await startRedis();
+    const keys = new ClusterKeys('gap');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'gap', directReplies: false, requestTimeoutMs: 3000, registryRefreshMs: 50 });
+    try {
+      // A worker entry (the test plays the worker) serving model 'm'.
+      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await gateway.start();
+      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+      let entry: [string, string[]][] = [];
+      for (let i = 0; i < 100 && entry.length === 0; i++) {
+        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
+        if (entry.length === 0) await new Promise((s) => setTimeout(s, 20));
+      }
+      expect(entry).toHaveLength(1);
+      const fields = entry[0]![1] as unknown as Buffer[];
+      const { request, env } = decodeRequestParts(fields.filter((_, i) => i % 2 === 1));
+      const reply = encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } });
+      // The gateway's blocking read, as Redis sees it.
+      const list = await r.client('LIST') as string;
+      const reader = /id=(\d+) .*cmd=xread\b/.exec(list);
+      expect(reader).not.toBeNull();
+      // One transaction: the read ends empty (as at its timeout), and the reply is added before
+      // the gateway can send its next read.
+      const done = await r.multi().client('UNBLOCK', reader![1]!).xadd(env.replyTo, '*', 'r', reply).exec();
+      expect(done?.every(([e]) => e === null)).toBe(true);
+      await expect(answer).resolves.toMatchObject({ modelName: 'm' });
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
     }
   });
 });

@@ -158,7 +158,10 @@ export class RedisBackplane implements Backplane {
   }
 
   async #readReplies(): Promise<void> {
-    let last = '$';
+    // From the start of the stream (it is this gateway's own, new at start), never '$': '$' means
+    // "added after this read begins", so a reply added between two reads, before the first reply
+    // came, was skipped and its request timed out.
+    let last = '0-0';
     while (this.#running) {
       let reply: StreamEntries;
       try {
