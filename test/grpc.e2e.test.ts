@@ -4,7 +4,7 @@
  * gateway (real redis-server, a worker and a gateway as child processes).
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -66,6 +66,21 @@ describe('triode serve over gRPC, and triode perf', () => {
       console.log('done');`;
     const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { timeout: 15_000, cwd: ROOT });
     expect(stdout.trim()).toBe('done');
+  });
+
+  it('triode perf exits 1 when requests failed, still printing the figures and the first error of a counted window', async () => {
+    // Every other request of the input data has a shape 'simple' refuses.
+    const dir = mkdtempSync(join(tmpdir(), 'perf-'));
+    const ones = (n: number) => new Array(n).fill(1);
+    writeFileSync(join(dir, 'data.json'), JSON.stringify({ data: [
+      { INPUT0: { content: ones(16), shape: [16] }, INPUT1: { content: ones(16), shape: [16] } },
+      { INPUT0: { content: ones(8), shape: [8] }, INPUT1: { content: ones(8), shape: [8] } },
+    ] }));
+    const r = await run(process.execPath, [TRIODE_BIN, 'perf', '-m', 'simple', '-u', `127.0.0.1:${httpPort}`, '-p', '200', '-r', '3',
+      '--warmup-request-count', '2', '--input-data', join(dir, 'data.json')], { timeout: 60_000 }).catch((e: { code: number; stdout: string }) => e);
+    expect((r as { code?: number }).code).toBe(1);
+    expect((r as { stdout: string }).stdout).toMatch(/\| +Concurrency \| +Infer\/s \|/);
+    expect((r as { stdout: string }).stdout).toMatch(/errors at 1: [1-9]\d* \(first: unexpected shape for input 'INPUT0'/);
   });
 
   it('triode perf exits 1 with a clear message for an unknown model', async () => {

@@ -87,10 +87,12 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
       try {
         const results = await runPerf(client, options, (line) => process.stdout.write(line + '\n'));
         process.stdout.write('\n' + perfTable(results) + '\n');
-        for (const r of results) if (r.firstError) process.stdout.write(`errors at ${r.concurrency ?? r.requestRate}: ${r.errors} (first: ${r.firstError})\n`);
+        for (const r of results) if (r.errors > 0) process.stdout.write(`errors at ${r.concurrency ?? r.requestRate}: ${r.errors} (first: ${r.firstError})\n`);
         if (o['latencyReportFile']) writeFileSync(o['latencyReportFile'] as string, perfCsv(results));
         if (o['json']) writeFileSync(o['json'] as string, JSON.stringify(results, null, 2));
-        setExit(results.some((r) => r.requests === 0) ? 1 : 0);
+        // As perf_analyzer, a run in which requests failed is a failed run (exit 1), though its
+        // figures are still printed and written.
+        setExit(results.some((r) => r.requests === 0 || r.errors > 0) ? 1 : 0);
       } catch (err) {
         process.stderr.write(`triode perf: ${(err as Error).message}\n`);
         setExit(1);

@@ -67,6 +67,8 @@ export interface PerfResult {
 interface Window {
   latencies: number[];
   errors: number;
+  /** The first error of this window: the one reported is from a window the result counts. */
+  firstError?: string;
   startMs: number;
   endMs: number;
 }
@@ -147,7 +149,6 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
 
   for (const level of levels) {
     let current: Window = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
-    let firstError: string | undefined;
     let stopping = false;
     let warm = 0;
     const warmupTotal = (options.warmupRequests ?? 100) * (level.concurrency ?? 1);
@@ -161,7 +162,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
       if (ok) current.latencies.push((performance.now() - t0) * 1000);
       else {
         current.errors++;
-        firstError ??= (err as Error)?.message ?? String(err);
+        current.firstError ??= (err as Error)?.message ?? String(err);
       }
     };
     const tasks: Promise<void>[] = [];
@@ -249,6 +250,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
       const all = used.flatMap((w) => w.latencies).sort((a, b) => a - b);
       const spanMs = used.reduce((a, w) => a + (w.endMs - w.startMs), 0);
       const requestsPerSec = (all.length * 1000) / spanMs;
+      const firstError = used.find((w) => w.firstError !== undefined)?.firstError;
       const sA = statsAt[statsAt.length - 1 - used.length]!;
       const sB = statsAt[statsAt.length - 1]!;
       const n = sB.success - sA.success;
