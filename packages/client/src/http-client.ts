@@ -12,6 +12,7 @@ import {
 import { InferenceServerError } from './errors.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputTensorData, outputTensor } from './tensor-data.js';
+import { markNonFinite, parseJson, stringifyJson } from './json-non-finite.js';
 import { InferResult, splitBytes, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
 /** Options of an HttpClient. */
@@ -51,6 +52,8 @@ function jsonData(datatype: DataType, data: TensorData): unknown[] {
     return splitBytes(data as Uint8Array).map((b) => utf8.decode(b));
   }
   if (datatype === 'BOOL') return Array.from(data as Uint8Array, (x) => x !== 0);
+  // NaN and infinities go as bare tokens, as tritonclient (Python's json) sends them.
+  if (datatype === 'FP32' || datatype === 'FP64') return markNonFinite(Array.from(data as Float32Array));
   return Array.from(data as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? Number(x) : x));
 }
 
@@ -134,7 +137,7 @@ export class HttpClient implements InferenceClient {
     if (r.status < 200 || r.status >= 300) throw errorOf(r);
     if (!r.body.byteLength) return {} as T;
     try {
-      return JSON.parse(r.body.toString('utf8')) as T;
+      return parseJson(r.body.toString('utf8')) as T;
     } catch (err) {
       throw new InferenceServerError(`malformed response to ${method} ${path}: not JSON`, { httpStatus: r.status, cause: err });
     }
@@ -228,7 +231,7 @@ export class HttpClient implements InferenceClient {
         return { name: o.name, parameters: p };
       });
     }
-    const json = Buffer.from(JSON.stringify(header));
+    const json = Buffer.from(stringifyJson(header));
     if (chunks.length === 0) return { body: json, headers: { 'Content-Type': 'application/json' } };
     return {
       body: Buffer.concat([json, ...chunks]),
@@ -319,7 +322,8 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
   const hlText = Array.isArray(headerLength) ? headerLength[0] : headerLength;
   const hl = hlText === undefined ? body.byteLength : /^\d{1,15}$/.test(hlText) ? Number(hlText) : -1;
   if (hl < 0 || hl > body.byteLength) throw malformed(`Inference-Header-Content-Length '${hlText}' does not fit a ${body.byteLength}-byte body`);
-  const doc = JSON.parse(body.subarray(0, hl).toString('utf8')) as unknown;
+  // Triton writes non-finite floats as bare NaN / Infinity / -Infinity.
+  const doc = parseJson(body.subarray(0, hl).toString('utf8'));
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw malformed('not a JSON object');
   const d = doc as { model_name?: unknown; model_version?: unknown; id?: unknown; parameters?: unknown; outputs?: unknown };
   if (d.outputs !== undefined && !Array.isArray(d.outputs)) throw malformed('outputs is not a list');

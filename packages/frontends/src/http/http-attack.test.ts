@@ -163,7 +163,7 @@ describe('JSON response size guard', () => {
     expect(y[99_999]).toBe(Math.fround(99_999 / 7));
   });
 
-  it('below the limit, a large JSON output is written exactly (pieces joined, NaN and Infinity as null)', async () => {
+  it('below the limit, a large JSON output is written exactly (pieces joined, NaN and -Infinity as Triton writes them)', async () => {
     const n = 40_000;
     const y = Float32Array.from({ length: n }, (_, i) => i / 7);
     y[20_000] = Number.NaN;
@@ -171,12 +171,38 @@ describe('JSON response size guard', () => {
     const a = createHttpApp(fakeBackplane(() => ({ modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'FP32', shape: [n], data: y }] })), { logger: silentLogger });
     const r = await post(a, '/v2/models/m/infer', JSON.stringify(request));
     expect(r.status).toBe(200);
-    const out = (await r.json() as { outputs: { data: (number | null)[] }[] }).outputs[0]!.data;
-    expect(out).toHaveLength(n);
-    expect(out[16_384]).toBe(y[16_384]);
-    expect(out[20_000]).toBeNull();
-    expect(out[39_999]).toBeNull();
-    expect(out[39_998]).toBe(y[39_998]);
+    // rapidjson's kWriteNanAndInfFlag: bare NaN / Infinity / -Infinity (Python's json reads them).
+    const text = await r.text();
+    expect(text).toContain(`,NaN,${y[20_001]},`);
+    expect(text).toMatch(/,-Infinity\]/);
+    const out = JSON.parse(text.replace(/NaN|-Infinity/g, 'null')) as { outputs: { data: (number | null)[] }[] };
+    const data = out.outputs[0]!.data;
+    expect(data).toHaveLength(n);
+    expect(data[16_384]).toBe(y[16_384]);
+    expect(data[39_998]).toBe(y[39_998]);
+  });
+});
+
+describe('NaN and Infinity in JSON tensors, as Triton (rapidjson kParseNanAndInfFlag / kWriteNanAndInfFlag)', () => {
+  const echoBack = fakeBackplane((r) => ({ modelName: 'm', modelVersion: '1', outputs: r.inputs.map((t) => ({ ...t, name: `${t.name}_out` })) }));
+  const app = createHttpApp(echoBack, { logger: silentLogger });
+  const body = (datatype: string, data: string) => `{"inputs":[{"name":"x","datatype":"${datatype}","shape":[3],"data":${data}}]}`;
+
+  it('reads NaN, Inf and Infinity tokens into a float tensor and writes them back as Triton does', async () => {
+    for (const datatype of ['FP32', 'FP64']) {
+      const r = await post(app, '/v2/models/m/infer', body(datatype, '[NaN, -Infinity, Inf]'));
+      expect(r.status).toBe(200);
+      expect(await r.text()).toContain('"data":[NaN,-Infinity,Infinity]');
+    }
+  });
+
+  it('an integer tensor refuses NaN; a number past the largest double is a parse error (400)', async () => {
+    const r = await post(app, '/v2/models/m/infer', body('INT32', '[NaN, 1, 2]'));
+    expect(r.status).toBe(400);
+    expect(await errorOf(r)).toMatch(/element 0 is not an integer of type INT32/);
+    const big = await post(app, '/v2/models/m/infer', body('FP32', '[1e400, 1, 2]'));
+    expect(big.status).toBe(400);
+    expect(await errorOf(big)).toMatch(/^failed to parse the request JSON buffer: Number too big to be stored in double at position \d+$/);
   });
 });
 

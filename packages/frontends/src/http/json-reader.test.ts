@@ -110,6 +110,29 @@ describe('readJson()', () => {
     expect(() => read(text)).toThrow(message);
   });
 
+  it('reads NaN, Inf and Infinity (signed) as Triton\'s reader does (rapidjson kParseNanAndInfFlag)', () => {
+    // Small documents go through JSON.parse first, large ones through the reader: both.
+    const pad = ' '.repeat(5000);
+    for (const p of ['', pad]) {
+      expect(read(`[NaN, 1, -Infinity, Inf, -Inf, Infinity, -NaN]${p}`)).toEqual(Float64Array.from([NaN, 1, -Infinity, Infinity, -Infinity, Infinity, NaN]));
+      expect(read(`{"a": NaN, "b": [1, "x", -Infinity]}${p}`)).toEqual({ a: NaN, b: [1, 'x', -Infinity] });
+      expect(() => read(`[Infinit]${p}`)).toThrow('Invalid value at position');
+      expect(() => read(`[Nan]${p}`)).toThrow('Invalid value at position');
+      expect(() => read(`[-I]${p}`)).toThrow('Invalid value at position');
+    }
+  });
+
+  it('refuses a number past the largest double, which JSON.parse reads as Infinity (Triton: "Number too big to be stored in double")', () => {
+    const pad = ' '.repeat(5000);
+    for (const p of ['', pad]) {
+      for (const text of ['[1e400]', '{"x": -1.8e308}', '[1, 2, 17976931348623159' + '0'.repeat(292) + ']', '5e999999']) {
+        expect(() => read(text + p), text).toThrow(/^Number too big to be stored in double at position/);
+      }
+      // The largest double and underflow to zero are fine.
+      expect(read(`[1.7976931348623157e308, 1e-400]${p}`)).toEqual(Float64Array.from([1.7976931348623157e308, 0]));
+    }
+  });
+
   it('rejects invalid UTF-8', () => {
     expect(() => readJson(new Uint8Array([0x22, 0xff, 0xfe, 0x22]))).toThrow('Invalid UTF-8 in string');
   });

@@ -4,7 +4,9 @@
  * a JS array of boxed values, which is what makes JSON.parse + conversion cost more than the
  * inference itself for image-sized tensors (PERF-BASELINE finding 4). An integer too large for
  * a double to hold exactly comes back as a bigint (INT64/UINT64 data, uint64 parameters), as
- * Triton's reader keeps it. See `readJson` for how exactly other numbers are read.
+ * Triton's reader keeps it. As Triton's (rapidjson with kParseNanAndInfFlag), it reads `NaN`,
+ * `Inf` and `Infinity` (signed or not) as numbers and refuses a number past the largest double.
+ * See `readJson` for how exactly other numbers are read.
  */
 import { echo } from '@triode/core';
 
@@ -54,6 +56,7 @@ function readNumber(b: Uint8Array, start: number): number {
   let c = b[i];
   const neg = c === 45;
   if (neg) c = b[++i];
+  if (c === 78 || c === 73) return readNanOrInfinity(b, i, neg);
   let mant = 0;
   let digits = 0;
   let exp = 0;
@@ -130,7 +133,27 @@ function readNumber(b: Uint8Array, start: number): number {
       return neg ? -v : v;
     }
   }
-  return slowNumber(b, start, i);
+  const v = slowNumber(b, start, i);
+  // Past the largest double: refused, as Triton's reader does (rapidjson's kParseErrorNumberTooBig).
+  if (v === Infinity || v === -Infinity) numberError = 'Number too big to be stored in double';
+  return v;
+}
+
+/**
+ * `NaN`, `Inf` or `Infinity` at `i` (after an optional minus sign): Triton reads request JSON with
+ * rapidjson's kParseNanAndInfFlag, so a client that writes NaN (Python's json does) is understood.
+ */
+function readNanOrInfinity(b: Uint8Array, i: number, neg: boolean): number {
+  const word = b[i] === 78 ? 'NaN' : b[i + 3] === 105 ? 'Infinity' : 'Inf';
+  for (let k = 0; k < word.length; k++, i++) {
+    if (b[i] !== word.charCodeAt(k)) {
+      numberEnd = i;
+      numberError = 'Invalid value';
+      return 0;
+    }
+  }
+  numberEnd = i;
+  return word === 'NaN' ? NaN : neg ? -Infinity : Infinity;
 }
 
 /**
@@ -144,7 +167,7 @@ function readNumberArray(b: Uint8Array, start: number, scratch: Float64Array): {
   for (;;) {
     while (isWs(b[i])) i++;
     const c = b[i];
-    if (!(c === 45 || isDigit(c))) return undefined;
+    if (!(c === 45 || isDigit(c) || c === 78 || c === 73)) return undefined;
     const v = readNumber(b, i);
     if (numberError || numberBig) return undefined;
     i = numberEnd;
@@ -215,15 +238,25 @@ function readSmall(b: Uint8Array): JsonValue | undefined {
   } catch {
     return undefined;
   }
-  return readerShape(doc);
+  overflowed = false;
+  const shaped = readerShape(doc);
+  // JSON.parse reads a number past the largest double as Infinity; the reader refuses it.
+  return overflowed ? undefined : shaped;
 }
+
+/** Set by `readerShape` when JSON.parse gave a number an infinity (it overflowed a double). */
+let overflowed = false;
 
 /** Turns the non-empty arrays of numbers only of a parsed document into Float64Arrays, as the reader does. */
 function readerShape(v: unknown): JsonValue {
   if (Array.isArray(v)) {
     let numbers = v.length > 0;
     for (let i = 0; numbers && i < v.length; i++) numbers = typeof v[i] === 'number';
-    if (numbers) return new Float64Array(v as number[]);
+    if (numbers) {
+      const a = new Float64Array(v as number[]);
+      for (let i = 0; i < a.length; i++) if (a[i] === Infinity || a[i] === -Infinity) overflowed = true;
+      return a;
+    }
     for (let i = 0; i < v.length; i++) v[i] = readerShape(v[i]);
     return v as JsonValue[];
   }
@@ -232,6 +265,7 @@ function readerShape(v: unknown): JsonValue {
     for (const k in o) o[k] = readerShape(o[k]);
     return o as JsonValue;
   }
+  if (v === Infinity || v === -Infinity) overflowed = true;
   return v as JsonValue;
 }
 
@@ -278,7 +312,8 @@ class Reader {
       case 110: return this.#literal('null', null);
       case undefined: return this.#fail('Unexpected end of JSON input');
       default:
-        if (c === 45 || (c >= 48 && c <= 57)) return this.#number();
+        // N and I: NaN, Inf, Infinity (readNanOrInfinity).
+        if (c === 45 || (c >= 48 && c <= 57) || c === 78 || c === 73) return this.#number();
         return this.#fail(`Unexpected token '${echo(String.fromCharCode(c))}'`);
     }
   }
@@ -322,7 +357,7 @@ class Reader {
     this.#ws();
     const c = this.#b[this.#i];
     if (c === 93) { this.#i++; return []; }
-    if (c === 45 || (c !== undefined && c >= 48 && c <= 57)) {
+    if (c === 45 || c === 78 || c === 73 || (c !== undefined && c >= 48 && c <= 57)) {
       const nums = this.#numberArray();
       if (nums) return nums;
     }

@@ -111,9 +111,9 @@ export function tensorDataToJson(data: TensorData, datatype: DataType): string {
     const words = data as Uint16Array;
     const out = new Array<number>(words.length);
     for (let i = 0; i < words.length; i++) out[i] = datatype === 'FP16' ? halfToFloat(words[i]!) : bf16ToFloat(words[i]!);
-    return finiteJoin(out);
+    return floatJoin(out);
   }
-  if (datatype === 'FP32' || datatype === 'FP64') return finiteJoin(data as Float32Array);
+  if (datatype === 'FP32' || datatype === 'FP64') return floatJoin(data as Float32Array);
   // Integers (incl. BigInt arrays) print exactly with join.
   return '[' + (data as Int32Array).join(',') + ']';
 }
@@ -122,31 +122,19 @@ export function tensorDataToJson(data: TensorData, datatype: DataType): string {
 const JOIN_PIECE = 16384;
 
 /**
- * Joins floats; non-finite values (which JSON cannot hold) become null. Piece by piece with the
- * native join: appending one string per element builds a rope of millions of small strings,
+ * Joins floats; non-finite values are written `NaN`, `Infinity` and `-Infinity`, as Triton writes
+ * them (rapidjson's kWriteNanAndInfFlag), which is what JS's join prints too. Piece by piece with
+ * the native join: appending one string per element builds a rope of millions of small strings,
  * several times the size of the text (a multi-GB heap for a large output).
  */
-function finiteJoin(a: Float32Array | Float64Array | number[]): string {
-  if (a.length <= 256) return `[${joinEach(a)}]`;
+function floatJoin(a: Float32Array | Float64Array | number[]): string {
+  if (a.length <= JOIN_PIECE) return `[${a.join(',')}]`;
   let s = '[';
   for (let from = 0; from < a.length; from += JOIN_PIECE) {
     const piece = a instanceof Array ? a.slice(from, from + JOIN_PIECE) : a.subarray(from, from + JOIN_PIECE);
-    let text = piece.join(',');
-    // NaN and (-)Infinity are the only number texts with these letters.
-    if (text.includes('N') || text.includes('I')) text = joinEach(piece);
-    s += from ? `,${text}` : text;
+    s += from ? `,${piece.join(',')}` : piece.join(',');
   }
   return s + ']';
-}
-
-/** Joins floats one by one, non-finite ones as null (small arrays, or a piece holding NaN or Infinity). */
-function joinEach(a: ArrayLike<number>): string {
-  let s = '';
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!;
-    s += (i ? ',' : '') + (Number.isFinite(x) ? String(x) : 'null');
-  }
-  return s;
 }
 
 /**
