@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Backend, ExecuteRequest } from './backend-api.js';
 import { InferenceServer } from './server.js';
+import { warmupRequests } from './model-warmup.js';
 
 /** Records what each execution got; fails on a value of 7 (to test a failing warmup). */
 function recorder(seen: number[][], readyAt: boolean[], server: { s?: InferenceServer }): Backend {
@@ -192,5 +193,31 @@ describe('model warmup', () => {
     } finally {
       await Promise.all([a.stop(1000), b.stop(1000)]);
     }
+  });
+});
+
+describe('warmupRequests', () => {
+  const config = { name: 'm', max_batch_size: 0 };
+  const bytesSample = (dims: number[], file?: string) => ({
+    name: 's', inputs: { IN: { data_type: 'TYPE_STRING', dims, ...(file ? { input_data_file: file } : { zero_data: true }) } },
+  });
+
+  it('attack: a BYTES input of 64M elements is refused at once, not built as a JS array of 64M (gigabytes, a stalled event loop)', () => {
+    const t0 = performance.now();
+    expect(() => [...warmupRequests(bytesSample([67_108_864]), config, '/nonexistent')]).toThrow(/over the limit of 16777216 BYTES elements/);
+    expect(() => [...warmupRequests(bytesSample([4096, 4097]), config, '/nonexistent')]).toThrow(/over the limit of 16777216 BYTES elements/);
+    // Refused before anything is made (a generous bound: no test may depend on the machine's speed).
+    expect(performance.now() - t0).toBeLessThan(5000);
+  });
+
+  it('a BYTES input repeats its element (empty, or the file\'s bytes) in the serialized form', () => {
+    const [empty] = [...warmupRequests(bytesSample([3]), config, '/nonexistent')];
+    expect(Array.from(empty!.inputs[0]!.data as Uint8Array)).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    const root = mkdtempSync(join(tmpdir(), 'triode-warmup-bytes-'));
+    mkdirSync(join(root, 'warmup'));
+    writeFileSync(join(root, 'warmup', 'v.bin'), 'ab');
+    const [fromFile] = [...warmupRequests(bytesSample([2], 'v.bin'), config, root)];
+    expect(Array.from(fromFile!.inputs[0]!.data as Uint8Array)).toEqual([2, 0, 0, 0, 97, 98, 2, 0, 0, 0, 97, 98]);
+    expect(fromFile!.inputs[0]!.shape).toEqual([2]);
   });
 });

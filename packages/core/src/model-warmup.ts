@@ -17,6 +17,13 @@ import type { Tensor } from './tensor/tensor.js';
 export const MAX_WARMUP_INPUT_BYTES = 256 * 1024 * 1024;
 /** The most bytes all the inputs of one warmup sample may hold together. */
 export const MAX_WARMUP_SAMPLE_BYTES = 512 * 1024 * 1024;
+/**
+ * The most elements a BYTES input of a warmup sample may have: as many as a request body of the
+ * default --http-max-input-size (64 MiB) can carry, 4 bytes each at least. Each element becomes a
+ * string in the backend, far more than its 4 bytes: a byte limit alone let a config of 64M empty
+ * strings take gigabytes.
+ */
+export const MAX_WARMUP_BYTES_ELEMENTS = 16 * 1024 * 1024;
 
 /**
  * The requests of one warmup sample (each batch item as the sample's dims, batched when allowed),
@@ -50,11 +57,17 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
       throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': input '${name}' of shape [${shape.join(',')}] is over the limit of ${MAX_WARMUP_INPUT_BYTES} bytes`);
     }
     if (dt === 'BYTES') {
+      if (n > MAX_WARMUP_BYTES_ELEMENTS) {
+        throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': input '${name}' of shape [${shape.join(',')}] is over the limit of ${MAX_WARMUP_BYTES_ELEMENTS} BYTES elements`);
+      }
       const value = spec.input_data_file ? readFileSync(resolveInside(join(modelPath, 'warmup'), spec.input_data_file)) : new Uint8Array(0);
       if (n * (4 + value.byteLength) > MAX_WARMUP_INPUT_BYTES) {
         throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': input '${name}' of shape [${shape.join(',')}] is over the limit of ${MAX_WARMUP_INPUT_BYTES} bytes`);
       }
-      return { name, datatype: dt, shape, data: serializeBytesTensor(new Array(n).fill(value)) };
+      // The serialized tensor made at once (one element repeated natively), not a JS array of n.
+      const element = serializeBytesTensor([value]);
+      const data = n === 0 ? new Uint8Array(0) : Buffer.alloc(n * element.byteLength, element);
+      return { name, datatype: dt, shape, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
     }
     const bytes = n * dataTypeByteSize(dt);
     let raw: Uint8Array;
