@@ -263,6 +263,22 @@ describe('model names and file overrides (issue #14)', () => {
     });
   });
 
+  it('a shutdown removes the override directories of the models still loaded', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-overrides-stop-'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    const box = sandbox();
+    try {
+      const before = box.listing();
+      await s.loadModel('m', { config: overrideConfig, files: { '1/weights.bin': new Uint8Array(4) } });
+      expect(box.listing().length).toBeGreaterThan(before.length);
+      await s.stop(1000);
+      expect(box.listing()).toEqual(before);
+    } finally {
+      box.restore();
+      await s.stop(1000);
+    }
+  });
+
   it('attack: too many override files, or paths too deep, are refused before anything is written', async () => {
     await withControlledServer('triode-overrides-many-', async (s, box) => {
       const before = box.listing();

@@ -461,6 +461,8 @@ export class InferenceServer {
     // left of the timeout (at least a second).
     const grace = Math.max(STOP_RELEASE_MIN_MS, deadline - Date.now());
     await Promise.allSettled(models.map((m) => m.unload({ timeoutMs: left > 0 ? 0 : grace, releaseMs: grace })));
+    // Models loaded with file overrides: their temporary directories go with them, as on unload.
+    this.#repository.removeOverrides();
     for (const b of this.#backends.values()) await b.finalize?.();
     return left;
   }

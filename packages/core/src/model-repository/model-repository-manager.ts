@@ -16,7 +16,7 @@ import { checkMetricReporterConfig } from '../model-config/metric-reporter-confi
 import { checkUnimplementedConfig } from '../model-config/unimplemented-config.js';
 import { setConfigWarnings } from '../model-config/config-warnings.js';
 import type { Logger } from '../logger.js';
-import { pollFailure, writeOverrideFiles } from './load-override.js';
+import { pollFailure, removeOverride, writeOverrideFiles } from './load-override.js';
 import { loadFailed } from './load-error.js';
 import { checkModelName } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
@@ -258,6 +258,14 @@ export class ModelRepositoryManager {
   /** Every model of the repositories (in the order they were first seen). */
   entries(): IterableIterator<ModelEntry> {
     return this.#models.values();
+  }
+
+  /** Removes the override directories of the models loaded with file overrides (at shutdown, once they are unloaded). */
+  removeOverrides(): void {
+    for (const m of this.#models.values()) {
+      if (m.overrideRoot) removeOverride(m.overrideRoot);
+      delete m.overrideRoot;
+    }
   }
 
   /** The model named `name`. @throws NOT_FOUND when there is none */
