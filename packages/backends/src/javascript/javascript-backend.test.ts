@@ -252,6 +252,109 @@ describe('javascript backend', () => {
     await expect(s.infer({ modelName: 'owners', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(-3) }] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'not now' });
   });
 
+  it('attack: a model\'s BLS call with fields of the wrong types fails that call, not the server', async () => {
+    const root = makeRepository(['simple'], {
+      'badbls/config.pbtxt': `backend: "javascript"\n${io()}`,
+      'badbls/1/model.mjs': `
+        import { infer, tensor } from 'triode';
+        const IN0 = (data) => ({ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data });
+        const calls = {
+          outputsString: () => infer({ model: 'simple', inputs: [IN0(new Int32Array(16)), IN0(new Int32Array(16))], outputs: 'OUTPUT0' }),
+          noData: () => infer({ model: 'simple', inputs: [IN0(undefined)] }),
+          nullData: () => infer({ model: 'simple', inputs: [IN0(null)] }),
+          shapeText: () => infer({ model: 'simple', inputs: [{ ...IN0(new Int32Array(16)), shape: ['1', 16] }] }),
+          modelNumber: () => infer({ model: 7, inputs: [] }),
+          versionText: () => infer({ model: 'simple', version: 'x', inputs: [] }),
+          paramsList: () => infer({ model: 'simple', inputs: [], parameters: [1] }),
+        };
+        export default class {
+          async execute(requests) {
+            return Promise.all(requests.map(async (r) => {
+              const res = await calls[r.parameters.call]();
+              return res.error ? new Error(res.code + ': ' + res.error) : { outputs: [tensor('OUT', 'INT32', [1], [0])] };
+            }));
+          }
+        }`,
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()] });
+    try {
+      for (const [call, what] of [['outputsString', "'outputs'"], ['noData', 'input 0'], ['nullData', 'input 0'], ['shapeText', 'input 0'], ['modelNumber', "'model'"], ['versionText', "'version'"], ['paramsList', "'parameters'"]]) {
+        await expect(s.infer({ ...req('badbls', 1), parameters: { call: call! } }), call).rejects.toThrow(`INVALID_ARG: BLS request refused: ${what}`);
+      }
+      expect(s.modelReady('badbls')).toBe(true);
+    } finally {
+      await s.stop(2000);
+    }
+  });
+
+  it('attack: a model whose thread dies (an uncaught async throw, process.exit) is started again; the server lives and the model serves on', async () => {
+    const died: string[] = [];
+    const log: Logger = { error: (m) => died.push(m), warning() {}, info() {}, verbose() {} };
+    const root = makeRepository([], {
+      'dies/config.pbtxt': `backend: "javascript"\n${io()}`,
+      'dies/1/model.mjs': `
+        import { tensor } from 'triode';
+        let inits = 0;
+        export default class {
+          initialize() { inits++; }
+          execute(requests) {
+            const how = requests[0].parameters.how;
+            if (how === 'timer') setTimeout(() => { throw new Error('thrown from a timer'); }, 0);
+            if (how === 'rejection') Promise.reject(new Error('nobody awaits this'));
+            if (how === 'exit') process.exit(3);
+            return requests.map((r) => ({ outputs: [tensor('OUT', 'INT32', [1], [r.input('IN').data[0] * 10 + inits])] }));
+          }
+        }`,
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend({ logger: log })] });
+    const value = async (v: number, how?: string) => Array.from((await s.infer({ ...req('dies', v), ...(how ? { parameters: { how } } : {}) })).outputs[0]!.data as Int32Array)[0];
+    try {
+      expect(await value(1)).toBe(11);
+      // Answered, then the thread dies of the throw: the next request finds the model started again.
+      expect(await value(2, 'timer')).toBe(21);
+      await vi.waitFor(() => expect(died.join('\n')).toMatch(/model 'dies': its instance thread ended \(thrown from a timer\)/), { timeout: 5000 });
+      expect(await value(3)).toBe(31); // a new thread: the model module is imported again
+      expect(await value(4, 'rejection')).toBe(41);
+      await vi.waitFor(() => expect(died.join('\n')).toMatch(/nobody awaits this/), { timeout: 5000 });
+      expect(await value(5)).toBe(51);
+      // The thread exits under the request: that request fails, the next is served.
+      await expect(value(6, 'exit')).rejects.toMatchObject({ code: 'INTERNAL' });
+      expect(await value(7)).toBe(71);
+      expect(s.modelReady('dies')).toBe(true);
+    } finally {
+      await s.stop(2000);
+    }
+  });
+
+  it('attack: outputs whose shape and data disagree, or whose shape is not numbers, fail the request (INTERNAL)', async () => {
+    const root = makeRepository([], {
+      'badout/config.pbtxt': `backend: "javascript"\n${io()}`,
+      'badout/1/model.mjs': `
+        import { tensor } from 'triode';
+        const outs = {
+          textShape: () => ({ name: 'OUT', datatype: 'INT32', shape: ['1]},{"x":1'], data: Int32Array.of(1) }),
+          tooFew: () => ({ name: 'OUT', datatype: 'INT32', shape: [1000000], data: Int32Array.of(1, 2) }),
+          negative: () => ({ name: 'OUT', datatype: 'INT32', shape: [-2], data: Int32Array.of(1) }),
+          wrongArray: () => ({ name: 'OUT', datatype: 'INT32', shape: [1], data: Float64Array.of(1) }),
+          badBytes: () => ({ name: 'OUT', datatype: 'BYTES', shape: [1], data: Uint8Array.of(9, 0, 0, 0, 1) }),
+          good: () => tensor('OUT', 'INT32', [1], [5]),
+        };
+        export default class {
+          execute(requests) { return requests.map((r) => ({ outputs: [outs[r.parameters.out]()] })); }
+        }`,
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()] });
+    try {
+      for (const [out, msg] of [['textShape', 'is not a list of non-negative integers'], ['tooFew', 'has 1000000 elements, its data 2'], ['negative', 'not a list of non-negative'],
+        ['wrongArray', 'INT32 data must be a typed array of 4-byte elements'], ['badBytes', 'its BYTES data is malformed']]) {
+        await expect(s.infer({ ...req('badout', 1), parameters: { out: out! } }), out).rejects.toMatchObject({ code: 'INTERNAL', message: expect.stringContaining(msg!) as unknown });
+      }
+      expect(Array.from((await s.infer({ ...req('badout', 1), parameters: { out: 'good' } })).outputs[0]!.data as Int32Array)).toEqual([5]);
+    } finally {
+      await s.stop(2000);
+    }
+  });
+
   it('runs finalize() on unload', async () => {
     const s = await server;
     await s.stop(2000);

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, claimOwnership, echo, fromWireError, resolveInside, toWireError, transferList,
+  Errors, TriodeError, claimOwnership, echo, fromWireError, isDataType, resolveInside, toWireError, transferList,
   type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
   type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
@@ -24,8 +24,38 @@ const here = (name: string) => [
 
 const THREAD_FILE = here('javascript-thread.js');
 
-function pool(): Piscina {
-  return new Piscina({ filename: THREAD_FILE, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, concurrentTasksPerWorker: 1, atomics: 'disabled', recordTiming: false });
+/**
+ * A pool of one thread for a model's code. A throw the model's code leaves uncaught outside a task
+ * (a timer, a promise nobody awaits) ends the thread and is emitted on the pool: `onError` gets it,
+ * where an unheard 'error' event would end the whole server.
+ */
+function pool(onError: (err: Error) => void): Piscina {
+  const p = new Piscina({ filename: THREAD_FILE, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, concurrentTasksPerWorker: 1, atomics: 'disabled', recordTiming: false });
+  p.on('error', onError);
+  return p;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isTypedArray = (v: unknown): boolean => ArrayBuffer.isView(v) && !(v instanceof DataView);
+
+/**
+ * Why a BLS request a model sent is not one (undefined when it is): the model's code is not
+ * trusted to pass the API's types, and a bad field must fail its call, not the server.
+ */
+export function blsRequestProblem(r: unknown): string | undefined {
+  if (!isObject(r)) return 'the request must be an object';
+  if (typeof r['model'] !== 'string' || r['model'] === '') return "'model' must be a model name";
+  if (r['version'] !== undefined && !(Number.isSafeInteger(r['version']) && (r['version'] as number) >= 0)) return "'version' must be a version number";
+  if (!Array.isArray(r['inputs'])) return "'inputs' must be an array of tensors";
+  for (const [i, t] of (r['inputs'] as unknown[]).entries()) {
+    if (!isObject(t) || typeof t['name'] !== 'string' || !isDataType(t['datatype']) || !isTypedArray(t['data'])
+      || !Array.isArray(t['shape']) || !(t['shape'] as unknown[]).every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
+      return `input ${i} is not a tensor (use tensor(name, datatype, shape, data))`;
+    }
+  }
+  if (r['outputs'] !== undefined && !(Array.isArray(r['outputs']) && (r['outputs'] as unknown[]).every((o) => typeof o === 'string'))) return "'outputs' must be an array of output names";
+  if (r['parameters'] !== undefined && !isObject(r['parameters'])) return "'parameters' must be an object";
+  return undefined;
 }
 
 function modelFile(versionPath: string, config: ModelConfig): string {
@@ -74,12 +104,17 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
     }
     if (m.type !== 'infer' || m.id === undefined || !m.request) return;
     const id = m.id;
-    const r = m.request;
-    const chain = m.chain ?? [ctx.name];
     const reply = (payload: { outputs?: Tensor[]; error?: WireError }) => {
       // Outputs this side owns move to the thread; lent ones (a tap another reader still has) are copied.
       port.postMessage({ type: 'infer-result', id, ...payload }, transferList(payload.outputs ?? []));
     };
+    const problem = blsRequestProblem(m.request);
+    if (problem !== undefined) {
+      reply({ error: { code: 'INVALID_ARG', message: `BLS request refused: ${problem}` } });
+      return;
+    }
+    const r = m.request;
+    const chain = Array.isArray(m.chain) && m.chain.every((c) => typeof c === 'string') ? m.chain : [ctx.name];
     if (!ctx.infer) {
       reply({ error: { code: 'UNAVAILABLE', message: 'BLS is not available: the model is not running inside a server' } });
       return;
@@ -105,20 +140,54 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
   });
 }
 
+/** Starts a model in its pool's thread (imports it, runs initialize) with a new bridge; resolves to the bridge's main-thread end. */
+type StartInstance = (signal?: AbortSignal) => Promise<MessagePort>;
+
 let nextToken = 1;
 
 class JsInstance implements BackendModelInstance {
   readonly #pool: Piscina;
-  readonly #port: MessagePort;
+  #port: MessagePort;
   readonly #responders: Responders;
+  readonly #start: StartInstance;
+  readonly #name: string;
+  readonly #logger: Logger;
+  /** The thread died (an uncaught throw, process.exit): the next execute starts the model again first. */
+  #dead = false;
 
-  constructor(p: Piscina, port: MessagePort, responders: Responders) {
+  constructor(p: Piscina, port: MessagePort, responders: Responders, start: StartInstance, name: string, logger: Logger) {
     this.#pool = p;
     this.#port = port;
     this.#responders = responders;
+    this.#start = start;
+    this.#name = name;
+    this.#logger = logger;
+  }
+
+  /** The thread ended with `err` (the pool starts a fresh one, without the model). */
+  died(err: Error): void {
+    if (!this.#dead) this.#logger.error(`model '${this.#name}': its instance thread ended (${err.message}); the model is started again in a new thread before its next execution`, { model: this.#name });
+    this.#dead = true;
+  }
+
+  /**
+   * As Triton's Python backend restarts a stub process that died: the model is imported and
+   * initialized again in the pool's new thread. If that fails, the instance is lost (the version
+   * goes not ready).
+   */
+  async #restart(): Promise<void> {
+    this.#dead = false;
+    this.#port.close();
+    try {
+      this.#port = await this.#start();
+    } catch (err) {
+      this.#dead = true;
+      throw Errors.instanceLost(`model '${this.#name}': its instance thread ended and the model could not be started again: ${(err as Error).message}`);
+    }
   }
 
   async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+    if (this.#dead) await this.#restart();
     const decoupled = requests.some((r) => r.respond);
     const token = decoupled ? nextToken++ : undefined;
     // A decoupled request the client cancels is told so on the thread (Request.isCancelled()),
@@ -161,6 +230,8 @@ class JsInstance implements BackendModelInstance {
       reply = (await this.#pool.run(task, { transferList: transferList(requests.flatMap((r) => r.inputs)) })) as JsExecuteReply;
     } catch (err) {
       forget();
+      // handle() answers with errors as data: a rejected task is a thread that died under it.
+      this.died(err as Error);
       throw new TriodeError('INTERNAL', (err as Error).message, { cause: err });
     }
     if ('error' in reply) {
@@ -194,32 +265,46 @@ class JsModel implements BackendModel {
   }
 
   async instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance> {
-    const p = pool();
-    const { port1, port2 } = new MessageChannel();
-    const responders: Responders = new Map();
-    serveBridge(port1, this.#ctx, this.#logger, responders);
     const ctx = this.#ctx;
-    const task: JsLoadTask = {
-      op: 'load',
-      file: this.#file,
-      config: ctx.config,
-      name: ctx.name,
-      version: ctx.version,
-      repository: dirname(ctx.modelPath),
-      instanceName: `${group.name ?? ctx.name}_${index}`,
-      instanceKind: group.kind === 'KIND_GPU' ? 'GPU' : group.kind === 'KIND_MODEL' ? 'MODEL' : 'CPU',
-      port: port2,
+    const made: { instance?: JsInstance } = {};
+    const p = pool((err) => {
+      if (made.instance) made.instance.died(err);
+      else this.#logger.error(`model '${ctx.name}': its instance thread ended while loading (${err.message})`, { model: ctx.name });
+    });
+    const responders: Responders = new Map();
+    const start: StartInstance = async (signal) => {
+      const { port1, port2 } = new MessageChannel();
+      serveBridge(port1, ctx, this.#logger, responders);
+      const task: JsLoadTask = {
+        op: 'load',
+        file: this.#file,
+        config: ctx.config,
+        name: ctx.name,
+        version: ctx.version,
+        repository: dirname(ctx.modelPath),
+        instanceName: `${group.name ?? ctx.name}_${index}`,
+        instanceKind: group.kind === 'KIND_GPU' ? 'GPU' : group.kind === 'KIND_MODEL' ? 'MODEL' : 'CPU',
+        port: port2,
+      };
+      try {
+        await p.run(task, { transferList: [port2], ...(signal ? { signal } : {}) });
+      } catch (err) {
+        port1.close();
+        throw err;
+      }
+      return port1;
     };
+    let port: MessagePort;
     try {
       // A load given up (timeout, unload, shutdown) terminates the thread, even one stuck in initialize().
-      await p.run(task, { transferList: [port2], ...(ctx.signal ? { signal: ctx.signal } : {}) });
+      port = await start(ctx.signal);
     } catch (err) {
-      port1.close();
       await p.close({ force: true });
       // A throw in initialize() makes the model UNAVAILABLE with its message.
       throw Errors.internal(`failed to initialize model '${ctx.name}': ${(err as Error).message}`, err);
     }
-    return new JsInstance(p, port1, responders);
+    made.instance = new JsInstance(p, port, responders, start, ctx.name, this.#logger);
+    return made.instance;
   }
 
   async finalize(): Promise<void> {}
@@ -249,7 +334,7 @@ export class JavaScriptBackend implements Backend {
     if (!ctx.versionPath) return;
     const file = modelFile(ctx.versionPath, config);
     if (!existsSync(file)) return;
-    const p = pool();
+    const p = pool((err) => this.#logger.warning(`auto-complete of model '${ctx.name}': its thread ended (${err.message})`, { model: ctx.name }));
     try {
       // The signal ends the task's thread if the model's code never settles (the load timed out).
       const completed = (await p.run({ op: 'autocomplete', file, config }, ctx.signal ? { signal: ctx.signal } : {})) as ModelConfig;

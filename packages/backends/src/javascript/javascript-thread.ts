@@ -7,7 +7,7 @@
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Piscina } from 'piscina';
-import { isDataType, isErrorCode, toWireError, type ModelConfig, type WireError } from '@triode/core';
+import { countBytesElements, dataTypeByteSize, elementCount, isDataType, isErrorCode, toWireError, type ModelConfig, type WireError } from '@triode/core';
 import { collectBatchInputs } from '../common/backend-input-collector.js';
 import { respondBatchOutputs } from '../common/backend-output-responder.js';
 import * as api from './model-api.js';
@@ -49,12 +49,35 @@ function checkResponse(r: unknown, outputNames: string[], index: number, where =
   const want = new Set(outputNames);
   const out: api.Tensor[] = [];
   for (const o of outputs as api.Tensor[]) {
-    if (!o || typeof o.name !== 'string' || !isDataType(o.datatype) || !Array.isArray(o.shape) || !ArrayBuffer.isView(o.data)) {
+    if (!o || typeof o.name !== 'string' || !isDataType(o.datatype) || !Array.isArray(o.shape) || !ArrayBuffer.isView(o.data) || o.data instanceof DataView) {
       return fail(`${say('an output that is not a tensor')} (use tensor(name, datatype, shape, data))`);
     }
+    const problem = outputProblem(o);
+    if (problem !== undefined) return fail(`${say(`output '${o.name}'`)}: ${problem}`);
     if (want.size === 0 || want.has(o.name)) out.push(o);
   }
   return { outputs: out };
+}
+
+/**
+ * Why an output tensor's shape and data do not agree (undefined when they do): its shape is
+ * written into responses as is, and its data read as `datatype`, so a model that gets either
+ * wrong must fail the request (INTERNAL), not send a broken or mislabeled answer.
+ */
+function outputProblem(o: api.Tensor): string | undefined {
+  if (!o.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) return `its shape [${o.shape.map((d) => typeof d === 'number' ? d : typeof d).join(',')}] is not a list of non-negative integers`;
+  const n = elementCount(o.shape);
+  if (o.datatype === 'BYTES') {
+    if (!(o.data instanceof Uint8Array)) return 'BYTES data must be the length-prefixed bytes (a Uint8Array)';
+    const got = countBytesElements(o.data);
+    if (got !== n) return got < 0 ? 'its BYTES data is malformed' : `its shape [${o.shape.join(',')}] has ${n} elements, its data ${got}`;
+    return undefined;
+  }
+  const size = dataTypeByteSize(o.datatype);
+  const per = (o.data as { BYTES_PER_ELEMENT?: number }).BYTES_PER_ELEMENT;
+  if (per !== size) return `${o.datatype} data must be a typed array of ${size}-byte elements, got ${o.data.constructor.name}`;
+  if (o.data.length !== n) return `its shape [${o.shape.join(',')}] has ${n} elements, its data ${o.data.length}`;
+  return undefined;
 }
 
 /** Refuses a model class that cannot serve its config: what it must define, and why. */
@@ -106,6 +129,9 @@ export default async function handle(task: JsTask): Promise<unknown> {
     }
     case 'load': {
       api.__connect(task.port, task.name);
+      // Loaded again in a thread that has it (the main thread took a failed task for a dead thread).
+      await model?.finalize?.();
+      model = undefined;
       const cls = await importModel(task.file);
       model = new cls();
       modelConfig = task.config;
