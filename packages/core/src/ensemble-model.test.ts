@@ -74,6 +74,11 @@ const files: Record<string, string> = {
   ]),
   // P -> add1 -> A and Q -> double -> B: one reader per tensor, but P and Q share a buffer.
   'pair/config.pbtxt': ensemble('input [ { name: "P" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "Q" data_type: TYPE_INT32 dims: [ 1 ] } ]', 'output [ { name: "A" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "B" data_type: TYPE_INT32 dims: [ 1 ] } ]', [step('add1', 'P', 'A'), step('double', 'Q', 'B')]),
+  // X (required) and an optional Z the model does not use: OUT = IN + 1, with or without OPT.
+  'addopt/config.pbtxt': 'backend: "ops"\ninput [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "Z" data_type: TYPE_INT32 dims: [ 1 ] optional: true } ]\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n',
+  'optional_in/config.pbtxt': ensemble('input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "OPT" data_type: TYPE_INT32 dims: [ 1 ] optional: true } ]', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [
+    'step { model_name: "addopt" model_version: -1 input_map { key: "X" value: "IN" } input_map { key: "Z" value: "OPT" } output_map { key: "Y" value: "OUT" } }',
+  ]),
   'bad_unknown/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('nope', 'IN', 'OUT')]),
   'bad_type/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }', [step('floaty', 'IN', 'OUT')]),
   'bad_cycle/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'b', 'a'), step('double', 'a', 'b'), step('add1', 'IN', 'OUT')]),
@@ -97,6 +102,15 @@ const run = async (model: string, v: number) => {
 describe('ensembles', () => {
   it('runs a chain of steps', async () => {
     expect(await run('chain', 4)).toEqual({ OUT: 10 });
+  });
+
+  it('attack: an optional ensemble input the request leaves out is left out of its step; the request does not wait for ever', async () => {
+    const s = await server;
+    expect(s.modelReady('optional_in')).toBe(true);
+    expect(await run('optional_in', 4)).toEqual({ OUT: 5 });
+    const both = await s.infer({ modelName: 'optional_in', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }, { name: 'OPT', datatype: 'INT32', shape: [1], data: Int32Array.of(9) }] });
+    expect((both.outputs[0]!.data as Int32Array)[0]).toBe(2);
+    expect(received.some((r) => r.model === 'addopt' && r.input === 'Z')).toBe(true);
   });
 
   it('runs independent branches in parallel', async () => {

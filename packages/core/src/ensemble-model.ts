@@ -148,12 +148,19 @@ export class EnsembleModel implements Model {
     const requested = req.outputs?.length ? req.outputs : (this.config.output ?? []).map((o) => ({ name: o.name, classCount: undefined }));
     const owners = new Lender(steps, requested.map((o) => o.name));
     const tensors = new Map<string, Tensor>();
-    const waiting = new Map<string, { resolve: (t: Tensor) => void; reject: (e: TriodeError) => void }[]>();
+    const waiting = new Map<string, { resolve: (t: Tensor | undefined) => void; reject: (e: TriodeError) => void }[]>();
     let failed: TriodeError | undefined;
-    const available = (name: string): Promise<Tensor> => {
+    // Per tensor, the steps still to finish that may produce it: one that none will produce (an
+    // optional input the request left out, an output a step did not return) is absent, and the
+    // steps that read it go on without it instead of waiting for ever.
+    const producers = new Map<string, number>();
+    for (const st of steps) for (const t of Object.values(st.output_map ?? {})) producers.set(t, (producers.get(t) ?? 0) + 1);
+    const absent = (name: string): boolean => !tensors.has(name) && !(producers.get(name)! > 0);
+    const available = (name: string): Promise<Tensor | undefined> => {
       const t = tensors.get(name);
       if (t) return Promise.resolve(t);
       if (failed) return Promise.reject(failed);
+      if (absent(name)) return Promise.resolve(undefined);
       return new Promise((resolve, reject) => {
         const list = waiting.get(name) ?? [];
         list.push({ resolve, reject });
@@ -175,11 +182,22 @@ export class EnsembleModel implements Model {
       waiting.clear();
       return failed;
     };
+    /** Step `s` is done: a tensor it was to produce and no other step will is absent now. */
+    const finished = (s: EnsembleStep) => {
+      for (const name of Object.values(s.output_map ?? {})) {
+        producers.set(name, producers.get(name)! - 1);
+        if (!absent(name)) continue;
+        for (const w of waiting.get(name) ?? []) w.resolve(undefined);
+        waiting.delete(name);
+      }
+    };
     publish(req.inputs);
     const runStep = async (s: EnsembleStep, k: number): Promise<void> => {
       let ready: { modelIn: string; t: Tensor }[];
       try {
-        ready = await Promise.all(Object.entries(s.input_map ?? {}).map(async ([modelIn, tensor]) => ({ modelIn, t: await available(tensor) })));
+        const all = await Promise.all(Object.entries(s.input_map ?? {}).map(async ([modelIn, tensor]) => ({ modelIn, t: await available(tensor) })));
+        // An absent tensor is left out of the step's request (its model refuses it if it needs it).
+        ready = all.filter((x): x is { modelIn: string; t: Tensor } => x.t !== undefined);
       } catch {
         ready = [];
       }
@@ -218,7 +236,7 @@ export class EnsembleModel implements Model {
       publish(produced);
     };
     // Every step starts at once and waits for its own inputs: branches run in parallel.
-    const results = await Promise.allSettled(steps.map((s, k) => runStep(s, k)));
+    const results = await Promise.allSettled(steps.map((s, k) => runStep(s, k).finally(() => finished(s))));
     if (failed) throw failed;
     const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (rejected) throw TriodeError.from(rejected.reason);
