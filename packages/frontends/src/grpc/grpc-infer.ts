@@ -92,8 +92,11 @@ function requestParameters(map: Record<string, InferParameterMessage>): { params
   for (const [k, p] of Object.entries(map)) {
     const v = parameterValue(p);
     if (v === undefined) continue;
-    if (k === EMPTY_FINAL) emptyFinal = v === true;
-    else params[k] = v;
+    if (k === EMPTY_FINAL) {
+      // Triton: SetStateParameterFromTritonParameter.
+      if (typeof v !== 'boolean') throw Errors.invalidArg(`invalid value type for '${EMPTY_FINAL}' parameter, expected bool_param.`);
+      emptyFinal = v;
+    } else params[k] = v;
   }
   return { params, emptyFinal };
 }

@@ -274,6 +274,34 @@ describe('ModelStreamInfer', () => {
     expect(answers[0]!['error_message'] ?? '').toBe('');
   }, 20_000);
 
+  it('as Triton: every response (regular, error) is marked triton_final_response; a non-bool empty-final flag is INVALID_ARG; regular answers do not wait behind a streaming decoupled request', async () => {
+    const finalOf = (g: Plain) => (((g['infer_response'] as Plain)['parameters'] as Record<string, Plain> | undefined)?.['triton_final_response'] ?? {})['bool_param'];
+    const { s, done } = stream();
+    // A decoupled request that answers at once, then again after 3 s; behind it, a regular request and an error.
+    s.write({
+      model_name: 'repeat_int32', id: 'slow',
+      inputs: [{ name: 'IN', datatype: 'INT32', shape: [2] }, { name: 'DELAY', datatype: 'UINT32', shape: [2] }, { name: 'WAIT', datatype: 'UINT32', shape: [1] }],
+      raw_input_contents: [raw(Int32Array.of(1, 2)), raw(Uint32Array.of(0, 3000)), raw(Uint32Array.of(0))],
+    });
+    const firstSeen = new Promise<void>((resolve) => s.once('data', () => resolve()));
+    await firstSeen;
+    const t0 = performance.now();
+    const regular = new Promise<number>((resolve) => s.on('data', (m: Plain) => { if ((m['infer_response'] as Plain)['id'] === 'after') resolve(performance.now() - t0); }));
+    s.write(seqReq('after', 2000, 5, true, true));
+    s.write({ model_name: 'nope', id: 'bad', inputs: [] });
+    s.write({ ...seqReq('flag', 2001, 1, true, true), parameters: { sequence_id: { int64_param: 2001 }, sequence_start: { bool_param: true }, sequence_end: { bool_param: true }, triton_enable_empty_final_response: { int64_param: 1 } } });
+    // Well before the decoupled request's second response (3 s).
+    expect(await regular).toBeLessThan(2500);
+    s.end();
+    const got = await done;
+    const byId = (id: string) => got.filter((g) => (g['infer_response'] as Plain)['id'] === id);
+    expect(byId('after').map(finalOf)).toEqual([true]);
+    expect(byId('bad').map(finalOf)).toEqual([true]);
+    expect(byId('bad')[0]!['error_message']).toBe("Request for unknown model: 'nope' is not found");
+    expect(byId('flag')[0]!['error_message']).toBe("invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param.");
+    expect(byId('slow').map(finalOf)).toEqual([false, false, true].slice(0, byId('slow').length));
+  });
+
   it('with the triton_grpc_error header, an error ends the stream with its status', async () => {
     const md = new Metadata();
     md.set('triton_grpc_error', 'true');

@@ -287,6 +287,12 @@ export const MAX_STREAM_PENDING = 1024;
 interface StreamSlot {
   queued: object[];
   done: boolean;
+  /**
+   * A decoupled request (it sent a response marked final or not): its responses go out as they
+   * come and it holds no place in the order of regular responses (Triton enqueues only
+   * non-decoupled requests for in-order replies).
+   */
+  streaming?: boolean;
 }
 
 /**
@@ -369,11 +375,16 @@ class StreamInferSession {
       let sawFinal = false;
       await this.#backplane.inferStream(request, (r: InferenceResponse) => {
         if (r.final === undefined) {
-          // A regular model: one response, in request order.
-          slot.queued.push({ infer_response: inferResponseToMessage(r, emptyFinal ? { triton_final_response: true } : undefined) });
+          // A regular model: one response, in request order, final (Triton marks every stream response).
+          slot.queued.push({ infer_response: inferResponseToMessage(r, { triton_final_response: true }) });
           return;
         }
         if (r.final) sawFinal = true;
+        if (!slot.streaming) {
+          // Regular responses behind this one need not wait for its end.
+          slot.streaming = true;
+          this.#flush();
+        }
         this.#write({ infer_response: inferResponseToMessage(r, { triton_final_response: r.final }) });
       });
       if (emptyFinal && !sawFinal && slot.queued.length === 0) {
@@ -385,7 +396,10 @@ class StreamInferSession {
         this.#fail(err);
         return;
       }
-      slot.queued.push({ error_message: grpcError(err, this.#logger).details, infer_response: { model_name: m.model_name, model_version: m.model_version, id } });
+      const error = { error_message: grpcError(err, this.#logger).details, infer_response: { model_name: m.model_name, model_version: m.model_version, id, parameters: { triton_final_response: { bool_param: true } } } };
+      // A decoupled request no longer holds a place in the order: its error goes out at once.
+      if (slot.streaming) this.#write(error);
+      else slot.queued.push(error);
     }
   }
 
@@ -394,7 +408,7 @@ class StreamInferSession {
     while (this.#slots.length > 0) {
       const head = this.#slots[0]!;
       for (const msg of head.queued.splice(0)) this.#write(msg);
-      if (!head.done) return;
+      if (!head.done && !head.streaming) return;
       this.#slots.shift();
     }
   }
