@@ -15,6 +15,33 @@ describe('RedisBackplane', () => {
     }
   });
 
+  it('attack: a reply stream entry whose field name is longer than V8\'s longest string is dropped; the gateway reads on', async () => {
+    const redis = await startRedis(undefined, ['--proto-max-bulk-len', '1gb']);
+    const keys = new ClusterKeys('long');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'long', directReplies: false, requestTimeoutMs: 45_000, registryRefreshMs: 50 });
+    try {
+      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await gateway.start();
+      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+      answer.catch(() => undefined);
+      let entry: [string, string[]][] = [];
+      for (let i = 0; i < 100 && entry.length === 0; i++) {
+        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
+        if (entry.length === 0) await new Promise((res) => setTimeout(res, 20));
+      }
+      const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+      // 0x1fffffe8 + 24 bytes: past V8's string limit (2^29 - 24 characters).
+      await r.xadd(env.replyTo, '*', Buffer.alloc(0x1fffffe8 + 24, 0x61), 'x');
+      await r.xadd(env.replyTo, '*', 'r', encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } }));
+      await expect(answer).resolves.toMatchObject({ modelName: 'm' });
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  }, 90_000);
+
   it('a reply added between two of its blocking reads, before any reply came, is not missed', async () => {
     // The first reply of a gateway used to be read with XREAD ... '$': a reply that a worker
     // added while no read was blocked (one had just timed out, the next not yet sent: a busy

@@ -178,12 +178,19 @@ export class RedisBackplane implements Backplane {
           ids.push(last);
           let body: Buffer | undefined;
           let mac: Buffer | undefined;
+          // Field names compared as bytes: anyone who reaches Redis can add an entry, and a name
+          // longer than V8's longest string threw on toString() and ended the loop (and the gateway).
           for (let i = 0; i + 1 < fields.length; i += 2) {
-            const f = fields[i]!.toString();
-            if (f === 'r') body = fields[i + 1];
-            else if (f === 's') mac = fields[i + 1];
+            const f = fields[i]!;
+            if (f.byteLength !== 1) continue;
+            if (f[0] === 0x72) body = fields[i + 1]; // 'r'
+            else if (f[0] === 0x73) mac = fields[i + 1]; // 's'
           }
-          if (body && this.auth.verify('reply', [this.#replyKey, body], mac, 'reply on the reply stream')) this.#onReply(body);
+          try {
+            if (body && this.auth.verify('reply', [this.#replyKey, body], mac, 'reply on the reply stream')) this.#onReply(body);
+          } catch (err) {
+            this.#opts.logger?.warning(`dropping a reply stream entry that could not be read: ${(err as Error).message}`);
+          }
         }
       }
       if (ids.length) void this.#cmd.xdel(this.#replyKey, ...ids).catch(() => undefined);
