@@ -1,9 +1,50 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import type { InferenceResponse } from '@triode/core';
 import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
+
+/** What a test gets while a gateway waits for the reply to one request of model 'm' (the test plays the worker). */
+interface Pending {
+  r: Redis;
+  answer: Promise<InferenceResponse>;
+  /** The gateway's reply stream. */
+  replyTo: string;
+  /** The reply the request waits for, encoded. */
+  reply: Buffer;
+}
+
+/**
+ * A real redis-server, a worker entry serving 'm' (no worker behind it), a started gateway and
+ * one request it has sent; `f` answers it (or not). Everything is stopped afterwards.
+ */
+async function withPendingRequest(prefix: string, requestTimeoutMs: number, redisArgs: string[], f: (p: Pending) => Promise<void>): Promise<void> {
+  const redis = await startRedis(undefined, redisArgs);
+  const keys = new ClusterKeys(prefix);
+  const r = new Redis(redis.url);
+  const gateway = new RedisBackplane({ redis: redis.url, prefix, directReplies: false, requestTimeoutMs, registryRefreshMs: 50 });
+  try {
+    await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+    await gateway.start();
+    const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+    answer.catch(() => undefined);
+    let entry: [string, string[]][] = [];
+    for (let i = 0; i < 100 && entry.length === 0; i++) {
+      entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
+      if (entry.length === 0) await new Promise((s) => setTimeout(s, 20));
+    }
+    expect(entry).toHaveLength(1);
+    const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+    const reply = encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } });
+    await f({ r, answer, replyTo: env.replyTo, reply });
+  } finally {
+    await gateway.stop();
+    r.disconnect();
+    await redis.stop();
+  }
+}
 
 describe('RedisBackplane', () => {
   it('refuses a model name that is a path before anything reaches Redis', async () => {
@@ -16,67 +57,28 @@ describe('RedisBackplane', () => {
   });
 
   it('attack: a reply stream entry whose field name is longer than V8\'s longest string is dropped; the gateway reads on', async () => {
-    const redis = await startRedis(undefined, ['--proto-max-bulk-len', '1gb']);
-    const keys = new ClusterKeys('long');
-    const r = new Redis(redis.url);
-    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'long', directReplies: false, requestTimeoutMs: 45_000, registryRefreshMs: 50 });
-    try {
-      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
-      await gateway.start();
-      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
-      answer.catch(() => undefined);
-      let entry: [string, string[]][] = [];
-      for (let i = 0; i < 100 && entry.length === 0; i++) {
-        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
-        if (entry.length === 0) await new Promise((res) => setTimeout(res, 20));
-      }
-      const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+    await withPendingRequest('long', 45_000, ['--proto-max-bulk-len', '1gb'], async ({ r, answer, replyTo, reply }) => {
       // 0x1fffffe8 + 24 bytes: past V8's string limit (2^29 - 24 characters).
-      await r.xadd(env.replyTo, '*', Buffer.alloc(0x1fffffe8 + 24, 0x61), 'x');
-      await r.xadd(env.replyTo, '*', 'r', encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } }));
+      await r.xadd(replyTo, '*', Buffer.alloc(0x1fffffe8 + 24, 0x61), 'x');
+      await r.xadd(replyTo, '*', 'r', reply);
       await expect(answer).resolves.toMatchObject({ modelName: 'm' });
-    } finally {
-      await gateway.stop();
-      r.disconnect();
-      await redis.stop();
-    }
+    });
   }, 90_000);
 
   it('a reply added between two of its blocking reads, before any reply came, is not missed', async () => {
     // The first reply of a gateway used to be read with XREAD ... '$': a reply that a worker
     // added while no read was blocked (one had just timed out, the next not yet sent: a busy
     // event loop) was skipped, and its request timed out with 503 (a CI flake of cluster.e2e).
-    const redis = await startRedis();
-    const keys = new ClusterKeys('gap');
-    const r = new Redis(redis.url);
-    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'gap', directReplies: false, requestTimeoutMs: 3000, registryRefreshMs: 50 });
-    try {
-      // A worker entry (the test plays the worker) serving model 'm'.
-      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
-      await gateway.start();
-      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
-      let entry: [string, string[]][] = [];
-      for (let i = 0; i < 100 && entry.length === 0; i++) {
-        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
-        if (entry.length === 0) await new Promise((s) => setTimeout(s, 20));
-      }
-      expect(entry).toHaveLength(1);
-      const fields = entry[0]![1] as unknown as Buffer[];
-      const { request, env } = decodeRequestParts(fields.filter((_, i) => i % 2 === 1));
-      const reply = encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } });
+    await withPendingRequest('gap', 3000, [], async ({ r, answer, replyTo, reply }) => {
       // The gateway's blocking read, as Redis sees it.
       const list = await r.client('LIST') as string;
       const reader = /id=(\d+) .*cmd=xread\b/.exec(list);
       expect(reader).not.toBeNull();
       // One transaction: the read ends empty (as at its timeout), and the reply is added before
       // the gateway can send its next read.
-      const done = await r.multi().client('UNBLOCK', reader![1]!).xadd(env.replyTo, '*', 'r', reply).exec();
+      const done = await r.multi().client('UNBLOCK', reader![1]!).xadd(replyTo, '*', 'r', reply).exec();
       expect(done?.every(([e]) => e === null)).toBe(true);
       await expect(answer).resolves.toMatchObject({ modelName: 'm' });
-    } finally {
-      await gateway.stop();
-      r.disconnect();
-      await redis.stop();
-    }
+    });
   });
 });
