@@ -8,6 +8,7 @@ import type { InferenceRequest, InferenceResponse } from '@triode/core';
 import { dataBytes, isDataType, viewBytesAs } from '@triode/core';
 import { isTransferable } from '@triode/core';
 import type { DataType, Tensor } from '@triode/core';
+import { MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
 
 interface TensorHeader {
   name: string;
@@ -113,13 +114,23 @@ function checkRequestMeta(meta: Record<string, unknown>): void {
   if (chain !== undefined && (!Array.isArray(chain) || !chain.every((c) => typeof c === 'string'))) malformed('blsChain');
 }
 
+/**
+ * The longest request key, reply stream key or direct address an envelope may carry: a gateway makes
+ * them far shorter, and a hostile one must not make workers build keys of hundreds of megabytes.
+ */
+const MAX_KEY_CHARS = 4096;
+
+function isShortText(v: unknown, max: number): v is string {
+  return typeof v === 'string' && v.length <= max;
+}
+
 /** The envelope of a request, checked: where its reply goes and until when. */
 function checkEnvelope(env: unknown): WireEnvelope {
   if (!isObject(env)) malformed('envelope');
-  if (typeof env['requestKey'] !== 'string' || typeof env['replyTo'] !== 'string') malformed('envelope keys');
+  if (!isShortText(env['requestKey'], MAX_KEY_CHARS) || !isShortText(env['replyTo'], MAX_KEY_CHARS)) malformed('envelope keys');
   if (!Number.isFinite(env['enqueuedMs']) || !Number.isFinite(env['deadlineMs'])) malformed('envelope times');
   const direct = env['direct'];
-  if (direct !== undefined && (!isObject(direct) || typeof direct['address'] !== 'string' || typeof direct['token'] !== 'string')) malformed('envelope direct');
+  if (direct !== undefined && (!isObject(direct) || !isShortText(direct['address'], MAX_KEY_CHARS) || !isShortText(direct['token'], MAX_AUTH_FRAME_BYTES))) malformed('envelope direct');
   return env as unknown as WireEnvelope;
 }
 

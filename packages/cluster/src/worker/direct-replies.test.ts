@@ -33,6 +33,30 @@ describe('DirectReplies', () => {
     }
   });
 
+  it('a reply for an earlier gateway on the same address never goes over a connection made for a later one (its token differs)', async () => {
+    // A gateway restarted on the same --reply-port: without a cluster secret, a late reply to the old
+    // gateway's request must not reach the new gateway, whose request keys start over and could match.
+    const got: string[] = [];
+    const server = createServer((s) => {
+      const r = new FrameReader();
+      s.on('data', (c: Buffer) => { for (const f of r.push(c)) got.push(f.toString()); });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const d = new DirectReplies();
+    try {
+      expect(d.send({ address, token: 'new' }, Buffer.from('opens'), undefined, ignore)).toBe(false);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(d.send({ address, token: 'new' }, Buffer.from('for-new'), undefined, ignore)).toBe(true);
+      expect(d.send({ address, token: 'old' }, Buffer.from('for-old'), undefined, ignore)).toBe(false);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(got).toEqual(['new', 'for-new', 'old']);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
   it('an unreachable address falls back (false) and is not retried during its pause', async () => {
     const d = new DirectReplies();
     const probe = createServer();

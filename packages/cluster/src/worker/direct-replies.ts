@@ -62,7 +62,11 @@ export function parseDirectAddress(address: string): { tls: boolean; host: strin
   return { tls, host, port };
 }
 
-/** Direct connections to gateways, keyed by their advertised `host:port`. */
+/**
+ * Direct connections to gateways, keyed by their advertised `host:port` and token: a gateway that
+ * restarts on the same port has a new token, and a late reply to its former self must not go over a
+ * connection made for the new one (without a cluster secret, request keys could match).
+ */
 export class DirectReplies {
   readonly #peers = new Map<string, Peer>();
   readonly #auth: ClusterAuth;
@@ -87,7 +91,7 @@ export class DirectReplies {
    * @param mac the reply's MAC, with a cluster secret
    */
   send(direct: { address: string; token: string }, body: Uint8Array, mac: Uint8Array | undefined, outcome: ReplyOutcome): boolean {
-    const peer = this.#peers.get(direct.address);
+    const peer = this.#peers.get(peerKey(direct));
     if (peer?.open && peer.socket && !peer.socket.destroyed) {
       // A gateway that does not read what it is sent: this reply goes through Redis.
       if (peer.socket.writableLength >= MAX_UNSENT_BYTES) return false;
@@ -145,8 +149,9 @@ export class DirectReplies {
     const parsed = parseDirectAddress(direct.address);
     if (!parsed) return;
     const { tls, host, port } = parsed;
+    const key = peerKey(direct);
     const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, partial: Buffer.alloc(0) };
-    this.#peers.set(direct.address, peer);
+    this.#peers.set(key, peer);
     const socket = tls
       ? tlsConnect({ host, port, ...(this.#tlsCa ? { ca: this.#tlsCa } : {}), ...(isIP(host) ? {} : { servername: host }) })
       : connect({ host, port });
@@ -162,7 +167,7 @@ export class DirectReplies {
       // Forget the address after the pause: gateways that restart come back on new addresses,
       // and the table should not keep every one it ever saw.
       setTimeout(() => {
-        if (this.#peers.get(direct.address) === peer && !peer.socket) this.#peers.delete(direct.address);
+        if (this.#peers.get(key) === peer && !peer.socket) this.#peers.delete(key);
       }, RETRY_MS).unref();
     };
     socket.setTimeout(CONNECT_TIMEOUT_MS, fail);
@@ -193,7 +198,7 @@ export class DirectReplies {
       handBack(peer);
       // The gateway closed a connection it had accepted (idle): open a new one when next needed.
       if (peer.open && !socket.errored) {
-        this.#peers.delete(direct.address);
+        this.#peers.delete(key);
         return;
       }
       fail();
@@ -211,6 +216,10 @@ export class DirectReplies {
     }
     this.#peers.clear();
   }
+}
+
+function peerKey(direct: { address: string; token: string }): string {
+  return `${direct.address}\u0000${direct.token}`;
 }
 
 /** Hands a connection's unconfirmed replies back to their senders, oldest first. */
