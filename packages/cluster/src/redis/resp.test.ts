@@ -69,5 +69,19 @@ describe('RespReader', () => {
 
   it('throws on bytes that are not RESP', () => {
     expect(() => new RespReader().push(Buffer.from('?what\r\n'))).toThrow(/malformed reply/);
+    expect(() => new RespReader().push(Buffer.from('$abc\r\n'))).toThrow(/malformed reply/);
+    expect(() => new RespReader().push(Buffer.from('*1e9\r\n'))).toThrow(/malformed reply/);
+  });
+
+  it('attack: a reply of many values in many chunks is walked once (not once a chunk: quadratic on a huge reply)', () => {
+    const n = 20_000;
+    const reply = Buffer.from(`*${n}\r\n${'$1\r\nx\r\n'.repeat(n)}`);
+    const r = new RespReader();
+    const out: RespValue[] = [];
+    for (let i = 0; i < reply.byteLength; i += 100) out.push(...r.push(reply.subarray(i, i + 100)));
+    expect(out).toHaveLength(1);
+    expect((out[0] as Buffer[]).length).toBe(n);
+    // The array's header and each bulk string's, walked once each to find the reply's end.
+    expect(r.headersWalked).toBe(n + 1);
   });
 });

@@ -4,8 +4,9 @@
  * without being copied into a command buffer; and an incremental reply reader whose bulk strings
  * are copied once, straight from the socket's chunks into buffers of their own (a large one gets
  * its own ArrayBuffer, which can then move to an instance thread). Nothing is parsed or copied
- * until the whole reply has arrived, so a 2 MB reply in 30 chunks costs one walk over its headers
- * per chunk and one copy of its data.
+ * until the whole reply has arrived; the walk that finds its end resumes where it stopped when a
+ * chunk comes, so a reply costs two walks over its headers and one copy of its data, however many
+ * chunks it takes.
  */
 
 import { markTransferable } from '@triode/core';
@@ -66,13 +67,50 @@ export class RespReader {
     this.#chunks = [];
     this.#start = 0;
     this.#available = 0;
+    this.#scan = undefined;
+  }
+
+  /**
+   * Where the walk over the first reply stopped because the rest had not arrived: the next chunk
+   * resumes it there, so a reply of many values in many chunks is walked once, not once a chunk.
+   * `todo` holds, per nesting level, the values still to walk; `bulk` the bytes of a bulk string
+   * (and its CRLF) still to skip, or -1.
+   */
+  #scan: { cursor: Cursor; todo: number[]; bulk: number } | undefined;
+  #headers = 0;
+
+  /** Header lines walked so far: each once, however many chunks its reply came in. */
+  get headersWalked(): number {
+    return this.#headers;
   }
 
   /** Byte length of the first complete reply, or undefined if it has not all arrived. */
   #measure(): number | undefined {
     if (this.#available === 0) return undefined;
-    const cursor = new Cursor(this.#chunks, this.#start);
-    return skipValue(cursor, this.#available) ? cursor.consumed : undefined;
+    const s = (this.#scan ??= { cursor: new Cursor(this.#chunks, this.#start), todo: [1], bulk: -1 });
+    const c = s.cursor;
+    for (;;) {
+      if (s.bulk >= 0) {
+        if (c.consumed + s.bulk > this.#available) return undefined;
+        c.skip(s.bulk);
+        s.bulk = -1;
+      }
+      while (s.todo.length > 0 && s.todo[s.todo.length - 1] === 0) s.todo.pop();
+      if (s.todo.length === 0) {
+        this.#scan = undefined;
+        return c.consumed;
+      }
+      const head = c.line(this.#available);
+      if (head === undefined) return undefined;
+      this.#headers++;
+      s.todo[s.todo.length - 1]!--;
+      const kind = head[0];
+      if (kind === '$' || kind === '*') {
+        const n = countOf(head);
+        if (kind === '$' && n >= 0) s.bulk = n + 2;
+        else if (kind === '*' && n > 0) s.todo.push(n);
+      }
+    }
   }
 
   #consume(bytes: number): void {
@@ -160,27 +198,13 @@ class Cursor {
   }
 }
 
-/** Walks one value without copying; false if it has not all arrived (within `limit` bytes). */
-function skipValue(c: Cursor, limit: number): boolean {
-  const head = c.line(limit);
-  if (head === undefined) return false;
-  const kind = head[0];
-  if (kind === '$') {
-    const len = Number(head.slice(1));
-    if (len < 0) return true;
-    if (c.consumed + len + 2 > limit) return false;
-    c.skip(len + 2);
-    return true;
-  }
-  if (kind === '*') {
-    const n = Number(head.slice(1));
-    for (let i = 0; i < n; i++) if (!skipValue(c, limit)) return false;
-    return true;
-  }
-  return true;
+/** The count of a `$` or `*` header: a reply that is not RESP is an error, not a guess. */
+function countOf(head: string): number {
+  if (!/^[$*]-?\d{1,15}$/.test(head)) throw new RespError(`malformed reply from Redis: ${JSON.stringify(head.slice(0, 40))}`);
+  return Number(head.slice(1));
 }
 
-/** Reads one value that `skipValue` found complete. */
+/** Reads one value that `#measure` found complete. */
 function readValue(c: Cursor): RespValue {
   const head = c.line(Number.MAX_SAFE_INTEGER)!;
   const rest = head.slice(1);
@@ -189,14 +213,14 @@ function readValue(c: Cursor): RespValue {
     case '-': return new RespError(rest);
     case ':': return Number(rest);
     case '$': {
-      const len = Number(rest);
+      const len = countOf(head);
       if (len < 0) return null;
       const out = c.take(len);
       c.skip(2);
       return out;
     }
     case '*': {
-      const n = Number(rest);
+      const n = countOf(head);
       if (n < 0) return null;
       const out: RespValue[] = [];
       for (let i = 0; i < n; i++) out.push(readValue(c));

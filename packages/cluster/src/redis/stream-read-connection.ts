@@ -51,22 +51,29 @@ export class StreamReadConnection {
     return this.#send(args);
   }
 
+  /** The running read's stall timer: pushed back by every chunk that arrives. */
+  #stall: ReturnType<typeof setTimeout> | undefined;
+
   /**
    * XREADGROUP ... BLOCK: the streams' entries as [stream, [[id, fields]]], or null on timeout.
-   * A reply that is `stallMs` (default 5 s) later than the block time means a connection that died without
-   * closing (a lost node, a partition): it is dropped and opened again.
+   * No byte of the reply `stallMs` (default 5 s) later than the block time, or no next byte for as
+   * long while a reply is arriving, means a connection that died without closing (a lost node, a partition): it
+   * is dropped and opened again. A large reply still arriving is not cut off.
+   * @param ids per stream, '>' (new entries; the default) or an id (this consumer's pending entries after it)
    */
-  async xreadgroup(group: string, consumer: string, count: number, blockMs: number, streams: readonly string[]): Promise<StreamEntries> {
+  async xreadgroup(group: string, consumer: string, count: number, blockMs: number, streams: readonly string[], ids?: readonly string[]): Promise<StreamEntries> {
     const socket = this.#socket;
     const stall = setTimeout(() => {
       this.#onError(new Error(`no reply from Redis ${this.#stallMs} ms after a ${blockMs} ms blocking read: reconnecting`));
       if (this.#socket === socket) socket?.destroy();
     }, blockMs + this.#stallMs);
+    this.#stall = stall;
     try {
-      const reply = await this.command(['XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'BLOCK', blockMs, 'STREAMS', ...streams, ...streams.map(() => '>')]);
+      const reply = await this.command(['XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'BLOCK', blockMs, 'STREAMS', ...streams, ...(ids ?? streams.map(() => '>'))]);
       return reply as StreamEntries;
     } finally {
       clearTimeout(stall);
+      if (this.#stall === stall) this.#stall = undefined;
     }
   }
 
@@ -128,6 +135,8 @@ export class StreamReadConnection {
 
   #onData(socket: Socket, chunk: Buffer): void {
     if (socket !== this.#socket) return;
+    // A reply arriving: the connection lives, whatever its size (a 1 GB read takes a while).
+    if (this.#stall) this.#stall = this.#stall.refresh();
     let replies: RespValue[];
     try {
       replies = this.#reader.push(chunk);

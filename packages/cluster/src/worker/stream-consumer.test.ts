@@ -133,6 +133,57 @@ describe('StreamConsumer', () => {
     }
   });
 
+  it('runs the entries Redis delivered to it whose read reply was lost (at start, and after its read connection fails)', async () => {
+    // Other workers never take a live worker's entries: unless it reads its own pending entries, a
+    // read whose reply was lost leaves them pending and unanswered for as long as it lives.
+    const admin = new Redis(redis.url);
+    const keys = new ClusterKeys('rec');
+    const stream = keys.requests('a');
+    const replyTo = keys.replies('test');
+    let last = (await admin.xadd(replyTo, '*', 'open', '1'))!;
+    const put = async (key: string, value: number): Promise<void> => {
+      const [head, ...tensors] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(value) }] },
+        { requestKey: key, replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 20_000 });
+      await admin.xadd(stream, '*', 'r', head!, ...tensors.flatMap((t) => ['t', t]));
+      // Delivered to the worker's consumer name, as a read whose reply never reached it.
+      await admin.xreadgroup('GROUP', keys.group, 'w-rec', 'COUNT', 1, 'STREAMS', stream, '>');
+    };
+    const answered = async (key: string): Promise<number> => {
+      const deadline = Date.now() + 10_000;
+      while (Date.now() < deadline) {
+        const reply = (await admin.xreadBuffer('BLOCK', 1000, 'STREAMS', replyTo, last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
+        for (const [, entries] of reply ?? []) {
+          for (const [id, fields] of entries) {
+            last = id.toString();
+            const r = decodeReply(fields[1]!);
+            if (r.requestKey === key && 'response' in r) return (r.response.outputs[0]!.data as Int32Array)[0]!;
+          }
+        }
+      }
+      throw new Error(`no reply for ${key}`);
+    };
+    await admin.xgroup('CREATE', stream, keys.group, '0', 'MKSTREAM');
+    await put('before-start', 7);
+    const worker = new StreamConsumer(server, { redis: redis.url, prefix: 'rec', workerId: 'w-rec' });
+    try {
+      await worker.start();
+      expect(await answered('before-start')).toBe(7);
+      await put('lost-read', 8);
+      // Its blocking read's connection fails (as when a reply is cut off mid-way).
+      const clients = String(await admin.client('LIST')).split('\n').filter((l) => l.includes('cmd=xreadgroup'));
+      for (const l of clients) await admin.client('KILL', 'ID', /\bid=(\d+)/.exec(l)![1]!);
+      expect(clients.length).toBeGreaterThan(0);
+      expect(await answered('lost-read')).toBe(8);
+      // Each ran once: nothing is left pending.
+      const deadline = Date.now() + 5000;
+      while (Number(((await admin.xpending(stream, keys.group)) as [number])[0]) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(((await admin.xpending(stream, keys.group)) as [number])[0]).toBe(0);
+    } finally {
+      await worker.stop(1000);
+      admin.disconnect();
+    }
+  });
+
   it('attack: malformed request entries are dropped and acknowledged; the worker keeps serving', async () => {
     const redisClient = new Redis(redis.url);
     const keys = new ClusterKeys('t1');

@@ -126,6 +126,18 @@ export class StreamConsumer {
   readonly #cancels = new Map<string, CancelToken>();
   /** The streams the current blocking read waits on. */
   #reading = new Set<string>();
+  /**
+   * Entries this worker took, by `<stream>\0<id>`, until Redis has their XACK: running, or
+   * answered (acknowledgement queued or in flight). What #recover must not run again.
+   */
+  readonly #taken = new Map<string, 'running' | 'answered'>();
+  /**
+   * Set when a read may have been delivered by Redis and lost on the way (the connection failed
+   * mid-reply), and at start (a worker restarted under the same --worker-id): the next turn of the
+   * read loop first reads this worker's own pending entries. Other workers never take a live
+   * worker's entries, so without this they would stay pending, unanswered, for as long as it lives.
+   */
+  #recoverPending = true;
   #unblocking = false;
 
   constructor(server: InferenceServer, options: StreamConsumerOptions) {
@@ -385,6 +397,16 @@ export class StreamConsumer {
         await new Promise<void>((r) => { this.#wake = r; });
         continue;
       }
+      if (this.#recoverPending) {
+        try {
+          await this.#recover();
+          this.#recoverPending = false;
+        } catch (err) {
+          this.#logger?.verbose(1, `reading this worker's pending requests: ${(err as Error).message}`);
+          await new Promise((r) => setTimeout(r, 200));
+          continue;
+        }
+      }
       // COUNT applies to each stream: the smallest room keeps every model within its slots.
       const count = Math.min(...open.map((s) => this.#room(s)));
       let reply: StreamEntries;
@@ -394,6 +416,8 @@ export class StreamConsumer {
         this.#reading.clear();
       } catch (err) {
         if (!this.#running) break;
+        // Redis may have delivered entries to this worker in the reply that was lost.
+        this.#recoverPending = true;
         const msg = (err as Error).message;
         // While Redis is away the connection retries by itself: no warning every 200 ms.
         if (this.#block.status === 'ready') this.#logger?.warning(`reading requests failed: ${msg}`);
@@ -408,12 +432,39 @@ export class StreamConsumer {
     }
   }
 
+  /**
+   * Runs the entries Redis delivered to this worker that it never started (their read's reply was
+   * lost), and acknowledges again those it answered whose XACK did not get through.
+   */
+  async #recover(): Promise<void> {
+    for (const stream of this.#streams) {
+      let after = '0';
+      for (;;) {
+        const reply = (await this.#cmd.xreadgroupBuffer('GROUP', this.#keys.group, this.workerId, 'COUNT', 256, 'STREAMS', stream, after)) as [Buffer, [Buffer, Buffer[] | null][]][] | null;
+        const entries = reply?.[0]?.[1] ?? [];
+        if (entries.length === 0) break;
+        let found = 0;
+        for (const [idBuf, fields] of entries) {
+          const id = idBuf.toString();
+          after = id;
+          const state = this.#taken.get(`${stream}\u0000${id}`);
+          if (state === 'running') continue;
+          found++;
+          if (state === 'answered' || !fields) this.#ack(stream, id); // answered, or deleted meanwhile
+          else this.#handleSafely(stream, id, fields);
+        }
+        if (found > 0) this.#logger?.warning(`${stream}: ${found} requests delivered to this worker were not running (a read's reply was lost): handled now`);
+      }
+    }
+  }
+
   /** Entries answered since the last flush, per stream: acknowledged and deleted together. */
   readonly #acks = new Map<string, string[]>();
   #ackFlush: ReturnType<typeof setTimeout> | undefined;
 
   /** Queues an entry's XACK + XDEL; one of each per stream goes out every ACK_FLUSH_MS. */
   #ack(stream: string, id: string): void {
+    this.#taken.set(`${stream}\u0000${id}`, 'answered');
     const ids = this.#acks.get(stream);
     if (ids) ids.push(id);
     else this.#acks.set(stream, [id]);
@@ -423,7 +474,11 @@ export class StreamConsumer {
   #flushAcks(): void {
     this.#ackFlush = undefined;
     for (const [stream, ids] of this.#acks) {
-      void this.#cmd.xack(stream, this.#keys.group, ...ids).catch(() => undefined);
+      // Forgotten once Redis has the XACK; one that failed stays 'answered' for #recover to send again.
+      void this.#cmd.xack(stream, this.#keys.group, ...ids).then(
+        () => { for (const id of ids) this.#taken.delete(`${stream}\u0000${id}`); },
+        () => { this.#recoverPending = true; },
+      );
       void this.#cmd.xdel(stream, ...ids).catch(() => undefined);
     }
     this.#acks.clear();
@@ -434,6 +489,7 @@ export class StreamConsumer {
    * the read loop (and with it the worker) or the takeover of a dead worker's entries.
    */
   #handleSafely(stream: string, id: string, fields: Buffer[], deliveries?: number): void {
+    this.#taken.set(`${stream}\u0000${id}`, 'running');
     try {
       this.#handle(stream, id, fields, deliveries);
     } catch (err) {
