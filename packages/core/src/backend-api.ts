@@ -72,9 +72,10 @@ export interface ExecuteRequest {
   /**
    * Decoupled models only (`model_transaction_policy { decoupled: true }`): where the backend
    * sends this request's 0..N responses, the last with `final` (or a final call with no response).
-   * `execute` then returns no responses for the request.
+   * `execute` then returns no responses for the request. A promise back means the request's client
+   * is not ready for more: a backend that can, waits for it before sending this request's next.
    */
-  respond?: (response: ExecuteResponse | undefined, final: boolean) => void;
+  respond?: (response: ExecuteResponse | undefined, final: boolean) => void | Promise<void>;
   /**
    * The client's cancellation (a cancelled gRPC call or stream, a client that went away): a
    * backend may stop the request early (a decoupled model's responses after it are dropped).

@@ -7,7 +7,7 @@ import type { Backend, BackendModel, BackendModelInstance, ExecuteRequest, Execu
 import { classify } from './classification.js';
 import { abortable, settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
-import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse } from './infer-request.js';
+import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse, type ResponseHandler } from './infer-request.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
 import { readLabels } from './model-repository/repository-fs.js';
 import { batchShapeKey, raggedInputNames } from './scheduler/batch-shape-key.js';
@@ -34,7 +34,7 @@ interface Pending extends Schedulable {
   resolve: (r: InferenceResponse) => void;
   reject: (e: TriodeError) => void;
   /** Decoupled models: each response as it comes (`resolve` is called after the final one). */
-  onResponse?: (r: InferenceResponse) => void;
+  onResponse?: ResponseHandler;
 }
 
 const NO_SEQUENCE: SequenceInfo = { key: '', correlationId: '', start: false, end: false };
@@ -313,15 +313,15 @@ export class ModelVersion implements Model {
    * Runs a request and calls `onResponse` for each response as it comes: once for a regular
    * model, 0..N times for a decoupled one. Resolves after the last.
    */
-  async inferStream(req: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+  async inferStream(req: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
     if (!this.decoupled) {
-      onResponse(await this.#enqueue(req));
+      void onResponse(await this.#enqueue(req));
       return;
     }
     await this.#enqueue(req, onResponse);
   }
 
-  #enqueue(req: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
+  #enqueue(req: InferenceRequest, onResponse?: ResponseHandler): Promise<InferenceResponse> {
     // The server sends nothing to a version that is not ready; a caller holding it gets why.
     if (this.#notReady) return Promise.reject(this.#notReady);
     const startNs = this.#clock.nowNs();
@@ -534,22 +534,24 @@ export class ModelVersion implements Model {
     };
     const requests = batch.map((p, i) => ({
       ...this.#execRequest(p),
-      respond: (r: ExecuteResponse | undefined, final: boolean) => {
+      respond: (r: ExecuteResponse | undefined, final: boolean): void | Promise<void> => {
         if (done[i]) return;
         if (r?.error) {
           finish(i, r.error);
           return;
         }
+        let ready: void | Promise<void> = undefined;
         if (r) {
           try {
             p.firstResponseNs ??= this.#clock.nowNs() - p.startNs;
-            p.onResponse?.({ ...this.#respond(p, r.outputs), final });
+            ready = p.onResponse?.({ ...this.#respond(p, r.outputs), final });
           } catch (err) {
             finish(i, TriodeError.from(err));
             return;
           }
         }
         if (final) finish(i);
+        return ready;
       },
     }));
     try {

@@ -7,7 +7,7 @@
 import { classify } from './classification.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
-import { normalizeRequest, type InferenceRequest, type InferenceResponse } from './infer-request.js';
+import { normalizeRequest, type InferenceRequest, type InferenceResponse, type ResponseHandler } from './infer-request.js';
 import type { EnsembleStep, ModelConfig, ModelInput, ModelOutput } from './model-config/model-config.js';
 import type { Model } from './model.js';
 import { InferStats } from './stats/infer-stats.js';
@@ -257,8 +257,8 @@ export class EnsembleModel implements Model {
   }
 
   /** A regular model's one response (an ensemble is never decoupled). */
-  async inferStream(req: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
-    onResponse(await this.infer(req));
+  async inferStream(req: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
+    void onResponse(await this.infer(req));
   }
 
   /** Waits for its requests (they finish or time out in the models they call); it holds nothing else. */

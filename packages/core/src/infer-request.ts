@@ -106,6 +106,13 @@ export interface InferenceResponse {
   final?: boolean;
 }
 
+/**
+ * Takes each response of a streamed request. A promise means the taker is not ready for more (a
+ * gRPC stream whose client is not reading): a backend that can wait, such as a JavaScript model's
+ * sender, holds its next response until it settles. The promise never rejects.
+ */
+export type ResponseHandler = (r: InferenceResponse) => void | Promise<void>;
+
 function fmtShape(shape: readonly number[]): string {
   return `[${shape.join(',')}]`;
 }

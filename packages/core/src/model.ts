@@ -5,7 +5,7 @@
  * backends through `ModelContext` (backend-api.ts).
  * Triton: core/src/model.h (Model)
  */
-import type { InferenceRequest, InferenceResponse } from './infer-request.js';
+import type { InferenceRequest, InferenceResponse, ResponseHandler } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import type { InferStats } from './stats/infer-stats.js';
 
@@ -25,7 +25,7 @@ export interface Model {
    * Runs one request and calls `onResponse` for each response: one for a regular model, 0..N for
    * a decoupled one. Resolves after the last.
    */
-  inferStream(req: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void>;
+  inferStream(req: InferenceRequest, onResponse: ResponseHandler): Promise<void>;
   /** Requests waiting to run (`nv_inference_pending_request_count`). */
   pendingCount(): number;
   /** Requests running now. */

@@ -195,6 +195,60 @@ describe('javascript backend', () => {
     }
   });
 
+  it('attack: a decoupled model sending in a synchronous loop waits for its client (at most 64 untaken) and sees a cancel mid-loop', async () => {
+    // Before: all 1M responses were posted at once (the main thread held them all, its event loop
+    // busy for seconds), and the loop could not see the cancel (it never yielded).
+    const root = makeRepository([], {
+      'flood/config.pbtxt': `backend: "javascript"\nmodel_transaction_policy { decoupled: true }\n${io()}`,
+      'flood/1/model.mjs': `
+        import { tensor } from 'triode';
+        export default class {
+          execute(requests) {
+            const r = requests[0];
+            let n = 0;
+            for (; n < 1_000_000 && !r.isCancelled(); n++) r.sender.send({ outputs: [tensor('OUT', 'INT32', [1], [n])] });
+            r.sender.send({ outputs: [tensor('OUT', 'INT32', [1], [-n])] }, { final: true });
+          }
+        }`,
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()] });
+    try {
+      const abort = new AbortController();
+      let got = 0;
+      let last = 0;
+      let release!: () => void;
+      const held = new Promise<void>((r) => { release = r; });
+      // A client that is not reading: every response handler returns the same unsettled promise.
+      const done = s.inferStream({ modelName: 'flood', signal: abort.signal, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }, (r) => {
+        got++;
+        last = (r.outputs[0]!.data as Int32Array)[0]!;
+        return held;
+      }).then(() => 'ended', (e: Error) => e.message);
+      const deadline = Date.now() + 10_000;
+      while (got < 64 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(got).toBe(64);
+      abort.abort();
+      release();
+      // The model saw the cancel in its loop and ended the request with its count (negated); what
+      // it sent after the cancel was dropped.
+      expect(await done).toBe('ended');
+      expect(last).toBeLessThan(0);
+      expect(-last).toBeLessThan(200);
+      expect(got).toBeLessThan(200);
+      // The thread is free again: the next request streams to its end.
+      const abort2 = new AbortController();
+      let next = 0;
+      const second = await s.inferStream({ modelName: 'flood', signal: abort2.signal, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }, () => {
+        if (++next === 1000) abort2.abort();
+      }).then(() => 'ended', (e: Error) => e.message);
+      expect(second).toBe('ended');
+      expect(next).toBeGreaterThanOrEqual(1000);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('keeps BYTES byte for byte (simple_identity)', async () => {
     const s = await server;
     const data = serializeBytesTensor(['he\0llo', new Uint8Array([0, 1, 2, 3])]);

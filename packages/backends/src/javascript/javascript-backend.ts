@@ -68,24 +68,42 @@ function modelFile(versionPath: string, config: ModelConfig): string {
 
 /** Where a decoupled model's streamed responses go: per execute call, per request. */
 type Responders = Map<number, {
-  respond: ((r: ExecuteResponse | undefined, final: boolean) => void)[];
+  respond: ((r: ExecuteResponse | undefined, final: boolean) => void | Promise<void>)[];
   open: Set<number>;
   /** Per request: stops telling the thread of its cancellation (once it has ended). */
   unwatch: ((() => void) | undefined)[];
 }>;
 
-/** Answers the thread's BLS calls, log lines and decoupled responses on the main thread. */
-function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, responders: Responders): void {
+/**
+ * Answers the thread's BLS calls, log lines and decoupled responses on the main thread.
+ * @param flow the thread's count of responses posted and not yet taken: one comes off when its
+ *   client is ready for the next (model-api.ts `flow`)
+ */
+function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, responders: Responders, flow: Int32Array): void {
+  const taken = (): void => {
+    Atomics.sub(flow, 0, 1);
+    Atomics.notify(flow, 0);
+  };
   port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; outputs?: Tensor[]; error?: WireError }) => {
     if (m.type === 'response') {
       const call = responders.get(m.token ?? -1);
       const index = m.index ?? -1;
       const respond = call?.respond[index];
-      if (!call || !respond || !call.open.has(index)) return;
+      if (!call || !respond || !call.open.has(index)) {
+        taken();
+        return;
+      }
       // The outputs arrived in this message, moved or copied: this response owns them.
       const r: ExecuteResponse | undefined = m.error !== undefined ? { error: fromWireError(m.error) } : m.outputs ? { outputs: claimOwnership([m.outputs])[0]! } : undefined;
       const final = m.final === true || m.error !== undefined;
-      respond(r, final);
+      let ready: void | Promise<void> = undefined;
+      try {
+        ready = respond(r, final);
+      } finally {
+        // A client not ready for more (a gRPC stream waiting for 'drain') holds the thread's next sends.
+        if (ready) ready.then(taken, taken);
+        else taken();
+      }
       if (final) {
         call.open.delete(index);
         call.unwatch[index]?.();
@@ -274,7 +292,8 @@ class JsModel implements BackendModel {
     const responders: Responders = new Map();
     const start: StartInstance = async (signal) => {
       const { port1, port2 } = new MessageChannel();
-      serveBridge(port1, ctx, this.#logger, responders);
+      const flow = new Int32Array(new SharedArrayBuffer(4));
+      serveBridge(port1, ctx, this.#logger, responders, flow);
       const task: JsLoadTask = {
         op: 'load',
         file: this.#file,
@@ -285,6 +304,7 @@ class JsModel implements BackendModel {
         instanceName: `${group.name ?? ctx.name}_${index}`,
         instanceKind: group.kind === 'KIND_GPU' ? 'GPU' : group.kind === 'KIND_MODEL' ? 'MODEL' : 'CPU',
         port: port2,
+        flow,
       };
       try {
         await p.run(task, { transferList: [port2], ...(signal ? { signal } : {}) });

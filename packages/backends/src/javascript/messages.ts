@@ -15,6 +15,8 @@ export interface JsLoadTask {
   instanceKind: 'CPU' | 'GPU' | 'MODEL';
   /** The BLS and logging channel to the main thread. */
   port: MessagePort;
+  /** A SharedArrayBuffer's Int32Array: decoupled responses posted and not yet taken (model-api.ts `flow`). */
+  flow: Int32Array;
 }
 
 /** Runs the model's static `autoCompleteConfig(config)`, if it has one. */

@@ -13,7 +13,7 @@
  *   }
  * }
  */
-import type { MessagePort } from 'node:worker_threads';
+import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import {
   deserializeBytesTensor, isDataType, serializeBytesTensor,
   type DataType, type ErrorCode, type ModelConfig, type ParameterValue, type TensorData, type WireError,
@@ -247,7 +247,41 @@ export function __abandon(token: number, count: number): void {
 
 /** @internal Whether request `index` of execute call `token` was cancelled (Request.isCancelled). */
 export function __isCancelled(token: number | undefined, index: number): boolean {
-  return token !== undefined && openRequests.get(`${token}:${index}`) === true;
+  if (token === undefined) return false;
+  // A model that checks in a synchronous loop never yields to the event loop: look at what the
+  // main thread has sent since, here and now.
+  drainPort();
+  return openRequests.get(`${token}:${index}`) === true;
+}
+
+/**
+ * Responses this thread has posted that their client has not yet taken (flow[0]), shared with the
+ * main thread, which takes one off when its client is ready for the next (a gRPC stream that is
+ * not waiting for 'drain'). A sender that finds MAX_UNTAKEN_RESPONSES waits, as Triton's Python
+ * stub does on its full message queue: a model sending responses in a loop, faster than its
+ * client reads them, must not fill the server's memory or hold its event loop for seconds.
+ */
+let flow: Int32Array | undefined;
+export const MAX_UNTAKEN_RESPONSES = 64;
+/** How often a waiting sender looks whether its request was cancelled. */
+const FLOW_CHECK_MS = 50;
+
+/** Waits (blocking this thread) while MAX_UNTAKEN_RESPONSES responses are untaken, or until request `key` is cancelled. */
+function awaitRoom(key: string): void {
+  if (!flow) return;
+  for (;;) {
+    const untaken = Atomics.load(flow, 0);
+    if (untaken < MAX_UNTAKEN_RESPONSES) return;
+    drainPort();
+    if (openRequests.get(key) !== false) return; // cancelled or ended: its sends are dropped
+    Atomics.wait(flow, 0, untaken, FLOW_CHECK_MS);
+  }
+}
+
+/** Handles what the main thread has sent and this thread has not yet seen (cancels, BLS results). */
+function drainPort(): void {
+  if (!port) return;
+  for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) onPortMessage(m.message as PortMessage);
 }
 
 /** @internal A sender that streams responses of request `index` of execute call `token`. */
@@ -257,10 +291,14 @@ export function __sender(token: number, index: number, check: (r: unknown) => { 
   openRequests.set(key, earlyCancels.delete(key));
   const post = (payload: Record<string, unknown>, final: boolean) => {
     if (ended) throw new Error('this request has already ended (its final response was sent)');
+    awaitRoom(key);
+    // Cancelled: the client is gone, and what the model still sends is dropped here, not posted.
+    if (!final && openRequests.get(key) === true) return;
     if (final) {
       ended = true;
       openRequests.delete(key);
     }
+    if (flow) Atomics.add(flow, 0, 1);
     // Only what the model handed over moves; anything else is copied, so the model may send the
     // same array again or keep using it.
     send({ type: 'response', token, index, final, ...payload }, __movable((payload['outputs'] as Tensor[] | undefined) ?? []));
@@ -276,28 +314,37 @@ export function __sender(token: number, index: number, check: (r: unknown) => { 
   };
 }
 
-/** @internal Connects the module to its instance thread (called by the thread, not by models). */
-export function __connect(p: MessagePort, modelName: string): void {
+type PortMessage = { type: string; id: number; token?: number; index?: number; outputs?: Tensor[]; error?: WireError };
+
+/** A message from the main thread: a cancel, or the answer to a BLS call. */
+function onPortMessage(m: PortMessage): void {
+  if (m.type === 'cancel') {
+    // Only a request still open: one that already ended has nothing left to stop.
+    const key = `${m.token}:${m.index}`;
+    if (openRequests.has(key)) openRequests.set(key, true);
+    else if ((m.token ?? 0) > lastToken) earlyCancels.add(key);
+    return;
+  }
+  if (m.type !== 'infer-result') return;
+  const done = calls.get(m.id);
+  calls.delete(m.id);
+  if (!done) return;
+  if (m.error !== undefined) done({ error: m.error.message, code: m.error.code });
+  else {
+    const outputs = (m.outputs ?? []).map(__received);
+    done({ outputs, output: (n: string) => outputs.find((o) => o.name === n) });
+  }
+}
+
+/**
+ * @internal Connects the module to its instance thread (called by the thread, not by models).
+ * @param f the untaken-responses counter shared with the main thread (see `flow`)
+ */
+export function __connect(p: MessagePort, modelName: string, f?: Int32Array): void {
   port = p;
+  flow = f;
   chain = [modelName];
-  p.on('message', (m: { type: string; id: number; token?: number; index?: number; outputs?: Tensor[]; error?: WireError }) => {
-    if (m.type === 'cancel') {
-      // Only a request still open: one that already ended has nothing left to stop.
-      const key = `${m.token}:${m.index}`;
-      if (openRequests.has(key)) openRequests.set(key, true);
-      else if ((m.token ?? 0) > lastToken) earlyCancels.add(key);
-      return;
-    }
-    if (m.type !== 'infer-result') return;
-    const done = calls.get(m.id);
-    calls.delete(m.id);
-    if (!done) return;
-    if (m.error !== undefined) done({ error: m.error.message, code: m.error.code });
-    else {
-      const outputs = (m.outputs ?? []).map(__received);
-      done({ outputs, output: (n: string) => outputs.find((o) => o.name === n) });
-    }
-  });
+  p.on('message', onPortMessage);
   // Let the thread go idle (and exit) while no BLS call is waiting.
   p.unref();
 }

@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { VectoredCommand } from '../redis/vectored-command.js';
 import { openRedis } from '../redis/redis-connection.js';
 import {
-  Errors, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
+  Errors, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -624,11 +624,13 @@ export class RedisBackplane implements Backplane {
     });
   }
 
-  async inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+  async inferStream(request: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
     let streamed = false;
-    const last = await this.#send(request, (r) => { streamed = true; onResponse(r); });
+    // Replies come from the reply stream as workers send them: a gateway has no way to hold a worker's
+    // next response, so a promise back (a client not reading) is not waited for here.
+    const last = await this.#send(request, (r) => { streamed = true; void onResponse(r); });
     // A regular model's one response comes as the final reply; a decoupled one's came streamed.
-    if (!streamed && last.outputs.length > 0) onResponse(last);
+    if (!streamed && last.outputs.length > 0) void onResponse(last);
   }
 
   /**

@@ -543,7 +543,7 @@ export class StreamConsumer {
       // Ran on workers that died each time: answer instead of risking a third one.
       this.#logger?.warning(`request on ${stream} was delivered ${deliveries} times (its workers died): answering an error instead of running it again`);
       const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: `the request for model '${echoName(request.modelName)}' was not answered: the workers that took it stopped (${deliveries - 1} times)` } });
-      this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
+      void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
       return;
     }
     this.#inflight++;
@@ -561,12 +561,14 @@ export class StreamConsumer {
       // A decoupled request's replies all take the stream, so they cannot overtake one another.
       // A direct reply is acknowledged when the gateway confirms it; if the connection fails
       // first, it goes through the reply stream (the gateway drops a duplicate).
-      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: onStream })) onStream();
+      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: () => void onStream() })) void onStream();
     };
     const start = (): Promise<WireReply> => decoupled
       ? this.#server.inferStream(request, (response) => {
         const body = encodeReply({ requestKey: env.requestKey, response, more: true });
-        this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs);
+        // Settles once Redis has it: a model's sender waits for that before its next response, so
+        // a model sending in a loop does not queue its every response in this process.
+        return this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs);
       }).then(() => ({ requestKey: env.requestKey, end: true as const }))
       : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
     // A request the server refuses by throwing (not by rejecting) is answered the same way.
@@ -610,20 +612,24 @@ export class StreamConsumer {
    * the reply is tried again until the request's deadline (at most MAX_REPLY_RETRY_MS), then
    * dropped and acknowledged. An error Redis would give again (WRONGTYPE) is not retried.
    */
-  #replyOnStream(replyTo: string, body: Buffer, mac: Buffer | undefined, deadlineMs: number, done?: () => void): void {
+  #replyOnStream(replyTo: string, body: Buffer, mac: Buffer | undefined, deadlineMs: number, done?: () => void): Promise<void> {
     const args: (string | Buffer)[] = [replyTo, 'NOMKSTREAM', 'MAXLEN', '~', '100000', '*', 'r', body];
     if (mac) args.push('s', mac);
     const until = Math.min(deadlineMs, Date.now() + MAX_REPLY_RETRY_MS);
-    const attempt = () => {
-      (this.#cmd.xadd as (...a: (string | Buffer)[]) => Promise<unknown>)(...args).then(
-        () => done?.(),
-        (err: unknown) => {
-          if (Date.now() >= until || !this.#running || !worthRetrying(err)) done?.();
-          else setTimeout(attempt, REPLY_RETRY_MS).unref();
-        },
-      );
-    };
-    attempt();
+    return new Promise<void>((settled) => {
+      const attempt = () => {
+        (this.#cmd.xadd as (...a: (string | Buffer)[]) => Promise<unknown>)(...args).then(
+          () => { done?.(); settled(); },
+          (err: unknown) => {
+            if (Date.now() >= until || !this.#running || !worthRetrying(err)) {
+              done?.();
+              settled();
+            } else setTimeout(attempt, REPLY_RETRY_MS).unref();
+          },
+        );
+      };
+      attempt();
+    });
   }
 
   /** True for a decoupled model (0..N responses per request, sent as they come). */

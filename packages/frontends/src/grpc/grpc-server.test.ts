@@ -471,6 +471,41 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
     }
   }, 30_000);
 
+  it('attack: a decoupled request whose client does not read is told to wait (its responses are not all buffered), and goes on when it reads', async () => {
+    let produced = 0;
+    const flood = {
+      inferStream: async (r: { id?: string }, on: (x: object) => void | Promise<void>) => {
+        // A model sending 300 responses of 1 MiB, each when the stream is ready for it (as a
+        // JavaScript model's sender waits on what the handler returns).
+        for (let i = 0; i < 300; i++) {
+          produced++;
+          await on({ id: r.id, modelName: 'm', modelVersion: '1', final: i === 299, outputs: [{ name: 'y', datatype: 'UINT8', shape: [1 << 20], data: new Uint8Array(1 << 20) }] });
+        }
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(flood, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure(), { 'grpc.max_receive_message_length': 2 << 20 }) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      stream.pause();
+      stream.write({ model_name: 'm', id: 'x' });
+      stream.end();
+      await new Promise((r) => setTimeout(r, 1000));
+      // Before the fix the handler never said wait: all 300 MiB were produced and held by the server.
+      // Now what HTTP/2 and grpc-js buffer before they push back (about 80 MiB) is the bound.
+      expect(produced).toBeGreaterThan(0);
+      expect(produced).toBeLessThan(150);
+      let n = 0;
+      stream.on('data', () => { n++; });
+      stream.resume();
+      await new Promise((r) => stream.on('end', r));
+      expect(n).toBe(300);
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  }, 30_000);
+
   it('a cancelled call leaves the queue without running', async () => {
     const before = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
     const first = callWith(plainClient, slowReq(1));

@@ -314,6 +314,12 @@ class StreamInferSession {
   /** Reading paused: too many requests pending, or the client is not reading its responses. */
   #paused = false;
   #needDrain = false;
+  /**
+   * While the client is not reading (writes wait for 'drain'): settles on 'drain' or when the call
+   * ends. A decoupled model's sender waits on it before its next response (ResponseHandler).
+   */
+  #drained: Promise<void> | undefined;
+  #onDrained: (() => void) | undefined;
 
   readonly #forward: RegExp | undefined;
 
@@ -332,12 +338,14 @@ class StreamInferSession {
       this.#maybeEnd();
     });
     this.#call.on('cancelled', () => {
+      this.#writable();
       // Also reported after a normal end (grpc-js): then nothing is left to abort.
       if (this.#closed) return;
       this.#closed = true;
       this.#abort.abort();
     });
     this.#call.on('error', () => {
+      this.#writable();
       this.#closed = true;
       this.#abort.abort();
     });
@@ -386,6 +394,8 @@ class StreamInferSession {
           this.#flush();
         }
         this.#write({ infer_response: inferResponseToMessage(r, { triton_final_response: r.final }) });
+        // The client is not reading: the model's next response waits until it does.
+        return this.#drained;
       });
       if (emptyFinal && !sawFinal && slot.queued.length === 0) {
         // A decoupled request that ended without a final response: the empty final the client asked for.
@@ -419,8 +429,10 @@ class StreamInferSession {
       if (!this.#call.write(msg) && !this.#needDrain) {
         // The client is not reading: read no more requests until it does.
         this.#needDrain = true;
+        this.#drained = new Promise((resolve) => { this.#onDrained = resolve; });
         this.#call.once('drain', () => {
           this.#needDrain = false;
+          this.#writable();
           this.#flow();
         });
         this.#flow();
@@ -430,7 +442,15 @@ class StreamInferSession {
     }
   }
 
+  /** Settles #drained: the client read, or the call is over (what waits on it goes on, or stops). */
+  #writable(): void {
+    this.#onDrained?.();
+    this.#onDrained = undefined;
+    this.#drained = undefined;
+  }
+
   #fail(err: unknown): void {
+    this.#writable();
     if (this.#closed) return;
     this.#closed = true;
     this.#abort.abort();

@@ -6,7 +6,7 @@
  */
 import {
   Errors, InferStats, TriodeError,
-  type Backplane, type FailureReason, type InferenceRequest, type InferenceResponse, type LatencyObservation, type LoadOptions,
+  type Backplane, type FailureReason, type InferenceRequest, type InferenceResponse, type ResponseHandler, type LatencyObservation, type LoadOptions,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo,
 } from '@triode/core';
 import type { MetricsSource } from './metrics.js';
@@ -94,12 +94,12 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
     return this.#measure(request, () => this.#inner.infer(request), (r) => r.modelVersion);
   }
 
-  inferStream(request: InferenceRequest, onResponse: (r: InferenceResponse) => void): Promise<void> {
+  inferStream(request: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
     let version: string | undefined;
     return this.#measure(request, (onFirst) => this.#inner.inferStream(request, (r) => {
       onFirst();
       version ??= r.modelVersion;
-      onResponse(r);
+      return onResponse(r);
     }), () => version);
   }
 

@@ -83,12 +83,18 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
   for (const path of modelPaths('/generate')) {
     app.post(path, async (c) => {
       const request = await toRequest(c, backplane, maxInputSize);
-      const responses: InferenceResponse[] = [];
-      await backplane.inferStream(request, (r) => responses.push(r));
-      if (responses.length !== 1) {
-        throw Errors.invalidArg(`generate expects exactly one response from model '${request.modelName}', got ${responses.length}: use generate_stream`);
+      // The first response is kept, the rest only counted: a model streaming a million responses
+      // to this route gets its error, not a million responses held in memory.
+      let first: InferenceResponse | undefined;
+      let count = 0;
+      await backplane.inferStream(request, (r) => {
+        first ??= r;
+        count++;
+      });
+      if (count !== 1) {
+        throw Errors.invalidArg(`generate expects exactly one response from model '${request.modelName}', got ${count}: use generate_stream`);
       }
-      return c.body(toJson(responses[0]!, maxJsonOutputSize), 200, { 'Content-Type': 'application/json' });
+      return c.body(toJson(first!, maxJsonOutputSize), 200, { 'Content-Type': 'application/json' });
     });
   }
   for (const path of modelPaths('/generate_stream')) {
@@ -99,7 +105,8 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
       request.signal = c.req.raw.signal;
       return streamSSE(c, async (stream) => {
         try {
-          const writes: Promise<void>[] = [];
+          let failed: unknown;
+          let last: Promise<void> = Promise.resolve();
           await backplane.inferStream(request, (r) => {
             let data: string;
             try {
@@ -107,9 +114,13 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
             } catch (err) {
               data = httpError(err).body;
             }
-            writes.push(stream.writeSSE({ data }));
+            // Settles when the client has taken it: the model's next response waits for that
+            // (ResponseHandler), so a client that reads slowly does not make the server hold them all.
+            last = stream.writeSSE({ data }).catch((err: unknown) => { failed ??= err; });
+            return last;
           });
-          await Promise.all(writes);
+          await last;
+          if (failed !== undefined) throw failed;
         } catch (err) {
           await stream.writeSSE({ data: httpError(err).body });
         }
