@@ -440,7 +440,14 @@ export class StreamConsumer {
     for (const stream of this.#streams) {
       let after = '0';
       for (;;) {
-        const reply = (await this.#cmd.xreadgroupBuffer('GROUP', this.#keys.group, this.workerId, 'COUNT', 256, 'STREAMS', stream, after)) as [Buffer, [Buffer, Buffer[] | null][]][] | null;
+        let reply: [Buffer, [Buffer, Buffer[] | null][]][] | null;
+        try {
+          reply = (await this.#cmd.xreadgroupBuffer('GROUP', this.#keys.group, this.workerId, 'COUNT', 256, 'STREAMS', stream, after)) as typeof reply;
+        } catch (err) {
+          // No group (Redis lost its data, or the stream was removed): nothing is pending there. The read loop makes it again.
+          if (String((err as Error).message).includes('NOGROUP')) break;
+          throw err;
+        }
         const entries = reply?.[0]?.[1] ?? [];
         if (entries.length === 0) break;
         let found = 0;
