@@ -40,7 +40,7 @@ describe('model control mode POLL', () => {
       await s.pollRepository();
       expect(s.modelReady('b')).toBe(false);
       expect(s.repositoryIndex().find((r) => r.name === 'b')).toEqual({ name: 'b', state: 'UNAVAILABLE', reason: 'unloaded' });
-      await expect(s.loadModel('a')).rejects.toThrow("failed to load 'a': explicit model load / unload is not allowed if polling is enabled");
+      await expect(s.loadModel('a')).rejects.toThrow(expect.objectContaining({ code: 'UNAVAILABLE', message: 'explicit model load / unload is not allowed if polling is enabled' }));
     } finally {
       await s.stop(1000);
     }

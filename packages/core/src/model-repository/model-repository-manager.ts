@@ -300,13 +300,9 @@ export class ModelRepositoryManager {
     return ready;
   }
 
-  #checkControl(action: 'load' | 'unload', name: string): void {
-    if (this.#opts.modelControlMode === 'poll') {
-      throw Errors.unsupported(`failed to ${action} '${name}': explicit model load / unload is not allowed if polling is enabled`);
-    }
-    if (this.#opts.modelControlMode !== 'explicit') {
-      throw Errors.unsupported(`failed to ${action} '${name}': explicit model load / unload is not allowed if model control mode is ${this.#opts.modelControlMode.toUpperCase()}`);
-    }
+  #checkControl(): void {
+    // Triton answers both NONE and POLL so (model_repository_manager.cc, LoadUnloadModel): UNAVAILABLE, 503.
+    if (this.#opts.modelControlMode !== 'explicit') throw Errors.unavailable('explicit model load / unload is not allowed if polling is enabled');
     if (this.#stopping) throw Errors.serverStopping();
   }
 
@@ -330,7 +326,7 @@ export class ModelRepositoryManager {
    */
   async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
     checkModelName(name);
-    this.#checkControl('load', name);
+    this.#checkControl();
     await this.#load(name, options);
   }
 
@@ -411,7 +407,7 @@ export class ModelRepositoryManager {
    */
   async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     checkModelName(name);
-    this.#checkControl('unload', name);
+    this.#checkControl();
     await this.#unload(name, options);
   }
 

@@ -322,8 +322,8 @@ describe('statistics, repository, logging, trace, shared memory', () => {
   });
 
   it('load and unload answer as Triton in model control mode NONE', async () => {
-    await expect(call('RepositoryModelLoad', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('explicit model load / unload is not allowed') });
-    await expect(call('RepositoryModelUnload', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNIMPLEMENTED });
+    await expect(call('RepositoryModelLoad', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE, details: 'explicit model load / unload is not allowed if polling is enabled' });
+    await expect(call('RepositoryModelUnload', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE });
   });
 
   it('LogSettings reads and changes the settings; TraceSetting stores global and per-model values', async () => {
