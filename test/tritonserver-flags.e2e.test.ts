@@ -177,9 +177,11 @@ describe('--backend-config global form and --model-store alone', () => {
 
 describe('--help, and the values Triode refuses', () => {
   // (--allow-sagemaker=true and --allow-vertex-ai=true are refused the same way: serve-options.test.ts.)
-  it('--help prints the flags; --model-namespacing=true stops it (exit 1) with the reason', async () => {
+  it('--help prints the flags; --model-namespacing=true and a --log-file it cannot open stop it (exit 1) with the reason', async () => {
     const cases: [string, RegExp][] = [
       ['--model-namespacing=true', /--model-namespacing=true is not supported: Triode needs model names unique across the repositories/],
+      // Before: it started and logged nowhere (one line on stderr about the stream).
+      ['--log-file=/nonexistent-triode-dir/x.log', /--log-file \/nonexistent-triode-dir\/x.log: cannot open it for writing: ENOENT/],
     ];
     const triode = (flags: string[]) => run(process.execPath, [TRIODE_BIN, 'serve', ...flags], { cwd: ROOT, timeout: 30_000 });
     const [help, ...errs] = await Promise.all([
@@ -193,5 +195,23 @@ describe('--help, and the values Triode refuses', () => {
       expect(err).toMatchObject({ code: 1 });
       expect((err as { stderr: string }).stderr).toMatch(cases[i]![1]);
     });
+  });
+
+  it('triode worker reads the flags it shares with serve as serve does (mode names in any case, --log-verbose=true); a port out of range stops it before it connects', async () => {
+    // The first flag commander refuses is the one named: --model-control-mode POLL and
+    // --log-verbose true pass (before: 'Allowed choices are none, explicit, poll' / 'expected an integer').
+    const err = await run(process.execPath, [TRIODE_BIN, 'worker', '--redis', 'redis://127.0.0.1:1', `--model-repository=${tmp}`,
+      '--model-control-mode', 'POLL', '--log-verbose', 'true', '--metrics-port', '99999'], { cwd: ROOT, timeout: 30_000 }).then(() => undefined, (e: unknown) => e as { code: number; stderr: string });
+    expect(err).toMatchObject({ code: 1 });
+    expect(err!.stderr).toContain("option '--metrics-port <port>' argument '99999' is invalid. expected an integer from 0 to 65535");
+  });
+
+  it('--exit-on-error=true in explicit mode counts only the loads it tried: models not asked for do not stop it', async () => {
+    const repo = makeRepository(['simple', 'simple_int8']);
+    // Before: simple_int8 ('unloaded', never asked for) counted as a failure and the server exited 1.
+    const served = await startTriode(['serve', '--model-repository', repo, '--model-control-mode=explicit', '--load-model=simple', '--exit-on-error=true',
+      '--http-port', String(await freePort()), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false']);
+    expect(served.output()).toContain('Started HTTPService');
+    await served.stop();
   });
 });

@@ -11,7 +11,7 @@ import { HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, TraceSettings, heade
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
-import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, parseBackendConfig, parseBool, parseDuration, parseInteger } from './serve-options.js';
+import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort } from './serve-options.js';
 import { logStream } from './log-file.js';
 import { findGpus } from './serve.js';
 
@@ -80,11 +80,11 @@ function onSignals(stop: () => Promise<void>): void {
 function addProcessFlags(cmd: Command, whose: string): Command {
   return cmd
     .option('--allow-metrics <bool>', `serve this ${whose} metrics on --metrics-port`, parseBool, true)
-    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
+    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parsePort, 8002)
     .option('--metrics-address <addr>', 'metrics address', '0.0.0.0')
     .option('--metrics-config <key=value>', 'as triode serve (repeatable)', collect, [])
     .option('--metrics-interval-ms <ms>', 'how often CPU and memory metrics are sampled', parseDuration(1, 'ms'), 2000)
-    .option('--log-verbose <level>', 'verbose log level', parseInteger(0), 0)
+    .option('--log-verbose <level>', 'verbose log level (or true / false, as triode serve)', parseLogVerbose, 0)
     .option('--log-info <bool>', 'log info messages', parseBool, true)
     .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr');
 }
@@ -106,7 +106,7 @@ export function addClusterCommands(program: Command): void {
     .description('serve HTTP and gRPC in front of a cluster of workers (cluster mode)')), 'gateway\'s frontend')
     .addOption(redisOption())
     .option('--redis-prefix <prefix>', 'key prefix of the cluster', 'triode')
-    .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
+    .option('--http-port <port>', 'HTTP port', parsePort, 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body', parseInteger(1), 64 * 1024 * 1024)
     .option('--http-restricted-api <apis:key=value>', 'as triode serve (repeatable)', collect, [])
@@ -117,7 +117,7 @@ export function addClusterCommands(program: Command): void {
     .option('--async-result-ttl-secs <n>', 'how long async job results are kept', parseInteger(1), 3600)
     .option('--direct-replies <bool>', 'workers send replies straight to this gateway over TCP (Redis is the fallback)', parseBool, true)
     .option('--reply-address <addr>', 'address the direct reply channel listens on (default: the advertise address)')
-    .option('--reply-port <port>', 'port of the direct reply channel (0: any free one)', parseInteger(0), 0)
+    .option('--reply-port <port>', 'port of the direct reply channel (0: any free one)', parsePort, 0)
     .option('--advertise-address <host>', 'host workers use to reach this gateway\'s reply channel (default: its first non-loopback IPv4)')
     .option('--reply-max-connections <n>', 'connections the direct reply channel holds at once', parseInteger(1), 256)
     .option('--reply-auth-timeout-ms <ms>', 'a reply channel connection that has not authenticated this long is closed', parseDuration(1, 'ms'), 5000)
@@ -202,7 +202,7 @@ export function addClusterCommands(program: Command): void {
     .option('--max-inflight <n>', 'requests this worker runs at once', parseInteger(1), 256)
     .option('--claim-idle-ms <ms>', 'take over the unacknowledged requests of a worker whose heartbeat expired once they have waited this long (a live worker\'s are never taken)', parseDuration(100, 'ms'), 5000)
     .option('--disable-auto-complete-config', 'require complete config.pbtxt files')
-    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then load/unload through any gateway; poll: each worker follows the (shared) repository').choices(['none', 'explicit', 'poll']).default('none'))
+    .addOption(new Option('--model-control-mode <mode>', 'none: load all at start; explicit: --load-model at start, then load/unload through any gateway; poll: each worker follows the (shared) repository').argParser(oneOf(['none', 'explicit', 'poll'])).default('none'))
     .option('--repository-poll-secs <n>', 'poll mode: how often the repository is re-read', parseDuration(1, 's'), 15)
     .option('--load-model <name>', 'explicit mode: a model to load at start (repeatable; * for all)', collect, [])
     .option('--model-config-name <name>', 'use <model>/configs/<name>.pbtxt when present')

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Backplane, LogSettings, Logger } from '@triode/core';
 import { headerPattern, parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type TraceSettings, type Tracer } from '@triode/frontends';
-import { noEffectNotes, oneOf, parseBool, parseDuration, parseInteger, type FlagNote } from './serve-options.js';
+import { noEffectNotes, oneOf, parseBool, parseDuration, parseInteger, parsePort, type FlagNote } from './serve-options.js';
 
 /** Parsed gRPC flags. */
 export interface GrpcFlags {
@@ -33,7 +33,7 @@ const collect = (v: string, prev: string[] = []) => [...prev, v];
 export function addGrpcFlags(cmd: Command): Command {
   return cmd
     .option('--allow-grpc <bool>', 'serve the gRPC API (inference.GRPCInferenceService)', parseBool, true)
-    .option('--grpc-port <port>', 'gRPC port', parseInteger(0), 8001)
+    .option('--grpc-port <port>', 'gRPC port', parsePort, 8001)
     .option('--grpc-address <addr>', 'gRPC address', '0.0.0.0')
     .option('--grpc-use-ssl <bool>', 'serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)', parseBool, false)
     .option('--grpc-use-ssl-mutual <bool>', 'TLS with client certificates checked against --grpc-root-cert', parseBool, false)

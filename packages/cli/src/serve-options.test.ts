@@ -130,5 +130,19 @@ describe('duration flags', () => {
     expect(parseDuration(1, 's')('15')).toBe(15);
     expect(() => parseDuration(1, 's')('0')).toThrow('expected an integer >= 1');
   });
-});
 
+  it('attack: numbers are decimal integers in range: an empty port, hex, exponents, fractions and ports past 65535 are refused before anything loads', () => {
+    const bad = (args: string[]) => expect(() => parse(['--model-repository=/m', ...args]), args.join(' ')).toThrow(/expected an integer/);
+    // Before: Number('') is 0 (a random free port), '0x10' 16, '1e3' 1000; 99999 failed only at listen, after loading every model.
+    bad(['--http-port', '']);
+    bad(['--http-port', '0x10']);
+    bad(['--grpc-port', '1e3']);
+    bad(['--metrics-port', '99999']);
+    bad(['--grpc-port', '-1']);
+    bad(['--model-load-thread-count', '2.5']);
+    bad(['--http-max-input-size', '  ']);
+    expect(() => parse(['--model-repository=/m', '--http-port', '65536'])).toThrow("expected an integer from 0 to 65535, got '65536'");
+    const o = parse(['--model-repository=/m', '--http-port', ' 8080 ', '--grpc-port', '0', '--metrics-port', '65535']);
+    expect([o.httpPort, o.grpc.server.address, o.metricsPort]).toEqual([8080, '0.0.0.0:0', 65535]);
+  });
+});

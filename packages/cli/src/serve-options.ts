@@ -76,13 +76,23 @@ export function parseBool(v: string): boolean {
   throw new InvalidArgumentError(`expected a boolean (true/false), got '${v}'`);
 }
 
-export function parseInteger(min: number) {
+/**
+ * An integer flag in [min, max], written in decimal digits: `Number()` alone took '' as 0 and
+ * '0x10' as 16, so `--http-port ''` listened on a random port.
+ */
+export function parseInteger(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (v: string): number => {
-    const n = Number(v);
-    if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}, got '${v}'`);
+    const t = v.trim();
+    const n = /^[+-]?\d{1,16}$/.test(t) ? Number(t) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(max === Number.MAX_SAFE_INTEGER ? `expected an integer >= ${min}, got '${v}'` : `expected an integer from ${min} to ${max}, got '${v}'`);
+    }
     return n;
   };
 }
+
+/** A TCP port flag (0: any free one), refused before anything loads when out of range. */
+export const parsePort = parseInteger(0, 65535);
 
 /** The longest delay a Node timer holds (ms): past it, setTimeout fires after 1 ms. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -339,11 +349,11 @@ function addCompatFlags(cmd: Command): Command {
     .addOption(hidden('--reuse-http-port <bool>', 'no effect (no SO_REUSEPORT on Node 20)', parseBool))
     .addOption(hidden('--allow-client-shm <bool>', 'no effect (no shared memory)', parseBool))
     .addOption(hidden('--allow-sagemaker <bool>', 'SageMaker frontend: not available (true is refused)', parseBool))
-    .addOption(hidden('--sagemaker-port <port>', 'no effect (no SageMaker frontend)', parseInteger(0)))
+    .addOption(hidden('--sagemaker-port <port>', 'no effect (no SageMaker frontend)', parsePort))
     .addOption(hidden('--sagemaker-safe-port-range <from-to>', 'no effect (no SageMaker frontend)', shapedOne(/^\d+-\d+$/, '<integer>-<integer>')))
     .addOption(hidden('--sagemaker-thread-count <n>', 'no effect (no SageMaker frontend)', parseInteger(1)))
     .addOption(hidden('--allow-vertex-ai <bool>', 'Vertex AI frontend: not available (true is refused)', parseBool))
-    .addOption(hidden('--vertex-ai-port <port>', 'no effect (no Vertex AI frontend)', parseInteger(0)))
+    .addOption(hidden('--vertex-ai-port <port>', 'no effect (no Vertex AI frontend)', parsePort))
     .addOption(hidden('--vertex-ai-thread-count <n>', 'no effect (no Vertex AI frontend)', parseInteger(1)))
     .addOption(hidden('--vertex-ai-default-model <name>', 'no effect (no Vertex AI frontend)', String))
     .addOption(hidden('--trace-file <file>', 'deprecated form of --trace-config triton,file=<file>', String))
@@ -359,13 +369,13 @@ export function addServeFlags(cmd: Command): Command {
     .option('--model-repository <path>', 'model repository path (repeatable; required)', collect)
     .addOption(new Option('--model-store <path>', 'deprecated alias of --model-repository').argParser(collect).hideHelp())
     .option('--allow-http <bool>', 'serve the HTTP/REST API', parseBool, true)
-    .option('--http-port <port>', 'HTTP port', parseInteger(0), 8000)
+    .option('--http-port <port>', 'HTTP port', parsePort, 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
     .option('--http-header-forward-pattern <regex>', 'request headers whose names match become request parameters')
     .option('--http-restricted-api <apis:key=value>', 'API groups (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that answer 403 unless header <key> is <value> (repeatable)', collect, [])
     .option('--allow-metrics <bool>', 'serve Prometheus metrics on --metrics-port', parseBool, true)
-    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parseInteger(0), 8002)
+    .option('--metrics-port <port>', 'metrics port (GET /metrics)', parsePort, 8002)
     .option('--metrics-address <addr>', 'metrics address (default: --http-address)')
     .option('--allow-cpu-metrics <bool>', 'report the nv_cpu_* utilization and memory gauges', parseBool, true)
     .option('--allow-gpu-metrics <bool>', 'report the nv_gpu_* gauges of the GPUs nvidia-smi lists (default: true; env TRIODE_NVIDIA_SMI names another nvidia-smi)', parseBool)

@@ -67,7 +67,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   });
   const index = server.repositoryIndex();
   process.stderr.write(modelTable(index) + '\n');
-  if (opts.exitOnError && index.some((r) => r.state !== 'READY')) {
+  // Models explicit mode was not asked to load are 'unloaded', not failed (Triton counts only the loads it tried).
+  if (opts.exitOnError && index.some((r) => r.state !== 'READY' && r.reason !== 'unloaded')) {
     await server.stop(0);
     throw new Error('failed to load all models (--exit-on-error=true)');
   }
