@@ -232,6 +232,15 @@ describe('model names and file overrides (issue #14)', () => {
     }, (root) => addModel(root, 'a', config(1)));
   });
 
+  it('unloading a name no repository has succeeds and changes nothing, as Triton (it was INVALID_ARG)', async () => {
+    await withControlledServer('triode-unload-unknown-', async (s) => {
+      const before = s.repositoryIndex();
+      await expect(s.unloadModel('nope')).resolves.toBeUndefined();
+      expect(s.repositoryIndex()).toEqual(before);
+      expect(s.repositoryIndex().some((r) => r.name === 'nope')).toBe(false);
+    }, (root) => addModel(root, 'a', config(1)));
+  });
+
   it('refuses override paths that leave the model directory; a component over 255 bytes gets Triton\'s INTERNAL answer', async () => {
     await withControlledServer('triode-overrides-', async (s, box) => {
       const before = box.listing();

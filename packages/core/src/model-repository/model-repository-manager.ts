@@ -416,7 +416,9 @@ export class ModelRepositoryManager {
     this.#lifecycle.abortLoads(name, Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`));
     await this.#serialize(name, async () => {
       const old = this.#models.get(name);
-      if (!old) throw Errors.invalidArg(`failed to unload '${name}': no model named '${name}' in the model repositories`);
+      // Nothing by that name: nothing to unload, and it succeeds, as Triton's does (LoadUnloadModels
+      // skips names it does not know; tritonserver.h: unloading a model not loaded "has no affect").
+      if (!old) return;
       this.#models.set(name, { name, path: old.path, versions: new Map(), unloaded: true });
       await this.#lifecycle.retire(old);
       this.#logger.info(`successfully unloaded '${name}'`, { model: name });
