@@ -135,7 +135,7 @@ describe("triode serve with every one of tritonserver's flags", () => {
 
   it('the old --trace-* flags set the trace settings, --trace-config over them', async () => {
     const s = await (await fetch(`http://127.0.0.1:${ports.http}/v2/trace/setting`)).json();
-    expect(s).toEqual({ trace_file: traceFile, trace_level: ['OFF'], trace_rate: '500', trace_count: '20', log_frequency: '0' });
+    expect(s).toEqual({ trace_file: traceFile, trace_level: ['OFF'], trace_rate: '500', trace_count: '20', log_frequency: '0', trace_mode: 'triton' });
   });
 
   it('each flag with no effect here is logged at start with the reason', () => {

@@ -12,21 +12,30 @@ describe('TraceSettings', () => {
     expect(t.get('m')['log_frequency']).toBe('0');
   });
 
-  it('attack: names every object has (constructor, toString, __proto__) are unknown settings, and nothing is stored', () => {
+  it('attack: names every object has (constructor, toString, __proto__) and keys Triton does not read are ignored, and nothing is stored', () => {
     const t = new TraceSettings();
     const before = t.get();
-    for (const k of ['constructor', 'toString', 'hasOwnProperty', 'valueOf', '__proto__']) {
-      expect(() => t.update(JSON.parse(`{"${k}": "7"}`) as Record<string, unknown>), k).toThrow(`unknown trace setting '${k}'`);
+    for (const k of ['constructor', 'toString', 'hasOwnProperty', 'valueOf', '__proto__', 'nope']) {
+      expect(t.update(JSON.parse(`{"${k}": "7"}`) as Record<string, unknown>), k).toEqual(before);
     }
     expect(t.get()).toEqual(before);
+    expect(Object.getPrototypeOf(t.get())).toBe(Object.prototype);
   });
 
-  it('attack: integer settings out of their range are refused', () => {
+  it('reports trace_mode as Triton does (always "triton" here); it is not a setting a client changes', () => {
     const t = new TraceSettings();
-    expect(() => t.update({ trace_count: '99999999999999999999999' })).toThrow("'trace_count' must be in [-1, 2147483647]");
-    expect(() => t.update({ trace_count: '-2' })).toThrow("'trace_count' must be in [-1, 2147483647]");
-    expect(() => t.update({ log_frequency: '-1' })).toThrow("'log_frequency' must be in [0, 4294967295]");
-    expect(() => t.update({ trace_rate: '4294967296' })).toThrow("'trace_rate' must be in [0, 4294967295]");
+    expect(t.get()['trace_mode']).toBe('triton');
+    expect(t.update({ trace_mode: 'opentelemetry' })['trace_mode']).toBe('triton');
+    expect(t.get('m')['trace_mode']).toBe('triton');
+  });
+
+  it('attack: integer settings out of their range, or not integers, are refused with Triton\'s words', () => {
+    const t = new TraceSettings();
+    expect(() => t.update({ trace_count: '99999999999999999999999' })).toThrow("Unable to parse 'trace_count', value is out of range [ -2147483648, 2147483647 ], got: 99999999999999999999999");
+    expect(() => t.update({ trace_count: '-2' })).toThrow("Unable to parse 'trace_count'. Expecting value >= -1, got: -2");
+    expect(() => t.update({ log_frequency: '-1' })).toThrow("Unable to parse 'log_frequency', value is out of range [ 0, 4294967295 ], got: -1");
+    expect(() => t.update({ trace_rate: '4294967296' })).toThrow("Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 4294967296");
+    expect(() => t.update({ trace_rate: 'often' })).toThrow("Unable to parse 'trace_rate', got: often");
     expect(t.get()).toMatchObject({ trace_count: '-1', log_frequency: '0', trace_rate: '1000' });
   });
 });

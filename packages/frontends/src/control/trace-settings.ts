@@ -31,25 +31,36 @@ export async function checkTraceModel(backplane: Backplane, model: string): Prom
   if (!(await backplane.modelReady(model))) throw Errors.invalidArg(`Request for unknown model : ${echo(model)}`);
 }
 
-/** Checks an update; throws INVALID_ARG naming the first bad field. */
-function check(update: Readonly<Record<string, unknown>>): asserts update is TraceSettingUpdate {
+/**
+ * The settings of an update Triton reads, checked; throws INVALID_ARG naming the first bad field,
+ * with Triton's words (tracer.cc / grpc_server.cc: "Unable to parse ..."). Keys it does not read
+ * are left out, as Triton ignores them (own keys only: 'constructor' or '__proto__' are in every
+ * object, not settings).
+ */
+function check(update: Readonly<Record<string, unknown>>): TraceSettingUpdate {
+  const known: TraceSettingUpdate = {};
   for (const [k, v] of Object.entries(update)) {
-    // Own keys only: 'constructor' or 'toString' are in every object, not settings.
-    if (!Object.hasOwn(DEFAULTS, k)) throw Errors.invalidArg(`unknown trace setting '${echo(k)}'`);
-    if (v === null) continue;
-    if (k === 'trace_level') {
-      if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && LEVELS.includes(x))) {
-        throw Errors.invalidArg(`'trace_level' must be a list of ${LEVELS.join(', ')}`);
+    if (!Object.hasOwn(DEFAULTS, k)) continue;
+    if (v !== null) {
+      if (k === 'trace_level') {
+        if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && LEVELS.includes(x))) {
+          throw Errors.invalidArg(`'trace_level' must be a list of ${LEVELS.join(', ')}`);
+        }
+        if (v.includes('OFF') && v.length > 1) throw Errors.invalidArg("Expect only one trace level 'OFF' is specified");
+      } else if (k === 'trace_file') {
+        if (typeof v !== 'string') throw Errors.invalidArg(`'trace_file' must be a string`);
+      } else if (typeof v !== 'string' || !/^-?\d+$/.test(v)) {
+        throw Errors.invalidArg(`Unable to parse '${k}', got: ${echo(String(v), 32)}`);
+      } else if (k === 'trace_count' && Number(v) < -1) {
+        throw Errors.invalidArg(`Unable to parse 'trace_count'. Expecting value >= -1, got: ${echo(v, 32)}`);
+      } else if (Number(v) < RANGES[k]![0] || Number(v) > RANGES[k]![1]) {
+        const [lo, hi] = k === 'trace_count' ? [-(2 ** 31), 2 ** 31 - 1] : RANGES[k]!;
+        throw Errors.invalidArg(`Unable to parse '${k}', value is out of range [ ${lo}, ${hi} ], got: ${echo(v, 32)}`);
       }
-      if (v.includes('OFF') && v.length > 1) throw Errors.invalidArg("Expect only one trace level 'OFF' is specified");
-    } else if (k === 'trace_file') {
-      if (typeof v !== 'string') throw Errors.invalidArg(`'trace_file' must be a string`);
-    } else if (typeof v !== 'string' || !/^-?\d+$/.test(v)) {
-      throw Errors.invalidArg(`'${k}' must be an integer given as a string`);
-    } else if (Number(v) < RANGES[k]![0] || Number(v) > RANGES[k]![1]) {
-      throw Errors.invalidArg(`'${k}' must be in [${RANGES[k]!.join(', ')}], got ${echo(v, 32)}`);
     }
+    known[k] = v as string | string[] | null;
   }
+  return known;
 }
 
 /**
@@ -89,8 +100,7 @@ export class TraceSettings {
    * @throws INVALID_ARG naming a bad field.
    */
   constructor(startup: Readonly<Record<string, unknown>> = {}) {
-    check(startup);
-    for (const [k, v] of Object.entries(startup)) this.#setGlobal(k, v);
+    for (const [k, v] of Object.entries(check(startup))) this.#setGlobal(k, v);
     this.#refresh();
   }
 
@@ -115,18 +125,18 @@ export class TraceSettings {
     return { key: model, generation: `${this.#globalGeneration}.${this.#modelGeneration.get(model) ?? 0}` };
   }
 
-  /** The settings in effect (for a model: the global ones with its own on top). */
+  /** The settings in effect (for a model: the global ones with its own on top), with `trace_mode` as Triton reports it. */
   get(model?: string): TraceSettingValues {
-    return model ? { ...this.#global, ...this.#perModel.get(model) } : { ...this.#global };
+    return { ...this.#global, ...(model ? this.#perModel.get(model) : {}), trace_mode: 'triton' };
   }
 
   /**
    * Applies an update from a client (checked first, all or nothing) and returns the settings in
    * effect. `trace_file` is refused (UNSUPPORTED, as Triton), globally and per model.
    */
-  update(update: Readonly<Record<string, unknown>>, model?: string): TraceSettingValues {
-    if (Object.hasOwn(update, 'trace_file')) throw traceFileUnsupported();
-    check(update);
+  update(request: Readonly<Record<string, unknown>>, model?: string): TraceSettingValues {
+    if (Object.hasOwn(request, 'trace_file')) throw traceFileUnsupported();
+    const update = check(request);
     if (!model) {
       for (const [k, v] of Object.entries(update)) this.#setGlobal(k, v);
       this.#globalGeneration++;

@@ -341,6 +341,15 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     const m = (await call('TraceSetting', { model_name: 'simple', settings: { trace_level: { value: ['TIMESTAMPS'] } } }))['settings'] as Record<string, Plain>;
     expect(m).toMatchObject({ trace_level: { value: ['TIMESTAMPS'] }, trace_rate: { value: ['5'] } });
     expect(((await call('TraceSetting'))['settings'] as Record<string, Plain>)['trace_level']).toEqual({ value: ['OFF'] });
+    // As Triton (grpc_server.cc): a key it does not read is ignored, trace_mode is always reported,
+    // a list for a single-valued setting and a number it cannot parse are INVALID_ARGUMENT with its words.
+    const known = (await call('TraceSetting', { settings: { nope: { value: ['1'] }, trace_count: { value: ['3'] } } }))['settings'] as Record<string, Plain>;
+    expect(known).toMatchObject({ trace_count: { value: ['3'] }, trace_mode: { value: ['triton'] } });
+    expect(known['nope']).toBeUndefined();
+    await expect(call('TraceSetting', { settings: { trace_rate: { value: ['1', '2'] } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: "expect only 1 value for 'trace_rate'" });
+    await expect(call('TraceSetting', { settings: { log_frequency: { value: ['x'] } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: "Unable to parse 'log_frequency', got: x" });
+    await expect(call('TraceSetting', { settings: { trace_count: { value: ['-2'] } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: "Unable to parse 'trace_count'. Expecting value >= -1, got: -2" });
+    await call('TraceSetting', { settings: { trace_count: { value: [] } } });
   });
 
   it('shared-memory RPCs answer UNIMPLEMENTED with a clear message', async () => {

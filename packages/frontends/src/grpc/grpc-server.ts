@@ -225,8 +225,13 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       const model = String(req['model_name'] ?? '') || undefined;
       if (model) await checkTraceModel(backplane, model);
       const update: Record<string, string | string[] | null> = {};
-      for (const [k, v] of Object.entries((req['settings'] ?? {}) as Record<string, { value?: string[] }>)) {
+      const settings = (req['settings'] ?? {}) as Record<string, { value?: string[] }>;
+      for (const [k, v] of Object.entries(settings)) {
         const values = v.value ?? [];
+        // Triton refuses a list for a single-valued setting (after its trace_file check, which update() makes).
+        if (values.length > 1 && SINGLE_VALUED_TRACE_SETTINGS.includes(k) && !Object.hasOwn(settings, 'trace_file')) {
+          throw Errors.invalidArg(`expect only 1 value for '${k}'`);
+        }
         update[k] = values.length === 0 ? null : k === 'trace_level' ? values : values[0]!;
       }
       const now = Object.keys(update).length ? traces.update(update, model) : traces.get(model);
@@ -465,6 +470,9 @@ class StreamInferSession {
     }
   }
 }
+
+/** TraceSetting keys that take one value (grpc_server.cc: "expect only 1 value for ..."). */
+const SINGLE_VALUED_TRACE_SETTINGS = ['trace_rate', 'trace_count', 'log_frequency'];
 
 /** HTTP/2 flow-control window of each stream and connection (bytes in flight before the client waits). */
 export const GRPC_FLOW_CONTROL_WINDOW = 8 * 1024 * 1024;

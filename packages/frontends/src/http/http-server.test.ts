@@ -295,7 +295,7 @@ describe('log settings', () => {
 
 describe('trace settings', () => {
   it('keeps global and per-model settings with Triton\'s fields; null resets a model field', async () => {
-    expect(await (await app.request('/v2/trace/setting')).json()).toEqual({ trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0' });
+    expect(await (await app.request('/v2/trace/setting')).json()).toEqual({ trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0', trace_mode: 'triton' });
     let r = await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_rate: '100' }) });
     expect(await r.json()).toMatchObject({ trace_rate: '100' });
     r = await app.request('/v2/models/simple/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['TIMESTAMPS'], trace_rate: '5' }) });
@@ -304,6 +304,10 @@ describe('trace settings', () => {
     expect(await r.json()).toMatchObject({ trace_level: ['TIMESTAMPS'], trace_rate: '100' });
     expect((await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_level: ['LOUD'] }) })).status).toBe(400);
     expect((await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ trace_rate: 5 }) })).status).toBe(400);
+    // As Triton: a key it does not read is ignored (200, the settings in effect).
+    r = await app.request('/v2/trace/setting', { method: 'POST', body: JSON.stringify({ nope: '1', trace_count: '7' }) });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ trace_count: '7', trace_mode: 'triton' });
     // Triton: ModelIsReady, then INVALID_ARG (400) for a model it does not have.
     const unknown = await app.request('/v2/models/nope/trace/setting');
     expect(unknown.status).toBe(400);
