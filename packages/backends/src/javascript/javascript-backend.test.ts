@@ -249,6 +249,25 @@ describe('javascript backend', () => {
     }
   });
 
+  it('a model that throws something other than an Error (an object, a string) gets a reason that says what it threw', async () => {
+    const cfg = `backend: "javascript"\n${io()}`;
+    const root = makeRepository([], {
+      'obj/config.pbtxt': cfg,
+      'obj/1/model.mjs': 'throw { code: 7, why: "bad" };',
+      'str/config.pbtxt': cfg,
+      'str/1/model.mjs': 'export default class { initialize() { throw "plain string"; } execute() {} }',
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()] });
+    try {
+      const reasons = Object.fromEntries(s.repositoryIndex().map((r) => [r.name, r.reason]));
+      // Before: "[object Object]" and "undefined".
+      expect(reasons['obj']).toBe("auto-complete of model 'obj' failed: {\"code\":7,\"why\":\"bad\"}");
+      expect(reasons['str']).toBe("failed to initialize model 'str': plain string");
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('keeps BYTES byte for byte (simple_identity)', async () => {
     const s = await server;
     const data = serializeBytesTensor(['he\0llo', new Uint8Array([0, 1, 2, 3])]);

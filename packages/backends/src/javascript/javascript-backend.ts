@@ -35,6 +35,21 @@ function pool(onError: (err: Error) => void): Piscina {
   return p;
 }
 
+/**
+ * What a model's code threw, as text: an Error's message, a string as it is, an object's `message`,
+ * else its JSON (a model may throw anything; "[object Object]" or "undefined" tell a user nothing).
+ */
+function thrownText(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  if (typeof err === 'string') return echo(err, 1000);
+  if (typeof err === 'object' && err !== null && typeof (err as { message?: unknown }).message === 'string') return echo((err as { message: string }).message, 1000);
+  try {
+    return echo(JSON.stringify(err) ?? String(err), 1000);
+  } catch {
+    return echo(String(err), 1000);
+  }
+}
+
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isTypedArray = (v: unknown): boolean => ArrayBuffer.isView(v) && !(v instanceof DataView);
 
@@ -200,7 +215,7 @@ class JsInstance implements BackendModelInstance {
       this.#port = await this.#start();
     } catch (err) {
       this.#dead = true;
-      throw Errors.instanceLost(`model '${this.#name}': its instance thread ended and the model could not be started again: ${(err as Error).message}`);
+      throw Errors.instanceLost(`model '${this.#name}': its instance thread ended and the model could not be started again: ${thrownText(err)}`);
     }
   }
 
@@ -250,7 +265,7 @@ class JsInstance implements BackendModelInstance {
       forget();
       // handle() answers with errors as data: a rejected task is a thread that died under it.
       this.died(err as Error);
-      throw new TriodeError('INTERNAL', (err as Error).message, { cause: err });
+      throw new TriodeError('INTERNAL', thrownText(err), { cause: err });
     }
     if ('error' in reply) {
       forget();
@@ -321,7 +336,7 @@ class JsModel implements BackendModel {
     } catch (err) {
       await p.close({ force: true });
       // A throw in initialize() makes the model UNAVAILABLE with its message.
-      throw Errors.internal(`failed to initialize model '${ctx.name}': ${(err as Error).message}`, err);
+      throw Errors.internal(`failed to initialize model '${ctx.name}': ${thrownText(err)}`, err);
     }
     made.instance = new JsInstance(p, port, responders, start, ctx.name, this.#logger);
     return made.instance;
@@ -361,7 +376,7 @@ export class JavaScriptBackend implements Backend {
       Object.assign(config, completed);
     } catch (err) {
       if (ctx.signal?.aborted) throw ctx.signal.reason;
-      throw Errors.invalidArg(`auto-complete of model '${ctx.name}' failed: ${err instanceof Error ? err.message : echo(String(err))}`);
+      throw Errors.invalidArg(`auto-complete of model '${ctx.name}' failed: ${thrownText(err)}`);
     } finally {
       await p.close({ force: true });
     }
