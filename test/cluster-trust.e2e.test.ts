@@ -280,6 +280,24 @@ describe('cluster trust: the direct reply channel', () => {
     expect(timedOut.length).toBeLessThanOrEqual(4);
     for (const o of timedOut) expect(o.closedAfter!).toBeLessThan(10_000);
   });
+
+  it('attack: a client that drips its auth frame a byte at a time is closed at the auth timeout, not kept while it drips', async () => {
+    // The timeout was idle-only: a byte every second kept the connection (and one of the few slots) for minutes.
+    const s = await open(directPort);
+    s.on('error', () => undefined);
+    const at = Date.now();
+    let closedAfter: number | undefined;
+    s.once('close', () => { closedAfter = Date.now() - at; });
+    s.write(Buffer.from([0, 0, 0, 100]));
+    for (let i = 0; i < 12 && closedAfter === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      if (!s.destroyed) s.write(Buffer.from([1]));
+    }
+    await Promise.race([closed(s), new Promise((r) => setTimeout(r, 2000))]);
+    expect(closedAfter).toBeDefined();
+    // --reply-auth-timeout-ms 1500: closed then, though it sent a byte every 500 ms.
+    expect(closedAfter!).toBeLessThan(4000);
+  });
 });
 
 describe('cluster trust: TLS', () => {

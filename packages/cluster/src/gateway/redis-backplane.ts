@@ -241,7 +241,11 @@ export class RedisBackplane implements Backplane {
       socket.once('close', () => this.#directSockets.delete(socket));
       socket.on('error', () => undefined);
       socket.setNoDelay(true);
-      socket.setTimeout(authTimeoutMs, () => socket.destroy());
+      // Authenticated within authTimeoutMs of connecting, however it sends its bytes: an idle
+      // timeout alone let a client dripping a byte a second hold a connection for minutes.
+      const authDeadline = setTimeout(() => socket.destroy(), authTimeoutMs);
+      authDeadline.unref();
+      socket.once('close', () => clearTimeout(authDeadline));
       let reader: FrameReader | undefined;
       let hello: Buffer = Buffer.alloc(0);
       // Replies taken on this connection (mod 2^32): confirmed to the worker once per event-loop
@@ -273,6 +277,7 @@ export class RedisBackplane implements Backplane {
             return;
           }
           reader = new FrameReader();
+          clearTimeout(authDeadline);
           socket.setTimeout(idleTimeoutMs, () => socket.destroy());
           chunk = hello.subarray(4 + n);
           hello = Buffer.alloc(0);
