@@ -16,6 +16,51 @@ function addModel(root: string, name: string, text: string): void {
   writeFileSync(join(root, name, 'config.pbtxt'), text);
 }
 
+describe('explicit mode: an ensemble brings the models of its steps (as Triton)', () => {
+  const ensemble = (name: string, steps: string[]) => `name: "${name}"\nplatform: "ensemble"\nmax_batch_size: 4\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n` +
+    `ensemble_scheduling { step [ ${steps.map((m, k) => {
+      // An ensemble step's tensors are its X and Y; the echo models' IN and OUT.
+      const [i, o] = m === 'inner' ? ['X', 'Y'] : ['IN', 'OUT'];
+      return `{ model_name: "${m}" model_version: -1 input_map { key: "${i}" value: "${k === 0 ? 'X' : `T${k}`}" } output_map { key: "${o}" value: "${k === steps.length - 1 ? 'Y' : `T${k + 1}`}" } }`;
+    }).join(', ')} ] }\n`;
+  const repo = () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-ens-load-'));
+    addModel(root, 'a', config(4));
+    addModel(root, 'b', config(4));
+    addModel(root, 'broken', 'max_batch_size: oops');
+    addModel(root, 'inner', ensemble('inner', ['a', 'b']));
+    addModel(root, 'outer', ensemble('outer', ['inner', 'b']));
+    addModel(root, 'bad', ensemble('bad', ['a', 'broken']));
+    return root;
+  };
+  const x = { modelName: 'outer', inputs: [{ name: 'X', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(5) }] };
+
+  it('load of an ensemble loads the models of its steps first, recursively; one that fails fails it with Triton\'s words', async () => {
+    const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit' });
+    try {
+      // Before: "ensemble outer contains model 'inner' (step 0) which is not loaded or not ready".
+      await s.loadModel('outer');
+      expect(['a', 'b', 'inner', 'outer'].map((m) => s.modelReady(m))).toEqual([true, true, true, true]);
+      expect(Array.from((await s.infer(x)).outputs[0]!.data as Int32Array)).toEqual([5]);
+      await expect(s.loadModel('bad')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringContaining("load failed for model 'bad': ensemble 'bad' depends on 'broken' which has no loaded version. Model 'broken' loading failed with error:") });
+      expect(s.modelReady('bad')).toBe(false);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('--load-model of an ensemble at start loads the models of its steps too', async () => {
+    const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit', startupModels: ['outer'] });
+    try {
+      expect(['a', 'b', 'inner', 'outer', 'broken', 'bad'].map((m) => s.modelReady(m))).toEqual([true, true, true, true, false, false]);
+      expect(s.repositoryIndex().find((r) => r.name === 'broken')).toMatchObject({ reason: 'unloaded' });
+      expect(Array.from((await s.infer(x)).outputs[0]!.data as Int32Array)).toEqual([5]);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+});
+
 describe('model control mode POLL', () => {
   it('follows the repository: new models load, changed ones reload (a broken change keeps the old one), removed ones unload', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-poll-'));

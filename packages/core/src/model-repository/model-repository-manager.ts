@@ -20,7 +20,7 @@ import { pollFailure, removeOverride, writeOverrideFiles } from './load-override
 import { loadFailed } from './load-error.js';
 import { checkModelName } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
-import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions } from './repository-fs.js';
+import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
 import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState } from './model-lifecycle.js';
 
 /** One row of the repository index. */
@@ -129,13 +129,7 @@ export class ModelRepositoryManager {
     for (const name of startup) {
       if (name !== '*' && !found.has(name)) this.#logger.error(`failed to load '${echo(name)}', failed to poll from model repository: model not found in any model repository`);
     }
-    await Promise.all([...found.values()].map(async (m) => {
-      const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
-      this.#models.set(m.name, entry);
-      if (!selected(m.name)) {
-        entry.unloaded = true;
-        return;
-      }
+    const prepare = async (m: RepositoryModel, entry: ModelEntry): Promise<void> => {
       if (m.error) {
         // As clients see it (the repository index): without the repositories' paths.
         entry.error = this.#lifecycle.clientError(entry, m.error, 'INVALID_ARG');
@@ -143,7 +137,29 @@ export class ModelRepositoryManager {
       }
       const versions = await this.#prepare(entry);
       if (versions) entries.push({ entry, versions });
+    };
+    await Promise.all([...found.values()].map(async (m) => {
+      const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
+      this.#models.set(m.name, entry);
+      if (!selected(m.name)) {
+        entry.unloaded = true;
+        return;
+      }
+      await prepare(m, entry);
     }));
+    // Explicit mode: an ensemble asked for brings the models of its steps (Triton's PollModels
+    // follows ensemble steps), and theirs, until none is left out.
+    for (;;) {
+      const wanted = new Set(entries.flatMap((e) => (e.entry.config?.ensemble_scheduling?.step ?? []).map((st) => st.model_name ?? '')));
+      const more = [...wanted].filter((n) => found.has(n) && this.#models.get(n)?.unloaded);
+      if (more.length === 0) break;
+      await Promise.all(more.map(async (n) => {
+        const m = found.get(n)!;
+        const entry: ModelEntry = { name: n, path: m.path, versions: new Map() };
+        this.#models.set(n, entry);
+        await prepare(m, entry);
+      }));
+    }
     // Models first, then ensembles in dependency order (an ensemble checks its steps at load).
     const isEnsemble = (e: ModelEntry) => e.config?.platform === PLATFORMS.ensemble;
     await Promise.all(entries.filter((e) => !isEnsemble(e.entry)).map((e) => this.#lifecycle.loadVersions(e.entry, e.versions)));
@@ -330,12 +346,39 @@ export class ModelRepositoryManager {
     await this.#load(name, options);
   }
 
-  /** Loads a model; an unload of it or a shutdown gives the load up (UNAVAILABLE). */
-  async #load(name: string, options: LoadOptions = {}): Promise<void> {
-    await this.#lifecycle.trackLoad(name, (signal) => this.#serialize(name, () => this.#loadNow(name, options, signal)));
+  /**
+   * Loads a model; an unload of it or a shutdown gives the load up (UNAVAILABLE).
+   * @param chain the ensembles whose loads led here (their steps' models are loaded first)
+   */
+  async #load(name: string, options: LoadOptions = {}, chain: ReadonlySet<string> = new Set()): Promise<void> {
+    await this.#lifecycle.trackLoad(name, (signal) => this.#serialize(name, () => this.#loadNow(name, options, signal, chain)));
   }
 
-  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal): Promise<void> {
+  /**
+   * An ensemble's load first loads the models of its steps that have no ready version, as Triton
+   * does (its PollModels follows ensemble steps, its dependency graph loads them first). One that
+   * fails fails the ensemble's load with Triton's words. Names already on `chain` are left to the
+   * ensemble check, which reports the cycle.
+   */
+  async #loadComposing(name: string, config: ModelConfig, chain: ReadonlySet<string>): Promise<void> {
+    const next = new Set([...chain, name]);
+    const steps = [...new Set((config.ensemble_scheduling?.step ?? []).map((st) => st.model_name ?? ''))];
+    for (const step of steps) {
+      if (!step || next.has(step) || this.#hasReadyVersion(step)) continue;
+      try {
+        await this.#load(step, {}, next);
+      } catch (err) {
+        throw loadFailed(name, `ensemble '${name}' depends on '${step}' which has no loaded version. Model '${step}' loading failed with error: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  #hasReadyVersion(name: string): boolean {
+    const m = this.#models.get(name);
+    return !!m && !m.unloaded && [...m.versions.values()].some((v) => v.state === 'READY');
+  }
+
+  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal, chain: ReadonlySet<string>): Promise<void> {
     signal.throwIfAborted();
     let entry: ModelEntry;
     if (options.files && Object.keys(options.files).length > 0) {
@@ -367,6 +410,8 @@ export class ModelRepositoryManager {
     try {
       const versions = await this.#prepare(entry, options.config);
       if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
+      if (entry.config?.platform === PLATFORMS.ensemble) await this.#loadComposing(name, entry.config, chain);
+      signal.throwIfAborted();
       if (await this.#updateInstancesInPlace(entry, versions)) return;
       signal.throwIfAborted();
       await this.#lifecycle.loadVersions(entry, versions, signal);
