@@ -257,7 +257,11 @@ export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env
  * model's request gets its responses with `more: true`, then `{ end: true }`.
  */
 export type WireReply =
-  | { requestKey: string; response: InferenceResponse; more?: boolean }
+  /**
+   * `seq`: a decoupled response's number within its request (0, 1, ...), so a gateway drops one
+   * it has already taken (a replayed reply stream entry, signed as it was) instead of streaming it twice.
+   */
+  | { requestKey: string; response: InferenceResponse; more?: boolean; seq?: number }
   | { requestKey: string; error: { code: string; message: string; rejected?: true } }
   | { requestKey: string; end: true };
 
@@ -266,7 +270,7 @@ export function encodeReply(reply: WireReply): Buffer {
   if ('error' in reply) return encode({ requestKey: reply.requestKey, error: reply.error }, []);
   if ('end' in reply) return encode({ requestKey: reply.requestKey, end: true }, []);
   const { outputs, ...rest } = reply.response;
-  return encode({ requestKey: reply.requestKey, response: rest, ...(reply.more ? { more: true } : {}) }, outputs);
+  return encode({ requestKey: reply.requestKey, response: rest, ...(reply.more ? { more: true } : {}), ...(reply.seq !== undefined ? { seq: reply.seq } : {}) }, outputs);
 }
 
 /** Decodes what `encodeReply` wrote. */
@@ -278,5 +282,9 @@ export function decodeReply(buf: Uint8Array): WireReply {
   if (meta['end']) return { requestKey, end: true };
   const reply: WireReply = { requestKey, response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };
   if (meta['more']) reply.more = true;
+  if (meta['seq'] !== undefined) {
+    if (!Number.isSafeInteger(meta['seq']) || (meta['seq'] as number) < 0) malformed('seq');
+    reply.seq = meta['seq'] as number;
+  }
   return reply;
 }

@@ -81,4 +81,33 @@ describe('RedisBackplane', () => {
       await expect(answer).resolves.toMatchObject({ modelName: 'm' });
     });
   });
+
+  it('attack: a replayed decoupled response (the same entry added again, as a thief of signed entries can) is streamed once', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('replay');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'replay', directReplies: false, requestTimeoutMs: 20_000, registryRefreshMs: 50 });
+    try {
+      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000,
+        models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm', model_transaction_policy: { decoupled: true } } }] }), 'PX', 60_000);
+      await gateway.start();
+      const got: number[] = [];
+      const done = gateway.inferStream({ modelName: 'm', inputs: [], outputs: [] } as never, (res) => { got.push(Number(res.id)); });
+      let entry: [string, string[]][] = [];
+      for (let i = 0; i < 100 && entry.length === 0; i++) {
+        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
+        if (entry.length === 0) await new Promise((t) => setTimeout(t, 20));
+      }
+      const { env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+      const more = (seq: number) => encodeReply({ requestKey: env.requestKey, response: { id: String(seq), modelName: 'm', modelVersion: '1', outputs: [] }, more: true, seq });
+      // The worker's replies 0 and 1, both replayed, then 2 and the end.
+      for (const body of [more(0), more(1), more(0), more(1), more(2), encodeReply({ requestKey: env.requestKey, end: true })]) await r.xadd(env.replyTo, '*', 'r', body);
+      await done;
+      expect(got).toEqual([0, 1, 2]);
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
 });

@@ -82,6 +82,8 @@ interface Waiting {
   timer: ReturnType<typeof setTimeout>;
   /** Decoupled models: each streamed response. */
   onResponse?: (r: InferenceResponse) => void;
+  /** Decoupled models: the number the next streamed response must have at least (older ones are replays). */
+  nextSeq?: number;
 }
 
 /** The first non-loopback IPv4 address of this host (what workers on other nodes can reach), else 127.0.0.1. */
@@ -205,6 +207,11 @@ export class RedisBackplane implements Backplane {
       // Unknown keys are duplicates or answers that came after the deadline: dropped.
       if (!w) return;
       if ('response' in r && r.more) {
+        if (r.seq !== undefined) {
+          // Taken already: a replayed entry (signed as it was, so its MAC holds) is not streamed twice.
+          if (r.seq < (w.nextSeq ?? 0)) return;
+          w.nextSeq = r.seq + 1;
+        }
         w.onResponse?.(r.response);
         return;
       }

@@ -570,9 +570,10 @@ export class StreamConsumer {
       // first, it goes through the reply stream (the gateway drops a duplicate).
       if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: () => void onStream() })) void onStream();
     };
+    let seq = 0;
     const start = (): Promise<WireReply> => decoupled
       ? this.#server.inferStream(request, (response) => {
-        const body = encodeReply({ requestKey: env.requestKey, response, more: true });
+        const body = encodeReply({ requestKey: env.requestKey, response, more: true, seq: seq++ });
         // Settles once Redis has it: a model's sender waits for that before its next response, so
         // a model sending in a loop does not queue its every response in this process.
         return this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs);
