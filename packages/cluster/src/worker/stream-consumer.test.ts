@@ -184,6 +184,35 @@ describe('StreamConsumer', () => {
     }
   });
 
+  it('attack: with a cluster secret, a signed request added again (a replay) is dropped, not run twice', async () => {
+    const admin = new Redis(redis.url);
+    const keys = new ClusterKeys('replay-req');
+    const auth = new ClusterAuth('s3cret');
+    const worker = new StreamConsumer(server, { redis: redis.url, prefix: 'replay-req', clusterSecret: 's3cret' });
+    try {
+      await worker.start();
+      const replyTo = keys.replies('g');
+      await admin.xadd(replyTo, '*', 'open', '1');
+      const [head, ...tensors] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(3) }] },
+        { requestKey: '1', replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 20_000 });
+      const fields = ['r', head!, ...tensors.flatMap((t) => ['t', t]), 's', auth.mac('request', [head!, ...tensors])!];
+      const before = server.modelStatistics('a')[0]!.inference_stats.success.count;
+      await admin.xadd(keys.requests('a'), '*', ...fields);
+      await admin.xadd(keys.requests('a'), '*', ...fields);
+      const deadline = Date.now() + 10_000;
+      while ((worker.auth.rejected.get('request') ?? 0) < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while (server.modelStatistics('a')[0]!.inference_stats.success.count === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(worker.auth.rejected.get('request')).toBe(1);
+      expect(server.modelStatistics('a')[0]!.inference_stats.success.count - before).toBe(1);
+      const replies = (await admin.xrange(replyTo, '-', '+')).filter(([, f]) => f[0] === 'r');
+      expect(replies).toHaveLength(1);
+    } finally {
+      await worker.stop(1000);
+      admin.disconnect();
+    }
+  });
+
   it('attack: malformed request entries are dropped and acknowledged; the worker keeps serving', async () => {
     const redisClient = new Redis(redis.url);
     const keys = new ClusterKeys('t1');

@@ -102,6 +102,13 @@ export class StreamConsumer {
   readonly auth: ClusterAuth;
   /** Ids of the control messages applied in the last CONTROL_MAX_AGE_MS (a replay is dropped). */
   readonly #controlSeen = new Map<string, number>();
+  /**
+   * With a cluster secret: the signed requests this worker took, by `<reply stream>\0<request key>`,
+   * with their deadlines. One added again (a replay: its MAC still holds) before its deadline is
+   * dropped instead of run again; after it, the deadline check drops it. Forgotten from the oldest
+   * once past their deadline.
+   */
+  readonly #requestsSeen = new Map<string, number>();
   /** The blocking reads: a lean connection of its own (stream-read-connection.ts). */
   readonly #block: StreamReadConnection;
   readonly #sub: Redis;
@@ -541,10 +548,24 @@ export class StreamConsumer {
     }
     // The batchers' max_queue_delay counts from when the gateway queued it (DESIGN: cluster batching).
     request.queuedSinceMs = env.enqueuedMs;
-    if (env.deadlineMs < Date.now()) {
+    const now = Date.now();
+    if (env.deadlineMs < now) {
       // Its gateway stopped waiting: running it would only waste an instance.
       ack();
       return;
+    }
+    if (this.auth.enabled && deliveries === 1) {
+      const seenKey = `${env.replyTo}\u0000${env.requestKey}`;
+      for (const [k, deadline] of this.#requestsSeen) {
+        if (deadline >= now) break;
+        this.#requestsSeen.delete(k);
+      }
+      if (this.#requestsSeen.has(seenKey)) {
+        this.auth.reject('request', `a signed request replayed on ${stream}`);
+        ack();
+        return;
+      }
+      this.#requestsSeen.set(seenKey, env.deadlineMs);
     }
     if (deliveries > MAX_DELIVERIES) {
       // Ran on workers that died each time: answer instead of risking a third one.
