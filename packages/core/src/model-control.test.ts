@@ -286,6 +286,16 @@ describe('model names and file overrides (issue #14)', () => {
     }, (root) => addModel(root, 'a', config(1)));
   });
 
+  it('lists models in byte order, as Triton (a std::set): upper case before lower case (it was locale order)', async () => {
+    await withControlledServer('triode-order-', async (s) => {
+      await s.loadModel('b');
+      await s.loadModel('B');
+      await s.loadModel('a');
+      expect(s.repositoryIndex().map((r) => r.name)).toEqual(['B', 'a', 'b']);
+      expect(s.modelStatistics().map((m) => m.name)).toEqual(['B', 'a', 'b']);
+    }, (root) => { for (const n of ['a', 'b', 'B']) addModel(root, n, config(1)); });
+  });
+
   it('refuses override paths that leave the model directory; a component over 255 bytes gets Triton\'s INTERNAL answer', async () => {
     await withControlledServer('triode-overrides-', async (s, box) => {
       const before = box.listing();

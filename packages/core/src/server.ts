@@ -15,6 +15,7 @@ import { withConfigWarnings } from './model-config/config-warnings.js';
 import { modelMetricSettings, type ModelMetricSettings } from './model-config/metric-reporter-config.js';
 import { ModelLifecycle, type LoadedModel } from './model-repository/model-lifecycle.js';
 import { ModelRepositoryManager, type LoadOptions, type ModelIndexEntry } from './model-repository/model-repository-manager.js';
+import { compareModelNames } from './model-repository/model-name.js';
 import { ResponseCache, type ResponseCacheStats } from './cache/response-cache.js';
 import { RateLimiter, type RateLimitResource } from './scheduler/rate-limiter.js';
 import { silentLogger, type Logger } from './logger.js';
@@ -315,7 +316,7 @@ export class InferenceServer {
   modelStatistics(name?: string, version?: number): ModelStatistics[] {
     if (name === undefined || name === '') {
       const out: ModelStatistics[] = [];
-      for (const m of [...this.#repository.entries()].sort((a, b) => a.name.localeCompare(b.name))) {
+      for (const m of [...this.#repository.entries()].sort((a, b) => compareModelNames(a.name, b.name))) {
         for (const [v, s] of [...m.versions.entries()].sort((a, b) => a[0] - b[0])) {
           if (s.model) out.push(s.model.stats.toJson(m.name, String(v)));
         }

@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { VectoredCommand } from '../redis/vectored-command.js';
 import { openRedis } from '../redis/redis-connection.js';
 import {
-  Errors, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
+  Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -455,7 +455,7 @@ export class RedisBackplane implements Backplane {
       }
     }
     if (name && sums.size === 0) await this.#ready(name, version);
-    return [...sums.values()].sort((a, b) => a.name.localeCompare(b.name) || Number(a.version) - Number(b.version));
+    return [...sums.values()].sort((a, b) => compareModelNames(a.name, b.name) || Number(a.version) - Number(b.version));
   }
 
   /** The union of the workers' indexes: a version is READY if it is ready on some live worker. */
@@ -470,7 +470,7 @@ export class RedisBackplane implements Backplane {
         }
       }
     }
-    return [...rows.values()].filter((r) => !readyOnly || r.state === 'READY').sort((a, b) => a.name.localeCompare(b.name) || Number(a.version ?? 0) - Number(b.version ?? 0));
+    return [...rows.values()].filter((r) => !readyOnly || r.state === 'READY').sort((a, b) => compareModelNames(a.name, b.name) || Number(a.version ?? 0) - Number(b.version ?? 0));
   }
 
   /** The live workers: id, host, device, what they have loaded and what they hold now. */

@@ -28,3 +28,11 @@ export function checkModelName(name: string): void {
   const problem = modelNameProblem(name);
   if (problem) throw new TriodeError('INVALID_ARG', `invalid model name '${echo(name)}': ${problem}`);
 }
+
+/**
+ * Orders model names as Triton lists them (a std::set of std::string: by UTF-8 bytes, so 'B'
+ * comes before 'a'), for the repository index and statistics. localeCompare put 'a' first.
+ */
+export function compareModelNames(a: string, b: string): number {
+  return a === b ? 0 : Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}

@@ -18,7 +18,7 @@ import { setConfigWarnings } from '../model-config/config-warnings.js';
 import type { Logger } from '../logger.js';
 import { pollFailure, removeOverride, writeOverrideFiles } from './load-override.js';
 import { loadFailed } from './load-error.js';
-import { checkModelName } from './model-name.js';
+import { checkModelName, compareModelNames } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
 import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
 import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState } from './model-lifecycle.js';
@@ -254,7 +254,7 @@ export class ModelRepositoryManager {
   /** Every model version with its state (the repository index). */
   repositoryIndex(readyOnly = false): ModelIndexEntry[] {
     const rows: ModelIndexEntry[] = [];
-    for (const m of [...this.#models.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+    for (const m of [...this.#models.values()].sort((a, b) => compareModelNames(a.name, b.name))) {
       if (m.unloaded) {
         if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: 'unloaded' });
         continue;
