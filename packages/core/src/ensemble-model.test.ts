@@ -83,6 +83,8 @@ const files: Record<string, string> = {
   'bad_type/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }', [step('floaty', 'IN', 'OUT')]),
   'bad_cycle/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'b', 'a'), step('double', 'a', 'b'), step('add1', 'IN', 'OUT')]),
   'bad_output/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'IN', 'other')]),
+  'add1_b8/config.pbtxt': `backend: "ops"\nmax_batch_size: 8\n${io}`,
+  'bad_batch/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1_b8', 'IN', 'OUT')]).replace('max_batch_size: 0', 'max_batch_size: 16'),
   'bad_twice/config.pbtxt': ensemble('input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }', 'output { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }', [step('add1', 'IN', 'OUT'), step('double', 'IN', 'OUT')]),
 };
 const repo = mkdtempSync(join(tmpdir(), 'triode-ensemble-'));
@@ -186,6 +188,8 @@ describe('ensembles', () => {
     ['bad_cycle', 'ensemble bad_cycle contains a cycle'],
     ['bad_output', 'ensemble output OUT of ensemble bad_output is not produced by any step'],
     ['bad_twice', 'ensemble tensor OUT can appear in an output map only once for ensemble bad_twice step 1'],
+    // Triton's check (ensemble_utils.cc); before, the load went through and batches of 9..16 failed at run time.
+    ['bad_batch', 'ensemble bad_batch allows maximum batch size 16, but it contains model add1_b8 which only allows maximum batch size to be 8'],
   ])('refuses to load %s', async (name, message) => {
     const row = (await server).repositoryIndex().find((r) => r.name === name)!;
     expect(row.state).toBe('UNAVAILABLE');

@@ -47,6 +47,14 @@ export function validateEnsemble(config: ModelConfig, lookup: (name: string, ver
     }
   };
   models.forEach((m, k) => { if (m.config.ensemble_scheduling) through(m, [steps[k]!.model_name ?? '']); });
+  // A batching step must take the ensemble's batches (a non-batching one gets each request whole).
+  const ensembleBatch = config.max_batch_size ?? 0;
+  steps.forEach((s, k) => {
+    const mbs = models[k]!.config.max_batch_size ?? 0;
+    if (mbs !== 0 && mbs < ensembleBatch) {
+      throw Errors.invalidArg(`ensemble ${name} allows maximum batch size ${ensembleBatch}, but it contains model ${s.model_name ?? ''} which only allows maximum batch size to be ${mbs}`);
+    }
+  });
   steps.forEach((s, k) => {
     const outs = new Map((models[k]!.config.output ?? []).map((o: ModelOutput) => [o.name, o]));
     for (const [modelOut, tensor] of Object.entries(s.output_map ?? {})) {
