@@ -3,6 +3,15 @@
  * Everything lives under one prefix, so several clusters can share a Redis.
  */
 
+/**
+ * A model name as a key component: ':' and '%' escaped (%3A, %25), so that no model name can build
+ * another key ('a:w:w1' was the stream of model 'a' pinned to worker 'w1'; model 'm:x' with sequence
+ * 'y' was model 'm' with sequence 'x:y'). Names without them, nearly all, are unchanged.
+ */
+function part(name: string): string {
+  return /[:%]/.test(name) ? name.replace(/%/g, '%25').replace(/:/g, '%3A') : name;
+}
+
 /** Key names of one cluster. */
 export class ClusterKeys {
   readonly prefix: string;
@@ -13,17 +22,17 @@ export class ClusterKeys {
 
   /** The request stream of a model (all versions; the request names the version). */
   requests(model: string): string {
-    return `${this.prefix}:req:${model}`;
+    return `${this.prefix}:req:${part(model)}`;
   }
 
   /** A worker's own request stream for a model: the requests of sequences pinned to it. */
   workerRequests(model: string, workerId: string): string {
-    return `${this.prefix}:req:${model}:w:${workerId}`;
+    return `${this.prefix}:req:${part(model)}:w:${workerId}`;
   }
 
   /** Which worker holds a sequence (its correlation id as a key, see SequenceInfo.key). */
   sequence(model: string, sequenceKey: string): string {
-    return `${this.prefix}:seq:${model}:${sequenceKey}`;
+    return `${this.prefix}:seq:${part(model)}:${sequenceKey}`;
   }
 
   /** The consumer group all workers of the cluster read request streams with. */
