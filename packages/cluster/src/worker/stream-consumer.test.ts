@@ -213,6 +213,27 @@ describe('StreamConsumer', () => {
     }
   });
 
+  it('a worker that started with no model ready reads a model\'s stream once a load makes it ready', async () => {
+    // Before: its read loop waited for room on no stream at all, and nothing woke it after the load.
+    const repo = mkdtempSync(join(tmpdir(), 'triode-worker-empty-'));
+    mkdirSync(join(repo, 'e', '1'), { recursive: true });
+    writeFileSync(join(repo, 'e', 'config.pbtxt'), 'backend: "slow"\nmax_batch_size: 8\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
+    const empty = await InferenceServer.create({ modelRepositories: [repo], backends: [slow], modelControlMode: 'explicit' });
+    const worker = new StreamConsumer(empty, { redis: redis.url, prefix: 'empty', heartbeatMs: 100 });
+    const g = new RedisBackplane({ redis: redis.url, prefix: 'empty', registryRefreshMs: 50, requestTimeoutMs: 5000 });
+    try {
+      await worker.start();
+      await g.start();
+      await g.loadModel('e');
+      const r = await g.infer({ modelName: 'e', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(9) }] });
+      expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([9]);
+    } finally {
+      await g.stop();
+      await worker.stop(1000);
+      await empty.stop(1000);
+    }
+  });
+
   it('attack: malformed request entries are dropped and acknowledged; the worker keeps serving', async () => {
     const redisClient = new Redis(redis.url);
     const keys = new ClusterKeys('t1');

@@ -294,6 +294,10 @@ export class StreamConsumer {
       }
     }
     this.#streams = streams;
+    // A read loop waiting for room (or for any stream at all: a worker that started with no model
+    // ready) reads the new set now.
+    this.#wake?.();
+    this.#wake = undefined;
     await this.#ensureGroups();
     // A read blocked on the old set of streams would not see a newly loaded model's.
     if (this.#running && this.#block.clientId !== undefined) await this.#cmd.client('UNBLOCK', this.#block.clientId).catch(() => undefined);
