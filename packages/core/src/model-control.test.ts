@@ -49,6 +49,37 @@ describe('explicit mode: an ensemble brings the models of its steps (as Triton)'
     }
   });
 
+  it('attack: two ensembles naming each other, loaded at once, both fail (they waited on each other for good); unload still answers', async () => {
+    const root = repo();
+    addModel(root, 'e1', ensemble('e1', ['inner2']).replace(/inner2/g, 'e2').replace('key: "IN"', 'key: "X"').replace('key: "OUT"', 'key: "Y"'));
+    addModel(root, 'e2', ensemble('e2', ['e1']).replace('key: "IN"', 'key: "X"').replace('key: "OUT"', 'key: "Y"'));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit' });
+    try {
+      const hung = new Promise((r) => setTimeout(() => r('hung'), 5000));
+      const both = Promise.allSettled([s.loadModel('e1'), s.loadModel('e2')]);
+      const out = await Promise.race([both, hung]);
+      expect(out).not.toBe('hung');
+      expect((out as PromiseSettledResult<void>[]).map((r) => r.status)).toEqual(['rejected', 'rejected']);
+      await expect(Promise.race([s.unloadModel('e1'), hung])).resolves.toBeUndefined();
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('a step being loaded (with an override) when its ensemble loads is not loaded again over it', async () => {
+    const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit' });
+    try {
+      const override = { backend: 'echo', max_batch_size: 4, input: [{ name: 'IN', data_type: 'TYPE_INT32' as const, dims: [1] }], output: [{ name: 'OUT', data_type: 'TYPE_INT32' as const, dims: [1] }], parameters: { mark: { string_value: 'override' } } };
+      const a = s.loadModel('a', { config: override as never });
+      const inner = s.loadModel('inner');
+      await Promise.all([a, inner]);
+      expect(s.modelConfig('a')['parameters']).toMatchObject({ mark: { string_value: 'override' } });
+      expect(s.modelReady('inner')).toBe(true);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('--load-model of an ensemble at start loads the models of its steps too', async () => {
     const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit', startupModels: ['outer'] });
     try {

@@ -18,7 +18,7 @@ import { setConfigWarnings } from '../model-config/config-warnings.js';
 import type { Logger } from '../logger.js';
 import { pollFailure, removeOverride, writeOverrideFiles } from './load-override.js';
 import { loadFailed } from './load-error.js';
-import { checkModelName, compareModelNames } from './model-name.js';
+import { checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
 import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
 import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState } from './model-lifecycle.js';
@@ -347,26 +347,47 @@ export class ModelRepositoryManager {
   }
 
   /**
-   * Loads a model; an unload of it or a shutdown gives the load up (UNAVAILABLE).
-   * @param chain the ensembles whose loads led here (their steps' models are loaded first)
+   * Loads a model; an unload of it or a shutdown gives the load up (UNAVAILABLE). An ensemble's
+   * steps are loaded first, before its own turn in the queue: a load waiting on another model's
+   * must hold no queue of its own (two ensembles naming each other, loaded at once, waited on
+   * each other for good).
+   * @param chain the ensembles whose loads led here
+   * @param ifNotReady load only when no version is ready by the model's turn (a step's load: one
+   *   that another call is loading, an override perhaps, is not loaded again over it)
    */
-  async #load(name: string, options: LoadOptions = {}, chain: ReadonlySet<string> = new Set()): Promise<void> {
-    await this.#lifecycle.trackLoad(name, (signal) => this.#serialize(name, () => this.#loadNow(name, options, signal, chain)));
+  async #load(name: string, options: LoadOptions = {}, chain: ReadonlySet<string> = new Set(), ifNotReady = false): Promise<void> {
+    await this.#loadComposing(name, options, chain);
+    await this.#lifecycle.trackLoad(name, (signal) => this.#serialize(name, async () => {
+      if (ifNotReady && this.#hasReadyVersion(name)) return;
+      await this.#loadNow(name, options, signal);
+    }));
   }
 
   /**
    * An ensemble's load first loads the models of its steps that have no ready version, as Triton
    * does (its PollModels follows ensemble steps, its dependency graph loads them first). One that
    * fails fails the ensemble's load with Triton's words. Names already on `chain` are left to the
-   * ensemble check, which reports the cycle.
+   * ensemble check, which reports the cycle. The steps are read from the config as given or as on
+   * disk; a config that cannot be read is left to the load itself to report.
    */
-  async #loadComposing(name: string, config: ModelConfig, chain: ReadonlySet<string>): Promise<void> {
+  async #loadComposing(name: string, options: LoadOptions, chain: ReadonlySet<string>): Promise<void> {
+    let config = options.config;
+    if (!config) {
+      const found = scanRepositories(this.#opts.modelRepositories).get(name);
+      if (!found || found.error) return;
+      try {
+        config = readModelConfig(found.path, { configName: this.#opts.modelConfigName, autoComplete: false });
+      } catch {
+        return;
+      }
+    }
+    if (config.platform !== PLATFORMS.ensemble) return;
     const next = new Set([...chain, name]);
     const steps = [...new Set((config.ensemble_scheduling?.step ?? []).map((st) => st.model_name ?? ''))];
     for (const step of steps) {
-      if (!step || next.has(step) || this.#hasReadyVersion(step)) continue;
+      if (!step || next.has(step) || this.#hasReadyVersion(step) || modelNameProblem(step) !== undefined) continue;
       try {
-        await this.#load(step, {}, next);
+        await this.#load(step, {}, next, true);
       } catch (err) {
         throw loadFailed(name, `ensemble '${name}' depends on '${step}' which has no loaded version. Model '${step}' loading failed with error: ${(err as Error).message}`);
       }
@@ -378,7 +399,7 @@ export class ModelRepositoryManager {
     return !!m && !m.unloaded && [...m.versions.values()].some((v) => v.state === 'READY');
   }
 
-  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal, chain: ReadonlySet<string>): Promise<void> {
+  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     let entry: ModelEntry;
     if (options.files && Object.keys(options.files).length > 0) {
@@ -410,8 +431,6 @@ export class ModelRepositoryManager {
     try {
       const versions = await this.#prepare(entry, options.config);
       if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
-      if (entry.config?.platform === PLATFORMS.ensemble) await this.#loadComposing(name, entry.config, chain);
-      signal.throwIfAborted();
       if (await this.#updateInstancesInPlace(entry, versions)) return;
       signal.throwIfAborted();
       await this.#lifecycle.loadVersions(entry, versions, signal);
