@@ -148,26 +148,39 @@ describe('StreamConsumer', () => {
       // Delivered to the worker's consumer name, as a read whose reply never reached it.
       await admin.xreadgroup('GROUP', keys.group, 'w-rec', 'COUNT', 1, 'STREAMS', stream, '>');
     };
-    const answered = async (key: string): Promise<number> => {
+    const replies = new Map<string, ReturnType<typeof decodeReply>>();
+    const reply = async (key: string): Promise<ReturnType<typeof decodeReply>> => {
       const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline) {
-        const reply = (await admin.xreadBuffer('BLOCK', 1000, 'STREAMS', replyTo, last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
-        for (const [, entries] of reply ?? []) {
+      while (!replies.has(key) && Date.now() < deadline) {
+        const got = (await admin.xreadBuffer('BLOCK', 1000, 'STREAMS', replyTo, last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
+        for (const [, entries] of got ?? []) {
           for (const [id, fields] of entries) {
             last = id.toString();
             const r = decodeReply(fields[1]!);
-            if (r.requestKey === key && 'response' in r) return (r.response.outputs[0]!.data as Int32Array)[0]!;
+            replies.set(r.requestKey, r);
           }
         }
       }
-      throw new Error(`no reply for ${key}`);
+      if (!replies.has(key)) throw new Error(`no reply for ${key}`);
+      return replies.get(key)!;
+    };
+    const answered = async (key: string): Promise<number> => {
+      const r = await reply(key);
+      if (!('response' in r)) throw new Error(`${key}: ${JSON.stringify(r)}`);
+      return (r.response.outputs[0]!.data as Int32Array)[0]!;
     };
     await admin.xgroup('CREATE', stream, keys.group, '0', 'MKSTREAM');
     await put('before-start', 7);
+    // A request already delivered twice to this worker id (it stopped while running it, twice):
+    // at the restart it counts a third delivery and is answered, not run again (MAX_DELIVERIES).
+    await put('killer', 6);
+    const killerId = (await admin.xrange(stream, '-', '+')).at(-1)![0];
+    await admin.xclaim(stream, keys.group, 'w-rec', 0, killerId);
     const worker = new StreamConsumer(server, { redis: redis.url, prefix: 'rec', workerId: 'w-rec' });
     try {
       await worker.start();
       expect(await answered('before-start')).toBe(7);
+      expect(await reply('killer')).toMatchObject({ error: { code: 'UNAVAILABLE', message: expect.stringContaining('the workers that took it stopped') } });
       await put('lost-read', 8);
       // Its blocking read's connection fails (as when a reply is cut off mid-way).
       const clients = String(await admin.client('LIST')).split('\n').filter((l) => l.includes('cmd=xreadgroup'));

@@ -448,33 +448,52 @@ export class StreamConsumer {
    * lost), and acknowledges again those it answered whose XACK did not get through.
    */
   async #recover(): Promise<void> {
+    const atStart = !this.#recoveredOnce;
     for (const stream of this.#streams) {
-      let after = '0';
+      let from = '-';
       for (;;) {
-        let reply: [Buffer, [Buffer, Buffer[] | null][]][] | null;
+        // XPENDING reads delivery counts without changing them (a read from id 0 would add one to
+        // each entry, those still running included).
+        let rows: [string, string, number, number][];
         try {
-          reply = (await this.#cmd.xreadgroupBuffer('GROUP', this.#keys.group, this.workerId, 'COUNT', 256, 'STREAMS', stream, after)) as typeof reply;
+          rows = (await this.#cmd.xpending(stream, this.#keys.group, 'IDLE', 0, from, '+', 256, this.workerId)) as typeof rows;
         } catch (err) {
           // No group (Redis lost its data, or the stream was removed): nothing is pending there. The read loop makes it again.
           if (String((err as Error).message).includes('NOGROUP')) break;
           throw err;
         }
-        const entries = reply?.[0]?.[1] ?? [];
-        if (entries.length === 0) break;
-        let found = 0;
-        for (const [idBuf, fields] of entries) {
-          const id = idBuf.toString();
-          after = id;
+        if (rows.length === 0) break;
+        from = `(${rows[rows.length - 1]![0]}`;
+        const todo: [string, number][] = [];
+        for (const [id, , , count] of rows) {
           const state = this.#taken.get(`${stream}\u0000${id}`);
           if (state === 'running') continue;
-          found++;
-          if (state === 'answered' || !fields) this.#ack(stream, id); // answered, or deleted meanwhile
-          else this.#handleSafely(stream, id, fields);
+          if (state === 'answered') this.#ack(stream, id);
+          else todo.push([id, count]);
         }
-        if (found > 0) this.#logger?.warning(`${stream}: ${found} requests delivered to this worker were not running (a read's reply was lost): handled now`);
+        if (todo.length === 0) continue;
+        const counts = new Map(todo);
+        // At start these may have been running when this worker (same --worker-id) stopped: taken
+        // again as a takeover is (XCLAIM counts a delivery; MAX_DELIVERIES stops a request that kills
+        // its worker each time). After a lost read they never ran: read as they are.
+        const entries: [Buffer, Buffer[] | null][] = atStart
+          ? (await this.#cmd.callBuffer('XCLAIM', stream, this.#keys.group, this.workerId, 0, ...todo.map(([id]) => id))) as [Buffer, Buffer[] | null][]
+          : await Promise.all(todo.map(async ([id]) => {
+            const found = (await this.#cmd.xrangeBuffer(stream, id, id)) as [Buffer, Buffer[]][];
+            return [Buffer.from(id), found[0]?.[1] ?? null] as [Buffer, Buffer[] | null];
+          }));
+        for (const [idBuf, fields] of entries) {
+          const id = idBuf.toString();
+          if (!fields) this.#ack(stream, id); // deleted meanwhile
+          else this.#handleSafely(stream, id, fields, (counts.get(id) ?? 1) + (atStart ? 1 : 0));
+        }
+        this.#logger?.warning(`${stream}: ${todo.length} requests delivered to this worker were not running (${atStart ? 'it restarted' : 'a read\'s reply was lost'}): handled now`);
       }
     }
+    this.#recoveredOnce = true;
   }
+
+  #recoveredOnce = false;
 
   /** Entries answered since the last flush, per stream: acknowledged and deleted together. */
   readonly #acks = new Map<string, string[]>();
