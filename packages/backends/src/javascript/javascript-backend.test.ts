@@ -268,6 +268,50 @@ describe('javascript backend', () => {
     }
   });
 
+  it('attack: one client that takes none of its responses holds the instance\'s other requests for clientStallMs at most; its own request then counts as cancelled', async () => {
+    // Before: one counter per thread with no bound: every request of the instance waited, for as
+    // long as that client stayed connected.
+    const root = makeRepository([], {
+      'ticker/config.pbtxt': `backend: "javascript"\nmodel_transaction_policy { decoupled: true }\n${io()}instance_group { count: 1 kind: KIND_CPU }\n`,
+      'ticker/1/model.mjs': `
+        import { tensor } from 'triode';
+        export default class {
+          execute(requests) {
+            for (const r of requests) {
+              let n = 0;
+              const t = setInterval(() => {
+                if (r.isCancelled()) { clearInterval(t); r.sender.send({ outputs: [tensor('OUT', 'INT32', [1], [-1])] }, { final: true }); return; }
+                r.sender.send({ outputs: [tensor('OUT', 'INT32', [1], [n++])] });
+                if (n === 150) { clearInterval(t); r.sender.close(); }
+              }, 1);
+            }
+          }
+        }`,
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend({ clientStallMs: 1000 })] });
+    try {
+      const req = { modelName: 'ticker', inputs: [{ name: 'IN', datatype: 'INT32' as const, shape: [1], data: Int32Array.of(1) }] };
+      let stalledGot = 0;
+      let stalledLast = 0;
+      const never = new Promise<void>(() => undefined);
+      const stalled = s.inferStream({ ...req }, (r) => { stalledGot++; stalledLast = (r.outputs[0]!.data as Int32Array)[0]!; return never; });
+      await new Promise((r) => setTimeout(r, 100));
+      let readerGot = 0;
+      const t0 = performance.now();
+      const reader = s.inferStream({ ...req }, () => { readerGot++; });
+      const hung = new Promise((r) => setTimeout(() => r('hung'), 8000));
+      expect(await Promise.race([Promise.all([stalled, reader]).then(() => 'done'), hung])).toBe('done');
+      expect(readerGot).toBe(150);
+      // The stalled request: 64 responses, then its client counted as gone and the model ended it.
+      expect(stalledGot).toBe(65);
+      expect(stalledLast).toBe(-1);
+      // About clientStallMs (1 s) and the 150 ticks of the reader.
+      expect(performance.now() - t0).toBeLessThan(4000);
+    } finally {
+      await s.stop(1000);
+    }
+  }, 20_000);
+
   it('keeps BYTES byte for byte (simple_identity)', async () => {
     const s = await server;
     const data = serializeBytesTensor(['he\0llo', new Uint8Array([0, 1, 2, 3])]);

@@ -14,7 +14,7 @@ import {
   type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
   type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
-import type { JsExecuteReply, JsExecuteTask, JsLoadTask } from './messages.js';
+import { FLOW_SLOTS, type JsExecuteReply, type JsExecuteTask, type JsLoadTask } from './messages.js';
 import type { InferRequest, Tensor } from './model-api.js';
 
 const here = (name: string) => [
@@ -95,17 +95,18 @@ type Responders = Map<number, {
  *   client is ready for the next (model-api.ts `flow`)
  */
 function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, responders: Responders, flow: Int32Array): void {
-  const taken = (): void => {
-    Atomics.sub(flow, 0, 1);
-    Atomics.notify(flow, 0);
+  const taken = (slot: unknown): void => {
+    if (typeof slot !== 'number' || !Number.isInteger(slot) || slot < 0 || slot >= flow.length) return;
+    Atomics.sub(flow, slot, 1);
+    Atomics.notify(flow, slot);
   };
-  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; outputs?: Tensor[]; error?: WireError }) => {
+  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; slot?: number; outputs?: Tensor[]; error?: WireError }) => {
     if (m.type === 'response') {
       const call = responders.get(m.token ?? -1);
       const index = m.index ?? -1;
       const respond = call?.respond[index];
       if (!call || !respond || !call.open.has(index)) {
-        taken();
+        taken(m.slot);
         return;
       }
       // The outputs arrived in this message, moved or copied: this response owns them.
@@ -116,8 +117,9 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
         ready = respond(r, final);
       } finally {
         // A client not ready for more (a gRPC stream waiting for 'drain') holds the thread's next sends.
-        if (ready) ready.then(taken, taken);
-        else taken();
+        const slot = m.slot;
+        if (ready) ready.then(() => taken(slot), () => taken(slot));
+        else taken(slot);
       }
       if (final) {
         call.open.delete(index);
@@ -290,11 +292,13 @@ class JsModel implements BackendModel {
   readonly #ctx: ModelContext;
   readonly #file: string;
   readonly #logger: Logger;
+  readonly #clientStallMs: number;
 
-  constructor(ctx: ModelContext, file: string, logger: Logger) {
+  constructor(ctx: ModelContext, file: string, logger: Logger, clientStallMs: number) {
     this.#ctx = ctx;
     this.#file = file;
     this.#logger = logger;
+    this.#clientStallMs = clientStallMs;
   }
 
   async instanceInitialize(group: ModelInstanceGroup, index: number): Promise<BackendModelInstance> {
@@ -307,7 +311,7 @@ class JsModel implements BackendModel {
     const responders: Responders = new Map();
     const start: StartInstance = async (signal) => {
       const { port1, port2 } = new MessageChannel();
-      const flow = new Int32Array(new SharedArrayBuffer(4));
+      const flow = new Int32Array(new SharedArrayBuffer(4 * FLOW_SLOTS));
       serveBridge(port1, ctx, this.#logger, responders, flow);
       const task: JsLoadTask = {
         op: 'load',
@@ -320,6 +324,7 @@ class JsModel implements BackendModel {
         instanceKind: group.kind === 'KIND_GPU' ? 'GPU' : group.kind === 'KIND_MODEL' ? 'MODEL' : 'CPU',
         port: port2,
         flow,
+        clientStallMs: this.#clientStallMs,
       };
       try {
         await p.run(task, { transferList: [port2], ...(signal ? { signal } : {}) });
@@ -349,6 +354,12 @@ class JsModel implements BackendModel {
 export interface JavaScriptBackendOptions {
   /** Where models' `log.*` lines go. @default the server's logger is not reachable here: silent */
   logger?: Logger;
+  /**
+   * How long a decoupled model's sender waits on a client that takes none of its request's last
+   * 64 responses before that request counts as cancelled (the wait holds the instance thread).
+   * @default 10000
+   */
+  clientStallMs?: number;
 }
 
 /**
@@ -361,8 +372,11 @@ export class JavaScriptBackend implements Backend {
   readonly raggedBatching = true;
   readonly #logger: Logger;
 
+  readonly #clientStallMs: number;
+
   constructor(options: JavaScriptBackendOptions = {}) {
     this.#logger = options.logger ?? { error() {}, warning() {}, info() {}, verbose() {} };
+    this.#clientStallMs = options.clientStallMs ?? 10_000;
   }
 
   async autoCompleteConfig(config: ModelConfig, ctx: AutoCompleteContext): Promise<void> {
@@ -385,6 +399,6 @@ export class JavaScriptBackend implements Backend {
   async modelInitialize(ctx: ModelContext): Promise<BackendModel> {
     const file = modelFile(ctx.versionPath, ctx.config);
     if (!existsSync(file)) throw Errors.unavailable(`unable to find '${file}' for model '${ctx.name}'`);
-    return new JsModel(ctx, file, this.#logger);
+    return new JsModel(ctx, file, this.#logger, this.#clientStallMs);
   }
 }

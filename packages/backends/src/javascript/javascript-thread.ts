@@ -128,7 +128,7 @@ export default async function handle(task: JsTask): Promise<unknown> {
       return (await cls.autoCompleteConfig(task.config)) ?? task.config;
     }
     case 'load': {
-      api.__connect(task.port, task.name, task.flow);
+      api.__connect(task.port, task.name, task.flow, task.clientStallMs);
       // Loaded again in a thread that has it (the main thread took a failed task for a dead thread).
       await model?.finalize?.();
       model = undefined;

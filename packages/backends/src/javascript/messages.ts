@@ -15,9 +15,14 @@ export interface JsLoadTask {
   instanceKind: 'CPU' | 'GPU' | 'MODEL';
   /** The BLS and logging channel to the main thread. */
   port: MessagePort;
-  /** A SharedArrayBuffer's Int32Array: decoupled responses posted and not yet taken (model-api.ts `flow`). */
+  /** A SharedArrayBuffer's Int32Array of FLOW_SLOTS: per open decoupled request, responses posted and not yet taken (model-api.ts `flow`). */
   flow: Int32Array;
+  /** How long a decoupled sender waits on a client that takes none of its responses (model-api.ts `flow`). */
+  clientStallMs: number;
 }
+
+/** Decoupled requests open at once on one instance thread whose responses wait for their client. */
+export const FLOW_SLOTS = 1024;
 
 /** Runs the model's static `autoCompleteConfig(config)`, if it has one. */
 export interface JsAutoCompleteTask {

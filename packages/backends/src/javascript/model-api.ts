@@ -242,7 +242,10 @@ export function __begin(token: number): void {
 
 /** @internal Execute call `token` failed as a whole: its requests are over (nothing will end them). */
 export function __abandon(token: number, count: number): void {
-  for (let i = 0; i < count; i++) openRequests.delete(`${token}:${i}`);
+  for (let i = 0; i < count; i++) {
+    openRequests.delete(`${token}:${i}`);
+    releaseSlot(`${token}:${i}`);
+  }
 }
 
 /** @internal Whether request `index` of execute call `token` was cancelled (Request.isCancelled). */
@@ -255,26 +258,60 @@ export function __isCancelled(token: number | undefined, index: number): boolean
 }
 
 /**
- * Responses this thread has posted that their client has not yet taken (flow[0]), shared with the
- * main thread, which takes one off when its client is ready for the next (a gRPC stream that is
- * not waiting for 'drain'). A sender that finds MAX_UNTAKEN_RESPONSES waits, as Triton's Python
- * stub does on its full message queue: a model sending responses in a loop, faster than its
- * client reads them, must not fill the server's memory or hold its event loop for seconds.
+ * Per request, responses this thread has posted that their client has not yet taken: one slot of
+ * `flow` (shared with the main thread, which takes one off when the client is ready for the next:
+ * a gRPC stream not waiting for 'drain', an SSE write done). A sender that finds
+ * MAX_UNTAKEN_RESPONSES untaken in its request's slot waits: a model sending in a loop faster than
+ * its client reads must not fill the server's memory or hold its event loop for seconds. The wait
+ * blocks the thread, so it is bounded: a client that takes nothing for `clientStallMs` counts as
+ * gone, and its request as cancelled (later sends are dropped), so one client that stops reading
+ * holds the instance's other requests that long at most. Requests beyond the slots are not held.
  */
 let flow: Int32Array | undefined;
 export const MAX_UNTAKEN_RESPONSES = 64;
+/** Slots not in use by an open request (reused once all their responses were taken). */
+let freeSlots: number[] = [];
+/** The slot of each open request (`${token}:${index}`) that has one. */
+const slotOf = new Map<string, number>();
+let clientStallMs = 10_000;
 /** How often a waiting sender looks whether its request was cancelled. */
 const FLOW_CHECK_MS = 50;
 
-/** Waits (blocking this thread) while MAX_UNTAKEN_RESPONSES responses are untaken, or until request `key` is cancelled. */
-function awaitRoom(key: string): void {
-  if (!flow) return;
+/** A free slot whose earlier responses have all been taken, or -1 when none is. */
+function takeSlot(): number {
+  if (!flow) return -1;
+  for (let i = 0; i < freeSlots.length; i++) {
+    const s = freeSlots[i]!;
+    if (Atomics.load(flow, s) === 0) {
+      freeSlots.splice(i, 1);
+      return s;
+    }
+  }
+  return -1;
+}
+
+function releaseSlot(key: string): void {
+  const s = slotOf.get(key);
+  if (s === undefined) return;
+  slotOf.delete(key);
+  freeSlots.push(s);
+}
+
+/** Waits (blocking this thread) while request `key`'s client has MAX_UNTAKEN_RESPONSES untaken, as bounded above. */
+function awaitRoom(key: string, slot: number): void {
+  if (!flow || slot < 0) return;
+  const giveUpAt = Date.now() + clientStallMs;
   for (;;) {
-    const untaken = Atomics.load(flow, 0);
+    const untaken = Atomics.load(flow, slot);
     if (untaken < MAX_UNTAKEN_RESPONSES) return;
     drainPort();
     if (openRequests.get(key) !== false) return; // cancelled or ended: its sends are dropped
-    Atomics.wait(flow, 0, untaken, FLOW_CHECK_MS);
+    if (Date.now() >= giveUpAt) {
+      openRequests.set(key, true);
+      log.warning(`a client took none of its request's last ${MAX_UNTAKEN_RESPONSES} responses in ${clientStallMs} ms: the request counts as cancelled, and what the model sends it is dropped`);
+      return;
+    }
+    Atomics.wait(flow, slot, untaken, FLOW_CHECK_MS);
   }
 }
 
@@ -289,19 +326,22 @@ export function __sender(token: number, index: number, check: (r: unknown) => { 
   let ended = false;
   const key = `${token}:${index}`;
   openRequests.set(key, earlyCancels.delete(key));
+  const slot = takeSlot();
+  if (slot >= 0) slotOf.set(key, slot);
   const post = (payload: Record<string, unknown>, final: boolean) => {
     if (ended) throw new Error('this request has already ended (its final response was sent)');
-    awaitRoom(key);
+    awaitRoom(key, slot);
     // Cancelled: the client is gone, and what the model still sends is dropped here, not posted.
     if (!final && openRequests.get(key) === true) return;
+    if (slot >= 0) Atomics.add(flow!, slot, 1);
     if (final) {
       ended = true;
       openRequests.delete(key);
+      releaseSlot(key);
     }
-    if (flow) Atomics.add(flow, 0, 1);
     // Only what the model handed over moves; anything else is copied, so the model may send the
     // same array again or keep using it.
-    send({ type: 'response', token, index, final, ...payload }, __movable((payload['outputs'] as Tensor[] | undefined) ?? []));
+    send({ type: 'response', token, index, final, slot, ...payload }, __movable((payload['outputs'] as Tensor[] | undefined) ?? []));
   };
   return {
     send(response, options = {}) {
@@ -338,11 +378,15 @@ function onPortMessage(m: PortMessage): void {
 
 /**
  * @internal Connects the module to its instance thread (called by the thread, not by models).
- * @param f the untaken-responses counter shared with the main thread (see `flow`)
+ * @param f the untaken-responses slots shared with the main thread (see `flow`)
+ * @param stallMs how long a sender waits on a client that takes nothing (see `flow`)
  */
-export function __connect(p: MessagePort, modelName: string, f?: Int32Array): void {
+export function __connect(p: MessagePort, modelName: string, f?: Int32Array, stallMs?: number): void {
   port = p;
   flow = f;
+  freeSlots = f ? Array.from({ length: f.length }, (_, i) => i) : [];
+  slotOf.clear();
+  if (stallMs !== undefined) clientStallMs = stallMs;
   chain = [modelName];
   p.on('message', onPortMessage);
   // Let the thread go idle (and exit) while no BLS call is waiting.
