@@ -11,15 +11,20 @@ import { DirectReplies, parseDirectAddress, type ReplyOutcome } from './direct-r
 
 const ignore: ReplyOutcome = { confirmed: () => undefined, lost: () => undefined };
 
+/** A gateway stand-in on 127.0.0.1 that keeps each frame it gets (the auth frame first) as text. */
+async function frameServer(): Promise<{ got: string[]; address: string; server: ReturnType<typeof createServer> }> {
+  const got: string[] = [];
+  const server = createServer((s) => {
+    const r = new FrameReader();
+    s.on('data', (c: Buffer) => { for (const f of r.push(c)) got.push(f.toString()); });
+  });
+  await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+  return { got, address: `127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+}
+
 describe('DirectReplies', () => {
   it('opens a connection on first use (that reply goes elsewhere), sends the token first, then frames', async () => {
-    const got: string[] = [];
-    const server = createServer((s) => {
-      const r = new FrameReader();
-      s.on('data', (c: Buffer) => { for (const f of r.push(c)) got.push(f.toString()); });
-    });
-    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
-    const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { got, address, server } = await frameServer();
     const d = new DirectReplies();
     try {
       expect(d.send({ address, token: 'tok' }, Buffer.from('first'), undefined, ignore)).toBe(false);
@@ -36,13 +41,7 @@ describe('DirectReplies', () => {
   it('a reply for an earlier gateway on the same address never goes over a connection made for a later one (its token differs)', async () => {
     // A gateway restarted on the same --reply-port: without a cluster secret, a late reply to the old
     // gateway's request must not reach the new gateway, whose request keys start over and could match.
-    const got: string[] = [];
-    const server = createServer((s) => {
-      const r = new FrameReader();
-      s.on('data', (c: Buffer) => { for (const f of r.push(c)) got.push(f.toString()); });
-    });
-    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
-    const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { got, address, server } = await frameServer();
     const d = new DirectReplies();
     try {
       expect(d.send({ address, token: 'new' }, Buffer.from('opens'), undefined, ignore)).toBe(false);

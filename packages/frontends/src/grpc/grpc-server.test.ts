@@ -51,6 +51,32 @@ const simpleRequest = (extra: Plain = {}) => ({
   ...extra,
 });
 
+/**
+ * Serves `backplane` on a server of its own; a client opens one stream, sends `requests` and ends
+ * it without reading; after 1 s `whilePaused` checks the server's side, then the client reads to
+ * the end. Resolves with how many responses it read.
+ */
+async function readLate(backplane: Backplane, requests: object[], whilePaused: () => void): Promise<number> {
+  const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+  const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure(), { 'grpc.max_receive_message_length': 2 << 20 }) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+  try {
+    const stream = c.ModelStreamInfer();
+    stream.pause();
+    for (const r of requests) stream.write(r);
+    stream.end();
+    await new Promise((r) => setTimeout(r, 1000));
+    whilePaused();
+    let n = 0;
+    stream.on('data', () => { n++; });
+    stream.resume();
+    await new Promise((r) => stream.on('end', r));
+    return n;
+  } finally {
+    c.close();
+    await h.close(500);
+  }
+}
+
 beforeAll(async () => {
   const repo = makeRepository(['simple', 'simple_int8', 'simple_string', 'simple_sequence', 'repeat_int32'], {
     'slow/config.pbtxt': 'name: "slow"\nbackend: "javascript"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\ninstance_group [ { count: 1, kind: KIND_CPU } ]\nparameters { key: "delay_ms" value: { string_value: "400" } }\n',
@@ -459,25 +485,11 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
         on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [1 << 20], data: new Uint8Array(1 << 20) }] });
       },
     } as unknown as Backplane;
-    const h = await startGrpcServer(big, { address: '127.0.0.1:0' });
-    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure(), { 'grpc.max_receive_message_length': 2 << 20 }) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
-    try {
-      const stream = c.ModelStreamInfer();
-      stream.pause();
-      for (let i = 0; i < 300; i++) stream.write({ model_name: 'm', id: String(i) });
-      stream.end();
-      await new Promise((r) => setTimeout(r, 1000));
+    const n = await readLate(big, Array.from({ length: 300 }, (_, i) => ({ model_name: 'm', id: String(i) })), () => {
       // Before the fix all 300 ran at once and their 300 MiB of answers waited in the server.
       expect(started).toBeLessThan(100);
-      let n = 0;
-      stream.on('data', () => { n++; });
-      stream.resume();
-      await new Promise((r) => stream.on('end', r));
-      expect(n).toBe(300);
-    } finally {
-      c.close();
-      await h.close(500);
-    }
+    });
+    expect(n).toBe(300);
   }, 30_000);
 
   it('attack: a decoupled request whose client does not read is told to wait (its responses are not all buffered), and goes on when it reads', async () => {
@@ -492,27 +504,13 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
         }
       },
     } as unknown as Backplane;
-    const h = await startGrpcServer(flood, { address: '127.0.0.1:0' });
-    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure(), { 'grpc.max_receive_message_length': 2 << 20 }) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
-    try {
-      const stream = c.ModelStreamInfer();
-      stream.pause();
-      stream.write({ model_name: 'm', id: 'x' });
-      stream.end();
-      await new Promise((r) => setTimeout(r, 1000));
+    const n = await readLate(flood, [{ model_name: 'm', id: 'x' }], () => {
       // Before the fix the handler never said wait: all 300 MiB were produced and held by the server.
       // Now what HTTP/2 and grpc-js buffer before they push back (about 80 MiB) is the bound.
       expect(produced).toBeGreaterThan(0);
       expect(produced).toBeLessThan(150);
-      let n = 0;
-      stream.on('data', () => { n++; });
-      stream.resume();
-      await new Promise((r) => stream.on('end', r));
-      expect(n).toBe(300);
-    } finally {
-      c.close();
-      await h.close(500);
-    }
+    });
+    expect(n).toBe(300);
   }, 30_000);
 
   it('a cancelled call leaves the queue without running', async () => {
