@@ -91,6 +91,11 @@ export function worthRetrying(err: unknown): boolean {
 /** How often a stream's consumer group is pruned of dead workers' names (ms). */
 const CONSUMER_PRUNE_MS = 60_000;
 
+/** An entry of a stream, as `#taken` keys it. */
+function entryKey(stream: string, id: string): string {
+  return `${stream}\u0000${id}`;
+}
+
 /** Consumes the cluster's request streams for one worker. */
 export class StreamConsumer {
   readonly workerId: string;
@@ -466,7 +471,7 @@ export class StreamConsumer {
         from = `(${rows[rows.length - 1]![0]}`;
         const todo: [string, number][] = [];
         for (const [id, , , count] of rows) {
-          const state = this.#taken.get(`${stream}\u0000${id}`);
+          const state = this.#taken.get(entryKey(stream, id));
           if (state === 'running') continue;
           if (state === 'answered') this.#ack(stream, id);
           else todo.push([id, count]);
@@ -501,7 +506,7 @@ export class StreamConsumer {
 
   /** Queues an entry's XACK + XDEL; one of each per stream goes out every ACK_FLUSH_MS. */
   #ack(stream: string, id: string): void {
-    this.#taken.set(`${stream}\u0000${id}`, 'answered');
+    this.#taken.set(entryKey(stream, id), 'answered');
     const ids = this.#acks.get(stream);
     if (ids) ids.push(id);
     else this.#acks.set(stream, [id]);
@@ -513,7 +518,7 @@ export class StreamConsumer {
     for (const [stream, ids] of this.#acks) {
       // Forgotten once Redis has the XACK; one that failed stays 'answered' for #recover to send again.
       void this.#cmd.xack(stream, this.#keys.group, ...ids).then(
-        () => { for (const id of ids) this.#taken.delete(`${stream}\u0000${id}`); },
+        () => { for (const id of ids) this.#taken.delete(entryKey(stream, id)); },
         () => { this.#recoverPending = true; },
       );
       void this.#cmd.xdel(stream, ...ids).catch(() => undefined);
@@ -526,7 +531,7 @@ export class StreamConsumer {
    * the read loop (and with it the worker) or the takeover of a dead worker's entries.
    */
   #handleSafely(stream: string, id: string, fields: Buffer[], deliveries?: number): void {
-    this.#taken.set(`${stream}\u0000${id}`, 'running');
+    this.#taken.set(entryKey(stream, id), 'running');
     try {
       this.#handle(stream, id, fields, deliveries);
     } catch (err) {

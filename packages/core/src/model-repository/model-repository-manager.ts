@@ -20,7 +20,7 @@ import { pollFailure, removeOverride, writeOverrideFiles } from './load-override
 import { loadFailed } from './load-error.js';
 import { checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
-import { listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
+import { findInRepositories, listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
 import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState } from './model-lifecycle.js';
 
 /** One row of the repository index. */
@@ -373,7 +373,7 @@ export class ModelRepositoryManager {
   async #loadComposing(name: string, options: LoadOptions, chain: ReadonlySet<string>): Promise<void> {
     let config = options.config;
     if (!config) {
-      const found = scanRepositories(this.#opts.modelRepositories).get(name);
+      const found = findInRepositories(this.#opts.modelRepositories, name);
       if (!found || found.error) return;
       try {
         config = readModelConfig(found.path, { configName: this.#opts.modelConfigName, autoComplete: false });
@@ -419,7 +419,7 @@ export class ModelRepositoryManager {
         throw err;
       }
     } else {
-      const found = scanRepositories(this.#opts.modelRepositories).get(name);
+      const found = findInRepositories(this.#opts.modelRepositories, name);
       if (!found || found.error) {
         // Triton's answer; the detail (which can name directories) goes to the log only.
         this.#logger.error(`failed to poll model '${name}': ${found?.error?.message ?? 'model not found in any model repository'}`, { model: name });

@@ -29,23 +29,51 @@ export function scanRepositories(repositories: readonly string[]): Map<string, R
     try {
       entries = readdirSync(root);
     } catch (err) {
-      throw Errors.internal(`failed to stat file ${repo}: ${(err as Error).message}`, err);
+      throw repositoryUnreadable(repo, err);
     }
     for (const name of entries.sort()) {
       if (name.startsWith('.')) continue;
       const path = join(root, name);
-      if (!isDir(path)) continue;
-      const prev = found.get(name);
-      if (prev) {
-        prev.error = Errors.invalidArg(
-          `model '${name}' is found in multiple model repositories: '${prev.path.slice(0, -name.length - 1)}' and '${root}'`,
-        );
-      } else {
-        found.set(name, { name, path });
-      }
+      if (isDir(path)) addFound(found, name, root, path);
     }
   }
   return found;
+}
+
+/**
+ * What `scanRepositories(repositories).get(name)` returns, found with one stat per repository
+ * instead of a listing of each: a load looks for one model, and a repository may hold thousands.
+ */
+export function findInRepositories(repositories: readonly string[], name: string): RepositoryModel | undefined {
+  const found = new Map<string, RepositoryModel>();
+  for (const repo of repositories) {
+    const root = resolve(repo);
+    try {
+      if (!statSync(root).isDirectory()) throw new Error(`ENOTDIR: not a directory, scandir '${root}'`);
+    } catch (err) {
+      throw repositoryUnreadable(repo, err);
+    }
+    if (name.startsWith('.')) continue;
+    const path = join(root, name);
+    if (isDir(path)) addFound(found, name, root, path);
+  }
+  return found.get(name);
+}
+
+function repositoryUnreadable(repo: string, err: unknown): TriodeError {
+  return Errors.internal(`failed to stat file ${repo}: ${(err as Error).message}`, err);
+}
+
+/** Adds a model directory; one already found in another repository gets Triton's refusal. */
+function addFound(found: Map<string, RepositoryModel>, name: string, root: string, path: string): void {
+  const prev = found.get(name);
+  if (prev) {
+    prev.error = Errors.invalidArg(
+      `model '${name}' is found in multiple model repositories: '${prev.path.slice(0, -name.length - 1)}' and '${root}'`,
+    );
+  } else {
+    found.set(name, { name, path });
+  }
 }
 
 function isDir(p: string): boolean {

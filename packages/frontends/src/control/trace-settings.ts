@@ -14,8 +14,8 @@ export type TraceSettingUpdate = Record<string, string | string[] | null>;
 
 const DEFAULTS: TraceSettingValues = { trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0' };
 const LEVELS = ['OFF', 'TIMESTAMPS', 'TENSORS'];
-/** Range of each integer setting (Triton keeps trace_count as int32, -1: no limit; the others as uint32). */
-const RANGES: Record<string, [number, number]> = { trace_rate: [0, 2 ** 32 - 1], log_frequency: [0, 2 ** 32 - 1], trace_count: [-1, 2 ** 31 - 1] };
+/** The type range of each integer setting: Triton keeps trace_count as int32 (at least -1, no limit), the others as uint32. */
+const RANGES: Record<string, [number, number]> = { trace_rate: [0, 2 ** 32 - 1], log_frequency: [0, 2 ** 32 - 1], trace_count: [-(2 ** 31), 2 ** 31 - 1] };
 
 /**
  * Triton's refusal of a trace file chosen over the network (PR 7092): the location is a start-up
@@ -54,8 +54,7 @@ function check(update: Readonly<Record<string, unknown>>): TraceSettingUpdate {
       } else if (k === 'trace_count' && Number(v) < -1) {
         throw Errors.invalidArg(`Unable to parse 'trace_count'. Expecting value >= -1, got: ${echo(v, 32)}`);
       } else if (Number(v) < RANGES[k]![0] || Number(v) > RANGES[k]![1]) {
-        const [lo, hi] = k === 'trace_count' ? [-(2 ** 31), 2 ** 31 - 1] : RANGES[k]!;
-        throw Errors.invalidArg(`Unable to parse '${k}', value is out of range [ ${lo}, ${hi} ], got: ${echo(v, 32)}`);
+        throw Errors.invalidArg(`Unable to parse '${k}', value is out of range [ ${RANGES[k]!.join(', ')} ], got: ${echo(v, 32)}`);
       }
     }
     known[k] = v as string | string[] | null;
