@@ -68,6 +68,20 @@ describe('decoupled models and the generate extension', () => {
     expect(performance.now() - t0).toBeLessThan(5000);
   }, 20_000);
 
+  it('a client that leaves a generate request cancels it, as on /infer: the model stops and its instance is free', async () => {
+    const leaving = new AbortController();
+    // repeat_int32 with one element answers once: a /generate request; it would hold the instance 30 s.
+    const r = fetch(`${base}/v2/models/repeat_int32/generate`, { method: 'POST', body: JSON.stringify({ IN: [1], DELAY: [30_000], WAIT: [0] }), signal: leaving.signal });
+    await new Promise((res) => setTimeout(res, 300));
+    leaving.abort();
+    await expect(r).rejects.toThrow();
+    const t0 = performance.now();
+    const next = await fetch(`${base}/v2/models/repeat_int32/generate`, { method: 'POST', body: JSON.stringify({ IN: [7], DELAY: [0], WAIT: [0] }) });
+    expect(await next.json()).toMatchObject({ OUT: 7 });
+    // Before, the abandoned request ran its 30 s on the model's one instance and this one waited.
+    expect(performance.now() - t0).toBeLessThan(5000);
+  }, 20_000);
+
   it('an error from the model arrives as an error event', async () => {
     const r = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [1, 2], DELAY: [0], WAIT: [0] }) });
     const ev = await events(r);

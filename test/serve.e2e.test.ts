@@ -200,4 +200,33 @@ describe('shutdown', () => {
     expect(await child.exited).toBe(0);
     expect(child.output()).toMatch(/Waiting for in-flight requests to complete/);
   });
+
+  it('on SIGTERM finishes a generate_stream in flight: every event arrives, the stream ends, then the process exits', async () => {
+    const port = await freePort();
+    const child = await startTriode(['serve', '--model-repository', makeRepository(['repeat_int32']), '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--exit-timeout-secs', '20']);
+    const n = 12;
+    const r = await fetch(`http://127.0.0.1:${port}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: Array.from({ length: n }, (_, i) => i), DELAY: Array.from({ length: n }, () => 100), WAIT: [0] }) });
+    expect(r.status).toBe(200);
+    setTimeout(() => process.kill(child.proc.pid!, 'SIGTERM'), 300);
+    // Before the fix the stream was counted out once its first byte left: shutdown unloaded the
+    // model under it, the last event was lost and the stream never ended.
+    const text = await r.text();
+    const outs = [...text.matchAll(/"OUT":(\d+)/g)].map((m) => Number(m[1]));
+    expect(outs).toEqual(Array.from({ length: n }, (_, i) => i));
+    expect(await child.exited).toBe(0);
+    expect(child.output()).not.toMatch(/in flight at exit|exit timeout expired/);
+  });
+
+  it('a client that never finishes reading a stream does not hold the process past --exit-timeout-secs', async () => {
+    const port = await freePort();
+    const child = await startTriode(['serve', '--model-repository', makeRepository(['repeat_int32']), '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--exit-timeout-secs', '2']);
+    // 200 events 100 ms apart: 20 s of stream, far past the exit timeout.
+    const r = await fetch(`http://127.0.0.1:${port}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: Array.from({ length: 200 }, (_, i) => i), DELAY: Array.from({ length: 200 }, () => 100), WAIT: [0] }) });
+    const reading = r.text().catch(() => 'cut');
+    const t0 = Date.now();
+    process.kill(child.proc.pid!, 'SIGTERM');
+    await child.exited;
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(await reading).toBeDefined();
+  });
 });

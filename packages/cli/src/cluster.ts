@@ -185,8 +185,10 @@ export function addClusterCommands(program: Command): void {
       if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can forge replies and control messages (README, Security)');
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
-        await Promise.all([lifecycle.shutdown((o['exitTimeoutSecs'] as number) * 1000), grpc?.close((o['exitTimeoutSecs'] as number) * 1000)]);
-        await http.close();
+        const timeoutMs = (o['exitTimeoutSecs'] as number) * 1000;
+        const deadline = Date.now() + timeoutMs;
+        await Promise.all([lifecycle.shutdown(timeoutMs), grpc?.close(timeoutMs)]);
+        await http.close(Math.max(0, deadline - Date.now()));
         await asyncJobs.stop();
         await metrics?.close();
         await backplane.stop();

@@ -113,7 +113,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
       // ... then the core stops, waiting for anything left in its queues until the deadline.
       const left = await server.stop(Math.max(0, deadline - Date.now()));
       if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
-      await http?.close();
+      // Connections still busy at the deadline (a client still reading a stream) are closed.
+      await http?.close(Math.max(0, deadline - Date.now()));
       await metrics?.close();
       tracer.flush();
       logger.info('Server stopped');

@@ -3,6 +3,7 @@
  * finished; inference requests that arrive after it are refused with 503.
  * Triton: server/src/main.cc (the exit timeout loop)
  */
+import type { ServerResponse } from 'node:http';
 import type { MiddlewareHandler } from 'hono';
 import { settleWithin } from '@triode/core';
 
@@ -28,10 +29,18 @@ export class HttpLifecycle {
         return c.json({ error: 'Server is stopping, no new inference requests are accepted' }, 503);
       }
       this.begin();
+      let counted = false;
       try {
         await next();
+        // A response that streams (generate_stream's events) is in flight until it is written:
+        // counted out when it closes, so shutdown waits for its last event, not just its start.
+        const out = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+        if (out && !out.writableFinished && !out.destroyed) {
+          out.once('close', () => this.end());
+          counted = true;
+        }
       } finally {
-        this.end();
+        if (!counted) this.end();
       }
     };
   }

@@ -13,8 +13,12 @@ import { inferFastPathOf } from './infer-fast-path.js';
 export interface HttpServerHandle {
   port: number;
   address: string;
-  /** Stops accepting connections and closes idle keep-alive ones. */
-  close(): Promise<void>;
+  /**
+   * Stops accepting connections and closes idle keep-alive ones; connections still open after
+   * `graceMs` (a client still reading a stream, or sending a request) are closed.
+   * @param graceMs @default 5000
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 /** Socket limits of the HTTP server (Node's `http.createServer` options of the same names). */
@@ -83,10 +87,13 @@ export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', op
       resolve({
         port: info.port,
         address: info.address,
-        close: () => new Promise<void>((res) => {
+        close: (graceMs = 5_000) => new Promise<void>((res) => {
           const s = server as Server;
-          s.close(() => res());
-          s.closeIdleConnections?.();
+          // Without this, a client that keeps its connection busy holds the process past its exit timeout.
+          const force = setTimeout(() => s.closeAllConnections(), Math.max(0, graceMs));
+          force.unref();
+          s.close(() => { clearTimeout(force); res(); });
+          s.closeIdleConnections();
         }),
       });
     });

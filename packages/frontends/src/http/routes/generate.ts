@@ -83,6 +83,8 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
   for (const path of modelPaths('/generate')) {
     app.post(path, async (c) => {
       const request = await toRequest(c, backplane, maxInputSize);
+      // A client that goes away cancels the request, as on /infer: it holds no queue place or instance.
+      request.signal = c.req.raw.signal;
       // The first response is kept, the rest only counted: a model streaming a million responses
       // to this route gets its error, not a million responses held in memory.
       let first: InferenceResponse | undefined;
