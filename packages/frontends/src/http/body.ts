@@ -250,13 +250,29 @@ export function bodyLimit(limitOf: (path: string) => number | undefined): Middle
   };
 }
 
-/** The response compression a client's `Accept-Encoding` asks for, if any. */
+/**
+ * The response compression a client's `Accept-Encoding` asks for, if any, chosen as Triton
+ * chooses: of `identity`, `deflate` and `gzip` (exact names), the one with the highest `;q=`
+ * weight (1 when none), the first on a tie; a weight of 0 refuses it. Anything else is skipped.
+ * Triton: server/src/http_server.cc (CompressionTypeUsed)
+ */
 export function compressionOf(accept: string | undefined): 'gzip' | 'deflate' | undefined {
   if (!accept) return undefined;
-  const names = accept.split(',').map((s) => s.split(';')[0]!.trim().toLowerCase());
-  if (names.includes('gzip')) return 'gzip';
-  if (names.includes('deflate')) return 'deflate';
-  return undefined;
+  let best = 'identity';
+  let bestWeight = 0;
+  for (const encoding of accept.split(',')) {
+    const start = encoding.search(/[^ ]/);
+    const at = encoding.indexOf(';q=');
+    if (start < 0 || (at >= 0 && start >= at)) continue;
+    const type = at < 0 ? encoding.slice(start) : encoding.slice(start, at);
+    const weight = at < 0 ? 1 : Number.parseFloat(encoding.slice(at + 3));
+    if (Number.isNaN(weight)) continue;
+    if ((type === 'identity' || type === 'deflate' || type === 'gzip') && weight > bestWeight) {
+      best = type;
+      bestWeight = weight;
+    }
+  }
+  return best === 'identity' ? undefined : best as 'gzip' | 'deflate';
 }
 
 /** Compresses a response body. */
