@@ -352,6 +352,13 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     await expect(call('RepositoryModelUnload', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE });
   });
 
+  it('a repository named in RepositoryIndex, load or unload is refused as Triton refuses it (UNIMPLEMENTED), and nothing is done', async () => {
+    const refused = { code: status.UNIMPLEMENTED, details: "'repository_name' specification is not supported" };
+    await expect(call('RepositoryIndex', { repository_name: 'any' })).rejects.toMatchObject(refused);
+    await expect(call('RepositoryModelLoad', { repository_name: 'any', model_name: 'simple' })).rejects.toMatchObject(refused);
+    await expect(call('RepositoryModelUnload', { repository_name: 'any', model_name: 'simple' })).rejects.toMatchObject(refused);
+  });
+
   it('LogSettings reads and changes the settings; TraceSetting stores global and per-model values', async () => {
     const logs = (await call('LogSettings'))['settings'] as Record<string, Plain>;
     expect(logs['log_info']).toMatchObject({ bool_param: true });

@@ -15,6 +15,7 @@ import {
   type Backplane, type GrpcMethodDefinition, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
+import { refuseRepositoryName } from '../control/repository-name.js';
 import { updateLogSettings } from '../control/log-settings-update.js';
 import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
 import { TraceSettings, checkTraceModel } from '../control/trace-settings.js';
@@ -196,10 +197,12 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       const name = String(req['name'] ?? '');
       return { model_stats: await backplane.modelStatistics(name || undefined, name ? versionOf(req) : undefined) };
     }),
-    RepositoryIndex: unary('RepositoryIndex', 'RepositoryIndexRequest', async (req) => ({
-      models: (await backplane.repositoryIndex(req['ready'] === true)).map((e) => ({ name: e.name, version: e.version ?? '', state: e.state ?? '', reason: e.reason ?? '' })),
-    })),
+    RepositoryIndex: unary('RepositoryIndex', 'RepositoryIndexRequest', async (req) => {
+      refuseRepositoryName(req['repository_name'] as string | undefined);
+      return { models: (await backplane.repositoryIndex(req['ready'] === true)).map((e) => ({ name: e.name, version: e.version ?? '', state: e.state ?? '', reason: e.reason ?? '' })) };
+    }),
     RepositoryModelLoad: unary('RepositoryModelLoad', 'RepositoryModelLoadRequest', async (req) => {
+      refuseRepositoryName(req['repository_name'] as string | undefined);
       const name = String(req['model_name'] ?? '');
       const params: Record<string, LoadParameter> = {};
       for (const [k, v] of Object.entries((req['parameters'] ?? {}) as Record<string, Plain>)) {
@@ -210,6 +213,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       return {};
     }),
     RepositoryModelUnload: unary('RepositoryModelUnload', 'RepositoryModelUnloadRequest', async (req) => {
+      refuseRepositoryName(req['repository_name'] as string | undefined);
       const dependents = oneofValue(((req['parameters'] ?? {}) as Record<string, Plain>)['unload_dependents']);
       if (dependents !== undefined && typeof dependents !== 'boolean') throw Errors.invalidArg("'unload_dependents' must be a bool_param");
       await backplane.unloadModel(String(req['model_name'] ?? ''), { unloadDependents: dependents === true });

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, deserializeBytesTensor, serializeBytesTensor } from '@triode/core';
 import { binaryBody, makeRepository, splitBinary } from '../../../../test/helpers/repository.js';
-import { createHttpApp } from './http-server.js';
+import { HTTP_EXTENSIONS, createHttpApp } from './http-server.js';
 
 let server: InferenceServer;
 let app: ReturnType<typeof createHttpApp>;
@@ -102,6 +102,29 @@ describe('health and metadata', () => {
     expect(r.status).toBe(405);
     expect(await r.json()).toEqual({ error: 'Method Not Allowed' });
     expect((await app.request('/v2/models/simple/infer')).status).toBe(405);
+  });
+
+  it('the shared-memory paths answer 501 with why (before: a bare 404), 405 for the wrong method', async () => {
+    const cases: [string, string][] = [
+      ['GET', '/v2/systemsharedmemory/status'], ['GET', '/v2/cudasharedmemory/region/r0/status'],
+      ['POST', '/v2/systemsharedmemory/region/r0/register'], ['POST', '/v2/cudasharedmemory/region/r0/register'],
+      ['POST', '/v2/systemsharedmemory/unregister'], ['POST', '/v2/cudasharedmemory/region/r0/unregister'],
+    ];
+    for (const [method, path] of cases) {
+      const r = await app.request(path, { method, ...(method === 'POST' ? { body: '{"key":"k","offset":0,"byte_size":64}' } : {}) });
+      expect([path, r.status]).toEqual([path, 501]);
+      expect((await r.json() as { error: string }).error).toMatch(/^shared memory is not supported by Triode/);
+    }
+    expect((await app.request('/v2/systemsharedmemory/status', { method: 'POST' })).status).toBe(405);
+    expect((await app.request('/v2/cudasharedmemory/region/r0/register')).status).toBe(405);
+    expect((await app.request('/v2/repository/any/models/simple/load')).status).toBe(405);
+  });
+
+  it('the extensions triode serve reports are Triton\'s, in Triton\'s order, trace included, less shared memory', () => {
+    expect(HTTP_EXTENSIONS).toEqual([
+      'classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy', 'model_configuration',
+      'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging', 'generate',
+    ]);
   });
 
   it('GET .../ready is 200 for a ready model, 400 otherwise', async () => {
@@ -257,6 +280,26 @@ describe('compression', () => {
       expect(r.headers.get('content-encoding')).toBe('gzip');
       const j = JSON.parse(gunzipSync(Buffer.from(await r.arrayBuffer())).toString()) as { outputs: { data: number[] }[] };
       expect(j.outputs[0]!.data).toEqual(SUM);
+    }
+  });
+
+  it('picks the response encoding from Accept-Encoding by weight, as Triton: q=0 refuses, the first wins a tie', async () => {
+    const cases: [string, string | null][] = [
+      ['gzip;q=0, identity', null],
+      ['gzip;q=0', null],
+      ['deflate;q=1.0, gzip;q=0.5', 'deflate'],
+      ['deflate, gzip', 'deflate'],
+      ['gzip, deflate', 'gzip'],
+      ['identity;q=0.5, gzip;q=0.9', 'gzip'],
+      ['gzip;q=0.2, identity;q=0.5', null],
+      ['br, *', null],
+      ['gzip;q=abc, deflate;q=0.1', 'deflate'],
+    ];
+    for (const [accept, expected] of cases) {
+      const r = await post('/v2/models/simple/infer', simpleJson(), { 'Accept-Encoding': accept });
+      expect(r.status).toBe(200);
+      expect([accept, r.headers.get('content-encoding')]).toEqual([accept, expected]);
+      await r.arrayBuffer();
     }
   });
 

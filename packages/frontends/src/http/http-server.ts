@@ -23,9 +23,17 @@ import { inferRoutes } from './routes/infer.js';
 import { modelRoutes } from './routes/model.js';
 import { modelPaths } from './routes/model-params.js';
 import { statsRoutes } from './routes/stats.js';
+import { SHARED_MEMORY_PATHS, sharedMemoryRoutes } from './routes/shared-memory.js';
 
-/** The extensions the HTTP frontend implements, for the server metadata. */
-export const HTTP_EXTENSIONS = ['classification', 'sequence', 'schedule_policy', 'binary_tensor_data', 'parameters', 'statistics', 'model_configuration', 'generate', 'logging', 'model_repository', 'model_repository(unload_dependents)'];
+/**
+ * The extensions Triode implements, for the server metadata: Triton's list in Triton's order (less
+ * the shared-memory ones, which Triode does not serve), then `generate`, which Triton serves but
+ * does not list. Triton: core/src/server.cc
+ */
+export const HTTP_EXTENSIONS = [
+  'classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy', 'model_configuration',
+  'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging', 'generate',
+];
 
 /** Paths Triton routes; any other method on them is 405. */
 const KNOWN_PATHS = [
@@ -34,6 +42,8 @@ const KNOWN_PATHS = [
   ...modelPaths('/generate'), ...modelPaths('/generate_stream'), ...modelPaths('/infer_async'),
   '/v2/jobs/:id', '/v2/jobs/:id/result', '/v2/logging', '/v2/trace/setting', '/v2/models/:model/trace/setting',
   '/v2/repository/index', '/v2/repository/:repository/index', '/v2/repository/models/:model/load', '/v2/repository/models/:model/unload',
+  '/v2/repository/:repository/models/:model/load', '/v2/repository/:repository/models/:model/unload',
+  ...SHARED_MEMORY_PATHS.map(([, path]) => path),
 ];
 
 /** Routes that read their own body, with `--http-max-input-size` (inference). */
@@ -80,6 +90,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', repositoryRoutes(deps));
   app.route('/', clusterRoutes(deps));
   app.route('/', modelRoutes(deps));
+  app.route('/', sharedMemoryRoutes());
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));
   app.onError((err, c) => {

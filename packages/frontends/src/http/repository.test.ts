@@ -38,6 +38,20 @@ describe('model repository extension (explicit mode)', () => {
     expect((await app.request('/v2/models/simple_int8/ready')).status).toBe(200);
   });
 
+  it('refuses a load or unload that names a repository in its path, as Triton (501), and does nothing; success is application/json', async () => {
+    for (const action of ['unload', 'load']) {
+      const r = await post(`/v2/repository/any/models/simple_int8/${action}`);
+      expect(r.status).toBe(501);
+      expect(await r.json()).toEqual({ error: "'repository_name' specification is not supported" });
+    }
+    // Before, the unload went through: the model was gone.
+    expect((await app.request('/v2/models/simple_int8/ready')).status).toBe(200);
+    const ok = await post('/v2/repository/models/simple_int8/load');
+    expect([ok.status, ok.headers.get('content-type'), await ok.text()]).toEqual([200, 'application/json', '']);
+    // The index ignores a repository name, as Triton's does.
+    expect((await post('/v2/repository/any/index')).status).toBe(200);
+  });
+
   it('accepts a config override with integers as strings', async () => {
     const r = await post('/v2/repository/models/simple/load', { parameters: { config: '{"max_batch_size":"16"}' } });
     expect(r.status).toBe(200);

@@ -8,6 +8,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { Errors, checkModelName, echo } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../../control/load-parameters.js';
 import type { HttpDeps } from '../http-options.js';
+import { refuseRepositoryName } from '../../control/repository-name.js';
 
 async function body(c: Context): Promise<Record<string, unknown>> {
   const text = await c.req.text();
@@ -62,6 +63,7 @@ export function repositoryRoutes({ backplane }: HttpDeps): Hono {
       return c.json(await backplane.repositoryIndex(ready === true));
     });
     app.post(`${prefix}/models/:model/load`, async (c) => {
+      refuseRepositoryName(c.req.param('repository'));
       const name = c.req.param('model');
       // A hostile name is refused before the body (which may be large) is read.
       checkModelName(name);
@@ -72,16 +74,17 @@ export function repositoryRoutes({ backplane }: HttpDeps): Hono {
         }
       }
       await backplane.loadModel(name, loadOptionsFrom(name, params as Record<string, LoadParameter>));
-      return c.body('', 200);
+      return c.body('', 200, { 'Content-Type': 'application/json' });
     });
     app.post(`${prefix}/models/:model/unload`, async (c) => {
+      refuseRepositoryName(c.req.param('repository'));
       const name = c.req.param('model');
       checkModelName(name);
       const params = parameters(await body(c));
       const dependents = params['unload_dependents'];
       if (dependents !== undefined && typeof dependents !== 'boolean') throw Errors.invalidArg("'unload_dependents' must be a boolean");
       await backplane.unloadModel(name, { unloadDependents: dependents === true });
-      return c.body('', 200);
+      return c.body('', 200, { 'Content-Type': 'application/json' });
     });
   }
   return app;
