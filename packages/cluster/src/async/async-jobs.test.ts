@@ -38,9 +38,9 @@ const open: AsyncJobs[] = [];
 beforeAll(async () => {
   redis = await startRedis();
   const repo = mkdtempSync(join(tmpdir(), 'triode-async-'));
-  for (const [m, extra] of [['m', ''], ['dec', 'model_transaction_policy { decoupled: true }\n']] as const) {
+  for (const [m, extra, dims] of [['m', '', '1'], ['dec', 'model_transaction_policy { decoupled: true }\n', '1'], ['big', '', '-1']] as const) {
     mkdirSync(join(repo, m, '1'), { recursive: true });
-    writeFileSync(join(repo, m, 'config.pbtxt'), `backend: "echo_wait"\nmax_batch_size: 0\n${extra}input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n`);
+    writeFileSync(join(repo, m, 'config.pbtxt'), `backend: "echo_wait"\nmax_batch_size: 0\n${extra}input { name: "IN" data_type: TYPE_INT32 dims: [ ${dims} ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ ${dims} ] }\n`);
   }
   server = await InferenceServer.create({ modelRepositories: [repo], backends: [echoBackend] });
 }, 60000);
@@ -111,6 +111,52 @@ describe('AsyncJobs keeps what it must, and only that', () => {
   it('a decoupled model is refused at submit, as /infer refuses it', async () => {
     const j = jobs();
     expect(await code(j.submit(request(1, 'dec'), encoding))).toBe('UNSUPPORTED');
+  });
+});
+
+describe('AsyncJobs results', () => {
+  /** Bytes Redis has sent to its clients so far. */
+  async function redisOutputBytes(r: Redis): Promise<number> {
+    return Number(/total_net_output_bytes:(\d+)/.exec(await r.info('stats'))![1]);
+  }
+
+  it('attack: polling the status of a job with a large result does not read the result (each poll loaded, parsed and hashed it)', async () => {
+    const j = jobs();
+    const n = 512 * 1024; // a 2 MiB result
+    const id = await j.submit({ modelName: 'big', inputs: [{ name: 'IN', datatype: 'INT32', shape: [n], data: new Int32Array(n) }] } as InferenceRequest, encoding);
+    await until(async () => (await j.status(id)).state === 'completed');
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const before = await redisOutputBytes(r);
+      for (let i = 0; i < 20; i++) expect((await j.status(id)).state).toBe('completed');
+      // Before: 20 polls moved 20 copies of the result (over 50 MB) out of Redis.
+      expect(await redisOutputBytes(r) - before).toBeLessThan(200_000);
+      // Many fetches of the result at once take turns and all get it.
+      const all = await Promise.all(Array.from({ length: 24 }, () => j.result(id)));
+      for (const { response } of all) expect((response.outputs[0]!.data as Int32Array).length).toBe(n);
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('a result changed in Redis is refused, not served', async () => {
+    const j = jobs();
+    const id = await j.submit(request(1), encoding);
+    await until(async () => (await j.status(id)).state === 'completed');
+    expect((await j.result(id)).response.outputs[0]!.name).toBe('OUT');
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const key = `bull:t${prefixes - 1}-async:${id}`;
+      const other = await j.submit(request(2), encoding);
+      await until(async () => (await j.status(other)).state === 'completed');
+      // Another job's (valid) reply put in this job's place.
+      await r.hset(key, 'triode-reply', (await r.hget(`bull:t${prefixes - 1}-async:${other}`, 'triode-reply'))!);
+      await expect(j.result(id)).rejects.toThrow(/is malformed: it is not the reply its job returned/);
+      await r.hdel(key, 'triode-reply');
+      expect(await code(j.result(id))).toBe('NOT_FOUND');
+    } finally {
+      r.disconnect();
+    }
   });
 });
 

@@ -12,7 +12,7 @@
  * message}); with a cluster secret, a job's request and its result are signed, and a forged one
  * is refused. While Redis is away the calls fail at once (503), they do not wait for it.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
 import {
   Errors, TriodeError, checkModelName, echo, fromWireError, normalizeRequest, settleWithin, type Backplane, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
@@ -27,6 +27,18 @@ const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Finished jobs removed per clean call and state (the rest go at the next one). */
 const CLEAN_BATCH = 1000;
+
+/**
+ * The job hash field that holds a finished job's reply (base64), beside BullMQ's own fields: only
+ * a result fetch reads it. A status poll reads the few small fields it answers with, so polling a
+ * job with a large result costs Redis and the gateway next to nothing (it used to load, parse and
+ * hash the whole result each time). It goes with the job's hash when the job is removed.
+ */
+const REPLY_FIELD = 'triode-reply';
+
+/** Result fetches a gateway reads from Redis at once; more wait their turn, up to RESULT_WAITERS. */
+const RESULT_READS = 8;
+const RESULT_WAITERS = 256;
 
 /** Options of AsyncJobs. */
 export interface AsyncJobsOptions {
@@ -57,12 +69,28 @@ interface JobData {
   sig?: string;
 }
 
-/** What a finished job keeps: the encoded reply (base64), or the error as data. */
+/**
+ * What a finished job returns (BullMQ's `returnvalue`, small): the error as data, or the digest of
+ * the reply it stored in REPLY_FIELD.
+ */
 interface JobResult {
-  reply?: string;
+  /** sha256 (hex) of the reply as stored (base64). */
+  digest?: string;
   error?: { code: string; message: string };
-  /** With a cluster secret: the MAC of the job id and the result (hex). */
+  /** With a cluster secret: the MAC of the job id, the digest and the error (hex). */
   sig?: string;
+}
+
+const digestOf = (reply: string): string => createHash('sha256').update(reply).digest('hex');
+
+/** The job hash fields `status` and `result` read. */
+interface JobFields {
+  name: string;
+  timestamp: number;
+  finishedOn?: number;
+  progress: number;
+  failedReason?: string;
+  returnvalue?: unknown;
 }
 
 
@@ -93,6 +121,9 @@ export class AsyncJobs implements AsyncInference {
   #cleaner: NodeJS.Timeout | undefined;
   /** Submits of this gateway, one at a time: the count of kept jobs and the add are one step. */
   #submitting: Promise<unknown> = Promise.resolve();
+  /** Result fetches reading Redis now, and those waiting for a turn. */
+  #resultReads = 0;
+  readonly #resultWaiters: (() => void)[] = [];
   readonly #logger: Logger | undefined;
 
   constructor(backplane: Backplane, options: AsyncJobsOptions) {
@@ -124,8 +155,12 @@ export class AsyncJobs implements AsyncInference {
     return [model, d.request, JSON.stringify(d.binary), String(d.defaultBinary)];
   }
 
+  #resultParts(id: string, r: JobResult): string[] {
+    return [id, r.digest ?? '', JSON.stringify(r.error ?? null)];
+  }
+
   #signResult(id: string, r: JobResult): JobResult {
-    const mac = this.#auth.mac('job-result', [id, r.reply ?? '', JSON.stringify(r.error ?? null)]);
+    const mac = this.#auth.mac('job-result', this.#resultParts(id, r));
     return mac ? { ...r, sig: mac.toString('hex') } : r;
   }
 
@@ -148,7 +183,9 @@ export class AsyncJobs implements AsyncInference {
       if (reply.byteLength > this.maxRequestBytes) {
         throw Errors.invalidArg(`the result of ${reply.byteLength} bytes is over the async job limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes)`);
       }
-      result = { reply: reply.toString('base64') };
+      const stored = reply.toString('base64');
+      await (await this.#worker.client).hset(this.#queue.toKey(id), { [REPLY_FIELD]: stored });
+      result = { digest: digestOf(stored) };
     } catch (err) {
       const e = TriodeError.from(err);
       result = { error: { code: e.code, message: e.message } };
@@ -239,31 +276,57 @@ export class AsyncJobs implements AsyncInference {
     return this.#queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused');
   }
 
-  async #job(id: string): Promise<Job<JobData>> {
-    const notFound = () => new TriodeError('NOT_FOUND', `async job '${echo(id)}' is not found (unknown, or its result expired)`);
-    if (!JOB_ID.test(id)) throw notFound();
-    const job = (await this.#redis('get job', () => this.#queue.getJob(id))) as Job<JobData> | undefined;
-    if (!job) throw notFound();
-    return job;
+  #notFound(id: string): TriodeError {
+    return new TriodeError('NOT_FOUND', `async job '${echo(id)}' is not found (unknown, or its result expired)`);
+  }
+
+  /**
+   * The small fields of a job's hash (never its request or its reply).
+   * @throws NOT_FOUND for an id `submit` did not issue or a job that is gone
+   */
+  async #fields(id: string): Promise<JobFields> {
+    if (!JOB_ID.test(id)) throw this.#notFound(id);
+    const key = this.#queue.toKey(id);
+    const [name, timestamp, finishedOn, progress, failedReason, returnvalue] = await this.#redis('get job', async () =>
+      (await this.#queue.client).hmget(key, 'name', 'timestamp', 'finishedOn', 'progress', 'failedReason', 'returnvalue'));
+    if (name === null || name === undefined) throw this.#notFound(id);
+    const json = (text: string | null | undefined): unknown => {
+      if (!text) return undefined;
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        return undefined;
+      }
+    };
+    const p = json(progress);
+    const f: JobFields = { name, timestamp: Number(timestamp) || 0, progress: typeof p === 'number' ? p : 0, returnvalue: json(returnvalue) };
+    if (finishedOn) f.finishedOn = Number(finishedOn) || 0;
+    if (failedReason) f.failedReason = failedReason;
+    return f;
+  }
+
+  async #state(id: string): Promise<string> {
+    return this.#redis('job state', () => this.#queue.getJobState(id));
   }
 
   /** A finished job's outcome, checked against the cluster secret. */
-  #outcome(job: Job<JobData>): JobResult {
-    const r = job.returnvalue as JobResult | null | undefined;
-    if (!r || typeof r !== 'object' || (r.reply !== undefined && typeof r.reply !== 'string')) return { error: { code: 'INTERNAL', message: `async job '${echo(job.id)}' has no result` } };
-    const parts = [job.id ?? '', r.reply ?? '', JSON.stringify(r.error ?? null)];
-    if (!this.#auth.verify('job-result', parts, sigOf(r.sig), 'async job result')) {
-      return { error: { code: 'INTERNAL', message: `the result of async job '${echo(job.id)}' is not signed with the cluster secret: refused` } };
+  #outcome(id: string, returnvalue: unknown): JobResult {
+    const r = returnvalue as JobResult | null | undefined;
+    if (!r || typeof r !== 'object' || (r.digest !== undefined && typeof r.digest !== 'string') || (r.digest === undefined && r.error === undefined)) {
+      return { error: { code: 'INTERNAL', message: `async job '${echo(id)}' has no result` } };
+    }
+    if (!this.#auth.verify('job-result', this.#resultParts(id, r), sigOf(r.sig), 'async job result')) {
+      return { error: { code: 'INTERNAL', message: `the result of async job '${echo(id)}' is not signed with the cluster secret: refused` } };
     }
     return r;
   }
 
   async status(id: string): Promise<JobStatus> {
-    const job = await this.#job(id);
-    let state: string = await this.#redis('job state', () => job.getState());
+    const job = await this.#fields(id);
+    let state = await this.#state(id);
     let error: string | undefined;
     if (state === 'completed') {
-      const out = this.#outcome(job);
+      const out = this.#outcome(id, job.returnvalue);
       if (out.error) {
         state = 'failed';
         error = fromWireError(out.error).message;
@@ -275,7 +338,7 @@ export class AsyncJobs implements AsyncInference {
       job_id: id,
       model_name: job.name,
       state: (['waiting', 'active', 'completed', 'failed', 'delayed'].includes(state) ? state : state === 'prioritized' || state === 'waiting-children' ? 'waiting' : 'unknown') as JobStatus['state'],
-      progress: state === 'completed' ? 100 : typeof job.progress === 'number' ? job.progress : 0,
+      progress: state === 'completed' ? 100 : job.progress,
       created_ms: job.timestamp,
     };
     if (job.finishedOn) s.finished_ms = job.finishedOn;
@@ -283,26 +346,54 @@ export class AsyncJobs implements AsyncInference {
     return s;
   }
 
+  /** Waits for a turn to read a result from Redis (RESULT_READS at once, RESULT_WAITERS waiting). */
+  async #resultTurn(): Promise<() => void> {
+    if (this.#resultReads >= RESULT_READS) {
+      if (this.#resultWaiters.length >= RESULT_WAITERS) {
+        throw Errors.unavailable(`async jobs: too many result fetches at once (${RESULT_READS} reading, ${RESULT_WAITERS} waiting): try again`);
+      }
+      await new Promise<void>((r) => this.#resultWaiters.push(r));
+    } else {
+      this.#resultReads++;
+    }
+    // The turn passes straight to the next waiter, or is given back.
+    return () => {
+      const next = this.#resultWaiters.shift();
+      if (next) next();
+      else this.#resultReads--;
+    };
+  }
+
   /** The result of a completed job, with the output encoding the request asked for. */
   async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
-    const job = await this.#job(id);
-    const state = await this.#redis('job state', () => job.getState());
+    const job = await this.#fields(id);
+    const state = await this.#state(id);
     // BullMQ's own failures (a job stalled past its limit): its reason is not a Triode error.
     if (state === 'failed') throw Errors.unavailable(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
     if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
-    const out = this.#outcome(job);
+    const out = this.#outcome(id, job.returnvalue);
     if (out.error) throw fromWireError(typeof out.error === 'object' ? out.error : {});
-    const d = job.data as unknown;
-    let reply: ReturnType<typeof decodeReply>;
+    const done = await this.#resultTurn();
     try {
-      if (!isJobData(d)) throw Errors.invalidArg('malformed job data');
-      reply = decodeReply(Buffer.from(out.reply ?? '', 'base64'));
-    } catch (err) {
-      throw Errors.internal(`the result of async job '${echo(id)}' is malformed: ${(err as Error).message}`);
+      const key = this.#queue.toKey(id);
+      const [data, stored] = await this.#redis('get job result', async () => (await this.#queue.client).hmget(key, 'data', REPLY_FIELD));
+      if (stored === null || stored === undefined) throw this.#notFound(id);
+      let d: unknown;
+      let reply: ReturnType<typeof decodeReply>;
+      try {
+        d = JSON.parse(data ?? '') as unknown;
+        if (!isJobData(d)) throw Errors.invalidArg('malformed job data');
+        if (digestOf(stored) !== out.digest) throw Errors.invalidArg('it is not the reply its job returned');
+        reply = decodeReply(Buffer.from(stored, 'base64'));
+      } catch (err) {
+        throw Errors.internal(`the result of async job '${echo(id)}' is malformed: ${(err as Error).message}`);
+      }
+      if ('error' in reply) throw fromWireError(reply.error);
+      if (!('response' in reply)) throw Errors.internal(`async job '${echo(id)}' has no response`);
+      return { response: reply.response, encoding: { binary: new Map(d.binary), defaultBinary: d.defaultBinary } };
+    } finally {
+      done();
     }
-    if ('error' in reply) throw fromWireError(reply.error);
-    if (!('response' in reply)) throw Errors.internal(`async job '${echo(id)}' has no response`);
-    return { response: reply.response, encoding: { binary: new Map(d.binary), defaultBinary: d.defaultBinary } };
   }
 
   /**
@@ -311,17 +402,15 @@ export class AsyncJobs implements AsyncInference {
    * @throws UNAVAILABLE for a job that is running.
    */
   async cancel(id: string): Promise<'cancelled' | 'deleted'> {
-    const job = await this.#job(id);
-    const state = await this.#redis('job state', () => job.getState());
+    await this.#fields(id);
+    const state = await this.#state(id);
     const running = () => new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
     if (state === 'active') throw running();
-    try {
-      await job.remove();
-    } catch (err) {
-      // A worker took it between the state and the remove: it is running now.
-      if (/locked/.test((err as Error).message)) throw running();
-      this.#logger?.verbose(1, `async jobs: remove job: ${(err as Error).message}`);
-      throw Errors.unavailable('async jobs: Redis is unavailable (remove job)');
+    const removed = await this.#redis('remove job', () => this.#queue.remove(id));
+    if (removed !== 1) {
+      // A worker took it between the state and the remove (it is running now), or it expired.
+      await this.#fields(id);
+      throw running();
     }
     return state === 'completed' || state === 'failed' ? 'deleted' : 'cancelled';
   }
