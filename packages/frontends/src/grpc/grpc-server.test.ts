@@ -11,7 +11,7 @@ import { Metadata, credentials, makeGenericClientConstructor, status, type Clien
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backplane } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
-import { MODEL_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset } from '../../../../test/helpers/grpc-attack.js';
+import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset, simpleInferFrame } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
 import { UNEXPECTED_ERROR_MESSAGE } from '../error-mapping.js';
 import { parseRestrictions } from '../control/restricted.js';
@@ -693,6 +693,37 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     expect(answers.map((a) => a['error_message'])).toEqual(['the request has more dims in the shape of an input than the 64 a request may have', '']);
     expect((answers[1]!['infer_response'] as Plain)['id']).toBe('after');
   }, 20_000);
+
+  it('attack: a stream message that passes the scan but does not decode is answered in band; the requests around it are answered', async () => {
+    const s = await openSession(grpc.port);
+    try {
+      const st = s.request(grpcHeaders(MODEL_STREAM_INFER), { endStream: false });
+      const chunks: Buffer[] = [];
+      let grpcStatus: number | undefined;
+      st.on('data', (c: Buffer) => chunks.push(c));
+      st.on('trailers', (h) => { grpcStatus = Number(h['grpc-status']); });
+      const closed = new Promise((r) => st.on('close', r));
+      // A parameters entry whose value is a truncated varint: the scan does not look inside it.
+      const bad = Buffer.from([0, 0, 0, 0, 4, 0x22, 0x02, 0x10, 0xff]);
+      st.write(simpleInferFrame(1));
+      st.write(bad);
+      st.end(simpleInferFrame(3));
+      await closed;
+      const frames = Buffer.concat(chunks);
+      const answers: Plain[] = [];
+      for (let i = 0; i + 5 <= frames.length;) {
+        const n = frames.readUInt32BE(i + 1);
+        const type = messageType('ModelStreamInferResponse');
+        answers.push(type.toObject(type.decode(frames.subarray(i + 5, i + 5 + n))) as Plain);
+        i += 5 + n;
+      }
+      // Before: the whole stream ended INTERNAL "Error deserializing request", the first request unanswered.
+      expect(grpcStatus).toBe(status.OK);
+      expect(answers.map((a) => a['error_message'] ?? '')).toEqual(['', 'malformed ModelInferRequest (the message does not decode)', '']);
+    } finally {
+      s.destroy();
+    }
+  });
 
   it('the status is data, not message text: a model named "larger than max" is NOT_FOUND, not RESOURCE_EXHAUSTED', async () => {
     await expect(call('ModelInfer', simpleRequest({ model_name: 'larger than max' }), new Metadata(), plainClient)).rejects.toMatchObject({

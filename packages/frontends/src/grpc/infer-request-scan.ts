@@ -7,7 +7,7 @@
  * anything and refuses counts no model has, with a clear INVALID_ARG.
  * Message layout: triton-reference.md, "InferInputTensor" (server: grpc_service.proto).
  */
-import { Errors, TriodeError } from '@triode/core';
+import { Errors, ProtoWire, TriodeError, countVarints } from '@triode/core';
 
 /** Most inputs, requested outputs or raw_input_contents entries of one request. */
 export const MAX_REQUEST_TENSORS = 1024;
@@ -21,77 +21,8 @@ export const MAX_PARAMETERS = 256;
  */
 export const MAX_BYTES_CONTENTS = 1 << 20;
 
-/** A protobuf reader over the bytes, counting without decoding. */
-class Wire {
-  constructor(readonly b: Uint8Array, public i: number, readonly end: number) {}
-
-  varint(): number {
-    let v = 0;
-    let scale = 1;
-    for (let k = 0; k < 10; k++) {
-      if (this.i >= this.end) throw malformed();
-      const c = this.b[this.i++]!;
-      v += (c & 0x7f) * scale;
-      if (c < 0x80) return v;
-      scale *= 128;
-    }
-    throw malformed();
-  }
-
-  /**
-   * Skips a field of `type`; returns the [start, end) of a length-delimited one. A group (wire
-   * type 3, deprecated) is skipped to its end as protobufjs skips it: refusing it as malformed
-   * here would let anything after it through unchecked, since the decoder takes it.
-   */
-  skip(type: number, no = 0, depth = 0): [number, number] | undefined {
-    if (type === 0) this.varint();
-    else if (type === 1) this.advance(8);
-    else if (type === 5) this.advance(4);
-    else if (type === 2) {
-      const n = this.varint();
-      const start = this.i;
-      this.advance(n);
-      return [start, this.i];
-    } else if (type === 3) {
-      if (depth > 64) throw malformed();
-      for (;;) {
-        const tag = this.varint();
-        const t = tag & 7;
-        if (t === 4) {
-          if (Math.floor(tag / 8) !== no) throw malformed();
-          break;
-        }
-        this.skip(t, Math.floor(tag / 8), depth + 1);
-      }
-    } else throw malformed();
-    return undefined;
-  }
-
-  advance(n: number): void {
-    if (n > this.end - this.i) throw malformed();
-    this.i += n;
-  }
-
-  /** Calls `field` for each field until the end. */
-  fields(field: (no: number, type: number, span: [number, number] | undefined) => void): void {
-    while (this.i < this.end) {
-      const tag = this.varint();
-      const type = tag & 7;
-      const no = Math.floor(tag / 8);
-      field(no, type, this.skip(type, no));
-    }
-  }
-}
-
 /** Bytes that do not parse as protobuf: refused (INTERNAL, as the decoder's own refusal is answered). */
 const malformed = (): TriodeError => new TriodeError('INTERNAL', 'malformed ModelInferRequest (the message does not decode)');
-
-/** Varints in [start, end): one per byte below 0x80. */
-function countVarints(b: Uint8Array, start: number, end: number): number {
-  let n = 0;
-  for (let i = start; i < end; i++) if (b[i]! < 0x80) n++;
-  return n;
-}
 
 /**
  * Refuses (INVALID_ARG) a ModelInferRequest whose decoding would make more objects than a real
@@ -107,13 +38,13 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
   let params = 0;
   let objects = 0;
   const tooMany = (what: string, limit: number) => Errors.invalidArg(`the request has more ${what} than the ${limit} a request may have`);
-  new Wire(bytes, 0, bytes.byteLength).fields((no, type, span) => {
+  new ProtoWire(bytes, 0, bytes.byteLength, malformed).fields((no, type, span) => {
     if (no === 4 && type === 2 && ++params > MAX_PARAMETERS) throw tooMany('parameters', MAX_PARAMETERS);
     if (no === 7 && type === 2 && ++raw > MAX_REQUEST_TENSORS) throw tooMany('raw_input_contents', MAX_REQUEST_TENSORS);
     if (no === 6 && type === 2) {
       if (++outputs > MAX_REQUEST_TENSORS) throw tooMany('outputs', MAX_REQUEST_TENSORS);
       let outParams = 0;
-      new Wire(bytes, span![0], span![1]).fields((f, t) => {
+      new ProtoWire(bytes, span![0], span![1], malformed).fields((f, t) => {
         if (f === 2 && t === 2 && ++outParams > MAX_PARAMETERS) throw tooMany('parameters on an output', MAX_PARAMETERS);
       });
     }
@@ -121,11 +52,11 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
       if (++inputs > MAX_REQUEST_TENSORS) throw tooMany('inputs', MAX_REQUEST_TENSORS);
       let dims = 0;
       let inParams = 0;
-      new Wire(bytes, span![0], span![1]).fields((f, t, s) => {
+      new ProtoWire(bytes, span![0], span![1], malformed).fields((f, t, s) => {
         if (f === 3 && (dims += t === 2 ? countVarints(bytes, s![0], s![1]) : 1) > MAX_SHAPE_DIMS) throw tooMany('dims in the shape of an input', MAX_SHAPE_DIMS);
         if (f === 4 && t === 2 && ++inParams > MAX_PARAMETERS) throw tooMany('parameters on an input', MAX_PARAMETERS);
         if (f === 5 && t === 2) {
-          new Wire(bytes, s![0], s![1]).fields((c, ct, cs) => {
+          new ProtoWire(bytes, s![0], s![1], malformed).fields((c, ct, cs) => {
             // bytes_contents (8): one Buffer each; int64/uint64_contents (3, 5): one Long each, packed or not.
             objects += c === 8 && ct === 2 ? 1 : (c === 3 || c === 5) ? (ct === 2 ? countVarints(bytes, cs![0], cs![1]) : 1) : 0;
             if (objects > MAX_BYTES_CONTENTS) throw tooMany('bytes_contents, int64_contents and uint64_contents elements', MAX_BYTES_CONTENTS);
@@ -140,15 +71,16 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
 export const REFUSED = Symbol('refused ModelInferRequest');
 
 /**
- * Decodes a ModelInferRequest after `checkInferRequestWire`. A refused one comes back as an object
- * holding the error under REFUSED, so that the handler answers it with INVALID_ARGUMENT (and a
- * stream goes on) instead of grpc-js ending the call with a bare "Error deserializing request".
+ * Decodes a ModelInferRequest after `checkInferRequestWire`. A refused one, or one the decoder
+ * refuses (the scan does not look inside every field), comes back as an object holding the error
+ * under REFUSED, so that the handler answers it in band (and a stream goes on, the requests before
+ * it answered) instead of grpc-js ending the call with a bare "Error deserializing request".
  */
 export function decodeInferRequest<B extends Uint8Array, T>(bytes: B, decode: (b: B) => T): T | { [REFUSED]: TriodeError } {
   try {
     checkInferRequestWire(bytes);
+    return decode(bytes);
   } catch (err) {
-    return { [REFUSED]: err as TriodeError };
+    return { [REFUSED]: err instanceof TriodeError ? err : malformed() };
   }
-  return decode(bytes);
 }
