@@ -10,9 +10,10 @@ import {
 } from '@grpc/grpc-js';
 import {
   messageType, parametersFromMessage, parametersToMessage, serviceDefinition, toNumber, toPlain,
-  type InferParameterMessage, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata,
+  type GrpcMethodDefinition, type InferParameterMessage, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata,
 } from '@triode/core';
 import { InferenceServerError } from './errors.js';
+import { checkInferResponseWire, checkStreamResponseWire } from './response-scan.js';
 import { H2Unary } from './h2-unary.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputBytes, outputTensor } from './tensor-data.js';
@@ -61,9 +62,22 @@ interface InferResponseMessage {
 
 const INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
 const DEFAULT_MAX_RESPONSE_BYTES = 2 ** 30;
-const decodeInferResponse = (b: Buffer): InferResponseMessage => messageType('ModelInferResponse').decode(b) as unknown as InferResponseMessage;
+/** Decodes a ModelInferResponse once its wire bytes passed the check (the server is not trusted). */
+const decodeInferResponse = (b: Buffer): InferResponseMessage => {
+  checkInferResponseWire(b);
+  return messageType('ModelInferResponse').decode(b) as unknown as InferResponseMessage;
+};
 
-const Service = makeGenericClientConstructor(serviceDefinition('inference.GRPCInferenceService'), 'GRPCInferenceService');
+/** The service, with the infer responses checked before they are decoded. */
+function inferenceService(): Record<string, GrpcMethodDefinition> {
+  const def = serviceDefinition('inference.GRPCInferenceService');
+  const checked = (m: GrpcMethodDefinition, check: (b: Buffer) => void): GrpcMethodDefinition => ({
+    ...m, responseDeserialize: (b: Buffer) => { check(b); return m.responseDeserialize(b); },
+  });
+  return { ...def, ModelInfer: checked(def['ModelInfer']!, checkInferResponseWire), ModelStreamInfer: checked(def['ModelStreamInfer']!, checkStreamResponseWire) };
+}
+
+const Service = makeGenericClientConstructor(inferenceService(), 'GRPCInferenceService');
 
 /** A ModelInferRequest for the options. */
 function inferRequest(model: string, o: InferOptions): object {
@@ -252,6 +266,7 @@ export class GrpcClient implements InferenceClient {
           try {
             m = decodeInferResponse(b);
           } catch (err) {
+            if (err instanceof InferenceServerError) throw err;
             throw new InferenceServerError(`malformed response: ${(err as Error).message}`, { grpcCode: 13, cause: err });
           }
           return inferResult(m);

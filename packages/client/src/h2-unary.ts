@@ -6,7 +6,7 @@
  * Used only for plaintext channels without compression; everything else goes through grpc-js.
  * Wire format: https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
  */
-import { connect, constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { timerMs } from '@triode/core';
 import { InferenceServerError } from './errors.js';
 
@@ -50,7 +50,11 @@ export class H2Unary {
     const slot = this.#next++ % this.#sessions.length;
     const s = this.#sessions[slot];
     if (s && !s.closed && !s.destroyed) return s;
-    const session = connect(this.#authority, { settings: { initialWindowSize: WINDOW } });
+    // gRPC never uses server push: with it on, a hostile server could push streams that each
+    // held a window of data here, without limit (150 pushes took 1.3 GB). Off, and any stream the
+    // server still opens is refused.
+    const session = connect(this.#authority, { settings: { initialWindowSize: WINDOW, enablePush: false } });
+    session.on('stream', (pushed: ClientHttp2Stream) => pushed.close(constants.NGHTTP2_REFUSED_STREAM));
     session.on('error', () => undefined);
     session.on('close', () => {
       if (this.#sessions[slot] === session) this.#sessions[slot] = undefined;

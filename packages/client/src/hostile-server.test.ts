@@ -123,6 +123,16 @@ describe('HTTP infer responses are checked before they are trusted', () => {
     expect(Array.from(ok.data<Int32Array>('A'))).toEqual([1, 2]);
   });
 
+  it('attack: a JSON answer of a million empty objects is refused before it is parsed', async () => {
+    const c = await httpClient();
+    // 3 bytes of text an object: a 64 MB answer took 37 s and 2 GB to parse, 200 MB ran out of memory.
+    const body = `{"outputs":[${'{},'.repeat(1 << 20)}{}]}`;
+    httpHandler = (_q, res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(body);
+    expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/more than 1048576 JSON objects and arrays/);
+    httpHandler = (_q, res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(`[${'[],'.repeat(1 << 20)}[]]`);
+    expect((await rejection(c.modelStatistics())).message).toMatch(/more than 1048576 JSON objects and arrays/);
+  });
+
   it('a 200 that is not JSON, or statistics without a list, reject with InferenceServerError', async () => {
     const c = await httpClient();
     httpHandler = (_q, res) => res.end('<html>hello</html>');
@@ -224,6 +234,41 @@ describe('gRPC infer responses are checked before they are trusted', () => {
     expect(err.message).toMatch(/malformed grpc-status/);
   });
 
+  it.each([true, false])('attack: a response of thousands of empty entries is refused before it is decoded (lean path %s)', async (leanInfer) => {
+    const c = await grpcClient({ leanInfer });
+    // Two bytes an entry on the wire, an object each decoded: 200 MB of them ran the client out of memory.
+    const entries = (field: number, n: number) => Buffer.alloc(2 * n, Buffer.from([(field << 3) | 2, 0]));
+    const frame = (body: Buffer) => {
+      const f = Buffer.alloc(5 + body.length);
+      f.writeUInt32BE(body.length, 1);
+      body.copy(f, 5);
+      return f;
+    };
+    h2Handler = grpcOk(frame(entries(6, 5000)));
+    expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/more raw_output_contents than the 4096 a response may have/);
+    h2Handler = grpcOk(frame(entries(5, 5000)));
+    expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/more outputs than the 4096/);
+    // In a stream response: the stream ends with INTERNAL, nothing is decoded.
+    const inner = entries(6, 5000);
+    h2Handler = grpcOk(frame(Buffer.concat([Buffer.from([0x12]), Buffer.from(varint(inner.length)), inner])));
+    const got: string[] = [];
+    const stream = c.stream((err) => got.push(err?.message ?? 'ok'));
+    stream.infer('m', { inputs });
+    expect((await rejection(stream.end())).grpcCode).toBe(13);
+    expect(got).toEqual([]);
+  });
+
+  it('the lean path refuses server push (it held a window of memory per pushed stream, without limit)', async () => {
+    const c = await grpcClient({ leanInfer: true });
+    let pushAllowed: boolean | undefined;
+    h2Handler = (st) => {
+      pushAllowed = st.pushAllowed;
+      grpcOk(response([{ name: 'A', datatype: 'INT32', shape: [1] }], [Buffer.alloc(4)]))(st);
+    };
+    expect((await c.infer('m', { inputs })).outputs[0]!.name).toBe('A');
+    expect(pushAllowed).toBe(false);
+  });
+
   it('a malformed stream response goes to onResponse as an error instead of crashing the process', async () => {
     const c = await grpcClient();
     h2Handler = grpcOk(grpcFrame('ModelStreamInferResponse', { infer_response: { model_name: 'm', outputs: [{ name: 'X', datatype: 'FOO', shape: [1] }], raw_output_contents: [Buffer.alloc(4)] } }));
@@ -234,6 +279,17 @@ describe('gRPC infer responses are checked before they are trusted', () => {
     expect(got).toEqual([expect.stringMatching(/unknown datatype 'FOO'/)]);
   });
 });
+
+/** A protobuf varint. */
+function varint(n: number): number[] {
+  const out: number[] = [];
+  while (n >= 0x80) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  out.push(n);
+  return out;
+}
 
 describe('gRPC calls are bounded in time and size', () => {
   it('the lean path enforces timeoutMs itself: a silent server fails with DEADLINE_EXCEEDED', async () => {

@@ -137,8 +137,9 @@ export class HttpClient implements InferenceClient {
     if (r.status < 200 || r.status >= 300) throw errorOf(r);
     if (!r.body.byteLength) return {} as T;
     try {
-      return parseJson(r.body.toString('utf8')) as T;
+      return parseServerJson(r.body) as T;
     } catch (err) {
+      if (err instanceof InferenceServerError) throw err;
       throw new InferenceServerError(`malformed response to ${method} ${path}: not JSON`, { httpStatus: r.status, cause: err });
     }
   }
@@ -283,15 +284,38 @@ function jsonParameters(params: Record<string, ParameterValue>): Record<string, 
   return out;
 }
 
+/** The longest error body read as the error's message (Triton's are a line). */
+const MAX_ERROR_BODY = 64 * 1024;
+
 function errorOf(r: RawResponse): InferenceServerError {
-  let message = r.body.toString('utf8');
+  const body = r.body.subarray(0, MAX_ERROR_BODY);
+  let message = body.toString('utf8');
   try {
-    const doc = JSON.parse(message) as { error?: unknown };
+    const doc = parseServerJson(body) as { error?: unknown };
     if (typeof doc.error === 'string') message = doc.error;
   } catch {
     // not JSON: keep the text
   }
   return new InferenceServerError(message || `HTTP ${r.status}`, { httpStatus: r.status });
+}
+
+/**
+ * Most JSON objects and arrays a server's answer may hold. Three bytes of text (`{},`) become an
+ * object of tens of bytes: a hostile server's 64 MB answer took 37 s and 2 GB to parse, a 200 MB
+ * one ran the client out of memory. Counting `{` and `[` bytes (inside strings too, which only
+ * overcounts) bounds that before anything is parsed.
+ */
+const MAX_JSON_CONTAINERS = 1 << 20;
+
+/** A server's JSON answer, parsed once its objects and arrays are counted. */
+function parseServerJson(bytes: Buffer): unknown {
+  let n = 0;
+  for (const c of [0x7b, 0x5b]) {
+    for (let i = bytes.indexOf(c); i >= 0; i = bytes.indexOf(c, i + 1)) {
+      if (++n > MAX_JSON_CONTAINERS) throw new InferenceServerError(`malformed response: more than ${MAX_JSON_CONTAINERS} JSON objects and arrays (ask for binary outputs)`);
+    }
+  }
+  return parseJson(bytes.toString('utf8'));
 }
 
 interface JsonOutput {
@@ -323,7 +347,7 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
   const hl = hlText === undefined ? body.byteLength : /^\d{1,15}$/.test(hlText) ? Number(hlText) : -1;
   if (hl < 0 || hl > body.byteLength) throw malformed(`Inference-Header-Content-Length '${hlText}' does not fit a ${body.byteLength}-byte body`);
   // Triton writes non-finite floats as bare NaN / Infinity / -Infinity.
-  const doc = parseJson(body.subarray(0, hl).toString('utf8'));
+  const doc = parseServerJson(body.subarray(0, hl));
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw malformed('not a JSON object');
   const d = doc as { model_name?: unknown; model_version?: unknown; id?: unknown; parameters?: unknown; outputs?: unknown };
   if (d.outputs !== undefined && !Array.isArray(d.outputs)) throw malformed('outputs is not a list');
