@@ -164,8 +164,8 @@ export function runBackplaneCases(c: BackplaneCase): void {
       expect(e.message).toContain('must specify the START flag on the first request of the sequence');
     });
 
-    it('decoupled: a stream of responses in order; the non-streaming call is refused', async () => {
-      const got: number[] = [];
+    it('decoupled: a stream of responses in order, announced before the first; the non-streaming call is refused', async () => {
+      const got: (number | 'decoupled')[] = [];
       await b.inferStream({
         modelName: 'repeat_int32',
         inputs: [
@@ -173,8 +173,12 @@ export function runBackplaneCases(c: BackplaneCase): void {
           { name: 'DELAY', datatype: 'UINT32', shape: [3], data: Uint32Array.of(1, 1, 1) },
           { name: 'WAIT', datatype: 'UINT32', shape: [1], data: Uint32Array.of(0) },
         ],
-      }, (r) => { if (r.outputs.length) got.push(out(r, 'OUT')[0]!); });
-      expect(got).toEqual([4, 5, 6]);
+      }, (r) => { if (r.outputs.length) got.push(out(r, 'OUT')[0]!); }, { onDecoupled: () => got.push('decoupled') });
+      expect(got).toEqual(['decoupled', 4, 5, 6]);
+      // A regular model's request is not announced.
+      let announced = false;
+      await b.inferStream(simple(1), () => undefined, { onDecoupled: () => { announced = true; } });
+      expect(announced).toBe(false);
       const e = await failure(b.infer({ modelName: 'repeat_int32', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }));
       expect(e.code).toBe('UNSUPPORTED');
     });

@@ -3,7 +3,7 @@
  * InferenceServer (embedded mode); the gateway's RedisBackplane reaches workers through Redis
  * (cluster mode). Frontends only ever talk to a Backplane.
  */
-import type { InferenceRequest, InferenceResponse, ResponseHandler } from './infer-request.js';
+import type { InferenceRequest, InferenceResponse, InferStreamOptions, ResponseHandler } from './infer-request.js';
 import type { InferenceServer, LoadOptions, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
 
@@ -44,7 +44,7 @@ export interface Backplane {
   repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]>;
   infer(request: InferenceRequest): Promise<InferenceResponse>;
   /** Streams a request's responses (0..N for decoupled models); resolves after the last. */
-  inferStream(request: InferenceRequest, onResponse: ResponseHandler): Promise<void>;
+  inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void>;
   /** Loads or reloads a model (explicit model control); `config` / `files` override its files. */
   loadModel(name: string, options?: LoadOptions): Promise<void>;
   /** Unloads a model (explicit model control). */
@@ -97,8 +97,8 @@ export class LocalBackplane implements Backplane {
     return this.server.infer(request);
   }
 
-  inferStream(request: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
-    return this.server.inferStream(request, onResponse);
+  inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void> {
+    return this.server.inferStream(request, onResponse, options);
   }
 
   loadModel(name: string, options?: LoadOptions): Promise<void> {

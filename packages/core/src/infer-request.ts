@@ -113,6 +113,16 @@ export interface InferenceResponse {
  */
 export type ResponseHandler = (r: InferenceResponse) => void | Promise<void>;
 
+/** Options of a streamed request (`inferStream`). */
+export interface InferStreamOptions {
+  /**
+   * Called once, before the request is queued, when its model is decoupled: its responses will
+   * come as they are made, 0..N of them. A gRPC stream answers such a request out of request order
+   * (Triton decides this when the request arrives, not at its first response).
+   */
+  onDecoupled?: () => void;
+}
+
 function fmtShape(shape: readonly number[]): string {
   return `[${shape.join(',')}]`;
 }

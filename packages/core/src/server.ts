@@ -9,7 +9,7 @@ import { availableParallelism } from 'node:os';
 import type { Backend } from './backend-api.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors } from './errors.js';
-import type { InferenceRequest, InferenceResponse, ResponseHandler } from './infer-request.js';
+import type { InferenceRequest, InferenceResponse, InferStreamOptions, ResponseHandler } from './infer-request.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
 import { withConfigWarnings } from './model-config/config-warnings.js';
 import { modelMetricSettings, type ModelMetricSettings } from './model-config/metric-reporter-config.js';
@@ -418,10 +418,11 @@ export class InferenceServer {
    * 0..N for a decoupled one (`model_transaction_policy { decoupled: true }`). Resolves after the
    * last response; rejects with a TriodeError.
    */
-  async inferStream(request: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
+  async inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void> {
     if (this.#stopping) throw Errors.serverStopping();
     checkCallChain(request);
     const model = this.getModel(request.modelName, request.modelVersion);
+    if (model.config.model_transaction_policy?.decoupled) options?.onDecoupled?.();
     this.#inflight++;
     try {
       await model.inferStream(request, onResponse);

@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { VectoredCommand } from '../redis/vectored-command.js';
 import { openRedis } from '../redis/redis-connection.js';
 import {
-  Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
+  Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -558,7 +558,7 @@ export class RedisBackplane implements Backplane {
    */
   readonly #sequenceTail = new Map<string, Promise<void>>();
 
-  async #send(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void): Promise<InferenceResponse> {
+  async #send(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, onDecoupled?: () => void): Promise<InferenceResponse> {
     if (!this.#running) throw Errors.serverStopping();
     let seq: ReturnType<typeof sequenceParams>;
     try {
@@ -566,7 +566,7 @@ export class RedisBackplane implements Backplane {
     } catch {
       seq = undefined; // the worker answers the bad parameter
     }
-    if (!seq) return this.#dispatch(request, onResponse, undefined, seq);
+    if (!seq) return this.#dispatch(request, onResponse, undefined, seq, onDecoupled);
     const key = `${request.modelName}\u0000${seq.key}`;
     const before = this.#sequenceTail.get(key);
     let routed!: () => void;
@@ -578,19 +578,20 @@ export class RedisBackplane implements Backplane {
     };
     try {
       if (before) await before;
-      return await this.#dispatch(request, onResponse, release, seq);
+      return await this.#dispatch(request, onResponse, release, seq, onDecoupled);
     } finally {
       release();
     }
   }
 
   /** Routes a request to its stream and waits for its reply; `queued` runs once its XADD is issued. */
-  async #dispatch(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, queued?: () => void, parsed: Parsed = NOT_PARSED): Promise<InferenceResponse> {
+  async #dispatch(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, queued?: () => void, parsed: Parsed = NOT_PARSED, onDecoupled?: () => void): Promise<InferenceResponse> {
     const model = await this.#ready(request.modelName, request.modelVersion);
     const decoupled = (model.config as { model_transaction_policy?: { decoupled?: boolean } } | undefined)?.model_transaction_policy?.decoupled === true;
     if (decoupled && !onResponse) {
       throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
     }
+    if (decoupled) onDecoupled?.();
     const stream = await this.#streamFor(request, model, parsed);
     const requestKey = `${this.#next++}`;
     const now = Date.now();
@@ -636,11 +637,11 @@ export class RedisBackplane implements Backplane {
     });
   }
 
-  async inferStream(request: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
+  async inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void> {
     let streamed = false;
     // Replies come from the reply stream as workers send them: a gateway has no way to hold a worker's
     // next response, so a promise back (a client not reading) is not waited for here.
-    const last = await this.#send(request, (r) => { streamed = true; void onResponse(r); });
+    const last = await this.#send(request, (r) => { streamed = true; void onResponse(r); }, options?.onDecoupled);
     // A regular model's one response comes as the final reply; a decoupled one's came streamed.
     if (!streamed && last.outputs.length > 0) void onResponse(last);
   }

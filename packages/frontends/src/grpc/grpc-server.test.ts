@@ -327,6 +327,22 @@ describe('ModelStreamInfer', () => {
     expect(byId('slow').map(finalOf)).toEqual([false, false, true].slice(0, byId('slow').length));
   });
 
+  it('a regular answer does not wait for a decoupled request ahead of it to send its first response', async () => {
+    const { s, done } = stream();
+    // Its first response would come after 30 s: the regular request behind it is answered long before.
+    s.write({
+      model_name: 'repeat_int32', id: 'silent',
+      inputs: [{ name: 'IN', datatype: 'INT32', shape: [1] }, { name: 'DELAY', datatype: 'UINT32', shape: [1] }, { name: 'WAIT', datatype: 'UINT32', shape: [1] }],
+      raw_input_contents: [raw(Int32Array.of(1)), raw(Uint32Array.of(30_000)), raw(Uint32Array.of(0))],
+    });
+    s.write(seqReq('regular', 3000, 5, true, true));
+    // Before: the regular answer was held in order behind the decoupled request until its first response.
+    const first = await new Promise<Plain>((resolve) => s.once('data', resolve));
+    expect((first['infer_response'] as Plain)['id']).toBe('regular');
+    s.cancel();
+    await done.catch(() => undefined);
+  }, 15_000);
+
   it('with the triton_grpc_error header, an error ends the stream with its status', async () => {
     const md = new Metadata();
     md.set('triton_grpc_error', 'true');

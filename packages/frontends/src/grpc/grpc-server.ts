@@ -390,6 +390,13 @@ class StreamInferSession {
       request.signal = this.#abort.signal;
       if (this.#forward) forwardHeaders(request, metadataEntries(this.#call.metadata), this.#forward);
       let sawFinal = false;
+      // Out of the order of regular responses from the start: a decoupled request that is slow to
+      // answer (or never does) must not hold back the regular responses behind it.
+      const streaming = () => {
+        if (slot.streaming) return;
+        slot.streaming = true;
+        this.#flush();
+      };
       await this.#backplane.inferStream(request, (r: InferenceResponse) => {
         if (r.final === undefined) {
           // A regular model: one response, in request order, final (Triton marks every stream response).
@@ -397,15 +404,11 @@ class StreamInferSession {
           return;
         }
         if (r.final) sawFinal = true;
-        if (!slot.streaming) {
-          // Regular responses behind this one need not wait for its end.
-          slot.streaming = true;
-          this.#flush();
-        }
+        streaming();
         this.#write({ infer_response: inferResponseToMessage(r, { triton_final_response: r.final }) });
         // The client is not reading: the model's next response waits until it does.
         return this.#drained;
-      });
+      }, { onDecoupled: streaming });
       if (emptyFinal && !sawFinal && slot.queued.length === 0) {
         // A decoupled request that ended without a final response: the empty final the client asked for.
         this.#write({ infer_response: { model_name: m.model_name, model_version: m.model_version, id, parameters: { triton_final_response: { bool_param: true } }, outputs: [], raw_output_contents: [] } });

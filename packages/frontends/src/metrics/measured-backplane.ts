@@ -6,7 +6,7 @@
  */
 import {
   Errors, InferStats, TriodeError,
-  type Backplane, type FailureReason, type InferenceRequest, type InferenceResponse, type ResponseHandler, type LatencyObservation, type LoadOptions,
+  type Backplane, type FailureReason, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LatencyObservation, type LoadOptions,
   type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo,
 } from '@triode/core';
 import type { MetricsSource } from './metrics.js';
@@ -94,13 +94,13 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
     return this.#measure(request, () => this.#inner.infer(request), (r) => r.modelVersion);
   }
 
-  inferStream(request: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
+  inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void> {
     let version: string | undefined;
     return this.#measure(request, (onFirst) => this.#inner.inferStream(request, (r) => {
       onFirst();
       version ??= r.modelVersion;
       return onResponse(r);
-    }), () => version);
+    }, options), () => version);
   }
 
   metricsSnapshot(): ReturnType<MetricsSource['metricsSnapshot']> {
