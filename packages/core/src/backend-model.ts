@@ -657,6 +657,9 @@ export class ModelVersion implements Model {
     const t = options.timeoutMs;
     const drained = t === undefined ? await this.#scheduler.idle().then(() => true) : await settleWithin(this.#scheduler.idle(), t);
     await this.#scheduler.stop();
+    // What still waits will never run: it is answered, not left hanging (its client, and the
+    // server's in-flight count, would wait for ever).
+    if (!drained) this.#scheduler.rejectAll(Errors.unavailable(`model '${this.name}' version ${this.version} was unloaded before the request could run`));
     this.#seats?.limiter.unregister(this.#seats.instances);
     const release = Promise.allSettled(this.#instances.map((i) => i.finalize())).then(() => this.#backendModel.finalize());
     if (t === undefined) {

@@ -554,6 +554,22 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     expect(finalized).toBe(2);
   });
 
+  it('an unload that gives up waiting answers what still waits in the queue (a sequence backlog, a dynamic batch queue)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-unload-queued-'));
+    addModel(root, 'seq', `${config(1)}sequence_batching { max_sequence_idle_microseconds: 60000000 }\ninstance_group { count: 1 kind: KIND_CPU }\n`);
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit', startupModels: ['seq'], modelLoadTimeoutMs: 100 });
+    const req = (id: number) => ({ modelName: 'seq', parameters: { sequence_id: id, sequence_start: true }, inputs: [{ name: 'IN', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(id) }] });
+    // Sequence 1 holds the one slot (no END yet); sequence 2 waits in the backlog.
+    await s.infer(req(1));
+    const waiting = s.infer(req(2)).then(() => 'answered', (e: TriodeError) => `${e.code}: ${e.message}`);
+    await new Promise((r) => setTimeout(r, 20));
+    await s.unloadModel('seq');
+    // Before: never answered, and counted in flight for good.
+    expect(await waiting).toBe("UNAVAILABLE: model 'seq' version 1 was unloaded before the request could run");
+    expect(s.inflightCount()).toBe(0);
+    await s.stop(100);
+  });
+
   it('an unload, or a shutdown, gives up a load in progress instead of waiting behind it', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-cancel-'));
     addModel(root, 'stuck', withCount(1));

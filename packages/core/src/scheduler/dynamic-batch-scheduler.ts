@@ -4,7 +4,7 @@
  * Triton: core/src/dynamic_batch_scheduler.cc (Enqueue, GetDynamicBatch)
  */
 import { systemClock, type Clock } from '../clock.js';
-import { Errors } from '../errors.js';
+import { Errors, type TriodeError } from '../errors.js';
 import type { ModelDynamicBatching } from '../model-config/model-config.js';
 import { PriorityQueue } from './priority-queue.js';
 import { IdleWaiters, WakeTimer } from './wake-timer.js';
@@ -114,6 +114,11 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   async stop(): Promise<void> {
     this.#stopped = true;
     this.#timer.clear();
+  }
+
+  rejectAll(error: TriodeError): void {
+    for (const r of this.#queue.take(this.#queue.size)) this.#onReject(r, error);
+    this.#notifyIdle();
   }
 
   /**

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../clock.js';
+import { Errors } from '../errors.js';
 import type { BatchRunner, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
 import { manualClock } from './test-clock.js';
 
@@ -55,6 +56,28 @@ export function runSchedulerCases<T extends Schedulable>(c: SchedulerCase<T>): v
         await flush();
       }
       expect(overlap).toBe(false);
+    });
+
+    it('rejectAll answers every queued request with the error; the running ones finish', async () => {
+      const clock = manualClock();
+      const rejected: T[] = [];
+      let release!: () => void;
+      const ran: T[] = [];
+      const s = c.create(1, (_i, batch) => { ran.push(...batch); return new Promise<void>((r) => { release = r; }); }, clock, (r) => rejected.push(r));
+      const reqs = Array.from({ length: 4 }, (_, i) => c.request(i, clock));
+      s.enqueue(reqs[0]!);
+      for (let k = 0; k < 5 && ran.length === 0; k++) {
+        clock.advance(1_000_000);
+        await flush();
+      }
+      for (const r of reqs.slice(1)) s.enqueue(r);
+      await s.stop();
+      s.rejectAll(Errors.unavailable('gone'));
+      expect(new Set([...ran, ...rejected]).size).toBe(4);
+      expect(rejected.length).toBe(4 - ran.length);
+      expect(s.pendingCount()).toBe(0);
+      release();
+      await s.idle();
     });
 
     it('refuses new requests after stop()', async () => {

@@ -58,8 +58,13 @@ export interface Scheduler<T extends Schedulable> {
   inflightInferenceCount(): number;
   /** Resolves once nothing is queued or executing. */
   idle(): Promise<void>;
-  /** Stops timers; queued requests are left to the caller. */
+  /** Stops timers; queued requests are left to the caller (see `rejectAll`). */
   stop(): Promise<void>;
+  /**
+   * Answers every queued request (not the running ones) with `error` through the reject handler:
+   * for an unload or a stop that gave up waiting, so that no request is left unanswered.
+   */
+  rejectAll(error: TriodeError): void;
   /** Changes the number of instances that get work (schedulers that support it). */
   resize?(instanceCount: number): void;
   /** Resolves once an instance has no batch outstanding (with `resize`). */

@@ -330,7 +330,6 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     this.#idle.notify(this.#queued === 0 && this.#inflight === 0);
   }
 
-  /** Answers every queued request with `error` (for a stop that does not wait). */
   rejectAll(error: TriodeError): void {
     for (const seq of this.#sequences.values()) {
       for (const r of seq.queue.splice(0)) this.#onReject(r, error);
