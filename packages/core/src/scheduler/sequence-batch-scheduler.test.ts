@@ -37,11 +37,12 @@ function harness(instances: number, config: ModelSequenceBatching, maxBatchSize 
   const batches: { instance: number; ids: string[] }[] = [];
   const release: (() => void)[] = [];
   const ended: string[] = [];
+  const rejected: string[] = [];
   const s = new SequenceBatchScheduler<R>(instances, (instance, b) => {
     batches.push({ instance, ids: b.map((x) => x.id) });
     return new Promise<void>((res) => release.push(res));
-  }, { config, modelName: 'm', maxBatchSize, clock, onSequenceEnd: (k) => ended.push(k) });
-  return { s, batches, release, ended, clock };
+  }, { config, modelName: 'm', maxBatchSize, clock, onSequenceEnd: (k) => ended.push(k), onReject: (x, e) => rejected.push(`${x.id}:${e.code}`) });
+  return { s, batches, release, ended, rejected, clock };
 }
 
 const flush = async () => { for (let i = 0; i < 3; i++) await new Promise((res) => setImmediate(res)); };
@@ -120,6 +121,100 @@ describe('SequenceBatchScheduler', () => {
     expect(s.cancel(waiting)).toBe(true);
     expect(s.activeSequenceCount()).toBe(1);
     expect(ended).toContain('n:2');
+  });
+
+  /** Releases running batches until none is left. */
+  async function runAll(release: (() => void)[]): Promise<void> {
+    for (let k = 0; k < 20; k++) {
+      release.shift()?.();
+      await flush();
+    }
+  }
+
+  it('END then START at once on the same id: both accepted (as Triton), the new sequence runs after the old one ends', async () => {
+    const { s, batches, release } = harness(1, {}, 1);
+    s.enqueue(r(5, 0, { start: true }));
+    s.enqueue(r(5, 1, { end: true }));
+    // Before: INVALID_ARG "cannot start the sequence again before its END request has run".
+    s.enqueue(r(5, 2, { start: true }));
+    s.enqueue(r(5, 3, { end: true }));
+    await runAll(release);
+    expect(ids(batches).flat()).toEqual(['5_0', '5_1', '5_2', '5_3']);
+    expect(s.activeSequenceCount()).toBe(0);
+  });
+
+  it('START on a live id keeps the old sequence\'s state until its queued requests ran (the new START drops it when it runs)', async () => {
+    const { s, batches, release, ended } = harness(1, {}, 1);
+    s.enqueue(r(1, 0, { start: true }));
+    s.enqueue(r(1, 1));
+    s.enqueue(r(1, 2, { start: true }));
+    // Before: the state was dropped here, and 1_1 ran on the initial state instead of 1_0's output.
+    expect(ended).toEqual([]);
+    await runAll(release);
+    expect(ids(batches).flat()).toEqual(['1_0', '1_1', '1_2']);
+  });
+
+  it('cancelling a request of a sequence cancels its requests queued after it, and ends it: a request without START is refused', async () => {
+    const { s, batches, release, rejected } = harness(1, {}, 1);
+    s.enqueue(r(5, 0, { start: true }));
+    const mid = r(5, 1);
+    s.enqueue(mid);
+    s.enqueue(r(5, 2));
+    s.enqueue(r(5, 3, { end: true }));
+    expect(s.cancel(mid)).toBe(true);
+    // Before: 5_2 ran on 5_0's state, a step missing.
+    expect(rejected).toEqual(['5_2:CANCELLED', '5_3:CANCELLED']);
+    expect(s.pendingCount()).toBe(0);
+    expect(() => s.enqueue(r(5, 4))).toThrow(/must specify the START flag/);
+    await runAll(release);
+    expect(ids(batches).flat()).toEqual(['5_0']);
+    expect(s.activeSequenceCount()).toBe(0);
+    // A START after the cancelled one begins a new sequence and is kept.
+    s.enqueue(r(6, 0, { start: true }));
+    const six = r(6, 1);
+    s.enqueue(six);
+    s.enqueue(r(6, 2, { start: true }));
+    expect(s.cancel(six)).toBe(true);
+    await runAll(release);
+    expect(ids(batches).flat()).toEqual(['5_0', '6_0', '6_2']);
+  });
+
+  it('a sequence holding a slot whose START is cancelled before it ran gives the slot up; its next request without START is refused', async () => {
+    // Two slots on one instance: sequence 2 gets the second while sequence 1's START runs.
+    const { s, batches, release } = harness(1, {}, 2);
+    s.enqueue(r(1, 0, { start: true }));
+    const start = r(2, 0, { start: true });
+    s.enqueue(start);
+    expect(s.activeSequenceCount()).toBe(2);
+    expect(s.cancel(start)).toBe(true);
+    expect(s.activeSequenceCount()).toBe(1);
+    // Before: the sequence kept its slot, and this ran with no START ever executed.
+    expect(() => s.enqueue(r(2, 1))).toThrow(/must specify the START flag/);
+    await runAll(release);
+    expect(ids(batches).flat()).toEqual(['1_0']);
+  });
+
+  it('a backlog sequence expires at the earliest timeout of its requests (Triton\'s reaper); one that got a slot does not', async () => {
+    const { s, batches, release, rejected, clock } = harness(1, {}, 1);
+    s.enqueue(r(1, 0, { start: true }));
+    s.enqueue({ ...r(2, 0, { start: true }), timeoutUs: 100_000 });
+    s.enqueue(r(2, 1));
+    s.enqueue({ ...r(3, 0, { start: true }), timeoutUs: 500_000 });
+    clock.advance(50_000_000);
+    await flush();
+    expect(rejected).toEqual([]);
+    clock.advance(60_000_000);
+    await flush();
+    // Before: the timeout was never read, and the requests waited for a slot for as long as it took.
+    expect(rejected).toEqual(['2_0:UNAVAILABLE', '2_1:UNAVAILABLE']);
+    expect(() => s.enqueue(r(2, 2))).toThrow(/must specify the START flag/);
+    // Sequence 1 ends: sequence 3 gets the slot before its timeout, and then no longer expires.
+    s.enqueue(r(1, 1, { end: true }));
+    await runAll(release);
+    clock.advance(1_000_000_000);
+    await runAll(release);
+    expect(rejected).toEqual(['2_0:UNAVAILABLE', '2_1:UNAVAILABLE']);
+    expect(ids(batches).flat()).toEqual(['1_0', '1_1', '3_0']);
   });
 
   it('puts a sequence that finds no free slot in the backlog until one ends', async () => {

@@ -5,7 +5,7 @@
  * Triton: core/src/sequence_batch_scheduler/sequence_batch_scheduler.cc
  */
 import { systemClock, type Clock } from '../clock.js';
-import { Errors, type TriodeError } from '../errors.js';
+import { Errors, TriodeError } from '../errors.js';
 import type { ModelSequenceBatching } from '../model-config/model-config.js';
 import type { BatchRunner, InstanceGate, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
 import { IdleWaiters, WakeTimer } from './wake-timer.js';
@@ -55,6 +55,12 @@ interface Sequence<T> {
   lastActivityNs: number;
   /** Set once its END request was queued: no more requests are accepted for it. */
   ending: boolean;
+  /**
+   * In the backlog: when it expires (ns; 0: never), the earliest `timeout` of its requests from
+   * their arrival. A sequence that gets a slot no longer expires. Triton: the reaper's backlog
+   * expiration.
+   */
+  expiresNs: number;
 }
 
 /** Schedules sequences onto instances (Triton's sequence batcher). */
@@ -80,7 +86,10 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
    * scanned, so a client opening thousands of sequences does not make every request cost more.
    */
   readonly #held: Set<Sequence<T>>[];
-  readonly #backlog: Sequence<T>[] = [];
+  #backlog: Sequence<T>[] = [];
+  /** Backlog sequences that expire, and the earliest expiry among them (ns; 0: none known). */
+  #timedBacklog = 0;
+  #nextExpiryNs = 0;
   #queued = 0;
   #inflight = 0;
   readonly #timer: WakeTimer;
@@ -127,27 +136,23 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     const now = this.#clock.nowNs();
     let seq = this.#sequences.get(info.key);
     if (seq && info.start) {
-      // START on a running id: Triton ends the old sequence early and starts a new one.
-      if (seq.queue.length === 0 && !seq.running) {
-        this.#onEnd(info.key);
-        seq.ending = false;
-      } else if (seq.ending) {
-        throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' cannot start the sequence again before its END request has run`);
-      } else {
-        this.#onEnd(info.key);
-      }
+      // START on a live id (its END queued or not): as Triton, the old sequence's queued requests
+      // run first, then the new one starts, in the same slot. Its state is dropped when the START
+      // runs (not now: the old requests still queued need theirs).
+      seq.ending = false;
     }
     if (!seq) {
       if (!info.start) {
         throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' must specify the START flag on the first request of the sequence`);
       }
-      seq = { key: info.key, instance: -1, queue: [], running: false, lastActivityNs: now, ending: false };
+      seq = { key: info.key, instance: -1, queue: [], running: false, lastActivityNs: now, ending: false, expiresNs: 0 };
       this.#sequences.set(info.key, seq);
       this.#place(seq);
     } else if (seq.ending && !info.start) {
       throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' must specify the START flag on the first request of the sequence`);
     }
     if (info.end) seq.ending = true;
+    if (seq.instance < 0 && (request.timeoutUs ?? 0) > 0) this.#expireAt(seq, now + request.timeoutUs! * 1000);
     seq.queue.push(request);
     seq.lastActivityNs = now;
     this.#queued++;
@@ -158,11 +163,20 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     const seq = this.#sequences.get(request.sequence.key);
     const i = seq ? seq.queue.indexOf(request) : -1;
     if (!seq || i < 0) return false;
-    seq.queue.splice(i, 1);
-    this.#queued--;
-    // A sequence in the backlog with nothing left (its START was cancelled: a client that went
-    // away) has nothing to wait for: it goes, instead of taking a slot later only to idle in it.
-    if (seq.instance < 0 && seq.queue.length === 0 && !seq.running) this.#release(seq);
+    // The requests of its sequence queued after it are cancelled too (Triton cancels a sequence's
+    // pending requests): run without it, they would compute on a state that skipped a step. A
+    // START after it begins another sequence, and stays.
+    let j = i + 1;
+    while (j < seq.queue.length && !seq.queue[j]!.sequence.start) j++;
+    const dropped = seq.queue.splice(i, j - i);
+    this.#queued -= dropped.length;
+    for (const r of dropped.slice(1)) this.#onReject(r, Errors.cancelled());
+    if (seq.queue.length === i) {
+      // Nothing of it is left to come: the sequence is over (a request without START is refused),
+      // and it gives its slot up once what runs has run.
+      seq.ending = true;
+      if (!seq.running && seq.queue.length === 0) this.#release(seq);
+    }
     this.#notifyIdle();
     // A slot holder left with nothing queued now idles: the wake timer must count its idle time.
     this.#schedule();
@@ -191,6 +205,54 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     this.#timer.clear();
   }
 
+  /** A backlog sequence expires at `ns` at the latest. */
+  #expireAt(seq: Sequence<T>, ns: number): void {
+    if (seq.expiresNs === 0) this.#timedBacklog++;
+    seq.expiresNs = seq.expiresNs === 0 ? ns : Math.min(seq.expiresNs, ns);
+    if (this.#nextExpiryNs === 0 || seq.expiresNs < this.#nextExpiryNs) this.#nextExpiryNs = seq.expiresNs;
+  }
+
+  /** A sequence leaves the backlog (for a slot, or for good): it no longer expires. */
+  #untime(seq: Sequence<T>): void {
+    if (seq.expiresNs === 0) return;
+    seq.expiresNs = 0;
+    if (--this.#timedBacklog === 0) this.#nextExpiryNs = 0;
+  }
+
+  /**
+   * Answers and drops the backlog sequences whose timeout passed (UNAVAILABLE, as Triton's
+   * reaper); the backlog is walked only when one is due.
+   */
+  #expireBacklog(now: number, later: (t: number) => void): void {
+    if (this.#timedBacklog === 0) return;
+    if (now < this.#nextExpiryNs) {
+      later(this.#nextExpiryNs);
+      return;
+    }
+    const expired: Sequence<T>[] = [];
+    let next = 0;
+    this.#backlog = this.#backlog.filter((seq) => {
+      if (seq.expiresNs === 0 || seq.expiresNs > now) {
+        if (seq.expiresNs > 0 && (next === 0 || seq.expiresNs < next)) next = seq.expiresNs;
+        return true;
+      }
+      expired.push(seq);
+      return false;
+    });
+    this.#nextExpiryNs = next;
+    const error = new TriodeError('UNAVAILABLE', 'timeout of the corresponding sequence has been expired', { rejected: true });
+    for (const seq of expired) {
+      this.#untime(seq);
+      const requests = seq.queue.splice(0);
+      this.#queued -= requests.length;
+      this.#sequences.delete(seq.key);
+      this.#onEnd(seq.key);
+      for (const r of requests) this.#onReject(r, error);
+    }
+    if (expired.length > 0) this.#notifyIdle();
+    if (next > 0) later(next);
+  }
+
   /** Pins a sequence to the instance with the most free capacity, or puts it in the backlog. */
   #place(seq: Sequence<T>): void {
     let best = -1;
@@ -213,12 +275,14 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     if (seq.instance < 0) {
       const i = this.#backlog.indexOf(seq);
       if (i >= 0) this.#backlog.splice(i, 1);
+      this.#untime(seq);
       return;
     }
     this.#pinned[seq.instance]!--;
     this.#held[seq.instance]!.delete(seq);
     const next = this.#backlog.shift();
     if (next) {
+      this.#untime(next);
       next.instance = seq.instance;
       this.#pinned[seq.instance]!++;
       this.#held[seq.instance]!.add(next);
@@ -239,6 +303,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
       if (at <= now) this.#release(seq);
       else later(at);
     }
+    this.#expireBacklog(now, later);
     for (let inst = 0; inst < this.#busy.length; inst++) {
       if (this.#busy[inst] || this.#staged[inst]) continue;
       const chosen = this.#batchFor(inst, now, later);
@@ -309,10 +374,11 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
         const done = this.#clock.nowNs();
         this.#busy[inst] = false;
         this.#inflight -= batch.length;
-        chosen.forEach((s, k) => {
+        chosen.forEach((s) => {
           s.running = false;
           s.lastActivityNs = done;
-          if (batch[k]!.sequence.end && s.queue.length === 0 && this.#sequences.get(s.key) === s) this.#release(s);
+          // Ended (its END ran, or the rest of it was cancelled) with nothing queued: the slot is free.
+          if (s.ending && s.queue.length === 0 && this.#sequences.get(s.key) === s) this.#release(s);
         });
         const gate = this.#gates?.[inst];
         if (gate) {
