@@ -46,7 +46,7 @@ describe('decoupled models and the generate extension', () => {
     const t0 = performance.now();
     const r = await fetch(`${base}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [100, 101, 102, 103], DELAY: [0, 150, 150, 150], WAIT: [0] }) });
     expect(r.status).toBe(200);
-    expect(r.headers.get('content-type')).toMatch('text/event-stream');
+    expect(r.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const ev = await events(r);
     expect(ev.map((e) => [e.data['OUT'], e.data['IDX']])).toEqual([[100, 0], [101, 1], [102, 2], [103, 3]]);
     // Streamed, not buffered: the first event came long before the last.

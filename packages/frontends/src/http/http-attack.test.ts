@@ -183,6 +183,18 @@ describe('JSON response size guard', () => {
   });
 });
 
+describe('binary outputs with no bytes', () => {
+  it('an answer whose only binary output is empty is plain JSON, with no Inference-Header-Content-Length (as Triton)', async () => {
+    const a = createHttpApp(bigOutput, { logger: silentLogger });
+    const r = await post(a, '/v2/models/m/infer', JSON.stringify({ ...request, inputs: [{ ...request.inputs[0]!, data: [0] }], parameters: { binary_data_output: true } }));
+    expect(r.status).toBe(200);
+    // Before: application/octet-stream with a header length, and no binary part after it.
+    expect(r.headers.get('inference-header-content-length')).toBeNull();
+    expect(r.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await r.json()).toEqual({ model_name: 'm', model_version: '1', outputs: [{ name: 'y', datatype: 'FP32', shape: [0], parameters: { binary_data_size: 0 } }] });
+  });
+});
+
 describe('NaN and Infinity in JSON tensors, as Triton (rapidjson kParseNanAndInfFlag / kWriteNanAndInfFlag)', () => {
   const echoBack = fakeBackplane((r) => ({ modelName: 'm', modelVersion: '1', outputs: r.inputs.map((t) => ({ ...t, name: `${t.name}_out` })) }));
   const app = createHttpApp(echoBack, { logger: silentLogger });

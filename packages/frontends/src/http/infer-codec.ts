@@ -110,7 +110,10 @@ export function parseInferRequest(
     throw Errors.invalidArg(`unexpected additional input data for model '${echo(model.name)}'`);
   }
 
-  const encoding: OutputEncoding = { binary: new Map(), defaultBinary: params['binary_data_output'] === true };
+  const bdo = params['binary_data_output'];
+  // Triton's words (its status for this is INTERNAL, 500; a client's mistake is 400 here).
+  if (bdo !== undefined && typeof bdo !== 'boolean') throw Errors.invalidArg("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
+  const encoding: OutputEncoding = { binary: new Map(), defaultBinary: bdo === true };
   const outputsJson = doc['outputs'];
   let outputs: RequestedOutput[] | undefined;
   if (outputsJson !== undefined) {
@@ -240,7 +243,9 @@ export function encodeInferResponse(res: InferenceResponse, encoding: OutputEnco
     const binary = encoding.binary.get(o.name) ?? encoding.defaultBinary;
     if (binary) {
       const bytes = new Uint8Array(o.data.buffer, o.data.byteOffset, o.data.byteLength);
-      chunks.push(bytes);
+      // An empty output adds no chunk: with nothing but empty ones the answer is plain JSON, as
+      // Triton's (it adds a buffer, and so the header length, only for a non-empty output).
+      if (bytes.byteLength > 0) chunks.push(bytes);
       json += `,"parameters":{"binary_data_size":${bytes.byteLength}}}`;
     } else {
       json += `,"data":${tensorDataToJson(o.data, o.datatype)}}`;

@@ -100,7 +100,7 @@ export function jsonToTensorData(data: unknown, datatype: DataType, count: numbe
 export function tensorDataToJson(data: TensorData, datatype: DataType): string {
   if (datatype === 'BYTES') {
     const dec = new TextDecoder();
-    return JSON.stringify(deserializeBytesTensor(data as Uint8Array).map((b) => dec.decode(b)));
+    return upperHexEscapes(JSON.stringify(deserializeBytesTensor(data as Uint8Array).map((b) => dec.decode(b))));
   }
   if (datatype === 'BOOL') {
     let s = '[';
@@ -121,20 +121,52 @@ export function tensorDataToJson(data: TensorData, datatype: DataType): string {
 /** Elements per piece of a large float array: each piece is joined natively into one flat string. */
 const JOIN_PIECE = 16384;
 
+/** An integral number as JS writes it (no `.`, no exponent), alone between commas. */
+const INTEGRAL = /(^|,)(-?\d+)(?=,|$)/g;
+
 /**
- * Joins floats; non-finite values are written `NaN`, `Infinity` and `-Infinity`, as Triton writes
- * them (rapidjson's kWriteNanAndInfFlag), which is what JS's join prints too. Piece by piece with
- * the native join: appending one string per element builds a rope of millions of small strings,
- * several times the size of the text (a multi-GB heap for a large output).
+ * Floats joined, each written as Triton's rapidjson writes a double: JS's shortest round-trip
+ * digits (rapidjson's Grisu2 gives the same digits but in rare cases), an integral value with
+ * `.0` (`1.0`, `100.0`), an exponent without `+` (`1e21`), `-0.0` for negative zero, and `NaN`,
+ * `Infinity`, `-Infinity` bare (kWriteNanAndInfFlag).
+ */
+function joinAsRapidjson(a: Float32Array | Float64Array | number[]): string {
+  let negZero = false;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] === 0 && Object.is(a[i], -0)) {
+      negZero = true;
+      break;
+    }
+  }
+  // JS writes -0 as 0: those pieces are written element by element.
+  const text = negZero ? Array.from(a, (x) => (Object.is(x, -0) ? '-0' : String(x))).join(',') : a.join(',');
+  const s = text.replace(INTEGRAL, '$1$2.0');
+  return s.includes('e+') ? s.replaceAll('e+', 'e') : s;
+}
+
+/**
+ * Joins floats as Triton writes them (joinAsRapidjson). Piece by piece with the native join:
+ * appending one string per element builds a rope of millions of small strings, several times the
+ * size of the text (a multi-GB heap for a large output).
  */
 function floatJoin(a: Float32Array | Float64Array | number[]): string {
-  if (a.length <= JOIN_PIECE) return `[${a.join(',')}]`;
+  if (a.length <= JOIN_PIECE) return `[${joinAsRapidjson(a)}]`;
   let s = '[';
   for (let from = 0; from < a.length; from += JOIN_PIECE) {
     const piece = a instanceof Array ? a.slice(from, from + JOIN_PIECE) : a.subarray(from, from + JOIN_PIECE);
-    s += from ? `,${piece.join(',')}` : piece.join(',');
+    s += from ? `,${joinAsRapidjson(piece)}` : joinAsRapidjson(piece);
   }
   return s + ']';
+}
+
+/**
+ * JSON text with its `\u00XX` escapes in upper case, as rapidjson writes them (`\u001F`; JSON.stringify
+ * writes `\u001f`). An escaped backslash is passed over whole, so `\\u001f` (a backslash, then
+ * the text u001f) is left as it is.
+ */
+function upperHexEscapes(json: string): string {
+  if (!json.includes('\\u00')) return json;
+  return json.replace(/\\(?:u00[0-9a-f]{2}|\\)/g, (m) => (m.length === 6 ? m.toUpperCase().replace('\\U', '\\u') : m));
 }
 
 /**

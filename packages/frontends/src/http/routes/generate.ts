@@ -105,7 +105,7 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
       const request = await toRequest(c, backplane, maxInputSize);
       // A client that goes away cancels the request: a decoupled model sees it (isCancelled) and stops.
       request.signal = c.req.raw.signal;
-      return streamSSE(c, async (stream) => {
+      const res = streamSSE(c, async (stream) => {
         try {
           let failed: unknown;
           let last: Promise<void> = Promise.resolve();
@@ -127,6 +127,9 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
           await stream.writeSSE({ data: httpError(err).body });
         }
       });
+      // Triton's content type (streamSSE writes text/event-stream alone).
+      res.headers.set('Content-Type', 'text/event-stream; charset=utf-8');
+      return res;
     });
   }
   return app;

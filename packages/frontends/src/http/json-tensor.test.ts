@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { serializeBytesTensor } from '@triode/core';
+import { tensorDataToJson } from './json-tensor.js';
+
+describe('tensors written as Triton writes them (rapidjson)', () => {
+  it('floats: an integral value with .0, -0.0 keeps its sign, exponents without +, NaN and infinities bare', () => {
+    // rapidjson 1.1 (Triton's writer, kWriteNanAndInfFlag) wrote these for the same values.
+    const fp32 = Float32Array.of(1, -0, 0.5, 1e30, 1e-7, 100, Number.NaN, Number.NEGATIVE_INFINITY);
+    expect(tensorDataToJson(fp32, 'FP32')).toBe('[1.0,-0.0,0.5,1.0000000150474662e30,1.0000000116860974e-7,100.0,NaN,-Infinity]');
+    expect(tensorDataToJson(Float64Array.of(1e21, 123456789012345680000, -2.5e-300, 0), 'FP64')).toBe('[1e21,123456789012345680000.0,-2.5e-300,0.0]');
+    // FP16 as numbers (Triode's difference: Triton refuses FP16 in JSON): the same writer.
+    expect(tensorDataToJson(Uint16Array.of(0x3c00, 0x8000, 0x3555), 'FP16')).toBe('[1.0,-0.0,0.333251953125]');
+  });
+
+  it('a large float tensor is written the same, piece by piece', () => {
+    const a = Float32Array.from({ length: 40_000 }, (_, i) => (i % 2 ? i : -0));
+    const text = tensorDataToJson(a, 'FP32');
+    expect(text.startsWith('[-0.0,1.0,-0.0,3.0,')).toBe(true);
+    expect(text.endsWith(',-0.0,39999.0]')).toBe(true);
+    expect(text.split(',')).toHaveLength(40_000);
+  });
+
+  it('BYTES: control characters escaped with upper-case hex; an escaped backslash before u00.. text is left alone', () => {
+    const t = serializeBytesTensor([Buffer.from('a\u001fb\n'), Buffer.from('\\u001f')]);
+    expect(tensorDataToJson(t, 'BYTES')).toBe('["a\\u001Fb\\n","\\\\u001f"]');
+  });
+
+  it('integers are written exactly', () => {
+    expect(tensorDataToJson(BigInt64Array.of(-(2n ** 63n), 2n ** 63n - 1n), 'INT64')).toBe('[-9223372036854775808,9223372036854775807]');
+    expect(tensorDataToJson(Int32Array.of(0, -1), 'INT32')).toBe('[0,-1]');
+  });
+});
