@@ -41,4 +41,8 @@ describe('classify()', () => {
   it('refuses BYTES outputs', () => {
     expect(() => classify({ name: 'p', datatype: 'BYTES', shape: [1], data: new Uint8Array(5) }, 1, false)).toThrow("class result not available for output 'p'");
   });
+
+  it('refuses BOOL outputs, as Triton (before: "1:0" strings)', () => {
+    expect(() => classify({ name: 'b', datatype: 'BOOL', shape: [2], data: Uint8Array.of(0, 1) }, 1, false)).toThrow("class result not available for output 'b' due to unsupported type 'BOOL'");
+  });
 });

@@ -20,7 +20,8 @@ function fmt(v: number | bigint, isFloat: boolean): string {
  * batch) holding the top-`count` elements of each batch item, highest first.
  */
 export function classify(tensor: Tensor, count: number, batching: boolean, labels?: readonly string[]): Tensor {
-  if (tensor.datatype === 'BYTES' || tensor.datatype === 'FP16' || tensor.datatype === 'BF16') {
+  // Triton's TopkClassifications takes the integer types, FP32 and FP64 only (core/src/classification.cc).
+  if (tensor.datatype === 'BYTES' || tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || tensor.datatype === 'BOOL') {
     throw Errors.invalidArg(`class result not available for output '${tensor.name}' due to unsupported type '${tensor.datatype}'`);
   }
   const isFloat = tensor.datatype === 'FP32' || tensor.datatype === 'FP64';
