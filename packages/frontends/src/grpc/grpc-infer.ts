@@ -63,6 +63,8 @@ function hasContents(c: ContentsMessage | null | undefined): boolean {
 
 function typedContents(c: ContentsMessage, dt: DataType, count: number, input: string, model: string): TensorData {
   const field = CONTENT_FIELD[dt];
+  // An empty FP16 / BF16 input needs no data, as an empty input of any other type.
+  if (!field && count === 0) return viewBytesAs(dt, new Uint8Array(0));
   if (!field) throw Errors.invalidArg(`unable to find data for input tensor '${echo(input)}' for model '${echo(model)}' in request: ${dt} data must be sent in raw_input_contents`);
   const values = (c[field] ?? []) as unknown[];
   if (values.length !== count) {
