@@ -61,13 +61,31 @@ function instanceDevice(g: ModelInstanceGroup, k: number, count: number): number
 class ResponseOrder {
   #next = 0;
   #ready = new Map<number, () => void>();
+  #released = false;
 
   deliver(seqNo: number, send: () => void): void {
+    if (this.#released) {
+      send();
+      return;
+    }
     this.#ready.set(seqNo, send);
     while (this.#ready.has(this.#next)) {
       const f = this.#ready.get(this.#next)!;
       this.#ready.delete(this.#next);
       this.#next++;
+      f();
+    }
+  }
+
+  /**
+   * Sends what waits, in order, and from now on sends at once: for an unload that gave up on a
+   * request that never ends (what waits behind it would wait for ever).
+   */
+  release(): void {
+    this.#released = true;
+    for (const seqNo of [...this.#ready.keys()].sort((a, b) => a - b)) {
+      const f = this.#ready.get(seqNo)!;
+      this.#ready.delete(seqNo);
       f();
     }
   }
@@ -659,7 +677,11 @@ export class ModelVersion implements Model {
     await this.#scheduler.stop();
     // What still waits will never run: it is answered, not left hanging (its client, and the
     // server's in-flight count, would wait for ever).
-    if (!drained) this.#scheduler.rejectAll(Errors.unavailable(`model '${this.name}' version ${this.version} was unloaded before the request could run`));
+    if (!drained) {
+      // With preserve_ordering the answers would wait behind the request that did not end.
+      this.#order?.release();
+      this.#scheduler.rejectAll(Errors.unavailable(`model '${this.name}' version ${this.version} was unloaded before the request could run`));
+    }
     this.#seats?.limiter.unregister(this.#seats.instances);
     const release = Promise.allSettled(this.#instances.map((i) => i.finalize())).then(() => this.#backendModel.finalize());
     if (t === undefined) {

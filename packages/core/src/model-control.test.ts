@@ -570,6 +570,31 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     await s.stop(100);
   });
 
+  it('with preserve_ordering too: the answers to what waited are not held behind the request that never ends', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-unload-ordered-'));
+    addModel(root, 'ordered', `${config(1)}dynamic_batching { preserve_ordering: true }\ninstance_group { count: 1 kind: KIND_CPU }\n`);
+    const hung: Backend = {
+      name: 'echo',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return { execute: () => new Promise<never>(() => undefined), async finalize() {} };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [hung], modelControlMode: 'explicit', startupModels: ['ordered'], modelLoadTimeoutMs: 100 });
+    const req = () => ({ modelName: 'ordered', inputs: [{ name: 'IN', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(1) }] });
+    void s.infer(req()).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    const queued = s.infer(req()).then(() => 'answered', (e: TriodeError) => e.code);
+    await s.unloadModel('ordered');
+    // Before (review): its UNAVAILABLE waited in the response order behind the first, for ever.
+    expect(await queued).toBe('UNAVAILABLE');
+    await s.stop(50);
+  });
+
   it('an unload, or a shutdown, gives up a load in progress instead of waiting behind it', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-cancel-'));
     addModel(root, 'stuck', withCount(1));

@@ -500,6 +500,38 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
     }
   }, 20_000);
 
+  it('attack: decoupled requests count toward MAX_STREAM_PENDING too (out of the answer order, they held no place in it)', async () => {
+    let started = 0;
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    const held = {
+      inferStream: async (r: { id?: string }, on: (x: object) => void, options?: { onDecoupled?: () => void }) => {
+        started++;
+        options?.onDecoupled?.();
+        await released;
+        on({ id: r.id, modelName: 'm', modelVersion: '1', final: true, outputs: [] });
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(held, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      const ids: string[] = [];
+      stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
+      for (let i = 0; i < MAX_STREAM_PENDING + 300; i++) stream.write({ model_name: 'm', id: String(i) });
+      stream.end();
+      await new Promise((r) => setTimeout(r, 1000));
+      // Before (review): every request was read and started, without limit.
+      expect(started).toBeLessThanOrEqual(MAX_STREAM_PENDING);
+      release();
+      await new Promise((r) => stream.on('end', r));
+      expect(ids).toHaveLength(MAX_STREAM_PENDING + 300);
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  }, 20_000);
+
   it('attack: a stream whose client does not read its (large) responses stops being read, and goes on when it reads', async () => {
     let started = 0;
     const big = {

@@ -376,7 +376,9 @@ class StreamInferSession {
 
   /** Pauses reading while MAX_STREAM_PENDING requests are pending or writes wait for 'drain'; resumes after. */
   #flow(): void {
-    const hold = !this.#closed && (this.#needDrain || this.#slots.length >= MAX_STREAM_PENDING);
+    // Running requests count, decoupled ones too (they hold no place in #slots), and so do
+    // answers waiting for their turn.
+    const hold = !this.#closed && (this.#needDrain || this.#inflight >= MAX_STREAM_PENDING || this.#slots.length >= MAX_STREAM_PENDING);
     if (hold === this.#paused) return;
     this.#paused = hold;
     if (hold) this.#call.pause();
