@@ -258,6 +258,18 @@ describe('gRPC infer responses are checked before they are trusted', () => {
     expect(got).toEqual([]);
   });
 
+  it('attack: packed bool contents (a byte on the wire, an array slot decoded) are counted before decoding', async () => {
+    const c = await grpcClient({ leanInfer: true });
+    const field = (no: number, body: Buffer) => Buffer.concat([Buffer.from(varint((no << 3) | 2)), Buffer.from(varint(body.length)), body]);
+    // One output whose contents hold 17M packed bools (100 MB of them took 13 s and 2.7 GB decoded).
+    const body = field(5, Buffer.concat([field(1, Buffer.from('y')), field(5, field(1, Buffer.alloc((1 << 24) + 1, 1)))]));
+    const f = Buffer.alloc(5 + body.length);
+    f.writeUInt32BE(body.length, 1);
+    body.copy(f, 5);
+    h2Handler = grpcOk(f);
+    expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/more bool, int, uint, fp32 and fp64 contents elements than the 16777216/);
+  });
+
   it('the lean path refuses server push (it held a window of memory per pushed stream, without limit)', async () => {
     const c = await grpcClient({ leanInfer: true });
     let pushAllowed: boolean | undefined;

@@ -6,7 +6,7 @@
  * memory. The scan counts without making anything and refuses counts no model answers with.
  * Message layout: triton-reference.md (server: grpc_service.proto).
  */
-import { ProtoWire, countVarints } from '@triode/core';
+import { ProtoWire, contentsElements, countVarints } from '@triode/core';
 import { InferenceServerError } from './errors.js';
 
 /** Most outputs, or raw_output_contents entries, of one response. */
@@ -17,6 +17,8 @@ export const MAX_RESPONSE_SHAPE_DIMS = 64;
 export const MAX_RESPONSE_PARAMETERS = 1024;
 /** Most `bytes_contents`, `int64_contents` and `uint64_contents` elements of one response, together. */
 export const MAX_RESPONSE_OBJECTS = 1 << 22;
+/** Most bool, int, uint, fp32 and fp64 contents elements of one response, together (servers answer in raw_output_contents). */
+export const MAX_RESPONSE_SCALARS = 1 << 24;
 
 const malformed = (): InferenceServerError => new InferenceServerError('malformed response: the message does not decode', { grpcCode: 13 });
 
@@ -29,6 +31,7 @@ export function checkInferResponseWire(bytes: Uint8Array, start = 0, end = bytes
   let raw = 0;
   let params = 0;
   let objects = 0;
+  let scalars = 0;
   const tooMany = (what: string, limit: number) => new InferenceServerError(`malformed response: more ${what} than the ${limit} a response may have`, { grpcCode: 13 });
   const wire = new ProtoWire(bytes, start, end, malformed);
   wire.fields((no, type, span) => {
@@ -43,8 +46,11 @@ export function checkInferResponseWire(bytes: Uint8Array, start = 0, end = bytes
         if (f === 4 && t === 2 && ++outParams > MAX_RESPONSE_PARAMETERS) throw tooMany('parameters on an output', MAX_RESPONSE_PARAMETERS);
         if (f === 5 && t === 2) {
           wire.within(s!).fields((c, ct, cs) => {
-            objects += c === 8 && ct === 2 ? 1 : (c === 3 || c === 5) ? (ct === 2 ? countVarints(bytes, cs![0], cs![1]) : 1) : 0;
+            const n = contentsElements(bytes, c, ct, cs);
+            objects += n.objects;
+            scalars += n.scalars;
             if (objects > MAX_RESPONSE_OBJECTS) throw tooMany('bytes, int64 and uint64 contents elements', MAX_RESPONSE_OBJECTS);
+            if (scalars > MAX_RESPONSE_SCALARS) throw tooMany('bool, int, uint, fp32 and fp64 contents elements', MAX_RESPONSE_SCALARS);
           });
         }
       });

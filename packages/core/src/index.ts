@@ -71,7 +71,7 @@ export type { ResponseCacheStats } from './cache/response-cache.js';
 // The protocol definitions both frontends and the client use.
 export { PROTO_DIR, PROTO_FILES } from './proto-files.js';
 export { messageType, serviceDefinition, protoRoot, toNumber, toPlain, type GrpcMethodDefinition } from './protocol/grpc-proto.js';
-export { ProtoWire, countVarints } from './protocol/proto-wire.js';
+export { ProtoWire, contentsElements, countVarints } from './protocol/proto-wire.js';
 export { parameterValue, parametersFromMessage, parametersToMessage, inferParameter, longValue, type InferParameterMessage, type ProtoLong } from './protocol/grpc-parameters.js';
 
 // GPUs: discovery, placement, execution providers.

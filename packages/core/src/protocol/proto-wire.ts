@@ -78,3 +78,23 @@ export function countVarints(b: Uint8Array, start: number, end: number): number 
   for (let i = start; i < end; i++) if (b[i]! < 0x80) n++;
   return n;
 }
+
+/**
+ * Elements one field of an InferTensorContents adds when decoded, by kind: `objects` (a Buffer
+ * each: bytes_contents; a Long each: int64/uint64_contents) and `scalars` (a number or boolean
+ * each in a JS array: bool, int, uint, fp32 and fp64 contents; a packed bool or small int is one
+ * byte on the wire for eight in the array, before the array's growth).
+ * Fields: bool 1, int 2, int64 3, uint 4, uint64 5, fp32 6, fp64 7, bytes 8 (grpc_service.proto).
+ */
+export function contentsElements(b: Uint8Array, field: number, type: number, span: [number, number] | undefined): { objects: number; scalars: number } {
+  const packed = type === 2 && span !== undefined;
+  const len = packed ? span[1] - span[0] : 0;
+  switch (field) {
+    case 8: return { objects: type === 2 ? 1 : 0, scalars: 0 };
+    case 3: case 5: return { objects: packed ? countVarints(b, span[0], span[1]) : 1, scalars: 0 };
+    case 1: case 2: case 4: return { objects: 0, scalars: packed ? countVarints(b, span[0], span[1]) : 1 };
+    case 6: return { objects: 0, scalars: packed ? Math.ceil(len / 4) : 1 };
+    case 7: return { objects: 0, scalars: packed ? Math.ceil(len / 8) : 1 };
+    default: return { objects: 0, scalars: 0 };
+  }
+}

@@ -7,7 +7,7 @@
  * anything and refuses counts no model has, with a clear INVALID_ARG.
  * Message layout: triton-reference.md, "InferInputTensor" (server: grpc_service.proto).
  */
-import { Errors, ProtoWire, TriodeError, countVarints } from '@triode/core';
+import { Errors, ProtoWire, TriodeError, contentsElements, countVarints } from '@triode/core';
 
 /** Most inputs, requested outputs or raw_input_contents entries of one request. */
 export const MAX_REQUEST_TENSORS = 1024;
@@ -20,6 +20,11 @@ export const MAX_PARAMETERS = 256;
  * (each becomes an object: a Buffer, a Long): use raw_input_contents for more.
  */
 export const MAX_BYTES_CONTENTS = 1 << 20;
+/**
+ * Most bool, int, uint, fp32 and fp64 `contents` elements of one request, together: each is a
+ * slot of a JS array once decoded (a packed bool one byte on the wire): use raw_input_contents for more.
+ */
+export const MAX_SCALAR_CONTENTS = 1 << 24;
 
 /** Bytes that do not parse as protobuf: refused (INTERNAL, as the decoder's own refusal is answered). */
 const malformed = (): TriodeError => new TriodeError('INTERNAL', 'malformed ModelInferRequest (the message does not decode)');
@@ -37,6 +42,7 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
   let raw = 0;
   let params = 0;
   let objects = 0;
+  let scalars = 0;
   const tooMany = (what: string, limit: number) => Errors.invalidArg(`the request has more ${what} than the ${limit} a request may have`);
   new ProtoWire(bytes, 0, bytes.byteLength, malformed).fields((no, type, span) => {
     if (no === 4 && type === 2 && ++params > MAX_PARAMETERS) throw tooMany('parameters', MAX_PARAMETERS);
@@ -57,9 +63,11 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
         if (f === 4 && t === 2 && ++inParams > MAX_PARAMETERS) throw tooMany('parameters on an input', MAX_PARAMETERS);
         if (f === 5 && t === 2) {
           new ProtoWire(bytes, s![0], s![1], malformed).fields((c, ct, cs) => {
-            // bytes_contents (8): one Buffer each; int64/uint64_contents (3, 5): one Long each, packed or not.
-            objects += c === 8 && ct === 2 ? 1 : (c === 3 || c === 5) ? (ct === 2 ? countVarints(bytes, cs![0], cs![1]) : 1) : 0;
+            const n = contentsElements(bytes, c, ct, cs);
+            objects += n.objects;
+            scalars += n.scalars;
             if (objects > MAX_BYTES_CONTENTS) throw tooMany('bytes_contents, int64_contents and uint64_contents elements', MAX_BYTES_CONTENTS);
+            if (scalars > MAX_SCALAR_CONTENTS) throw tooMany('bool, int, uint, fp32 and fp64 contents elements (use raw_input_contents)', MAX_SCALAR_CONTENTS);
           });
         }
       });
