@@ -1,6 +1,10 @@
+import { connect } from 'node:net';
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
+import type { Backplane } from '@triode/core';
+import { createHttpApp } from './http-server.js';
 import { HttpLifecycle } from './lifecycle.js';
+import { startHttpServer } from './listen.js';
 
 describe('HttpLifecycle', () => {
   it('finishes requests that arrived before shutdown and refuses inference after it with 503', async () => {
@@ -37,5 +41,29 @@ describe('HttpLifecycle', () => {
     void app.request('/never', { method: 'POST' });
     await new Promise((r) => setImmediate(r));
     expect(await lc.shutdown(20)).toBe(1);
+  });
+
+  it('attack: a pipelined request whose client leaves before its turn is counted out (it kept every later shutdown waiting its full timeout)', async () => {
+    const lc = new HttpLifecycle();
+    let n = 0;
+    const backplane = {
+      async serverMetadata() {
+        await new Promise((r) => setTimeout(r, n++ === 0 ? 300 : 10));
+        return { name: 'triton', version: '1', extensions: [] };
+      },
+    } as unknown as Backplane;
+    const h = await startHttpServer(createHttpApp(backplane, { lifecycle: lc }), 0, '127.0.0.1');
+    try {
+      const s = connect(h.port, '127.0.0.1', () => s.write('GET /v2 HTTP/1.1\r\nHost: x\r\n\r\nGET /v2 HTTP/1.1\r\nHost: x\r\n\r\n'));
+      s.on('error', () => undefined);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(lc.inflight).toBe(2);
+      s.destroy();
+      // Both handlers end (after 300 ms); neither response can be written.
+      for (let k = 0; k < 50 && lc.inflight > 0; k++) await new Promise((r) => setTimeout(r, 50));
+      expect(lc.inflight).toBe(0);
+    } finally {
+      await h.close(100);
+    }
   });
 });

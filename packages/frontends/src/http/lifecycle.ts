@@ -3,7 +3,8 @@
  * finished; inference requests that arrive after it are refused with 503.
  * Triton: server/src/main.cc (the exit timeout loop)
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { MiddlewareHandler } from 'hono';
 import { settleWithin } from '@triode/core';
 
@@ -12,6 +13,7 @@ export class HttpLifecycle {
   #inflight = 0;
   #stopping = false;
   #waiters: (() => void)[] = [];
+  readonly #bySocket = new WeakMap<Socket, Set<() => void>>();
 
   /** Requests received and not yet answered. */
   get inflight(): number {
@@ -34,15 +36,46 @@ export class HttpLifecycle {
         await next();
         // A response that streams (generate_stream's events) is in flight until it is written:
         // counted out when it closes, so shutdown waits for its last event, not just its start.
-        const out = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
-        if (out && !out.writableFinished && !out.destroyed) {
-          out.once('close', () => this.end());
+        const env = c.env as { incoming?: IncomingMessage; outgoing?: ServerResponse } | undefined;
+        const out = env?.outgoing;
+        const socket = env?.incoming?.socket;
+        if (out && !out.writableFinished && !out.destroyed && !socket?.destroyed) {
+          let done = false;
+          const finish = () => {
+            if (done) return;
+            done = true;
+            out.off('close', finish);
+            if (socket) this.#bySocket.get(socket)?.delete(finish);
+            this.end();
+          };
+          out.once('close', finish);
+          // The socket's close too: a pipelined response still waiting behind another is never
+          // closed itself when its client goes away.
+          if (socket) this.#onSocketClose(socket).add(finish);
           counted = true;
         }
       } finally {
         if (!counted) this.end();
       }
     };
+  }
+
+  /**
+   * What runs when `socket` closes: one listener a socket, however many requests it pipelines
+   * (one each would pass the emitter's listener limit).
+   */
+  #onSocketClose(socket: Socket): Set<() => void> {
+    let set = this.#bySocket.get(socket);
+    if (!set) {
+      const mine = new Set<() => void>();
+      set = mine;
+      this.#bySocket.set(socket, mine);
+      socket.once('close', () => {
+        this.#bySocket.delete(socket);
+        for (const f of [...mine]) f();
+      });
+    }
+    return set;
   }
 
   /** Counts a request in (the infer fast path, which does not run the middleware). */
