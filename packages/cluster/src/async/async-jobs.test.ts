@@ -5,7 +5,8 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { InferenceServer, LocalBackplane, TriodeError, type Backend, type InferenceRequest, type OutputEncoding } from '@triode/core';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
@@ -137,6 +138,25 @@ describe('AsyncJobs results', () => {
     } finally {
       r.disconnect();
     }
+  });
+
+  it('a status read as the job completes is never "failed, no result" (the state is read before the fields)', async () => {
+    const j = jobs();
+    const id = await j.submit(request(300), encoding);
+    await until(async () => (await j.status(id)).state === 'active');
+    // The state is read 600 ms late: the job completes in between (it runs 300 ms).
+    const original = Queue.prototype.getJobState;
+    const spy = vi.spyOn(Queue.prototype, 'getJobState').mockImplementation(async function (this: Queue, jobId: string) {
+      await new Promise((r) => setTimeout(r, 600));
+      return original.call(this, jobId);
+    });
+    try {
+      // Before (review): {"state":"failed","error":"async job '...' has no result"}.
+      expect(await j.status(id)).toMatchObject({ state: expect.stringMatching(/^(active|completed)$/) });
+    } finally {
+      spy.mockRestore();
+    }
+    await until(async () => (await j.status(id)).state === 'completed');
   });
 
   it('a result changed in Redis is refused, not served', async () => {

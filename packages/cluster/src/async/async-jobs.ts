@@ -305,8 +305,15 @@ export class AsyncJobs implements AsyncInference {
     return f;
   }
 
-  async #state(id: string): Promise<string> {
-    return this.#redis('job state', () => this.#queue.getJobState(id));
+  /**
+   * A job's state, then its fields: in that order, since BullMQ sets the state `completed` and the
+   * return value in one step; read the other way round, a job finishing in between looked
+   * completed with no result (a poll answered `failed`).
+   */
+  async #stateAndFields(id: string): Promise<[string, JobFields]> {
+    if (!JOB_ID.test(id)) throw this.#notFound(id);
+    const state = await this.#redis('job state', () => this.#queue.getJobState(id));
+    return [state, await this.#fields(id)];
   }
 
   /** A finished job's outcome, checked against the cluster secret. */
@@ -322,8 +329,8 @@ export class AsyncJobs implements AsyncInference {
   }
 
   async status(id: string): Promise<JobStatus> {
-    const job = await this.#fields(id);
-    let state = await this.#state(id);
+    const [first, job] = await this.#stateAndFields(id);
+    let state = first;
     let error: string | undefined;
     if (state === 'completed') {
       const out = this.#outcome(id, job.returnvalue);
@@ -366,8 +373,7 @@ export class AsyncJobs implements AsyncInference {
 
   /** The result of a completed job, with the output encoding the request asked for. */
   async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
-    const job = await this.#fields(id);
-    const state = await this.#state(id);
+    const [state, job] = await this.#stateAndFields(id);
     // BullMQ's own failures (a job stalled past its limit): its reason is not a Triode error.
     if (state === 'failed') throw Errors.unavailable(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
     if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
@@ -402,8 +408,7 @@ export class AsyncJobs implements AsyncInference {
    * @throws UNAVAILABLE for a job that is running.
    */
   async cancel(id: string): Promise<'cancelled' | 'deleted'> {
-    await this.#fields(id);
-    const state = await this.#state(id);
+    const [state] = await this.#stateAndFields(id);
     const running = () => new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
     if (state === 'active') throw running();
     const removed = await this.#redis('remove job', () => this.#queue.remove(id));
