@@ -169,6 +169,55 @@ describe('ModelVersion', () => {
     expect(order).toEqual([1, 2, 3]);
   });
 
+  it('preserve_ordering: a batch that fails inside enqueue (a backend that throws at once) does not hold every later answer', async () => {
+    const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true } instance_group { count: 1 kind: KIND_CPU }', {
+      ...testingBackend(),
+      async modelInitialize(ctx) {
+        const inner = await testingBackend().modelInitialize(ctx);
+        return {
+          async instanceInitialize(g, i) {
+            const inst = await inner.instanceInitialize(g, i);
+            // Not async: throws while the scheduler dispatches, inside enqueue.
+            return { ...inst, execute: (r) => { if (Number(r[0]!.inputs[0]!.data[0]) === 0) throw new Error('bad input'); return inst.execute(r); } };
+          },
+          finalize: () => inner.finalize(),
+        };
+      },
+    });
+    await expect(s.infer(req(0))).rejects.toThrow('bad input');
+    // Before (review): never answered, its turn waited for a number that was never given out.
+    expect(await out(s.infer(req(1)))).toBe(1);
+  });
+
+  it('preserve_ordering on a decoupled model: a failure after a success is answered (it waited for a turn the success never took)', async () => {
+    const decoupled: Backend = {
+      name: 'testing',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return {
+              async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
+                for (const r of requests) {
+                  const v = Number((r.inputs[0]!.data as Int32Array)[0]);
+                  if (v < 0) void r.respond!({ error: Errors.invalidArg('negative') }, true);
+                  else void r.respond!({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] }, true);
+                }
+                return { responses: [] };
+              },
+              async finalize() {},
+            };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true } model_transaction_policy { decoupled: true } instance_group { count: 1 kind: KIND_CPU }', decoupled);
+    const got: string[] = [];
+    await s.inferStream(req(1), () => { got.push('a'); });
+    await expect(s.inferStream(req(-1), () => undefined)).rejects.toThrow('negative');
+    expect(got).toEqual(['a']);
+  });
+
   it('queue policy: 503-style UNAVAILABLE when full, "Request timeout expired" from a request timeout', async () => {
     const s = await serve('max_batch_size: 1 dynamic_batching { default_queue_policy { max_queue_size: 1 default_timeout_microseconds: 10000000 allow_timeout_override: true } } instance_group { count: 1 kind: KIND_CPU }', testingBackend(300));
     const settled: string[] = [];

@@ -146,7 +146,9 @@ export class ModelVersion implements Model {
     this.#outputReshapes = new Map((ctx.config.output ?? []).filter((o) => o.reshape).map((o) => [o.name, { from: o.reshape?.shape ?? [], to: o.dims ?? [] }]));
     const sb = ctx.config.sequence_batching;
     this.#states = sb?.state?.length ? new SequenceStates(sb, (ctx.config.max_batch_size ?? 0) > 0) : undefined;
-    this.#order = ctx.config.dynamic_batching?.preserve_ordering ? new ResponseOrder() : undefined;
+    // A decoupled model's responses stream as they are made: preserve_ordering orders only the
+    // answers of regular models (a decoupled success went out at once, its failures waited for turns).
+    this.#order = ctx.config.dynamic_batching?.preserve_ordering && !ctx.config.model_transaction_policy?.decoupled ? new ResponseOrder() : undefined;
     this.#seats = seats;
     // The sequence batcher runs a sequence's requests strictly one after another (implicit state
     // needs the previous output), so it never hands an instance a second batch ahead.
@@ -402,10 +404,14 @@ export class ModelVersion implements Model {
       // batcher's delay. Never before now minus that, whatever the clocks of two machines say.
       if (req.queuedSinceMs !== undefined) pending.delayFromNs = startNs - Math.max(0, this.#clock.epochMs() - req.queuedSinceMs) * 1e6;
       if (onResponse) pending.onResponse = onResponse;
+      // Numbered before it is queued: a batch that runs (and fails) inside enqueue is answered in
+      // its turn; numbered after, its number never came, and every later answer was held.
+      if (this.#order) pending.seqNo = this.#arrivals++;
       try {
         this.#scheduler.enqueue(pending);
-        if (this.#order) pending.seqNo = this.#arrivals++;
       } catch (err) {
+        // Refused: its turn is passed over.
+        if (pending.seqNo >= 0) this.#order!.deliver(pending.seqNo, () => undefined);
         this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs);
         reject(TriodeError.from(err));
       }
@@ -677,9 +683,10 @@ export class ModelVersion implements Model {
     await this.#scheduler.stop();
     // What still waits will never run: it is answered, not left hanging (its client, and the
     // server's in-flight count, would wait for ever).
+    // Nothing runs after the scheduler stops, so there is nothing left to order: what waits for a
+    // turn that will not come (a request that never ended) is sent now.
+    this.#order?.release();
     if (!drained) {
-      // With preserve_ordering the answers would wait behind the request that did not end.
-      this.#order?.release();
       this.#scheduler.rejectAll(Errors.unavailable(`model '${this.name}' version ${this.version} was unloaded before the request could run`));
     }
     this.#seats?.limiter.unregister(this.#seats.instances);
