@@ -16,31 +16,33 @@ import { InferenceServer } from './server.js';
  * `delayMs` per batch. A request whose IN holds -1 fails alone; one holding -2 fails its batch.
  */
 function testingBackend(delayMs = 0, executions: number[][] = []): Backend {
+  return backendWith(async (requests) => {
+    executions.push(requests.map((r) => Number((r.inputs.find((t) => t.name === 'IN')!.data as Int32Array)[0])));
+    if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
+    if (requests.some((r) => (r.inputs[0]!.data as Int32Array)[0] === -2)) throw new Error('batch poisoned');
+    return {
+      responses: requests.map((r) => {
+        const input = r.inputs.find((t) => t.name === 'IN')!;
+        if ((input.data as Int32Array)[0] === -1) return { error: Errors.invalidArg('value -1 refused') };
+        const state = r.inputs.find((t) => t.name === 'STATE_IN');
+        const start = r.inputs.find((t) => t.name === 'START');
+        const out = Int32Array.from(input.data as Int32Array, (v, i) => v + (state ? (state.data as Int32Array)[i]! : 0) + (start ? 1000 * (start.data as Int32Array)[0]! : 0));
+        const outputs = [{ name: 'OUT', datatype: 'INT32' as const, shape: input.shape, data: out }];
+        if (r.outputNames.includes('STATE_OUT')) outputs.push({ name: 'STATE_OUT', datatype: 'INT32', shape: input.shape, data: out.slice() });
+        return { outputs };
+      }),
+    };
+  });
+}
+
+/** A backend named "testing" whose every instance runs `execute`. */
+function backendWith(execute: (requests: ExecuteRequest[]) => Promise<ExecuteResult>): Backend {
   return {
     name: 'testing',
     async modelInitialize() {
       return {
         async instanceInitialize() {
-          return {
-            async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
-              executions.push(requests.map((r) => Number((r.inputs.find((t) => t.name === 'IN')!.data as Int32Array)[0])));
-              if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
-              if (requests.some((r) => (r.inputs[0]!.data as Int32Array)[0] === -2)) throw new Error('batch poisoned');
-              return {
-                responses: requests.map((r) => {
-                  const input = r.inputs.find((t) => t.name === 'IN')!;
-                  if ((input.data as Int32Array)[0] === -1) return { error: Errors.invalidArg('value -1 refused') };
-                  const state = r.inputs.find((t) => t.name === 'STATE_IN');
-                  const start = r.inputs.find((t) => t.name === 'START');
-                  const out = Int32Array.from(input.data as Int32Array, (v, i) => v + (state ? (state.data as Int32Array)[i]! : 0) + (start ? 1000 * (start.data as Int32Array)[0]! : 0));
-                  const outputs = [{ name: 'OUT', datatype: 'INT32' as const, shape: input.shape, data: out }];
-                  if (r.outputNames.includes('STATE_OUT')) outputs.push({ name: 'STATE_OUT', datatype: 'INT32', shape: input.shape, data: out.slice() });
-                  return { outputs };
-                }),
-              };
-            },
-            async finalize() {},
-          };
+          return { execute, async finalize() {} };
         },
         async finalize() {},
       };
@@ -190,27 +192,14 @@ describe('ModelVersion', () => {
   });
 
   it('preserve_ordering on a decoupled model: a failure after a success is answered (it waited for a turn the success never took)', async () => {
-    const decoupled: Backend = {
-      name: 'testing',
-      async modelInitialize() {
-        return {
-          async instanceInitialize() {
-            return {
-              async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
-                for (const r of requests) {
-                  const v = Number((r.inputs[0]!.data as Int32Array)[0]);
-                  if (v < 0) void r.respond!({ error: Errors.invalidArg('negative') }, true);
-                  else void r.respond!({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] }, true);
-                }
-                return { responses: [] };
-              },
-              async finalize() {},
-            };
-          },
-          async finalize() {},
-        };
-      },
-    };
+    const decoupled = backendWith(async (requests) => {
+      for (const r of requests) {
+        const v = Number((r.inputs[0]!.data as Int32Array)[0]);
+        if (v < 0) void r.respond!({ error: Errors.invalidArg('negative') }, true);
+        else void r.respond!({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] }, true);
+      }
+      return { responses: [] };
+    });
     const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true } model_transaction_policy { decoupled: true } instance_group { count: 1 kind: KIND_CPU }', decoupled);
     const got: string[] = [];
     await s.inferStream(req(1), () => { got.push('a'); });
