@@ -100,7 +100,7 @@ export function jsonToTensorData(data: unknown, datatype: DataType, count: numbe
 export function tensorDataToJson(data: TensorData, datatype: DataType): string {
   if (datatype === 'BYTES') {
     const dec = new TextDecoder();
-    return upperHexEscapes(JSON.stringify(deserializeBytesTensor(data as Uint8Array).map((b) => dec.decode(b))));
+    return JSON.stringify(deserializeBytesTensor(data as Uint8Array).map((b) => dec.decode(b)));
   }
   if (datatype === 'BOOL') {
     let s = '[';
@@ -121,27 +121,29 @@ export function tensorDataToJson(data: TensorData, datatype: DataType): string {
 /** Elements per piece of a large float array: each piece is joined natively into one flat string. */
 const JOIN_PIECE = 16384;
 
-/** An integral number as JS writes it (no `.`, no exponent), alone between commas. */
-const INTEGRAL = /(^|,)(-?\d+)(?=,|$)/g;
+/**
+ * A double as rapidjson writes it, from JS's shortest round-trip digits (rapidjson's Grisu2 gives
+ * the same digits but in rare cases): an integral value with `.0` (`1.0`, `100.0`), an exponent
+ * without `+` (`1e21`), `-0.0` for negative zero, and `NaN`, `Infinity`, `-Infinity` bare
+ * (kWriteNanAndInfFlag).
+ */
+function rapidjsonNumber(x: number): string {
+  if (x !== Math.trunc(x) || x === Infinity || x === -Infinity) return String(x);
+  if (x === 0) return Object.is(x, -0) ? '-0.0' : '0.0';
+  return Math.abs(x) < 1e21 ? `${x}.0` : String(x).replace('e+', 'e');
+}
 
 /**
- * Floats joined, each written as Triton's rapidjson writes a double: JS's shortest round-trip
- * digits (rapidjson's Grisu2 gives the same digits but in rare cases), an integral value with
- * `.0` (`1.0`, `100.0`), an exponent without `+` (`1e21`), `-0.0` for negative zero, and `NaN`,
- * `Infinity`, `-Infinity` bare (kWriteNanAndInfFlag).
+ * Floats joined, each written as rapidjsonNumber writes it. Most outputs (probabilities, logits)
+ * hold no integral value, and then JS's native join is that text already (an exponent with `+`
+ * needs a value of 1e21 or more, which is integral): a scan that allocates nothing decides.
  */
 function joinAsRapidjson(a: Float32Array | Float64Array | number[]): string {
-  let negZero = false;
   for (let i = 0; i < a.length; i++) {
-    if (a[i] === 0 && Object.is(a[i], -0)) {
-      negZero = true;
-      break;
-    }
+    const x = a[i]!;
+    if (x === Math.trunc(x) && x !== Infinity && x !== -Infinity) return Array.from(a, rapidjsonNumber).join(',');
   }
-  // JS writes -0 as 0: those pieces are written element by element.
-  const text = negZero ? Array.from(a, (x) => (Object.is(x, -0) ? '-0' : String(x))).join(',') : a.join(',');
-  const s = text.replace(INTEGRAL, '$1$2.0');
-  return s.includes('e+') ? s.replaceAll('e+', 'e') : s;
+  return a.join(',');
 }
 
 /**
@@ -159,15 +161,6 @@ function floatJoin(a: Float32Array | Float64Array | number[]): string {
   return s + ']';
 }
 
-/**
- * JSON text with its `\u00XX` escapes in upper case, as rapidjson writes them (`\u001F`; JSON.stringify
- * writes `\u001f`). An escaped backslash is passed over whole, so `\\u001f` (a backslash, then
- * the text u001f) is left as it is.
- */
-function upperHexEscapes(json: string): string {
-  if (!json.includes('\\u00')) return json;
-  return json.replace(/\\(?:u00[0-9a-f]{2}|\\)/g, (m) => (m.length === 6 ? m.toUpperCase().replace('\\U', '\\u') : m));
-}
 
 /**
  * Bytes of `data` written as a JSON array by `tensorDataToJson`, or a little more (never less):
