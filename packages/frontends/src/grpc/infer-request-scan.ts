@@ -44,13 +44,14 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
   let objects = 0;
   let scalars = 0;
   const tooMany = (what: string, limit: number) => Errors.invalidArg(`the request has more ${what} than the ${limit} a request may have`);
-  new ProtoWire(bytes, 0, bytes.byteLength, malformed).fields((no, type, span) => {
+  const wire = new ProtoWire(bytes, 0, bytes.byteLength, malformed);
+  wire.fields((no, type, span) => {
     if (no === 4 && type === 2 && ++params > MAX_PARAMETERS) throw tooMany('parameters', MAX_PARAMETERS);
     if (no === 7 && type === 2 && ++raw > MAX_REQUEST_TENSORS) throw tooMany('raw_input_contents', MAX_REQUEST_TENSORS);
     if (no === 6 && type === 2) {
       if (++outputs > MAX_REQUEST_TENSORS) throw tooMany('outputs', MAX_REQUEST_TENSORS);
       let outParams = 0;
-      new ProtoWire(bytes, span![0], span![1], malformed).fields((f, t) => {
+      wire.within(span!).fields((f, t) => {
         if (f === 2 && t === 2 && ++outParams > MAX_PARAMETERS) throw tooMany('parameters on an output', MAX_PARAMETERS);
       });
     }
@@ -58,11 +59,11 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
       if (++inputs > MAX_REQUEST_TENSORS) throw tooMany('inputs', MAX_REQUEST_TENSORS);
       let dims = 0;
       let inParams = 0;
-      new ProtoWire(bytes, span![0], span![1], malformed).fields((f, t, s) => {
+      wire.within(span!).fields((f, t, s) => {
         if (f === 3 && (dims += t === 2 ? countVarints(bytes, s![0], s![1]) : 1) > MAX_SHAPE_DIMS) throw tooMany('dims in the shape of an input', MAX_SHAPE_DIMS);
         if (f === 4 && t === 2 && ++inParams > MAX_PARAMETERS) throw tooMany('parameters on an input', MAX_PARAMETERS);
         if (f === 5 && t === 2) {
-          new ProtoWire(bytes, s![0], s![1], malformed).fields((c, ct, cs) => {
+          wire.within(s!).fields((c, ct, cs) => {
             const n = contentsElements(bytes, c, ct, cs);
             objects += n.objects;
             scalars += n.scalars;

@@ -121,6 +121,9 @@ export function tensorDataToJson(data: TensorData, datatype: DataType): string {
 /** Elements per piece of a large float array: each piece is joined natively into one flat string. */
 const JOIN_PIECE = 16384;
 
+/** A finite whole number (±0 included): what rapidjson writes with `.0`. */
+const isIntegral = (x: number): boolean => x === Math.trunc(x) && Number.isFinite(x);
+
 /**
  * A double as rapidjson writes it, from JS's shortest round-trip digits (rapidjson's Grisu2 gives
  * the same digits but in rare cases): an integral value with `.0` (`1.0`, `100.0`), an exponent
@@ -128,7 +131,7 @@ const JOIN_PIECE = 16384;
  * (kWriteNanAndInfFlag).
  */
 function rapidjsonNumber(x: number): string {
-  if (x !== Math.trunc(x) || x === Infinity || x === -Infinity) return String(x);
+  if (!isIntegral(x)) return String(x);
   if (x === 0) return Object.is(x, -0) ? '-0.0' : '0.0';
   return Math.abs(x) < 1e21 ? `${x}.0` : String(x).replace('e+', 'e');
 }
@@ -140,8 +143,7 @@ function rapidjsonNumber(x: number): string {
  */
 function joinAsRapidjson(a: Float32Array | Float64Array | number[]): string {
   for (let i = 0; i < a.length; i++) {
-    const x = a[i]!;
-    if (x === Math.trunc(x) && x !== Infinity && x !== -Infinity) return Array.from(a, rapidjsonNumber).join(',');
+    if (isIntegral(a[i]!)) return Array.from(a, rapidjsonNumber).join(',');
   }
   return a.join(',');
 }
