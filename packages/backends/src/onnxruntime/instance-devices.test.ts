@@ -25,7 +25,7 @@ describe('chooseInstanceDevices()', () => {
     const config: ModelConfig = { name: 'm', instance_group: [{ kind: 'KIND_AUTO', count: 1 }] };
     await chooseInstanceDevices(config, SIMPLE, { gpus: TWO_H100, probe: noAdapter, logger });
     expect(config.instance_group).toEqual([{ kind: 'KIND_CPU', count: 1 }]);
-    expect(lines).toEqual([{ level: 'warning', msg: 'instance group "m_0" of model "m" is KIND_AUTO and runs on CPU: no usable GPU execution provider (cuda: provider library missing: y; webgpu: no WebGPU adapter: x)' }]);
+    expect(lines).toEqual([{ level: 'warning', msg: 'instance group "m_0" of model "m" is KIND_AUTO and runs on CPU: no usable GPU execution provider (cuda: provider library missing: y); WebGPU is used only by models that name it (gpu_execution_accelerator [ { name: "webgpu" } ]) or ask for KIND_GPU' }]);
   });
 
   it('KIND_GPU with no GPU: the load fails naming nvidia-smi; with no provider: naming each', async () => {
@@ -38,11 +38,32 @@ describe('chooseInstanceDevices()', () => {
 
   it('a usable provider: KIND_AUTO goes to the GPU (once the core takes KIND_GPU groups), the chosen provider lands in the config', async () => {
     const { lines, logger } = recorder();
+    const cudaWorks = async (p: GpuExecutionProvider): Promise<ProviderStatus> => (p === 'cuda' ? { usable: true } : { usable: false, reason: 'no WebGPU adapter: x' });
     const config: ModelConfig = { name: 'm' };
-    await chooseInstanceDevices(config, SIMPLE, { gpus: TWO_H100, probe: webgpuWorks, logger });
+    await chooseInstanceDevices(config, SIMPLE, { gpus: TWO_H100, probe: cudaWorks, logger });
     expect(config.instance_group).toEqual([{ kind: 'KIND_GPU' }]);
-    expect(config.optimization?.execution_accelerators?.gpu_execution_accelerator).toEqual([{ name: 'webgpu' }]);
-    expect(lines).toEqual([{ level: 'info', msg: 'model "m": instance group "m_0" runs on GPU 0, 1 with execution provider webgpu' }]);
+    expect(config.optimization?.execution_accelerators?.gpu_execution_accelerator).toEqual([{ name: 'cuda' }]);
+    expect(lines).toEqual([{ level: 'info', msg: 'model "m": instance group "m_0" runs on GPU 0, 1 with execution provider cuda' }]);
+  });
+
+  it('WebGPU only: a model that names no provider stays on CPU (webgpu not even probed); one that names webgpu, or asks for KIND_GPU, gets it', async () => {
+    // On an H200, `simple` (no instance_group) went to WebGPU and served 269 requests/s at c=1
+    // against the CPU's thousands (bench/RESULTS.md): KIND_AUTO takes WebGPU only when named.
+    const probed: GpuExecutionProvider[] = [];
+    const probe = async (p: GpuExecutionProvider) => { probed.push(p); return webgpuWorks(p); };
+    const { logger } = recorder();
+    const unnamed: ModelConfig = { name: 'm' };
+    await chooseInstanceDevices(unnamed, SIMPLE, { gpus: TWO_H100, probe, logger });
+    expect(unnamed.instance_group).toBeUndefined();
+    expect(unnamed.optimization).toBeUndefined();
+    expect(probed).toEqual(['cuda']);
+    const named: ModelConfig = { name: 'm', optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'webgpu' }] } } };
+    await chooseInstanceDevices(named, SIMPLE, { gpus: TWO_H100, probe, logger });
+    expect(named.instance_group).toEqual([{ kind: 'KIND_GPU' }]);
+    const gpu: ModelConfig = { name: 'm', instance_group: [{ kind: 'KIND_GPU', count: 1 }] };
+    await chooseInstanceDevices(gpu, SIMPLE, { gpus: TWO_H100, probe, logger });
+    expect(gpu.instance_group).toEqual([{ kind: 'KIND_GPU', count: 1 }]);
+    expect(gpu.optimization?.execution_accelerators?.gpu_execution_accelerator).toEqual([{ name: 'webgpu' }]);
   });
 
   it('an unknown gpu_execution_accelerator fails the load', async () => {
@@ -68,7 +89,7 @@ describe('an onnxruntime server with two (stand-in) H100s and the real providers
     const index = s.repositoryIndex();
     expect(index.find((r) => r.name === 'auto')).toMatchObject({ state: 'READY' });
     expect(s.modelConfig('auto').instance_group).toMatchObject([{ kind: 'KIND_CPU', count: 1 }]);
-    expect(lines.find((l) => l.level === 'warning')?.msg).toMatch(/^instance group "auto_0" of model "auto" is KIND_AUTO and runs on CPU: no usable GPU execution provider \(cuda: .*; webgpu: no WebGPU adapter: /);
+    expect(lines.find((l) => l.level === 'warning')?.msg).toMatch(/^instance group "auto_0" of model "auto" is KIND_AUTO and runs on CPU: no usable GPU execution provider \(cuda: [^;]*\); WebGPU is used only by models that name it/);
     expect(index.find((r) => r.name === 'gpu')).toMatchObject({
       state: 'UNAVAILABLE', reason: expect.stringMatching(/^Cannot place instance group "gpu_0" of model "gpu" on a GPU: no usable GPU execution provider \(cuda: .*; webgpu: no WebGPU adapter: /),
     });

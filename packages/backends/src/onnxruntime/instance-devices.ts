@@ -33,7 +33,7 @@ async function probeInOrder(providers: readonly GpuExecutionProvider[], file: st
  * the probes fail fast).
  */
 export async function gpuProviderFor(config: ModelConfig, group: ModelInstanceGroup, file: string, ctx: DeviceChoiceContext): Promise<GpuExecutionProvider> {
-  const providers = requestedProviders(config);
+  const providers = requestedProviders(config, group);
   const status = needsProviderProbe(group, ctx.gpus.gpus) ? await probeInOrder(providers, file, ctx) : new Map<GpuExecutionProvider, ProviderStatus>();
   const choice = chooseExecutionProvider({ model: config.name ?? '', group, gpus: ctx.gpus.gpus, ...(ctx.gpus.reason ? { gpuReason: ctx.gpus.reason } : {}), providers, status });
   if (choice.device === 'error') throw choice.error;
@@ -45,10 +45,11 @@ export async function gpuProviderFor(config: ModelConfig, group: ModelInstanceGr
 export async function chooseInstanceDevices(config: ModelConfig, file: string, ctx: DeviceChoiceContext): Promise<void> {
   const implicit = !config.instance_group?.length;
   const groups: ModelInstanceGroup[] = implicit ? [{}] : config.instance_group!;
-  const providers = requestedProviders(config);
+  requestedProviders(config); // a name that is no provider fails the load whatever the groups
   let chosen: GpuExecutionProvider | undefined;
   for (const [i, g] of groups.entries()) {
     const group = { ...g, name: g.name || `${config.name ?? ''}_${i}` };
+    const providers = requestedProviders(config, group);
     const status = needsProviderProbe(group, ctx.gpus.gpus) ? await probeInOrder(providers, file, ctx) : new Map<GpuExecutionProvider, ProviderStatus>();
     const choice = chooseExecutionProvider({ model: config.name ?? '', group, gpus: ctx.gpus.gpus, ...(ctx.gpus.reason ? { gpuReason: ctx.gpus.reason } : {}), providers, status });
     if (choice.device === 'error') throw choice.error;

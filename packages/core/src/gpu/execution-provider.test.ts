@@ -15,6 +15,11 @@ function choose(group: ModelInstanceGroup, gpus: GpuDevice[], status: [GpuExecut
 describe('requestedProviders()', () => {
   it('reads gpu_execution_accelerator names in order; the default order when none', () => {
     expect(requestedProviders({})).toEqual(['cuda', 'webgpu']);
+    expect(requestedProviders({}, { kind: 'KIND_GPU' })).toEqual(['cuda', 'webgpu']);
+    // KIND_AUTO (or no kind) takes CUDA only, unless the model names a provider.
+    expect(requestedProviders({}, { kind: 'KIND_AUTO' })).toEqual(['cuda']);
+    expect(requestedProviders({}, {})).toEqual(['cuda']);
+    expect(requestedProviders({ optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'webgpu' }] } } }, {})).toEqual(['webgpu']);
     expect(requestedProviders({ optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'webgpu' }, { name: 'TensorRT' }, { name: 'webgpu' }] } } })).toEqual(['webgpu', 'tensorrt']);
     expect(() => requestedProviders({ name: 'm', optimization: { execution_accelerators: { gpu_execution_accelerator: [{ name: 'openvino' }] } } }))
       .toThrow('unknown gpu_execution_accelerator "openvino" for model "m" (tensorrt, cuda, webgpu)');
@@ -43,6 +48,9 @@ describe('chooseExecutionProvider()', () => {
 
   it('KIND_AUTO goes to a GPU when one and a provider are usable, else to CPU with a warning (never an error)', () => {
     expect(choose({ kind: 'KIND_AUTO' }, TWO, [['webgpu', { usable: true }]])).toEqual({ device: 'gpu', provider: 'webgpu' });
+    expect(choose({ kind: 'KIND_AUTO' }, TWO, [['cuda', NO_LIB]], ['cuda'])).toEqual({
+      device: 'cpu', warning: 'instance group "g" of model "m" is KIND_AUTO and runs on CPU: no usable GPU execution provider (cuda: provider library missing); WebGPU is used only by models that name it (gpu_execution_accelerator [ { name: "webgpu" } ]) or ask for KIND_GPU',
+    });
     expect(choose({ kind: 'KIND_AUTO' }, TWO, [['cuda', NO_LIB], ['webgpu', NO_ADAPTER]])).toEqual({
       device: 'cpu', warning: 'instance group "g" of model "m" is KIND_AUTO and runs on CPU: no usable GPU execution provider (cuda: provider library missing; webgpu: no WebGPU adapter)',
     });

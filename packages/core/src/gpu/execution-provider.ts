@@ -14,22 +14,34 @@ export const GPU_EXECUTION_PROVIDERS = ['tensorrt', 'cuda', 'webgpu'] as const;
 export type GpuExecutionProvider = (typeof GPU_EXECUTION_PROVIDERS)[number];
 
 /**
- * Tried in this order when a model names none: CUDA (where an operator installed a GPU build of
- * onnxruntime-node), then WebGPU (bundled). TensorRT only when named: its engine builds take minutes.
+ * Tried in this order for a KIND_GPU group of a model that names none: CUDA (where an operator
+ * installed a GPU build of onnxruntime-node), then WebGPU (bundled). TensorRT only when named: its
+ * engine builds take minutes.
  */
 export const DEFAULT_PROVIDER_ORDER: readonly GpuExecutionProvider[] = ['cuda', 'webgpu'];
+
+/**
+ * Tried for a KIND_AUTO group (or one with no kind) of a model that names none: CUDA only, as
+ * Triton's KIND_AUTO takes a GPU through CUDA. WebGPU is not a default there: it runs big models
+ * faster than the CPU but small ones far slower (on an H200, `simple` served from WebGPU answered
+ * 269 requests/s at one in flight against the CPU's thousands, and ppocr_cls ran slower than on
+ * 8 CPU threads; bench/RESULTS.md), so a model gets WebGPU by naming it
+ * (`gpu_execution_accelerator [ { name: "webgpu" } ]`) or by asking for KIND_GPU.
+ */
+export const AUTO_PROVIDER_ORDER: readonly GpuExecutionProvider[] = ['cuda'];
 
 /** Whether a provider works on this machine, and why not. */
 export type ProviderStatus = { usable: true } | { usable: false; reason: string };
 
 /**
  * The providers a model asks for, in its order: `optimization { execution_accelerators {
- * gpu_execution_accelerator [ { name: "webgpu" } ] } }`; DEFAULT_PROVIDER_ORDER when it names none.
+ * gpu_execution_accelerator [ { name: "webgpu" } ] } }`; when it names none, DEFAULT_PROVIDER_ORDER
+ * for a KIND_GPU group and AUTO_PROVIDER_ORDER for a KIND_AUTO one (or one with no kind).
  * @throws TriodeError INVALID_ARG for a name that is not a GPU execution provider.
  */
-export function requestedProviders(config: ModelConfig): GpuExecutionProvider[] {
+export function requestedProviders(config: ModelConfig, group: ModelInstanceGroup = { kind: 'KIND_GPU' }): GpuExecutionProvider[] {
   const named = (config.optimization?.execution_accelerators?.gpu_execution_accelerator ?? []).map((a) => a.name ?? '');
-  if (named.length === 0) return [...DEFAULT_PROVIDER_ORDER];
+  if (named.length === 0) return [...((group.kind ?? 'KIND_AUTO') === 'KIND_GPU' ? DEFAULT_PROVIDER_ORDER : AUTO_PROVIDER_ORDER)];
   const out: GpuExecutionProvider[] = [];
   for (const n of named) {
     const p = GPU_EXECUTION_PROVIDERS.find((x) => x === n.toLowerCase());
@@ -90,6 +102,9 @@ export function chooseExecutionProvider(input: ProviderChoiceInput): ProviderCho
       return `${p}: ${s && !s.usable ? s.reason : 'not tried'}`;
     });
     why = `no usable GPU execution provider (${reasons.join('; ')})`;
+    if (kind === 'KIND_AUTO' && !input.providers.includes('webgpu')) {
+      why += '; WebGPU is used only by models that name it (gpu_execution_accelerator [ { name: "webgpu" } ]) or ask for KIND_GPU';
+    }
   }
   if (kind === 'KIND_GPU') return { device: 'error', error: Errors.unavailable(`Cannot place ${where} on a GPU: ${why}`) };
   const explicit = group.kind === 'KIND_AUTO' || gpus.length > 0;
