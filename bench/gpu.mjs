@@ -106,6 +106,64 @@ const row = (model, batch, path, device, r) => {
   console.error(`${model} b${batch} ${path} ${device}: ${r.error ?? `${(r.rps * batch).toFixed(1)} inf/s`}`);
 };
 
+/**
+ * `batch` pages for the detector, NCHW, normalized as PP-OCR does ((v - 0.485) / 0.229 ...): white
+ * with lines of dark box-shaped glyphs, shifted per page, so the detector finds text (probabilities
+ * near 1 over a sixth of the page, checked on the CPU) and its output is not all near zero (a sine or constant input gives probabilities of ~1e-8 everywhere,
+ * where any rounding is a large relative error).
+ */
+function pageImage(batch, h, w) {
+  const out = new Float32Array(batch * 3 * h * w);
+  const mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225];
+  // Lines 40 px apart of box-shaped glyphs 14 px wide and 16 high (two stems, three bars).
+  const ink = (y, x) => {
+    const ly = y % 40, lx = x % 14;
+    return ly >= 12 && ly < 28 && x > 20 && x < w - 20 && (lx === 2 || lx === 3 || lx === 9 || lx === 10 || ((ly === 12 || ly === 13 || ly === 19 || ly === 26 || ly === 27) && lx >= 2 && lx <= 10));
+  };
+  for (let b = 0; b < batch; b++) {
+    for (let y = 0; y < h; y++) {
+      for (let x = 0; x < w; x++) {
+        const v = ink(y + 3 * b, x + 5 * b) ? 0.05 : 0.97;
+        for (let c = 0; c < 3; c++) out[((b * 3 + c) * h + y) * w + x] = (v - mean[c]) / std[c];
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Does the model served on the GPU compute what onnxruntime computes on the CPU? One batch of the
+ * largest size, fresh non-zero data, through `triode serve` (HTTP, binary output) against a CPU
+ * session on the same input: the relative L2 error ||gpu - cpu|| / ||cpu|| and the largest
+ * absolute difference (float32 kernels: far under 1e-3 expected).
+ */
+const checks = [];
+async function check(name, m, file) {
+  const batch = Math.max(...BATCHES);
+  const n = batch * m.dims.reduce((a, b) => a * b, 1);
+  const data = name === 'ppocr_det' ? pageImage(batch, m.dims[1], m.dims[2])
+    : Float32Array.from({ length: n }, (_, i) => Math.round(Math.cos(i * 0.37 + checks.length) * 1e4) / 1e4);
+  const cpu = await ort.InferenceSession.create(file, { intraOpNumThreads: CPU_THREADS, executionProviders: ['cpu'] });
+  const want = (await cpu.run({ [m.input]: new ort.Tensor('float32', data, [batch, ...m.dims]) }))[m.output].data;
+  await cpu.release();
+  const header = Buffer.from(JSON.stringify({ inputs: [{ name: m.input, datatype: 'FP32', shape: [batch, ...m.dims], parameters: { binary_data_size: data.byteLength } }], outputs: [{ name: m.output, parameters: { binary_data: true } }] }));
+  const r = await fetch(`${serve.base}/v2/models/${name}_gpu/infer`, { method: 'POST', body: Buffer.concat([header, Buffer.from(data.buffer)]), headers: { 'Inference-Header-Content-Length': String(header.length) } });
+  const buf = Buffer.from(await r.arrayBuffer());
+  if (r.status !== 200) { checks.push({ name, batch, error: `HTTP ${r.status}: ${buf.toString().slice(0, 200)}` }); return; }
+  const hl = Number(r.headers.get('inference-header-content-length'));
+  const bytes = buf.subarray(hl);
+  const got = new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+  if (got.length !== want.length) { checks.push({ name, batch, error: `${got.length} values, want ${want.length}` }); return; }
+  let num = 0, den = 0, maxAbs = 0, nan = 0;
+  for (let i = 0; i < want.length; i++) {
+    if (!Number.isFinite(got[i])) nan++;
+    const d = got[i] - want[i];
+    num += d * d; den += want[i] * want[i]; maxAbs = Math.max(maxAbs, Math.abs(d));
+  }
+  checks.push({ name, batch, values: want.length, relL2: Math.sqrt(num / den), maxAbs, nan });
+  console.error(`check ${name} b${batch}: ${JSON.stringify(checks.at(-1))}`);
+}
+
 const serve = await startServe(repository());
 try {
   for (const [name, m] of Object.entries(MODELS).filter(([n]) => args.models.split(',').includes(n))) {
@@ -113,18 +171,23 @@ try {
       const label = device === 'gpu' ? `GPU (${args.provider})` : `CPU (${CPU_THREADS} threads)`;
       const ready = await fetch(`${serve.base}/v2/models/${name}_${device}/ready`);
       const file = join(ROOT, 'model_repository', name, '1', 'model.onnx');
-      let session;
-      try {
-        session = await ort.InferenceSession.create(file, device === 'gpu' ? { executionProviders: [args.provider] } : { intraOpNumThreads: CPU_THREADS, executionProviders: ['cpu'] });
-      } catch (err) {
-        session = undefined;
-        for (const b of BATCHES) row(name, b, 'raw session', label, { error: `session failed: ${err.message.split('\n')[0]}` });
-      }
-      for (const batch of BATCHES) {
-        if (session) {
-          const x = new ort.Tensor('float32', sample(batch * m.dims.reduce((a, b) => a * b, 1)), [batch, ...m.dims]);
-          row(name, batch, 'raw session', label, await measure(() => session.run({ [m.input]: x }), 1, SECONDS));
+      // Raw sessions: onnxruntime's defaults (on a GPU: as many CPU threads as cores for the nodes
+      // the provider leaves to the CPU), and on a GPU also Triode's (1 intra-op, 1 inter-op thread).
+      const raws = device === 'gpu'
+        ? [['raw session', { executionProviders: [args.provider] }], ['raw session, 1 CPU thread', { executionProviders: [args.provider], intraOpNumThreads: 1, interOpNumThreads: 1 }]]
+        : [['raw session', { intraOpNumThreads: CPU_THREADS, executionProviders: ['cpu'] }]];
+      const sessions = [];
+      for (const [path, options] of raws) {
+        try {
+          sessions.push([path, await ort.InferenceSession.create(file, options)]);
+        } catch (err) {
+          for (const b of BATCHES) row(name, b, path, label, { error: `session failed: ${err.message.split('\n')[0]}` });
         }
+      }
+      if (device === 'gpu' && ready.status === 200) await check(name, m, file);
+      for (const batch of BATCHES) {
+        const x = new ort.Tensor('float32', sample(batch * m.dims.reduce((a, b) => a * b, 1)), [batch, ...m.dims]);
+        for (const [path, session] of sessions) row(name, batch, path, label, await measure(() => session.run({ [m.input]: x }), 1, SECONDS));
         if (ready.status !== 200) {
           const index = await (await fetch(`${serve.base}/v2/repository/index`, { method: 'POST', body: '{}' })).json();
           row(name, batch, 'triode serve', label, { error: `not loaded: ${index.find((e) => e.name === `${name}_${device}`)?.reason ?? ready.status}` });
@@ -138,13 +201,23 @@ try {
         };
         row(name, batch, 'triode serve', label, await measure(once, CONCURRENCY, SECONDS).catch((err) => ({ error: err.message })));
       }
-      await session?.release();
+      for (const [, session] of sessions) await session.release();
     }
   }
 } finally {
   await serve.stop();
 }
 
+if (checks.length) {
+  console.log(`\nThe GPU's answers against onnxruntime on the CPU (same input, largest batch; float32: relative L2 far under 1e-3 expected):\n`);
+  console.log('| model | batch | values | relative L2 error | max abs difference | non-finite | verdict |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const c of checks) {
+    console.log(c.error ? `| ${c.name} | ${c.batch} | | | | | ${c.error.replace(/\|/g, '/')} |`
+      : `| ${c.name} | ${c.batch} | ${c.values} | ${c.relL2.toExponential(2)} | ${c.maxAbs.toExponential(2)} | ${c.nan} | ${c.nan === 0 && c.relL2 < 1e-3 ? 'same' : 'DIFFERENT'} |`);
+  }
+  console.log('');
+}
 console.log(`\nnode bench/gpu.mjs --seconds ${SECONDS} --concurrency ${CONCURRENCY} --batches ${BATCHES.join(',')} --provider ${args.provider} --cpu-threads ${CPU_THREADS} --det-size ${DET}\n`);
 console.log('| model | batch | path | device | inferences/s | requests/s | mean ms/request |');
 console.log('|---|---|---|---|---|---|---|');

@@ -13,15 +13,14 @@
 //   node bench/http.mjs [--seconds 5] [--warmup 1] [--rounds 3] [--concurrency 1,16,64] [--pin auto|off]
 //     [--triode-args "..."]    extra `triode serve` flags
 //     [--execution-thread auto|main|instance]   simple's execution_thread parameter
-import { execFileSync, spawn } from 'node:child_process';
 import { get } from 'node:http';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { cpuCount, layout, machine as describeMachine, taskset } from './pinning.mjs';
+import { cpuCount, layout, machine as describeMachine } from './pinning.mjs';
+import { fmt as f, freePort, median, perRequest, start as startOn, stop, threadStats, wrk as wrkOn } from './harness.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: {
@@ -44,7 +43,6 @@ const PIN = layout(availableParallelism(), args.pin);
 const serverCpus = PIN.server;
 const wrkCpus = PIN.load;
 const wrkThreads = PIN.pinned ? cpuCount(wrkCpus) : 2;
-const pinned = (argv) => taskset(serverCpus, argv);
 const machine = describeMachine(PIN, { server: 'servers', load: 'wrk', loadThreads: wrkThreads });
 const CORES = machine.cores;
 console.log(JSON.stringify({ machine }));
@@ -59,55 +57,8 @@ writeFileSync(join(dir, 'simple.bin'), Buffer.concat([header, Buffer.from(in0.bu
 const BODIES = { json: { file: join(dir, 'simple.json'), headerLen: '' }, binary: { file: join(dir, 'simple.bin'), headerLen: String(header.byteLength) } };
 
 // --- processes -----------------------------------------------------------------------------------
-const freePort = () => new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
-const children = new Set();
-process.on('exit', () => { for (const c of children) if (c.exitCode === null) try { process.kill(c.pid, 'SIGKILL'); } catch { /* gone */ } });
-
-async function start(argv, ready) {
-  const [cmd, rest] = pinned(argv);
-  const p = spawn(cmd, rest, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(p);
-  let out = '';
-  await new Promise((res, rej) => {
-    const on = (d) => { out += d; if (ready.test(out)) res(); };
-    p.stdout.on('data', on);
-    p.stderr.on('data', on);
-    p.once('exit', (code) => rej(new Error(`${argv.join(' ')} exited ${code}: ${out}`)));
-  });
-  p.removeAllListeners('exit');
-  p.stdout.removeAllListeners('data').resume();
-  p.stderr.removeAllListeners('data').resume();
-  return p;
-}
-async function stop(p) {
-  if (p.exitCode !== null) return;
-  const done = new Promise((r) => p.once('exit', r));
-  process.kill(p.pid, 'SIGTERM');
-  const t = setTimeout(() => process.kill(p.pid, 'SIGKILL'), 15000);
-  await done;
-  clearTimeout(t);
-  children.delete(p);
-}
-
-function cpuTicks(pid, tid) {
-  const f = readFileSync(tid ? `/proc/${pid}/task/${tid}/stat` : `/proc/${pid}/stat`, 'utf8');
-  const parts = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return Number(parts[11]) + Number(parts[12]); // utime + stime, clock ticks (100/s)
-}
-const toMs = (v, unit) => Number(v) * ({ us: 1e-3, ms: 1, s: 1000, m: 60000 }[unit] ?? 1);
-
-function wrk(url, body, c, seconds) {
-  const argv = ['wrk', '-t', String(Math.min(wrkThreads, c)), '-c', String(c), '-d', `${seconds}s`, '--latency', '-s', join(ROOT, 'bench', 'post.lua'), url];
-  const [cmd, rest] = taskset(wrkCpus, argv);
-  const out = execFileSync(cmd, rest, { env: { ...process.env, BODY_FILE: body.file, HEADER_LEN: body.headerLen }, encoding: 'utf8', maxBuffer: 1 << 24 });
-  const pct = (p) => { const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s|m)`).exec(out); return m ? toMs(m[1], m[2]) : NaN; };
-  return {
-    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN), p50: pct(50), p99: pct(99),
-    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
-    requests: Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN),
-    socketErrors: /Socket errors: (.*)/.exec(out)?.[1] ?? '',
-  };
-}
+const start = (argv, ready) => startOn(serverCpus, argv, ready, ROOT);
+const wrk = (url, body, c, seconds) => wrkOn({ cpus: wrkCpus, threads: wrkThreads, url, body, c, seconds, root: ROOT });
 
 /** Triode's statistics for simple: cumulative counts and ns. */
 async function triodeStats(port) {
@@ -134,6 +85,13 @@ try {
   const naive = await start([process.execPath, join(ROOT, 'bench', 'naive-server.mjs'), String(nport), join(ROOT, 'model_repository')], /naive server on/);
   const floor = await start([process.execPath, join(ROOT, 'bench', 'floor-server.mjs'), String(fport)], /floor server on/);
   const url = (port) => `http://127.0.0.1:${port}/v2/models/simple/infer`;
+  // Where Triode placed simple (a GPU machine without CUDA must keep it on the CPU: KIND_AUTO).
+  const config = await new Promise((res, rej) => get({ host: '127.0.0.1', port: tport, path: '/v2/models/simple/config', agent: false }, (r) => {
+    let b = '';
+    r.setEncoding('utf8').on('data', (d) => { b += d; }).on('end', () => res(JSON.parse(b))).on('error', rej);
+  }).on('error', rej));
+  machine.triodeSimple = { instance_group: config.instance_group, execution_accelerators: config.optimization?.execution_accelerators ?? null };
+  console.log(JSON.stringify({ triodeSimple: machine.triodeSimple }));
   const SERVERS = [
     { server: 'triode', encoding: 'binary', proc: triode, port: tport },
     { server: 'triode', encoding: 'json', proc: triode, port: tport },
@@ -147,12 +105,9 @@ try {
         const body = BODIES[s.encoding];
         if (WARMUP > 0) wrk(url(s.port), body, c, WARMUP);
         const before = s.server === 'triode' ? await triodeStats(s.port) : undefined;
-        const t0 = cpuTicks(s.proc.pid);
-        const m0 = cpuTicks(s.proc.pid, s.proc.pid);
+        const t0 = threadStats(s.proc.pid);
         const r = wrk(url(s.port), body, c, SECONDS);
-        const cpuUs = ((cpuTicks(s.proc.pid) - t0) * 10_000) / r.requests; // process CPU µs a request
-        const mainUs = ((cpuTicks(s.proc.pid, s.proc.pid) - m0) * 10_000) / r.requests; // main thread's
-        const row = { round, server: s.server, encoding: s.encoding, c, ...r, cpuUsPerRequest: +cpuUs.toFixed(1), mainCpuUsPerRequest: +mainUs.toFixed(1) };
+        const row = { round, server: s.server, encoding: s.encoding, c, ...r, ...perRequest(t0, threadStats(s.proc.pid), r.requests) };
         if (before) {
           const after = await triodeStats(s.port);
           const n = after.n - before.n;
@@ -171,7 +126,6 @@ try {
 }
 
 // --- report --------------------------------------------------------------------------------------
-const median = (xs) => { const s = xs.filter(Number.isFinite).sort((a, b) => a - b); return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN; };
 const pick = (server, encoding, c, key) => median(rows.filter((r) => r.server === server && r.encoding === encoding && r.c === c).map((r) => r[key]));
 /** Per round ratio a/b of req/s, then the median of those (the same round's drift cancels). */
 const ratio = (a, b, c) => median([...Array(ROUNDS).keys()].map((round) => {
@@ -179,16 +133,15 @@ const ratio = (a, b, c) => median([...Array(ROUNDS).keys()].map((round) => {
   const y = rows.find((r) => r.round === round && r.server === b[0] && r.encoding === b[1] && r.c === c);
   return x && y ? x.rps / y.rps : NaN;
 }));
-const f = (x, d = 0) => (Number.isFinite(x) ? x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-');
 const lines = [];
-lines.push(`Machine: ${CORES} cores (${machine.cpu}); ${machine.layout}. ${ROUNDS} rounds of ${SECONDS} s (+${WARMUP} s warmup) per case; medians.`);
+lines.push(`Machine: ${CORES} cores (${machine.cpu}); ${machine.layout}. ${ROUNDS} rounds of ${SECONDS} s (+${WARMUP} s warmup) per case; medians. Triode placed simple as ${JSON.stringify(machine.triodeSimple?.instance_group ?? null)}.`);
 lines.push('');
-lines.push('| server | tensors | c | req/s | p50 ms | p99 ms | process CPU µs/req | main thread CPU µs/req | Triode requests/execution | Triode server overhead µs/req | non-2xx |');
-lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
+lines.push('| server | tensors | c | req/s | p50 ms | p99 ms | process CPU µs/req | main thread CPU µs/req | context switches/req (main) | Triode requests/execution | Triode server overhead µs/req | non-2xx |');
+lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
 for (const [server, encoding] of [['triode', 'binary'], ['triode', 'json'], ['naive', 'json'], ['floor', 'binary']]) {
   for (const c of CONCURRENCY) {
     const non2xx = rows.filter((r) => r.server === server && r.encoding === encoding && r.c === c).reduce((a, r) => a + r.non2xx, 0);
-    lines.push(`| ${server} | ${encoding} | ${c} | ${f(pick(server, encoding, c, 'rps'))} | ${f(pick(server, encoding, c, 'p50'), 3)} | ${f(pick(server, encoding, c, 'p99'), 3)} | ${f(pick(server, encoding, c, 'cpuUsPerRequest'), 1)} | ${f(pick(server, encoding, c, 'mainCpuUsPerRequest'), 1)} | ${server === 'triode' ? f(pick(server, encoding, c, 'requestsPerExecution'), 2) : ''} | ${server === 'triode' ? f(pick(server, encoding, c, 'serverOverheadUs'), 1) : ''} | ${non2xx} |`);
+    lines.push(`| ${server} | ${encoding} | ${c} | ${f(pick(server, encoding, c, 'rps'))} | ${f(pick(server, encoding, c, 'p50'), 3)} | ${f(pick(server, encoding, c, 'p99'), 3)} | ${f(pick(server, encoding, c, 'cpuUsPerRequest'), 1)} | ${f(pick(server, encoding, c, 'mainCpuUsPerRequest'), 1)} | ${f(pick(server, encoding, c, 'switchesPerRequest'), 2)} (${f(pick(server, encoding, c, 'mainSwitchesPerRequest'), 2)}) | ${server === 'triode' ? f(pick(server, encoding, c, 'requestsPerExecution'), 2) : ''} | ${server === 'triode' ? f(pick(server, encoding, c, 'serverOverheadUs'), 1) : ''} | ${non2xx} |`);
   }
 }
 lines.push('');

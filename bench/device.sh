@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The checks that need the lent GPU machine (16 cores, one NVIDIA GPU), in one call:
+#   1. machine facts (cores, CPU model, GPU, driver),
+#   2. issue #18 in its layout: bench/http.mjs (simple: Triode vs the naive server vs the frontend
+#      floor, servers on cpus 0-1, wrk on 2-5) and bench/cls-raw.mjs (ppocr_cls vs raw onnxruntime),
+#   3. issue #17 on a real GPU: `triode serve` with a KIND_GPU model (startup GPU table, model
+#      READY on the GPU, nv_gpu_* metrics from nvidia-smi), where `simple` goes (KIND_AUTO) and
+#      what it serves at c=1 there and on WebGPU (wrk, not pinned), and bench/gpu.mjs (answers
+#      checked against the CPU, then timed).
+# Prepare here: npm install && npm run build && bash ../shared/device/pack.sh; then run it there
+# with .device carried:   source .device/setup.sh && bash bench/device.sh [http,cls,gpu] [quick]
+# Logs and JSON go to $OUT (or bench/out/device); the tables are printed last.
+set -uo pipefail
+PARTS=${1:-http,cls,gpu}
+QUICK=${2:-}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "${TRIODE_DEVICE_ROOT:-$SRC}"
+# The packed project is the built one; the bench scripts come from the tree that travelled (newer).
+[ "$(pwd)" != "$SRC" ] && cp "$SRC"/bench/*.mjs "$SRC"/bench/*.sh "$SRC"/bench/*.lua bench/ 2>/dev/null
+O=${OUT:-bench/out/device}
+mkdir -p "$O"
+has() { [[ ",$PARTS," == *",$1,"* ]]; }
+S=2; W=1; R=3
+[ -n "$QUICK" ] && { S=1; W=0; R=1; }
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "cores: $(nproc); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  lscpu 2>/dev/null | grep -E '^(Thread|Core|Socket|NUMA node\(s\)|CPU MHz|CPU max)' || true
+  echo "cpu 0-5 siblings: $(for c in 0 1 2 3 4 5; do printf '%s=%s ' $c "$(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list 2>/dev/null)"; done)"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,utilization.gpu --format=csv 2>&1 || echo "no nvidia-smi"
+  echo "node $(node --version); wrk $(command -v wrk); vulkan ICD: ${VK_DRIVER_FILES:-unset} $( [ -f "${VK_DRIVER_FILES:-/nonexistent}" ] && echo present || echo missing)"
+} 2>&1 | tee "$O/machine.txt"
+
+if has http; then
+  echo "== bench/http.mjs"
+  timeout 300 node bench/http.mjs --seconds $S --warmup $W --rounds $R --concurrency 1,16,64,256 --out "$O/http.json" > "$O/http.log" 2>&1
+  echo "rc=$?"; grep -v '^{' "$O/http.log" | tail -30
+fi
+
+if has cls; then
+  echo "== bench/cls-raw.mjs"
+  timeout 200 node bench/cls-raw.mjs --seconds $S --warmup $W --rounds $R --concurrency 1,16 --variants shipped,instance --out "$O/cls.json" > "$O/cls.log" 2>&1
+  echo "rc=$?"; grep -v '^{' "$O/cls.log" | tail -12
+fi
+
+if has gpu; then
+  echo "== triode serve with a KIND_GPU model"
+  REPO=$(mktemp -d)
+  mkdir -p "$REPO/cls_gpu" && cp -r model_repository/ppocr_cls/1 model_repository/ppocr_cls/*.txt "$REPO/cls_gpu/"
+  # simple as shipped (no instance_group: KIND_AUTO, which takes WebGPU only when named), and
+  # simple_webgpu: the same model asking for WebGPU, to show what that costs a tiny model.
+  cp -r model_repository/simple "$REPO/simple"
+  mkdir -p "$REPO/simple_webgpu" && cp -r model_repository/simple/1 "$REPO/simple_webgpu/1"
+  sed -e 's/^name: .*/name: "simple_webgpu"/' model_repository/simple/config.pbtxt > "$REPO/simple_webgpu/config.pbtxt"
+  echo 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "webgpu" } ] } }' >> "$REPO/simple_webgpu/config.pbtxt"
+  sed -e 's/^name: .*/name: "cls_gpu"/' -e 's/instance_group.*/instance_group [ { count: 1, kind: KIND_GPU } ]/' \
+    -e 's/^parameters.*//' model_repository/ppocr_cls/config.pbtxt > "$REPO/cls_gpu/config.pbtxt"
+  echo 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "webgpu" } ] } }' >> "$REPO/cls_gpu/config.pbtxt"
+  timeout 60 node packages/cli/bin/triode.js serve --model-repository "$REPO" --http-port 18000 --http-address 127.0.0.1 \
+    --allow-grpc=false --metrics-port 18002 --metrics-address 127.0.0.1 > "$O/smoke.log" 2>&1 &
+  SP=$!
+  for _ in $(seq 150); do curl -sf localhost:18000/v2/health/ready >/dev/null && break; sleep 0.2; done
+  {
+    echo "-- ready: $(curl -s -o /dev/null -w '%{http_code}' localhost:18000/v2/models/cls_gpu/ready)"
+    echo "-- index: $(curl -s -X POST localhost:18000/v2/repository/index -d '{}')"
+    echo "-- config instance_group / accelerators: $(curl -s localhost:18000/v2/models/cls_gpu/config | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const c=JSON.parse(s);console.log(JSON.stringify([c.instance_group,c.optimization?.execution_accelerators]))})')"
+    for m in simple simple_webgpu; do
+      echo "-- $m instance_group: $(curl -s localhost:18000/v2/models/$m/config | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).instance_group)))')"
+      node -e "
+const fs = require('fs');
+fs.writeFileSync('/tmp/simple.json', JSON.stringify({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], data: Array.from({ length: 16 }, (_, i) => i) })) }));"
+      BODY_FILE=/tmp/simple.json HEADER_LEN= wrk -t1 -c1 -d2s --latency -s bench/post.lua "http://127.0.0.1:18000/v2/models/$m/infer" | grep -E 'Requests/sec|50%|Non-2xx' | tr -s ' ' | tr '\n' ' '; echo
+    done
+    echo "-- nv_gpu metrics:"; curl -s localhost:18002/metrics | grep -E '^nv_(gpu|energy)' | head -8
+  } 2>&1 | tee -a "$O/smoke.log"
+  kill $SP 2>/dev/null; wait $SP 2>/dev/null
+  grep -E 'GPU|gpu|webgpu' "$O/smoke.log" | grep -v '^--' | head -12
+
+  echo "== bench/gpu.mjs"
+  timeout 240 node bench/gpu.mjs --seconds $S --warmup $W --batches 1,4,16 > "$O/gpu.log" 2>&1
+  echo "rc=$?"; grep '^|\|^The GPU\|^node bench' "$O/gpu.log"
+fi
+echo "== done"
