@@ -40,7 +40,7 @@ fi
 
 if has cls; then
   echo "== bench/cls-raw.mjs"
-  timeout 200 node bench/cls-raw.mjs --seconds $S --warmup $W --rounds $R --concurrency 1,16 --variants shipped,instance --out "$O/cls.json" > "$O/cls.log" 2>&1
+  timeout 200 node bench/cls-raw.mjs --seconds $S --warmup $W --rounds $R --concurrency 16 --variants shipped,batching,instance --out "$O/cls.json" > "$O/cls.log" 2>&1
   echo "rc=$?"; grep -v '^{' "$O/cls.log" | tail -12
 fi
 
@@ -78,7 +78,7 @@ fs.writeFileSync('/tmp/simple.json', JSON.stringify({ inputs: ['INPUT0', 'INPUT1
   grep -E 'GPU|gpu|webgpu' "$O/smoke.log" | grep -v '^--' | head -12
 
   echo "== bench/gpu.mjs"
-  timeout 240 node bench/gpu.mjs --seconds $S --warmup $W --batches 1,4,16 > "$O/gpu.log" 2>&1
+  timeout 240 node bench/gpu.mjs --seconds $S --warmup $W --batches 1,4 > "$O/gpu.log" 2>&1
   echo "rc=$?"; grep '^|\|^The GPU\|^node bench' "$O/gpu.log"
 fi
 echo "== done"

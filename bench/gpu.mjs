@@ -188,6 +188,9 @@ try {
       for (const batch of BATCHES) {
         const x = new ort.Tensor('float32', sample(batch * m.dims.reduce((a, b) => a * b, 1)), [batch, ...m.dims]);
         for (const [path, session] of sessions) row(name, batch, path, label, await measure(() => session.run({ [m.input]: x }), 1, SECONDS));
+        // The raw runs blocked this event loop for seconds: let the client see the server's
+        // keep-alive closes first, or it writes to a closed socket (EPIPE, "fetch failed").
+        await new Promise((r) => setTimeout(r, 50));
         if (ready.status !== 200) {
           const index = await (await fetch(`${serve.base}/v2/repository/index`, { method: 'POST', body: '{}' })).json();
           row(name, batch, 'triode serve', label, { error: `not loaded: ${index.find((e) => e.name === `${name}_${device}`)?.reason ?? ready.status}` });
@@ -199,7 +202,7 @@ try {
           if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
           await r.arrayBuffer();
         };
-        row(name, batch, 'triode serve', label, await measure(once, CONCURRENCY, SECONDS).catch((err) => ({ error: err.message })));
+        row(name, batch, 'triode serve', label, await measure(once, CONCURRENCY, SECONDS).catch((err) => ({ error: `${err.message}${err.cause ? ` (${err.cause.code ?? err.cause.message})` : ''}` })));
       }
       for (const [, session] of sessions) await session.release();
     }

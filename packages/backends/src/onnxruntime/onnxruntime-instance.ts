@@ -10,10 +10,10 @@ import { isUtf8 } from 'node:buffer';
 import type { Piscina } from 'piscina';
 import {
   Errors, TriodeError, claimOwnership, deserializeBytesTensor, fromWireError, transferList as tensorTransferList,
-  type BackendModelInstance, type ExecuteRequest, type ExecuteResult, type Logger,
+  type BackendModelInstance, type ExecuteRequest, type ExecuteResult, type Logger, type WireError,
 } from '@triode/core';
-import type { ExecuteReply, ExecuteTask, LoadTask, WireTensor } from './messages.js';
-import { OnnxSession, inputBytes } from './onnxruntime-session.js';
+import type { ExecuteTask, LoadTask, WireTensor } from './messages.js';
+import { OnnxSession, inputBytes, type SessionRemake, type SessionRunResult } from './onnxruntime-session.js';
 import { ExecutionThreadPolicy, type ExecutionPath, type PathChange } from './execution-thread-policy.js';
 
 /**
@@ -24,10 +24,13 @@ export function transferList(requests: readonly ExecuteRequest[]): ArrayBuffer[]
   return tensorTransferList(requests.flatMap((r) => r.inputs));
 }
 
+/** What a path answers for a batch: its result (with the session's remake, if one followed), or the error that failed it. */
+export type PathReply = SessionRunResult | { error: WireError };
+
 /** Where an instance runs batches: its thread, or a session on the main thread. */
 export interface ExecutionPathRunner {
   /** Runs a batch; a failure of the run comes back as `{ error }`. @throws when the path itself failed (a dead thread) */
-  run(task: ExecuteTask, transfer: ArrayBuffer[]): Promise<ExecuteReply>;
+  run(task: ExecuteTask, transfer: ArrayBuffer[]): Promise<PathReply>;
   close(): Promise<void>;
 }
 
@@ -67,7 +70,7 @@ export function threadPath(pool: Piscina, load: LoadTask, onEnded: (err?: Error)
   return {
     run: async (task, transfer) => {
       if (stale || reloading) await reload();
-      return (await pool.run(task, { transferList: transfer })) as ExecuteReply;
+      return (await pool.run(task, { transferList: transfer })) as PathReply;
     },
     async close() {
       closing = true;
@@ -113,6 +116,7 @@ export interface OnnxInstanceOptions {
 }
 
 const us = (ns: number) => `${Math.round(ns / 1000)} µs`;
+const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 export class OnnxInstance implements BackendModelInstance {
   /** The thread runs its tasks one at a time, in order; one more may wait in its inbox. */
@@ -167,6 +171,7 @@ export class OnnxInstance implements BackendModelInstance {
     const reply = path === 'main' ? await this.#runMain(task) : await this.#runThread(task, requests);
     this.ran[path]++;
     if ('error' in reply) throw fromWireError(reply.error);
+    if (reply.remade) this.#logRemake(reply.remade);
     const change = cold ? undefined : this.#o.policy.record(path, reply.computeInputNs + reply.computeInferNs + reply.computeOutputNs, requests.length, bytes);
     if (change) this.#logChange(change);
     const outputs = reply.responses.map((r, i) => {
@@ -182,7 +187,7 @@ export class OnnxInstance implements BackendModelInstance {
     };
   }
 
-  async #runMain(task: ExecuteTask): Promise<ExecuteReply> {
+  async #runMain(task: ExecuteTask): Promise<PathReply> {
     this.#mainBusy++;
     // Inputs stay where they are: nothing moves, nothing is copied (a lent buffer is only read).
     // The instance's batch on its thread finishes first: its batches never overlap.
@@ -196,7 +201,7 @@ export class OnnxInstance implements BackendModelInstance {
     }
   }
 
-  async #runThread(task: ExecuteTask, requests: ExecuteRequest[]): Promise<ExecuteReply> {
+  async #runThread(task: ExecuteTask, requests: ExecuteRequest[]): Promise<PathReply> {
     this.#threadBusy++;
     try {
       // The instance's batch on the main thread finishes first: its batches never overlap. Moving
@@ -224,6 +229,16 @@ export class OnnxInstance implements BackendModelInstance {
       this.#o.policy.disableMain();
       this.#o.logger.warning(`${this.#o.label} stays on its thread: its main-thread session failed to load: ${(err as Error).message}`, { model: this.#o.model });
     });
+  }
+
+  /** A session made anew after a run (arena_reset_bytes): an operator sees each one, and why one failed. */
+  #logRemake(r: SessionRemake): void {
+    const why = `a run grew the process's memory by ${mib(r.grewBytes)}, over arena_reset_bytes (${mib(r.limitBytes)})`;
+    if (r.error === undefined) {
+      this.#o.logger.info(`${this.#o.label}: its session was made anew (${Math.round(r.ms)} ms) to give back its memory arena: ${why}`, { model: this.#o.model });
+    } else {
+      this.#o.logger.warning(`${this.#o.label}: its session could not be made anew after ${why}: ${r.error}; it is loaded again before the next batch`, { model: this.#o.model });
+    }
   }
 
   #logChange(c: PathChange): void {

@@ -18,9 +18,28 @@ export const ARENA_CHECK_MIN_INPUT_BYTES = 1024 * 1024;
 
 const decoder = new TextDecoder();
 
+/**
+ * A remake of the session after a run (see SessionSettings.arenaResetBytes), reported with that
+ * run's result so the instance can log it: plain data that rides the reply already sent, nothing
+ * more crosses the thread.
+ */
+export interface SessionRemake {
+  /** How much the process's memory grew during the run (less the run's outputs), in bytes. */
+  grewBytes: number;
+  /** arena_reset_bytes. */
+  limitBytes: number;
+  /** How long the remake took, in ms. */
+  ms: number;
+  /** Why the session could not be made anew: the next run loads it again first. */
+  error?: string;
+}
+
+/** A batch's result, with the remake that followed its run, if any. */
+export type SessionRunResult = ExecuteResult & { remade?: SessionRemake };
+
 /** A batch's result with the output buffers a thread may move to its caller. */
 export interface SessionRun {
-  result: ExecuteResult;
+  result: SessionRunResult;
   /** Buffers no one else holds: the outputs' (each once). */
   transfer: Set<ArrayBufferLike>;
 }
@@ -34,21 +53,42 @@ export class OnnxSession {
   #lost: string | undefined;
   /** Set for a model that takes ragged batches (LoadTask.raggedBatch). */
   #ragged: RaggedBatchConfig | undefined;
+  /** Why the last remake failed, with what it was for: the next run loads the session again first. */
+  #remakeFailed: string | undefined;
+  /**
+   * The end of the last operation on the session: loads, runs (remake included), failures and
+   * unloads happen one at a time. An instance thread holds two tasks at once (its pool's
+   * concurrentTasksPerWorker), and the main thread any number: without this, a run that came in
+   * while another remade the session found none ("the instance has no session") or ran the one
+   * just released ("Session already disposed"). Runs lose nothing by it: onnxruntime-node's run
+   * blocks its thread, so two never overlapped anyway.
+   */
+  #tail: Promise<unknown> = Promise.resolve();
+
+  /** Runs `fn` once every operation before it has settled. */
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.#tail.then(fn);
+    this.#tail = p.catch(() => undefined);
+    return p;
+  }
 
   /** Creates the session (releasing any previous one). */
-  async load(task: LoadTask): Promise<LoadReply> {
-    this.#lost = undefined;
-    this.#ragged = task.raggedBatch;
-    const reply = await this.#load(task.modelFile, task.sessionOptions, task.executionProviders, task.gpu);
-    if (task.ioCheck) {
-      try {
-        checkModelIo(task.ioCheck, onnxIo(this.#session!.inputMetadata), onnxIo(this.#session!.outputMetadata));
-      } catch (err) {
-        await this.unload();
-        throw err;
+  load(task: LoadTask): Promise<LoadReply> {
+    return this.#exclusive(async () => {
+      this.#lost = undefined;
+      this.#remakeFailed = undefined;
+      this.#ragged = task.raggedBatch;
+      const reply = await this.#load(task.modelFile, task.sessionOptions, task.executionProviders, task.gpu);
+      if (task.ioCheck) {
+        try {
+          checkModelIo(task.ioCheck, onnxIo(this.#session!.inputMetadata), onnxIo(this.#session!.outputMetadata));
+        } catch (err) {
+          await this.#unload();
+          throw err;
+        }
       }
-    }
-    return reply;
+      return reply;
+    });
   }
 
   async #load(file: string, s: SessionSettings, providers: ExecuteProviderList = [{ name: 'cpu' }], gpu?: string): Promise<LoadReply> {
@@ -87,27 +127,73 @@ export class OnnxSession {
   }
 
   /**
+   * The growth of the process's memory during one run over which the session is made anew
+   * (arena_reset_bytes; 0: never).
+   *
+   * Only a session on the CPU alone, with its CPU memory arena: the arena is what keeps an
+   * outsized run's memory. A GPU session's activations live in the device's memory, which the
+   * process's RSS does not show (what RSS shows there is its CPU fallback nodes, staging buffers
+   * and other threads' allocations), and remaking it costs a GPU session (seconds of kernel or
+   * shader compilation, device memory reserved anew) for nothing it could give back. Without an
+   * arena, onnxruntime frees what a run used: a remake frees nothing more.
+   */
+  #arenaLimit(): number {
+    const m = this.#made;
+    if (!m || m.gpu !== undefined || m.providers.some((p) => p.name !== 'cpu') || !m.settings.enableCpuMemArena) return 0;
+    return m.settings.arenaResetBytes;
+  }
+
+  /**
    * Makes the session anew: onnxruntime keeps what its CPU memory arena grew to (one outsized
    * request grew it by gigabytes) until the session is released. Done before the reply, not after
    * it: between tasks piscina blocks an instance thread (Atomics.wait), so deferred work would not
-   * run. A failure leaves no session: the next run answers UNAVAILABLE.
+   * run. A failure leaves no session and is reported: the next run loads it again first.
    */
-  async #remake(): Promise<void> {
+  async #remake(grewBytes: number, limitBytes: number): Promise<SessionRemake | undefined> {
     const m = this.#made;
-    if (!m) return;
+    if (!m) return undefined;
+    const t0 = performance.now();
     try {
       await this.#load(m.file, m.settings, m.providers, m.gpu);
-    } catch {
+      return { grewBytes, limitBytes, ms: performance.now() - t0 };
+    } catch (err) {
       this.#session = undefined;
+      const error = errorText(err);
+      this.#remakeFailed = `after a run grew the process's memory by ${mib(grewBytes)} (over arena_reset_bytes, ${mib(limitBytes)}), the session could not be made anew: ${error}`;
+      return { grewBytes, limitBytes, ms: performance.now() - t0, error };
+    }
+  }
+
+  /**
+   * Loads the session a failed remake left out, before a run. If that fails too, the instance is
+   * lost (the core marks the version not ready) with both reasons, and every later run answers so.
+   */
+  async #reloadAfterFailedRemake(): Promise<void> {
+    const first = this.#remakeFailed!;
+    const m = this.#made;
+    try {
+      if (!m) throw new Error('the session settings are gone');
+      await this.#load(m.file, m.settings, m.providers, m.gpu);
+      this.#remakeFailed = undefined;
+    } catch (err) {
+      this.#session = undefined;
+      this.#remakeFailed = undefined;
+      this.#lost = `the instance has no session: ${first}; loading it again failed too: ${errorText(err)}`;
+      throw Errors.instanceLost(this.#lost);
     }
   }
 
   /** Releases the session; the next run answers UNAVAILABLE until `load`. */
-  async unload(): Promise<void> {
+  unload(): Promise<void> {
+    return this.#exclusive(() => this.#unload());
+  }
+
+  async #unload(): Promise<void> {
     const s = this.#session;
     this.#session = undefined;
     this.#made = undefined;
     this.#lost = undefined;
+    this.#remakeFailed = undefined;
     this.#ragged = undefined;
     await s?.release();
   }
@@ -117,14 +203,19 @@ export class OnnxSession {
    * unless several requests are concatenated); the outputs are new buffers.
    * @throws what `failure` turns into an answer
    */
-  async run(task: ExecuteTask): Promise<SessionRun> {
+  run(task: ExecuteTask): Promise<SessionRun> {
+    return this.#exclusive(() => this.#run(task));
+  }
+
+  async #run(task: ExecuteTask): Promise<SessionRun> {
     if (this.#lost) throw Errors.instanceLost(this.#lost);
+    if (this.#remakeFailed !== undefined) await this.#reloadAfterFailedRemake();
     const session = this.#session;
     if (!session) throw new TriodeError('UNAVAILABLE', 'the instance has no session (model not loaded)');
     // Reading RSS costs a syscall (~5-10 us): only runs with a large input are checked, which is
     // where an outsized arena comes from (the 22 MB ppocr_rec request), not every tiny request.
-    const limit = this.#made?.settings.arenaResetBytes ?? 0;
-    const rssBefore = limit > 0 && inputBytes(task) >= ARENA_CHECK_MIN_INPUT_BYTES ? process.memoryUsage.rss() : undefined;
+    const limit = this.#arenaLimit();
+    const checked = limit > 0 && inputBytes(task) >= ARENA_CHECK_MIN_INPUT_BYTES;
     const t0 = performance.now();
     const feeds: Record<string, ort.Tensor> = {};
     const reqs = task.requests;
@@ -145,7 +236,13 @@ export class OnnxSession {
     // between (on the main thread, other requests' I/O).
     let started = t1;
     setImmediate(() => { started = performance.now(); });
+    // RSS is the whole process's: the window is the native run alone (this run's joined inputs
+    // are made before it, its outputs are taken off after), but what other threads allocate
+    // meanwhile (other instances' runs, the main thread receiving request bodies) still counts.
+    // A needless remake costs one session creation, no request: see SessionRemake.
+    const rssBefore = checked ? process.memoryUsage.rss() : 0;
     const results = await session.run(feeds, task.outputNames);
+    const grew = checked ? process.memoryUsage.rss() - rssBefore - outputBytes(results) : 0;
     const t2 = performance.now();
     const transfer = new Set<ArrayBufferLike>();
     const produced = (name: string): WireTensor => {
@@ -158,7 +255,7 @@ export class OnnxSession {
     // batch size's rows (views of the output's buffer), a lone request too.
     const perRequest = respondBatchOutputs(task.outputNames.map(produced), reqs, ragged ?? (task.batching ? BATCHING : NOT_BATCHING));
     const t3 = performance.now();
-    if (rssBefore !== undefined && process.memoryUsage.rss() - rssBefore > limit) await this.#remake();
+    const remade = checked && grew > limit ? await this.#remake(grew, limit) : undefined;
     for (const r of perRequest) for (const t of r) transfer.add(t.data.buffer);
     return {
       result: {
@@ -166,6 +263,7 @@ export class OnnxSession {
         computeInputNs: (t1 - t0) * 1e6,
         computeInferNs: (t2 - Math.max(t1, started)) * 1e6,
         computeOutputNs: (t3 - t2) * 1e6,
+        ...(remade ? { remade } : {}),
       },
       transfer,
     };
@@ -177,7 +275,12 @@ export class OnnxSession {
    * its error says `instanceLost` (the core then marks the model version not ready); every later
    * run answers the same. Any other failure is INTERNAL, as in Triton's onnxruntime backend.
    */
-  async failure(err: unknown): Promise<{ error: WireError }> {
+  failure(err: unknown): Promise<{ error: WireError }> {
+    // After the runs queued before it: none of them may find the session released mid-run.
+    return this.#exclusive(() => this.#failure(err));
+  }
+
+  async #failure(err: unknown): Promise<{ error: WireError }> {
     if (err instanceof TriodeError) return { error: toWireError(err) };
     const text = errorText(err);
     const gpu = this.#made?.gpu;
@@ -198,6 +301,18 @@ export function inputBytes(task: Pick<ExecuteTask, 'requests'>): number {
   for (const r of task.requests) for (const t of r.inputs) n += t.data.byteLength;
   return n;
 }
+
+/** Bytes of a run's outputs (new buffers of this run's, not arena). */
+function outputBytes(results: ort.InferenceSession.OnnxValueMapType): number {
+  let n = 0;
+  for (const t of Object.values(results)) {
+    const d = (t as ort.Tensor).data;
+    if (ArrayBuffer.isView(d)) n += d.byteLength;
+  }
+  return n;
+}
+
+const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 /** What the output responder reads of a model that is not ragged: whether it batches. */
 const BATCHING = { max_batch_size: 1 } as const;
