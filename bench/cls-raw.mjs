@@ -79,7 +79,7 @@ try {
     cpSync(join(ROOT, 'model_repository', 'ppocr_cls'), join(repo, 'ppocr_cls'), { recursive: true });
     if (EXTRA[v]) appendFileSync(join(repo, 'ppocr_cls', 'config.pbtxt'), `\n${EXTRA[v]}\n`);
     const port = await freePort();
-    const proc = await start(PIN.server, [process.execPath, join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port),
+    const proc = await start(PIN.server, [join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port),
       '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'], /Started HTTPService at/, ROOT);
     servers.push({ variant: v, port, proc });
   }

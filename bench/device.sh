@@ -3,15 +3,16 @@
 #   1. machine facts (cores, CPU model, GPU, driver),
 #   2. issue #18 in its layout: bench/http.mjs (simple: Triode vs the naive server vs the frontend
 #      floor, servers on cpus 0-1, wrk on 2-5) and bench/cls-raw.mjs (ppocr_cls vs raw onnxruntime),
+#   (large) bench/large-tensor.mjs: what ppocr_det-sized requests cost Triode outside the model,
 #   3. issue #17 on a real GPU: `triode serve` with a KIND_GPU model (startup GPU table, model
 #      READY on the GPU, nv_gpu_* metrics from nvidia-smi), where `simple` goes (KIND_AUTO) and
 #      what it serves at c=1 there and on WebGPU (wrk, not pinned), and bench/gpu.mjs (answers
 #      checked against the CPU, then timed).
 # Prepare here: npm install && npm run build && bash ../shared/device/pack.sh; then run it there
-# with .device carried:   source .device/setup.sh && bash bench/device.sh [http,cls,gpu] [quick]
+# with .device carried:   source .device/setup.sh && bash bench/device.sh [http,cls,large,gpu] [quick]
 # Logs and JSON go to $OUT (or bench/out/device); the tables are printed last.
 set -uo pipefail
-PARTS=${1:-http,cls,gpu}
+PARTS=${1:-http,cls,large,gpu}
 QUICK=${2:-}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "${TRIODE_DEVICE_ROOT:-$SRC}"
@@ -44,6 +45,12 @@ if has cls; then
   echo "rc=$?"; grep -v '^{' "$O/cls.log" | tail -12
 fi
 
+if has large; then
+  echo "== bench/large-tensor.mjs"
+  timeout 120 node bench/large-tensor.mjs --seconds $S --rounds $R > "$O/large.log" 2>&1
+  echo "rc=$?"; grep -v '^{' "$O/large.log" | tail -8
+fi
+
 if has gpu; then
   echo "== triode serve with a KIND_GPU model"
   REPO=$(mktemp -d)
@@ -57,7 +64,7 @@ if has gpu; then
   sed -e 's/^name: .*/name: "cls_gpu"/' -e 's/instance_group.*/instance_group [ { count: 1, kind: KIND_GPU } ]/' \
     -e 's/^parameters.*//' model_repository/ppocr_cls/config.pbtxt > "$REPO/cls_gpu/config.pbtxt"
   echo 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "webgpu" } ] } }' >> "$REPO/cls_gpu/config.pbtxt"
-  timeout 60 node packages/cli/bin/triode.js serve --model-repository "$REPO" --http-port 18000 --http-address 127.0.0.1 \
+  timeout 60 packages/cli/bin/triode.js serve --model-repository "$REPO" --http-port 18000 --http-address 127.0.0.1 \
     --allow-grpc=false --metrics-port 18002 --metrics-address 127.0.0.1 > "$O/smoke.log" 2>&1 &
   SP=$!
   for _ in $(seq 150); do curl -sf localhost:18000/v2/health/ready >/dev/null && break; sleep 0.2; done

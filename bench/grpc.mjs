@@ -46,7 +46,7 @@ function cpuTicks(pid) {
 }
 
 async function startServer(httpPort, grpcPort) {
-  const child = spawn(...taskset(PIN.server, [process.execPath, BIN, 'serve', '--model-repository', join(ROOT, 'model_repository'), '--http-port', String(httpPort), '--http-address', '127.0.0.1',
+  const child = spawn(...taskset(PIN.server, [BIN, 'serve', '--model-repository', join(ROOT, 'model_repository'), '--http-port', String(httpPort), '--http-address', '127.0.0.1',
     '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1', '--allow-metrics=false', '--log-info=false']), { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   child.stderr.on('data', (d) => { err += d; });

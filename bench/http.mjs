@@ -81,7 +81,9 @@ try {
   cpSync(join(ROOT, 'model_repository', 'simple'), join(repo, 'simple'), { recursive: true });
   if (args['execution-thread']) appendFileSync(join(repo, 'simple', 'config.pbtxt'), `\nparameters { key: "execution_thread" value: { string_value: "${args['execution-thread']}" } }\n`);
   const [tport, nport, fport] = [await freePort(), await freePort(), await freePort()];
-  const triode = await start([process.execPath, join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(tport), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', ...args['triode-args'].split(' ').filter(Boolean)], /Started HTTPService at/);
+  // The bin itself, as users run it: its shebang's node flags (--initial-old-space-size=128) apply;
+  // `node triode.js` would skip them (bench/RESULTS.md, 2026-11-27).
+  const triode = await start([join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(tport), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', ...args['triode-args'].split(' ').filter(Boolean)], /Started HTTPService at/);
   const naive = await start([process.execPath, join(ROOT, 'bench', 'naive-server.mjs'), String(nport), join(ROOT, 'model_repository')], /naive server on/);
   const floor = await start([process.execPath, join(ROOT, 'bench', 'floor-server.mjs'), String(fport)], /floor server on/);
   const url = (port) => `http://127.0.0.1:${port}/v2/models/simple/infer`;

@@ -21,7 +21,7 @@ console.log(`Machine: ${machine.cores} cores (${machine.cpu}); ${machine.layout}
 const repo = mkdtempSync(join(tmpdir(), 'triode-bench-'));
 for (const m of ['ocr', 'ppocr_det', 'ppocr_cls', 'ppocr_rec']) cpSync(join(ROOT, 'model_repository', m), join(repo, m), { recursive: true });
 const port = await new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
-const p = spawn(...taskset(PIN.server, [process.execPath, join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false']), { stdio: ['ignore', 'pipe', 'pipe'] });
+const p = spawn(...taskset(PIN.server, [join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false']), { stdio: ['ignore', 'pipe', 'pipe'] });
 await new Promise((res) => { let out = ''; const on = (d) => { out += d; if (/Started HTTPService/.test(out) || /\| ppocr_rec[^\n]*READY[\s\S]*\+\n/.test(out)) res(); }; p.stdout.on('data', on); p.stderr.on('data', on); });
 await new Promise((r) => setTimeout(r, 500));
 const img = readFileSync(join(ROOT, 'examples/ocr/sample.png'));

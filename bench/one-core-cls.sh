@@ -22,7 +22,7 @@ const h = Buffer.from(JSON.stringify({ parameters: { binary_data_output: true },
 const x = new Float32Array(3 * 48 * 192).map((_, i) => Math.sin(i));
 fs.writeFileSync('$DIR/body', Buffer.concat([h, Buffer.from(x.buffer)]));
 console.log(h.length);")
-taskset -c 1 node packages/cli/bin/triode.js serve --model-repository "$DIR/repo" --http-port "$PORT" --http-address 127.0.0.1 \
+taskset -c 1 packages/cli/bin/triode.js serve --model-repository "$DIR/repo" --http-port "$PORT" --http-address 127.0.0.1 \
   --allow-grpc=false --allow-metrics=false --log-info=false > "$DIR/log" 2>&1 &
 SERVER=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/v2/models/ppocr_cls/ready" > /dev/null && break; sleep 0.2; done

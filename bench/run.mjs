@@ -145,7 +145,7 @@ for (const model of MODELS) for (const c of CONCURRENCY) {
   execFileSync('rm', ['-rf', repo]);
   mkdirSync(repo, { recursive: true });
   for (const m of MODELS) execFileSync('cp', ['-r', join(ROOT, 'model_repository', m), join(repo, m)]);
-  const p = await startProcess(process.execPath, [join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false'], /READY[\s\S]*\+\n/);
+  const p = await startProcess(join(ROOT, 'packages/cli/bin/triode.js'), ['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false'], /READY[\s\S]*\+\n/);
   await new Promise((r) => setTimeout(r, 500));
   for (const model of MODELS) for (const encoding of ['binary', 'json']) for (const c of CONCURRENCY) {
     results.rows.push(measure('triode', p, `http://127.0.0.1:${port}/v2/models/${model}/infer`, model, encoding, bodiesByModel[model][encoding], c));

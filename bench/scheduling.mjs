@@ -45,7 +45,7 @@ const http = {};
 {
   const repo = repoWithBothSimples();
   const port = await freePort();
-  const p = spawn(...taskset(PIN.server, [process.execPath, join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false']), { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(...taskset(PIN.server, [join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false']), { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise((res) => { let out = ''; const on = (d) => { out += d; if (/READY[\s\S]*READY[\s\S]*\+\n/.test(out)) res(); }; p.stdout.on('data', on); p.stderr.on('data', on); });
   const header = Buffer.from(JSON.stringify({ parameters: { binary_data_output: true }, inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })) }));
   const bodyFile = join(repo, 'body.bin');
