@@ -58,14 +58,24 @@ if has gpu; then
   # simple as shipped (no instance_group: KIND_AUTO, which takes WebGPU only when named), and
   # simple_webgpu: the same model asking for WebGPU, to show what that costs a tiny model.
   cp -r model_repository/simple "$REPO/simple"
+  # det_gpu: ppocr_det on WebGPU, timed with wrk (a C client) to split the gap bench/gpu.mjs's
+  # fetch client saw (bench/RESULTS.md, 2026-11-27).
+  mkdir -p "$REPO/det_gpu" && cp -r model_repository/ppocr_det/1 "$REPO/det_gpu/1"
+  printf '%s\n' 'platform: "onnxruntime_onnx"' 'max_batch_size: 4' 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 3, -1, -1 ] } ]' \
+    'output [ { name: "sigmoid_0.tmp_0" data_type: TYPE_FP32 dims: [ 1, -1, -1 ] } ]' 'instance_group [ { count: 1, kind: KIND_GPU } ]' \
+    'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "webgpu" } ] } }' > "$REPO/det_gpu/config.pbtxt"
+  DET_HL=$(node -e "
+const x = new Float32Array(3 * 960 * 960).map((_, i) => Math.sin(i));
+const h = Buffer.from(JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 3, 960, 960], parameters: { binary_data_size: x.byteLength } }], outputs: [{ name: 'sigmoid_0.tmp_0', parameters: { binary_data: true } }] }));
+require('fs').writeFileSync('/tmp/det.bin', Buffer.concat([h, Buffer.from(x.buffer)])); console.log(h.length);")
   mkdir -p "$REPO/simple_webgpu" && cp -r model_repository/simple/1 "$REPO/simple_webgpu/1"
   sed -e 's/^name: .*/name: "simple_webgpu"/' model_repository/simple/config.pbtxt > "$REPO/simple_webgpu/config.pbtxt"
   echo 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "webgpu" } ] } }' >> "$REPO/simple_webgpu/config.pbtxt"
   sed -e 's/^name: .*/name: "cls_gpu"/' -e 's/instance_group.*/instance_group [ { count: 1, kind: KIND_GPU } ]/' \
     -e 's/^parameters.*//' model_repository/ppocr_cls/config.pbtxt > "$REPO/cls_gpu/config.pbtxt"
   echo 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "webgpu" } ] } }' >> "$REPO/cls_gpu/config.pbtxt"
-  timeout 60 packages/cli/bin/triode.js serve --model-repository "$REPO" --http-port 18000 --http-address 127.0.0.1 \
-    --allow-grpc=false --metrics-port 18002 --metrics-address 127.0.0.1 > "$O/smoke.log" 2>&1 &
+  timeout 90 packages/cli/bin/triode.js serve --model-repository "$REPO" --http-port 18000 --http-address 127.0.0.1 \
+    --allow-grpc=false --metrics-port 18002 --metrics-address 127.0.0.1 --http-max-input-size=1073741824 > "$O/smoke.log" 2>&1 &
   SP=$!
   for _ in $(seq 150); do curl -sf localhost:18000/v2/health/ready >/dev/null && break; sleep 0.2; done
   {
@@ -79,6 +89,10 @@ const fs = require('fs');
 fs.writeFileSync('/tmp/simple.json', JSON.stringify({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], data: Array.from({ length: 16 }, (_, i) => i) })) }));"
       BODY_FILE=/tmp/simple.json HEADER_LEN= wrk -t1 -c1 -d2s --latency -s bench/post.lua "http://127.0.0.1:18000/v2/models/$m/infer" | grep -E 'Requests/sec|50%|Non-2xx' | tr -s ' ' | tr '\n' ' '; echo
     done
+    for c in 1 4; do
+      echo "-- det_gpu (ppocr_det, WebGPU, 1x3x960x960 binary), wrk -c$c: $(BODY_FILE=/tmp/det.bin HEADER_LEN=$DET_HL wrk -t1 -c$c -d${S}s --latency -s bench/post.lua http://127.0.0.1:18000/v2/models/det_gpu/infer | grep -E 'Requests/sec|50%|Non-2xx' | tr -s ' ' | tr '\n' ' ')"
+    done
+    echo "-- det_gpu statistics: $(curl -s localhost:18000/v2/models/det_gpu/stats | grep -o '"inference_stats":{.*"cache_hit"' | head -c 600)"
     echo "-- nv_gpu metrics:"; curl -s localhost:18002/metrics | grep -E '^nv_(gpu|energy)' | head -8
   } 2>&1 | tee -a "$O/smoke.log"
   kill $SP 2>/dev/null; wait $SP 2>/dev/null

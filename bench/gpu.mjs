@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -164,6 +165,39 @@ async function check(name, m, file) {
   console.error(`check ${name} b${batch}: ${JSON.stringify(checks.at(-1))}`);
 }
 
+/**
+ * A raw session on a worker thread, as Triode runs a KIND_GPU instance (1 CPU thread): each batch
+ * timed as the main-thread raw session is. If this is slow where the main-thread session is fast,
+ * the cost is onnxruntime or Dawn on a worker thread, not Triode's request path.
+ */
+function rawOnWorker(file, m, options) {
+  const code = `
+const { parentPort, workerData: w } = require('node:worker_threads');
+const ort = require('node:module').createRequire(w.root + '/package.json')('onnxruntime-node');
+(async () => {
+  const s = await ort.InferenceSession.create(w.file, w.options);
+  const out = [];
+  for (const batch of w.batches) {
+    const n = batch * w.dims.reduce((a, b) => a * b, 1);
+    const x = new ort.Tensor('float32', Float32Array.from({ length: n }, (_, i) => Math.round(Math.sin(i) * 1e4) / 1e4), [batch, ...w.dims]);
+    const loop = async (ms) => { const lat = []; const end = performance.now() + ms; while (performance.now() < end) { const t = performance.now(); await s.run({ [w.input]: x }); lat.push(performance.now() - t); } return lat; };
+    await loop(w.warmup * 1000);
+    const t0 = performance.now();
+    const lat = await loop(w.seconds * 1000);
+    const sec = (performance.now() - t0) / 1000;
+    out.push({ batch, rps: lat.length / sec, meanMs: lat.reduce((a, b) => a + b, 0) / Math.max(1, lat.length) });
+  }
+  await s.release();
+  parentPort.postMessage(out);
+})().catch((err) => parentPort.postMessage({ error: String(err && err.message || err).split('\\n')[0] }));
+`;
+  return new Promise((res) => {
+    const wk = new Worker(code, { eval: true, workerData: { root: ROOT, file, options, batches: BATCHES, dims: m.dims, input: m.input, seconds: SECONDS, warmup: WARMUP } });
+    wk.once('message', (r) => { res(r); void wk.terminate(); });
+    wk.once('error', (err) => res({ error: err.message }));
+  });
+}
+
 const serve = await startServe(repository());
 try {
   for (const [name, m] of Object.entries(MODELS).filter(([n]) => args.models.split(',').includes(n))) {
@@ -185,6 +219,10 @@ try {
         }
       }
       if (device === 'gpu' && ready.status === 200) await check(name, m, file);
+      if (device === 'gpu') {
+        const onWorker = await rawOnWorker(file, m, raws[1][1]);
+        for (const [i, b] of BATCHES.entries()) row(name, b, 'raw session, 1 CPU thread, worker thread', label, Array.isArray(onWorker) ? onWorker[i] : { error: `worker: ${onWorker.error}` });
+      }
       for (const batch of BATCHES) {
         const x = new ort.Tensor('float32', sample(batch * m.dims.reduce((a, b) => a * b, 1)), [batch, ...m.dims]);
         for (const [path, session] of sessions) row(name, batch, path, label, await measure(() => session.run({ [m.input]: x }), 1, SECONDS));
