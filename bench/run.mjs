@@ -8,14 +8,14 @@
 // raw and in-process measurements (one process each) are not pinned. The first line printed, and
 // `machine` in the results file, say which.
 // Prints a markdown table; bench/RESULTS.md keeps the committed one with its command line.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { layout, machine as describeMachine, taskset } from './pinning.mjs';
+import { freePort, start, stop } from './harness.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = join(ROOT, 'bench', 'out');
@@ -38,7 +38,6 @@ const PIN = layout(availableParallelism(), args.pin);
 const machine = describeMachine(PIN, { server: 'server', load: 'wrk' });
 console.log(`Machine: ${machine.cores} cores (${machine.cpu}); ${machine.layout}.\n`);
 
-const freePort = () => new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
 
 /** Request bodies: JSON, and binary (JSON header + raw tensor bytes, outputs binary). */
 function bodies(model) {
@@ -78,34 +77,9 @@ function wrk(url, body, c, seconds) {
   return { rps, p50: pct(50), p99: pct(99), non2xx, errors };
 }
 
-// Servers this script started: ended (by PID) when it exits, also when a measurement fails
-// (a failed wrk used to leave its `triode serve` running).
-const children = new Set();
-process.on('exit', () => { for (const c of children) if (c.exitCode === null) try { process.kill(c.pid, 'SIGKILL'); } catch { /* gone */ } });
-
-async function startProcess(cmd, argv, readyRe) {
-  const p = spawn(...taskset(PIN.server, [cmd, ...argv]), { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(p);
-  p.once('exit', () => children.delete(p));
-  let out = '';
-  await new Promise((res, rej) => {
-    const on = (d) => { out += d; if (readyRe.test(out)) res(); };
-    p.stdout.on('data', on);
-    p.stderr.on('data', on);
-    p.once('exit', (code) => rej(new Error(`${cmd} exited ${code}: ${out}`)));
-  });
-  p.removeAllListeners('exit');
-  return p;
-}
-
-async function stopProcess(p) {
-  if (p.exitCode !== null) return;
-  const done = new Promise((r) => p.once('exit', r));
-  process.kill(p.pid, 'SIGTERM');
-  const t = setTimeout(() => process.kill(p.pid, 'SIGKILL'), 15000);
-  await done;
-  clearTimeout(t);
-}
+// Servers this script started are ended (by PID) when it exits, also when a measurement fails
+// (bench/harness.mjs; a failed wrk used to leave its `triode serve` running).
+const startProcess = (cmd, argv, readyRe) => start(PIN.server, [cmd, ...argv], readyRe, ROOT);
 
 function measure(name, proc, url, model, encoding, body, c) {
   if (WARMUP > 0) wrk(url, body, c, WARMUP); // wrk refuses -d 0s
@@ -150,7 +124,7 @@ for (const model of MODELS) for (const c of CONCURRENCY) {
   for (const model of MODELS) for (const encoding of ['binary', 'json']) for (const c of CONCURRENCY) {
     results.rows.push(measure('triode', p, `http://127.0.0.1:${port}/v2/models/${model}/infer`, model, encoding, bodiesByModel[model][encoding], c));
   }
-  await stopProcess(p);
+  await stop(p);
 }
 
 // 3. Naive server.
@@ -160,7 +134,7 @@ for (const model of MODELS) for (const c of CONCURRENCY) {
   for (const model of MODELS) for (const c of CONCURRENCY) {
     results.rows.push(measure('naive', p, `http://127.0.0.1:${port}/v2/models/${model}/infer`, model, 'json', bodiesByModel[model].json, c));
   }
-  await stopProcess(p);
+  await stop(p);
 }
 
 writeFileSync(args.out, JSON.stringify(results, null, 2));
