@@ -10,7 +10,8 @@
 #      checked against the CPU, then timed).
 # Prepare here: npm install && npm run build && bash ../shared/device/pack.sh; then run it there
 # with .device carried:   source .device/setup.sh && bash bench/device.sh [http,cls,large,gpu] [quick]
-# Logs and JSON go to $OUT (or bench/out/device); the tables are printed last.
+# Logs and JSON go to $OUT (or bench/out/device): 8 files, the most the device tool brings back;
+# the tables are printed last.
 set -uo pipefail
 PARTS=${1:-http,cls,large,gpu}
 QUICK=${2:-}
@@ -75,7 +76,7 @@ require('fs').writeFileSync('/tmp/det.bin', Buffer.concat([h, Buffer.from(x.buff
     -e 's/^parameters.*//' model_repository/ppocr_cls/config.pbtxt > "$REPO/cls_gpu/config.pbtxt"
   echo 'optimization { execution_accelerators { gpu_execution_accelerator [ { name: "webgpu" } ] } }' >> "$REPO/cls_gpu/config.pbtxt"
   timeout 90 packages/cli/bin/triode.js serve --model-repository "$REPO" --http-port 18000 --http-address 127.0.0.1 \
-    --allow-grpc=false --metrics-port 18002 --metrics-address 127.0.0.1 --http-max-input-size=1073741824 > "$O/smoke.log" 2>&1 &
+    --allow-grpc=false --metrics-port 18002 --metrics-address 127.0.0.1 --http-max-input-size=1073741824 >> "$O/smoke.log" 2>&1 &
   SP=$!
   for _ in $(seq 150); do curl -sf localhost:18000/v2/health/ready >/dev/null && break; sleep 0.2; done
   {
