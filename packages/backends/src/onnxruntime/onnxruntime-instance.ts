@@ -13,7 +13,7 @@ import {
   type BackendModelInstance, type ExecuteRequest, type ExecuteResult, type Logger, type WireError,
 } from '@triode/core';
 import type { ExecuteTask, LoadTask, WireTensor } from './messages.js';
-import { OnnxSession, inputBytes, type SessionRemake, type SessionRunResult } from './onnxruntime-session.js';
+import { OnnxSession, inputBytes, mib, type SessionRemake, type SessionRunResult } from './onnxruntime-session.js';
 import { ExecutionThreadPolicy, type ExecutionPath, type PathChange } from './execution-thread-policy.js';
 
 /**
@@ -116,7 +116,6 @@ export interface OnnxInstanceOptions {
 }
 
 const us = (ns: number) => `${Math.round(ns / 1000)} µs`;
-const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 export class OnnxInstance implements BackendModelInstance {
   /** The thread runs its tasks one at a time, in order; one more may wait in its inbox. */

@@ -312,7 +312,8 @@ function outputBytes(results: ort.InferenceSession.OnnxValueMapType): number {
   return n;
 }
 
-const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
+/** Bytes in MiB, for messages. */
+export const mib = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 /** What the output responder reads of a model that is not ragged: whether it batches. */
 const BATCHING = { max_batch_size: 1 } as const;
