@@ -11,10 +11,11 @@
  * compute is under the threshold (default 100 µs, the hand-off's latency): there the latency is the
  * whole cost. Under load, what counts is the main thread's CPU, which bounds a tiny model's rate:
  * a batch runs there when the instance's measured compute for batches of its size is under the
- * hand-off's main-thread CPU (HANDOFF_CPU_NS), since running it costs the main thread less than
- * handing it off would. Measured over HTTP (bench/http.mjs, `simple`, server on one core):
- * batches on the main thread cost the main thread 57-74 µs a request against 77-106 µs on the
- * instance thread, at c=16 and 64.
+ * hand-off's main-thread CPU in a busy server (HANDOFF_CPU_NS), since running it costs the main
+ * thread less than handing it off would. Measured over HTTP (bench/http.mjs, `simple`, server on
+ * one core): batches on the main thread cost the main thread 57-74 µs a request against 77-106 µs
+ * on the instance thread, at c=16 and 64; on two cores (bench/RESULTS.md, 2026-11-27) 49-61 µs
+ * against 55-73 µs, and 16-25% more requests a second.
  */
 import { Errors, type ModelConfig } from '@triode/core';
 
@@ -28,11 +29,15 @@ export type ExecutionPath = 'main' | 'thread';
 export const DEFAULT_EXECUTION_THREAD_THRESHOLD_US = 100;
 
 /**
- * What a hand-off to the instance thread costs the main thread in CPU: bench/handoff.mjs measured
- * 36-56 µs a round trip (1 and 2 in flight, pinned to one core; 41-44 µs on two). Under load, a
- * batch whose compute on the main thread is measured under this runs there (ExecutionThreadPolicy).
+ * What a hand-off to the instance thread costs the main thread in CPU in a busy server. Alone
+ * (bench/handoff.mjs, warm caches) a round trip costs it 36-56 µs; in a server under load, 57-86 µs
+ * a batch (bench/RESULTS.md, 2026-11-27: `simple` at c=16 and 64 on two cores, the main thread's
+ * CPU a request with every batch on the instance threads against every batch on the main thread,
+ * whose runs measured 46-52 µs there). Compute is measured in the same busy server, so the two
+ * compare. Under load, a batch whose compute on the main thread is measured under this runs there
+ * (ExecutionThreadPolicy); capped at the threshold.
  */
-export const HANDOFF_CPU_NS = 40_000;
+export const HANDOFF_CPU_NS = 100_000;
 
 /** Batches with at least this much input always run on the thread (1 MiB: see ARENA_CHECK_MIN_INPUT_BYTES). */
 export const MAX_MAIN_THREAD_INPUT_BYTES = 1024 * 1024;
@@ -76,7 +81,7 @@ export interface ExecutionThreadPolicyOptions {
   guardFactor?: number;
   /** See MAX_MAIN_THREAD_INPUT_BYTES. @default 1 MiB */
   maxMainInputBytes?: number;
-  /** See HANDOFF_CPU_NS (capped at the threshold). @default 40 µs */
+  /** See HANDOFF_CPU_NS (capped at the threshold). @default 100 µs */
   handoffCpuNs?: number;
   /**
    * Cores the process may run on (`os.availableParallelism()`, which follows `taskset`). With one,
@@ -121,13 +126,18 @@ const EWMA_WEIGHT = 1 / 8;
  */
 const MAX_CONTENTION = 0.125;
 
+/** Where a size class's batches run under load (ExecutionThreadPolicy.choose). */
+const MEASURING = 0;
+const ON_MAIN = 1;
+const ON_THREAD = 2;
+
 /** Main-thread samples a size class needs before its estimate decides; until then it runs there to be measured. */
 const MIN_SIZE_SAMPLES = 4;
 
 /**
  * A size class measured over the hand-off CPU runs on the main thread again every this many
- * batches (under the threshold), or 16 times as many (under `guardFactor` times it), to follow a
- * model that got faster or a measurement that was unlucky.
+ * batches (under `leaveFactor` times the threshold), or 16 times as many (under `guardFactor` times
+ * it), to follow a model that got faster or a measurement that was unlucky.
  */
 const REMEASURE_EVERY = 64;
 
@@ -157,10 +167,12 @@ function sizeClass(inputBytes: number): number {
  * times it, for `backoff` batches (doubling each time) before it may come back. While it prefers
  * the main thread, a batch runs there when its input is under `maxMainInputBytes` and either it is
  * a lone request on a quiet instance (see MAX_CONTENTION), or its size class is measured under the
- * hand-off's CPU (HANDOFF_CPU_NS); the instance runs it after its batch on the thread, if any. A
- * size class not yet measured `MIN_SIZE_SAMPLES` times runs there to be measured, until one run
- * takes more than the threshold; one measured over the hand-off's CPU but under the threshold runs
- * there once every REMEASURE_EVERY batches. With one core (`cores`), every batch under the large
+ * hand-off's CPU (HANDOFF_CPU_NS), and stays there until that estimate passes `leaveFactor` times
+ * the threshold; the instance runs it after its batch on the thread, if any. A size class not yet
+ * measured `MIN_SIZE_SAMPLES` times runs there to be measured, while the fastest of those runs (its
+ * estimate until then; a moving one after) is at most `leaveFactor` times the threshold; one placed
+ * on the thread is measured there again from scratch once every REMEASURE_EVERY batches, or 16
+ * times as many once over `leaveFactor` times the threshold. With one core (`cores`), every batch under the large
  * input bound that is expected to take at most `guardFactor` times the threshold runs on the main
  * thread, whichever path the instance prefers (see #shortOnOneCore). An
  * instance's batches never overlap, on one path or across both (a main-thread run blocks the
@@ -181,6 +193,8 @@ export class ExecutionThreadPolicy {
   readonly #sizedSamples = new Uint32Array(48);
   readonly #sizedSkipped = new Uint32Array(48);
   readonly #sizedCold = new Uint8Array(48);
+  /** Per size class, where batches of it run under load: MEASURING, ON_MAIN or ON_THREAD. */
+  readonly #sizedPlace = new Uint8Array(48);
   #preferred: ExecutionPath;
   #estimate = 0;
   #samples = 0;
@@ -237,7 +251,11 @@ export class ExecutionThreadPolicy {
       this.#sizedCold[k] = 1;
       return;
     }
-    this.#sized[k] = movedEstimate(this.#sized[k]!, this.#sizedSamples[k]!, ns);
+    const n = this.#sizedSamples[k]!;
+    // Its first samples give the fastest: a run is never faster than it can be, while one that
+    // met a preemption or cold caches is slower (`simple` at c=16 on two cores: batches of 5-8
+    // measured 57-382 µs when a size class was first met, 46-52 µs once it ran there).
+    this.#sized[k] = n > 0 && n < MIN_SIZE_SAMPLES ? Math.min(this.#sized[k]!, ns) : movedEstimate(this.#sized[k]!, n, ns);
     this.#sizedSamples[k]!++;
   }
 
@@ -257,10 +275,30 @@ export class ExecutionThreadPolicy {
     const k = sizeClass(load.inputBytes);
     const n = this.#sizedSamples[k]!;
     const est = this.#sized[k]!;
-    if (n === 0 || est <= this.#handoff) return 'main';
-    if (n < MIN_SIZE_SAMPLES && est <= this.#threshold) return 'main';
-    const every = est <= this.#threshold ? REMEASURE_EVERY : est <= this.#guard ? REMEASURE_EVERY * 16 : 0;
-    return every > 0 && ++this.#sizedSkipped[k]! % every === 0 ? 'main' : 'thread';
+    // A size class is measured on the main thread first (MIN_SIZE_SAMPLES runs after a cold one),
+    // then placed: on the main thread when its estimate is under the hand-off's CPU, and it stays
+    // there until the estimate passes `leaveFactor` times the threshold. The margin keeps a size
+    // whose runs measure near the bound (a busy server's, 40-110 µs for `simple`) from moving at
+    // every sample: moving back and forth costs both paths, since each waits for the other's batch.
+    let place = this.#sizedPlace[k]!;
+    if (place === MEASURING) {
+      if (n === 0 || (n < MIN_SIZE_SAMPLES && est <= this.#leave)) return 'main';
+      place = n >= MIN_SIZE_SAMPLES && est <= this.#handoff ? ON_MAIN : ON_THREAD;
+    } else if (place === ON_MAIN && est > this.#leave) {
+      place = ON_THREAD;
+    }
+    this.#sizedPlace[k] = place;
+    if (place === ON_MAIN) return 'main';
+    const every = est <= this.#leave ? REMEASURE_EVERY : est <= this.#guard ? REMEASURE_EVERY * 16 : 0;
+    if (every === 0 || ++this.#sizedSkipped[k]! % every !== 0) return 'thread';
+    // Measured again from scratch: a lone run on the main thread between batches on the thread
+    // finds its caches cold and measures dear (`simple`, two cores: 77-98 µs against 46-52 µs in a
+    // row), which would keep the size on the thread for good. So the size runs there again as if
+    // new: its first run is not counted, its estimate is the fastest of the next ones.
+    this.#sizedSamples[k] = 0;
+    this.#sizedCold[k] = 0;
+    this.#sizedPlace[k] = MEASURING;
+    return 'main';
   }
 
   /**
