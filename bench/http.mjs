@@ -8,9 +8,11 @@
 // Pinning (bench/pinning.mjs): with >= 8 cores each server runs on cores 0-1 and wrk (4 threads) on
 // cores 2-5, the layout of PERF-BASELINE.md; with 2-7 cores, servers on the upper half and wrk on the
 // lower (2 cores: server on core 1, wrk on core 0, so every server gets ONE core); with 1 core or
-// --pin off, unpinned. The first line printed says which. Needs wrk and taskset, and
-// `npm run build`. Run by hand:
-//   node bench/http.mjs [--seconds 5] [--warmup 1] [--rounds 3] [--concurrency 1,16,64] [--pin auto|off]
+// --pin off, unpinned; with 2-7 cores and --pin split, each server's main thread alone on the last
+// core and its other threads on the one before, wrk below them (2 cores: on core 0 with those
+// threads): the main thread has a core of its own and the process a second, as in the issue's
+// layout. The first line printed says which. Needs wrk and taskset, and `npm run build`. Run by hand:
+//   node bench/http.mjs [--seconds 5] [--warmup 1] [--rounds 3] [--concurrency 1,16,64] [--pin auto|off|split]
 //     [--triode-args "..."]    extra `triode serve` flags
 //     [--execution-thread auto|main|instance]   simple's execution_thread parameter
 import { get } from 'node:http';
@@ -19,7 +21,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { cpuCount, layout, machine as describeMachine } from './pinning.mjs';
+import { cpuCount, layout, machine as describeMachine, splitThreads } from './pinning.mjs';
 import { fmt as f, freePort, median, perRequest, start as startOn, stop, threadStats, wrk as wrkOn } from './harness.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -39,7 +41,7 @@ const ROUNDS = Number(args.rounds);
 const CONCURRENCY = args.concurrency.split(',').map(Number);
 
 // --- pinning (bench/pinning.mjs) -----------------------------------------------------------------
-const PIN = layout(availableParallelism(), args.pin);
+const PIN = layout(availableParallelism(), args.pin, 'pair', { split: true });
 const serverCpus = PIN.server;
 const wrkCpus = PIN.load;
 const wrkThreads = PIN.pinned ? cpuCount(wrkCpus) : 2;
@@ -105,6 +107,7 @@ try {
       for (let k = 0; k < SERVERS.length; k++) {
         const s = SERVERS[(k + round) % SERVERS.length];
         const body = BODIES[s.encoding];
+        if (PIN.split) splitThreads(s.proc.pid, PIN.split);
         if (WARMUP > 0) wrk(url(s.port), body, c, WARMUP);
         const before = s.server === 'triode' ? await triodeStats(s.port) : undefined;
         const t0 = threadStats(s.proc.pid);

@@ -14,8 +14,8 @@
  * hand-off's main-thread CPU in a busy server (HANDOFF_CPU_NS), since running it costs the main
  * thread less than handing it off would. Measured over HTTP (bench/http.mjs, `simple`, server on
  * one core): batches on the main thread cost the main thread 57-74 µs a request against 77-106 µs
- * on the instance thread, at c=16 and 64; on two cores (bench/RESULTS.md, 2026-11-27) 49-61 µs
- * against 55-73 µs, and 16-25% more requests a second.
+ * on the instance thread, at c=16 and 64; on two cores (bench/busy-handoff.sh, bench/RESULTS.md,
+ * 2026-11-27) 50-62 µs against 52-70 µs, and 6-20% more requests a second.
  */
 import { Errors, type ModelConfig } from '@triode/core';
 
@@ -29,15 +29,15 @@ export type ExecutionPath = 'main' | 'thread';
 export const DEFAULT_EXECUTION_THREAD_THRESHOLD_US = 100;
 
 /**
- * What a hand-off to the instance thread costs the main thread in CPU in a busy server. Alone
- * (bench/handoff.mjs, warm caches) a round trip costs it 36-56 µs; in a server under load, 57-86 µs
- * a batch (bench/RESULTS.md, 2026-11-27: `simple` at c=16 and 64 on two cores, the main thread's
- * CPU a request with every batch on the instance threads against every batch on the main thread,
- * whose runs measured 46-52 µs there). Compute is measured in the same busy server, so the two
- * compare. Under load, a batch whose compute on the main thread is measured under this runs there
- * (ExecutionThreadPolicy); capped at the threshold.
+ * What a hand-off to the instance thread costs the main thread in CPU. Alone (bench/handoff.mjs,
+ * warm caches) a round trip costs it 36-56 µs; in a server under load, 39-55 µs a batch
+ * (bench/RESULTS.md, 2026-11-27: `simple` at c=16 and 64 on two cores, bench/busy-handoff.sh, the
+ * main thread's CPU a request with every batch on the instance threads against every batch on the
+ * main thread, where a batch's run measured 37-41 µs). Under load, a batch whose compute on the
+ * main thread (measured in the same busy server) is under this runs there, and its size stays there
+ * until its estimate passes twice this (ExecutionThreadPolicy); capped at the threshold.
  */
-export const HANDOFF_CPU_NS = 100_000;
+export const HANDOFF_CPU_NS = 60_000;
 
 /** Batches with at least this much input always run on the thread (1 MiB: see ARENA_CHECK_MIN_INPUT_BYTES). */
 export const MAX_MAIN_THREAD_INPUT_BYTES = 1024 * 1024;
@@ -81,7 +81,7 @@ export interface ExecutionThreadPolicyOptions {
   guardFactor?: number;
   /** See MAX_MAIN_THREAD_INPUT_BYTES. @default 1 MiB */
   maxMainInputBytes?: number;
-  /** See HANDOFF_CPU_NS (capped at the threshold). @default 100 µs */
+  /** See HANDOFF_CPU_NS (capped at the threshold). @default 60 µs */
   handoffCpuNs?: number;
   /**
    * Cores the process may run on (`os.availableParallelism()`, which follows `taskset`). With one,
@@ -136,8 +136,8 @@ const MIN_SIZE_SAMPLES = 4;
 
 /**
  * A size class measured over the hand-off CPU runs on the main thread again every this many
- * batches (under `leaveFactor` times the threshold), or 16 times as many (under `guardFactor` times
- * it), to follow a model that got faster or a measurement that was unlucky.
+ * batches (under twice the hand-off CPU), or 16 times as many (under `guardFactor` times the
+ * threshold), to follow a model that got faster or a measurement that was unlucky.
  */
 const REMEASURE_EVERY = 64;
 
@@ -167,12 +167,12 @@ function sizeClass(inputBytes: number): number {
  * times it, for `backoff` batches (doubling each time) before it may come back. While it prefers
  * the main thread, a batch runs there when its input is under `maxMainInputBytes` and either it is
  * a lone request on a quiet instance (see MAX_CONTENTION), or its size class is measured under the
- * hand-off's CPU (HANDOFF_CPU_NS), and stays there until that estimate passes `leaveFactor` times
- * the threshold; the instance runs it after its batch on the thread, if any. A size class not yet
- * measured `MIN_SIZE_SAMPLES` times runs there to be measured, while the fastest of those runs (its
- * estimate until then; a moving one after) is at most `leaveFactor` times the threshold; one placed
- * on the thread is measured there again from scratch once every REMEASURE_EVERY batches, or 16
- * times as many once over `leaveFactor` times the threshold. With one core (`cores`), every batch under the large
+ * hand-off's CPU (HANDOFF_CPU_NS), and stays there until that estimate passes twice the hand-off's
+ * CPU; the instance runs it after its batch on the thread, if any. A size class not yet measured
+ * `MIN_SIZE_SAMPLES` times runs there to be measured, while the fastest of those runs (its estimate
+ * until then; a moving one after) is at most `guardFactor` times the threshold; one placed on the thread is
+ * measured there again from scratch once every REMEASURE_EVERY batches, or 16 times as many once
+ * over twice the hand-off's CPU. With one core (`cores`), every batch under the large
  * input bound that is expected to take at most `guardFactor` times the threshold runs on the main
  * thread, whichever path the instance prefers (see #shortOnOneCore). An
  * instance's batches never overlap, on one path or across both (a main-thread run blocks the
@@ -187,6 +187,8 @@ export class ExecutionThreadPolicy {
   readonly #maxBackoff: number;
   readonly #maxInput: number;
   readonly #handoff: number;
+  /** A size class placed on the main thread stays there while its estimate is at most this: twice the hand-off's CPU. */
+  readonly #stay: number;
   readonly #oneCore: boolean;
   /** Per size class: main-thread estimate (ns), its samples, batches placed while over the hand-off CPU, and whether its first (cold) run was seen. */
   readonly #sized = new Float64Array(48);
@@ -220,6 +222,7 @@ export class ExecutionThreadPolicy {
     this.#maxBackoff = this.#backoff * 64;
     this.#maxInput = options.maxMainInputBytes ?? MAX_MAIN_THREAD_INPUT_BYTES;
     this.#handoff = Math.min(this.#threshold, options.handoffCpuNs ?? HANDOFF_CPU_NS);
+    this.#stay = 2 * this.#handoff;
     this.#oneCore = (options.cores ?? 2) <= 1;
     this.#preferred = mode === 'main' ? 'main' : 'thread';
   }
@@ -275,21 +278,21 @@ export class ExecutionThreadPolicy {
     const k = sizeClass(load.inputBytes);
     const n = this.#sizedSamples[k]!;
     const est = this.#sized[k]!;
-    // A size class is measured on the main thread first (MIN_SIZE_SAMPLES runs after a cold one),
-    // then placed: on the main thread when its estimate is under the hand-off's CPU, and it stays
-    // there until the estimate passes `leaveFactor` times the threshold. The margin keeps a size
-    // whose runs measure near the bound (a busy server's, 40-110 µs for `simple`) from moving at
-    // every sample: moving back and forth costs both paths, since each waits for the other's batch.
+    // A size class is measured on the main thread first (MIN_SIZE_SAMPLES runs after a cold one,
+    // unless the fastest of them takes more than the guard), then placed: on the main thread when its estimate is under the hand-off's CPU, and it stays
+    // there until the estimate passes twice that. The margin keeps a size whose runs measure near
+    // the bound (a busy server's, 35-110 µs for `simple`) from moving at every sample: moving back
+    // and forth costs both paths, since each waits for the other's batch.
     let place = this.#sizedPlace[k]!;
     if (place === MEASURING) {
-      if (n === 0 || (n < MIN_SIZE_SAMPLES && est <= this.#leave)) return 'main';
+      if (n === 0 || (n < MIN_SIZE_SAMPLES && est <= this.#guard)) return 'main';
       place = n >= MIN_SIZE_SAMPLES && est <= this.#handoff ? ON_MAIN : ON_THREAD;
-    } else if (place === ON_MAIN && est > this.#leave) {
+    } else if (place === ON_MAIN && est > this.#stay) {
       place = ON_THREAD;
     }
     this.#sizedPlace[k] = place;
     if (place === ON_MAIN) return 'main';
-    const every = est <= this.#leave ? REMEASURE_EVERY : est <= this.#guard ? REMEASURE_EVERY * 16 : 0;
+    const every = est <= this.#stay ? REMEASURE_EVERY : est <= this.#guard ? REMEASURE_EVERY * 16 : 0;
     if (every === 0 || ++this.#sizedSkipped[k]! % every !== 0) return 'thread';
     // Measured again from scratch: a lone run on the main thread between batches on the thread
     // finds its caches cold and measures dear (`simple`, two cores: 77-98 µs against 46-52 µs in a
