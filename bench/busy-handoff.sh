@@ -12,8 +12,10 @@
 #            split:  the server started on cpus 0-1, then its main thread moved to cpu 1 alone and
 #                    every other thread of it (instance threads, V8's) to cpu 0 with wrk: the main
 #                    thread has a core to itself and is the bottleneck, as on the issue's 16-core
-#                    layout (server on 2 cores, wrk on others), which a 2-core machine cannot give.
-#   CONCURRENCY  e.g. 16,64 (wrk -t1, binary tensors, 3 s warm-up then 6 s measured)
+#                    layout (server on 2 cores, wrk on others), which a 2-core machine cannot give;
+#            pair:   the issue's layout itself, >= 6 cpus: the server on cpus 0-1, wrk (4 threads)
+#                    on cpus 2-5 (bench/device.sh runs it on the GPU machine).
+#   CONCURRENCY  e.g. 16,64 (wrk -t1, or -t4 for pair; binary tensors, 3 s warm-up then 6 s measured)
 #   ROUNDS   rounds; each runs every variant at every concurrency, in the order given
 #   BIN      a triode bin (packages/cli/bin/triode.js of a built tree)
 #   MODE     the `execution_thread` given to a copy of model_repository/simple (auto, main, instance)
@@ -23,9 +25,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 layout=$1; concurrency=$2; rounds=$3; shift 3
-[ "$layout" = shared ] || [ "$layout" = split ] || { echo "LAYOUT must be shared or split" >&2; exit 2; }
+[ "$layout" = shared ] || [ "$layout" = split ] || [ "$layout" = pair ] || { echo "LAYOUT must be shared, split or pair" >&2; exit 2; }
 command -v wrk >/dev/null || { echo "needs wrk" >&2; exit 2; }
 [ "$(nproc)" -ge 2 ] || { echo "needs 2 cpus" >&2; exit 2; }
+[ "$layout" != pair ] || [ "$(nproc)" -ge 6 ] || { echo "the pair layout needs 6 cpus" >&2; exit 2; }
 
 work=$(mktemp -d)
 pid=''
@@ -62,8 +65,10 @@ cpu_ms() { # PID -> "main_ms other_ms"
 }
 
 port=$((20000 + RANDOM % 20000))
-wrk_cpus=0-1; [ "$layout" = split ] && wrk_cpus=0
-echo "layout $layout, $(nproc) cpus ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), wrk -t1 on cpus $wrk_cpus, binary tensors, 6 s a run"
+wrk_cpus=0-1; wrk_threads=1
+[ "$layout" = split ] && wrk_cpus=0
+[ "$layout" = pair ] && { wrk_cpus=2-5; wrk_threads=4; }
+echo "layout $layout, $(nproc) cpus ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), the server started on cpus 0-1, wrk -t$wrk_threads on cpus $wrk_cpus, binary tensors, 6 s a run"
 echo "| round | variant | c | req/s | main thread µs/req | other threads µs/req | requests/execution | compute_infer µs/execution |"
 echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$rounds"); do
@@ -82,10 +87,10 @@ for round in $(seq 1 "$rounds"); do
         done
       fi
       url=http://127.0.0.1:$port/v2/models/simple/infer
-      taskset -c "$wrk_cpus" wrk -t1 -c"$c" -d3s -s bench/post.lua "$url" > /dev/null
+      taskset -c "$wrk_cpus" wrk -t"$wrk_threads" -c"$c" -d3s -s bench/post.lua "$url" > /dev/null
       read -r m0 o0 < <(cpu_ms "$pid")
       s0=$(curl -sf "http://127.0.0.1:$port/v2/models/simple/stats")
-      taskset -c "$wrk_cpus" wrk -t1 -c"$c" -d6s -s bench/post.lua "$url" > "$work/wrk.txt"
+      taskset -c "$wrk_cpus" wrk -t"$wrk_threads" -c"$c" -d6s -s bench/post.lua "$url" > "$work/wrk.txt"
       read -r m1 o1 < <(cpu_ms "$pid")
       s1=$(curl -sf "http://127.0.0.1:$port/v2/models/simple/stats")
       kill "$pid"; wait "$pid" 2>/dev/null || true; pid=''

@@ -3,13 +3,17 @@
 #   1. machine facts (cores, CPU model, GPU, driver),
 #   2. issue #18 in its layout: bench/http.mjs (simple: Triode vs the naive server vs the frontend
 #      floor, servers on cpus 0-1, wrk on 2-5) and bench/cls-raw.mjs (ppocr_cls vs raw onnxruntime),
+#   (handoff) bench/busy-handoff.sh pair: `simple` with execution_thread auto, main and instance in
+#      that layout, each thread's CPU a request: whether auto puts batches where they cost least
+#      (appended to http.log: the device tool brings back 8 files); not in the default parts (about
+#      2.5 minutes: `bash bench/device.sh handoff`),
 #   (large) bench/large-tensor.mjs: what ppocr_det-sized requests cost Triode outside the model,
 #   3. issue #17 on a real GPU: `triode serve` with a KIND_GPU model (startup GPU table, model
 #      READY on the GPU, nv_gpu_* metrics from nvidia-smi), where `simple` goes (KIND_AUTO) and
 #      what it serves at c=1 there and on WebGPU (wrk, not pinned), and bench/gpu.mjs (answers
 #      checked against the CPU, then timed).
 # Prepare here: npm install && npm run build && bash ../shared/device/pack.sh; then run it there
-# with .device carried:   source .device/setup.sh && bash bench/device.sh [http,cls,large,gpu] [quick]
+# with .device carried:   source .device/setup.sh && bash bench/device.sh [http,handoff,cls,large,gpu] [quick]
 # Logs and JSON go to $OUT (or bench/out/device): 8 files, the most the device tool brings back;
 # the tables are printed last.
 set -uo pipefail
@@ -38,6 +42,14 @@ if has http; then
   echo "== bench/http.mjs"
   timeout 300 node bench/http.mjs --seconds $S --warmup $W --rounds $R --concurrency 1,16,64,256 --out "$O/http.json" > "$O/http.log" 2>&1
   echo "rc=$?"; grep -v '^{' "$O/http.log" | tail -30
+fi
+
+if has handoff; then
+  echo "== bench/busy-handoff.sh pair" | tee -a "$O/http.log"
+  B=packages/cli/bin/triode.js
+  HR=$(( R > 2 ? 2 : R ))
+  timeout 240 bash bench/busy-handoff.sh pair 16,64 $HR auto=$B@auto main=$B@main instance=$B@instance >> "$O/http.log" 2>&1
+  echo "rc=$?"; sed -n '/== bench\/busy-handoff.sh pair/,$p' "$O/http.log" | tail -$((3 + 6 * HR))
 fi
 
 if has cls; then
