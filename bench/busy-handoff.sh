@@ -2,8 +2,10 @@
 # Issue #18: where `simple`'s batches should run in a busy server with more than one core: on the
 # main thread, or handed to the instance threads. Compares Triode builds or `execution_thread`
 # settings on the same load, and prints per run: req/s, the CPU a request cost the main thread and
-# the other threads (exact: /proc/<pid>/task/*/schedstat over the measured window), requests per
-# execution and compute_infer per execution (statistics extension).
+# the other threads (exact: /proc/<pid>/task/*/schedstat over the measured window; a thread that
+# ends within it drops out), requests per execution and compute_infer per execution (statistics
+# extension; Triton adds a batch's compute to each of its requests, so this is the mean over
+# requests of their batch's run, which leans to the larger batches).
 #
 #   bash bench/busy-handoff.sh LAYOUT CONCURRENCY ROUNDS NAME=BIN@MODE [NAME=BIN@MODE ...]
 #
@@ -64,6 +66,15 @@ cpu_ms() { # PID -> "main_ms other_ms"
   echo "$((main / 1000000)) $((other / 1000000))"
 }
 
+pin_split() { # the split layout: the server's main thread alone on cpu 1, its other threads on cpu 0
+  [ "$layout" = split ] || return 0
+  local t
+  for t in /proc/"$pid"/task/*; do
+    t=$(basename "$t")
+    if [ "$t" = "$pid" ]; then taskset -p -c 1 "$t" >/dev/null 2>&1 || true; else taskset -p -c 0 "$t" >/dev/null 2>&1 || true; fi
+  done
+}
+
 port=$((20000 + RANDOM % 20000))
 wrk_cpus=0-1; wrk_threads=1
 [ "$layout" = split ] && wrk_cpus=0
@@ -79,21 +90,19 @@ for round in $(seq 1 "$rounds"); do
       taskset -c 0-1 "$bin" serve --model-repository "$(repo_for "$mode")" --http-port "$port" --http-address 127.0.0.1 \
         --allow-grpc=false --allow-metrics=false --log-info=false > "$work/server.log" 2>&1 &
       pid=$!
-      for _ in $(seq 1 150); do curl -sf -o /dev/null "http://127.0.0.1:$port/v2/health/ready" && break; sleep 0.2; done
-      if [ "$layout" = split ]; then
-        for t in /proc/"$pid"/task/*; do
-          t=$(basename "$t")
-          if [ "$t" = "$pid" ]; then taskset -p -c 1 "$t" >/dev/null; else taskset -p -c 0 "$t" >/dev/null; fi
-        done
-      fi
+      ready=''
+      for _ in $(seq 1 150); do curl -sf -o /dev/null "http://127.0.0.1:$port/v2/health/ready" && { ready=1; break; }; sleep 0.2; done
+      if [ -z "$ready" ]; then echo "$name: the server did not get ready:" >&2; tail -20 "$work/server.log" >&2; exit 1; fi
       url=http://127.0.0.1:$port/v2/models/simple/infer
+      pin_split
       taskset -c "$wrk_cpus" wrk -t"$wrk_threads" -c"$c" -d3s -s bench/post.lua "$url" > /dev/null
+      pin_split # again: threads made since take the affinity of the thread that made them
       read -r m0 o0 < <(cpu_ms "$pid")
       s0=$(curl -sf "http://127.0.0.1:$port/v2/models/simple/stats")
       taskset -c "$wrk_cpus" wrk -t"$wrk_threads" -c"$c" -d6s -s bench/post.lua "$url" > "$work/wrk.txt"
       read -r m1 o1 < <(cpu_ms "$pid")
       s1=$(curl -sf "http://127.0.0.1:$port/v2/models/simple/stats")
-      kill "$pid"; wait "$pid" 2>/dev/null || true; pid=''
+      kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=''
       node -e '
         const [wrk, s0, s1, m, o, round, name, c] = process.argv.slice(1);
         const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(wrk)[1]);

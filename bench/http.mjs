@@ -109,6 +109,7 @@ try {
         const body = BODIES[s.encoding];
         if (PIN.split) splitThreads(s.proc.pid, PIN.split);
         if (WARMUP > 0) wrk(url(s.port), body, c, WARMUP);
+        if (PIN.split) splitThreads(s.proc.pid, PIN.split); // threads made during the warm-up
         const before = s.server === 'triode' ? await triodeStats(s.port) : undefined;
         const t0 = threadStats(s.proc.pid);
         const r = wrk(url(s.port), body, c, SECONDS);

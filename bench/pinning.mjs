@@ -102,8 +102,8 @@ export function describe(l, names = {}) {
 
 /**
  * For `--pin split`: moves the main thread of `pid` to `split.main` and its other threads to
- * `split.other` (`taskset -p` per thread). Call it again before each measurement: threads made
- * since (a worker's) start where the process started.
+ * `split.other` (`taskset -p` per thread). Call it again before each measurement: a thread made
+ * since takes the affinity of the thread that made it (the main thread's cpu, for a worker).
  */
 export function splitThreads(pid, split) {
   for (const tid of readdirSync(`/proc/${pid}/task`)) {

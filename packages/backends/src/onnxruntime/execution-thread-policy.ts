@@ -29,13 +29,14 @@ export type ExecutionPath = 'main' | 'thread';
 export const DEFAULT_EXECUTION_THREAD_THRESHOLD_US = 100;
 
 /**
- * What a hand-off to the instance thread costs the main thread in CPU. Alone (bench/handoff.mjs,
- * warm caches) a round trip costs it 36-56 µs; in a server under load, 39-55 µs a batch
- * (bench/RESULTS.md, 2026-11-27: `simple` at c=16 and 64 on two cores, bench/busy-handoff.sh, the
- * main thread's CPU a request with every batch on the instance threads against every batch on the
- * main thread, where a batch's run measured 37-41 µs). Under load, a batch whose compute on the
- * main thread (measured in the same busy server) is under this runs there, and its size stays there
- * until its estimate passes twice this (ExecutionThreadPolicy); capped at the threshold.
+ * What a hand-off to the instance thread costs the main thread in CPU: the 39-55 µs a batch
+ * measured in a server under load, with a margin (bench/RESULTS.md, 2026-11-27: `simple` at c=16
+ * and 64 on two cores, bench/busy-handoff.sh, the main thread's CPU a request with every batch on
+ * the instance threads against every batch on the main thread, where a batch's run measured
+ * 37-39 µs; alone, bench/handoff.mjs, a round trip costs it 36-56 µs). Under load, a batch size
+ * whose compute on the main thread (measured in the same busy server) is under this runs there,
+ * and stays there until its moving estimate passes 1.5 times this (ExecutionThreadPolicy); capped
+ * at the threshold.
  */
 export const HANDOFF_CPU_NS = 60_000;
 
@@ -51,7 +52,7 @@ export interface ExecutionThreadSettings {
 
 /**
  * Reads `execution_thread` (`auto` | `main` | `instance`, default `auto`) and
- * `execution_thread_threshold_us` (default 50).
+ * `execution_thread_threshold_us` (default 100).
  * @throws TriodeError INVALID_ARG for another value
  */
 export function executionThreadSettings(config: ModelConfig): ExecutionThreadSettings {
@@ -135,9 +136,10 @@ const ON_THREAD = 2;
 const MIN_SIZE_SAMPLES = 4;
 
 /**
- * A size class measured over the hand-off CPU runs on the main thread again every this many
- * batches (under twice the hand-off CPU), or 16 times as many (under `guardFactor` times the
- * threshold), to follow a model that got faster or a measurement that was unlucky.
+ * A size class placed on the thread is measured on the main thread again (a cold run, then
+ * MIN_SIZE_SAMPLES) after this many of its batches (while under 1.5 times the hand-off CPU), or 16
+ * times as many (under `guardFactor` times the threshold; over it, never), to follow a model that
+ * got faster or a measurement that was unlucky.
  */
 const REMEASURE_EVERY = 64;
 
@@ -166,13 +168,14 @@ function sizeClass(inputBytes: number): number {
  * (a margin against flapping on noise) or two main-thread batches in a row take `guardFactor`
  * times it, for `backoff` batches (doubling each time) before it may come back. While it prefers
  * the main thread, a batch runs there when its input is under `maxMainInputBytes` and either it is
- * a lone request on a quiet instance (see MAX_CONTENTION), or its size class is measured under the
- * hand-off's CPU (HANDOFF_CPU_NS), and stays there until that estimate passes twice the hand-off's
- * CPU; the instance runs it after its batch on the thread, if any. A size class not yet measured
- * `MIN_SIZE_SAMPLES` times runs there to be measured, while the fastest of those runs (its estimate
- * until then; a moving one after) is at most `guardFactor` times the threshold; one placed on the thread is
- * measured there again from scratch once every REMEASURE_EVERY batches, or 16 times as many once
- * over twice the hand-off's CPU. With one core (`cores`), every batch under the large
+ * a lone request on a quiet instance (see MAX_CONTENTION), or its size class is placed there: the
+ * fastest of its first `MIN_SIZE_SAMPLES` runs there (after a cold one, not counted) under the
+ * hand-off's CPU (HANDOFF_CPU_NS); it stays placed there until its moving estimate passes 1.5 times
+ * the hand-off's CPU. The instance runs it after its batch on the thread, if any. A size class is
+ * measured there until it has those samples, unless its two fastest runs take more than
+ * `guardFactor` times the threshold; one placed on the thread is measured there again from scratch
+ * after REMEASURE_EVERY of its batches (16 times as many once over 1.5 times the hand-off's CPU,
+ * never once over the guard). With one core (`cores`), every batch under the large
  * input bound that is expected to take at most `guardFactor` times the threshold runs on the main
  * thread, whichever path the instance prefers (see #shortOnOneCore). An
  * instance's batches never overlap, on one path or across both (a main-thread run blocks the
@@ -187,7 +190,7 @@ export class ExecutionThreadPolicy {
   readonly #maxBackoff: number;
   readonly #maxInput: number;
   readonly #handoff: number;
-  /** A size class placed on the main thread stays there while its estimate is at most this: twice the hand-off's CPU. */
+  /** A size class placed on the main thread stays there while its estimate is at most this: 1.5 times the hand-off's CPU. */
   readonly #stay: number;
   readonly #oneCore: boolean;
   /** Per size class: main-thread estimate (ns), its samples, batches placed while over the hand-off CPU, and whether its first (cold) run was seen. */
@@ -222,7 +225,7 @@ export class ExecutionThreadPolicy {
     this.#maxBackoff = this.#backoff * 64;
     this.#maxInput = options.maxMainInputBytes ?? MAX_MAIN_THREAD_INPUT_BYTES;
     this.#handoff = Math.min(this.#threshold, options.handoffCpuNs ?? HANDOFF_CPU_NS);
-    this.#stay = 2 * this.#handoff;
+    this.#stay = 1.5 * this.#handoff;
     this.#oneCore = (options.cores ?? 2) <= 1;
     this.#preferred = mode === 'main' ? 'main' : 'thread';
   }
@@ -279,13 +282,14 @@ export class ExecutionThreadPolicy {
     const n = this.#sizedSamples[k]!;
     const est = this.#sized[k]!;
     // A size class is measured on the main thread first (MIN_SIZE_SAMPLES runs after a cold one,
-    // unless the fastest of them takes more than the guard), then placed: on the main thread when its estimate is under the hand-off's CPU, and it stays
-    // there until the estimate passes twice that. The margin keeps a size whose runs measure near
+    // or two when both take more than the guard: one preempted run does not decide), then placed:
+    // on the main thread when its estimate is under the hand-off's CPU, and it stays there until
+    // its moving estimate passes 1.5 times that. The margin keeps a size whose runs measure near
     // the bound (a busy server's, 35-110 µs for `simple`) from moving at every sample: moving back
     // and forth costs both paths, since each waits for the other's batch.
     let place = this.#sizedPlace[k]!;
     if (place === MEASURING) {
-      if (n === 0 || (n < MIN_SIZE_SAMPLES && est <= this.#guard)) return 'main';
+      if (n === 0 || (n < MIN_SIZE_SAMPLES && (n < 2 || est <= this.#guard))) return 'main';
       place = n >= MIN_SIZE_SAMPLES && est <= this.#handoff ? ON_MAIN : ON_THREAD;
     } else if (place === ON_MAIN && est > this.#stay) {
       place = ON_THREAD;
@@ -300,6 +304,7 @@ export class ExecutionThreadPolicy {
     // new: its first run is not counted, its estimate is the fastest of the next ones.
     this.#sizedSamples[k] = 0;
     this.#sizedCold[k] = 0;
+    this.#sizedSkipped[k] = 0;
     this.#sizedPlace[k] = MEASURING;
     return 'main';
   }
