@@ -68,7 +68,7 @@ describe('ExecutionThreadPolicy', () => {
     for (let i = 0; i < 10; i++) p.record('thread', 200 * US, 4, 512);
     expect(p.sizeEstimateNs(512)).toBe(0);
     expect(p.choose(batch)).toBe('main');
-    // Measured on the main thread under the hand-off's CPU (60 µs by default): stays there. The
+    // Measured on the main thread under the hand-off's CPU (80 µs by default): stays there. The
     // first run of a size is not counted (onnxruntime plans memory for a new shape then).
     p.record('main', 2000 * US, 4, 512);
     expect(p.choose(batch)).toBe('main');
@@ -91,7 +91,7 @@ describe('ExecutionThreadPolicy', () => {
     feed(p, 4, 30 * US, 'thread');
     const batch = { ...idle, requests: 8, inputBytes: 1024 };
     for (let i = 0; i < 5; i++) p.record('main', 90 * US, 8, 1024);
-    // Over the hand-off's 60 µs, under twice that: the thread, but one batch in 64 runs on
+    // Over the hand-off's 80 µs, under 1.5 times that: the thread, but one batch in 64 runs on
     // the main thread, measured again from scratch: its first run is not counted (cold caches), its
     // estimate is the fastest of the next four runs there.
     const remeasure = (runs: number[]) => {
@@ -104,8 +104,8 @@ describe('ExecutionThreadPolicy', () => {
         p.record('main', ns * US, 8, 1024);
       }
     };
-    remeasure([110, 70, 90, 80]);
-    expect(p.sizeEstimateNs(1024)).toBe(70 * US);
+    remeasure([110, 95, 100, 90]);
+    expect(p.sizeEstimateNs(1024)).toBe(90 * US);
     // Faster now: the next measurement brings it under the hand-off, and it stays.
     remeasure([60, 30, 45, 50]);
     expect(p.sizeEstimateNs(1024)).toBe(30 * US);
@@ -134,20 +134,20 @@ describe('ExecutionThreadPolicy', () => {
     }
     expect(p.sizeEstimateNs(768)).toBe(45 * US);
     // Placed on the main thread, a size stays there until its estimate passes 1.5 times the
-    // hand-off's 60 µs: runs of a busy server measuring near the bound (here 85 µs) would move it at
+    // hand-off's 80 µs: runs of a busy server measuring near the bound (here 110 µs) would move it at
     // every sample.
     for (let i = 0; i < 200; i++) {
       expect(p.choose({ ...batch, threadBusy: 1 })).toBe('main');
-      p.record('main', 85 * US, 6, 768);
+      p.record('main', 110 * US, 6, 768);
     }
-    expect(p.sizeEstimateNs(768)).toBeCloseTo(85 * US, -2);
+    expect(p.sizeEstimateNs(768)).toBeCloseTo(110 * US, -2);
     let runs = 0;
     while (p.choose(batch) === 'main' && runs < 100) {
       p.record('main', 400 * US, 6, 768);
       runs++;
     }
     expect(runs).toBe(1);
-    expect(p.sizeEstimateNs(768)).toBeGreaterThan(90 * US);
+    expect(p.sizeEstimateNs(768)).toBeGreaterThan(120 * US);
     expect(p.choose(batch)).toBe('thread');
   });
 
@@ -209,7 +209,7 @@ describe('ExecutionThreadPolicy', () => {
     expect(one.choose({ ...batch, inputBytes: 4096, threadBusy: 1 })).toBe('main');
     // Still not a large input.
     expect(one.choose({ ...batch, inputBytes: 1024 * 1024 })).toBe('thread');
-    // A core of its own: 90 µs on the main thread is more than a hand-off costs it (60 µs).
+    // A core of its own: 90 µs on the main thread is more than a hand-off costs it (80 µs).
     expect(two.choose(batch)).toBe('thread');
   });
 
@@ -267,7 +267,7 @@ describe('ExecutionThreadPolicy', () => {
   it('while batches keep meeting each other (load), a lone request follows the rule for loaded batches', () => {
     const p = policy();
     feed(p, 4, 30 * US, 'thread');
-    // Its size measured on the main thread over the hand-off CPU (60 µs < 90 µs < 100 µs).
+    // Its size measured on the main thread over the hand-off CPU (80 µs < 90 µs < 100 µs).
     for (let i = 0; i < 5; i++) p.record('main', 90 * US, 1, 128);
     for (let i = 0; i < 50; i++) p.choose({ ...idle, requests: 3, inputBytes: 384, threadBusy: 1 });
     let loaded = 0;
@@ -288,6 +288,21 @@ describe('ExecutionThreadPolicy', () => {
     for (let i = 0; i < 5; i++) q.record('main', 12 * US, 1, 128);
     for (let i = 0; i < 50; i++) q.choose({ ...idle, requests: 3, inputBytes: 384, threadBusy: 1 });
     expect(q.choose(idle)).toBe('main');
+  });
+
+  it('while it prefers the main thread, lone runs measured on its thread (waits included) do not move it back', () => {
+    const p = policy();
+    feed(p, 4, 30 * US, 'thread');
+    expect(p.preferred).toBe('main');
+    // A lone request whose size is placed on the thread under load runs there; with the thread
+    // beside the load generator such a run measures 100-400 µs for a 40 µs model.
+    for (let i = 0; i < 100; i++) expect(p.record('thread', 400 * US, 1, 128)).toBeUndefined();
+    expect(p.preferred).toBe('main');
+    expect(p.estimateNs).toBeLessThanOrEqual(100 * US);
+    // Its runs on the main thread still move it.
+    let moved;
+    for (let i = 0; i < 100 && !moved; i++) moved = p.record('main', 400 * US, 1, 128);
+    expect(moved?.to).toBe('thread');
   });
 
   it('a model whose runs grow past twice the threshold moves back to its thread', () => {
