@@ -138,11 +138,15 @@ const MIN_SIZE_SAMPLES = 4;
 
 /**
  * A size class placed on the thread is measured on the main thread again (a cold run, then
- * MIN_SIZE_SAMPLES) after this many of its batches (while under 1.5 times the hand-off CPU), or 16
+ * MIN_SIZE_SAMPLES) after this many of its batches while under 1.5 times the hand-off CPU, or 16
  * times as many (under `guardFactor` times the threshold; over it, never), to follow a model that
- * got faster or a measurement that was unlucky.
+ * got faster or a measurement that was unlucky. Under 1.5 times the hand-off, the first time after
+ * REMEASURE_FIRST batches, doubling each time the size stays on the thread: the measurements made
+ * as load starts read cold caches (an instance that just moved to the main thread, the other
+ * instance's batches still on their thread), and took `simple` 1-4 s to settle with 64 each time.
  */
 const REMEASURE_EVERY = 64;
+const REMEASURE_FIRST = 8;
 
 /** An estimate moved by one sample: the sample itself at first, else an EWMA of samples clipped at twice the estimate. */
 function movedEstimate(estimate: number, samples: number, ns: number): number {
@@ -175,7 +179,8 @@ function sizeClass(inputBytes: number): number {
  * the hand-off's CPU. The instance runs it after its batch on the thread, if any. A size class is
  * measured there until it has those samples, unless its two fastest runs take more than
  * `guardFactor` times the threshold; one placed on the thread is measured there again from scratch
- * after REMEASURE_EVERY of its batches (16 times as many once over 1.5 times the hand-off's CPU,
+ * after REMEASURE_FIRST of its batches, then twice as many each time up to REMEASURE_EVERY (16
+ * times that once over 1.5 times the hand-off's CPU,
  * never once over the guard). With one core (`cores`), every batch under the large
  * input bound that is expected to take at most `guardFactor` times the threshold runs on the main
  * thread, whichever path the instance prefers (see #shortOnOneCore). An
@@ -201,6 +206,8 @@ export class ExecutionThreadPolicy {
   readonly #sizedCold = new Uint8Array(48);
   /** Per size class, where batches of it run under load: MEASURING, ON_MAIN or ON_THREAD. */
   readonly #sizedPlace = new Uint8Array(48);
+  /** Per size class on the thread under 1.5 times the hand-off: batches before its next measurement (0: REMEASURE_FIRST). */
+  readonly #sizedEvery = new Uint8Array(48);
   #preferred: ExecutionPath;
   #estimate = 0;
   #samples = 0;
@@ -296,9 +303,14 @@ export class ExecutionThreadPolicy {
       place = ON_THREAD;
     }
     this.#sizedPlace[k] = place;
-    if (place === ON_MAIN) return 'main';
-    const every = est <= this.#stay ? REMEASURE_EVERY : est <= this.#guard ? REMEASURE_EVERY * 16 : 0;
+    if (place === ON_MAIN) {
+      this.#sizedEvery[k] = 0;
+      return 'main';
+    }
+    const near = est <= this.#stay;
+    const every = near ? this.#sizedEvery[k]! || REMEASURE_FIRST : est <= this.#guard ? REMEASURE_EVERY * 16 : 0;
     if (every === 0 || ++this.#sizedSkipped[k]! % every !== 0) return 'thread';
+    if (near) this.#sizedEvery[k] = Math.min(REMEASURE_EVERY, every * 2);
     // Measured again from scratch: a lone run on the main thread between batches on the thread
     // finds its caches cold and measures dear (`simple`, two cores: 77-98 µs against 46-52 µs in a
     // row), which would keep the size on the thread for good. So the size runs there again as if
