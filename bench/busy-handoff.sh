@@ -28,25 +28,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 layout=$1; concurrency=$2; rounds=$3; shift 3
 [ "$layout" = shared ] || [ "$layout" = split ] || [ "$layout" = pair ] || { echo "LAYOUT must be shared, split or pair" >&2; exit 2; }
-command -v wrk >/dev/null || { echo "needs wrk" >&2; exit 2; }
-[ "$(nproc)" -ge 2 ] || { echo "needs 2 cpus" >&2; exit 2; }
 [ "$layout" != pair ] || [ "$(nproc)" -ge 6 ] || { echo "the pair layout needs 6 cpus" >&2; exit 2; }
-
-work=$(mktemp -d)
-pid=''
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-
-# simple's binary request (the one bench/http.mjs sends)
-node -e '
-const fs = require("fs");
-const header = Buffer.from(JSON.stringify({ parameters: { binary_data_output: true }, inputs: ["INPUT0", "INPUT1"].map((name) => ({ name, datatype: "INT32", shape: [1, 16], parameters: { binary_data_size: 64 } })) }));
-const in0 = new Int32Array(16).map((_, i) => i), in1 = new Int32Array(16).fill(1);
-fs.writeFileSync(process.argv[1] + "/simple.bin", Buffer.concat([header, Buffer.from(in0.buffer), Buffer.from(in1.buffer)]));
-fs.writeFileSync(process.argv[1] + "/header-len", String(header.length));
-' "$work"
-export BODY_FILE=$work/simple.bin HEADER_LEN
-HEADER_LEN=$(cat "$work/header-len")
+# shellcheck source=bench/simple-load.sh
+. bench/simple-load.sh
+load_setup
 
 repo_for() { # MODE -> a copy of simple with that execution_thread
   local dir=$work/repo-$1
@@ -57,23 +42,7 @@ repo_for() { # MODE -> a copy of simple with that execution_thread
   echo "$dir"
 }
 
-cpu_ms() { # PID -> "main_ms other_ms"
-  local main=0 other=0 t ns
-  for t in /proc/"$1"/task/*; do
-    ns=$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null || echo 0)
-    if [ "$(basename "$t")" = "$1" ]; then main=$((main + ns)); else other=$((other + ns)); fi
-  done
-  echo "$((main / 1000000)) $((other / 1000000))"
-}
-
-pin_split() { # the split layout: the server's main thread alone on cpu 1, its other threads on cpu 0
-  [ "$layout" = split ] || return 0
-  local t
-  for t in /proc/"$pid"/task/*; do
-    t=$(basename "$t")
-    if [ "$t" = "$pid" ]; then taskset -p -c 1 "$t" >/dev/null 2>&1 || true; else taskset -p -c 0 "$t" >/dev/null 2>&1 || true; fi
-  done
-}
+pin_split() { [ "$layout" != split ] || split_threads "$pid"; }
 
 port=$((20000 + RANDOM % 20000))
 wrk_cpus=0-1; wrk_threads=1

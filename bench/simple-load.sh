@@ -1,0 +1,49 @@
+# Shell helpers shared by bench/busy-handoff.sh and bench/settle.sh (sourced, not run): `simple`'s
+# binary request for wrk, a thread split for the `split` layout, and a process's CPU per thread.
+
+# simple_body DIR: writes DIR/simple.bin (the request bench/http.mjs sends) and exports BODY_FILE and
+# HEADER_LEN for bench/post.lua.
+simple_body() {
+  node -e '
+const fs = require("fs");
+const header = Buffer.from(JSON.stringify({ parameters: { binary_data_output: true }, inputs: ["INPUT0", "INPUT1"].map((name) => ({ name, datatype: "INT32", shape: [1, 16], parameters: { binary_data_size: 64 } })) }));
+const in0 = new Int32Array(16).map((_, i) => i), in1 = new Int32Array(16).fill(1);
+fs.writeFileSync(process.argv[1] + "/simple.bin", Buffer.concat([header, Buffer.from(in0.buffer), Buffer.from(in1.buffer)]));
+fs.writeFileSync(process.argv[1] + "/header-len", String(header.length));
+' "$1"
+  export BODY_FILE=$1/simple.bin HEADER_LEN
+  HEADER_LEN=$(cat "$1/header-len")
+}
+
+# split_threads PID: its main thread alone on cpu 1, its other threads on cpu 0 (a thread made
+# later takes the affinity of the thread that made it: call it again before measuring). A thread
+# that ends meanwhile is skipped.
+split_threads() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    t=$(basename "$t")
+    if [ "$t" = "$1" ]; then taskset -p -c 1 "$t" >/dev/null 2>&1 || true; else taskset -p -c 0 "$t" >/dev/null 2>&1 || true; fi
+  done
+}
+
+# cpu_ms PID: "main_ms other_ms", the CPU its main thread and its other threads have taken so far
+# (/proc/PID/task/*/schedstat; a thread that has ended no longer counts).
+cpu_ms() {
+  local main=0 other=0 t ns
+  for t in /proc/"$1"/task/*; do
+    ns=$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null || echo 0)
+    if [ "$(basename "$t")" = "$1" ]; then main=$((main + ns)); else other=$((other + ns)); fi
+  done
+  echo "$((main / 1000000)) $((other / 1000000))"
+}
+
+# load_setup: checks for wrk and two cpus, makes $work (removed on exit, with the server $pid
+# when set: the only process a script ends) and simple's request in it.
+load_setup() {
+  command -v wrk >/dev/null || { echo "needs wrk" >&2; exit 2; }
+  [ "$(nproc)" -ge 2 ] || { echo "needs 2 cpus" >&2; exit 2; }
+  work=$(mktemp -d)
+  pid=''
+  trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; fi; rm -rf "$work"' EXIT
+  simple_body "$work"
+}
