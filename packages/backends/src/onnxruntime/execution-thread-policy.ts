@@ -146,6 +146,8 @@ const MIN_SIZE_SAMPLES = 4;
  * instance's batches still on their thread), and took `simple` 1-4 s to settle with 64 each time.
  */
 const REMEASURE_EVERY = 64;
+/** How much one slower main-thread run raises a size class's floor at most, on one core (see #recordFloor). */
+const FLOOR_RISE = 1.125;
 const REMEASURE_FIRST = 8;
 
 /** An estimate moved by one sample: the sample itself at first, else an EWMA of samples clipped at twice the estimate. */
@@ -206,6 +208,8 @@ export class ExecutionThreadPolicy {
   readonly #sizedCold = new Uint8Array(48);
   /** Per size class, where batches of it run under load: MEASURING, ON_MAIN or ON_THREAD. */
   readonly #sizedPlace = new Uint8Array(48);
+  /** One core: per size class, the floor of its runs on either path (ns, 0 before the first; see #recordFloor). */
+  readonly #floor = new Float64Array(48);
   /** Per size class on the thread under 1.5 times the hand-off: batches before its next measurement (0: REMEASURE_FIRST). */
   readonly #sizedEvery = new Uint8Array(48);
   #preferred: ExecutionPath;
@@ -324,28 +328,39 @@ export class ExecutionThreadPolicy {
 
   /**
    * With one core, whether a batch is expected to run within `guardFactor` times the threshold (2 ms
-   * by default): its size class's main-thread estimate, or the fastest one-request batch so far
-   * (either path) times the batch's requests. The fastest, not the moving estimate: on one core the
-   * instance threads and the main thread share the core, and a thread's run under load measures
-   * the waits too (ppocr_cls at c=16: 2-4 ms a ~1 ms run). On one core a hand-off buys no
-   * parallelism (the thread would run on the main thread's core) and costs the core the thread
-   * switches: 403 µs of main-thread CPU a request in the server against ~110 µs in all on the main
-   * thread (`simple`, bench/RESULTS.md); the guard bounds how long the main thread stops serving
-   * other connections for one run. A size class measured over the guard is
-   * measured again one batch in REMEASURE_EVERY while its fastest run is under it.
+   * by default): its size class's floor (see #recordFloor), or before its first run the fastest
+   * one-request batch so far (either path) times the batch's requests. On one core the instance
+   * threads and the main thread share the core, so a run on either path may measure the others'
+   * runs too (ppocr_cls at c=16: 2-4 ms a ~1 ms run on its thread; on the main thread too, once
+   * the model's other instance runs on its thread). A moving estimate of such runs left ppocr_cls
+   * on its threads for good in some starts: one instance moved there, its runs made the other's
+   * main-thread runs measure over the guard, and that one followed (bench/RESULTS.md, 2026-11-27).
+   * A floor only rises through runs that are all slow. On one core a hand-off buys no parallelism
+   * (the thread would run on the main thread's core) and costs the core the thread switches: 403
+   * µs of main-thread CPU a request in the server against ~110 µs in all on the main thread
+   * (`simple`, bench/RESULTS.md); the guard bounds how long the main thread stops serving other
+   * connections for one run. A size class whose floor is over the guard is measured on the main
+   * thread again one batch in REMEASURE_EVERY while the fastest run says it could be under it.
    */
   #shortOnOneCore(load: InstanceLoad): boolean {
     const k = sizeClass(load.inputBytes);
     const fastest = this.#fastest * load.requests;
-    if (this.#sizedSamples[k]! < MIN_SIZE_SAMPLES) return fastest <= this.#guard;
-    if (this.#sized[k]! <= this.#guard) return true;
-    // Measured over the guard on the main thread. Its runs there are its only fair measure (its
-    // thread's runs wait for the core), so without another one it would stay on its thread for
-    // good, although a slow phase of the machine or a neighbour on the core may have put it there
-    // (ppocr_cls at c=16, ~1 ms a run, after a 4 s CPU hog on its core: stuck on its thread at
-    // ~1.5x the CPU a request, bench/RESULTS.md). When its fastest run says it can be under the
-    // guard, one batch in REMEASURE_EVERY runs on the main thread to be measured again.
+    const floor = this.#floor[k]!;
+    if (floor === 0) return fastest <= this.#guard;
+    if (floor <= this.#guard) return true;
     return fastest <= this.#guard && ++this.#sizedSkipped[k]! % REMEASURE_EVERY === 0;
+  }
+
+  /**
+   * One core: the floor of size class `k`'s runs, a decaying minimum. A run cannot take less than
+   * it costs, while one that shared the core took more, so the floor follows the fastest runs: any
+   * run lowers it to itself; a main-thread run slower than it raises it by FLOOR_RISE at most (a
+   * model that really slowed down passes the guard after a few such runs, ~6 from half of it); a
+   * thread run never raises it (on one core it measures the main thread's work too).
+   */
+  #recordFloor(k: number, ns: number, path: ExecutionPath): void {
+    const f = this.#floor[k]!;
+    this.#floor[k] = f === 0 ? ns : Math.min(ns, path === 'main' ? f * FLOOR_RISE : f);
   }
 
   /**
@@ -355,6 +370,7 @@ export class ExecutionThreadPolicy {
    */
   record(path: ExecutionPath, ns: number, requests = 1, inputBytes?: number): PathChange | undefined {
     if (inputBytes !== undefined && path === 'main') this.#recordSize(sizeClass(inputBytes), ns);
+    if (inputBytes !== undefined && this.#oneCore) this.#recordFloor(sizeClass(inputBytes), ns, path);
     if (requests !== 1) return undefined;
     this.#fastest = Math.min(this.#fastest, ns);
     // While the instance prefers the main thread, a lone request still runs on its thread when its
