@@ -1,12 +1,13 @@
 import { appendFileSync, cpSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { InferenceServer, markTransferable, serializeBytesTensor, type ExecuteRequest, type ModelConfig } from '@triode/core';
 import { EXAMPLES, makeRepository } from '../../../../test/helpers/repository.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { OnnxRuntimeBackend, transferList } from './onnxruntime-backend.js';
 import { sessionSettings } from './onnxruntime-utils.js';
+import { OnnxSession } from './onnxruntime-session.js';
 
 const servers: InferenceServer[] = [];
 afterAll(async () => { await Promise.all(servers.map((s) => s.stop(1000))); });
@@ -106,6 +107,36 @@ describe('instances', () => {
       expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual(new Array(16).fill(k - 1));
     });
     expect(s.modelStatistics('simple')[0]!.inference_stats.success.count).toBe(50);
+  });
+
+  it("a model's instances share one main-thread session, released with the last of them", async () => {
+    const repo = makeRepository(['simple']);
+    appendFileSync(join(repo, 'simple', 'config.pbtxt'), '\ninstance_group [ { count: 3, kind: KIND_CPU } ]\nparameters { key: "execution_thread" value: { string_value: "main" } }\n');
+    const loads = vi.spyOn(OnnxSession.prototype, 'load');
+    const unloads = vi.spyOn(OnnxSession.prototype, 'unload');
+    try {
+      const s = await serve(repo, { modelControlMode: 'explicit', startupModels: ['simple'] });
+      // Three instances on the main thread, one session (the instance threads' sessions are their threads' own).
+      expect(loads).toHaveBeenCalledTimes(1);
+      const results = await Promise.all(Array.from({ length: 30 }, (_, k) => s.infer({ modelName: 'simple', inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(k) },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(2) },
+      ] })));
+      results.forEach((r, k) => expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual(new Array(16).fill(k + 2)));
+      expect(unloads).not.toHaveBeenCalled();
+      await s.unloadModel('simple');
+      expect(unloads).toHaveBeenCalledTimes(1);
+      // Loaded again: a session of its own, not the one released.
+      await s.loadModel('simple');
+      expect(loads).toHaveBeenCalledTimes(2);
+      expect((await s.infer({ modelName: 'simple', inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(1) },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(1) },
+      ] })).outputs[0]!.data).toEqual(new Int32Array(16).fill(2));
+    } finally {
+      loads.mockRestore();
+      unloads.mockRestore();
+    }
   });
 
   it('an in-process input is lent unless the caller gives it: only an owned one is detached after infer', async () => {

@@ -19,7 +19,7 @@ import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { ProviderProbe } from './gpu-provider.js';
 import { chooseInstanceDevices, gpuProviderFor, type DeviceChoiceContext } from './instance-devices.js';
 import { ExecutionThreadPolicy, executionThreadSettings, type ExecutionThreadSettings } from './execution-thread-policy.js';
-import { OnnxInstance, mainThreadPath, threadPath, type ExecutionPathRunner } from './onnxruntime-instance.js';
+import { OnnxInstance, mainThreadPath, sharedPath, threadPath, type ExecutionPathRunner } from './onnxruntime-instance.js';
 import { MAX_SCANNED_MODEL_BYTES, mainThreadRisk } from './main-thread-eligibility.js';
 
 export { transferList } from './onnxruntime-instance.js';
@@ -59,6 +59,8 @@ class OnnxModel implements BackendModel {
   readonly #made = new Map<ModelInstanceGroup, number>();
   readonly #execution: ExecutionThreadSettings;
   readonly #logger: Logger;
+  /** Leases on the model's main-thread session (see #main). */
+  #mainPath: (() => Promise<ExecutionPathRunner>) | undefined;
   /** Why `auto` keeps this model off the main thread ('' for no reason); undefined until read. */
   #risk: string | undefined;
 
@@ -105,12 +107,21 @@ class OnnxModel implements BackendModel {
     const batching = (this.#ctx.config.max_batch_size ?? 0) > 0;
     const common = { policy, batching, logger: this.#logger, label, model: this.#ctx.name };
     if (mode === 'main') {
-      const main = await this.#load(index, () => mainThreadPath(task));
+      const main = await this.#load(index, () => this.#main(task));
       this.#logger.info(`${label} runs on the main thread (execution_thread "main")`, { model: this.#ctx.name });
       return new OnnxInstance({ ...common, main });
     }
     const thread = await this.#load(index, () => this.#thread(task));
-    return new OnnxInstance({ ...common, thread, ...(mode === 'auto' ? { openMain: () => mainThreadPath(task) } : {}) });
+    return new OnnxInstance({ ...common, thread, ...(mode === 'auto' ? { openMain: () => this.#main(task) } : {}) });
+  }
+
+  /**
+   * A lease on the model's one main-thread session (sharedPath), made from the first CPU instance's
+   * load task: every CPU instance of a model loads the same file with the same settings.
+   */
+  #main(task: LoadTask): Promise<ExecutionPathRunner> {
+    this.#mainPath ??= sharedPath(() => mainThreadPath(task));
+    return this.#mainPath();
   }
 
   /** See mainThreadRisk: read once per model load, and logged. */

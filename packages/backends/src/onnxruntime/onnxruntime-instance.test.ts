@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { TriodeError, type ExecuteRequest, type Logger } from '@triode/core';
 import type { ExecuteReply, ExecuteTask } from './messages.js';
 import { ExecutionThreadPolicy, type ExecutionThread } from './execution-thread-policy.js';
-import { OnnxInstance, type ExecutionPathRunner } from './onnxruntime-instance.js';
+import { OnnxInstance, sharedPath, type ExecutionPathRunner } from './onnxruntime-instance.js';
 
 /** A path whose runs finish when the test says, answering `reply(task)`; it logs what happens on it. */
 class FakePath implements ExecutionPathRunner {
@@ -189,5 +189,43 @@ describe('OnnxInstance', () => {
     expect(s.instance.ran).toEqual({ main: 1, thread: 0 });
     await s.instance.finalize();
     expect(s.main.closed).toBe(true);
+  });
+});
+
+describe('sharedPath', () => {
+  it('opens the path once for every lease and closes it with the last one, each lease once', async () => {
+    const events: string[] = [];
+    let opened = 0;
+    const lease = sharedPath(async () => { opened++; return new FakePath(`p${opened}`, events); });
+    const [a, b] = await Promise.all([lease(), lease()]);
+    const c = await lease();
+    expect(opened).toBe(1);
+    await a!.run({ op: 'execute', requests: [], outputNames: [], batching: false }, []);
+    expect(events).toEqual(['p1 start', 'p1 end']);
+    await a!.close();
+    await a!.close(); // twice: still one lease's worth
+    await b!.close();
+    expect(events).not.toContain('p1 closed');
+    await c.close();
+    expect(events.at(-1)).toBe('p1 closed');
+    // A lease after the last one closed opens anew.
+    const d = await lease();
+    expect(opened).toBe(2);
+    await d.close();
+    expect(events.at(-1)).toBe('p2 closed');
+  });
+
+  it('a failed open fails the leases waiting for it, and the next lease tries again', async () => {
+    let tries = 0;
+    const lease = sharedPath(async () => {
+      tries++;
+      if (tries === 1) throw new Error('no memory');
+      return new FakePath('p', []);
+    });
+    const results = await Promise.allSettled([lease(), lease()]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    const ok = await lease();
+    expect(tries).toBe(2);
+    await ok.close();
   });
 });

@@ -97,6 +97,41 @@ export async function mainThreadPath(task: LoadTask): Promise<ExecutionPathRunne
   };
 }
 
+/**
+ * One path shared by a model's instances: opened at the first lease, closed with the last. For the
+ * main-thread session: runs there never overlap (each blocks the thread), so a session per instance
+ * only doubles the memory and the caches its runs go through (two ppocr_cls sessions taking turns
+ * on one thread run 1-14% fewer runs a second than one, `bench/session-turns.mjs`). A failed open
+ * fails every lease waiting for it; the next lease tries again.
+ */
+export function sharedPath(open: () => Promise<ExecutionPathRunner>): () => Promise<ExecutionPathRunner> {
+  let shared: Promise<ExecutionPathRunner> | undefined;
+  let leases = 0;
+  return async () => {
+    const made = (shared ??= open());
+    leases++;
+    let runner: ExecutionPathRunner;
+    try {
+      runner = await made;
+    } catch (err) {
+      leases--;
+      if (shared === made) shared = undefined;
+      throw err;
+    }
+    let closed = false;
+    return {
+      run: (task, transfer) => runner.run(task, transfer),
+      close: async () => {
+        if (closed) return;
+        closed = true;
+        if (--leases > 0 || shared !== made) return;
+        shared = undefined;
+        await runner.close();
+      },
+    };
+  };
+}
+
 /** Options of an OnnxInstance. */
 export interface OnnxInstanceOptions {
   /** The instance thread; absent for `execution_thread: "main"`. */
