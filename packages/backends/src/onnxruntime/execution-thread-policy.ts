@@ -146,9 +146,10 @@ const MIN_SIZE_SAMPLES = 4;
  * instance's batches still on their thread), and took `simple` 1-4 s to settle with 64 each time.
  */
 const REMEASURE_EVERY = 64;
+const REMEASURE_FIRST = 8;
+
 /** How much one slower main-thread run raises a size class's floor at most, on one core (see #recordFloor). */
 const FLOOR_RISE = 1.125;
-const REMEASURE_FIRST = 8;
 
 /** An estimate moved by one sample: the sample itself at first, else an EWMA of samples clipped at twice the estimate. */
 function movedEstimate(estimate: number, samples: number, ns: number): number {
@@ -356,7 +357,10 @@ export class ExecutionThreadPolicy {
    * it costs, while one that shared the core took more, so the floor follows the fastest runs: any
    * run lowers it to itself; a main-thread run slower than it raises it by FLOOR_RISE at most (a
    * model that really slowed down passes the guard after a few such runs, ~6 from half of it); a
-   * thread run never raises it (on one core it measures the main thread's work too).
+   * thread run never raises it (on one core it measures the main thread's work too). So a model
+   * whose run time varies with its data is placed by its faster runs: its slower ones may hold the
+   * main thread past the guard now and then (on one core a thread would take that CPU from the
+   * main thread all the same, only in slices).
    */
   #recordFloor(k: number, ns: number, path: ExecutionPath): void {
     const f = this.#floor[k]!;
