@@ -172,7 +172,9 @@ describe('execution_thread on triode serve', () => {
   it('unload releases the main-thread sessions; a reload works, again and again, without growing memory', async () => {
     const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${triode.proc.pid}/status`, 'utf8'))![1]) * 1024;
     const post = (path: string) => fetch(`${base}/v2/repository/models/simple_auto/${path}`, { method: 'POST' });
-    const released = () => pathLog('simple_auto').filter((m) => m.endsWith('released its main-thread session')).length;
+    // The model's one main-thread session, released with its last instance (once an unload).
+    const released = () => triode.output().split('\n').filter((l) => l.startsWith('{')).map((l) => (JSON.parse(l) as { msg: string }).msg)
+      .filter((m) => m === 'model "simple_auto": released its main-thread session').length;
     let first = 0;
     for (let cycle = 0; cycle < 8; cycle++) {
       const had = released();

@@ -329,7 +329,7 @@ export class ExecutionThreadPolicy {
 
   /**
    * With one core, whether a batch is expected to run within `guardFactor` times the threshold (2 ms
-   * by default): its size class's floor (see #recordFloor), or before its first run the fastest
+   * by default): its size class's floor (see #recordFloor), or before its first counted main-thread run the fastest
    * one-request batch so far (either path) times the batch's requests. On one core the instance
    * threads and the main thread share the core, so a run on either path may measure the others'
    * runs too (ppocr_cls at c=16: 2-4 ms a ~1 ms run on its thread; on the main thread too, once
@@ -357,14 +357,23 @@ export class ExecutionThreadPolicy {
    * it costs, while one that shared the core took more, so the floor follows the fastest runs: any
    * run lowers it to itself; a main-thread run slower than it raises it by FLOOR_RISE at most (a
    * model that really slowed down passes the guard after a few such runs, ~6 from half of it); a
-   * thread run never raises it (on one core it measures the main thread's work too). So a model
+   * thread run never raises it (on one core it measures the main thread's work too) and only lowers
+   * one that main-thread runs made: the first thread runs, as load starts and before the main
+   * thread's session is open, measure the waits (2-4 ms for ppocr_cls) and would set a floor
+   * over the guard that no later run lowers. The size's first main-thread run is not counted
+   * either (see #recordSize). Until the floor has a main-thread run, the fastest one-request run
+   * decides (#shortOnOneCore). So a model
    * whose run time varies with its data is placed by its faster runs: its slower ones may hold the
    * main thread past the guard now and then (on one core a thread would take that CPU from the
    * main thread all the same, only in slices).
    */
   #recordFloor(k: number, ns: number, path: ExecutionPath): void {
     const f = this.#floor[k]!;
-    this.#floor[k] = f === 0 ? ns : Math.min(ns, path === 'main' ? f * FLOOR_RISE : f);
+    if (path === 'thread') {
+      if (f !== 0) this.#floor[k] = Math.min(ns, f);
+      return;
+    }
+    this.#floor[k] = f === 0 ? ns : Math.min(ns, f * FLOOR_RISE);
   }
 
   /**
@@ -373,8 +382,13 @@ export class ExecutionThreadPolicy {
    * main-thread batches feed their size class).
    */
   record(path: ExecutionPath, ns: number, requests = 1, inputBytes?: number): PathChange | undefined {
-    if (inputBytes !== undefined && path === 'main') this.#recordSize(sizeClass(inputBytes), ns);
-    if (inputBytes !== undefined && this.#oneCore) this.#recordFloor(sizeClass(inputBytes), ns, path);
+    if (inputBytes !== undefined) {
+      const k = sizeClass(inputBytes);
+      // A size's first main-thread run (onnxruntime plans its memory for a new shape) is not counted.
+      const counted = path === 'main' && this.#sizedCold[k] === 1;
+      if (path === 'main') this.#recordSize(k, ns);
+      if (this.#oneCore && (counted || path === 'thread')) this.#recordFloor(k, ns, path);
+    }
     if (requests !== 1) return undefined;
     this.#fastest = Math.min(this.#fastest, ns);
     // While the instance prefers the main thread, a lone request still runs on its thread when its

@@ -116,7 +116,7 @@ describe('instances', () => {
     const unloads = vi.spyOn(OnnxSession.prototype, 'unload');
     try {
       const s = await serve(repo, { modelControlMode: 'explicit', startupModels: ['simple'] });
-      // Three instances on the main thread, one session (the instance threads' sessions are their threads' own).
+      // Three instances on the main thread (execution_thread "main": no threads), one session.
       expect(loads).toHaveBeenCalledTimes(1);
       const results = await Promise.all(Array.from({ length: 30 }, (_, k) => s.infer({ modelName: 'simple', inputs: [
         { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(k) },

@@ -1,7 +1,7 @@
 /**
  * @module The onnxruntime backend: each model instance is a thread (a one-thread piscina pool)
- * holding its own onnxruntime session, plus a main-thread session when the instance runs there
- * (`execution_thread`, see onnxruntime-instance.ts). Errors cross as `{ code, message }`.
+ * holding its own onnxruntime session, plus one main-thread session a model, shared by its
+ * instances that run there (`execution_thread`, see onnxruntime-instance.ts). Errors cross as `{ code, message }`.
  * Triton: onnxruntime_backend/src/onnxruntime.cc
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -120,7 +120,8 @@ class OnnxModel implements BackendModel {
    * load task: every CPU instance of a model loads the same file with the same settings.
    */
   #main(task: LoadTask): Promise<ExecutionPathRunner> {
-    this.#mainPath ??= sharedPath(() => mainThreadPath(task));
+    const name = this.#ctx.name;
+    this.#mainPath ??= sharedPath(() => mainThreadPath(task), () => this.#logger.verbose(1, `model "${name}": released its main-thread session`, { model: name }));
     return this.#mainPath();
   }
 

@@ -1,7 +1,8 @@
 /**
  * @module An onnxruntime model instance: a thread (a one-thread piscina pool) with its session,
- * and, for a model that runs in less time than a hand-off to the thread costs, a second session
- * on the main thread (execution-thread-policy.ts picks the path of each batch). Owned input
+ * and, for a model that runs in less time than a hand-off to the thread costs, a lease on the
+ * model's one session on the main thread (sharedPath; execution-thread-policy.ts picks the path of
+ * each batch). Owned input
  * tensors move (transfer) to the thread, lent ones are copied; on the main thread inputs are read
  * where they are. Outputs are owned by their response unless a batch's responses share one buffer.
  * Triton: onnxruntime_backend/src/onnxruntime.cc (ModelInstanceState)
@@ -102,9 +103,10 @@ export async function mainThreadPath(task: LoadTask): Promise<ExecutionPathRunne
  * main-thread session: runs there never overlap (each blocks the thread), so a session per instance
  * only doubles the memory and the caches its runs go through (two ppocr_cls sessions taking turns
  * on one thread run 1-14% fewer runs a second than one, `bench/session-turns.mjs`). A failed open
- * fails every lease waiting for it; the next lease tries again.
+ * fails every lease waiting for it; the next lease tries again. `onClosed` hears of each close of
+ * the path itself (the last lease's).
  */
-export function sharedPath(open: () => Promise<ExecutionPathRunner>): () => Promise<ExecutionPathRunner> {
+export function sharedPath(open: () => Promise<ExecutionPathRunner>, onClosed: () => void = () => undefined): () => Promise<ExecutionPathRunner> {
   let shared: Promise<ExecutionPathRunner> | undefined;
   let leases = 0;
   return async () => {
@@ -127,6 +129,7 @@ export function sharedPath(open: () => Promise<ExecutionPathRunner>): () => Prom
         if (--leases > 0 || shared !== made) return;
         shared = undefined;
         await runner.close();
+        onClosed();
       },
     };
   };
@@ -136,9 +139,9 @@ export function sharedPath(open: () => Promise<ExecutionPathRunner>): () => Prom
 export interface OnnxInstanceOptions {
   /** The instance thread; absent for `execution_thread: "main"`. */
   thread?: ExecutionPathRunner;
-  /** The main-thread session, for `main` (made at load). */
+  /** A lease on the model's main-thread session, for `main` (taken at load). */
   main?: ExecutionPathRunner;
-  /** Makes the main-thread session, for `auto` (once, when the policy first picks the main thread). */
+  /** Takes a lease on the model's main-thread session, for `auto` (once, when the policy first picks the main thread). */
   openMain?: () => Promise<ExecutionPathRunner>;
   policy: ExecutionThreadPolicy;
   /** True when the model batches (first dim is the batch dim). */
@@ -199,7 +202,8 @@ export class OnnxInstance implements BackendModelInstance {
       path = 'thread';
     }
     // A session's first run is slow (1-2 ms for `simple`: onnxruntime allocates as it goes); it
-    // says nothing of the next ones.
+    // says nothing of the next ones. (The session is the model's: another instance may have run
+    // it already, and then one fair sample goes uncounted.)
     const cold = path === 'main' && !this.#mainWarm;
     if (cold) this.#mainWarm = true;
     const reply = path === 'main' ? await this.#runMain(task) : await this.#runThread(task, requests);
@@ -289,10 +293,8 @@ export class OnnxInstance implements BackendModelInstance {
     await this.#lastMain;
     const main = this.#main;
     this.#main = undefined;
-    if (main) {
-      await main.close().catch(() => undefined);
-      this.#o.logger.verbose(1, `${this.#o.label}: released its main-thread session`, { model: this.#o.model });
-    }
+    // Gives up its lease: the last instance's releases the model's session (logged there).
+    if (main) await main.close().catch(() => undefined);
     await this.#o.thread?.close();
   }
 }
