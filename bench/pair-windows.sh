@@ -6,7 +6,8 @@
 # bench/http.mjs cannot (a flag, a build, another server). Needs wrk and 2 cpus; the servers run on
 # cpu 1, wrk on cpu 0 (8 or more cpus: the servers on cpus 0-1, wrk on cpus 2-5, the issue's layout).
 # Run by hand:
-#   bash bench/pair-windows.sh [--pairs 8] [--seconds 2] [-c 1] [--json] -- 'COMMAND A' 'COMMAND B'
+#   bash bench/pair-windows.sh [--pairs 8] [--seconds 2] [-c 1] [--json] [--model M --body FILE [--header-len N]]
+#     [--server-cpus LIST] [--wrk-cpus LIST] -- 'COMMAND A' 'COMMAND B'
 # Each command is one shell word list with PORT where its port goes, e.g.
 #   bash bench/pair-windows.sh -c 1 --json -- \
 #     'node --initial-old-space-size=128 packages/cli/bin/triode.js serve --model-repository model_repository
@@ -17,13 +18,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/simple-load.sh
-PAIRS=8 SECONDS_=2 C=1 JSON=0
+PAIRS=8 SECONDS_=2 C=1 JSON=0 MODEL=simple BODY='' HL='' SERVER_CPUS='' WRK_CPUS=''
 while [ $# -gt 0 ]; do
   case $1 in
     --pairs) PAIRS=$2; shift 2 ;;
     --seconds) SECONDS_=$2; shift 2 ;;
     -c) C=$2; shift 2 ;;
     --json) JSON=1; shift ;;
+    --model) MODEL=$2; shift 2 ;;
+    --body) BODY=$2; shift 2 ;;
+    --header-len) HL=$2; shift 2 ;;
+    --server-cpus) SERVER_CPUS=$2; shift 2 ;;
+    --wrk-cpus) WRK_CPUS=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -34,7 +40,9 @@ if [ "$JSON" = 1 ]; then
   node -e 'require("fs").writeFileSync(process.argv[1], JSON.stringify({ inputs: [["INPUT0", Array.from({ length: 16 }, (_, i) => i)], ["INPUT1", new Array(16).fill(1)]].map(([name, data]) => ({ name, datatype: "INT32", shape: [1, 16], data })) }))' "$work/simple.json"
   export BODY_FILE=$work/simple.json HEADER_LEN=
 fi
-if [ "$(nproc)" -ge 8 ]; then SERVER_CPUS=0-1 WRK_CPUS=2-5 WRK_THREADS=4; else SERVER_CPUS=1 WRK_CPUS=0 WRK_THREADS=1; fi
+# Another model's request: --body (and --header-len for binary tensors).
+if [ -n "$BODY" ]; then export BODY_FILE=$BODY HEADER_LEN=$HL; fi
+if [ "$(nproc)" -ge 8 ]; then : "${SERVER_CPUS:=0-1}" "${WRK_CPUS:=2-5}"; WRK_THREADS=4; else : "${SERVER_CPUS:=1}" "${WRK_CPUS:=0}"; WRK_THREADS=1; fi
 [ "$C" -lt "$WRK_THREADS" ] && WRK_THREADS=$C
 free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close();})"; }
 PORT_A=$(free_port); PORT_B=$(free_port)
@@ -48,31 +56,31 @@ pid="$PID_A $PID_B"
 trap 'st=$?; kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"; exit $st' EXIT
 ready() { for _ in $(seq 1 300); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done; echo "a server did not listen on $1: $(tail -3 "$work"/*.log)" >&2; exit 1; }
 ready "$PORT_A"; ready "$PORT_B"
-window() { taskset -c "$WRK_CPUS" wrk -t "$WRK_THREADS" -c "$C" -d "$2s" -s bench/post.lua "http://127.0.0.1:$1/v2/models/simple/infer" | awk '/^Requests\/sec/ { print $2 } /Non-2xx/ { print "non-2xx " $4 > "/dev/stderr" }'; }
+window() { taskset -c "$WRK_CPUS" wrk -t "$WRK_THREADS" -c "$C" -d "$2s" -s bench/post.lua "http://127.0.0.1:$1/v2/models/$MODEL/infer" | awk '/^Requests\/sec/ { print $2 } /Non-2xx/ { print "non-2xx " $4 > "/dev/stderr" }'; }
 # Warm-up: JIT, and `execution_thread: auto` settling (bench/settle.sh).
 window "$PORT_A" 3 > /dev/null; window "$PORT_B" 3 > /dev/null
-echo "Machine: $(nproc) cpus; servers on cpus $SERVER_CPUS, wrk ($WRK_THREADS threads) on $WRK_CPUS; c=$C, $([ "$JSON" = 1 ] && echo JSON || echo binary) simple, $PAIRS pairs of ${SECONDS_} s windows."
-echo "| pair | A req/s | A main-thread CPU µs/req | B req/s | B main-thread CPU µs/req | A/B req/s | A/B CPU a request |"
-echo "|---|---|---|---|---|---|---|"
+echo "Machine: $(nproc) cpus; servers on cpus $SERVER_CPUS, wrk ($WRK_THREADS threads) on $WRK_CPUS; c=$C, $([ -n "$BODY" ] && echo "$MODEL, $BODY" || { [ "$JSON" = 1 ] && echo JSON simple || echo binary simple; }), $PAIRS pairs of ${SECONDS_} s windows."
+echo "| pair | A req/s | A main-thread CPU µs/req | A process CPU µs/req | B req/s | B main-thread CPU µs/req | B process CPU µs/req | A/B req/s | A/B main-thread CPU a request | A/B process CPU a request |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for i in $(seq 1 "$PAIRS"); do
   row="| $i"
   for side in A B; do
     if [ $side = A ]; then p=$PID_A port=$PORT_A; else p=$PID_B port=$PORT_B; fi
-    read -r m0 _ <<< "$(cpu_ms "$p")"
+    read -r m0 o0 <<< "$(cpu_ms "$p")"
     r=$(window "$port" "$SECONDS_")
-    read -r m1 _ <<< "$(cpu_ms "$p")"
-    row="$row | $r | $(node -e "console.log((($m1 - $m0) * 1000 / ($r * $SECONDS_)).toFixed(1))")"
+    read -r m1 o1 <<< "$(cpu_ms "$p")"
+    row="$row | $r | $(node -e "const n = $r * $SECONDS_; console.log(((($m1 - $m0) * 1000) / n).toFixed(1) + ' | ' + ((($m1 - $m0 + $o1 - $o0) * 1000) / n).toFixed(1))")"
   done
   echo "$row |"
 done | node -e '
 const rows = require("fs").readFileSync(0, "utf8").trim().split("\n");
-const ratios = [[], []];
+const ratios = [[], [], []];
 for (const row of rows) {
-  const [, , ra, ca, rb, cb] = row.split("|").map((s) => s.trim());
-  const rr = Number(ra) / Number(rb), cr = Number(ca) / Number(cb);
-  ratios[0].push(rr); ratios[1].push(cr);
-  console.log(`${row} ${rr.toFixed(3)} | ${cr.toFixed(3)} |`);
+  const [, , ra, ma, pa, rb, mb, pb] = row.split("|").map((s) => s.trim());
+  const r = [Number(ra) / Number(rb), Number(ma) / Number(mb), Number(pa) / Number(pb)];
+  r.forEach((x, i) => ratios[i].push(x));
+  console.log(`${row} ${r.map((x) => x.toFixed(3)).join(" | ")} |`);
 }
 const med = (a) => { const s = [...a].sort((x, y) => x - y); return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2; };
-console.log(`\nMedian A/B: req/s ${med(ratios[0]).toFixed(3)}, main-thread CPU a request ${med(ratios[1]).toFixed(3)}`);
+console.log(`\nMedian A/B: req/s ${med(ratios[0]).toFixed(3)}, main-thread CPU a request ${med(ratios[1]).toFixed(3)}, process CPU a request ${med(ratios[2]).toFixed(3)}`);
 '
