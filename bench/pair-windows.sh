@@ -44,7 +44,6 @@ fi
 if [ -n "$BODY" ]; then export BODY_FILE=$BODY HEADER_LEN=$HL; fi
 if [ "$(nproc)" -ge 8 ]; then : "${SERVER_CPUS:=0-1}" "${WRK_CPUS:=2-5}"; WRK_THREADS=4; else : "${SERVER_CPUS:=1}" "${WRK_CPUS:=0}"; WRK_THREADS=1; fi
 [ "$C" -lt "$WRK_THREADS" ] && WRK_THREADS=$C
-free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close();})"; }
 PORT_A=$(free_port); PORT_B=$(free_port)
 # shellcheck disable=SC2086 # each command is a word list
 taskset -c "$SERVER_CPUS" ${1//PORT/$PORT_A} > "$work/a.log" 2>&1 &

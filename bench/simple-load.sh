@@ -1,5 +1,5 @@
-# Shell helpers shared by bench/busy-handoff.sh and bench/settle.sh (sourced, not run): `simple`'s
-# binary request for wrk, a thread split for the `split` layout, and a process's CPU per thread.
+# Shell helpers shared by bench/busy-handoff.sh, bench/settle.sh and bench/pair-windows.sh (sourced, not run): `simple`'s
+# binary request for wrk, a thread split for the `split` layout, and a process's CPU per thread, a free port.
 
 # simple_body DIR: writes DIR/simple.bin (the request bench/http.mjs sends) and exports BODY_FILE and
 # HEADER_LEN for bench/post.lua.
@@ -36,6 +36,9 @@ cpu_ms() {
   done
   echo "$((main / 1000000)) $((other / 1000000))"
 }
+
+# free_port: a TCP port free on 127.0.0.1 now.
+free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close();})"; }
 
 # load_setup: checks for wrk and two cpus, makes $work (removed on exit, with the server $pid
 # when set: the only process a script ends) and simple's request in it.

@@ -265,10 +265,10 @@ export class ExecutionThreadPolicy {
   }
 
   /** A main-thread run of size class `k`; its first (cold) run is not counted: onnxruntime plans its memory for a new shape then. */
-  #recordSize(k: number, ns: number): void {
+  #recordSize(k: number, ns: number): boolean {
     if (!this.#sizedCold[k]) {
       this.#sizedCold[k] = 1;
-      return;
+      return false;
     }
     const n = this.#sizedSamples[k]!;
     // Its first samples give the fastest: a run is never faster than it can be, while one that
@@ -276,6 +276,7 @@ export class ExecutionThreadPolicy {
     // measured 57-382 µs when a size class was first met, 46-52 µs once it ran there).
     this.#sized[k] = n > 0 && n < MIN_SIZE_SAMPLES ? Math.min(this.#sized[k]!, ns) : movedEstimate(this.#sized[k]!, n, ns);
     this.#sizedSamples[k]!++;
+    return true;
   }
 
   /** Where the next batch runs. */
@@ -385,9 +386,8 @@ export class ExecutionThreadPolicy {
     if (inputBytes !== undefined) {
       const k = sizeClass(inputBytes);
       // A size's first main-thread run (onnxruntime plans its memory for a new shape) is not counted.
-      const counted = path === 'main' && this.#sizedCold[k] === 1;
-      if (path === 'main') this.#recordSize(k, ns);
-      if (this.#oneCore && (counted || path === 'thread')) this.#recordFloor(k, ns, path);
+      const counted = path === 'main' ? this.#recordSize(k, ns) : true;
+      if (this.#oneCore && counted) this.#recordFloor(k, ns, path);
     }
     if (requests !== 1) return undefined;
     this.#fastest = Math.min(this.#fastest, ns);

@@ -107,17 +107,17 @@ export async function mainThreadPath(task: LoadTask): Promise<ExecutionPathRunne
  * the path itself (the last lease's).
  */
 export function sharedPath(open: () => Promise<ExecutionPathRunner>, onClosed: () => void = () => undefined): () => Promise<ExecutionPathRunner> {
-  let shared: Promise<ExecutionPathRunner> | undefined;
-  let leases = 0;
+  /** The path opened last, with its leases (those waiting for the open included). */
+  let current: { made: Promise<ExecutionPathRunner>; leases: number } | undefined;
   return async () => {
-    const made = (shared ??= open());
-    leases++;
+    const entry = (current ??= { made: open(), leases: 0 });
+    entry.leases++;
     let runner: ExecutionPathRunner;
     try {
-      runner = await made;
+      runner = await entry.made;
     } catch (err) {
-      leases--;
-      if (shared === made) shared = undefined;
+      entry.leases--;
+      if (current === entry) current = undefined;
       throw err;
     }
     let closed = false;
@@ -126,8 +126,8 @@ export function sharedPath(open: () => Promise<ExecutionPathRunner>, onClosed: (
       close: async () => {
         if (closed) return;
         closed = true;
-        if (--leases > 0 || shared !== made) return;
-        shared = undefined;
+        if (--entry.leases > 0) return;
+        if (current === entry) current = undefined;
         await runner.close();
         onClosed();
       },
