@@ -6,7 +6,7 @@
  */
 import {
   Errors, dataTypeByteSize, echo, elementCount, isDataType, viewBytesAs,
-  type InferenceRequest, type InferenceResponse, type OutputEncoding, type ParameterValue, type RequestedOutput, type Tensor,
+  type DataType, type InferenceRequest, type InferenceResponse, type OutputEncoding, type ParameterValue, type RequestedOutput, type Tensor,
 } from '@triode/core';
 import { readJson } from './json-reader.js';
 import { jsonSizeBound, jsonToTensorData, tensorDataToJson } from './json-tensor.js';
@@ -41,6 +41,165 @@ export function parameters(v: unknown, where: () => string): Record<string, Para
   return v as Record<string, ParameterValue>;
 }
 
+/** One input of a request header, checked: everything but its tensor bytes. */
+interface InputHeader {
+  name: string;
+  datatype: DataType;
+  shape: number[];
+  count: number;
+  /** `binary_data_size`: the input's bytes follow the header. */
+  size?: number;
+  /** Its JSON `data` (when not binary). */
+  data?: unknown;
+}
+
+/** A request's header (its JSON, or the JSON part of a binary body), checked, less its inputs. */
+interface RequestHeader {
+  id: string | undefined;
+  params: Record<string, ParameterValue>;
+  outputs: RequestedOutput[] | undefined;
+  encoding: OutputEncoding;
+}
+
+/** A header whose inputs are all binary: what a request with the same header bytes reuses (HeaderCache). */
+interface HeaderTemplate extends RequestHeader {
+  inputs: InputHeader[];
+}
+
+/** The checks of one input's header (`inp`, the request's input `i`). */
+function inputHeader(inp: unknown, i: number): InputHeader {
+  if (!isObj(inp)) throw Errors.invalidArg(`input ${i} must be a JSON object`);
+  const name = inp['name'];
+  if (typeof name !== 'string') throw Errors.invalidArg(`input ${i} must have a string 'name'`);
+  const datatype = inp['datatype'];
+  if (!isDataType(datatype)) {
+    throw Errors.invalidArg(`invalid datatype '${echo(datatype)}' for input '${echo(name)}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
+  }
+  const rawShape = inp['shape'];
+  // The reader returns number arrays as Float64Arrays.
+  const shape = rawShape instanceof Float64Array ? Array.from(rawShape) : rawShape;
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
+  }
+  const count = elementCount(shape as number[]);
+  const ip = parameters(inp['parameters'], () => `input '${echo(name)}'`);
+  const size = ip['binary_data_size'];
+  if (size !== undefined) {
+    if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
+      throw Errors.invalidArg(`'binary_data_size' of input '${echo(name)}' must be a non-negative integer`);
+    }
+    if (inp['data'] !== undefined) throw Errors.invalidArg(`input '${echo(name)}' has both 'data' and 'binary_data_size'`);
+    return { name, datatype, shape: shape as number[], count, size };
+  }
+  if (inp['data'] === undefined) throw Errors.invalidArg(`must specify valid 'data' field or 'binary_data_size' parameter for input '${echo(name)}'`);
+  return { name, datatype, shape: shape as number[], count, data: inp['data'] };
+}
+
+/**
+ * The tensor of input header `h`: its JSON data, or its binary bytes at `at.offset` of `body`
+ * (checked against the body's length and the datatype; `at.offset` moves past them).
+ */
+function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, model: string): Tensor {
+  const { name, datatype, count } = h;
+  // A fresh array: the request may be changed on its way (the header's may serve other requests).
+  const shape = h.shape.slice();
+  if (h.size === undefined) {
+    // A new array made from the JSON: the request owns it (it may move to an instance thread).
+    return { name, datatype, shape, data: jsonToTensorData(h.data, datatype, count, name), owned: true };
+  }
+  if (at.offset + h.size > body.byteLength) {
+    throw Errors.invalidArg(`unexpected size for input '${echo(name)}', expecting ${h.size} additional bytes for model '${echo(model)}'`);
+  }
+  const bytes = body.subarray(at.offset, at.offset + h.size);
+  at.offset += h.size;
+  checkTensorBytes(name, datatype, count, bytes, model);
+  return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
+}
+
+/** The checks of a request header's outputs and the encoding they ask for. */
+function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { outputs: RequestedOutput[] | undefined; encoding: OutputEncoding } {
+  const bdo = params['binary_data_output'];
+  // Triton's words (its status for this is INTERNAL, 500; a client's mistake is 400 here).
+  if (bdo !== undefined && typeof bdo !== 'boolean') throw Errors.invalidArg("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
+  const encoding: OutputEncoding = { binary: new Map(), defaultBinary: bdo === true };
+  const outputsJson = doc['outputs'];
+  if (outputsJson === undefined) return { outputs: undefined, encoding };
+  if (!Array.isArray(outputsJson)) throw Errors.invalidArg(`'outputs' must be an array`);
+  const outputs = outputsJson.map((o: unknown, i) => {
+    if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
+    const name = o['name'];
+    const op = parameters(o['parameters'], () => `output '${echo(name)}'`);
+    const ro: RequestedOutput = { name };
+    if (op['classification'] !== undefined) {
+      const n = op['classification'];
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
+        throw Errors.invalidArg(`'classification' of output '${echo(name)}' must be a non-negative integer`);
+      }
+      if (n > 0) ro.classCount = n;
+    }
+    if (op['binary_data'] !== undefined) {
+      if (typeof op['binary_data'] !== 'boolean') throw Errors.invalidArg(`'binary_data' of output '${echo(name)}' must be a boolean`);
+      encoding.binary.set(name, op['binary_data']);
+    }
+    return ro;
+  });
+  return { outputs, encoding };
+}
+
+/** The request of a checked header and its inputs' tensors. */
+function inferRequest(h: RequestHeader, inputs: Tensor[], model: { name: string; version?: number }): ParsedInfer {
+  // Fresh objects: the header's may serve other requests (HeaderCache); `encoding` is only read.
+  const request: InferenceRequest = { modelName: model.name, inputs, parameters: { ...h.params } };
+  if (model.version !== undefined) request.modelVersion = model.version;
+  if (h.id !== undefined) request.id = h.id;
+  if (h.outputs?.length) request.outputs = h.outputs.map((o) => ({ ...o }));
+  return { request, encoding: h.encoding };
+}
+
+/** The largest JSON header HeaderCache keeps (that of a small request's binary tensors is ~100-300 bytes). */
+const CACHED_HEADER_MAX_BYTES = 4096;
+
+/**
+ * Checked headers of recent binary-tensor requests, by their exact bytes: a client sends the same
+ * header with every request of a shape (tritonclient, perf_analyzer), and parsing and checking it
+ * again cost a small request (`simple`) ~9 µs of the main thread's ~80 (bench/RESULTS.md, issue
+ * #18). What a request's header gives depends on its bytes alone, so a request whose header bytes
+ * match one here gets the same header; only its body's bytes are checked again (their length, and
+ * a BYTES tensor's elements), in the same order. Bounded: `max` headers of at most
+ * CACHED_HEADER_MAX_BYTES, the oldest dropped first; only headers that passed every check, and
+ * only those whose inputs are all binary (a JSON `data` input is a request's own).
+ */
+export class HeaderCache {
+  readonly #max: number;
+  readonly #byText = new Map<string, HeaderTemplate>();
+
+  constructor(max = 64) {
+    this.#max = max;
+  }
+
+  /** Headers held now. */
+  get size(): number {
+    return this.#byText.size;
+  }
+
+  /** The key of a header's bytes (one character a byte), or undefined when it is not kept. */
+  key(json: Uint8Array): string | undefined {
+    if (json.byteLength === 0 || json.byteLength > CACHED_HEADER_MAX_BYTES) return undefined;
+    return Buffer.from(json.buffer, json.byteOffset, json.byteLength).toString('latin1');
+  }
+
+  get(key: string): HeaderTemplate | undefined {
+    return this.#byText.get(key);
+  }
+
+  set(key: string, header: HeaderTemplate): void {
+    if (this.#byText.size >= this.#max) this.#byText.delete(this.#byText.keys().next().value!);
+    this.#byText.set(key, header);
+  }
+}
+
+const headerCache = new HeaderCache();
+
 /**
  * Parses an infer request body. `headerLength` is `Inference-Header-Content-Length` (undefined:
  * the whole body is JSON). A header length of 0 is a raw binary request: the body is the data of
@@ -51,12 +210,21 @@ export function parseInferRequest(
   headerLength: number | undefined,
   model: { name: string; version?: number },
   rawInput?: { name: string; datatype: string; shape: number[] },
+  cache: HeaderCache = headerCache,
 ): ParsedInfer {
   if (headerLength !== undefined && (headerLength < 0 || headerLength > body.byteLength)) {
     throw Errors.invalidArg(`Inference header size should be in range (0, ${body.byteLength}), got: ${headerLength}`);
   }
   if (headerLength === 0) return parseRawBinary(body, model, rawInput);
   const jsonBytes = headerLength === undefined ? body : body.subarray(0, headerLength);
+  const key = headerLength === undefined ? undefined : cache.key(jsonBytes);
+  const cached = key === undefined ? undefined : cache.get(key);
+  const at = { offset: headerLength ?? body.byteLength };
+  if (cached) {
+    const inputs = cached.inputs.map((h) => inputTensor(h, body, at, model.name));
+    if (at.offset !== body.byteLength) throw Errors.invalidArg(`unexpected additional input data for model '${echo(model.name)}'`);
+    return inferRequest(cached, inputs, model);
+  }
   let doc: unknown;
   try {
     doc = readJson(jsonBytes);
@@ -70,78 +238,17 @@ export function parseInferRequest(
   if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
   const inputsJson = doc['inputs'];
   if (!Array.isArray(inputsJson)) throw Errors.invalidArg(`Request JSON must contain 'inputs' array`);
-
-  let offset = headerLength ?? body.byteLength;
-  const inputs: Tensor[] = inputsJson.map((inp: unknown, i) => {
-    if (!isObj(inp)) throw Errors.invalidArg(`input ${i} must be a JSON object`);
-    const name = inp['name'];
-    if (typeof name !== 'string') throw Errors.invalidArg(`input ${i} must have a string 'name'`);
-    const datatype = inp['datatype'];
-    if (!isDataType(datatype)) {
-      throw Errors.invalidArg(`invalid datatype '${echo(datatype)}' for input '${echo(name)}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
-    }
-    const rawShape = inp['shape'];
-    // The reader returns number arrays as Float64Arrays.
-    const shape = rawShape instanceof Float64Array ? Array.from(rawShape) : rawShape;
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
-    }
-    const count = elementCount(shape as number[]);
-    const ip = parameters(inp['parameters'], () => `input '${echo(name)}'`);
-    const size = ip['binary_data_size'];
-    if (size !== undefined) {
-      if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
-        throw Errors.invalidArg(`'binary_data_size' of input '${echo(name)}' must be a non-negative integer`);
-      }
-      if (inp['data'] !== undefined) throw Errors.invalidArg(`input '${echo(name)}' has both 'data' and 'binary_data_size'`);
-      if (offset + size > body.byteLength) {
-        throw Errors.invalidArg(`unexpected size for input '${echo(name)}', expecting ${size} additional bytes for model '${echo(model.name)}'`);
-      }
-      const bytes = body.subarray(offset, offset + size);
-      offset += size;
-      checkTensorBytes(name, datatype, count, bytes, model.name);
-      return { name, datatype, shape: shape as number[], data: viewBytesAs(datatype, bytes) };
-    }
-    if (inp['data'] === undefined) throw Errors.invalidArg(`must specify valid 'data' field or 'binary_data_size' parameter for input '${echo(name)}'`);
-    // A new array made from the JSON: the request owns it (it may move to an instance thread).
-    return { name, datatype, shape: shape as number[], data: jsonToTensorData(inp['data'], datatype, count, name), owned: true };
+  // Each input is checked, then its bytes read, before the next one (as Triton: the first fault is reported).
+  const headers: InputHeader[] = [];
+  const inputs = inputsJson.map((inp: unknown, i) => {
+    const h = inputHeader(inp, i);
+    headers.push(h);
+    return inputTensor(h, body, at, model.name);
   });
-  if (offset !== body.byteLength) {
-    throw Errors.invalidArg(`unexpected additional input data for model '${echo(model.name)}'`);
-  }
-
-  const bdo = params['binary_data_output'];
-  // Triton's words (its status for this is INTERNAL, 500; a client's mistake is 400 here).
-  if (bdo !== undefined && typeof bdo !== 'boolean') throw Errors.invalidArg("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
-  const encoding: OutputEncoding = { binary: new Map(), defaultBinary: bdo === true };
-  const outputsJson = doc['outputs'];
-  let outputs: RequestedOutput[] | undefined;
-  if (outputsJson !== undefined) {
-    if (!Array.isArray(outputsJson)) throw Errors.invalidArg(`'outputs' must be an array`);
-    outputs = outputsJson.map((o: unknown, i) => {
-      if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
-      const name = o['name'];
-      const op = parameters(o['parameters'], () => `output '${echo(name)}'`);
-      const ro: RequestedOutput = { name };
-      if (op['classification'] !== undefined) {
-        const n = op['classification'];
-        if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
-          throw Errors.invalidArg(`'classification' of output '${echo(name)}' must be a non-negative integer`);
-        }
-        if (n > 0) ro.classCount = n;
-      }
-      if (op['binary_data'] !== undefined) {
-        if (typeof op['binary_data'] !== 'boolean') throw Errors.invalidArg(`'binary_data' of output '${echo(name)}' must be a boolean`);
-        encoding.binary.set(name, op['binary_data']);
-      }
-      return ro;
-    });
-  }
-  const request: InferenceRequest = { modelName: model.name, inputs, parameters: params };
-  if (model.version !== undefined) request.modelVersion = model.version;
-  if (id !== undefined) request.id = id;
-  if (outputs?.length) request.outputs = outputs;
-  return { request, encoding };
+  if (at.offset !== body.byteLength) throw Errors.invalidArg(`unexpected additional input data for model '${echo(model.name)}'`);
+  const header: HeaderTemplate = { id, params, ...outputsHeader(doc, params), inputs: headers };
+  if (key !== undefined && headers.every((h) => h.size !== undefined)) cache.set(key, header);
+  return inferRequest(header, inputs, model);
 }
 
 function parseRawBinary(
@@ -186,13 +293,11 @@ export function parametersJson(p: Record<string, ParameterValue>): string {
 
 /** An encoded infer response: the JSON header and, when any output is binary, the chunks after it. */
 export interface EncodedResponse {
-  /** The whole body. */
+  /** The whole body. A small binary one may be a view of Node's shared Buffer pool: copy it before transferring its buffer. */
   body: Uint8Array | string;
   /** Length of the JSON part when binary chunks follow; undefined for a JSON-only body. */
   headerLength?: number;
 }
-
-const encoder = new TextEncoder();
 
 /** Default largest JSON infer response (outputs written as JSON `data`); see `HttpOptions.maxJsonOutputSize`. */
 export const DEFAULT_MAX_JSON_OUTPUT_SIZE = 64 * 1024 * 1024;
@@ -253,15 +358,17 @@ export function encodeInferResponse(res: InferenceResponse, encoding: OutputEnco
   });
   json += ']}';
   if (chunks.length === 0) return { body: json };
-  const header = encoder.encode(json);
-  let total = header.byteLength;
+  const headerLength = Buffer.byteLength(json);
+  let total = headerLength;
   for (const c of chunks) total += c.byteLength;
-  const body = new Uint8Array(total);
-  body.set(header, 0);
-  let off = header.byteLength;
+  // Written whole below. A small body is a slice of Node's shared pool (no allocation of its own:
+  // ~1 µs a small request, bench/RESULTS.md, issue #18), so it is written or copied, never transferred.
+  const body = Buffer.allocUnsafe(total);
+  body.write(json, 0, 'utf8');
+  let off = headerLength;
   for (const c of chunks) {
     body.set(c, off);
     off += c.byteLength;
   }
-  return { body, headerLength: header.byteLength };
+  return { body, headerLength };
 }

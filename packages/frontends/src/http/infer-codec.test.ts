@@ -1,0 +1,132 @@
+import { describe, expect, it } from 'vitest';
+import { serializeBytesTensor, type InferenceResponse } from '@triode/core';
+import { HeaderCache, encodeInferResponse, parseInferRequest } from './infer-codec.js';
+
+const model = { name: 'simple' };
+
+/** A binary-extension body: the JSON header, then each tensor's bytes. */
+function binaryBody(header: object, ...tensors: Uint8Array[]): { body: Uint8Array; headerLength: number } {
+  const json = Buffer.from(JSON.stringify(header));
+  return { body: Buffer.concat([json, ...tensors]), headerLength: json.byteLength };
+}
+
+const int32Header = (size = 64, extra: object = {}) => ({
+  ...extra,
+  inputs: [
+    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: size } },
+    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: size } },
+  ],
+  outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1' }],
+});
+const int32s = (from: number) => new Uint8Array(Int32Array.from({ length: 16 }, (_, i) => from + i).buffer);
+
+/** Parses with `cache`, or the error it throws. */
+function parse(cache: HeaderCache, body: Uint8Array, headerLength: number | undefined): unknown {
+  try {
+    return parseInferRequest(body, headerLength, model, undefined, cache);
+  } catch (err) {
+    return err;
+  }
+}
+
+describe('HeaderCache: a binary request whose header was seen skips its parse, with the same answer', () => {
+  it('the second request with the same header is read from the cache, with its own tensors and objects', () => {
+    const cache = new HeaderCache();
+    const a = binaryBody(int32Header(64, { parameters: { priority: 2 } }), int32s(0), int32s(100));
+    const b = binaryBody(int32Header(64, { parameters: { priority: 2 } }), int32s(7), int32s(200));
+    const first = parseInferRequest(a.body, a.headerLength, model, undefined, cache);
+    expect(cache.size).toBe(1);
+    // A request may be changed on its way: what the first one gets is not what the header keeps.
+    first.request.inputs[0]!.shape[0] = 99;
+    first.request.parameters!['priority'] = 9;
+    first.request.outputs![0]!.name = 'changed';
+    const second = parseInferRequest(b.body, b.headerLength, model, undefined, cache);
+    expect(cache.size).toBe(1);
+    expect(second.request.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as Int32Array)])).toEqual([
+      ['INPUT0', 'INT32', [1, 16], Array.from({ length: 16 }, (_, i) => 7 + i)],
+      ['INPUT1', 'INT32', [1, 16], Array.from({ length: 16 }, (_, i) => 200 + i)],
+    ]);
+    expect(second.request.parameters).toEqual({ priority: 2 });
+    expect(second.request.outputs).toEqual([{ name: 'OUTPUT0' }, { name: 'OUTPUT1' }]);
+    expect([...second.encoding.binary]).toEqual([['OUTPUT0', true]]);
+    // Its own tensors, not the first request's.
+    expect((second.request.inputs[0]!.data as Int32Array).buffer).not.toBe((first.request.inputs[0]!.data as Int32Array).buffer);
+  });
+
+  it('attack: a cached header with a body of another length gets the errors an uncached parse gives, in the same order', () => {
+    const warm = new HeaderCache();
+    const seed = binaryBody(int32Header(), int32s(0), int32s(0));
+    parseInferRequest(seed.body, seed.headerLength, model, undefined, warm);
+    expect(warm.size).toBe(1);
+    const cases = [
+      binaryBody(int32Header()), // no tensor bytes at all
+      binaryBody(int32Header(), int32s(0)), // the second input's bytes missing
+      binaryBody(int32Header(), int32s(0), int32s(0).subarray(0, 60)), // short by 4
+      binaryBody(int32Header(), int32s(0), int32s(0), new Uint8Array(3)), // 3 bytes too many
+    ];
+    for (const c of cases) {
+      const cached = parse(warm, c.body, c.headerLength);
+      const fresh = parse(new HeaderCache(), c.body, c.headerLength);
+      expect(cached).toBeInstanceOf(Error);
+      expect(String(cached)).toBe(String(fresh));
+    }
+    expect(String(parse(warm, cases[1]!.body, cases[1]!.headerLength))).toContain("unexpected size for input 'INPUT1', expecting 64 additional bytes");
+    expect(String(parse(warm, cases[3]!.body, cases[3]!.headerLength))).toContain('unexpected additional input data');
+  });
+
+  it('attack: a BYTES input from a cached header has its elements checked in every body', () => {
+    const cache = new HeaderCache();
+    const good = serializeBytesTensor([Buffer.from('ab'), Buffer.from('c')]);
+    const header = { inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: good.byteLength } }] };
+    const ok = binaryBody(header, good);
+    parseInferRequest(ok.body, ok.headerLength, model, undefined, cache);
+    expect(cache.size).toBe(1);
+    // Same header, same size, but one element whose length runs past the data.
+    const bad = Uint8Array.from(good);
+    new DataView(bad.buffer).setUint32(0, 1000, true);
+    const attack = binaryBody(header, bad);
+    expect(String(parse(cache, attack.body, attack.headerLength))).toContain("incomplete string data for inference input 'TEXT'");
+  });
+
+  it('keeps only headers that passed every check, with binary inputs only, up to its bound', () => {
+    const cache = new HeaderCache(4);
+    // JSON data: the request's own, not kept.
+    const json = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [2], data: [1, 2] }] }));
+    parseInferRequest(json, json.byteLength, model, undefined, cache);
+    parseInferRequest(json, undefined, model, undefined, cache);
+    expect(cache.size).toBe(0);
+    // Refused headers are not kept.
+    const refused = binaryBody({ inputs: [{ name: 'X', datatype: 'INT33', shape: [1], parameters: { binary_data_size: 4 } }] }, new Uint8Array(4));
+    expect(parse(cache, refused.body, refused.headerLength)).toBeInstanceOf(Error);
+    const shortBody = binaryBody(int32Header(), int32s(0));
+    expect(parse(cache, shortBody.body, shortBody.headerLength)).toBeInstanceOf(Error);
+    expect(cache.size).toBe(0);
+    // A header over 4 KiB is parsed every time.
+    const long = binaryBody(int32Header(64, { id: 'x'.repeat(5000) }), int32s(0), int32s(0));
+    expect(parseInferRequest(long.body, long.headerLength, model, undefined, cache).request.id).toHaveLength(5000);
+    expect(cache.size).toBe(0);
+    // Attack: a client that sends a new header with every request does not grow it past its bound.
+    for (let i = 0; i < 50; i++) {
+      const r = binaryBody(int32Header(64, { id: `request-${i}` }), int32s(i), int32s(i));
+      expect(parseInferRequest(r.body, r.headerLength, model, undefined, cache).request.id).toBe(`request-${i}`);
+      expect(cache.size).toBeLessThanOrEqual(4);
+    }
+    expect(cache.size).toBe(4);
+  });
+});
+
+describe('encodeInferResponse', () => {
+  it('a binary output follows the JSON header, whose length is given (non-ASCII names counted in bytes)', () => {
+    const response: InferenceResponse = {
+      modelName: 'modèle', modelVersion: '1', id: 'é',
+      outputs: [{ name: 'OUT', datatype: 'INT32', shape: [2], data: Int32Array.of(1, -1) }, { name: 'J', datatype: 'INT32', shape: [1], data: Int32Array.of(5) }],
+    };
+    const { body, headerLength } = encodeInferResponse(response, { binary: new Map([['OUT', true]]), defaultBinary: false });
+    const bytes = body as Uint8Array;
+    const header = '{"id":"é","model_name":"modèle","model_version":"1","outputs":[{"name":"OUT","datatype":"INT32","shape":[2],"parameters":{"binary_data_size":8}},{"name":"J","datatype":"INT32","shape":[1],"data":[5]}]}';
+    expect(headerLength).toBe(Buffer.byteLength(header));
+    expect(bytes.byteLength).toBe(headerLength! + 8);
+    expect(Buffer.from(bytes.subarray(0, headerLength)).toString('utf8')).toBe(header);
+    expect(Array.from(new Int32Array(Uint8Array.from(bytes.subarray(headerLength)).buffer))).toEqual([1, -1]);
+  });
+});
