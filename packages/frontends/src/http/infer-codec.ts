@@ -227,7 +227,7 @@ export function parseInferRequest(
   }
   let doc: unknown;
   try {
-    doc = readJson(jsonBytes);
+    doc = readJson(jsonBytes, { plainArrays: true });
   } catch (err) {
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
   }

@@ -47,6 +47,32 @@ describe('readJson()', () => {
     }
   });
 
+  it('{ plainArrays: true }: the same values, number arrays of a small document as plain arrays', () => {
+    /** Float64Arrays as plain arrays: what a caller that takes both sees. */
+    const plain = (v: unknown): unknown => {
+      if (v instanceof Float64Array) return Array.from(v);
+      if (Array.isArray(v)) return v.map(plain);
+      if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
+      return v;
+    };
+    let seed = 43;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let n = 0; n < 300; n++) {
+      const text = JSON.stringify(randomValue(0, rnd), null, n % 3 === 0 ? 2 : undefined);
+      expect(plain(readJson(enc.encode(text), { plainArrays: true })), text).toEqual(plain(read(text)));
+    }
+    const small = readJson(enc.encode('{"shape":[1,16],"data":[1,2,3]}'), { plainArrays: true }) as { shape: unknown; data: unknown };
+    expect(Array.isArray(small.shape) && Array.isArray(small.data)).toBe(true);
+    // Big integers stay exact, overflows and non-JSON numbers are the reader's, in small documents too.
+    expect(readJson(enc.encode('{"id":18446744073709551615,"a":[1,2]}'), { plainArrays: true })).toEqual({ id: 2n ** 64n - 1n, a: Float64Array.of(1, 2) });
+    for (const text of ['[1e400]', '{"x": -1.8e308}', '[1.5E999]']) {
+      expect(() => readJson(enc.encode(text), { plainArrays: true }), text).toThrow(/^Number too big to be stored in double at position/);
+    }
+    expect(readJson(enc.encode('[NaN, 1]'), { plainArrays: true })).toEqual(Float64Array.of(NaN, 1));
+    // Larger documents still give Float64Arrays.
+    expect(readJson(enc.encode(`[1,2]${' '.repeat(5000)}`), { plainArrays: true })).toEqual(Float64Array.of(1, 2));
+  });
+
   it('reads numbers within 2 ulp of Number(), exactly up to 15 digits, and exactly with { exact: true }', () => {
     const samples = ['0', '-0', '1e308', '2.2250738585072014e-308', '5e-324', '0.1', '1.7976931348623157e308', '12345678901234567890.5', '9007199254740993e0', '3.141592653589793238462643', '-1.5E+3', '1e-7', '0.30000000000000004', '4.35', '0.000123456789'];
     let seed = 7;
