@@ -20,6 +20,17 @@ const int32Header = (size = 64, extra: object = {}) => ({
 });
 const int32s = (from: number) => new Uint8Array(Int32Array.from({ length: 16 }, (_, i) => from + i).buffer);
 
+/** A HeaderCache that counts the headers it gave. */
+class CountingCache extends HeaderCache {
+  hits = 0;
+
+  override get(key: string): ReturnType<HeaderCache['get']> {
+    const header = super.get(key);
+    if (header) this.hits++;
+    return header;
+  }
+}
+
 /** Parses with `cache`, or the error it throws. */
 function parse(cache: HeaderCache, body: Uint8Array, headerLength: number | undefined): unknown {
   try {
@@ -31,7 +42,7 @@ function parse(cache: HeaderCache, body: Uint8Array, headerLength: number | unde
 
 describe('HeaderCache: a binary request whose header was seen skips its parse, with the same answer', () => {
   it('the second request with the same header is read from the cache, with its own tensors and objects', () => {
-    const cache = new HeaderCache();
+    const cache = new CountingCache();
     const a = binaryBody(int32Header(64, { parameters: { priority: 2 } }), int32s(0), int32s(100));
     const b = binaryBody(int32Header(64, { parameters: { priority: 2 } }), int32s(7), int32s(200));
     const first = parseInferRequest(a.body, a.headerLength, model, undefined, cache);
@@ -40,7 +51,9 @@ describe('HeaderCache: a binary request whose header was seen skips its parse, w
     first.request.inputs[0]!.shape[0] = 99;
     first.request.parameters!['priority'] = 9;
     first.request.outputs![0]!.name = 'changed';
+    expect(cache.hits).toBe(0);
     const second = parseInferRequest(b.body, b.headerLength, model, undefined, cache);
+    expect(cache.hits).toBe(1);
     expect(cache.size).toBe(1);
     expect(second.request.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as Int32Array)])).toEqual([
       ['INPUT0', 'INT32', [1, 16], Array.from({ length: 16 }, (_, i) => 7 + i)],
@@ -54,7 +67,7 @@ describe('HeaderCache: a binary request whose header was seen skips its parse, w
   });
 
   it('attack: a cached header with a body of another length gets the errors an uncached parse gives, in the same order', () => {
-    const warm = new HeaderCache();
+    const warm = new CountingCache();
     const seed = binaryBody(int32Header(), int32s(0), int32s(0));
     parseInferRequest(seed.body, seed.headerLength, model, undefined, warm);
     expect(warm.size).toBe(1);
@@ -70,12 +83,13 @@ describe('HeaderCache: a binary request whose header was seen skips its parse, w
       expect(cached).toBeInstanceOf(Error);
       expect(String(cached)).toBe(String(fresh));
     }
+    expect(warm.hits).toBe(cases.length);
     expect(String(parse(warm, cases[1]!.body, cases[1]!.headerLength))).toContain("unexpected size for input 'INPUT1', expecting 64 additional bytes");
     expect(String(parse(warm, cases[3]!.body, cases[3]!.headerLength))).toContain('unexpected additional input data');
   });
 
   it('attack: a BYTES input from a cached header has its elements checked in every body', () => {
-    const cache = new HeaderCache();
+    const cache = new CountingCache();
     const good = serializeBytesTensor([Buffer.from('ab'), Buffer.from('c')]);
     const header = { inputs: [{ name: 'TEXT', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: good.byteLength } }] };
     const ok = binaryBody(header, good);
@@ -86,6 +100,7 @@ describe('HeaderCache: a binary request whose header was seen skips its parse, w
     new DataView(bad.buffer).setUint32(0, 1000, true);
     const attack = binaryBody(header, bad);
     expect(String(parse(cache, attack.body, attack.headerLength))).toContain("incomplete string data for inference input 'TEXT'");
+    expect(cache.hits).toBe(1);
   });
 
   it('keeps only headers that passed every check, with binary inputs only, up to its bound', () => {
@@ -112,6 +127,20 @@ describe('HeaderCache: a binary request whose header was seen skips its parse, w
       expect(cache.size).toBeLessThanOrEqual(4);
     }
     expect(cache.size).toBe(4);
+  });
+});
+
+describe('parseInferRequest', () => {
+  it('an array of numbers where inputs or outputs go is told the same in a small document and a large one', () => {
+    // The reader gives a large document's number arrays as Float64Arrays, a small one's as arrays.
+    for (const doc of [{ inputs: [1] }, { inputs: [], outputs: [1] }, { inputs: [1], parameters: {} }]) {
+      const small = Buffer.from(JSON.stringify(doc));
+      const large = Buffer.from(JSON.stringify({ ...doc, pad: 'x'.repeat(5000) }));
+      const withExponent = Buffer.from(JSON.stringify(doc).replace('{', '{"e":1e0,'));
+      const messages = [small, large, withExponent].map((b) => String(parse(new HeaderCache(), b, undefined)));
+      expect(messages[0]).toMatch(/must be a JSON object/);
+      expect(new Set(messages).size, messages.join(' | ')).toBe(1);
+    }
   });
 });
 

@@ -41,6 +41,13 @@ export function parameters(v: unknown, where: () => string): Record<string, Para
   return v as Record<string, ParameterValue>;
 }
 
+/**
+ * An array of the document as a JS array: the reader gives an array of numbers only as a
+ * Float64Array, or not (a small document read with `plainArrays`), so that `"inputs": [1]` is
+ * told the same either way.
+ */
+const jsonArray = (v: unknown): unknown => (v instanceof Float64Array ? Array.from(v) : v);
+
 /** One input of a request header, checked: everything but its tensor bytes. */
 interface InputHeader {
   name: string;
@@ -122,7 +129,7 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
   // Triton's words (its status for this is INTERNAL, 500; a client's mistake is 400 here).
   if (bdo !== undefined && typeof bdo !== 'boolean') throw Errors.invalidArg("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
   const encoding: OutputEncoding = { binary: new Map(), defaultBinary: bdo === true };
-  const outputsJson = doc['outputs'];
+  const outputsJson = jsonArray(doc['outputs']);
   if (outputsJson === undefined) return { outputs: undefined, encoding };
   if (!Array.isArray(outputsJson)) throw Errors.invalidArg(`'outputs' must be an array`);
   const outputs = outputsJson.map((o: unknown, i) => {
@@ -236,7 +243,7 @@ export function parseInferRequest(
   checkReservedParameters(Object.keys(params));
   const id = doc['id'];
   if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
-  const inputsJson = doc['inputs'];
+  const inputsJson = jsonArray(doc['inputs']);
   if (!Array.isArray(inputsJson)) throw Errors.invalidArg(`Request JSON must contain 'inputs' array`);
   // Each input is checked, then its bytes read, before the next one (as Triton: the first fault is reported).
   const headers: InputHeader[] = [];
