@@ -37,8 +37,7 @@ done
 [ $# -eq 2 ] || { echo "usage: $0 [options] -- 'COMMAND A' 'COMMAND B'" >&2; exit 2; }
 load_setup
 if [ "$JSON" = 1 ]; then
-  node -e 'require("fs").writeFileSync(process.argv[1], JSON.stringify({ inputs: [["INPUT0", Array.from({ length: 16 }, (_, i) => i)], ["INPUT1", new Array(16).fill(1)]].map(([name, data]) => ({ name, datatype: "INT32", shape: [1, 16], data })) }))' "$work/simple.json"
-  export BODY_FILE=$work/simple.json HEADER_LEN=
+  simple_json_body "$work"
 fi
 # Another model's request: --body (and --header-len for binary tensors).
 if [ -n "$BODY" ]; then export BODY_FILE=$BODY HEADER_LEN=$HL; fi

@@ -1,5 +1,5 @@
-# Shell helpers shared by bench/busy-handoff.sh, bench/settle.sh and bench/pair-windows.sh (sourced, not run): `simple`'s
-# binary request for wrk, a thread split for the `split` layout, and a process's CPU per thread, a free port.
+# Shell helpers shared by bench/busy-handoff.sh, bench/settle.sh, bench/pair-windows.sh and bench/perf-main.sh (sourced,
+# not run): `simple`'s binary and JSON requests for wrk, a thread split for the `split` layout, and a process's CPU per thread, a free port.
 
 # simple_body DIR: writes DIR/simple.bin (the request bench/http.mjs sends) and exports BODY_FILE and
 # HEADER_LEN for bench/post.lua.
@@ -13,6 +13,13 @@ fs.writeFileSync(process.argv[1] + "/header-len", String(header.length));
 ' "$1"
   export BODY_FILE=$1/simple.bin HEADER_LEN
   HEADER_LEN=$(cat "$1/header-len")
+}
+
+# simple_json_body DIR: writes DIR/simple.json (simple's request with JSON tensors, as the naive
+# server takes it) and exports BODY_FILE and HEADER_LEN (empty) for bench/post.lua.
+simple_json_body() {
+  node -e 'require("fs").writeFileSync(process.argv[1], JSON.stringify({ inputs: [["INPUT0", Array.from({ length: 16 }, (_, i) => i)], ["INPUT1", new Array(16).fill(1)]].map(([name, data]) => ({ name, datatype: "INT32", shape: [1, 16], data })) }))' "$1/simple.json"
+  export BODY_FILE=$1/simple.json HEADER_LEN=
 }
 
 # split_threads PID: its main thread alone on cpu 1, its other threads on cpu 0 (a thread made
