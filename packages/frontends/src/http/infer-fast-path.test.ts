@@ -91,6 +91,9 @@ const CASES: Record<string, [string, Uint8Array | string]> = {
   'JSON': request('/v2/models/simple/infer', json),
   'JSON, a version': request('/v2/models/simple/versions/1/infer', json),
   'binary tensors': request('/v2/models/simple/infer', bin, { 'Inference-Header-Content-Length': String(headerLength) }),
+  // The header of 'binary tensors' again (HeaderCache gives it once seen), with a body of another length.
+  'binary tensors, 4 bytes short': request('/v2/models/simple/infer', bin.subarray(0, bin.length - 4), { 'Inference-Header-Content-Length': String(headerLength) }),
+  'binary tensors, 3 bytes too many': request('/v2/models/simple/infer', Buffer.concat([bin, Buffer.alloc(3)]), { 'Inference-Header-Content-Length': String(headerLength) }),
   'a gzip answer': request('/v2/models/simple/infer', json, { 'Accept-Encoding': 'gzip' }),
   'a gzip request': request('/v2/models/simple/infer', gzipSync(json), { 'Content-Encoding': 'gzip' }),
   'an unknown Content-Encoding': request('/v2/models/simple/infer', json, { 'Content-Encoding': 'br' }),
@@ -125,6 +128,19 @@ describe('the HTTP infer fast path', () => {
   it('is registered for the apps createHttpApp builds only', () => {
     expect(inferFastPathOf(createHttpApp(new LocalBackplane(server)))).toBeTypeOf('function');
     expect(inferFastPathOf(new Hono())).toBeUndefined();
+  });
+
+  it('attack: a binary request whose header was seen, then the same header with bodies of other lengths: 400 each, and the next good one is answered as the first', async () => {
+    const [fast] = pairs['plain']!;
+    const good = CASES['binary tensors']!;
+    const first = await exchange(fast, ...good);
+    expect(first).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    for (const bad of ['binary tensors, 4 bytes short', 'binary tensors, 3 bytes too many']) {
+      const answer = await exchange(fast, ...CASES[bad]!);
+      expect(answer, bad).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+      expect(answer, bad).toMatch(/unexpected (size for input 'INPUT1'|additional input data)/);
+      expect(await exchange(fast, ...good)).toBe(first);
+    }
   });
 
   it('serves a plain infer request', async () => {
