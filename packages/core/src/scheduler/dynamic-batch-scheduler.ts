@@ -185,18 +185,18 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   #dispatch(instance: number, batch: T[]): void {
     this.#outstanding[instance]!++;
     this.#inflight += batch.length;
-    this.#runner(instance, batch)
-      .catch(() => undefined) // the runner answers its requests itself
-      .finally(() => {
-        this.#inflight -= batch.length;
-        if (--this.#outstanding[instance]! === 0 && this.#drainWaiters.has(instance)) {
-          for (const f of this.#drainWaiters.get(instance)!) f();
-          this.#drainWaiters.delete(instance);
-        }
-        if (this.#gates) this.#release(this.#gates[instance]!, instance);
-        this.#schedule();
-        this.#notifyIdle();
-      });
+    const done = (): void => {
+      this.#inflight -= batch.length;
+      if (--this.#outstanding[instance]! === 0 && this.#drainWaiters.has(instance)) {
+        for (const f of this.#drainWaiters.get(instance)!) f();
+        this.#drainWaiters.delete(instance);
+      }
+      if (this.#gates) this.#release(this.#gates[instance]!, instance);
+      this.#schedule();
+      this.#notifyIdle();
+    };
+    // Either way (the runner answers its requests itself): one reaction, not catch + finally's three.
+    this.#runner(instance, batch).then(done, done);
   }
 
   /**

@@ -186,7 +186,11 @@ export async function readBody(c: Context, limit: number, headerLength?: number)
 export async function readIncomingBody(incoming: IncomingMessage, limit: number, headerLength?: number): Promise<Uint8Array> {
   const { encoding, declared } = bodyHead((name) => incomingHeader(incoming, name), limit);
   const pad = encoding === 'identity' && headerLength ? (8 - (headerLength % 8)) % 8 : 0;
-  return decodeBody(await readIncoming(incoming, limit, declared, pad), encoding, limit);
+  const raw = await readIncoming(incoming, limit, declared, pad);
+  if (encoding !== 'identity') return decodeBody(raw, encoding, limit);
+  // decodeBody's identity case, without its promise (every uncompressed request comes here).
+  markTransferable(raw.buffer);
+  return raw;
 }
 
 /** The body as received, decompressed per its Content-Encoding; owned by the request. */

@@ -18,7 +18,7 @@ import { httpError } from '../error-mapping.js';
 import { traceNow } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
 import { UnsupportedEncodingError, incomingHeader, readIncomingBody } from './body.js';
-import { inferResponseBody, readInferBody } from './infer-http.js';
+import { inferResponseBody, readInferBody, type InferAnswer } from './infer-http.js';
 import type { HttpDeps } from './http-options.js';
 import type { HttpLifecycle } from './lifecycle.js';
 
@@ -104,7 +104,7 @@ function drainIncoming(incoming: IncomingMessage): void {
   incoming.resume();
 }
 
-async function serve(req: IncomingMessage, res: ServerResponse, name: string, version: string | undefined, deps: HttpDeps): Promise<{ body: Uint8Array | string; headers: Record<string, string> }> {
+async function serve(req: IncomingMessage, res: ServerResponse, name: string, version: string | undefined, deps: HttpDeps): Promise<InferAnswer> {
   const { backplane, maxInputSize, maxJsonOutputSize, tracer } = deps;
   const recvStart = tracer?.active ? traceNow() : 0;
   const v = parseModelVersion(version);

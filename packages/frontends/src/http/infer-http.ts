@@ -54,13 +54,23 @@ export async function writeInferResponse(c: Context, response: InferenceResponse
   return c.body(body as Uint8Array<ArrayBuffer> | string, 200, headers);
 }
 
-/** The 200 answer to an infer request: its body and headers, compressed per `acceptEncoding`. */
-export async function inferResponseBody(
+/** The body and headers of a 200 answer to an infer request. */
+export interface InferAnswer {
+  body: Uint8Array | string;
+  headers: Record<string, string>;
+}
+
+/**
+ * The 200 answer to an infer request: its body and headers, compressed per `acceptEncoding`. Made
+ * at once unless it is compressed (no promise on a small request's path).
+ * @throws INVALID_ARG when its JSON outputs could exceed `maxJsonOutputSize` bytes
+ */
+export function inferResponseBody(
   response: InferenceResponse,
   encoding: OutputEncoding,
   maxJsonOutputSize: number,
   acceptEncoding: string | undefined,
-): Promise<{ body: Uint8Array | string; headers: Record<string, string> }> {
+): InferAnswer | Promise<InferAnswer> {
   let encoded: ReturnType<typeof encodeInferResponse>;
   try {
     encoded = encodeInferResponse(response, encoding, maxJsonOutputSize);
@@ -77,7 +87,7 @@ export async function inferResponseBody(
   const how = compressionOf(acceptEncoding);
   if (how) {
     headers['Content-Encoding'] = how;
-    return { body: await compress(encoded.body, how), headers };
+    return compress(encoded.body, how).then((body) => ({ body, headers }));
   }
   return { body: encoded.body, headers };
 }
