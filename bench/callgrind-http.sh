@@ -5,7 +5,7 @@
 # heavy work, which shifts when V8's background compiler finishes). They leave out the kernel (syscalls, loopback
 # TCP) and what the counts cannot show (cache misses, context switches): pair them with bench/http.mjs.
 # Run by hand (needs valgrind, `npm run build`; ~1-2 minutes a server):
-#   bash bench/callgrind-http.sh <name> <json|binary> [warm-up requests, 10000] [measured requests, 5000] -- <server argv, port $PORT>
+#   [CACHE_SIM=1] bash bench/callgrind-http.sh <name> <json|binary> [warm-up requests, 10000] [measured requests, 5000] -- <server argv, port $PORT>
 # e.g.
 #   bash bench/callgrind-http.sh naive json -- node bench/naive-server.mjs '$PORT' model_repository
 #   bash bench/callgrind-http.sh triode json -- node packages/cli/bin/triode.js serve --model-repository REPO \
@@ -58,7 +58,8 @@ agent.destroy();
 if (bad) { console.error(bad + ' requests failed'); process.exit(1); }
 "
 }
-valgrind --tool=callgrind --instr-atstart=no --smc-check=all-non-file --separate-threads=yes \
+CACHE=(); [ -n "${CACHE_SIM:-}" ] && CACHE=(--cache-sim=yes)
+valgrind --tool=callgrind --instr-atstart=no --smc-check=all-non-file --separate-threads=yes "${CACHE[@]}" \
   --callgrind-out-file="$OUT/$NAME.out" "${ARGV[@]}" > "$OUT/$NAME.log" 2>&1 &
 VG=$!
 for _ in $(seq 1 600); do (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.5; done
@@ -73,3 +74,10 @@ for f in "$OUT/$NAME".out.1-*; do
   t=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
   [[ "$t" =~ ^[0-9]+$ ]] && [ $(( t / N )) -gt 0 ] && printf '  thread %s: %d\n' "${f##*-}" $(( t / N ))
 done
+# With CACHE_SIM=1: the main thread's simulated cache misses a request (valgrind's model of the
+# machine's caches: I1/D1 first level, LL last level; instruction and data reads, data writes).
+if [ -n "${CACHE_SIM:-}" ]; then
+  callgrind_annotate "$OUT/$NAME.out.1-01" 2>/dev/null | awk -v n="$N" '
+    /^Ir +Dr/ && !k { k = NF; for (i = 1; i <= NF; i++) name[i] = $i; next }
+    /PROGRAM TOTALS/ { printf "  main thread a request:"; j = 0; for (i = 1; i <= NF; i++) { if ($i ~ /^[0-9,]+$/) { v = $i; gsub(",", "", v); printf " %s %.0f", name[++j], v / n } } print "" }'
+fi

@@ -6,8 +6,8 @@ import type { InferenceRequest, InferenceResponse } from './infer-request.js';
 
 /** Which outputs a client asked for as binary (HTTP's `binary_data` / `binary_data_output`). */
 export interface OutputEncoding {
-  /** Output name -> send as binary. */
-  binary: Map<string, boolean>;
+  /** Output name -> send as binary (read only: requests without any share one empty map). */
+  binary: ReadonlyMap<string, boolean>;
   /** Request-level `binary_data_output`. */
   defaultBinary: boolean;
 }

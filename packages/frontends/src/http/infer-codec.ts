@@ -123,15 +123,19 @@ function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, m
   return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
 }
 
+/** The encoding of a request that names no output's `binary_data`: one map for all (it is only read). */
+const NO_BINARY_OUTPUTS: ReadonlyMap<string, boolean> = new Map();
+
 /** The checks of a request header's outputs and the encoding they ask for. */
 function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { outputs: RequestedOutput[] | undefined; encoding: OutputEncoding } {
   const bdo = params['binary_data_output'];
   // Triton's words (its status for this is INTERNAL, 500; a client's mistake is 400 here).
   if (bdo !== undefined && typeof bdo !== 'boolean') throw Errors.invalidArg("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
-  const encoding: OutputEncoding = { binary: new Map(), defaultBinary: bdo === true };
+  const defaultBinary = bdo === true;
   const outputsJson = jsonArray(doc['outputs']);
-  if (outputsJson === undefined) return { outputs: undefined, encoding };
+  if (outputsJson === undefined) return { outputs: undefined, encoding: { binary: NO_BINARY_OUTPUTS, defaultBinary } };
   if (!Array.isArray(outputsJson)) throw Errors.invalidArg(`'outputs' must be an array`);
+  const binary = new Map<string, boolean>();
   const outputs = outputsJson.map((o: unknown, i) => {
     if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
     const name = o['name'];
@@ -146,11 +150,11 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
     }
     if (op['binary_data'] !== undefined) {
       if (typeof op['binary_data'] !== 'boolean') throw Errors.invalidArg(`'binary_data' of output '${echo(name)}' must be a boolean`);
-      encoding.binary.set(name, op['binary_data']);
+      binary.set(name, op['binary_data']);
     }
     return ro;
   });
-  return { outputs, encoding };
+  return { outputs, encoding: { binary: binary.size > 0 ? binary : NO_BINARY_OUTPUTS, defaultBinary } };
 }
 
 /** The request of a checked header and its inputs' tensors. */
@@ -288,7 +292,7 @@ function parseRawBinary(
 function finishRaw(model: { name: string; version?: number }, name: string, datatype: Tensor['datatype'], shape: number[], data: Tensor['data']): ParsedInfer {
   const request: InferenceRequest = { modelName: model.name, inputs: [{ name, datatype, shape, data }], parameters: {} };
   if (model.version !== undefined) request.modelVersion = model.version;
-  return { request, encoding: { binary: new Map(), defaultBinary: true } };
+  return { request, encoding: { binary: NO_BINARY_OUTPUTS, defaultBinary: true } };
 }
 
 /** Response parameters as JSON; a bigint (a backend's uint64) is written exactly, as JSON.stringify cannot. */
