@@ -9,8 +9,13 @@
 //   shipped   model_repository/ppocr_cls as is (2 instances, execution_thread auto)
 //   instance  the same with execution_thread "instance" (Triton's: every batch on its thread)
 //   batching  the same with dynamic_batching { }
+// Before the first round each server is loaded for --settle seconds (default 10): at ppocr_cls's
+// ~700 requests a second V8 takes several seconds to optimize the request path (a function is
+// optimized after some hundreds to thousands of calls, again after a deoptimization; --trace-opt),
+// and a first round measured before that read 0.62x raw where the next two read 0.76x and 0.86x
+// (bench/RESULTS.md, 2026-11-27, night). --warmup is each round's own, before each measurement.
 // Needs wrk, taskset and `npm run build`. Run by hand:
-//   node bench/cls-raw.mjs [--seconds 4] [--warmup 1] [--rounds 3] [--concurrency 16] [--variants shipped,instance]
+//   node bench/cls-raw.mjs [--seconds 4] [--warmup 1] [--settle 10] [--rounds 3] [--concurrency 16] [--variants shipped,instance]
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
@@ -25,6 +30,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: {
   seconds: { type: 'string', default: '4' },
   warmup: { type: 'string', default: '1' },
+  settle: { type: 'string', default: '10' },
   rounds: { type: 'string', default: '3' },
   concurrency: { type: 'string', default: '16' },
   variants: { type: 'string', default: 'shipped,instance' },
@@ -33,6 +39,7 @@ const { values: args } = parseArgs({ options: {
 } });
 const SECONDS = Number(args.seconds);
 const WARMUP = Number(args.warmup);
+const SETTLE = Number(args.settle);
 const ROUNDS = Number(args.rounds);
 const CONCURRENCY = args.concurrency.split(',').map(Number);
 const VARIANTS = args.variants.split(',');
@@ -83,6 +90,10 @@ try {
       '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'], /Started HTTPService at/, ROOT);
     servers.push({ variant: v, port, proc });
   }
+  // JIT warm-up, once per server (see above).
+  if (SETTLE > 0) {
+    for (const s of servers) wrk({ cpus: PIN.load, threads: wrkThreads, url: `http://127.0.0.1:${s.port}/v2/models/ppocr_cls/infer`, body, c: CONCURRENCY[0], seconds: SETTLE, root: ROOT });
+  }
   for (let round = 0; round < ROUNDS; round++) {
     const rawRate = raw();
     rows.push({ round, variant: 'raw', rps: rawRate });
@@ -112,7 +123,7 @@ try {
 }
 
 const pick = (v, c, key) => median(rows.filter((r) => r.variant === v && r.c === c).map((r) => r[key]));
-const lines = [`Machine: ${machine.cores} cores (${machine.cpu}); ${machine.layout}. Raw onnxruntime: ${rawThreads} threads on the servers' cpus. ${ROUNDS} rounds of ${SECONDS} s (+${WARMUP} s warmup); medians.`, ''];
+const lines = [`Machine: ${machine.cores} cores (${machine.cpu}); ${machine.layout}. Raw onnxruntime: ${rawThreads} threads on the servers' cpus. ${ROUNDS} rounds of ${SECONDS} s (+${WARMUP} s warmup) after ${SETTLE} s of load on each server; medians.`, ''];
 lines.push(`Raw onnxruntime, ${rawThreads} threads: ${fmt(median(rows.filter((r) => r.variant === 'raw').map((r) => r.rps)))} inferences/s (rounds: ${rows.filter((r) => r.variant === 'raw').map((r) => fmt(r.rps)).join(', ')})`, '');
 lines.push('| Triode variant | c | req/s | / raw (median of per-round ratios) | p50 ms | p99 ms | process CPU µs/req | main thread CPU µs/req | context switches/req (main) | compute_infer µs/req | requests/execution | server overhead µs/req | non-2xx |');
 lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
