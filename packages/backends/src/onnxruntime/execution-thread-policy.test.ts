@@ -299,6 +299,29 @@ describe('ExecutionThreadPolicy', () => {
     expect(Array.from({ length: 64 }, () => one.choose(cls)).every((p) => p === 'main')).toBe(true);
   });
 
+  it('with one core, a size whose first thread runs all measure the waits (over the guard) is measured on the main thread soon, not left on its thread', () => {
+    const cls = { ...idle, inputBytes: 110_592 };
+    const one = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 1 });
+    // Load from the start: every thread run shares the core with the busy main thread (3 ms for ~1 ms).
+    for (let i = 0; i < 40; i++) one.record('thread', 3000 * US, 1, 110_592);
+    // Before the fix: the thread for good (the fastest run, 3 ms, over the 2 ms guard; no floor).
+    const first = Array.from({ length: 8 }, () => one.choose(cls));
+    expect(first.filter((p) => p === 'main')).toHaveLength(1);
+    // Its first main-thread run is cold (2.5 ms: not counted in the floor); the next probe counts.
+    one.record('main', 2500 * US, 1, 110_592);
+    expect(Array.from({ length: 8 }, () => one.choose(cls)).filter((p) => p === 'main')).toHaveLength(1);
+    one.record('main', 1100 * US, 1, 110_592);
+    expect(Array.from({ length: 64 }, () => one.choose(cls)).every((p) => p === 'main')).toBe(true);
+    // A model whose thread runs are over 4x the guard (8 ms) is never probed: a run that long would hold the main thread.
+    const slow = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 1 });
+    for (let i = 0; i < 40; i++) slow.record('thread', 9000 * US, 1, 110_592);
+    expect(Array.from({ length: 256 }, () => slow.choose(cls)).every((p) => p === 'thread')).toBe(true);
+    // With two cores nothing changes: the thread.
+    const two = new ExecutionThreadPolicy('auto', { thresholdNs: 100 * US, warmup: 4, backoff: 4, cores: 2 });
+    for (let i = 0; i < 40; i++) two.record('thread', 3000 * US, 1, 110_592);
+    expect(Array.from({ length: 64 }, () => two.choose(cls)).every((p) => p === 'thread')).toBe(true);
+  });
+
   it('while batches keep meeting each other (load), a lone request follows the rule for loaded batches', () => {
     const p = policy();
     feed(p, 4, 30 * US, 'thread');

@@ -148,6 +148,13 @@ const MIN_SIZE_SAMPLES = 4;
 const REMEASURE_EVERY = 64;
 const REMEASURE_FIRST = 8;
 
+/**
+ * One core: under load a thread run measures the waits for the core too (ppocr_cls at c=16: 2-4 ms
+ * for a ~1 ms run). A size with no main-thread run yet whose fastest run is over the guard but under
+ * this many times it is measured on the main thread one batch in REMEASURE_FIRST (see #shortOnOneCore).
+ */
+const PROBE_FACTOR = 4;
+
 /** How much one slower main-thread run raises a size class's floor at most, on one core (see #recordFloor). */
 const FLOOR_RISE = 1.125;
 
@@ -342,13 +349,18 @@ export class ExecutionThreadPolicy {
    * µs of main-thread CPU a request in the server against ~110 µs in all on the main thread
    * (`simple`, bench/RESULTS.md); the guard bounds how long the main thread stops serving other
    * connections for one run. A size class whose floor is over the guard is measured on the main
-   * thread again one batch in REMEASURE_EVERY while the fastest run says it could be under it.
+   * thread again one batch in REMEASURE_EVERY while the fastest run says it could be under it; one
+   * with no floor yet, one batch in REMEASURE_FIRST while its fastest is under PROBE_FACTOR times it.
    */
   #shortOnOneCore(load: InstanceLoad): boolean {
     const k = sizeClass(load.inputBytes);
     const fastest = this.#fastest * load.requests;
     const floor = this.#floor[k]!;
-    if (floor === 0) return fastest <= this.#guard;
+    // No main-thread run yet: the fastest run decides. Thread runs under load measure the waits
+    // too, so one over the guard may still be a short run: measured on the main thread now and
+    // then (before, ppocr_cls stayed on its threads the first ~8 s of load, bench/RESULTS.md),
+    // unless it is over PROBE_FACTOR times the guard (then it blocks the main thread too long).
+    if (floor === 0) return fastest <= this.#guard || (fastest <= PROBE_FACTOR * this.#guard && ++this.#sizedSkipped[k]! % REMEASURE_FIRST === 0);
     if (floor <= this.#guard) return true;
     return fastest <= this.#guard && ++this.#sizedSkipped[k]! % REMEASURE_EVERY === 0;
   }
