@@ -82,9 +82,7 @@ function inputHeader(inp: unknown, i: number): InputHeader {
   if (!isDataType(datatype)) {
     throw Errors.invalidArg(`invalid datatype '${echo(datatype)}' for input '${echo(name)}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
   }
-  const rawShape = inp['shape'];
-  // The reader returns number arrays as Float64Arrays.
-  const shape = rawShape instanceof Float64Array ? Array.from(rawShape) : rawShape;
+  const shape = jsonArray(inp['shape']);
   if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
     throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
   }
@@ -121,6 +119,16 @@ function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, m
   at.offset += h.size;
   checkTensorBytes(name, datatype, count, bytes, model);
   return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
+}
+
+/**
+ * The tensors of a request's inputs, each checked (`header` of it) and then read before the next
+ * (as Triton: the first fault is reported), and the body read to its end.
+ */
+function inputTensors<T>(inputs: readonly T[], header: (inp: T, i: number) => InputHeader, body: Uint8Array, at: { offset: number }, model: string): Tensor[] {
+  const tensors = inputs.map((inp, i) => inputTensor(header(inp, i), body, at, model));
+  if (at.offset !== body.byteLength) throw Errors.invalidArg(`unexpected additional input data for model '${echo(model)}'`);
+  return tensors;
 }
 
 /** The encoding of a request that names no output's `binary_data`: one map for all (it is only read). */
@@ -232,9 +240,7 @@ export function parseInferRequest(
   const cached = key === undefined ? undefined : cache.get(key);
   const at = { offset: headerLength ?? body.byteLength };
   if (cached) {
-    const inputs = cached.inputs.map((h) => inputTensor(h, body, at, model.name));
-    if (at.offset !== body.byteLength) throw Errors.invalidArg(`unexpected additional input data for model '${echo(model.name)}'`);
-    return inferRequest(cached, inputs, model);
+    return inferRequest(cached, inputTensors(cached.inputs, (h) => h, body, at, model.name), model);
   }
   let doc: unknown;
   try {
@@ -249,14 +255,12 @@ export function parseInferRequest(
   if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
   const inputsJson = jsonArray(doc['inputs']);
   if (!Array.isArray(inputsJson)) throw Errors.invalidArg(`Request JSON must contain 'inputs' array`);
-  // Each input is checked, then its bytes read, before the next one (as Triton: the first fault is reported).
   const headers: InputHeader[] = [];
-  const inputs = inputsJson.map((inp: unknown, i) => {
+  const inputs = inputTensors(inputsJson, (inp, i) => {
     const h = inputHeader(inp, i);
     headers.push(h);
-    return inputTensor(h, body, at, model.name);
-  });
-  if (at.offset !== body.byteLength) throw Errors.invalidArg(`unexpected additional input data for model '${echo(model.name)}'`);
+    return h;
+  }, body, at, model.name);
   const header: HeaderTemplate = { id, params, ...outputsHeader(doc, params), inputs: headers };
   if (key !== undefined && headers.every((h) => h.size !== undefined)) cache.set(key, header);
   return inferRequest(header, inputs, model);
