@@ -59,5 +59,7 @@ export interface FuzzSummary {
 
 export const ROOT: string;
 export function runFuzz(options: FuzzOptions): Promise<FuzzSummary>;
+/** A fresh copy of the examples the fuzz cases name (and a 'victim' copy of simple), in a temporary directory. */
+export function makeRepository(): string;
 export function formatSummary(summary: FuzzSummary, verbose?: boolean): string;
 export function replayLine(seed: number, protocol: FuzzProtocol, index: number): string;

@@ -72,7 +72,7 @@ function rssKb(pid) {
 }
 
 /** A model repository for the fuzzer: the examples plus "victim", a copy of simple that load cases override. */
-function makeRepository() {
+export function makeRepository() {
   const repo = mkdtempSync(join(tmpdir(), 'triode-fuzz-repo-'));
   for (const m of EXAMPLES) cpSync(join(ROOT, 'model_repository', m), join(repo, m), { recursive: true });
   cpSync(join(ROOT, 'model_repository', 'simple'), join(repo, 'victim'), { recursive: true });

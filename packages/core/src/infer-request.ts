@@ -336,7 +336,7 @@ function uintParam(params: Record<string, ParameterValue>, key: string): bigint 
   if (v === undefined) return undefined;
   if (typeof v === 'bigint' && v >= 0n && v <= MAX_UINT64) return v;
   if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
-  throw Errors.invalidArg(`parameter '${echo(key)}' must be a non-negative integer, got ${echo(JSON.stringify(typeof v === 'bigint' ? String(v) : v))}`);
+  throw Errors.invalidArg(`parameter '${echo(key)}' must be a non-negative integer, got ${echo(typeof v === 'number' && !Number.isFinite(v) ? String(v) : JSON.stringify(typeof v === 'bigint' ? String(v) : v))}`);
 }
 
 /** The `priority` (0: default level) and `timeout` (µs, 0: none) request parameters. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor } from '@triode/core';
 import { isOwned, markTransferable } from '@triode/core';
-import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts } from './envelope-codec.js';
+import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts, requestEnvelope } from './envelope-codec.js';
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
 describe('tensor codec (gateway <-> worker)', () => {
@@ -27,6 +27,41 @@ describe('tensor codec (gateway <-> worker)', () => {
     expect(request.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as ArrayLike<number>)])).toEqual(
       req.inputs.map((t) => [t.name, t.datatype, t.shape, Array.from(t.data as ArrayLike<number>)]),
     );
+  });
+
+  it('round-trips parameters of NaN and ±Infinity (gRPC doubles), which JSON alone writes as null', () => {
+    // Before: a gateway forwarded { timeout: NaN } as null, the worker refused the message as
+    // malformed, and the client waited out the gateway's 30 s timeout for an error it never got.
+    const req = {
+      modelName: 'null', id: 'null',
+      parameters: { timeout: Number.NaN, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, n: 1.5, big: 2n ** 64n - 1n, z: 'x' },
+      inputs: [],
+    };
+    const env = { requestKey: '1', replyTo: 'r', enqueuedMs: 1, deadlineMs: 2 };
+    for (const decoded of [decodeRequest(encodeRequest(req, env)).request, decodeRequestParts(encodeRequestParts(req, env)).request]) {
+      expect(decoded.parameters).toEqual({ timeout: Number.NaN, hi: Infinity, lo: -Infinity, n: 1.5, big: 2n ** 64n - 1n, z: 'x' });
+      expect(Object.is(decoded.parameters!['timeout'], Number.NaN)).toBe(true);
+    }
+    // A reply's response parameters too (a JavaScript model may set any number).
+    const reply = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', outputs: [], parameters: { score: Number.NEGATIVE_INFINITY, name: 'NaN' } } }));
+    expect(reply).toMatchObject({ response: { parameters: { score: -Infinity, name: 'NaN' } } });
+    // A string that reads like a tag stays a string; a tag of anything else is no number (refused).
+    const spoof = decodeRequest(encodeRequest({ modelName: 'm', inputs: [], parameters: { s: '{"$number":"NaN"}', t: '"$bigint"' } }, env)).request;
+    expect(spoof.parameters).toEqual({ s: '{"$number":"NaN"}', t: '"$bigint"' });
+    for (const tag of [{ $number: '1e3' }, { $number: 'nan' }, { $bigint: 'abc' }, { $bigint: '1'.repeat(30) }, { $number: 'NaN', x: 1 }]) {
+      expect(() => decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { p: tag }, env })), JSON.stringify(tag)).toThrow(/malformed message: request parameters/);
+    }
+  });
+
+  it('reads the envelope of a request that does not decode, so the worker can answer its gateway', () => {
+    const env = { requestKey: '5', replyTo: 'triode:reply:g', enqueuedMs: 1, deadlineMs: 2 };
+    const bad = rawMessage({ modelName: 7, tensors: [], env });
+    expect(() => decodeRequest(bad)).toThrow(/malformed message: modelName/);
+    expect(requestEnvelope(bad)).toEqual(env);
+    expect(requestEnvelope(encodeRequestParts({ modelName: 'm', inputs: [] }, env)[0]!)).toEqual(env);
+    for (const junk of [Buffer.from([1, 2]), Buffer.from([200, 0, 0, 0, 123]), rawMessage('x'), rawMessage({ env: { ...env, deadlineMs: 'never' } }), rawMessage({ modelName: 'm' })]) {
+      expect(requestEnvelope(junk)).toBeUndefined();
+    }
   });
 
   it('leaves the abort signal behind (it cannot cross processes) and keeps a decoupled final flag', () => {

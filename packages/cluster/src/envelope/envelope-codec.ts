@@ -20,31 +20,60 @@ interface TensorHeader {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-const tagBigints = (_k: string, v: unknown): unknown => (typeof v === 'bigint' ? { $bigint: v.toString() } : v);
-const untagBigints = (_k: string, v: unknown): unknown =>
-  v && typeof v === 'object' && '$bigint' in (v as object) ? BigInt((v as { $bigint: string }).$bigint) : v;
+/**
+ * What plain JSON cannot carry, tagged: a bigint (a 64-bit sequence id or parameter) and a number
+ * that is not finite (a gRPC double parameter of NaN or ±Infinity, which JSON.stringify would write
+ * as null: a value the worker would then refuse, and the gateway wait for a reply that never came).
+ */
+const tagValues = (_k: string, v: unknown): unknown =>
+  typeof v === 'bigint' ? { $bigint: v.toString() } : typeof v === 'number' && !Number.isFinite(v) ? { $number: String(v) } : v;
+
+const NON_FINITE: Readonly<Record<string, number>> = { NaN: Number.NaN, Infinity: Number.POSITIVE_INFINITY, '-Infinity': Number.NEGATIVE_INFINITY };
+
+/** Undoes `tagValues`; a tag of anything else is left an object (and refused by the checks). */
+const untagValues = (_k: string, v: unknown): unknown => {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return v;
+  const keys = Object.keys(v);
+  if (keys.length !== 1) return v;
+  const tag = (v as Record<string, unknown>)[keys[0]!];
+  if (typeof tag !== 'string') return v;
+  if (keys[0] === '$bigint' && /^-?\d{1,20}$/.test(tag)) return BigInt(tag);
+  if (keys[0] === '$number' && Object.hasOwn(NON_FINITE, tag)) return NON_FINITE[tag];
+  return v;
+};
+
+/** Whether `v` holds a number that is not finite, at any depth (a parameter value, in practice). */
+function hasNonFinite(v: unknown): boolean {
+  if (typeof v === 'number') return !Number.isFinite(v);
+  if (typeof v !== 'object' || v === null) return false;
+  for (const x of Object.values(v)) if (hasNonFinite(x)) return true;
+  return false;
+}
 
 /**
- * The JSON header: the metadata and each tensor's name, type, shape and byte size (bigints tagged).
- * A replacer or reviver function takes V8's slow JSON path, so they are used only when needed: a
- * header without bigints (almost every one) is stringified and parsed plainly.
+ * The JSON header: the metadata and each tensor's name, type, shape and byte size (bigints and
+ * non-finite numbers tagged). A replacer or reviver function takes V8's slow JSON path, so they are
+ * used only when needed: a header without either (almost every one) is stringified and parsed plainly.
  */
 function headerJson(meta: Record<string, unknown>, tensors: readonly Tensor[]): Uint8Array {
   const header = { ...meta, tensors: tensors.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, bytes: t.data.byteLength })) };
   let json: string;
   try {
     json = JSON.stringify(header);
+    // JSON.stringify writes NaN and ±Infinity as null, silently: a header with a null in it is
+    // looked at again (null is rare in the metadata, so the walk almost never runs).
+    if (json.includes('null') && hasNonFinite(meta)) json = JSON.stringify(header, tagValues);
   } catch (err) {
-    // TypeError: a BigInt (a 64-bit sequence id or parameter) somewhere in the metadata.
+    // TypeError: a BigInt somewhere in the metadata.
     if (!(err instanceof TypeError)) throw err;
-    json = JSON.stringify(header, tagBigints);
+    json = JSON.stringify(header, tagValues);
   }
   return enc.encode(json);
 }
 
 function parseHeader(bytes: Uint8Array): Record<string, unknown> {
   const text = dec.decode(bytes);
-  return (text.includes('"$bigint"') ? JSON.parse(text, untagBigints) : JSON.parse(text)) as Record<string, unknown>;
+  return (text.includes('"$bigint"') || text.includes('"$number"') ? JSON.parse(text, untagValues) : JSON.parse(text)) as Record<string, unknown>;
 }
 
 function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buffer {
@@ -74,7 +103,7 @@ function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buff
  */
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-const isParamValue = (v: unknown): boolean => typeof v === 'string' || typeof v === 'boolean' || typeof v === 'bigint' || (typeof v === 'number' && !Number.isNaN(v));
+const isParamValue = (v: unknown): boolean => typeof v === 'string' || typeof v === 'boolean' || typeof v === 'bigint' || typeof v === 'number';
 
 function malformed(what: string): never {
   throw Errors.invalidArg(`malformed message: ${what}`);
@@ -241,6 +270,23 @@ export function decodeRequestParts(parts: readonly Uint8Array[]): { request: Inf
   });
   const { env: _env, tensors: _t, ...rest } = meta;
   return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env: checkedEnv };
+}
+
+/**
+ * The envelope of a request that did not decode, if its header still gives one: where a worker can
+ * answer that it could not read the request, instead of leaving its gateway to time out.
+ * `head`: the message (`encodeRequest`) or its first part (`encodeRequestParts`).
+ */
+export function requestEnvelope(head: Uint8Array): WireEnvelope | undefined {
+  try {
+    if (head.byteLength < 4) return undefined;
+    const hlen = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(0, true);
+    if (4 + hlen > head.byteLength) return undefined;
+    const meta = parseHeader(head.subarray(4, 4 + hlen));
+    return isObject(meta) ? checkEnvelope(meta['env']) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Decodes what `encodeRequest` wrote. */

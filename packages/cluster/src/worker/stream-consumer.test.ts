@@ -461,7 +461,20 @@ describe('StreamConsumer', () => {
     }
   }, 30_000);
 
-  it('attack: malformed request entries are dropped and acknowledged; the worker keeps serving', async () => {
+  it('a request with NaN or ±Infinity parameters (gRPC doubles) is answered as embedded mode answers it, not left to time out', async () => {
+    const req = (parameters: Record<string, number>) => ({ modelName: 'a', parameters, inputs: [{ name: 'IN', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(4) }] });
+    const t0 = performance.now();
+    // The worker's scheduler refuses the timeout (before: the worker dropped the request as
+    // malformed, and the gateway answered UNAVAILABLE after its 30 s timeout).
+    await expect(gateway.infer(req({ timeout: Number.NaN }))).rejects.toThrow("parameter 'timeout' must be a non-negative integer, got NaN");
+    await expect(gateway.infer(req({ priority: Number.NEGATIVE_INFINITY }))).rejects.toThrow("parameter 'priority' must be a non-negative integer, got -Infinity");
+    // A custom parameter is the model's business: the request runs.
+    const r = await gateway.infer(req({ custom: Number.POSITIVE_INFINITY }));
+    expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([4]);
+    expect(performance.now() - t0).toBeLessThan(10_000);
+  });
+
+  it('attack: malformed request entries are acknowledged; the worker keeps serving, and answers those whose envelope reads', async () => {
     const redisClient = new Redis(redis.url);
     const keys = new ClusterKeys('t1');
     const stream = keys.requests('a');
@@ -496,6 +509,14 @@ describe('StreamConsumer', () => {
       await new Promise((res) => setTimeout(res, 300));
       const pending = (await redisClient.xpending(stream, keys.group)) as [number, ...unknown[]];
       expect(pending[0]).toBe(0);
+      // The seven whose envelope reads were answered on their reply stream, at once (their gateway
+      // would otherwise wait out its timeout); the others could not be, and were not.
+      const replies = (await redisClient.xrangeBuffer(replyTo, '-', '+')).flatMap(([, f]) => (f[0]!.toString() === 'r' ? [decodeReply(f[1]!)] : []));
+      expect(replies).toHaveLength(7);
+      for (const r of replies) {
+        expect(r).toMatchObject({ requestKey: 'k', error: { code: 'INTERNAL' } });
+        expect((r as { error: { message: string } }).error.message).toMatch(/^the worker could not read the request: malformed message: /);
+      }
     } finally {
       redisClient.disconnect();
     }

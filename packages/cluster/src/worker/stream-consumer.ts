@@ -12,7 +12,7 @@ import {
 import { ClusterAuth } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
 import { fieldsOf, type StreamEntries } from '../redis/resp.js';
-import { decodeRequest, decodeRequestParts, encodeReply, type WireReply } from '../envelope/envelope-codec.js';
+import { decodeRequest, decodeRequestParts, encodeReply, requestEnvelope, type WireReply } from '../envelope/envelope-codec.js';
 import { type WorkerRecord } from '../registry.js';
 import { DirectReplies } from './direct-replies.js';
 import { StreamReadConnection } from '../redis/stream-read-connection.js';
@@ -572,7 +572,17 @@ export class StreamConsumer {
     try {
       decoded = parts.length > 1 ? decodeRequestParts(parts) : decodeRequest(parts[0]!);
     } catch (err) {
-      this.#logger?.warning(`dropping a malformed request from ${stream}: ${(err as Error).message}`);
+      const message = (err as Error).message;
+      // A signed request (or any, without a secret) whose envelope still reads: its gateway is told
+      // at once, rather than waiting out its timeout for a reply that would never come.
+      const env = requestEnvelope(parts[0]!);
+      if (env && env.replyTo.startsWith(this.#replyPrefix) && env.deadlineMs >= Date.now()) {
+        this.#logger?.warning(`answering an error to a malformed request from ${stream}: ${message}`);
+        const body = encodeReply({ requestKey: env.requestKey, error: { code: 'INTERNAL', message: `the worker could not read the request: ${message}` } });
+        void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
+        return;
+      }
+      this.#logger?.warning(`dropping a malformed request from ${stream}: ${message}`);
       ack();
       return;
     }
