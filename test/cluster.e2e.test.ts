@@ -211,6 +211,39 @@ describe('cluster: sequences stick to one worker', () => {
       };
       const results = await Promise.all(Array.from({ length: 6 }, (_, k) => run(1000 + k, k % 2 ? 100 : 0, k % 2 ? -1 : 1)));
       results.forEach((r, k) => expect(r).toEqual(k % 2 ? [101, -11, -7, -5, -3, -2, 0, -1] : [1, 11, 7, 5, 3, 2, 0, 1]));
+
+      const send = (g: { base: string }, parameters: Record<string, unknown>, data: number[]) =>
+        infer(g.base, 'simple_sequence', JSON.stringify({ parameters, inputs: [{ name: 'INPUT', shape: [1, data.length], datatype: 'INT32', data }] }));
+      const { Redis } = await import('ioredis');
+      const r = new Redis(r4.url);
+      try {
+        for (let k = 0; k < 6; k++) {
+          const id = 2000 + k;
+          // A START for a sequence still held restarts it on the worker that holds it (review:
+          // a random worker took it, and the first kept its slot until the idle timeout). Six
+          // sequences over two workers: by chance the same worker each time in 1 of 64 runs.
+          expect((await send(gws[0]!, { sequence_id: id, sequence_start: true }, [5])).status).toBe(200);
+          const route = `triode:seq:simple_sequence:n:${id}`;
+          const holder = await r.get(route);
+          expect(holder).toMatch(/^s[01]$/);
+          const again = await send(gws[1]!, { sequence_id: id, sequence_start: true }, [4]);
+          expect(again.status).toBe(200);
+          expect((again.json['outputs'] as { data: number[] }[])[0]!.data).toEqual([5]);
+          expect(await r.get(route)).toBe(holder);
+          // An END refused for a bad input leaves the sequence on its worker, as embedded mode
+          // does: the corrected END, sent at once, finds it there (review: the route was dropped
+          // before the worker answered, and the retry went to any worker: "must specify the START flag").
+          const bad = await send(gws[k % 2]!, { sequence_id: id, sequence_end: true }, [1, 2]);
+          expect(bad.status, JSON.stringify(bad.json)).toBe(400);
+          const end = await send(gws[(k + 1) % 2]!, { sequence_id: id, sequence_end: true }, [3]);
+          expect(end.status, JSON.stringify(end.json)).toBe(200);
+          expect((end.json['outputs'] as { data: number[] }[])[0]!.data).toEqual([3]);
+          // An END that succeeded ends the route.
+          expect(await r.get(route)).toBeNull();
+        }
+      } finally {
+        r.disconnect();
+      }
     } finally {
       await Promise.all([...gws.map((g) => g.child.stop()), ...ws.map((w) => w.stop())]);
       await r4.stop();

@@ -45,12 +45,22 @@ describe('tensor codec (gateway <-> worker)', () => {
     // A reply's response parameters too (a JavaScript model may set any number).
     const reply = decodeReply(encodeReply({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', outputs: [], parameters: { score: Number.NEGATIVE_INFINITY, name: 'NaN' } } }));
     expect(reply).toMatchObject({ response: { parameters: { score: -Infinity, name: 'NaN' } } });
-    // A string that reads like a tag stays a string; a tag of anything else is no number (refused).
-    const spoof = decodeRequest(encodeRequest({ modelName: 'm', inputs: [], parameters: { s: '{"$number":"NaN"}', t: '"$bigint"' } }, env)).request;
-    expect(spoof.parameters).toEqual({ s: '{"$number":"NaN"}', t: '"$bigint"' });
-    for (const tag of [{ $number: '1e3' }, { $number: 'nan' }, { $bigint: 'abc' }, { $bigint: '1'.repeat(30) }, { $number: 'NaN', x: 1 }]) {
-      expect(() => decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { p: tag }, env })), JSON.stringify(tag)).toThrow(/malformed message: request parameters/);
+    // What a client names or writes stays what it is, with or without tagged values beside it:
+    // a parameters map keyed like the tags, strings that read like them (a review found the
+    // object tags of the first fix, {"$bigint": "5"}, took such a map for a bigint and the worker
+    // refused the request), and a bigint of any length a JSON integer can have (up to 309 digits).
+    const spoofs: Record<string, string | bigint>[] = [{ $bigint: '5' }, { $number: 'NaN' }, { s: '[0,"bigint","5"]', t: '{"$bigint":"5"}' }, { b: 123456789012345678901234567890n, c: -(10n ** 308n) }];
+    for (const parameters of spoofs) {
+      for (const extra of [{}, { big: 2n ** 64n - 1n }] as Record<string, bigint>[]) {
+        const p = { ...parameters, ...extra };
+        expect(decodeRequest(encodeRequest({ modelName: 'm', inputs: [], parameters: p }, env)).request.parameters, JSON.stringify(Object.keys(p))).toEqual(p);
+      }
     }
+    // A tag a hostile message forges is no value: refused, never a BigInt() of megabytes of digits.
+    for (const tag of [[0, 'number', '1e3'], [0, 'number', 'nan'], [0, 'bigint', 'abc'], [0, 'bigint', '1'.repeat(401)], [0, 'bigint', 5], [1, 'bigint', '5'], [0, 'other', '5']]) {
+      expect(() => decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { p: tag, q: [0, 'bigint', '1'] }, env })), JSON.stringify(tag).slice(0, 40)).toThrow(/malformed message: request parameters/);
+    }
+    expect(decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { p: [0, 'bigint', '-' + '9'.repeat(400)] }, env })).request.parameters).toEqual({ p: -(10n ** 400n - 1n) });
   });
 
   it('reads the envelope of a request that does not decode, so the worker can answer its gateway', () => {

@@ -24,21 +24,28 @@ const dec = new TextDecoder();
  * What plain JSON cannot carry, tagged: a bigint (a 64-bit sequence id or parameter) and a number
  * that is not finite (a gRPC double parameter of NaN or ±Infinity, which JSON.stringify would write
  * as null: a value the worker would then refuse, and the gateway wait for a reply that never came).
+ * A tag is an array `[0, kind, text]`: no field a client fills can hold one (parameter values are
+ * scalars, their maps objects, shapes numbers only), so a parameters map such as
+ * `{"$bigint": "5"}` stays what it is (an object tag `{$bigint}` took it for a bigint).
  */
 const tagValues = (_k: string, v: unknown): unknown =>
-  typeof v === 'bigint' ? { $bigint: v.toString() } : typeof v === 'number' && !Number.isFinite(v) ? { $number: String(v) } : v;
+  typeof v === 'bigint' ? [0, 'bigint', v.toString()] : typeof v === 'number' && !Number.isFinite(v) ? [0, 'number', String(v)] : v;
 
 const NON_FINITE: Readonly<Record<string, number>> = { NaN: Number.NaN, Infinity: Number.POSITIVE_INFINITY, '-Infinity': Number.NEGATIVE_INFINITY };
 
-/** Undoes `tagValues`; a tag of anything else is left an object (and refused by the checks). */
+/**
+ * The longest bigint a message may carry, in digits: more than any client can send (a JSON integer
+ * past the largest double is refused), and few enough that a hostile message cannot make a worker
+ * spend seconds in BigInt().
+ */
+const MAX_BIGINT_DIGITS = 400;
+const BIGINT_TEXT = new RegExp(`^-?\\d{1,${MAX_BIGINT_DIGITS}}$`);
+
+/** Undoes `tagValues`; any other array is left as it is (and refused by the checks where it does not belong). */
 const untagValues = (_k: string, v: unknown): unknown => {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return v;
-  const keys = Object.keys(v);
-  if (keys.length !== 1) return v;
-  const tag = (v as Record<string, unknown>)[keys[0]!];
-  if (typeof tag !== 'string') return v;
-  if (keys[0] === '$bigint' && /^-?\d{1,20}$/.test(tag)) return BigInt(tag);
-  if (keys[0] === '$number' && Object.hasOwn(NON_FINITE, tag)) return NON_FINITE[tag];
+  if (!Array.isArray(v) || v.length !== 3 || v[0] !== 0 || typeof v[2] !== 'string') return v;
+  if (v[1] === 'bigint' && BIGINT_TEXT.test(v[2])) return BigInt(v[2]);
+  if (v[1] === 'number' && Object.hasOwn(NON_FINITE, v[2])) return NON_FINITE[v[2]];
   return v;
 };
 
@@ -73,7 +80,7 @@ function headerJson(meta: Record<string, unknown>, tensors: readonly Tensor[]): 
 
 function parseHeader(bytes: Uint8Array): Record<string, unknown> {
   const text = dec.decode(bytes);
-  return (text.includes('"$bigint"') || text.includes('"$number"') ? JSON.parse(text, untagValues) : JSON.parse(text)) as Record<string, unknown>;
+  return (text.includes('[0,"bigint",') || text.includes('[0,"number",') ? JSON.parse(text, untagValues) : JSON.parse(text)) as Record<string, unknown>;
 }
 
 function encode(meta: Record<string, unknown>, tensors: readonly Tensor[]): Buffer {

@@ -113,6 +113,15 @@ for i, k in ipairs(KEYS) do
 end
 return out`;
 
+/** What a decoupled request's end resolves to: no response, told apart from one without outputs. */
+const STREAM_ENDS = new WeakSet<InferenceResponse>();
+
+function streamEnd(): InferenceResponse {
+  const end: InferenceResponse = { modelName: '', modelVersion: '', outputs: [] };
+  STREAM_ENDS.add(end);
+  return end;
+}
+
 /** The gateway's backplane over Redis Streams. */
 export class RedisBackplane implements Backplane {
   readonly gatewayId = `g-${randomUUID().slice(0, 8)}`;
@@ -239,7 +248,7 @@ export class RedisBackplane implements Backplane {
       this.#waiting.delete(r.requestKey);
       clearTimeout(w.timer);
       if (error) w.reject(error);
-      else if ('end' in r) w.resolve({ modelName: '', modelVersion: '', outputs: [] });
+      else if ('end' in r) w.resolve(streamEnd());
       else w.resolve((r as { response: InferenceResponse }).response);
     } catch (err) {
       this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
@@ -537,30 +546,42 @@ export class RedisBackplane implements Backplane {
    * stream of the worker holding the sequence (sticky, kept in Redis so every gateway agrees;
    * it expires when the sequence has been idle well past its idle timeout).
    */
-  async #streamFor(request: InferenceRequest, model: RegistryModel, parsed: Parsed): Promise<string> {
+  async #streamFor(request: InferenceRequest, model: RegistryModel, parsed: Parsed): Promise<{ stream: string; undoEnd?: () => Promise<void> }> {
     const sb = (model.config as { sequence_batching?: { max_sequence_idle_microseconds?: number } } | undefined)?.sequence_batching;
     // The sequence parameters as #send read them (once a request), else read here.
     const seq = sb ? (parsed === NOT_PARSED ? sequenceParams(request.parameters) : parsed) : undefined;
-    if (!sb || !seq) return this.#keys.requests(request.modelName);
+    if (!sb || !seq) return { stream: this.#keys.requests(request.modelName) };
     const key = this.#keys.sequence(request.modelName, seq.key);
     const ttl = Math.ceil((sb.max_sequence_idle_microseconds || 1_000_000) / 1000) + 5000;
     try {
       let worker: string | null;
+      let undoEnd: (() => Promise<void>) | undefined;
       if (seq.start) {
         const live = (await this.#registry()).filter((w) => w.models.some((m) => m.name === request.modelName && m.state === 'READY'));
         if (live.length === 0) throw Errors.unavailable(`no live worker serves model '${request.modelName}'`);
-        worker = live[Math.floor(Math.random() * live.length)]!.workerId;
+        // A START for a sequence a live worker still holds restarts it there, as embedded mode
+        // restarts it in its slot: another worker would leave that slot held until its idle timeout.
+        const holder = await this.#cmd.get(key);
+        worker = holder !== null && live.some((w) => w.workerId === holder) ? holder : live[Math.floor(Math.random() * live.length)]!.workerId;
         await this.#cmd.set(key, worker, 'PX', ttl);
       } else {
         worker = await this.#cmd.get(key);
-        if (worker === null) return this.#keys.requests(request.modelName); // the worker answers "must START"
+        if (worker === null) return { stream: this.#keys.requests(request.modelName) }; // the worker answers "must START"
         if (!(await this.#registry()).some((w) => w.workerId === worker)) {
           throw Errors.unavailable(`the worker that held sequence ${String(seq.correlationId)} of model '${request.modelName}' is gone: start the sequence again`);
         }
-        if (seq.end) await this.#cmd.del(key);
-        else await this.#cmd.pexpire(key, ttl);
+        if (seq.end) {
+          await this.#cmd.del(key);
+          // An END that fails (a bad input refused before it reached the sequence, a timeout) may
+          // leave the sequence held on its worker, as embedded mode leaves it: the route is put back
+          // (unless a new START has set one meanwhile), so that a corrected END finds that worker.
+          const holder = worker;
+          undoEnd = () => (this.#cmd.set(key, holder, 'PX', ttl, 'NX') as Promise<unknown>).then(() => undefined, () => undefined);
+        } else {
+          await this.#cmd.pexpire(key, ttl);
+        }
       }
-      return this.#keys.workerRequests(request.modelName, worker);
+      return { stream: this.#keys.workerRequests(request.modelName, worker), ...(undoEnd ? { undoEnd } : {}) };
     } catch (err) {
       if (err instanceof TriodeError) throw err;
       throw unavailable(err);
@@ -613,7 +634,19 @@ export class RedisBackplane implements Backplane {
       throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
     }
     if (decoupled) onDecoupled?.();
-    const stream = await this.#streamFor(request, model, parsed);
+    const { stream, undoEnd } = await this.#streamFor(request, model, parsed);
+    if (!undoEnd) return this.#sendRouted(request, stream, onResponse, queued, decoupled);
+    try {
+      return await this.#sendRouted(request, stream, onResponse, queued, decoupled);
+    } catch (err) {
+      // Before the client hears of it: a retry it sends at once must find the route.
+      await undoEnd();
+      throw err;
+    }
+  }
+
+  /** Adds a routed request to `stream` and waits for its reply. */
+  #sendRouted(request: InferenceRequest, stream: string, onResponse: ((r: InferenceResponse) => void) | undefined, queued: (() => void) | undefined, decoupled: boolean): Promise<InferenceResponse> {
     const requestKey = `${this.#next++}`;
     const now = Date.now();
     // The header and each tensor as separate stream fields: tensor bytes are not copied into one message.
@@ -678,8 +711,9 @@ export class RedisBackplane implements Backplane {
     // Replies come from the reply stream as workers send them: a gateway has no way to hold a worker's
     // next response, so a promise back (a client not reading) is not waited for here.
     const last = await this.#send(request, (r) => { streamed = true; void onResponse(r); }, options?.onDecoupled);
-    // A regular model's one response comes as the final reply; a decoupled one's came streamed.
-    if (!streamed && last.outputs.length > 0) void onResponse(last);
+    // A regular model's one response comes as the final reply (with no outputs too, if its config
+    // has none); a decoupled one's came streamed, and its stream's end is no response.
+    if (!streamed && !STREAM_ENDS.has(last)) void onResponse(last);
   }
 
   /**

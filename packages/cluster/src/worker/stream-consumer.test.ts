@@ -346,6 +346,32 @@ describe('StreamConsumer', () => {
     }
   }, 30_000);
 
+  it('a streamed request to a model with no outputs gets its one response (review: it was taken for the end of a decoupled stream, and none came)', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-worker-noout-'));
+    mkdirSync(join(repo, 'sink', '1'), { recursive: true });
+    writeFileSync(join(repo, 'sink', 'config.pbtxt'), 'backend: "sink"\nmax_batch_size: 0\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\n');
+    const sink = backendOf('sink', async (requests) => ({ responses: requests.map(() => ({ outputs: [] })) }));
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [sink] });
+    const worker = new StreamConsumer(s, { redis: redis.url, prefix: 'noout' });
+    const g = new RedisBackplane({ redis: redis.url, prefix: 'noout', registryRefreshMs: 50, requestTimeoutMs: 5_000 });
+    try {
+      await worker.start();
+      await g.start();
+      const request = { modelName: 'sink', id: 'r7', inputs: [{ name: 'IN', datatype: 'INT32' as const, shape: [1], data: Int32Array.of(1) }] };
+      // What embedded mode streams for it: one response, with no outputs.
+      const embedded: { id?: string; outputs: number }[] = [];
+      await s.inferStream({ ...request }, (r) => { embedded.push({ id: r.id, outputs: r.outputs.length }); });
+      const cluster: { id?: string; outputs: number }[] = [];
+      await g.inferStream({ ...request }, (r) => { cluster.push({ id: r.id, outputs: r.outputs.length }); });
+      expect(embedded).toEqual([{ id: 'r7', outputs: 0 }]);
+      expect(cluster).toEqual(embedded);
+    } finally {
+      await g.stop();
+      await worker.stop(1000);
+      await s.stop(1000);
+    }
+  });
+
   describe('decoupled streams and the gateway\'s request timeout', () => {
     // IN = n > 0: n responses 300 ms apart; IN = -1: one response, then waits (up to 5 s) to be cancelled.
     const cancelled: boolean[] = [];
