@@ -159,6 +159,39 @@ describe('AsyncJobs results', () => {
     await until(async () => (await j.status(id)).state === 'completed');
   });
 
+  it('a job BullMQ failed (stalled past its limit) answers its result with a final error, not 503 (review: clients retried until it expired)', async () => {
+    const j = jobs();
+    const id = await j.submit(request(1), encoding);
+    await until(async () => (await j.status(id)).state === 'completed');
+    const r = new Redis(redis.port, '127.0.0.1');
+    const spy = vi.spyOn(Queue.prototype, 'getJobState').mockResolvedValue('failed');
+    try {
+      await r.hset(`bull:t${prefixes - 1}-async:${id}`, 'failedReason', 'job stalled more than allowable limit');
+      expect(await j.status(id)).toMatchObject({ state: 'failed', error: 'job stalled more than allowable limit' });
+      await expect(j.result(id)).rejects.toMatchObject({ code: 'INTERNAL', message: `async job '${id}' failed: job stalled more than allowable limit` });
+    } finally {
+      spy.mockRestore();
+      r.disconnect();
+    }
+  });
+
+  it('attack: a job removed while it runs does not come back as a result key no one expires (review)', async () => {
+    const j = jobs();
+    const id = await j.submit(request(400), encoding);
+    await until(async () => (await j.status(id)).state === 'active');
+    const r = new Redis(redis.port, '127.0.0.1');
+    const key = `bull:t${prefixes - 1}-async:${id}`;
+    try {
+      // What BullMQ's clean (or a DELETE racing the run) leaves: the job's hash gone mid-run.
+      await r.del(key);
+      await new Promise((res) => setTimeout(res, 800));
+      expect(await r.exists(key)).toBe(0);
+      expect(await code(j.result(id))).toBe('NOT_FOUND');
+    } finally {
+      r.disconnect();
+    }
+  });
+
   it('a result changed in Redis is refused, not served', async () => {
     const j = jobs();
     const id = await j.submit(request(1), encoding);

@@ -94,6 +94,9 @@ interface JobFields {
 }
 
 
+/** HSET KEYS[1] ARGV[1] ARGV[2], only if the hash KEYS[1] exists. */
+const WRITE_IF_JOB = "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return -1";
+
 /** A MAC in hex as a job carries it, if it is text (anything else counts as unsigned). */
 const sigOf = (sig: unknown): Buffer | undefined => (typeof sig === 'string' && sig ? Buffer.from(sig, 'hex') : undefined);
 
@@ -184,7 +187,12 @@ export class AsyncJobs implements AsyncInference {
         throw Errors.invalidArg(`the result of ${reply.byteLength} bytes is over the async job limit of ${this.maxRequestBytes} bytes (--async-max-request-bytes)`);
       }
       const stored = reply.toString('base64');
-      await (await this.#worker.client).hset(this.#queue.toKey(id), { [REPLY_FIELD]: stored });
+      // Only into the job's hash as it still is: a job removed meanwhile (deleted by its client,
+      // cleaned after a stall) must not come back as a key no one expires (review: a gateway that
+      // stalled past its lock wrote up to maxRequestBytes into Redis for good, each time).
+      // BullMQ's client is ioredis (its IRedisClient type leaves eval out).
+      const client = (await this.#worker.client) as unknown as { eval(script: string, keys: number, ...args: string[]): Promise<unknown> };
+      await client.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), REPLY_FIELD, stored);
       result = { digest: digestOf(stored) };
     } catch (err) {
       const e = TriodeError.from(err);
@@ -374,8 +382,9 @@ export class AsyncJobs implements AsyncInference {
   /** The result of a completed job, with the output encoding the request asked for. */
   async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
     const [state, job] = await this.#stateAndFields(id);
-    // BullMQ's own failures (a job stalled past its limit): its reason is not a Triode error.
-    if (state === 'failed') throw Errors.unavailable(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
+    // BullMQ's own failures (a job stalled past its limit: gateways that died running it). Final,
+    // so not UNAVAILABLE, which would have the client retry until the job expires.
+    if (state === 'failed') throw Errors.internal(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
     if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
     const out = this.#outcome(id, job.returnvalue);
     if (out.error) throw fromWireError(typeof out.error === 'object' ? out.error : {});

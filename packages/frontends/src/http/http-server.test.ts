@@ -1,7 +1,7 @@
 import { gunzipSync, gzipSync, deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, LogSettings, deserializeBytesTensor, serializeBytesTensor } from '@triode/core';
+import { Errors, InferenceServer, LocalBackplane, LogSettings, deserializeBytesTensor, serializeBytesTensor, type AsyncInference } from '@triode/core';
 import { binaryBody, makeRepository, splitBinary } from '../../../../test/helpers/repository.js';
 import { HTTP_EXTENSIONS, createHttpApp } from './http-server.js';
 
@@ -375,6 +375,52 @@ describe('async inference in embedded mode', () => {
       expect(r.status).toBe(501);
       expect((await r.json() as { error: string }).error).toBe('async inference needs cluster mode: start a gateway with --redis (triode gateway)');
     }
+  });
+});
+
+describe('async inference: the size limit', () => {
+  // A stand-in for the cluster's jobs: it keeps what is submitted, and refuses past its limit by the
+  // request's raw tensor bytes, as AsyncJobs refuses by the encoded request.
+  const submitted: number[] = [];
+  let parameters: unknown;
+  const jobs: AsyncInference = {
+    maxRequestBytes: 2048,
+    async submit(request) {
+      const bytes = request.inputs.reduce((n, t) => n + t.data.byteLength, 0);
+      if (bytes > 2048) throw Errors.invalidArg(`async request of ${bytes} bytes is over the limit`);
+      submitted.push(bytes);
+      parameters = request.parameters;
+      return 'job';
+    },
+    status: () => Promise.reject(new Error('unused')),
+    result: () => Promise.reject(new Error('unused')),
+    cancel: () => Promise.reject(new Error('unused')),
+  };
+
+  it('takes a JSON body longer than the limit whose tensors are within it (review: JSON text was measured against the limit on raw bytes)', async () => {
+    const a = createHttpApp(new LocalBackplane(server), { asyncJobs: jobs });
+    // A batch of 8 x 16 x 2 INT32: 1,024 raw bytes, and JSON text of ~3.2 KB (past the 2,048 limit).
+    const body = JSON.stringify({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [8, 16], datatype: 'INT32', data: new Array(128).fill(-1234567890) })) });
+    expect(body.length).toBeGreaterThan(2048);
+    const r = await a.request('/v2/models/simple/infer_async', { method: 'POST', body, headers: { 'Content-Length': String(body.length) } });
+    expect(r.status, await r.clone().text()).toBe(202);
+    expect(submitted).toEqual([1024]);
+  });
+
+  it('forwards the headers --http-header-forward-pattern names with the job, as /infer does (review: they were left out)', async () => {
+    const a = createHttpApp(new LocalBackplane(server), { asyncJobs: jobs, headerForwardPattern: /^x-tenant$/i });
+    const r = await a.request('/v2/models/simple/infer_async', { method: 'POST', body: JSON.stringify(simpleJson()), headers: { 'X-Tenant': 'acme', 'X-Other': 'no' } });
+    expect(r.status).toBe(202);
+    expect(parameters).toEqual({ 'x-tenant': 'acme' });
+  });
+
+  it('refuses a binary body whose tensor bytes are past the limit before reading it', async () => {
+    const a = createHttpApp(new LocalBackplane(server), { asyncJobs: jobs });
+    const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [8, 16], datatype: 'INT32', parameters: { binary_data_size: 8192 } }] }));
+    const body = Buffer.concat([header, Buffer.alloc(8192)]);
+    const r = await a.request('/v2/models/simple/infer_async', { method: 'POST', body, headers: { 'Content-Length': String(body.length), 'Inference-Header-Content-Length': String(header.length) } });
+    expect(r.status).toBe(400);
+    expect((await r.json() as { error: string }).error).toBe('async request of 8192 tensor bytes is over the limit of 2048 bytes (--async-max-request-bytes); send it to the infer endpoint instead');
   });
 });
 

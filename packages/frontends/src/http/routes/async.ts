@@ -9,21 +9,29 @@ import { clientMessage } from '../../error-mapping.js';
 import type { HttpDeps } from '../http-options.js';
 import { readInferRequest, writeInferResponse } from '../infer-http.js';
 import { modelPaths } from './model-params.js';
+import { forwardHeaders } from '../../control/header-forward.js';
 
 const noJobs = () => Errors.unsupported('async inference needs cluster mode: start a gateway with --redis (triode gateway)');
 
 /** The async routes; `jobs` absent (embedded mode) answers 501. */
-export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize }: HttpDeps, jobs?: AsyncInference): Hono {
+export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize, headerForwardPattern }: HttpDeps, jobs?: AsyncInference): Hono {
   const app = new Hono();
   for (const path of modelPaths('/infer_async')) {
     app.post(path, async (c) => {
       if (!jobs) throw noJobs();
-      // A body that cannot fit the async limit is refused before it is read.
+      // A body whose tensor bytes alone cannot fit the async limit is refused before it is read.
+      // The limit is on the request as queued (tensors as raw bytes): the binary section of an
+      // uncompressed body is that already, but JSON text is no measure of it (a JSON FP32 tensor
+      // takes two or three times its raw size), so a JSON body is measured once read, by submit.
       const length = Number(c.req.header('content-length') ?? 0);
-      if (length > jobs.maxRequestBytes) {
-        throw Errors.invalidArg(`async request of ${length} bytes is over the limit of ${jobs.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
+      const headerLength = Number(c.req.header('inference-header-content-length') ?? Number.NaN);
+      const identity = (c.req.header('content-encoding') ?? 'identity').trim().toLowerCase() === 'identity';
+      if (identity && Number.isSafeInteger(headerLength) && headerLength >= 0 && length - headerLength > jobs.maxRequestBytes) {
+        throw Errors.invalidArg(`async request of ${length - headerLength} tensor bytes is over the limit of ${jobs.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
       }
       const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
+      // The headers /infer forwards to the model go with the job (review: they were left out).
+      if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
       const id = await jobs.submit(request, encoding);
       return c.json({ job_id: id, state: 'waiting' }, 202);
     });
