@@ -61,6 +61,16 @@ describe('tensor codec (gateway <-> worker)', () => {
       expect(() => decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { p: tag, q: [0, 'bigint', '1'] }, env })), JSON.stringify(tag).slice(0, 40)).toThrow(/malformed message: request parameters/);
     }
     expect(decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { p: [0, 'bigint', '-' + '9'.repeat(400)] }, env })).request.parameters).toEqual({ p: -(10n ** 400n - 1n) });
+    // What an earlier gateway writes for a 64-bit sequence id, {"$bigint": digits} as a value, still
+    // reads (a rolling upgrade); as the parameters map itself it is a client's keys (above).
+    expect(decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { sequence_id: { $bigint: '18446744073709551615' } }, env })).request.parameters).toEqual({ sequence_id: 2n ** 64n - 1n });
+    expect(decodeReply(rawMessage({ requestKey: '1', response: { modelName: 'm', modelVersion: '1', parameters: { n: { $bigint: '-5' } } }, tensors: [] }))).toMatchObject({ response: { parameters: { n: -5n } } });
+    const proto = decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { ['__proto__']: { $bigint: '7' } }, env })).request.parameters!;
+    expect(Object.getOwnPropertyDescriptor(proto, '__proto__')?.value).toBe(7n);
+    expect(Object.getPrototypeOf(proto)).toBe(Object.prototype);
+    for (const old of [{ $bigint: 'abc' }, { $bigint: '5', x: 1 }, { $bigint: 5 }]) {
+      expect(() => decodeRequest(rawMessage({ modelName: 'm', tensors: [], parameters: { p: old }, env }))).toThrow(/malformed message: request parameters/);
+    }
   });
 
   it('reads the envelope of a request that does not decode, so the worker can answer its gateway', () => {

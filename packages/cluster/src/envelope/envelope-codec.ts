@@ -118,7 +118,15 @@ function malformed(what: string): never {
 
 function checkParameters(v: unknown, what: string): void {
   if (v === undefined) return;
-  if (!isObject(v) || !Object.values(v).every(isParamValue)) malformed(`${what} parameters`);
+  if (!isObject(v)) malformed(`${what} parameters`);
+  for (const [k, x] of Object.entries(v)) {
+    // A gateway or worker of an earlier version tags a bigint value as {"$bigint": digits}: read
+    // as a value only (a parameter value is a scalar), never as a map a client keyed so.
+    if (isObject(x) && typeof x['$bigint'] === 'string' && Object.keys(x).length === 1 && BIGINT_TEXT.test(x['$bigint'])) {
+      // defineProperty: an own '__proto__' key (JSON.parse makes one) is set as a value, not a prototype.
+      Object.defineProperty(v, k, { value: BigInt(x['$bigint']), writable: true, enumerable: true, configurable: true });
+    } else if (!isParamValue(x)) malformed(`${what} parameters`);
+  }
 }
 
 /** The tensor headers of a message, checked: names, known datatypes, shapes and byte sizes. */
