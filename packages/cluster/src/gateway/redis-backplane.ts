@@ -11,7 +11,7 @@ import type { Redis } from 'ioredis';
 import { VectoredCommand } from '../redis/vectored-command.js';
 import { openRedis } from '../redis/redis-connection.js';
 import {
-  Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
+  CancelToken, Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -55,8 +55,18 @@ export interface RedisBackplaneOptions {
    * so a dead gateway's stream does not stay in Redis. @default 60000
    */
   replyStreamTtlMs?: number;
+  /**
+   * How much of a streamed request's responses may wait for a client that does not read them, in
+   * bytes (each response counts its tensors and 2 KiB more: about what it holds in memory). A gateway cannot hold back a worker's
+   * model as `triode serve` holds back its own (the model runs ahead through Redis), so past this
+   * the request is cancelled on its worker and the call ends with UNAVAILABLE. @default 16 MiB
+   */
+  maxStreamBacklogBytes?: number;
   logger?: Logger;
 }
+
+/** What a response counts against RedisBackplaneOptions.maxStreamBacklogBytes besides its tensors. */
+const RESPONSE_OVERHEAD_BYTES = 2048;
 
 /** The direct reply channel's listener. */
 export interface DirectReplyOptions {
@@ -148,7 +158,7 @@ export class RedisBackplane implements Backplane {
   constructor(options: RedisBackplaneOptions) {
     this.#opts = {
       prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
-      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, ...options,
+      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, ...options,
     };
     this.auth = new ClusterAuth(this.#opts.clusterSecret || undefined, this.#opts.logger);
     this.#keys = new ClusterKeys(this.#opts.prefix);
@@ -708,12 +718,42 @@ export class RedisBackplane implements Backplane {
 
   async inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void> {
     let streamed = false;
-    // Replies come from the reply stream as workers send them: a gateway has no way to hold a worker's
-    // next response, so a promise back (a client not reading) is not waited for here.
-    const last = await this.#send(request, (r) => { streamed = true; void onResponse(r); }, options?.onDecoupled);
-    // A regular model's one response comes as the final reply (with no outputs too, if its config
-    // has none); a decoupled one's came streamed, and its stream's end is no response.
-    if (!streamed && !STREAM_ENDS.has(last)) void onResponse(last);
+    // Replies come from the reply stream as workers send them: a gateway has no way to hold a
+    // worker's next response, so a promise back (a client not reading) is not waited for. What
+    // waits for the client is counted instead, and past the bound the request is cancelled
+    // (before: one request of 300,000 responses to a client that read none grew a gateway by 600 MB).
+    const limit = this.#opts.maxStreamBacklogBytes;
+    const own = new CancelToken();
+    const outer = request.signal;
+    const onOuter = (): void => own.cancel();
+    if (outer?.aborted) own.cancel();
+    else outer?.addEventListener('abort', onOuter, { once: true });
+    let waiting = 0;
+    let overflow: TriodeError | undefined;
+    const handle = (r: InferenceResponse): void => {
+      streamed = true;
+      const taken = onResponse(r);
+      if (!taken) return;
+      let size = RESPONSE_OVERHEAD_BYTES;
+      for (const t of r.outputs) size += t.data.byteLength;
+      waiting += size;
+      const done = (): void => { waiting -= size; };
+      taken.then(done, done);
+      if (waiting > limit && !overflow) {
+        overflow = Errors.unavailable(`the client did not read the responses of model '${echo(request.modelName)}': over ${limit} bytes of them waited, so the request was cancelled`);
+        own.cancel();
+      }
+    };
+    try {
+      const last = await this.#send({ ...request, signal: own }, handle, options?.onDecoupled);
+      // A regular model's one response comes as the final reply (with no outputs too, if its config
+      // has none); a decoupled one's came streamed, and its stream's end is no response.
+      if (!streamed && !STREAM_ENDS.has(last)) void onResponse(last);
+    } catch (err) {
+      throw overflow ?? err;
+    } finally {
+      outer?.removeEventListener('abort', onOuter);
+    }
   }
 
   /**

@@ -372,6 +372,54 @@ describe('StreamConsumer', () => {
     }
   });
 
+  it('attack: a decoupled stream whose client reads nothing is cancelled once its waiting responses pass the bound (before, the gateway held them all)', async () => {
+    // IN = n: n responses of 4 KiB, as fast as the worker can send them, until cancelled.
+    const seen = { produced: 0, cancelled: false };
+    const flood = backendOf('flood', async (requests) => {
+      for (const r of requests) {
+        const n = (r.inputs[0]!.data as Int32Array)[0]!;
+        void (async () => {
+          for (let i = 0; i < n; i++) {
+            if (r.signal?.aborted) {
+              seen.cancelled = true;
+              await r.respond!(undefined, true);
+              return;
+            }
+            seen.produced++;
+            await r.respond!({ outputs: [{ name: 'OUT', datatype: 'UINT8' as const, shape: [4096], data: new Uint8Array(4096) }] }, i === n - 1);
+          }
+        })();
+      }
+      return { responses: [] };
+    });
+    const repo = mkdtempSync(join(tmpdir(), 'triode-worker-flood-'));
+    mkdirSync(join(repo, 'flood', '1'), { recursive: true });
+    writeFileSync(join(repo, 'flood', 'config.pbtxt'), 'backend: "flood"\nmax_batch_size: 0\nmodel_transaction_policy { decoupled: true }\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_UINT8 dims: [ -1 ] }\n');
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [flood] });
+    const worker = new StreamConsumer(s, { redis: redis.url, prefix: 'flood' });
+    const g = new RedisBackplane({ redis: redis.url, prefix: 'flood', registryRefreshMs: 50, requestTimeoutMs: 10_000, maxStreamBacklogBytes: 256 << 10 });
+    try {
+      await worker.start();
+      await g.start();
+      let handed = 0;
+      // A client that never reads: every response's promise stays pending.
+      const outcome = await g.inferStream({ modelName: 'flood', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(20_000) }] }, () => {
+        handed++;
+        return new Promise<void>(() => undefined);
+      }).then(() => 'resolved', (e: unknown) => e);
+      expect(outcome).toMatchObject({ code: 'UNAVAILABLE', message: "the client did not read the responses of model 'flood': over 262144 bytes of them waited, so the request was cancelled" });
+      // 256 KiB at 6 KiB a response: about 43 handed on, not 20,000 (and the model was told to stop).
+      expect(handed).toBeLessThan(200);
+      for (let i = 0; i < 100 && !seen.cancelled; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(seen.cancelled).toBe(true);
+      expect(seen.produced).toBeLessThan(20_000);
+    } finally {
+      await g.stop();
+      await worker.stop(1000);
+      await s.stop(1000);
+    }
+  }, 30_000);
+
   describe('decoupled streams and the gateway\'s request timeout', () => {
     // IN = n > 0: n responses 300 ms apart; IN = -1: one response, then waits (up to 5 s) to be cancelled.
     const cancelled: boolean[] = [];
