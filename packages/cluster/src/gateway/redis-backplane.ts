@@ -9,7 +9,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import { networkInterfaces } from 'node:os';
 import type { Redis } from 'ioredis';
 import { VectoredCommand } from '../redis/vectored-command.js';
-import { openRedis } from '../redis/redis-connection.js';
+import { GATEWAY_COMMAND_TIMEOUT_MS, openRedis } from '../redis/redis-connection.js';
 import {
   CancelToken, Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
 } from '@triode/core';
@@ -62,6 +62,8 @@ export interface RedisBackplaneOptions {
    * the request is cancelled on its worker and the call ends with UNAVAILABLE. @default 16 MiB
    */
   maxStreamBacklogBytes?: number;
+  /** How long a command may wait for Redis's answer before its request gets 503 (ms). @default GATEWAY_COMMAND_TIMEOUT_MS (10 s) */
+  commandTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -158,12 +160,12 @@ export class RedisBackplane implements Backplane {
   constructor(options: RedisBackplaneOptions) {
     this.#opts = {
       prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
-      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, ...options,
+      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, commandTimeoutMs: GATEWAY_COMMAND_TIMEOUT_MS, ...options,
     };
     this.auth = new ClusterAuth(this.#opts.clusterSecret || undefined, this.#opts.logger);
     this.#keys = new ClusterKeys(this.#opts.prefix);
     // No offline queue: while Redis is away, calls fail at once (503) instead of piling up.
-    this.#cmd = openRedis(this.#opts.redis, 'gateway', this.#opts.logger);
+    this.#cmd = openRedis(this.#opts.redis, 'gateway', this.#opts.logger, { commandTimeout: this.#opts.commandTimeoutMs });
     this.#block = openRedis(this.#opts.redis, 'gateway-blocking', this.#opts.logger);
     // A Redis that restarted lost the reply stream: make it again at once, not at the next refresh.
     this.#cmd.on('ready', () => { if (this.#running) this.#keepReplyStream().catch(() => undefined); });
@@ -657,6 +659,10 @@ export class RedisBackplane implements Backplane {
 
   /** Adds a routed request to `stream` and waits for its reply. */
   #sendRouted(request: InferenceRequest, stream: string, onResponse: ((r: InferenceResponse) => void) | undefined, queued: (() => void) | undefined, decoupled: boolean): Promise<InferenceResponse> {
+    // Cancelled while it was being routed (a registry read, its sequence's turn): an abort listener
+    // added now would never fire, and the request would run for nobody (review: a decoupled one
+    // streamed on with nothing to stop it).
+    if (request.signal?.aborted) return Promise.reject(Errors.cancelled());
     const requestKey = `${this.#next++}`;
     const now = Date.now();
     // The header and each tensor as separate stream fields: tensor bytes are not copied into one message.

@@ -54,7 +54,8 @@ export function endpointOptions(e: RedisEndpoint): RedisOptions {
 
 /**
  * What a connection is for, and so how it behaves while Redis is away:
- * - `gateway`: fails a command at once (a client gets 503 rather than a request piling up);
+ * - `gateway`: fails a command at once while Redis is away, or after GATEWAY_COMMAND_TIMEOUT_MS
+ *   unanswered (a client gets 503 rather than a request piling up);
  * - `gateway-blocking`: the gateway's reply reader, which waits through outages;
  * - `worker`: retries its commands until Redis is back (acks and replies must not be lost);
  * - `subscriber`: the worker's control-channel subscription;
@@ -62,8 +63,16 @@ export function endpointOptions(e: RedisEndpoint): RedisOptions {
  */
 export type RedisRole = 'gateway' | 'gateway-blocking' | 'worker' | 'subscriber' | 'jobs';
 
+/**
+ * How long a gateway's command may wait for Redis's answer. Without it, a Redis that accepts but
+ * does not answer (CLIENT PAUSE, a long script, a half-open connection) held every request, and
+ * its body, until the connection failed (minutes); now they get 503. Longer than the blocking
+ * pops of load/unload answers (1 s each) on the connections duplicated from it.
+ */
+export const GATEWAY_COMMAND_TIMEOUT_MS = 10_000;
+
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
-  gateway: { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, retryStrategy: () => 200 },
+  gateway: { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, retryStrategy: () => 200, commandTimeout: GATEWAY_COMMAND_TIMEOUT_MS },
   'gateway-blocking': { enableOfflineQueue: false, maxRetriesPerRequest: null, enableAutoPipelining: true, retryStrategy: () => 200 },
   // ioredis's auto-pipelining mangles the Buffer variants of some commands (it dropped
   // XAUTOCLAIM's name and sent the key as the command): keep the claims out of the pipeline.
@@ -78,11 +87,12 @@ export function redisOptions(url: string, role: RedisRole): RedisOptions {
 }
 
 /**
- * A new ioredis client for `role`, not yet connected (call `connect()`), whose `error` events go
- * to the log (verbose level 1: reconnects are routine) instead of ending the process.
+ * A new ioredis client for `role` (`overrides` on top of its options), not yet connected (call
+ * `connect()`), whose `error` events go to the log (verbose level 1: reconnects are routine)
+ * instead of ending the process.
  */
-export function openRedis(url: string, role: RedisRole, logger?: Logger): Redis {
-  const client = new Redis({ ...redisOptions(url, role), lazyConnect: true });
+export function openRedis(url: string, role: RedisRole, logger?: Logger, overrides: RedisOptions = {}): Redis {
+  const client = new Redis({ ...redisOptions(url, role), ...overrides, lazyConnect: true });
   client.on('error', (e: Error) => logger?.verbose(1, `redis (${role}): ${e.message}`));
   return client;
 }

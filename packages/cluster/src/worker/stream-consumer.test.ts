@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { InferenceServer, type Backend, type ExecuteRequest, type ExecuteResult } from '@triode/core';
+import { CancelToken, InferenceServer, type Backend, type ExecuteRequest, type ExecuteResult } from '@triode/core';
 import { ClusterKeys } from '../keys.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
 import { Redis } from 'ioredis';
@@ -369,6 +369,46 @@ describe('StreamConsumer', () => {
       await g.stop();
       await worker.stop(1000);
       await s.stop(1000);
+    }
+  });
+
+  it('a request cancelled before it is queued is answered CANCELLED and never reaches Redis (review: it ran for nobody, a decoupled one for good)', async () => {
+    const r = new Redis(redis.url);
+    const keys = new ClusterKeys('t1');
+    // Redis 7's count of entries ever added to the stream (XLEN drops what workers have deleted).
+    const added = async () => {
+      const info = (await r.xinfo('STREAM', keys.requests('a'))) as unknown[];
+      return Number(info[info.indexOf('entries-added') + 1]);
+    };
+    try {
+      await gateway.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] });
+      const before = await added();
+      const token = new CancelToken();
+      token.cancel();
+      await expect(gateway.infer({ modelName: 'a', signal: token, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(2) }] })).rejects.toMatchObject({ code: 'CANCELLED' });
+      await expect(gateway.inferStream({ modelName: 'a', signal: token, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(3) }] }, () => undefined)).rejects.toMatchObject({ code: 'CANCELLED' });
+      expect(await added()).toBe(before);
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('a Redis that takes commands but does not answer them fails the request with 503 after the command timeout (review: it waited for good)', async () => {
+    const g = new RedisBackplane({ redis: redis.url, prefix: 't1', registryRefreshMs: 50, commandTimeoutMs: 500, directReplies: false });
+    const r = new Redis(redis.url);
+    try {
+      await g.start();
+      await g.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] });
+      // Every write command waits 2.5 s (as a paused or wedged Redis would keep it).
+      await r.call('CLIENT', 'PAUSE', '2500', 'WRITE');
+      const t0 = Date.now();
+      await expect(g.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(2) }] })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      expect(Date.now() - t0).toBeLessThan(2000);
+      await new Promise((res) => setTimeout(res, Math.max(0, 2600 - (Date.now() - t0))));
+    } finally {
+      await r.call('CLIENT', 'UNPAUSE').catch(() => undefined);
+      r.disconnect();
+      await g.stop();
     }
   });
 
