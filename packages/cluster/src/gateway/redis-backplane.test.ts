@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import type { InferenceResponse } from '@triode/core';
+import { CancelToken, type InferenceResponse } from '@triode/core';
 import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
@@ -47,6 +47,41 @@ async function withPendingRequest(prefix: string, requestTimeoutMs: number, redi
 }
 
 describe('RedisBackplane', () => {
+  it('a request given up (timed out, or cancelled by its client) leaves the request stream (review: it stayed in Redis until a worker got to it)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('gone');
+    const r = new Redis(redis.url);
+    // A worker entry serving 'm' with no worker behind it: requests wait in the stream, unread.
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'gone', directReplies: false, requestTimeoutMs: 300, registryRefreshMs: 50 });
+    try {
+      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await gateway.start();
+      const body = { name: 'IN', datatype: 'UINT8' as const, shape: [1 << 20], data: new Uint8Array(1 << 20) };
+      await expect(gateway.infer({ modelName: 'm', inputs: [body] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: "no worker answered the request for model 'm' within 0.3 s" });
+      const count = async (want: number): Promise<number> => {
+        let n = -1;
+        for (let i = 0; i < 100 && n !== want; i++) {
+          n = await r.xlen(keys.requests('m'));
+          if (n !== want) await new Promise((res) => setTimeout(res, 10));
+        }
+        return n;
+      };
+      // The timed-out one is gone from the stream.
+      expect(await count(0)).toBe(0);
+      // One cancelled once it is in the stream goes too.
+      const token = new CancelToken();
+      const cancelled = gateway.infer({ modelName: 'm', signal: token, inputs: [body] });
+      expect(await count(1)).toBe(1);
+      token.cancel();
+      await expect(cancelled).rejects.toMatchObject({ code: 'CANCELLED' });
+      expect(await count(0)).toBe(0);
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
   it('refuses a model name that is a path before anything reaches Redis', async () => {
     // Not started, and no Redis at that address: the name is checked first.
     const b = new RedisBackplane({ redis: 'redis://127.0.0.1:1', directReplies: false });

@@ -679,8 +679,16 @@ export class RedisBackplane implements Backplane {
       // The abort listener goes when the request settles: a gRPC stream gives all its requests one
       // signal, and a listener left on it would hold each request (and its tensors) until it closes.
       const signal = request.signal;
-      // The worker that holds it drops it from its queue, or tells a decoupled model (isCancelled).
+      // The entry's id once Redis has it, and whether the request was given up before that.
+      let entryId: string | undefined;
+      let abandoned = false;
+      // The entry leaves its stream (a worker that has not read it never will; one that has goes on
+      // with its copy), and the worker that holds it drops it from its queue, or tells a decoupled
+      // model (isCancelled). Before, an abandoned request stayed in Redis, bodies of up to the
+      // input limit each, until a worker got to it (review).
       const cancelOnWorker = (): void => {
+        abandoned = true;
+        if (entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
         const cancel = this.auth.signText('cancel', JSON.stringify({ replyTo: this.#replyKey, requestKey }));
         (this.#cmd.publish(this.#keys.cancel, cancel) as Promise<unknown>).catch(() => undefined);
       };
@@ -713,7 +721,10 @@ export class RedisBackplane implements Backplane {
       signal?.addEventListener('abort', onAbort, { once: true });
       // Tensors go to the socket without ioredis's two copies (vectored-command.ts). Commands on
       // one connection reach Redis in the order they are issued.
-      (this.#cmd.sendCommand(new VectoredCommand('xadd', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])) as Promise<unknown>).catch((err: unknown) => {
+      (this.#cmd.sendCommand(new VectoredCommand('xadd', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])) as Promise<unknown>).then((id) => {
+        entryId = Buffer.isBuffer(id) ? id.toString() : typeof id === 'string' ? id : undefined;
+        if (abandoned && entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
+      }, (err: unknown) => {
         clearTimeout(waiting.timer);
         this.#waiting.delete(requestKey);
         reject(unavailable(err));
