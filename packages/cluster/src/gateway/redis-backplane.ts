@@ -56,12 +56,20 @@ export interface RedisBackplaneOptions {
    */
   replyStreamTtlMs?: number;
   /**
-   * How much of a streamed request's responses may wait for a client that does not read them, in
-   * bytes (each response counts its tensors and 2 KiB more: about what it holds in memory). A gateway cannot hold back a worker's
-   * model as `triode serve` holds back its own (the model runs ahead through Redis), so past this
-   * the request is cancelled on its worker and the call ends with UNAVAILABLE. @default 16 MiB
+   * How much of a client call's streamed responses may wait for it when it does not read them, in
+   * bytes (each response counts its tensors and 2 KiB more: about what it holds in memory). The
+   * requests of one gRPC stream (they share its cancel signal) share this. A gateway cannot hold
+   * back a worker's model as `triode serve` holds back its own (the model runs ahead through
+   * Redis), so past this the request is cancelled on its worker and ends with UNAVAILABLE.
+   * @default 16 MiB
    */
   maxStreamBacklogBytes?: number;
+  /**
+   * The same for all of this gateway's calls together, a last bound against running out of memory
+   * (many connections whose clients read nothing): past it, the request whose response crosses it
+   * is cancelled, whoever holds the rest. @default 1 GiB
+   */
+  maxGatewayBacklogBytes?: number;
   /** How long a command may wait for Redis's answer before its request gets 503 (ms). @default GATEWAY_COMMAND_TIMEOUT_MS (10 s) */
   commandTimeoutMs?: number;
   logger?: Logger;
@@ -156,11 +164,15 @@ export class RedisBackplane implements Backplane {
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   #replyTtl: ReturnType<typeof setInterval> | undefined;
+  /** Bytes of streamed responses waiting for their clients, all requests together (see maxGatewayBacklogBytes). */
+  #backlogBytes = 0;
+  /** The same per client call, by the cancel signal its requests share (see maxStreamBacklogBytes). */
+  readonly #backlogs = new WeakMap<object, { bytes: number }>();
 
   constructor(options: RedisBackplaneOptions) {
     this.#opts = {
       prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
-      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, commandTimeoutMs: GATEWAY_COMMAND_TIMEOUT_MS, ...options,
+      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, maxGatewayBacklogBytes: 1 << 30, commandTimeoutMs: GATEWAY_COMMAND_TIMEOUT_MS, ...options,
     };
     this.auth = new ClusterAuth(this.#opts.clusterSecret || undefined, this.#opts.logger);
     this.#keys = new ClusterKeys(this.#opts.prefix);
@@ -745,7 +757,14 @@ export class RedisBackplane implements Backplane {
     const onOuter = (): void => own.cancel();
     if (outer?.aborted) own.cancel();
     else outer?.addEventListener('abort', onOuter, { once: true });
-    let waiting = 0;
+    // The requests of one call (a gRPC stream gives them one signal) share their client's budget.
+    const key: object = outer ?? own;
+    let account = this.#backlogs.get(key);
+    if (!account) {
+      account = { bytes: 0 };
+      this.#backlogs.set(key, account);
+    }
+    const waiting = account;
     let overflow: TriodeError | undefined;
     const handle = (r: InferenceResponse): void => {
       streamed = true;
@@ -753,11 +772,19 @@ export class RedisBackplane implements Backplane {
       if (!taken) return;
       let size = RESPONSE_OVERHEAD_BYTES;
       for (const t of r.outputs) size += t.data.byteLength;
-      waiting += size;
-      const done = (): void => { waiting -= size; };
+      waiting.bytes += size;
+      this.#backlogBytes += size;
+      const done = (): void => {
+        waiting.bytes -= size;
+        this.#backlogBytes -= size;
+      };
       taken.then(done, done);
-      if (waiting > limit && !overflow) {
+      if (overflow) return;
+      if (waiting.bytes > limit) {
         overflow = Errors.unavailable(`the client did not read the responses of model '${echo(request.modelName)}': over ${limit} bytes of them waited, so the request was cancelled`);
+        own.cancel();
+      } else if (this.#backlogBytes > this.#opts.maxGatewayBacklogBytes) {
+        overflow = Errors.unavailable(`clients of this gateway did not read over ${this.#opts.maxGatewayBacklogBytes} bytes of streamed responses, so this request of model '${echo(request.modelName)}' was cancelled`);
         own.cancel();
       }
     };

@@ -412,16 +412,16 @@ describe('StreamConsumer', () => {
     }
   });
 
-  it('attack: a decoupled stream whose client reads nothing is cancelled once its waiting responses pass the bound (before, the gateway held them all)', async () => {
+  describe('streamed responses waiting for clients that read nothing', () => {
     // IN = n: n responses of 4 KiB, as fast as the worker can send them, until cancelled.
-    const seen = { produced: 0, cancelled: false };
+    const seen = { produced: 0, cancelled: 0 };
     const flood = backendOf('flood', async (requests) => {
       for (const r of requests) {
         const n = (r.inputs[0]!.data as Int32Array)[0]!;
         void (async () => {
           for (let i = 0; i < n; i++) {
             if (r.signal?.aborted) {
-              seen.cancelled = true;
+              seen.cancelled++;
               await r.respond!(undefined, true);
               return;
             }
@@ -432,33 +432,65 @@ describe('StreamConsumer', () => {
       }
       return { responses: [] };
     });
-    const repo = mkdtempSync(join(tmpdir(), 'triode-worker-flood-'));
-    mkdirSync(join(repo, 'flood', '1'), { recursive: true });
-    writeFileSync(join(repo, 'flood', 'config.pbtxt'), 'backend: "flood"\nmax_batch_size: 0\nmodel_transaction_policy { decoupled: true }\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_UINT8 dims: [ -1 ] }\n');
-    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [flood] });
-    const worker = new StreamConsumer(s, { redis: redis.url, prefix: 'flood' });
-    const g = new RedisBackplane({ redis: redis.url, prefix: 'flood', registryRefreshMs: 50, requestTimeoutMs: 10_000, maxStreamBacklogBytes: 256 << 10 });
-    try {
-      await worker.start();
-      await g.start();
-      let handed = 0;
-      // A client that never reads: every response's promise stays pending.
-      const outcome = await g.inferStream({ modelName: 'flood', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(20_000) }] }, () => {
-        handed++;
-        return new Promise<void>(() => undefined);
-      }).then(() => 'resolved', (e: unknown) => e);
-      expect(outcome).toMatchObject({ code: 'UNAVAILABLE', message: "the client did not read the responses of model 'flood': over 262144 bytes of them waited, so the request was cancelled" });
-      // 256 KiB at 6 KiB a response: about 43 handed on, not 20,000 (and the model was told to stop).
-      expect(handed).toBeLessThan(200);
-      for (let i = 0; i < 100 && !seen.cancelled; i++) await new Promise((r) => setTimeout(r, 50));
-      expect(seen.cancelled).toBe(true);
-      expect(seen.produced).toBeLessThan(20_000);
-    } finally {
-      await g.stop();
-      await worker.stop(1000);
-      await s.stop(1000);
-    }
-  }, 30_000);
+    /** A worker with model 'flood' and a gateway with `options`, for `f`; each response counts 6 KiB against the bounds. */
+    const withFlood = async (prefix: string, options: { maxStreamBacklogBytes: number; maxGatewayBacklogBytes?: number }, f: (g: RedisBackplane) => Promise<void>) => {
+      seen.produced = 0;
+      seen.cancelled = 0;
+      const repo = mkdtempSync(join(tmpdir(), 'triode-worker-flood-'));
+      mkdirSync(join(repo, 'flood', '1'), { recursive: true });
+      writeFileSync(join(repo, 'flood', 'config.pbtxt'), 'backend: "flood"\nmax_batch_size: 0\nmodel_transaction_policy { decoupled: true }\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_UINT8 dims: [ -1 ] }\n');
+      const s = await InferenceServer.create({ modelRepositories: [repo], backends: [flood] });
+      const worker = new StreamConsumer(s, { redis: redis.url, prefix });
+      const g = new RedisBackplane({ redis: redis.url, prefix, registryRefreshMs: 50, requestTimeoutMs: 10_000, ...options });
+      try {
+        await worker.start();
+        await g.start();
+        await f(g);
+      } finally {
+        await g.stop();
+        await worker.stop(1000);
+        await s.stop(1000);
+      }
+    };
+    const floodRequest = (signal?: CancelToken) => ({ modelName: 'flood', ...(signal ? { signal } : {}), inputs: [{ name: 'IN', datatype: 'INT32' as const, shape: [1], data: Int32Array.of(20_000) }] });
+    /** A client that never reads: every response's promise stays pending. */
+    const neverRead = (count: () => void) => () => {
+      count();
+      return new Promise<void>(() => undefined);
+    };
+
+    it('attack: a decoupled stream whose client reads nothing is cancelled once its waiting responses pass the bound (before, the gateway held them all)', async () => {
+      await withFlood('flood1', { maxStreamBacklogBytes: 256 << 10 }, async (g) => {
+        let handed = 0;
+        const outcome = await g.inferStream(floodRequest(), neverRead(() => handed++)).then(() => 'resolved', (e: unknown) => e);
+        expect(outcome).toMatchObject({ code: 'UNAVAILABLE', message: "the client did not read the responses of model 'flood': over 262144 bytes of them waited, so the request was cancelled" });
+        // 256 KiB at 6 KiB a response: about 43 handed on, not 20,000 (and the model was told to stop).
+        expect(handed).toBeLessThan(200);
+        for (let i = 0; i < 100 && seen.cancelled < 1; i++) await new Promise((r) => setTimeout(r, 50));
+        expect(seen.cancelled).toBe(1);
+        expect(seen.produced).toBeLessThan(20_000);
+      });
+    }, 30_000);
+
+    it('attack: the requests of one call (one gRPC stream: one signal) share its bound (review: each had its own, 1,024 x 16 MiB on a stream)', async () => {
+      await withFlood('flood2', { maxStreamBacklogBytes: 256 << 10 }, async (g) => {
+        let handed = 0;
+        const call = new CancelToken();
+        const outcomes = await Promise.all([1, 2].map(() => g.inferStream(floodRequest(call), neverRead(() => handed++)).then(() => 'resolved', (e: unknown) => e)));
+        for (const o of outcomes) expect(o).toMatchObject({ code: 'UNAVAILABLE' });
+        // One budget of ~43 responses for both (each with its own: ~86).
+        expect(handed).toBeLessThan(60);
+      });
+    }, 30_000);
+
+    it('attack: calls that each stay under their bound are cancelled past the gateway-wide one', async () => {
+      await withFlood('flood3', { maxStreamBacklogBytes: 1 << 20, maxGatewayBacklogBytes: 300 << 10 }, async (g) => {
+        const outcomes = await Promise.all([1, 2].map(() => g.inferStream(floodRequest(new CancelToken()), neverRead(() => undefined)).then(() => 'resolved', (e: unknown) => e)));
+        for (const o of outcomes) expect(o).toMatchObject({ code: 'UNAVAILABLE' });
+        expect((outcomes as { message: string }[]).some((o) => o.message === "clients of this gateway did not read over 307200 bytes of streamed responses, so this request of model 'flood' was cancelled")).toBe(true);
+      });
+    }, 30_000);
+  });
 
   describe('decoupled streams and the gateway\'s request timeout', () => {
     // IN = n > 0: n responses 300 ms apart; IN = -1: one response, then waits (up to 5 s) to be cancelled.
