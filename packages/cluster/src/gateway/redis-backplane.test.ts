@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { CancelToken, type InferenceResponse } from '@triode/core';
@@ -5,6 +8,7 @@ import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
+import { ROOT } from '../../../../test/helpers/repository.js';
 
 /** What a test gets while a gateway waits for the reply to one request of model 'm' (the test plays the worker). */
 interface Pending {
@@ -78,6 +82,28 @@ describe('RedisBackplane', () => {
     } finally {
       await gateway.stop();
       r.disconnect();
+      await redis.stop();
+    }
+  });
+
+  it('attack: a TLS direct-reply connection that never completes its handshake is cut after authTimeoutMs (review: it stayed open)', async () => {
+    const redis = await startRedis();
+    const tls = join(ROOT, 'test', 'fixtures', 'tls');
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'hs', registryRefreshMs: 50, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1', authTimeoutMs: 300, tls: { cert: readFileSync(join(tls, 'server.crt')), key: readFileSync(join(tls, 'server.key')) } } });
+    try {
+      await gateway.start();
+      const port = Number(gateway.directAddress!.split(':').at(-1));
+      const t0 = Date.now();
+      // Connects, sends nothing: no ClientHello.
+      const closedAfter = await new Promise<number>((resolve) => {
+        const socket = connect(port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        socket.on('close', () => resolve(Date.now() - t0));
+        setTimeout(() => { socket.destroy(); resolve(Infinity); }, 5000);
+      });
+      expect(closedAfter).toBeLessThan(3000);
+    } finally {
+      await gateway.stop();
       await redis.stop();
     }
   });

@@ -365,7 +365,11 @@ export class RedisBackplane implements Backplane {
         }
       });
     };
-    const server = cfg.tls ? createTlsServer({ cert: cfg.tls.cert, key: cfg.tls.key }, onConnection) : createServer(onConnection);
+    // With TLS, onConnection runs once the handshake is done: a peer that never completes one is
+    // cut after authTimeoutMs too (review: it held its connection, counted against maxConnections).
+    const server = cfg.tls ? createTlsServer({ cert: cfg.tls.cert, key: cfg.tls.key, handshakeTimeout: authTimeoutMs }, onConnection) : createServer(onConnection);
+    // A failed or timed-out handshake: Node reports it here and leaves the TCP connection open.
+    if (cfg.tls) server.on('tlsClientError', (_err: Error, socket: { destroy(): void }) => socket.destroy());
     server.maxConnections = cfg.maxConnections ?? 256;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
