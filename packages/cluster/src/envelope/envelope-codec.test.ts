@@ -98,7 +98,7 @@ describe('tensor codec (gateway <-> worker)', () => {
       { name: 'a', datatype: 'INT32' as const, shape: [1, 3], data: a },
       { name: 'b', datatype: 'BYTES' as const, shape: [1], data: serializeBytesTensor(['x']) },
     ] };
-    const env = { requestKey: '9', replyTo: 'r', enqueuedMs: 1, deadlineMs: 2, direct: { address: '10.0.0.1:4000', token: 't' } };
+    const env = { requestKey: '9', replyTo: 'r', enqueuedMs: 1, deadlineMs: 2, direct: { address: '10.0.0.1:4000', token: '3b241101-e2bb-4255-8caf-4136c566a962' } };
     const parts = encodeRequestParts(req, env);
     expect(parts).toHaveLength(3);
     expect(parts[1]!.buffer).toBe(a.buffer);
@@ -156,6 +156,9 @@ describe('tensor codec (gateway <-> worker)', () => {
       { modelName: 'm', tensors: [], env: { ...env, requestKey: '1'.repeat(5000) } },
       { modelName: 'm', tensors: [], env: { ...env, direct: { address: `${'h'.repeat(5000)}:1`, token: 't' } } },
       { modelName: 'm', tensors: [], env: { ...env, direct: { address: 'h:1', token: 't'.repeat(200) } } },
+      // Not a gateway's token (a UUID): bytes a worker would send to the address (review).
+      { modelName: 'm', tensors: [], env: { ...env, direct: { address: 'h:1', token: 'PING\r\nFLUSHALL\r\n' } } },
+      { modelName: 'm', tensors: [], env: { ...env, direct: { address: 'h:1', token: '3B241101-E2BB-4255-8CAF-4136C566A962' } } },
       { modelName: ['m'], tensors: [], env },
       { modelName: 'm', modelVersion: '2', tensors: [], env },
       { modelName: 'm', tensors: {}, env },

@@ -8,7 +8,6 @@ import type { InferenceRequest, InferenceResponse } from '@triode/core';
 import { dataBytes, isDataType, viewBytesAs } from '@triode/core';
 import { isTransferable } from '@triode/core';
 import type { DataType, Tensor } from '@triode/core';
-import { MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
 
 interface TensorHeader {
   name: string;
@@ -168,13 +167,18 @@ function isShortText(v: unknown, max: number): v is string {
   return typeof v === 'string' && v.length <= max;
 }
 
+/** A direct reply channel's token, as a gateway makes it (randomUUID). */
+const DIRECT_TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 /** The envelope of a request, checked: where its reply goes and until when. */
 function checkEnvelope(env: unknown): WireEnvelope {
   if (!isObject(env)) malformed('envelope');
   if (!isShortText(env['requestKey'], MAX_KEY_CHARS) || !isShortText(env['replyTo'], MAX_KEY_CHARS)) malformed('envelope keys');
   if (!Number.isFinite(env['enqueuedMs']) || !Number.isFinite(env['deadlineMs'])) malformed('envelope times');
   const direct = env['direct'];
-  if (direct !== undefined && (!isObject(direct) || !isShortText(direct['address'], MAX_KEY_CHARS) || !isShortText(direct['token'], MAX_AUTH_FRAME_BYTES))) malformed('envelope direct');
+  // A gateway's token is a UUID: anything else would be bytes a hostile envelope has a worker send
+  // to the address it names (review: up to 128 chosen bytes, CRLF included, to any host and port).
+  if (direct !== undefined && (!isObject(direct) || !isShortText(direct['address'], MAX_KEY_CHARS) || typeof direct['token'] !== 'string' || !DIRECT_TOKEN.test(direct['token']))) malformed('envelope direct');
   return env as unknown as WireEnvelope;
 }
 
