@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { Server, connect } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
-import { CancelToken, type InferenceResponse } from '@triode/core';
+import { describe, expect, it, vi } from 'vitest';
+import { CancelToken, type InferenceResponse, type Logger } from '@triode/core';
 import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
@@ -103,6 +103,29 @@ describe('RedisBackplane', () => {
       });
       expect(closedAfter).toBeLessThan(3000);
     } finally {
+      await gateway.stop();
+      await redis.stop();
+    }
+  });
+
+  it('attack: an error on the direct-reply server after it listens (a failed accept) is logged, not thrown (review: no listener, so it ended the process)', async () => {
+    const redis = await startRedis();
+    const servers: Server[] = [];
+    const spy = vi.spyOn(Server.prototype, 'listen').mockImplementation(function (this: Server, ...args: unknown[]) {
+      servers.push(this);
+      spy.mockRestore();
+      return (Server.prototype.listen as (...a: unknown[]) => Server).apply(this, args);
+    });
+    const warnings: string[] = [];
+    const logger = { warning: (m: string) => warnings.push(m), info: () => undefined, error: () => undefined, verbose: () => undefined } as unknown as Logger;
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'accept', registryRefreshMs: 50, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1' }, logger });
+    try {
+      await gateway.start();
+      expect(servers).toHaveLength(1);
+      expect(() => servers[0]!.emit('error', Object.assign(new Error('accept EMFILE'), { code: 'EMFILE' }))).not.toThrow();
+      expect(warnings).toContain('direct reply channel: accept EMFILE');
+    } finally {
+      spy.mockRestore();
       await gateway.stop();
       await redis.stop();
     }

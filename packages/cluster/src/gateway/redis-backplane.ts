@@ -373,8 +373,14 @@ export class RedisBackplane implements Backplane {
     server.maxConnections = cfg.maxConnections ?? 256;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(cfg.port ?? 0, cfg.host ?? advertise, () => resolve());
+      server.listen(cfg.port ?? 0, cfg.host ?? advertise, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
+    // Once it listens, an error (a failed accept: out of file descriptors) is logged and the
+    // channel goes on; with no listener it ended the process (review).
+    server.on('error', (e: Error) => this.#opts.logger?.warning(`direct reply channel: ${e.message}`));
     server.unref();
     this.#directServer = server;
     const port = (server.address() as AddressInfo).port;
