@@ -109,6 +109,15 @@ describe('AsyncJobs keeps what it must, and only that', () => {
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(5);
   });
 
+  it('attack: submits waiting for their turn are bounded (maxJobs), each holding its request (review: no bound)', async () => {
+    const j = jobs({ maxJobs: 4 });
+    const outcomes = await Promise.allSettled(Array.from({ length: 40 }, () => j.submit(request(1), encoding)));
+    const refused = outcomes.filter((o) => o.status === 'rejected').map((o) => (o as PromiseRejectedResult).reason as TriodeError);
+    // At most 4 wait at once: the 36 others are refused at once, not queued behind them.
+    expect(refused.filter((e) => /too many async submits at once/.test(e.message))).toHaveLength(36);
+    for (const e of refused) expect(e.code).toBe('UNAVAILABLE');
+  });
+
   it('a decoupled model is refused at submit, as /infer refuses it', async () => {
     const j = jobs();
     expect(await code(j.submit(request(1, 'dec'), encoding))).toBe('UNSUPPORTED');

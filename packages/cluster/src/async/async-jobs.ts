@@ -94,6 +94,9 @@ interface JobFields {
 }
 
 
+/** Submits that may wait for their turn at once: each takes a few Redis round trips, and holds its request meanwhile (up to maxRequestBytes). */
+const MAX_SUBMITS_WAITING = 32;
+
 /** HSET KEYS[1] ARGV[1] ARGV[2], only if the hash KEYS[1] exists. */
 const WRITE_IF_JOB = "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return -1";
 
@@ -124,6 +127,8 @@ export class AsyncJobs implements AsyncInference {
   #cleaner: NodeJS.Timeout | undefined;
   /** Submits of this gateway, one at a time: the count of kept jobs and the add are one step. */
   #submitting: Promise<unknown> = Promise.resolve();
+  /** Submits of this gateway not yet answered (at most maxJobs, and MAX_SUBMITS_WAITING). */
+  #submitsWaiting = 0;
   /** Result fetches reading Redis now, and those waiting for a turn. */
   #resultReads = 0;
   readonly #resultWaiters: (() => void)[] = [];
@@ -256,7 +261,12 @@ export class AsyncJobs implements AsyncInference {
     const mac = this.#auth.mac('job', this.#dataParts(request.modelName, data));
     if (mac) data.sig = mac.toString('hex');
     // One submit at a time per gateway, so that concurrent submits cannot all pass the count
-    // (across gateways the limit can be passed by at most one job per other gateway).
+    // (across gateways the limit can be passed by at most one job per other gateway). Those
+    // waiting for their turn are bounded: each holds its request (review: the line had no end).
+    if (this.#submitsWaiting >= Math.min(this.#maxJobs, MAX_SUBMITS_WAITING)) {
+      throw Errors.unavailable(`too many async submits at once on this gateway (${this.#submitsWaiting} waiting): try again`);
+    }
+    this.#submitsWaiting++;
     const added = this.#submitting.then(() => this.#redis('submit', async () => {
       let kept = await this.#kept();
       if (kept >= this.#maxJobs && (await this.#clean()) > 0) kept = await this.#kept();
@@ -272,7 +282,7 @@ export class AsyncJobs implements AsyncInference {
       return job.id!;
     }));
     this.#submitting = added.catch(() => undefined);
-    return added;
+    return added.finally(() => { this.#submitsWaiting--; });
   }
 
   async #kept(): Promise<number> {
