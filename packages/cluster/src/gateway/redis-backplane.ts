@@ -75,6 +75,9 @@ export interface RedisBackplaneOptions {
   logger?: Logger;
 }
 
+/** Load/unload calls a gateway runs at once (each holds a Redis connection while workers answer). */
+export const MAX_CONTROL_CALLS = 16;
+
 /** What a response counts against RedisBackplaneOptions.maxStreamBacklogBytes besides its tensors. */
 const RESPONSE_OVERHEAD_BYTES = 2048;
 
@@ -164,6 +167,8 @@ export class RedisBackplane implements Backplane {
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   #replyTtl: ReturnType<typeof setInterval> | undefined;
+  /** Load/unload calls under way (at most MAX_CONTROL_CALLS). */
+  #controlCalls = 0;
   /** Bytes of streamed responses waiting for their clients, all requests together (see maxGatewayBacklogBytes). */
   #backlogBytes = 0;
   /** The same per client call, by the cancel signal its requests share (see maxStreamBacklogBytes). */
@@ -817,6 +822,20 @@ export class RedisBackplane implements Backplane {
    */
   async #control(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs = 120_000): Promise<void> {
     checkModelName(name);
+    // Each call holds a Redis connection of its own for up to timeoutMs (review: without a bound,
+    // a client could open one per call, as many as it liked).
+    if (this.#controlCalls >= MAX_CONTROL_CALLS) {
+      throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${MAX_CONTROL_CALLS} load/unload calls are under way on this gateway, try again when they end`);
+    }
+    this.#controlCalls++;
+    try {
+      await this.#controlCall(action, name, extra, timeoutMs);
+    } finally {
+      this.#controlCalls--;
+    }
+  }
+
+  async #controlCall(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs: number): Promise<void> {
     this.#registryAt = 0;
     const workers = (await this.#registry()).map((w) => w.workerId);
     if (workers.length === 0) throw Errors.unavailable(`failed to ${action} '${echo(name)}': no live worker is registered in the cluster`);

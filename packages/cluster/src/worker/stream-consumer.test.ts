@@ -6,7 +6,7 @@ import { CancelToken, InferenceServer, type Backend, type ExecuteRequest, type E
 import { ClusterKeys } from '../keys.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
 import { Redis } from 'ioredis';
-import { RedisBackplane } from '../gateway/redis-backplane.js';
+import { MAX_CONTROL_CALLS, RedisBackplane } from '../gateway/redis-backplane.js';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { StreamConsumer } from './stream-consumer.js';
 import { ClusterAuth } from '../cluster-auth.js';
@@ -370,6 +370,13 @@ describe('StreamConsumer', () => {
       await worker.stop(1000);
       await s.stop(1000);
     }
+  });
+
+  it('attack: load/unload calls at once on a gateway are bounded (each holds a Redis connection; review: no bound)', async () => {
+    const outcomes = await Promise.allSettled(Array.from({ length: MAX_CONTROL_CALLS + 4 }, () => gateway.loadModel('a')));
+    const over = outcomes.filter((o) => o.status === 'rejected' && /load\/unload calls are under way on this gateway/.test(String((o.reason as Error).message)));
+    expect(over).toHaveLength(4);
+    for (const o of over) expect(((o as PromiseRejectedResult).reason as { code: string }).code).toBe('UNAVAILABLE');
   });
 
   it('a request cancelled before it is queued is answered CANCELLED and never reaches Redis (review: it ran for nobody, a decoupled one for good)', async () => {
