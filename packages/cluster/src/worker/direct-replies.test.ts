@@ -196,6 +196,24 @@ describe('DirectReplies', () => {
     }
   });
 
+  it('attack: an idle connection is closed and its address forgotten (review: a peer that never closed kept its place for good)', async () => {
+    // Accepts and reads, never answers or closes.
+    const server = createServer((sock) => { sock.on('data', () => undefined); sock.on('error', () => undefined); });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies({ idleTimeoutMs: 200 });
+    try {
+      d.send(direct, Buffer.from('x'), undefined, ignore);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(d.size).toBe(1);
+      await new Promise((r) => setTimeout(r, 600));
+      expect(d.size).toBe(0);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
   it('attack: envelopes with junk direct addresses are not remembered', () => {
     const d = new DirectReplies();
     for (let i = 0; i < 5000; i++) expect(d.send({ address: `nohost${i}`, token: 't' }, Buffer.from('r'), undefined, ignore)).toBe(false);

@@ -42,6 +42,13 @@ const RETRY_MS = 5000;
  */
 const CONFIRM_TIMEOUT_MS = 5000;
 const CONNECT_TIMEOUT_MS = 1000;
+/**
+ * A connection with nothing sent or received this long is closed and its address forgotten (it is
+ * opened again when a reply needs it). Gateways close theirs after 300 s; without this a peer that
+ * never closed (a hostile address in an envelope, without a cluster secret) kept its place in the
+ * table for good, and MAX_PEERS of them shut real gateways out of the direct channel (review).
+ */
+const IDLE_TIMEOUT_MS = 300_000;
 /** The most gateway addresses known at once; replies for others go through Redis. */
 export const MAX_PEERS = 1024;
 /**
@@ -74,14 +81,18 @@ export class DirectReplies {
 
   /**
    * @param options.auth the cluster secret's signer; options.tlsCa the CA of gateways' TLS
-   *   certificates (default: the system's); options.confirmTimeoutMs see CONFIRM_TIMEOUT_MS
+   *   certificates (default: the system's); options.confirmTimeoutMs see CONFIRM_TIMEOUT_MS;
+   *   options.idleTimeoutMs see IDLE_TIMEOUT_MS
    */
   readonly #confirmTimeoutMs: number;
 
-  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer; confirmTimeoutMs?: number } = {}) {
+  readonly #idleTimeoutMs: number;
+
+  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer; confirmTimeoutMs?: number; idleTimeoutMs?: number } = {}) {
     this.#auth = options.auth ?? new ClusterAuth();
     this.#tlsCa = options.tlsCa;
     this.#confirmTimeoutMs = options.confirmTimeoutMs ?? CONFIRM_TIMEOUT_MS;
+    this.#idleTimeoutMs = options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
   }
 
   /**
@@ -172,7 +183,12 @@ export class DirectReplies {
     };
     socket.setTimeout(CONNECT_TIMEOUT_MS, fail);
     socket.once(tls ? 'secureConnect' : 'connect', () => {
-      socket.setTimeout(0);
+      // Idle (nothing sent or received) with no reply waiting for its confirmation: closed, and
+      // the address forgotten by the 'close' handler below (not as a failed connect).
+      socket.removeListener('timeout', fail);
+      socket.setTimeout(this.#idleTimeoutMs, () => {
+        if (peer.unconfirmed.length === 0) socket.destroy();
+      });
       socket.write(frame(this.#auth.mac('direct-auth', [direct.token]) ?? Buffer.from(direct.token)));
       peer.open = true;
     });
