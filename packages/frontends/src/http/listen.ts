@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerOptions, ty
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { inferFastPathOf } from './infer-fast-path.js';
+import { keepServingOnError } from '../server-errors.js';
 
 /** A listening HTTP server. */
 export interface HttpServerHandle {
@@ -84,6 +85,7 @@ export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', op
         connectionsCheckingInterval: o.connectionsCheckingIntervalMs,
       },
     }, (info: AddressInfo) => {
+      keepServingOnError(server, 'HTTP server');
       resolve({
         port: info.port,
         address: info.address,

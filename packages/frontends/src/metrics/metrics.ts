@@ -12,6 +12,7 @@ import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
 import type { GpuDevice, LatencyObservation, ModelMetricSettings, ModelStatistics, StreamBacklog } from '@triode/core';
 import { timerMs } from '@triode/core';
 import { DistributionFamily, SnapshotFamily, modelLabels, type FamilySample } from './model-metric-family.js';
+import { keepServingOnError } from '../server-errors.js';
 
 /** One model version in `MetricsSource.metricsSnapshot()`. */
 export interface ModelMetricsEntry extends Partial<ModelMetricSettings> {
@@ -418,6 +419,7 @@ export function startMetricsServer(source: MetricsSource, port: number, address 
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, address, () => {
+      keepServingOnError(server, 'metrics server');
       resolve({
         port: (server.address() as AddressInfo).port,
         close: () => new Promise<void>((r) => { registry.stopSampling(); server.close(() => r()); server.closeIdleConnections(); }),
