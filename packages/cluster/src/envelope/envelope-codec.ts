@@ -196,14 +196,19 @@ function checkReplyMeta(meta: Record<string, unknown>): void {
   checkParameters(r['parameters'], 'response');
 }
 
-function decode(buf: Uint8Array): { meta: Record<string, unknown>; tensors: Tensor[] } {
-  if (buf.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  const hlen = view.getUint32(0, true);
+/** The `[u32 LE length][header JSON]` at the start of `buf`: the header, and where what follows it starts. */
+function readHeader(buf: Uint8Array | undefined): { meta: Record<string, unknown>; end: number } {
+  if (!buf || buf.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
+  const hlen = new DataView(buf.buffer, buf.byteOffset, buf.byteLength).getUint32(0, true);
   if (4 + hlen > buf.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
   const meta = parseHeader(buf.subarray(4, 4 + hlen));
   if (!isObject(meta)) malformed('header');
-  let off = 4 + hlen;
+  return { meta, end: 4 + hlen };
+}
+
+function decode(buf: Uint8Array): { meta: Record<string, unknown>; tensors: Tensor[] } {
+  const { meta, end } = readHeader(buf);
+  let off = end;
   const tensors = tensorHeads(meta).map((h) => {
     if (off + h.bytes > buf.byteLength) malformed(`tensor '${h.name.slice(0, 64)}'`);
     const data = viewBytesAs(h.datatype, buf.subarray(off, off + h.bytes));
@@ -268,12 +273,7 @@ function ownCopy(bytes: Uint8Array): Uint8Array {
 
 /** Decodes what `encodeRequestParts` wrote (the header, then one part per tensor); each tensor gets a buffer of its own. */
 export function decodeRequestParts(parts: readonly Uint8Array[]): { request: InferenceRequest; env: WireEnvelope } {
-  const head = parts[0];
-  if (!head || head.byteLength < 4) throw Errors.invalidArg('malformed message: too short');
-  const hlen = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(0, true);
-  if (4 + hlen > head.byteLength) throw Errors.invalidArg('malformed message: header runs past the end');
-  const meta = parseHeader(head.subarray(4, 4 + hlen));
-  if (!isObject(meta)) malformed('header');
+  const { meta } = readHeader(parts[0]);
   const heads = tensorHeads(meta);
   if (heads.length !== parts.length - 1) throw Errors.invalidArg('malformed message: tensor parts do not match the header');
   checkRequestMeta(meta);
@@ -298,11 +298,7 @@ export function decodeRequestParts(parts: readonly Uint8Array[]): { request: Inf
  */
 export function requestEnvelope(head: Uint8Array): WireEnvelope | undefined {
   try {
-    if (head.byteLength < 4) return undefined;
-    const hlen = new DataView(head.buffer, head.byteOffset, head.byteLength).getUint32(0, true);
-    if (4 + hlen > head.byteLength) return undefined;
-    const meta = parseHeader(head.subarray(4, 4 + hlen));
-    return isObject(meta) ? checkEnvelope(meta['env']) : undefined;
+    return checkEnvelope(readHeader(head).meta['env']);
   } catch {
     return undefined;
   }

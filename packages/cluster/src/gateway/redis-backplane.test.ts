@@ -1,14 +1,15 @@
 import { readFileSync } from 'node:fs';
-import { Server, connect } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { CancelToken, type InferenceResponse, type Logger } from '@triode/core';
 import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
 import { ROOT } from '../../../../test/helpers/repository.js';
+import { captureListens } from '../../../../test/helpers/servers.js';
 
 /** What a test gets while a gateway waits for the reply to one request of model 'm' (the test plays the worker). */
 interface Pending {
@@ -110,22 +111,18 @@ describe('RedisBackplane', () => {
 
   it('attack: an error on the direct-reply server after it listens (a failed accept) is logged, not thrown (review: no listener, so it ended the process)', async () => {
     const redis = await startRedis();
-    const servers: Server[] = [];
-    const spy = vi.spyOn(Server.prototype, 'listen').mockImplementation(function (this: Server, ...args: unknown[]) {
-      servers.push(this);
-      spy.mockRestore();
-      return (Server.prototype.listen as (...a: unknown[]) => Server).apply(this, args);
-    });
+    const { servers, stop } = captureListens();
     const warnings: string[] = [];
     const logger = { warning: (m: string) => warnings.push(m), info: () => undefined, error: () => undefined, verbose: () => undefined } as unknown as Logger;
     const gateway = new RedisBackplane({ redis: redis.url, prefix: 'accept', registryRefreshMs: 50, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1' }, logger });
     try {
       await gateway.start();
+      stop();
       expect(servers).toHaveLength(1);
       expect(() => servers[0]!.emit('error', Object.assign(new Error('accept EMFILE'), { code: 'EMFILE' }))).not.toThrow();
       expect(warnings).toContain('direct reply channel: accept EMFILE');
     } finally {
-      spy.mockRestore();
+      stop();
       await gateway.stop();
       await redis.stop();
     }

@@ -774,12 +774,8 @@ export class RedisBackplane implements Backplane {
     else outer?.addEventListener('abort', onOuter, { once: true });
     // The requests of one call (a gRPC stream gives them one signal) share their client's budget.
     const key: object = outer ?? own;
-    let account = this.#backlogs.get(key);
-    if (!account) {
-      account = { bytes: 0 };
-      this.#backlogs.set(key, account);
-    }
-    const waiting = account;
+    const waiting = this.#backlogs.get(key) ?? { bytes: 0 };
+    this.#backlogs.set(key, waiting);
     let overflow: TriodeError | undefined;
     const handle = (r: InferenceResponse): void => {
       streamed = true;

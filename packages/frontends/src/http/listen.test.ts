@@ -2,11 +2,12 @@
  * Issue #14 on a real socket: slow clients (slowloris), idle connections, oversized heads, and
  * control-route bodies refused before they are sent.
  */
-import { Server, connect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LogSettings, silentLogger, type Backplane } from '@triode/core';
 import { createHttpApp } from './http-server.js';
 import { startHttpServer, type HttpServerHandle } from './listen.js';
+import { captureListens } from '../../../../test/helpers/servers.js';
 
 let http: HttpServerHandle;
 const settings = new LogSettings();
@@ -91,26 +92,21 @@ describe('socket limits', () => {
 
 describe('a listening server\'s own errors', () => {
   it('attack: an error the HTTP server emits after it listens (a failed accept) is a warning, not the end of the process', async () => {
-    const servers: Server[] = [];
-    const listen = Server.prototype.listen;
-    const spy = vi.spyOn(Server.prototype, 'listen').mockImplementation(function (this: Server, ...args: unknown[]) {
-      servers.push(this);
-      return (listen as (...a: unknown[]) => Server).apply(this, args);
-    });
+    const { servers, stop } = captureListens();
     let h: HttpServerHandle | undefined;
     const warned: string[] = [];
     const onWarning = (w: Error) => warned.push(w.message);
     process.on('warning', onWarning);
     try {
       h = await startHttpServer(createHttpApp({} as Backplane, { logSettings: settings, logger: silentLogger }), 0, '127.0.0.1');
-      spy.mockRestore();
+      stop();
       expect(servers).toHaveLength(1);
       // Before: no 'error' listener once listening, so emit threw (in a server: an uncaught exception).
       expect(() => servers[0]!.emit('error', Object.assign(new Error('accept ENOBUFS'), { code: 'ENOBUFS' }))).not.toThrow();
       await new Promise((r) => setImmediate(r));
       expect(warned).toContain('HTTP server: accept ENOBUFS');
     } finally {
-      spy.mockRestore();
+      stop();
       process.off('warning', onWarning);
       await h?.close();
     }

@@ -1,8 +1,8 @@
-import { Server } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferStats, InferenceServer, type GpuDevice, type LatencyObservation, type ModelMetricSettings } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
+import { captureListens } from '../../../../test/helpers/servers.js';
 import { createMetricsRegistry, parseMetricsConfig, startMetricsServer, type MetricsConfig, type MetricsServerHandle, type MetricsSource } from './metrics.js';
 
 let server: InferenceServer;
@@ -313,25 +313,20 @@ describe('metric_tags and model_metrics', () => {
 
 describe('the metrics server\'s own errors', () => {
   it('attack: an error it emits after it listens is a warning, not the end of the process', async () => {
-    const servers: Server[] = [];
-    const listen = Server.prototype.listen;
-    const spy = vi.spyOn(Server.prototype, 'listen').mockImplementation(function (this: Server, ...args: unknown[]) {
-      servers.push(this);
-      return (listen as (...a: unknown[]) => Server).apply(this, args);
-    });
+    const { servers, stop } = captureListens();
     let m: MetricsServerHandle | undefined;
     const warned: string[] = [];
     const onWarning = (w: Error) => warned.push(w.message);
     process.on('warning', onWarning);
     try {
       m = await startMetricsServer(server, 0, '127.0.0.1');
-      spy.mockRestore();
+      stop();
       expect(servers).toHaveLength(1);
       expect(() => servers[0]!.emit('error', new Error('accept ENOMEM'))).not.toThrow();
       await new Promise((r) => setImmediate(r));
       expect(warned).toContain('metrics server: accept ENOMEM');
     } finally {
-      spy.mockRestore();
+      stop();
       process.off('warning', onWarning);
       await m?.close();
     }
