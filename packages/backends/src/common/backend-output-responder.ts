@@ -77,13 +77,14 @@ function split(t: Tensor, shapes: readonly number[][], prefix = false): Tensor[]
  */
 export function respondBatchOutputs(outputs: readonly Tensor[], requests: readonly ResponderRequest[], config: Pick<ModelConfig, 'output' | 'batch_output' | 'max_batch_size'>): Tensor[][] {
   const batching = (config.max_batch_size ?? 0) > 0;
-  const scatter = new Map<string, string>();
-  for (const bo of config.batch_output ?? []) for (const name of bo.target_name ?? []) scatter.set(name, bo.source_input?.[0] ?? '');
+  // Most models have no batch_output: no map to build or look up then.
+  const scatter = config.batch_output?.length ? new Map<string, string>() : undefined;
+  for (const bo of config.batch_output ?? []) for (const name of bo.target_name ?? []) scatter!.set(name, bo.source_input?.[0] ?? '');
   const per: Tensor[][] = requests.map(() => []);
   let rows = 0;
   for (const r of requests) rows += r.batchSize;
   for (const t of outputs) {
-    const source = scatter.get(t.name);
+    const source = scatter?.get(t.name);
     let parts: Tensor[];
     if (source !== undefined) {
       const io = (config.output ?? []).find((o) => o.name === t.name);

@@ -93,7 +93,7 @@ export async function mainThreadPath(task: LoadTask): Promise<ExecutionPathRunne
     throw err;
   }
   return {
-    run: (t) => session.run(t).then(({ result }) => result, (err: unknown) => session.failure(err)),
+    run: (t) => session.run(t).catch((err: unknown) => session.failure(err)),
     close: () => session.unload(),
   };
 }
@@ -182,17 +182,22 @@ export class OnnxInstance implements BackendModelInstance {
   async execute(requests: ExecuteRequest[]): Promise<ExecuteResult> {
     // A request whose BYTES input onnxruntime-node cannot take as it is fails alone; the others
     // of its batch run without it.
-    const refused = requests.map(notUtf8);
-    if (refused.some((e) => e !== undefined)) {
+    let refused: (TriodeError | undefined)[] | undefined;
+    for (let i = 0; i < requests.length; i++) {
+      const e = notUtf8(requests[i]!);
+      if (e) (refused ??= new Array<TriodeError | undefined>(requests.length))[i] = e;
+    }
+    if (refused) {
       const rest = requests.filter((_, i) => refused[i] === undefined);
       const ran = rest.length ? await this.execute(rest) : { responses: [] };
       let j = 0;
       return { ...ran, responses: requests.map((_, i) => (refused[i] ? { error: refused[i] } : ran.responses[j++]!)) };
     }
+    const lone = requests.length === 1;
     const task: ExecuteTask = {
       op: 'execute',
       requests: requests.map((r) => ({ inputs: r.inputs as WireTensor[], batchSize: r.batchSize })),
-      outputNames: requests[0]!.outputNames.length ? unionOutputs(requests) : [],
+      outputNames: lone ? requests[0]!.outputNames : requests[0]!.outputNames.length ? unionOutputs(requests) : [],
       batching: this.#o.batching,
     };
     const bytes = inputBytes(task);
@@ -212,8 +217,10 @@ export class OnnxInstance implements BackendModelInstance {
     if (reply.remade) this.#logRemake(reply.remade);
     const change = cold ? undefined : this.#o.policy.record(path, reply.computeInputNs + reply.computeInferNs + reply.computeOutputNs, requests.length, bytes);
     if (change) this.#logChange(change);
+    // Each request gets the outputs it asked for; a lone request asked for all the task's.
     const outputs = reply.responses.map((r, i) => {
       if ('error' in r) return [];
+      if (lone) return r.outputs;
       const want = new Set(requests[i]!.outputNames);
       return r.outputs.filter((o) => want.has(o.name));
     });

@@ -10,7 +10,7 @@ import { EXAMPLES } from '../../../../test/helpers/repository.js';
 import { raggedOnnxModel } from '../../../../test/helpers/ragged-onnx.js';
 import { T, int, model, msg, node, str, valueInfo } from '../../../../scripts/onnx-writer.mjs';
 import type { ExecuteReply, ExecuteResult, ExecuteTask, LoadTask, WireTensor } from './messages.js';
-import { OnnxSession } from './onnxruntime-session.js';
+import { OnnxSession, outputBuffers } from './onnxruntime-session.js';
 import { ExecutionThreadPolicy } from './execution-thread-policy.js';
 import { OnnxInstance, mainThreadPath, threadPath } from './onnxruntime-instance.js';
 import { raggedBatchConfig, sessionSettings } from './onnxruntime-utils.js';
@@ -43,7 +43,7 @@ async function open(task: Partial<LoadTask> & { modelFile: string }): Promise<On
 }
 
 const fp32 = (name: string, shape: number[], values: number[]): WireTensor => ({ name, datatype: 'FP32', shape, data: Float32Array.from(values) });
-const run = async (s: OnnxSession, task: ExecuteTask): Promise<ExecuteResult> => (await s.run(task)).result;
+const run = (s: OnnxSession, task: ExecuteTask): Promise<ExecuteResult> => s.run(task);
 const plain = (r: ExecuteResult) => r.responses.map((x) => ('outputs' in x ? x.outputs.map((o) => ({ name: o.name, shape: o.shape, data: Array.from(o.data as Float32Array) })) : x));
 
 describe('raggedBatchConfig()', () => {
@@ -202,5 +202,25 @@ describe('an instance thread that ends (its heap ran out, an uncaught throw): th
     } finally {
       await path.close();
     }
+  });
+});
+
+describe('outputBuffers: what an instance thread moves back with a result', () => {
+  it('lists each output buffer once (views of one batch output share it), skips failed requests and shared memory', () => {
+    const batch = new Float32Array(6);
+    const own = new Float32Array(2);
+    const sab = new Float32Array(new SharedArrayBuffer(8));
+    const list = outputBuffers({
+      responses: [
+        { outputs: [fp32('Y', [1, 3], [0, 0, 0]), { ...fp32('Y', [1, 3], []), data: batch.subarray(0, 3) }] },
+        { outputs: [{ ...fp32('Y', [1, 3], []), data: batch.subarray(3) }, { ...fp32('Z', [2], []), data: own }, { ...fp32('S', [2], []), data: sab }] },
+        { error: { code: 'INTERNAL', message: 'failed alone' } },
+      ],
+      computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0,
+    });
+    expect(list).toHaveLength(3);
+    expect(list).toContain(batch.buffer);
+    expect(list).toContain(own.buffer);
+    expect(list.every((b) => b instanceof ArrayBuffer)).toBe(true);
   });
 });

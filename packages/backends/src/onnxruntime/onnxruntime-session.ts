@@ -37,11 +37,18 @@ export interface SessionRemake {
 /** A batch's result, with the remake that followed its run, if any. */
 export type SessionRunResult = ExecuteResult & { remade?: SessionRemake };
 
-/** A batch's result with the output buffers a thread may move to its caller. */
-export interface SessionRun {
-  result: SessionRunResult;
-  /** Buffers no one else holds: the outputs' (each once). */
-  transfer: Set<ArrayBufferLike>;
+/**
+ * The buffers of a batch's outputs, each once, for a thread to move to its caller: every output
+ * is a buffer of this run's (or a view of one), which no one else holds. Only the thread needs
+ * them; on the main thread the result is handed over as it is.
+ */
+export function outputBuffers(result: ExecuteResult): ArrayBuffer[] {
+  const seen = new Set<ArrayBufferLike>();
+  for (const r of result.responses) {
+    if ('error' in r) continue;
+    for (const t of r.outputs) seen.add(t.data.buffer);
+  }
+  return [...seen].filter((b): b is ArrayBuffer => b instanceof ArrayBuffer);
 }
 
 /** A session, remade after an outsized run and dropped when its GPU is lost. */
@@ -203,11 +210,11 @@ export class OnnxSession {
    * unless several requests are concatenated); the outputs are new buffers.
    * @throws what `failure` turns into an answer
    */
-  run(task: ExecuteTask): Promise<SessionRun> {
+  run(task: ExecuteTask): Promise<SessionRunResult> {
     return this.#exclusive(() => this.#run(task));
   }
 
-  async #run(task: ExecuteTask): Promise<SessionRun> {
+  async #run(task: ExecuteTask): Promise<SessionRunResult> {
     if (this.#lost) throw Errors.instanceLost(this.#lost);
     if (this.#remakeFailed !== undefined) await this.#reloadAfterFailedRemake();
     const session = this.#session;
@@ -244,11 +251,10 @@ export class OnnxSession {
     const results = await session.run(feeds, task.outputNames);
     const grew = checked ? process.memoryUsage.rss() - rssBefore - outputBytes(results) : 0;
     const t2 = performance.now();
-    const transfer = new Set<ArrayBufferLike>();
     const produced = (name: string): WireTensor => {
       const r = results[name];
       if (!r) throw new TriodeError('INTERNAL', `model did not produce output '${name}'`);
-      return fromOrt(name, r, transfer);
+      return fromOrt(name, r);
     };
     // Triton's ReadOutputTensors: a batch output (ragged batching) is scattered with each
     // request's input shape; the others are split along the batch dim, each request taking its
@@ -256,17 +262,14 @@ export class OnnxSession {
     const perRequest = respondBatchOutputs(task.outputNames.map(produced), reqs, ragged ?? (task.batching ? BATCHING : NOT_BATCHING));
     const t3 = performance.now();
     const remade = checked && grew > limit ? await this.#remake(grew, limit) : undefined;
-    for (const r of perRequest) for (const t of r) transfer.add(t.data.buffer);
-    return {
-      result: {
-        responses: perRequest.map((outputs) => ({ outputs })),
-        computeInputNs: (t1 - t0) * 1e6,
-        computeInferNs: (t2 - Math.max(t1, started)) * 1e6,
-        computeOutputNs: (t3 - t2) * 1e6,
-        ...(remade ? { remade } : {}),
-      },
-      transfer,
+    const result: SessionRunResult = {
+      responses: perRequest.map((outputs) => ({ outputs })),
+      computeInputNs: (t1 - t0) * 1e6,
+      computeInferNs: (t2 - Math.max(t1, started)) * 1e6,
+      computeOutputNs: (t3 - t2) * 1e6,
     };
+    if (remade) result.remade = remade;
+    return result;
   }
 
   /**
@@ -351,14 +354,12 @@ function concat(parts: WireTensor[]): WireTensor {
   return { name: first.name, datatype: first.datatype, shape: [batch, ...first.shape.slice(1)], data: new Ctor(out.buffer, 0, bytes / el) };
 }
 
-function fromOrt(name: string, t: ort.Tensor, transfer: Set<ArrayBufferLike>): WireTensor {
+function fromOrt(name: string, t: ort.Tensor): WireTensor {
   const datatype = ortTypeToDataType(t.type);
   if (!datatype) throw new TriodeError('UNSUPPORTED', `output '${name}' has type '${t.type}', which Triode cannot return`);
   const shape = t.dims.map(Number);
   if (datatype === 'BYTES') {
     return { name, datatype, shape, data: serializeBytesTensor(t.data as string[]) };
   }
-  const data = t.data as TensorData;
-  transfer.add(data.buffer);
-  return { name, datatype, shape, data };
+  return { name, datatype, shape, data: t.data as TensorData };
 }

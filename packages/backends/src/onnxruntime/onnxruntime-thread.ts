@@ -7,7 +7,7 @@
  */
 import { Piscina } from 'piscina';
 import type { ExecuteReply, ExecuteResult, LoadReply, ThreadTask } from './messages.js';
-import { OnnxSession } from './onnxruntime-session.js';
+import { OnnxSession, outputBuffers } from './onnxruntime-session.js';
 
 const session = new OnnxSession();
 
@@ -18,9 +18,9 @@ export default async function handle(task: ThreadTask): Promise<ExecuteReply | L
       return session.load(task);
     case 'execute':
       // A failure comes back as data: `{ code, message }` survives the crossing, a thrown Error's code would not.
-      return session.run(task).then(({ result, transfer }) => {
+      return session.run(task).then((result) => {
         const movable = {
-          [Piscina.transferableSymbol]: [...transfer].filter((b): b is ArrayBuffer => b instanceof ArrayBuffer),
+          [Piscina.transferableSymbol]: outputBuffers(result),
           [Piscina.valueSymbol]: result,
         };
         return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]) as unknown as ExecuteResult;

@@ -49,6 +49,13 @@ describe('tensor ownership', () => {
     expect(groups.map((g) => g.map((x) => x.owned))).toEqual([[false, true, true, true], [false]]);
   });
 
+  it('claimOwnership: a lone response owns its buffers, even two views of one, but never shared memory', () => {
+    const one = new Int32Array(8);
+    const sab = new Int32Array(new SharedArrayBuffer(16));
+    const [g] = claimOwnership([[t(one.subarray(0, 4)), t(one.subarray(4)), t(sab, true)]]);
+    expect(g!.map((x) => x.owned)).toEqual([true, true, false]);
+  });
+
   it('copyTensorData: a copy in a buffer of its own, also of a Node Buffer (whose slice() is a view)', () => {
     const buf = Buffer.from([1, 2, 3, 4, 5]);
     const c = copyTensorData(buf.subarray(1));

@@ -79,6 +79,11 @@ export function transferList(tensors: Iterable<Pick<Tensor, 'data' | 'owned'>>):
  * view is lent to each of them). Mutates the tensors; returns the groups.
  */
 export function claimOwnership<T extends Pick<Tensor, 'data' | 'owned'>>(groups: T[][]): T[][] {
+  if (groups.length === 1) {
+    // One response (a lone request): no other response can share its buffers.
+    for (const t of groups[0]!) t.owned = t.data.buffer instanceof ArrayBuffer;
+    return groups;
+  }
   const group = new Map<ArrayBufferLike, number>();
   groups.forEach((g, i) => {
     for (const t of g) {
