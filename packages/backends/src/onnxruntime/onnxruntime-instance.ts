@@ -163,10 +163,18 @@ export class OnnxInstance implements BackendModelInstance {
   #opening: Promise<void> | undefined;
   #threadBusy = 0;
   #mainBusy = 0;
-  /** The last batch given to the main thread, settled: finalize waits for it. */
+  /** The last batch given to the main thread (it may reject: whoever waits takes either outcome): finalize waits for it. */
   #lastMain: Promise<unknown> = Promise.resolve();
-  /** The last batch given to the thread, settled: a main-thread batch waits for it. */
+  /** The last batch given to the thread (the same): a main-thread batch waits for it. */
   #lastThread: Promise<unknown> = Promise.resolve();
+  readonly #mainSettled = (reply: PathReply): PathReply => {
+    this.#mainBusy--;
+    return reply;
+  };
+  readonly #mainFailed = (err: unknown): never => {
+    this.#mainBusy--;
+    throw err;
+  };
   #closed = false;
   /** Whether the main-thread session has run once (see `cold` in execute). */
   #mainWarm = false;
@@ -232,18 +240,16 @@ export class OnnxInstance implements BackendModelInstance {
     };
   }
 
-  async #runMain(task: ExecuteTask): Promise<PathReply> {
+  #runMain(task: ExecuteTask): Promise<PathReply> {
     this.#mainBusy++;
     // Inputs stay where they are: nothing moves, nothing is copied (a lent buffer is only read).
-    // The instance's batch on its thread finishes first: its batches never overlap.
+    // The instance's batch on its thread finishes first: its batches never overlap. (Not an async
+    // function: a lone request's path takes no more promises than it needs, issue #18.)
     const main = this.#main!;
-    const run = this.#threadBusy > 0 ? this.#lastThread.then(() => main.run(task, [])) : main.run(task, []);
-    this.#lastMain = run.catch(() => undefined);
-    try {
-      return await run;
-    } finally {
-      this.#mainBusy--;
-    }
+    const go = (): Promise<PathReply> => main.run(task, []);
+    const run = this.#threadBusy > 0 ? this.#lastThread.then(go, go) : go();
+    this.#lastMain = run;
+    return run.then(this.#mainSettled, this.#mainFailed);
   }
 
   async #runThread(task: ExecuteTask, requests: ExecuteRequest[]): Promise<PathReply> {
@@ -252,8 +258,9 @@ export class OnnxInstance implements BackendModelInstance {
       // The instance's batch on the main thread finishes first: its batches never overlap. Moving
       // the owned buffers detaches them here: their requests own them and no one reads them after.
       const thread = this.#o.thread!;
-      const run = this.#mainBusy > 0 ? this.#lastMain.then(() => thread.run(task, transferList(requests))) : thread.run(task, transferList(requests));
-      this.#lastThread = run.catch(() => undefined);
+      const go = (): Promise<PathReply> => thread.run(task, transferList(requests));
+      const run = this.#mainBusy > 0 ? this.#lastMain.then(go, go) : go();
+      this.#lastThread = run;
       return await run;
     } catch (err) {
       if (err instanceof TriodeError) throw err; // its session could not be loaded again
@@ -297,7 +304,7 @@ export class OnnxInstance implements BackendModelInstance {
   async finalize(): Promise<void> {
     this.#closed = true;
     await this.#opening;
-    await this.#lastMain;
+    await this.#lastMain.catch(() => undefined);
     const main = this.#main;
     this.#main = undefined;
     // Gives up its lease: the last instance's releases the model's session (logged there).

@@ -4,13 +4,13 @@ import { Piscina } from 'piscina';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TriodeError, type ModelConfig } from '@triode/core';
 import { EXAMPLES } from '../../../../test/helpers/repository.js';
 import { raggedOnnxModel } from '../../../../test/helpers/ragged-onnx.js';
 import { T, int, model, msg, node, str, valueInfo } from '../../../../scripts/onnx-writer.mjs';
 import type { ExecuteReply, ExecuteResult, ExecuteTask, LoadTask, WireTensor } from './messages.js';
-import { OnnxSession, outputBuffers } from './onnxruntime-session.js';
+import { OnnxSession, outputBuffers, sessionHandler } from './onnxruntime-session.js';
 import { ExecutionThreadPolicy } from './execution-thread-policy.js';
 import { OnnxInstance, mainThreadPath, threadPath } from './onnxruntime-instance.js';
 import { raggedBatchConfig, sessionSettings } from './onnxruntime-utils.js';
@@ -115,9 +115,14 @@ describe('a GPU lost mid-run (issue #17), with a stand-in: the session\'s run th
   // The session runs on the CPU here, but believes it is on a GPU: its errors are read as GPU failures.
   const load = (gpu?: string): LoadTask => ({ op: 'load', modelFile: SIMPLE, sessionOptions: sessionSettings({}), ...(gpu ? { gpu } : {}) });
   afterEach(() => { vi.restoreAllMocks(); });
-  /** onnxruntime's session class (typed as a factory): its next run rejects with `err`. */
-  const SESSION = (ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype;
-  const failNextRun = (err: Error) => vi.spyOn(SESSION, 'run').mockRejectedValueOnce(err);
+  /** onnxruntime-node's session handler class, which runs every session (see runSession): its next run rejects with `err`. */
+  let HANDLER: { run: (...args: unknown[]) => Promise<unknown> };
+  beforeAll(async () => {
+    const s = await ort.InferenceSession.create(SIMPLE);
+    HANDLER = Object.getPrototypeOf(sessionHandler(s)) as typeof HANDLER;
+    await s.release();
+  });
+  const failNextRun = (err: Error) => vi.spyOn(HANDLER, 'run').mockRejectedValueOnce(err);
 
   it.each([
     ['WebGPU', 'WebGPU device lost (Destroyed)'],
@@ -222,5 +227,47 @@ describe('outputBuffers: what an instance thread moves back with a result', () =
     expect(list).toContain(batch.buffer);
     expect(list).toContain(own.buffer);
     expect(list.every((b) => b instanceof ArrayBuffer)).toBe(true);
+  });
+});
+
+describe('runSession: onnxruntime-node\'s handler, without onnxruntime-common\'s run around it (issue #18)', () => {
+  const SIMPLE = join(EXAMPLES, 'simple/1/model.onnx');
+  const ints = (v: number) => new Int32Array(16).fill(v);
+  const task = (names: string[], outputNames = ['OUTPUT0', 'OUTPUT1']): ExecuteTask => ({
+    op: 'execute', outputNames, batching: true,
+    requests: [{ inputs: names.map((name, i) => ({ name, datatype: 'INT32' as const, shape: [1, 16], data: ints(i + 2) })), batchSize: 1 }],
+  });
+  afterEach(() => { vi.restoreAllMocks(); });
+
+  it('onnxruntime-common 1.30.0 (pinned exactly) keeps its private `handler`, whose run takes feeds, fetches and options and gives Tensors by output name', async () => {
+    const s = await ort.InferenceSession.create(SIMPLE);
+    const h = sessionHandler(s);
+    expect(h).toBeDefined();
+    const feeds = { INPUT0: new ort.Tensor('int32', ints(2), [1, 16]), INPUT1: new ort.Tensor('int32', ints(3), [1, 16]) };
+    const out = await h!.run(feeds, { OUTPUT1: null }, {});
+    expect(Object.keys(out)).toEqual(['OUTPUT1']);
+    expect(out['OUTPUT1']).toBeInstanceOf(ort.Tensor);
+    expect(Array.from(out['OUTPUT1']!.data as Int32Array)).toEqual(new Array(16).fill(-1));
+    await s.release();
+  });
+
+  it('a run goes through it, not through InferenceSession.run, with the same answers', async () => {
+    const common = vi.spyOn((ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype, 'run');
+    const s = await open({ modelFile: SIMPLE });
+    const r = await s.run(task(['INPUT0', 'INPUT1']));
+    expect(common).not.toHaveBeenCalled();
+    expect(r.responses[0]).toMatchObject({ outputs: [{ name: 'OUTPUT0', shape: [1, 16], data: ints(5) }, { name: 'OUTPUT1', shape: [1, 16], data: ints(-1) }] });
+  });
+
+  it('checks what onnxruntime-common checked, with its messages: a missing input never reaches the native run', async () => {
+    const probe = await ort.InferenceSession.create(SIMPLE);
+    const native = vi.spyOn(Object.getPrototypeOf(sessionHandler(probe)) as { run: () => Promise<unknown> }, 'run');
+    await probe.release();
+    const s = await open({ modelFile: SIMPLE });
+    const fail = (t: ExecuteTask) => s.run(t).then(() => 'answered', (err: unknown) => s.failure(err));
+    expect(await fail(task(['INPUT0']))).toEqual({ error: { code: 'INTERNAL', message: "onnx runtime error: input 'INPUT1' is missing in 'feeds'." } });
+    expect(await fail(task(['INPUT0', 'INPUT1'], ['NOPE']))).toEqual({ error: { code: 'INTERNAL', message: "onnx runtime error: 'fetches' contains invalid output name: NOPE." } });
+    expect(await fail(task(['INPUT0', 'INPUT1'], []))).toEqual({ error: { code: 'INTERNAL', message: "onnx runtime error: 'fetches' cannot be an empty array." } });
+    expect(native).not.toHaveBeenCalled();
   });
 });

@@ -71,11 +71,16 @@ export class OnnxSession {
    * blocks its thread, so two never overlapped anyway.
    */
   #tail: Promise<unknown> = Promise.resolve();
+  /** Operations started and not settled: with none, the next one starts at once (no hop through `#tail`). */
+  #busy = 0;
+  readonly #settled = (): void => { this.#busy--; };
 
   /** Runs `fn` once every operation before it has settled. */
   #exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const p = this.#tail.then(fn);
-    this.#tail = p.catch(() => undefined);
+    const idle = this.#busy === 0;
+    this.#busy++;
+    const p = idle ? fn() : this.#tail.then(fn);
+    this.#tail = p.then(this.#settled, this.#settled);
     return p;
   }
 
@@ -248,7 +253,7 @@ export class OnnxSession {
     // meanwhile (other instances' runs, the main thread receiving request bodies) still counts.
     // A needless remake costs one session creation, no request: see SessionRemake.
     const rssBefore = checked ? process.memoryUsage.rss() : 0;
-    const results = await session.run(feeds, task.outputNames);
+    const results = await runSession(session, feeds, task.outputNames);
     const grew = checked ? process.memoryUsage.rss() - rssBefore - outputBytes(results) : 0;
     const t2 = performance.now();
     const produced = (name: string): WireTensor => {
@@ -296,6 +301,40 @@ export class OnnxSession {
     }
     return { error: msg ? { code: 'UNAVAILABLE', message: msg } : { code: 'INTERNAL', message: `onnx runtime error: ${text}` } };
   }
+}
+
+/** What onnxruntime-node's session handler takes and gives (see `runSession`). */
+interface SessionHandler {
+  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, null>, options: object): Promise<ort.InferenceSession.OnnxValueMapType>;
+}
+
+/** The handler behind an InferenceSession, if it has the one `runSession` knows. */
+export function sessionHandler(session: ort.InferenceSession): SessionHandler | undefined {
+  const h = (session as unknown as { handler?: Partial<SessionHandler> }).handler;
+  return typeof h?.run === 'function' ? (h as SessionHandler) : undefined;
+}
+
+/**
+ * Runs a session through onnxruntime-node's handler, without onnxruntime-common's
+ * InferenceSession.run around it: that wrapper checks the feeds and fetches (checked here the same
+ * way, with its messages), builds a fetches object and then a result object anew, and costs a lone
+ * `simple` request two promises and ~1,300 instructions (bench/RESULTS.md, issue #18). `handler` is
+ * a private field of onnxruntime-common 1.30.0, which is pinned exactly (onnxruntime-session.test.ts
+ * fails if it changes); a session without it runs through the wrapper.
+ */
+function runSession(session: ort.InferenceSession, feeds: Record<string, ort.Tensor>, outputNames: readonly string[]): Promise<ort.InferenceSession.OnnxValueMapType> {
+  const handler = sessionHandler(session);
+  if (!handler) return session.run(feeds, outputNames);
+  if (outputNames.length === 0) return Promise.reject(new TypeError("'fetches' cannot be an empty array."));
+  const fetches: Record<string, null> = {};
+  for (const name of outputNames) {
+    if (!session.outputNames.includes(name)) return Promise.reject(new RangeError(`'fetches' contains invalid output name: ${name}.`));
+    fetches[name] = null;
+  }
+  for (const name of session.inputNames) {
+    if (feeds[name] === undefined) return Promise.reject(new Error(`input '${name}' is missing in 'feeds'.`));
+  }
+  return handler.run(feeds, fetches, {});
 }
 
 /** Bytes of input a batch carries. */

@@ -81,7 +81,7 @@ const FIRST_CAPACITY = 16 * 1024;
  * front, so that a binary section after a JSON header of known length starts 8-byte aligned and
  * its tensors can be viewed in place instead of copied.
  */
-function readIncoming(incoming: IncomingMessage, limit: number, declared: number | undefined, pad: number): Promise<Uint8Array> {
+function readIncoming(incoming: IncomingMessage, limit: number, declared: number | undefined, pad: number, owned: boolean): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     let buf: Uint8Array | undefined = new Uint8Array(pad + (declared ?? Math.min(limit, FIRST_CAPACITY)));
     let total = 0;
@@ -114,6 +114,8 @@ function readIncoming(incoming: IncomingMessage, limit: number, declared: number
         exact.set(out.subarray(pad, pad + total), pad);
         out = exact;
       }
+      // An uncompressed body is the request's own: its tensors (views of it) may move it to a thread.
+      if (owned) markTransferable(out.buffer);
       resolve(out.subarray(pad, pad + total));
     });
     incoming.on('error', (e) => {
@@ -183,14 +185,20 @@ export async function readBody(c: Context, limit: number, headerLength?: number)
 }
 
 /** `readBody` of a Node request whose body is still unread (the Hono route's and the infer fast path's). */
-export async function readIncomingBody(incoming: IncomingMessage, limit: number, headerLength?: number): Promise<Uint8Array> {
-  const { encoding, declared } = bodyHead((name) => incomingHeader(incoming, name), limit);
-  const pad = encoding === 'identity' && headerLength ? (8 - (headerLength % 8)) % 8 : 0;
-  const raw = await readIncoming(incoming, limit, declared, pad);
-  if (encoding !== 'identity') return decodeBody(raw, encoding, limit);
-  // decodeBody's identity case, without its promise (every uncompressed request comes here).
-  markTransferable(raw.buffer);
-  return raw;
+export function readIncomingBody(incoming: IncomingMessage, limit: number, headerLength?: number): Promise<Uint8Array> {
+  let head: { encoding: string; declared: number | undefined };
+  try {
+    head = bodyHead((name) => incomingHeader(incoming, name), limit);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const { encoding, declared } = head;
+  const identity = encoding === 'identity';
+  const pad = identity && headerLength ? (8 - (headerLength % 8)) % 8 : 0;
+  // Not an async function: an uncompressed body (every request but a compressed one) is
+  // readIncoming's promise itself, owned when it resolves, with no promise more (issue #18).
+  const raw = readIncoming(incoming, limit, declared, pad, identity);
+  return identity ? raw : raw.then((r) => decodeBody(r, encoding, limit));
 }
 
 /** The body as received, decompressed per its Content-Encoding; owned by the request. */

@@ -17,7 +17,7 @@ export function readInferRequest(c: Context, backplane: Backplane, maxInputSize:
  * `readInferRequest` without Hono: `h` is the `Inference-Header-Content-Length` header, `read`
  * reads the body (told the JSON header's length, so binary tensors can start aligned).
  */
-export async function readInferBody(
+export function readInferBody(
   model: { name: string; version?: number },
   h: string | undefined,
   read: (headerLength: number | undefined) => Promise<Uint8Array>,
@@ -25,24 +25,27 @@ export async function readInferBody(
 ): Promise<ParsedInfer> {
   let headerLength: number | undefined;
   if (h !== undefined) {
-    if (!/^\d+$/.test(h.trim())) throw Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${echo(h)}'`);
+    if (!/^\d+$/.test(h.trim())) return Promise.reject(Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${echo(h)}'`));
     headerLength = Number(h);
   }
-  const body = await read(headerLength);
-  let raw: { name: string; datatype: string; shape: number[] } | undefined;
-  if (headerLength === 0) {
-    const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
-    const inputs = config.input ?? [];
-    if (inputs.length !== 1) throw Errors.invalidArg(`raw binary request requires model '${model.name}' to have exactly one input, it has ${inputs.length}`);
-    const inp = inputs[0]!;
-    const dims = inp.dims ?? [];
-    raw = {
-      name: inp.name,
-      datatype: configTypeToDataType(inp.data_type ?? '') ?? '',
-      shape: (config.max_batch_size ?? 0) > 0 ? [1, ...dims] : dims,
-    };
-  }
-  return parseInferRequest(body, headerLength, model, raw);
+  // One hop after the body (not an async function's two): issue #18's lone small request.
+  if (headerLength !== 0) return read(headerLength).then((body) => parseInferRequest(body, headerLength, model));
+  return read(0).then((body) => readRawBinary(body, model, backplane));
+}
+
+/** A raw binary request (header length 0): the body is the model's one input, as its config says. */
+async function readRawBinary(body: Uint8Array, model: { name: string; version?: number }, backplane: Backplane): Promise<ParsedInfer> {
+  const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
+  const inputs = config.input ?? [];
+  if (inputs.length !== 1) throw Errors.invalidArg(`raw binary request requires model '${model.name}' to have exactly one input, it has ${inputs.length}`);
+  const inp = inputs[0]!;
+  const dims = inp.dims ?? [];
+  const raw = {
+    name: inp.name,
+    datatype: configTypeToDataType(inp.data_type ?? '') ?? '',
+    shape: (config.max_batch_size ?? 0) > 0 ? [1, ...dims] : dims,
+  };
+  return parseInferRequest(body, 0, model, raw);
 }
 
 /**
