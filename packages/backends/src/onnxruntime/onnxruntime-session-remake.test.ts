@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import * as ort from 'onnxruntime-node';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Logger } from '@triode/core';
 import { EXAMPLES } from '../../../../test/helpers/repository.js';
@@ -9,6 +8,7 @@ import { ARENA_CHECK_MIN_INPUT_BYTES, OnnxSession, type SessionRunResult } from 
 import { ExecutionThreadPolicy } from './execution-thread-policy.js';
 import { OnnxInstance, mainThreadPath } from './onnxruntime-instance.js';
 import { sessionSettings } from './onnxruntime-utils.js';
+import { OnnxLoader } from './onnxruntime-loader.js';
 
 /**
  * The session made anew after a run that grew the process's memory by more than arena_reset_bytes
@@ -28,8 +28,8 @@ const first = (r: SessionRunResult) => {
   return 'outputs' in x ? (x.outputs[0]!.data as Int32Array)[0] : x;
 };
 
-const create = ort.InferenceSession.create.bind(ort.InferenceSession);
-const spyCreate = () => vi.spyOn(ort.InferenceSession, 'create');
+const create = OnnxLoader.create.bind(OnnxLoader);
+const spyCreate = () => vi.spyOn(OnnxLoader, 'create');
 
 beforeEach(() => {
   let rss = 0;
@@ -43,10 +43,10 @@ describe('OnnxSession: the remake after an outsized run', () => {
     await s.load(load());
     let remaking!: () => void;
     const remakeStarted = new Promise<void>((r) => { remaking = r; });
-    spyCreate().mockImplementation(async (...args: unknown[]) => {
+    spyCreate().mockImplementation(async (...args: Parameters<typeof create>) => {
       remaking();
       await sleep(20);
-      return (create as (...a: unknown[]) => Promise<ort.InferenceSession>)(...args);
+      return create(...args);
     });
     const a = s.run(task(BIG, 1));
     await remakeStarted;

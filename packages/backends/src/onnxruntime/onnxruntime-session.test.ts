@@ -10,7 +10,8 @@ import { EXAMPLES } from '../../../../test/helpers/repository.js';
 import { raggedOnnxModel } from '../../../../test/helpers/ragged-onnx.js';
 import { T, int, model, msg, node, str, valueInfo } from '../../../../scripts/onnx-writer.mjs';
 import type { ExecuteReply, ExecuteResult, ExecuteTask, LoadTask, WireTensor } from './messages.js';
-import { OnnxSession, outputBuffers, sessionHandler } from './onnxruntime-session.js';
+import { OnnxSession, outputBuffers } from './onnxruntime-session.js';
+import { OnnxLoader, nativeBinding, type ImmediateOrtSession } from './onnxruntime-loader.js';
 import { ExecutionThreadPolicy } from './execution-thread-policy.js';
 import { OnnxInstance, mainThreadPath, threadPath } from './onnxruntime-instance.js';
 import { raggedBatchConfig, sessionSettings } from './onnxruntime-utils.js';
@@ -115,14 +116,14 @@ describe('a GPU lost mid-run (issue #17), with a stand-in: the session\'s run th
   // The session runs on the CPU here, but believes it is on a GPU: its errors are read as GPU failures.
   const load = (gpu?: string): LoadTask => ({ op: 'load', modelFile: SIMPLE, sessionOptions: sessionSettings({}), ...(gpu ? { gpu } : {}) });
   afterEach(() => { vi.restoreAllMocks(); });
-  /** onnxruntime-node's session handler class, which runs every session (see runSession): its next run rejects with `err`. */
-  let HANDLER: { run: (...args: unknown[]) => Promise<unknown> };
+  /** The class of OnnxLoader's sessions, which runs every session (see onnxruntime-loader.ts): its next run throws `err`. */
+  let SESSION: Pick<ImmediateOrtSession, 'run'>;
   beforeAll(async () => {
-    const s = await ort.InferenceSession.create(SIMPLE);
-    HANDLER = Object.getPrototypeOf(sessionHandler(s)) as typeof HANDLER;
+    const s = await OnnxLoader.create(SIMPLE, {});
+    SESSION = Object.getPrototypeOf(s) as typeof SESSION;
     await s.release();
   });
-  const failNextRun = (err: Error) => vi.spyOn(HANDLER, 'run').mockRejectedValueOnce(err);
+  const failNextRun = (err: Error) => vi.spyOn(SESSION, 'run').mockImplementationOnce(() => { throw err; });
 
   it.each([
     ['WebGPU', 'WebGPU device lost (Destroyed)'],
@@ -230,7 +231,7 @@ describe('outputBuffers: what an instance thread moves back with a result', () =
   });
 });
 
-describe('runSession: onnxruntime-node\'s handler, without onnxruntime-common\'s run around it (issue #18)', () => {
+describe('a run on OnnxLoader\'s native session: no immediate, no onnxruntime-common run around it (issue #18)', () => {
   const SIMPLE = join(EXAMPLES, 'simple/1/model.onnx');
   const ints = (v: number) => new Int32Array(16).fill(v);
   const task = (names: string[], outputNames = ['OUTPUT0', 'OUTPUT1']): ExecuteTask => ({
@@ -239,35 +240,35 @@ describe('runSession: onnxruntime-node\'s handler, without onnxruntime-common\'s
   });
   afterEach(() => { vi.restoreAllMocks(); });
 
-  it('onnxruntime-common 1.30.0 (pinned exactly) keeps its private `handler`, whose run takes feeds, fetches and options and gives Tensors by output name', async () => {
-    const s = await ort.InferenceSession.create(SIMPLE);
-    const h = sessionHandler(s);
-    expect(h).toBeDefined();
-    const feeds = { INPUT0: new ort.Tensor('int32', ints(2), [1, 16]), INPUT1: new ort.Tensor('int32', ints(3), [1, 16]) };
-    const out = await h!.run(feeds, { OUTPUT1: null }, {});
-    expect(Object.keys(out)).toEqual(['OUTPUT1']);
-    expect(out['OUTPUT1']).toBeInstanceOf(ort.Tensor);
-    expect(Array.from(out['OUTPUT1']!.data as Int32Array)).toEqual(new Array(16).fill(-1));
-    await s.release();
-  });
-
-  it('a run goes through it, not through InferenceSession.run, with the same answers', async () => {
-    const common = vi.spyOn((ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype, 'run');
+  it('answers as before, without InferenceSession.run and without an immediate', async () => {
     const s = await open({ modelFile: SIMPLE });
+    const common = vi.spyOn((ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype, 'run');
+    const immediate = vi.spyOn(globalThis, 'setImmediate');
     const r = await s.run(task(['INPUT0', 'INPUT1']));
     expect(common).not.toHaveBeenCalled();
+    expect(immediate).not.toHaveBeenCalled();
     expect(r.responses[0]).toMatchObject({ outputs: [{ name: 'OUTPUT0', shape: [1, 16], data: ints(5) }, { name: 'OUTPUT1', shape: [1, 16], data: ints(-1) }] });
+    expect(r.computeInferNs).toBeGreaterThan(0);
   });
 
-  it('checks what onnxruntime-common checked, with its messages: a missing input never reaches the native run', async () => {
-    const probe = await ort.InferenceSession.create(SIMPLE);
-    const native = vi.spyOn(Object.getPrototypeOf(sessionHandler(probe)) as { run: () => Promise<unknown> }, 'run');
-    await probe.release();
+  it('what the checks refuse is an answer with onnxruntime-common\'s message, and the session keeps serving', async () => {
     const s = await open({ modelFile: SIMPLE });
     const fail = (t: ExecuteTask) => s.run(t).then(() => 'answered', (err: unknown) => s.failure(err));
     expect(await fail(task(['INPUT0']))).toEqual({ error: { code: 'INTERNAL', message: "onnx runtime error: input 'INPUT1' is missing in 'feeds'." } });
     expect(await fail(task(['INPUT0', 'INPUT1'], ['NOPE']))).toEqual({ error: { code: 'INTERNAL', message: "onnx runtime error: 'fetches' contains invalid output name: NOPE." } });
     expect(await fail(task(['INPUT0', 'INPUT1'], []))).toEqual({ error: { code: 'INTERNAL', message: "onnx runtime error: 'fetches' cannot be an empty array." } });
-    expect(native).not.toHaveBeenCalled();
+    expect((await s.run(task(['INPUT0', 'INPUT1']))).responses[0]).toMatchObject({ outputs: [{ data: ints(5) }, { data: ints(-1) }] });
+  });
+
+  it('without the native binding, a session of onnxruntime-common\'s gives the same answers, and compute_infer still starts at its run', async () => {
+    expect(nativeBinding()).not.toBeNull();
+    const create = OnnxLoader.create.bind(OnnxLoader);
+    vi.spyOn(OnnxLoader, 'create').mockImplementation((file, options) => create(file, options, null));
+    const s = await open({ modelFile: SIMPLE });
+    const common = vi.spyOn((ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype, 'run');
+    const r = await s.run(task(['INPUT0', 'INPUT1']));
+    expect(common).toHaveBeenCalledTimes(1);
+    expect(r.responses[0]).toMatchObject({ outputs: [{ name: 'OUTPUT0', shape: [1, 16], data: ints(5) }, { name: 'OUTPUT1', shape: [1, 16], data: ints(-1) }] });
+    expect(r.computeInferNs).toBeGreaterThan(0);
   });
 });

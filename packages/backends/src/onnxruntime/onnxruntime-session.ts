@@ -12,6 +12,7 @@ import type { ExecuteProviderList, ExecuteResult, ExecuteTask, LoadReply, LoadTa
 import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
 import { classifyGpuFailure, gpuFailureMessage } from './gpu-errors.js';
 import { checkModelIo, onnxIo } from './model-io-check.js';
+import { OnnxLoader, type OrtSession } from './onnxruntime-loader.js';
 
 /** Runs with less input than this are not checked for arena growth (see SessionSettings.arenaResetBytes). */
 export const ARENA_CHECK_MIN_INPUT_BYTES = 1024 * 1024;
@@ -53,7 +54,7 @@ export function outputBuffers(result: ExecuteResult): ArrayBuffer[] {
 
 /** A session, remade after an outsized run and dropped when its GPU is lost. */
 export class OnnxSession {
-  #session: ort.InferenceSession | undefined;
+  #session: OrtSession | undefined;
   /** What the session was made from, to make it anew (see SessionSettings.arenaResetBytes). */
   #made: { file: string; settings: SessionSettings; providers: ExecuteProviderList; gpu: string | undefined } | undefined;
   /** Set once the instance's GPU was lost: every later run answers UNAVAILABLE with it. */
@@ -128,7 +129,7 @@ export class OnnxSession {
       options.extra = extra;
     }
     try {
-      this.#session = await ort.InferenceSession.create(file, options);
+      this.#session = await OnnxLoader.create(file, options);
     } catch (err) {
       // Out of GPU memory at load: the thread (and with it what was allocated) goes when the pool closes.
       const msg = gpu ? gpuFailureMessage(errorText(err), gpu, 'create the session') : undefined;
@@ -243,17 +244,23 @@ export class OnnxSession {
       for (const t of reqs[0]!.inputs) feeds[t.name] = toOrt(concat(reqs.map((r) => r.inputs.find((x) => x.name === t.name)!)));
     }
     const t1 = performance.now();
-    // session.run calls the native run in an immediate of its own: one queued just before it
-    // marks when the run starts, so compute_infer leaves out whatever the event loop did in
-    // between (on the main thread, other requests' I/O).
-    let started = t1;
-    setImmediate(() => { started = performance.now(); });
     // RSS is the whole process's: the window is the native run alone (this run's joined inputs
     // are made before it, its outputs are taken off after), but what other threads allocate
     // meanwhile (other instances' runs, the main thread receiving request bodies) still counts.
     // A needless remake costs one session creation, no request: see SessionRemake.
     const rssBefore = checked ? process.memoryUsage.rss() : 0;
-    const results = await runSession(session, feeds, task.outputNames);
+    let started = t1;
+    let results: ort.InferenceSession.OnnxValueMapType;
+    if (session.immediate) {
+      // The native session runs here and now (onnxruntime-loader.ts): no hop, no promise.
+      results = session.run(feeds, task.outputNames);
+    } else {
+      // onnxruntime-common's run calls the native run in an immediate of its own: one queued
+      // just before it marks when the run starts, so compute_infer leaves out whatever the event
+      // loop did in between (on the main thread, other requests' I/O).
+      setImmediate(() => { started = performance.now(); });
+      results = await session.run(feeds, task.outputNames);
+    }
     const grew = checked ? process.memoryUsage.rss() - rssBefore - outputBytes(results) : 0;
     const t2 = performance.now();
     const produced = (name: string): WireTensor => {
@@ -301,40 +308,6 @@ export class OnnxSession {
     }
     return { error: msg ? { code: 'UNAVAILABLE', message: msg } : { code: 'INTERNAL', message: `onnx runtime error: ${text}` } };
   }
-}
-
-/** What onnxruntime-node's session handler takes and gives (see `runSession`). */
-interface SessionHandler {
-  run(feeds: Record<string, ort.Tensor>, fetches: Record<string, null>, options: object): Promise<ort.InferenceSession.OnnxValueMapType>;
-}
-
-/** The handler behind an InferenceSession, if it has the one `runSession` knows. */
-export function sessionHandler(session: ort.InferenceSession): SessionHandler | undefined {
-  const h = (session as unknown as { handler?: Partial<SessionHandler> }).handler;
-  return typeof h?.run === 'function' ? (h as SessionHandler) : undefined;
-}
-
-/**
- * Runs a session through onnxruntime-node's handler, without onnxruntime-common's
- * InferenceSession.run around it: that wrapper checks the feeds and fetches (checked here the same
- * way, with its messages), builds a fetches object and then a result object anew, and costs a lone
- * `simple` request two promises and ~1,300 instructions (bench/RESULTS.md, issue #18). `handler` is
- * a private field of onnxruntime-common 1.30.0, which is pinned exactly (onnxruntime-session.test.ts
- * fails if it changes); a session without it runs through the wrapper.
- */
-function runSession(session: ort.InferenceSession, feeds: Record<string, ort.Tensor>, outputNames: readonly string[]): Promise<ort.InferenceSession.OnnxValueMapType> {
-  const handler = sessionHandler(session);
-  if (!handler) return session.run(feeds, outputNames);
-  if (outputNames.length === 0) return Promise.reject(new TypeError("'fetches' cannot be an empty array."));
-  const fetches: Record<string, null> = {};
-  for (const name of outputNames) {
-    if (!session.outputNames.includes(name)) return Promise.reject(new RangeError(`'fetches' contains invalid output name: ${name}.`));
-    fetches[name] = null;
-  }
-  for (const name of session.inputNames) {
-    if (feeds[name] === undefined) return Promise.reject(new Error(`input '${name}' is missing in 'feeds'.`));
-  }
-  return handler.run(feeds, fetches, {});
 }
 
 /** Bytes of input a batch carries. */
