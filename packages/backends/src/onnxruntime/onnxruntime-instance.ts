@@ -16,6 +16,7 @@ import {
 import type { ExecuteTask, LoadTask, WireTensor } from './messages.js';
 import { OnnxSession, inputBytes, mib, type SessionRemake, type SessionRunResult } from './onnxruntime-session.js';
 import { ExecutionThreadPolicy, type ExecutionPath, type PathChange } from './execution-thread-policy.js';
+import { loopTurned, nextLoopTurn } from '../common/loop-turn.js';
 
 /**
  * Buffers to move to the thread, each once: those of the inputs the requests own (`isOwned`). The
@@ -92,8 +93,10 @@ export async function mainThreadPath(task: LoadTask): Promise<ExecutionPathRunne
     await session.unload().catch(() => undefined);
     throw err;
   }
+  const fail = (err: unknown): Promise<PathReply> => session.failure(err);
+  // A run answers at once and blocks the thread: back-to-back runs let the event loop turn between them (loop-turn.ts).
   return {
-    run: (t) => session.run(t).catch((err: unknown) => session.failure(err)),
+    run: (t) => (loopTurned() ? session.run(t) : nextLoopTurn().then(() => session.run(t))).catch(fail),
     close: () => session.unload(),
   };
 }

@@ -251,6 +251,23 @@ describe('a run on OnnxLoader\'s native session: no immediate, no onnxruntime-co
     expect(r.computeInferNs).toBeGreaterThan(0);
   });
 
+  it('main-thread runs chained by promises alone still let the event loop turn: a timer fires (before: the chain starved it)', async () => {
+    const path = await mainThreadPath({ op: 'load', modelFile: SIMPLE, sessionOptions: sessionSettings({}) });
+    try {
+      let fired = false;
+      setTimeout(() => { fired = true; }, 1);
+      let runs = 0;
+      const t0 = Date.now();
+      while (!fired && runs < 5000 && Date.now() - t0 < 2000) {
+        expect(await path.run(task(['INPUT0', 'INPUT1']), [])).toMatchObject({ responses: [{ outputs: [{ data: ints(5) }, { data: ints(-1) }] }] });
+        runs++;
+      }
+      expect(fired).toBe(true);
+    } finally {
+      await path.close();
+    }
+  });
+
   it('what the checks refuse is an answer with onnxruntime-common\'s message, and the session keeps serving', async () => {
     const s = await open({ modelFile: SIMPLE });
     const fail = (t: ExecuteTask) => s.run(t).then(() => 'answered', (err: unknown) => s.failure(err));
