@@ -104,6 +104,24 @@ describe('OnnxLoader: sessions on onnxruntime-node\'s native binding, run with n
     expect(s.run(simpleFeeds(1, 1), ['OUTPUT0'])['OUTPUT0']!.data).toEqual(ints(2));
   });
 
+  it('takes plain objects as inputs (no Tensor made), and refuses one whose data is shorter than its shape, as a throw', async () => {
+    const s = await native(SIMPLE);
+    const feed = (data: Int32Array, dims = [1, 16]) => ({ location: 'cpu', type: 'int32', dims, data });
+    expect(s.run({ INPUT0: feed(ints(2)), INPUT1: feed(ints(3)) }, ['OUTPUT0'])['OUTPUT0']!.data).toEqual(ints(5));
+    expect(() => s.run({ INPUT0: feed(new Int32Array(8)), INPUT1: feed(ints(3)) }, ['OUTPUT0'])).toThrow();
+    expect(() => s.run({ INPUT0: feed(ints(1), [1, 16.5]), INPUT1: feed(ints(3)) }, ['OUTPUT0'])).toThrow(/dims/);
+    expect(() => s.run({ INPUT0: { location: 'cpu', type: 'int32', dims: [1, 16], data: new Float32Array(16) }, INPUT1: feed(ints(3)) }, ['OUTPUT0'])).toThrow(/typed array/);
+    expect(s.run({ INPUT0: feed(ints(4)), INPUT1: feed(ints(3)) }, ['OUTPUT1'])['OUTPUT1']!.data).toEqual(ints(1));
+  });
+
+  it('a string input with fewer strings than its shape holds is refused, as a throw', async () => {
+    const s = await native(join(EXAMPLES, 'simple_string/1/model.onnx'));
+    const name = s.inputNames[0]!;
+    const feeds = Object.fromEntries(s.inputNames.map((n) => [n, { location: 'cpu', type: 'string', dims: [1, 16], data: new Array<string>(16).fill('1') }]));
+    expect(() => s.run({ ...feeds, [name]: { location: 'cpu', type: 'string', dims: [1, 16], data: ['1', '2'] } }, [s.outputNames[0]!])).toThrow();
+    expect(Object.keys(s.run(feeds, [s.outputNames[0]!]))).toEqual([s.outputNames[0]]);
+  });
+
   it('a model file that is not a model fails to load, as with onnxruntime-common', async () => {
     const bad = join(mkdtempSync(join(tmpdir(), 'triode-loader-')), 'model.onnx');
     writeFileSync(bad, 'not a model');

@@ -12,7 +12,7 @@ import type { ExecuteProviderList, ExecuteResult, ExecuteTask, LoadReply, LoadTa
 import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
 import { classifyGpuFailure, gpuFailureMessage } from './gpu-errors.js';
 import { checkModelIo, onnxIo } from './model-io-check.js';
-import { OnnxLoader, type OrtSession } from './onnxruntime-loader.js';
+import { OnnxLoader, type OrtFeed, type OrtSession } from './onnxruntime-loader.js';
 
 /** Runs with less input than this are not checked for arena growth (see SessionSettings.arenaResetBytes). */
 export const ARENA_CHECK_MIN_INPUT_BYTES = 1024 * 1024;
@@ -230,7 +230,7 @@ export class OnnxSession {
     const limit = this.#arenaLimit();
     const checked = limit > 0 && inputBytes(task) >= ARENA_CHECK_MIN_INPUT_BYTES;
     const t0 = performance.now();
-    const feeds: Record<string, ort.Tensor> = {};
+    const feeds: Record<string, OrtFeed> = {};
     const reqs = task.requests;
     const ragged = this.#ragged;
     if (ragged) {
@@ -338,13 +338,13 @@ function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function toOrt(t: WireTensor): ort.Tensor {
-  const type = dataTypeToOrtType(t.datatype);
+/** A tensor as the native run takes it (see OrtFeed): the core has checked its data against its shape. */
+function toOrt(t: WireTensor): OrtFeed {
   if (t.datatype === 'BYTES') {
     const strings = deserializeBytesTensor(t.data as Uint8Array).map((b) => decoder.decode(b));
-    return new ort.Tensor('string', strings, t.shape);
+    return { location: 'cpu', type: 'string', dims: t.shape, data: strings };
   }
-  return new ort.Tensor(type as 'float32', t.data as Float32Array, t.shape);
+  return { location: 'cpu', type: dataTypeToOrtType(t.datatype), dims: t.shape, data: t.data };
 }
 
 /** Concatenates the requests' tensors of one input along the batch dim. */
