@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor } from '@triode/core';
-import { tensorDataToJson } from './json-tensor.js';
+import { jsonToTensorData, tensorDataToJson } from './json-tensor.js';
 
 describe('tensors written as Triton writes them (rapidjson)', () => {
   it('floats: an integral value with .0, -0.0 keeps its sign, exponents without +, NaN and infinities bare', () => {
@@ -28,5 +28,28 @@ describe('tensors written as Triton writes them (rapidjson)', () => {
   it('integers are written exactly', () => {
     expect(tensorDataToJson(BigInt64Array.of(-(2n ** 63n), 2n ** 63n - 1n), 'INT64')).toBe('[-9223372036854775808,9223372036854775807]');
     expect(tensorDataToJson(Int32Array.of(0, -1), 'INT32')).toBe('[0,-1]');
+  });
+});
+
+describe('jsonToTensorData: a flat array of numbers in one loop, the rest through the general walk', () => {
+  const msgOf = (f: () => unknown) => { try { f(); return 'no error'; } catch (e) { return (e as Error).message; } };
+  it('a flat array gives what its nested form gives, for every numeric type', () => {
+    for (const dt of ['INT8', 'INT16', 'INT32', 'UINT8', 'UINT16', 'UINT32', 'FP32', 'FP64'] as const) {
+      const flat = jsonToTensorData([1, 2, 3, 4], dt, 4, 'x');
+      expect(flat).toEqual(jsonToTensorData([[1, 2], [3, 4]], dt, 4, 'x'));
+      expect(Array.from(flat as Int32Array)).toEqual([1, 2, 3, 4]);
+    }
+    expect(Array.from(jsonToTensorData([-0, 0.5, NaN, 1e300], 'FP64', 4, 'x') as Float64Array)).toEqual([-0, 0.5, NaN, 1e300]);
+    expect(Array.from(jsonToTensorData([1, 123456789012345678901234567890n], 'FP64', 2, 'x') as Float64Array)).toEqual([1, 1.2345678901234568e29]);
+  });
+  it('a value a flat array may not hold is refused with the element named, as before', () => {
+    expect(msgOf(() => jsonToTensorData([1, 2, 'x', 4], 'INT32', 4, 'in'))).toBe("Unable to parse 'data': input 'in' element 2 is not a number");
+    expect(msgOf(() => jsonToTensorData([1, 3e9], 'INT32', 2, 'in'))).toBe("Unable to parse 'data': input 'in' element 1 is not an integer of type INT32");
+    expect(msgOf(() => jsonToTensorData([1, 1.5], 'UINT8', 2, 'in'))).toBe("Unable to parse 'data': input 'in' element 1 is not an integer of type UINT8");
+    expect(msgOf(() => jsonToTensorData([1, 5n], 'INT32', 2, 'in'))).toBe("Unable to parse 'data': input 'in' element 1 is not an integer of type INT32");
+    expect(msgOf(() => jsonToTensorData([1, null], 'FP32', 2, 'in'))).toBe("Unable to parse 'data': input 'in' element 1 is not a number");
+    // As many values as elements, one of them an array: the count is what is wrong.
+    expect(msgOf(() => jsonToTensorData([1, [2, 3]], 'INT32', 2, 'in'))).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field for input 'in': expected 2 elements, got 3");
+    expect(msgOf(() => jsonToTensorData([1, 2, 3], 'INT32', 2, 'in'))).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field for input 'in': expected 2 elements, got 3");
   });
 });
