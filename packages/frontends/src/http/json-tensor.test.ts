@@ -29,6 +29,16 @@ describe('tensors written as Triton writes them (rapidjson)', () => {
     expect(tensorDataToJson(BigInt64Array.of(-(2n ** 63n), 2n ** 63n - 1n), 'INT64')).toBe('[-9223372036854775808,9223372036854775807]');
     expect(tensorDataToJson(Int32Array.of(0, -1), 'INT32')).toBe('[0,-1]');
   });
+
+  it('integers: small arrays (joined in a loop) and large ones (joined natively) read the same as join, every integer type', () => {
+    for (const n of [0, 1, 16, 1024, 1025, 5000]) {
+      const ints = Array.from({ length: n }, (_, i) => (i % 11) - 5);
+      const arrays = [Int8Array.from(ints), Int16Array.from(ints), Int32Array.from(ints), Uint8Array.from(ints, Math.abs), Uint16Array.from(ints, Math.abs),
+        Uint32Array.from(ints, (x) => x + 2 ** 32 - 6), BigInt64Array.from(ints, (x) => BigInt(x) * 2n ** 60n), BigUint64Array.from(ints, (x) => BigInt(x + 5) * 2n ** 60n)];
+      const types = ['INT8', 'INT16', 'INT32', 'UINT8', 'UINT16', 'UINT32', 'INT64', 'UINT64'] as const;
+      arrays.forEach((a, k) => expect(tensorDataToJson(a, types[k]!)).toBe(`[${a.join(',')}]`));
+    }
+  });
 });
 
 describe('jsonToTensorData: a flat array of numbers in one loop, the rest through the general walk', () => {
