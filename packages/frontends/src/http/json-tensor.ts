@@ -153,8 +153,8 @@ const SMALL_JOIN = 1024;
 
 function smallIntJoin(a: ArrayLike<number | bigint>): string {
   if (a.length === 0) return '[]';
-  let s = '[' + String(a[0]);
-  for (let i = 1; i < a.length; i++) s += ',' + String(a[i]);
+  let s = '[' + a[0]!;
+  for (let i = 1; i < a.length; i++) s += ',' + a[i]!;
   return s + ']';
 }
 
