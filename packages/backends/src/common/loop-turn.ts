@@ -8,6 +8,7 @@
  * I/O (a request read in the poll phase) finds the turn taken and runs at once, at the cost of one
  * immediate queued per turn, not one per run.
  */
+import { setImmediate as nextImmediate } from 'node:timers/promises';
 
 let armed = false;
 const fire = (): void => { armed = false; };
@@ -25,5 +26,5 @@ export function loopTurned(): boolean {
 
 /** Resolves at the event loop's next check phase (after its poll phase: pending I/O and timers first). */
 export function nextLoopTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+  return nextImmediate();
 }

@@ -9,6 +9,7 @@
  * Triton: onnxruntime_backend/src/onnxruntime_loader.cc (OnnxLoader::LoadSession)
  */
 import { createRequire } from 'node:module';
+import { setImmediate as nextImmediate } from 'node:timers/promises';
 import * as ort from 'onnxruntime-node';
 
 type Outputs = ort.InferenceSession.OnnxValueMapType;
@@ -192,7 +193,7 @@ export const OnnxLoader = {
       return new CommonOrtSession(await ort.InferenceSession.create(file, options));
     }
     // In an immediate, as onnxruntime-node makes its handler: a load blocks its thread throughout.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextImmediate();
     native.initOrt();
     const s = new native.binding.InferenceSession();
     s.loadModel(file, options);
