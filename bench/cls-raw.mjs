@@ -9,6 +9,11 @@
 //   shipped   model_repository/ppocr_cls as is (2 instances, execution_thread auto)
 //   instance  the same with execution_thread "instance" (Triton's: every batch on its thread)
 //   batching  the same with dynamic_batching { }
+//   instant   Triode with the same request and config, but a model that answers at once (a ReduceMax
+//             over the input, ~25 µs): what Triode's path costs for this 110 KB request, warm
+//   floor     bench/floor-server.mjs (Hono reading the body, a fixed answer): what Node's HTTP costs
+// instant and floor answer in a few hundred µs, so the server's CPU a request is the figure to read
+// for them, not req/s (wrk's one thread is then as busy as the server).
 // Before the first round each server is loaded for --settle seconds (default 10): at ppocr_cls's
 // ~700 requests a second V8 takes several seconds to optimize the request path (a function is
 // optimized after some hundreds to thousands of calls, again after a deoptimization; --trace-opt),
@@ -17,7 +22,7 @@
 // Needs wrk, taskset and `npm run build`. Run by hand:
 //   node bench/cls-raw.mjs [--seconds 4] [--warmup 1] [--settle 10] [--rounds 3] [--concurrency 16] [--variants shipped,instance]
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -25,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuCount, layout, machine as describeMachine, taskset } from './pinning.mjs';
 import { fmt, freePort, median, perRequest, start, stop, threadStats, wrk } from './harness.mjs';
+import { T, int, model as onnxModel, msg, node, str, valueInfo } from '../scripts/onnx-writer.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: {
@@ -47,6 +53,8 @@ const EXTRA = {
   shipped: '',
   instance: 'parameters { key: "execution_thread" value: { string_value: "instance" } }',
   batching: 'dynamic_batching { }',
+  instant: '',
+  floor: '',
 };
 for (const v of VARIANTS) if (!(v in EXTRA)) throw new Error(`unknown variant ${v}: one of ${Object.keys(EXTRA).join(', ')}`);
 
@@ -67,6 +75,15 @@ function raw() {
   return JSON.parse(execFileSync(cmd, rest, { cwd: ROOT, encoding: 'utf8' }).trim().split('\n').at(-1)).inferencesPerSec;
 }
 
+/** ppocr_cls's input and output names, but one ReduceMax over each sample: an answer at once. */
+function instantModel() {
+  const axes = msg(5, [str(1, 'axes'), ...[1, 2, 3].map((a) => int(8, a)), int(20, 7)]);
+  const keep = msg(5, [str(1, 'keepdims'), int(3, 1), int(20, 2)]);
+  const flat = msg(5, [str(1, 'axis'), int(3, 1), int(20, 2)]);
+  return onnxModel('instant', [node('ReduceMax', ['x'], ['r'], 'max', [axes, keep]), node('Flatten', ['r'], ['softmax_0.tmp_0'], 'flat', [flat])],
+    [valueInfo(11, 'x', T.FLOAT, ['b', 3, 48, 192])], [valueInfo(12, 'softmax_0.tmp_0', T.FLOAT, ['b', 1])]);
+}
+
 const stats = (port) => new Promise((res, rej) => {
   get({ host: '127.0.0.1', port, path: '/v2/models/ppocr_cls/stats', agent: false }, (r) => {
     let b = '';
@@ -82,10 +99,20 @@ const rows = [];
 const servers = [];
 try {
   for (const v of VARIANTS) {
+    const port = await freePort();
+    if (v === 'floor') {
+      const proc = await start(PIN.server, [process.execPath, join(ROOT, 'bench', 'floor-server.mjs'), String(port)], /floor server on/, ROOT);
+      servers.push({ variant: v, port, proc });
+      continue;
+    }
     const repo = join(dir, v);
     cpSync(join(ROOT, 'model_repository', 'ppocr_cls'), join(repo, 'ppocr_cls'), { recursive: true });
     if (EXTRA[v]) appendFileSync(join(repo, 'ppocr_cls', 'config.pbtxt'), `\n${EXTRA[v]}\n`);
-    const port = await freePort();
+    if (v === 'instant') {
+      writeFileSync(join(repo, 'ppocr_cls', '1', 'model.onnx'), instantModel());
+      const config = join(repo, 'ppocr_cls', 'config.pbtxt');
+      writeFileSync(config, readFileSync(config, 'utf8').replace('dims: [ 2 ]', 'dims: [ 1 ]'));
+    }
     const proc = await start(PIN.server, [join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port),
       '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'], /Started HTTPService at/, ROOT);
     servers.push({ variant: v, port, proc });
@@ -103,16 +130,21 @@ try {
         const s = servers[(k + round) % servers.length];
         const url = `http://127.0.0.1:${s.port}/v2/models/ppocr_cls/infer`;
         if (WARMUP > 0) wrk({ cpus: PIN.load, threads: wrkThreads, url, body, c, seconds: WARMUP, root: ROOT });
-        const [t0, s0] = [threadStats(s.proc.pid), await stats(s.port)];
+        // The floor server has no statistics.
+        const triode = s.variant !== 'floor';
+        const [t0, s0] = [threadStats(s.proc.pid), triode ? await stats(s.port) : undefined];
         const r = wrk({ cpus: PIN.load, threads: wrkThreads, url, body, c, seconds: SECONDS, root: ROOT });
-        const [t1, s1] = [threadStats(s.proc.pid), await stats(s.port)];
-        const n = s1.n - s0.n;
-        rows.push({
-          round, variant: s.variant, c, ...r, ...perRequest(t0, t1, r.requests), rawRps: rawRate, ofRaw: +(r.rps / rawRate).toFixed(3),
-          requestsPerExecution: +((s1.inferences - s0.inferences) / (s1.executions - s0.executions)).toFixed(2),
-          inferUsPerRequest: +((s1.infer - s0.infer) / n / 1000).toFixed(1),
-          serverOverheadUs: +(((s1.request - s0.request) - (s1.queue - s0.queue) - (s1.compute - s0.compute)) / n / 1000).toFixed(1),
-        });
+        const [t1, s1] = [threadStats(s.proc.pid), triode ? await stats(s.port) : undefined];
+        const row = { round, variant: s.variant, c, ...r, ...perRequest(t0, t1, r.requests), rawRps: rawRate, ofRaw: +(r.rps / rawRate).toFixed(3) };
+        if (s0 && s1) {
+          const n = s1.n - s0.n;
+          Object.assign(row, {
+            requestsPerExecution: +((s1.inferences - s0.inferences) / (s1.executions - s0.executions)).toFixed(2),
+            inferUsPerRequest: +((s1.infer - s0.infer) / n / 1000).toFixed(1),
+            serverOverheadUs: +(((s1.request - s0.request) - (s1.queue - s0.queue) - (s1.compute - s0.compute)) / n / 1000).toFixed(1),
+          });
+        }
+        rows.push(row);
         console.log(JSON.stringify(rows.at(-1)));
       }
     }
