@@ -7,6 +7,7 @@ import { OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, messageType } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { createHttpApp } from '../http/http-server.js';
+import { startHttpServer } from '../http/listen.js';
 import { startGrpcServer, type GrpcServerHandle } from '../grpc/grpc-server.js';
 import { TraceSettings } from './trace-settings.js';
 import { Tracer, type TraceRecord } from './tracer.js';
@@ -85,6 +86,39 @@ describe('trace emission', () => {
     for (let i = 0; i < 3; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
     tracer.flush();
     expect((JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[]).length).toBe(2);
+  });
+});
+
+describe('trace emission on the direct HTTP path (a listening server, not Hono)', () => {
+  it('traces the same timestamps as the Hono route; a request for a model that is not there is not counted', async () => {
+    const http = await startHttpServer(app, 0, '127.0.0.1');
+    try {
+      tracer.flush();
+      const read = (): TraceRecord[] => (existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[] : []);
+      const before = read().length;
+      settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '1' });
+      const post = (model: string) => fetch(`http://127.0.0.1:${http.port}/v2/models/${model}/infer`, { method: 'POST', body });
+      const missing = await post('nothing_here');
+      expect(missing.status).toBe(404);
+      await missing.arrayBuffer();
+      const ok = await post('simple');
+      expect(ok.status).toBe(200);
+      await ok.arrayBuffer();
+      tracer.flush();
+      // trace_count 1: the failed lookup gave its place back, so the request to simple took it.
+      const records = read().slice(before);
+      expect(records).toHaveLength(1);
+      expect(records[0]).toMatchObject({ model_name: 'simple', model_version: 1, request_id: 'r' });
+      expect(records[0]!.timestamps.map((t) => t.name)).toEqual([
+        'HTTP_RECV_START', 'HTTP_RECV_END', 'REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'COMPUTE_INPUT_END',
+        'COMPUTE_OUTPUT_START', 'COMPUTE_END', 'REQUEST_END', 'HTTP_SEND_START', 'HTTP_SEND_END',
+      ]);
+      const ns = records[0]!.timestamps.map((t) => t.ns);
+      expect([...ns].sort((a, b) => a - b)).toEqual(ns);
+    } finally {
+      settings.update({ trace_level: ['OFF'] });
+      await http.close(500);
+    }
   });
 });
 

@@ -18,7 +18,7 @@ import { httpError } from '../error-mapping.js';
 import { traceNow } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
 import { UnsupportedEncodingError, incomingHeader, readIncomingBody } from './body.js';
-import { inferResponseBody, readInferBody, type InferAnswer } from './infer-http.js';
+import { inferResponseBody, readInferBody, tracedInfer, type InferAnswer } from './infer-http.js';
 import type { HttpDeps } from './http-options.js';
 import type { HttpLifecycle } from './lifecycle.js';
 
@@ -119,17 +119,7 @@ async function serve(req: IncomingMessage, res: ServerResponse, name: string, ve
   request.signal = cancel;
   res.once('close', () => { if (!res.writableFinished) cancel.cancel(); });
   if (!t) return inferResponseBody(await backplane.infer(request), encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'));
-  t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
-  request.trace = t.trace;
-  const response = await backplane.infer(request).catch((err: unknown) => {
-    tracer!.failed(t, err);
-    throw err;
-  });
-  t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
-  const written = await inferResponseBody(response, encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'));
-  t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });
-  tracer!.finish(t, response.modelVersion, request.id ?? '');
-  return written;
+  return tracedInfer(backplane, request, tracer!, t, (r) => inferResponseBody(r, encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding')));
 }
 
 /** Fast paths of the apps `createHttpApp` built, for `startHttpServer`. */

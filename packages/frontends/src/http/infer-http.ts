@@ -3,10 +3,30 @@
  * async endpoints (`/infer_async`, `/v2/jobs/{id}/result`), which take and give the same bodies.
  */
 import type { Context } from 'hono';
-import { Errors, configTypeToDataType, echo, releaseOwnedBuffers, type Backplane, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { Errors, configTypeToDataType, echo, releaseOwnedBuffers, type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { traceNow, type ActiveTrace, type Tracer } from '../control/tracer.js';
 import { compress, compressionOf, header, readBody } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
 import { modelParams } from './routes/model-params.js';
+
+/**
+ * A traced request's infer and write (both infer routes): HTTP_RECV_END before the infer,
+ * HTTP_SEND_START and HTTP_SEND_END around `write`, then the trace's end, or its failure when the
+ * infer fails.
+ */
+export async function tracedInfer<T>(backplane: Backplane, request: InferenceRequest, tracer: Tracer, t: ActiveTrace, write: (r: InferenceResponse) => T | Promise<T>): Promise<T> {
+  t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
+  request.trace = t.trace;
+  const response = await backplane.infer(request).catch((err: unknown) => {
+    tracer.failed(t, err);
+    throw err;
+  });
+  t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
+  const written = await write(response);
+  t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });
+  tracer.finish(t, response.modelVersion, request.id ?? '');
+  return written;
+}
 
 /** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
 export function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<ParsedInfer> {

@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import type { HttpDeps } from '../http-options.js';
-import { readInferRequest, writeInferResponse } from '../infer-http.js';
+import { readInferRequest, tracedInfer, writeInferResponse } from '../infer-http.js';
 import { modelPaths } from './model-params.js';
 import { traceNow } from '../../control/tracer.js';
 import { forwardHeaders } from '../../control/header-forward.js';
@@ -22,17 +22,7 @@ export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer
       // A client that goes away before its answer cancels the request (as on the fast path).
       request.signal = c.req.raw.signal;
       if (!t) return writeInferResponse(c, await backplane.infer(request), encoding, maxJsonOutputSize);
-      t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
-      request.trace = t.trace;
-      const response = await backplane.infer(request).catch((err: unknown) => {
-        tracer!.failed(t, err);
-        throw err;
-      });
-      t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
-      const written = await writeInferResponse(c, response, encoding, maxJsonOutputSize);
-      t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });
-      tracer!.finish(t, response.modelVersion, request.id ?? '');
-      return written;
+      return tracedInfer(backplane, request, tracer!, t, (r) => writeInferResponse(c, r, encoding, maxJsonOutputSize));
     });
   }
   return app;
