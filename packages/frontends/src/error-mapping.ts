@@ -19,8 +19,12 @@ export const HTTP_STATUS: Record<ErrorCode, 400 | 403 | 404 | 500 | 501 | 503> =
 /** The most characters of an error message a client gets, over HTTP and gRPC alike. */
 export const MAX_CLIENT_MESSAGE_CHARS = 1024;
 
-/** An absolute file path (POSIX, or Windows with a drive letter), up to a quote, space or separator. */
-const ABSOLUTE_PATH = /(?<=^|[\s'"`(=[])(?:[A-Za-z]:\\|\/)(?:[^\s'"`:,;()[\]{}<>\\/]+[\\/])+([^\s'"`:,;()[\]{}<>\\/]*)/g;
+/**
+ * An absolute file path (POSIX, or Windows with a drive letter, or a file URL), up to a quote, space
+ * or separator; it may follow a colon (onnxruntime writes `...failed:/onnxruntime_src/...`), but a
+ * `//` after a colon is a URL's, not a path.
+ */
+const ABSOLUTE_PATH = /(?<=^|[\s'"`(=[:])(?:file:\/\/)?(?:[A-Za-z]:\\|\/(?!\/))(?:[^\s'"`:,;()[\]{}<>\\/]+[\\/])+([^\s'"`:,;()[\]{}<>\\/]*)/g;
 
 /**
  * What a client is told of an error, over HTTP and gRPC alike: what went wrong, not what is

@@ -5,8 +5,11 @@
  */
 import { TriodeError, echo } from '../errors.js';
 
-/** An absolute path (or file URL) that starts a word: `/a/b/c.js`, `file:///a/b`, `/a/b:12:5`. */
-const ABSOLUTE_PATH = /(?<=^|[\s'"`(=[])(?:file:\/\/)?\/(?:[^\s'"`:,;()<>[\]/]+\/)*([^\s'"`:,;()<>[\]/]*)/g;
+/**
+ * An absolute path (or file URL) that starts a word or follows a colon: `/a/b/c.js`, `file:///a/b`,
+ * `/a/b:12:5`, onnxruntime's `failed:/onnxruntime_src/...`; not a URL's `//` after its scheme.
+ */
+const ABSOLUTE_PATH = /(?<=^|[\s'"`(=[:])(?:file:\/\/)?\/(?!\/)(?:[^\s'"`:,;()<>[\]/]+\/)*([^\s'"`:,;()<>[\]/]*)/g;
 
 /**
  * A load failure's message fit for a client: stack lines dropped, the given directories (the
