@@ -424,13 +424,21 @@ describe('model names and file overrides (issue #14)', () => {
     }
   });
 
-  it('attack: too many override files, or paths too deep, are refused before anything is written', async () => {
+  it('attack: too many override files, paths too deep or too many directories are refused before anything is written', async () => {
     await withControlledServer('triode-overrides-many-', async (s, box) => {
       const before = box.listing();
       const many = Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`1/f${i}`, new Uint8Array(0)]));
       await expect(s.loadModel('m', { config: overrideConfig, files: many })).rejects.toMatchObject({ code: 'INVALID_ARG', message: "failed to load 'm': 10001 file overrides, more than the 10000 a load may carry" });
       const deep = { [`1/${'d/'.repeat(20)}f`]: new Uint8Array(1) };
       await expect(s.loadModel('m', { config: overrideConfig, files: deep })).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/is deeper than 16 components$/) });
+      // Within both limits, files each at the bottom of its own 14-deep chain of directories made
+      // 150,000 directories from ~500 KB, and their removal blocked the server for 15 s.
+      const chains = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`1/d${i}/${'a/'.repeat(13)}f`, new Uint8Array(0)]));
+      await expect(s.loadModel('m', { config: overrideConfig, files: chains })).rejects.toMatchObject({ code: 'INVALID_ARG', message: "failed to load 'm': the file overrides need more than the 1000 directories a load may make" });
+      // Shared directories count once: 5,000 files in 100 directories load.
+      const shared = Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`1/d${i % 99}/f${i}`, new Uint8Array(0)]));
+      await expect(s.loadModel('m', { config: overrideConfig, files: shared })).resolves.toBeUndefined();
+      await s.unloadModel('m');
       expect(box.listing()).toEqual(before);
     });
   });

@@ -467,7 +467,7 @@ export class InferenceServer {
     const grace = Math.max(STOP_RELEASE_MIN_MS, deadline - Date.now());
     await Promise.allSettled(models.map((m) => m.unload({ timeoutMs: left > 0 ? 0 : grace, releaseMs: grace })));
     // Models loaded with file overrides: their temporary directories go with them, as on unload.
-    this.#repository.removeOverrides();
+    await this.#repository.removeOverrides();
     for (const b of this.#backends.values()) await b.finalize?.();
     return left;
   }

@@ -6,8 +6,7 @@
  * Triton: server docs/protocol/extension_model_repository.md ("file:" parameters),
  * core/src/model_repository_manager (temporary override directories, LocalizeRepoAgent)
  */
-import { rmSync } from 'node:fs';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join, posix } from 'node:path';
 import { Errors, TriodeError, echo } from '../errors.js';
@@ -30,6 +29,12 @@ export const MAX_OVERRIDE_COMPONENT_BYTES = 255;
 export const MAX_OVERRIDE_FILES = 10_000;
 /** The most components of one override file path (`1/a/b/model.onnx` has 4). */
 export const MAX_OVERRIDE_DEPTH = 16;
+/**
+ * The most directories the override files of one load may need, each directory counted once with
+ * its parents (`1/a/b/model.onnx` needs `1`, `1/a` and `1/a/b`). The file and depth limits alone
+ * let one ~500 KB request make 150,000 directories, whose removal took 15 s.
+ */
+export const MAX_OVERRIDE_DIRECTORIES = 1_000;
 
 /** Where `writeOverrideFiles` put a model's files. */
 export interface OverrideDirectory {
@@ -72,10 +77,13 @@ export async function writeOverrideFiles(name: string, files: Readonly<Record<st
   checkModelName(name);
   const count = Object.keys(files).length;
   if (count > MAX_OVERRIDE_FILES) throw Errors.invalidArg(`failed to load '${echo(name)}': ${count} file overrides, more than the ${MAX_OVERRIDE_FILES} a load may carry`);
+  const dirs = new Set<string>();
   for (const rel of Object.keys(files)) {
     if (rel.split('/').length > MAX_OVERRIDE_DEPTH) throw Errors.invalidArg(`failed to load '${echo(name)}': file override path '${echo(rel)}' is deeper than ${MAX_OVERRIDE_DEPTH} components`);
     const problem = overridePathProblem(rel);
     if (problem) throw Errors.invalidArg(`failed to load '${echo(name)}': invalid file override path '${echo(rel)}': ${problem}`);
+    for (let i = rel.lastIndexOf('/'); i > 0 && !dirs.has(rel.slice(0, i)); i = rel.lastIndexOf('/', i - 1)) dirs.add(rel.slice(0, i));
+    if (dirs.size > MAX_OVERRIDE_DIRECTORIES) throw Errors.invalidArg(`failed to load '${echo(name)}': the file overrides need more than the ${MAX_OVERRIDE_DIRECTORIES} directories a load may make`);
   }
   for (const rel of Object.keys(files)) {
     if (rel.split('/').some((p) => Buffer.byteLength(p, 'utf8') > MAX_OVERRIDE_COMPONENT_BYTES)) {
@@ -100,19 +108,21 @@ export async function writeOverrideFiles(name: string, files: Readonly<Record<st
       await writeFile(join(modelDir, ...parts), data, { flag: 'wx' });
     }
   } catch (err) {
-    removeOverride(root);
+    await removeOverride(root);
     throw pollFailure(name, err);
   }
   return { root, modelDir };
 }
 
 /**
- * Removes an override directory made by `writeOverrideFiles`, given its `root`. Anything not named
- * like one (`triode-override-*`) is left alone: this never removes a parent or a repository.
+ * Removes an override directory made by `writeOverrideFiles`, given its `root`, without blocking
+ * the event loop. Anything not named like one (`triode-override-*`) is left alone: this never
+ * removes a parent or a repository. Never rejects: a directory that cannot be removed is left
+ * (the temp directory's own cleaning gets it).
  */
-export function removeOverride(root: string): void {
+export async function removeOverride(root: string): Promise<void> {
   if (!basename(root).startsWith(OVERRIDE_DIR_PREFIX)) return;
-  rmSync(root, { recursive: true, force: true });
+  await rm(root, { recursive: true, force: true }).catch(() => undefined);
 }
 
 /** Override files as JSON-safe base64 strings (for control messages between processes). */

@@ -370,7 +370,7 @@ export class ModelLifecycle {
       slot.state = 'UNAVAILABLE';
       slot.reason = 'unloaded';
     }));
-    if (entry.overrideRoot) removeOverride(entry.overrideRoot);
+    if (entry.overrideRoot) await removeOverride(entry.overrideRoot);
   }
 }
 

@@ -277,11 +277,13 @@ export class ModelRepositoryManager {
   }
 
   /** Removes the override directories of the models loaded with file overrides (at shutdown, once they are unloaded). */
-  removeOverrides(): void {
+  async removeOverrides(): Promise<void> {
+    const roots: string[] = [];
     for (const m of this.#models.values()) {
-      if (m.overrideRoot) removeOverride(m.overrideRoot);
+      if (m.overrideRoot) roots.push(m.overrideRoot);
       delete m.overrideRoot;
     }
+    await Promise.all(roots.map(removeOverride));
   }
 
   /** The model named `name`. @throws NOT_FOUND when there is none */
