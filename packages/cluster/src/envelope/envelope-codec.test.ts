@@ -145,6 +145,16 @@ describe('tensor codec (gateway <-> worker)', () => {
     expect(() => decodeRequest(buf.subarray(0, buf.length - 12))).toThrow("malformed message: tensor 'a'");
   });
 
+  it('attack: a header\'s fields the wire does not define (a signal, a trace, the queue time) never reach the request', () => {
+    const env = { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 };
+    // A `signal` of {} made the gateway running such an async job throw from its timeout timer and exit.
+    const meta = { modelName: 'm', id: 'x', tensors: [], env, signal: {}, trace: { timestamps: 5 }, queuedSinceMs: 'soon', __proto__x: 1, extra: 'y' };
+    for (const { request } of [decodeRequest(rawMessage(meta)), decodeRequestParts([rawMessage(meta)])]) {
+      expect(request).toEqual({ modelName: 'm', id: 'x', inputs: [] });
+      expect(Object.keys(request).sort()).toEqual(['id', 'inputs', 'modelName']);
+    }
+  });
+
   it('attack: refuses messages whose fields have the wrong types, as malformed (never a TypeError later)', () => {
     const env = { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 };
     for (const meta of [

@@ -4,7 +4,7 @@
  * through JSON; a tensor's bytes are viewed in place on decode when aligned.
  */
 import { Errors } from '@triode/core';
-import type { InferenceRequest, InferenceResponse } from '@triode/core';
+import type { InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput } from '@triode/core';
 import { dataBytes, isDataType, viewBytesAs } from '@triode/core';
 import { isTransferable } from '@triode/core';
 import type { DataType, Tensor } from '@triode/core';
@@ -287,8 +287,7 @@ export function decodeRequestParts(parts: readonly Uint8Array[]): { request: Inf
     // without the two copies of a structured clone.
     return { name: h.name, datatype: h.datatype, shape: h.shape, data: viewBytesAs(h.datatype, isTransferable(bytes) ? bytes : ownCopy(bytes)), owned: true };
   });
-  const { env: _env, tensors: _t, ...rest } = meta;
-  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs }, env: checkedEnv };
+  return { request: requestOf(meta, inputs), env: checkedEnv };
 }
 
 /**
@@ -309,8 +308,23 @@ export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env
   const { meta, tensors } = decode(buf);
   checkRequestMeta(meta);
   const env = checkEnvelope(meta['env']);
-  const { env: _env, tensors: _t, ...rest } = meta;
-  return { request: { ...(rest as unknown as Omit<InferenceRequest, 'inputs'>), inputs: tensors }, env };
+  return { request: requestOf(meta, tensors), env };
+}
+
+/**
+ * The request a checked header describes: the fields the wire carries and nothing else. A field a
+ * hostile header adds is dropped, not passed on: a `signal` of `{}` (no listener methods) made the
+ * gateway that ran such an async job throw from its timeout timer and exit (review).
+ */
+function requestOf(meta: Record<string, unknown>, inputs: Tensor[]): InferenceRequest {
+  const r: InferenceRequest = { modelName: meta['modelName'] as string, inputs };
+  if (meta['id'] !== undefined) r.id = meta['id'] as string;
+  if (meta['modelVersion'] !== undefined) r.modelVersion = meta['modelVersion'] as number;
+  if (meta['outputs'] !== undefined) r.outputs = meta['outputs'] as RequestedOutput[];
+  if (meta['parameters'] !== undefined) r.parameters = meta['parameters'] as Record<string, ParameterValue>;
+  if (meta['blsDepth'] !== undefined) r.blsDepth = meta['blsDepth'] as number;
+  if (meta['blsChain'] !== undefined) r.blsChain = meta['blsChain'] as string[];
+  return r;
 }
 
 /**
