@@ -184,6 +184,39 @@ describe('RedisBackplane', () => {
     });
   });
 
+  it('attack: after an entry with an id far in the future, then the stream\'s loss, replies are still read (before: every request timed out)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('cursor');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'cursor', directReplies: false, requestTimeoutMs: 5000, registryRefreshMs: 50, replyStreamTtlMs: 300 });
+    try {
+      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await gateway.start();
+      const replyTo = (await r.keys('cursor:reply:*'))[0]!;
+      await r.xadd(replyTo, '9999999999999-0', 'x', 'y');
+      // The gateway reads it (its cursor moves there) and deletes it.
+      for (let i = 0; i < 100 && (await r.xlen(replyTo)) > 0; i++) await new Promise((t) => setTimeout(t, 20));
+      expect(await r.xlen(replyTo)).toBe(0);
+      await r.del(replyTo);
+      // The gateway makes its stream again (within a third of its TTL).
+      for (let i = 0; i < 100 && (await r.exists(replyTo)) === 0; i++) await new Promise((t) => setTimeout(t, 20));
+      expect(await r.exists(replyTo)).toBe(1);
+      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+      let entry: [string, string[]][] = [];
+      for (let i = 0; i < 100 && entry.length === 0; i++) {
+        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
+        if (entry.length === 0) await new Promise((t) => setTimeout(t, 20));
+      }
+      const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+      await r.xadd(env.replyTo, '*', 'r', encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } }));
+      await expect(answer).resolves.toMatchObject({ modelName: 'm' });
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
   it('attack: a replayed decoupled response (the same entry added again, as a thief of signed entries can) is streamed once', async () => {
     const redis = await startRedis();
     const keys = new ClusterKeys('replay');

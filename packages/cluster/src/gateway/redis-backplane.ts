@@ -212,14 +212,29 @@ export class RedisBackplane implements Backplane {
     const ttl = this.#opts.replyStreamTtlMs;
     if ((await this.#cmd.pexpire(this.#replyKey, ttl)) === 1) return;
     await this.#cmd.multi().xadd(this.#replyKey, '*', 'open', '1').xtrim(this.#replyKey, 'MAXLEN', 0).pexpire(this.#replyKey, ttl).exec();
+    // A new stream's ids start from now: the reader starts again from its beginning.
+    this.#replyStreamMade++;
   }
+
+  /**
+   * How many times this gateway has made its reply stream anew (it was lost: deleted, expired, a
+   * Redis restarted without persistence). The reader's cursor belongs to the stream it read: kept
+   * across a new one, a cursor ahead of the new ids (an entry with an id far in the future that
+   * anyone who reaches Redis can add) read nothing again, and every reply timed out (review).
+   */
+  #replyStreamMade = 0;
 
   async #readReplies(): Promise<void> {
     // From the start of the stream (it is this gateway's own, new at start), never '$': '$' means
     // "added after this read begins", so a reply added between two reads, before the first reply
     // came, was skipped and its request timed out.
     let last = '0-0';
+    let stream = this.#replyStreamMade;
     while (this.#running) {
+      if (stream !== this.#replyStreamMade) {
+        stream = this.#replyStreamMade;
+        last = '0-0';
+      }
       let reply: StreamEntries;
       try {
         reply = (await this.#block.xreadBuffer('COUNT', 512, 'BLOCK', 500, 'STREAMS', this.#replyKey, last)) as StreamEntries;
