@@ -508,6 +508,15 @@ describe('bounded model loading (issue #14 scope 4)', () => {
       await expect(s.loadModel('three')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/asks for 3 instances, more than the limit of 2/) });
       await expect(s.loadModel('o', { config: { backend: 'echo', instance_group: [{ count: 1 }, { count: 2 }] }, files: { '1/x': new Uint8Array(1) } }))
         .rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/asks for 3 instances/) });
+      // Each version loads its instances: a policy of all versions counts them all (a ~40 KB load of
+      // 100 versions made 200 instance threads and 3 GB).
+      const versions = Object.fromEntries(Array.from({ length: 3 }, (_, i) => [`${i + 1}/x`, new Uint8Array(1)]));
+      await expect(s.loadModel('v', { config: { backend: 'echo', version_policy: { all: {} } }, files: versions }))
+        .rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringContaining("model 'v' asks for 3 instances (3 versions of 1), more than the limit of 2 instances per model (--max-instances-per-model)") });
+      expect(live.n).toBe(0);
+      await s.loadModel('v', { config: { backend: 'echo', version_policy: { latest: { num_versions: 2 } } }, files: versions });
+      expect(live.n).toBe(2);
+      await s.unloadModel('v');
       expect(live.n).toBe(0);
       writeFileSync(join(root, 'three', 'config.pbtxt'), withCount(2));
       await s.loadModel('three');

@@ -215,21 +215,29 @@ export class ModelRepositoryManager {
     }
     normalizeModelConfig(config);
     validateModelConfig(config, entry.name);
-    this.#checkInstanceCount(entry.name, config);
+    const versions = selectVersions(available, config.version_policy);
+    // Each version loads its own instances: the limit holds for them all (a policy of all versions
+    // over 100 override files made 200 instance threads and 3 GB from one ~40 KB request, review).
+    this.#checkInstanceCount(entry.name, config, config.platform === 'ensemble' ? 1 : versions.length);
     // Hints not applied (an unknown metric family, fields Triode does not implement): in the log
     // and in the model's config response.
     const warnings = [...checkMetricReporterConfig(config, entry.name), ...checkUnimplementedConfig(config, backend ? { backend } : {})];
     for (const warning of warnings) this.#logger.warning(warning, { model: entry.name });
     setConfigWarnings(config, warnings);
-    return { config, versions: selectVersions(available, config.version_policy) };
+    return { config, versions };
   }
 
-  /** Refuses a config that asks for more than `maxInstancesPerModel` instances (before any is made). */
-  #checkInstanceCount(name: string, config: ModelConfig): void {
-    const n = instanceCountOf(config);
+  /**
+   * Refuses a config that asks for more than `maxInstancesPerModel` instances (before any is made),
+   * counting those of each of the `versions` it loads.
+   */
+  #checkInstanceCount(name: string, config: ModelConfig, versions = 1): void {
+    const each = instanceCountOf(config);
+    const n = each * versions;
     const max = this.#opts.maxInstancesPerModel;
     if (n > max) {
-      throw Errors.invalidArg(`model '${name}' asks for ${n} instances, more than the limit of ${max} instances per model (--max-instances-per-model)`);
+      const detail = versions > 1 ? ` (${versions} versions of ${each})` : '';
+      throw Errors.invalidArg(`model '${name}' asks for ${n} instances${detail}, more than the limit of ${max} instances per model (--max-instances-per-model)`);
     }
   }
 
