@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -212,6 +212,58 @@ describe('RedisBackplane', () => {
       await expect(answer).resolves.toMatchObject({ modelName: 'm' });
     } finally {
       await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
+  it('a request whose XADD Redis ran but whose answer was lost with the connection is not sent again (before: it ran twice)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('resend');
+    const r = new Redis(redis.url);
+    // Between the gateway and Redis: once armed, the first answer after an XADD to the request
+    // stream is withheld and both sides of that connection are cut.
+    let armed = false;
+    const sockets = new Set<Socket>();
+    const proxy = createServer((c) => {
+      const up = connect(Number(new URL(redis.url).port), '127.0.0.1');
+      for (const s of [c, up]) { sockets.add(s); s.on('error', () => undefined); s.on('close', () => sockets.delete(s)); }
+      let cut = false;
+      c.on('data', (d: Buffer) => {
+        up.write(d);
+        if (armed && d.toString('latin1').toLowerCase().includes(`xadd\r\n$${keys.requests('m').length}\r\n${keys.requests('m')}`)) {
+          armed = false;
+          cut = true;
+        }
+      });
+      up.on('data', (d: Buffer) => {
+        if (cut) {
+          c.destroy();
+          up.destroy();
+          return;
+        }
+        if (!c.destroyed) c.write(d);
+      });
+      c.on('close', () => up.destroy());
+      up.on('close', () => c.destroy());
+    });
+    await new Promise<void>((ok) => proxy.listen(0, '127.0.0.1', ok));
+    const via = `redis://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+    const gateway = new RedisBackplane({ redis: via, prefix: 'resend', directReplies: false, requestTimeoutMs: 20_000, registryRefreshMs: 50, commandTimeoutMs: 1500 });
+    try {
+      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await gateway.start();
+      armed = true;
+      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+      await expect(answer).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      // Reconnected by now (every 200 ms): an XADD sent again would have landed.
+      await new Promise((t) => setTimeout(t, 1000));
+      const info = await r.xinfo('STREAM', keys.requests('m')) as unknown[];
+      expect(info[info.indexOf('entries-added') + 1]).toBe(1);
+    } finally {
+      await gateway.stop();
+      for (const s of sockets) s.destroy();
+      proxy.close();
       r.disconnect();
       await redis.stop();
     }

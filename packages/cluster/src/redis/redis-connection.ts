@@ -55,7 +55,10 @@ export function endpointOptions(e: RedisEndpoint): RedisOptions {
 /**
  * What a connection is for, and so how it behaves while Redis is away:
  * - `gateway`: fails a command at once while Redis is away, or after GATEWAY_COMMAND_TIMEOUT_MS
- *   unanswered (a client gets 503 rather than a request piling up);
+ *   unanswered (a client gets 503 rather than a request piling up); a command sent before the
+ *   connection dropped is never sent again on the next one (ioredis's default): Redis may have run
+ *   it already, and a request's XADD sent twice ran the request twice (review). It fails at its
+ *   timeout instead;
  * - `gateway-blocking`: the gateway's reply reader, which waits through outages;
  * - `worker`: retries its commands until Redis is back (acks and replies must not be lost);
  * - `subscriber`: the worker's control-channel subscription;
@@ -72,7 +75,7 @@ export type RedisRole = 'gateway' | 'gateway-blocking' | 'worker' | 'subscriber'
 export const GATEWAY_COMMAND_TIMEOUT_MS = 10_000;
 
 const ROLE_OPTIONS: Record<RedisRole, RedisOptions> = {
-  gateway: { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, retryStrategy: () => 200, commandTimeout: GATEWAY_COMMAND_TIMEOUT_MS },
+  gateway: { enableOfflineQueue: false, maxRetriesPerRequest: 1, enableAutoPipelining: true, retryStrategy: () => 200, commandTimeout: GATEWAY_COMMAND_TIMEOUT_MS, autoResendUnfulfilledCommands: false },
   'gateway-blocking': { enableOfflineQueue: false, maxRetriesPerRequest: null, enableAutoPipelining: true, retryStrategy: () => 200 },
   // ioredis's auto-pipelining mangles the Buffer variants of some commands (it dropped
   // XAUTOCLAIM's name and sent the key as the command): keep the claims out of the pipeline.
