@@ -7,7 +7,7 @@
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import {
-  DeadlineHeap, CancelToken, TriodeError, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
+  DeadlineHeap, CancelToken, MAX_MODEL_NAME_BYTES, TriodeError, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -189,14 +189,30 @@ export class StreamConsumer {
 
   /** Loads what the cluster has loaded (a worker that joins later catches up). */
   async #joinCluster(): Promise<void> {
-    let desired: Record<string, Buffer>;
+    const desired = new Map<string, Buffer>();
     try {
-      // As buffers: one field too long for a JS string (a junk entry) fails alone, not the read.
-      desired = await this.#cmd.hgetallBuffer(this.#keys.desired);
-    } catch {
+      // Scanned as flat lists of buffers, names included: one field too long for a JS string (a
+      // junk entry, its value or its name: names are not signed) fails alone, not the read.
+      // (HGETALL, even as buffers, comes back from ioredis as an object keyed by the names, so one
+      // name over V8's longest string failed the whole read and the worker loaded nothing, silently: review.)
+      let cursor = '0';
+      do {
+        const [next, flat] = (await this.#cmd.hscanBuffer(this.#keys.desired, cursor, 'COUNT', 64)) as unknown as [Buffer, Buffer[]];
+        cursor = next.toString();
+        for (let i = 0; i + 1 < flat.length; i += 2) {
+          const name = flat[i]!;
+          if (name.byteLength > MAX_MODEL_NAME_BYTES) {
+            this.#logger?.warning(`dropped an entry of the loaded set whose model name is ${name.byteLength} bytes long (a model name has at most ${MAX_MODEL_NAME_BYTES})`);
+            continue;
+          }
+          desired.set(name.toString('utf8'), flat[i + 1]!);
+        }
+      } while (cursor !== '0');
+    } catch (err) {
+      this.#logger?.warning(`could not read the models the cluster has loaded; loading none of them: ${(err as Error).message}`);
       return;
     }
-    for (const [model, bytes] of Object.entries(desired)) {
+    for (const [model, bytes] of desired) {
       let raw: string;
       try {
         raw = bytes.toString('utf8');
