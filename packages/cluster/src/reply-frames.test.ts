@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { FrameReader, frame, frameHead, framed } from './reply-frames.js';
+import { FrameBudget, FrameReader, frame, frameHead, framed } from './reply-frames.js';
 
 describe('reply frames', () => {
   it('reassembles frames split and joined anyhow', () => {
@@ -35,6 +35,23 @@ describe('reply frames', () => {
     const body = Buffer.from('reply');
     expect(Buffer.concat([frameHead(body.byteLength, mac), body]).equals(framed([mac, body]))).toBe(true);
     expect(Buffer.concat([frameHead(body.byteLength), body]).equals(frame(body))).toBe(true);
+  });
+
+  it('readers sharing a budget hold at most its bytes of unfinished frames together, and give them back', () => {
+    const budget = new FrameBudget(100);
+    const a = new FrameReader(undefined, budget);
+    const b = new FrameReader(undefined, budget);
+    const wire = frame(Buffer.alloc(80, 1));
+    expect(a.push(wire.subarray(0, 54))).toEqual([]);
+    expect(budget.used).toBe(54);
+    // 54 + 50 would pass 100: refused, nothing taken.
+    expect(() => b.push(Buffer.alloc(50))).toThrow(/over the limit of 100 bytes/);
+    expect(budget.used).toBe(54);
+    expect(a.push(wire.subarray(54))).toHaveLength(1);
+    expect(budget.used).toBe(0);
+    expect(b.push(wire.subarray(0, 30))).toEqual([]);
+    b.release();
+    expect(budget.used).toBe(0);
   });
 
   it('refuses a frame length over the limit', () => {

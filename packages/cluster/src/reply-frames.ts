@@ -40,6 +40,32 @@ export function frameHead(payloadBytes: number, header?: Uint8Array): Buffer {
 }
 
 /**
+ * The bytes of unfinished frames that several readers (a gateway's direct connections) may hold
+ * together. Each connection's own limit is a frame (1 GiB); without a shared one, 256 connections
+ * that each sent most of a frame could hold 256 GiB (review: 640 MiB from one connection).
+ */
+export class FrameBudget {
+  #used = 0;
+  constructor(readonly limit: number) {}
+
+  /** Bytes held now. */
+  get used(): number {
+    return this.#used;
+  }
+
+  /** Takes `n` bytes; false (and nothing taken) when that would pass the limit. */
+  take(n: number): boolean {
+    if (this.#used + n > this.limit) return false;
+    this.#used += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.#used = Math.max(0, this.#used - n);
+  }
+}
+
+/**
  * Reassembles frames from a byte stream. Chunks of a frame are joined once, when the frame is
  * complete (joining on every chunk would copy a frame of n chunks n times).
  */
@@ -49,17 +75,25 @@ export class FrameReader {
   /** The current frame's length with its prefix, once the prefix has arrived. */
   #need: number | undefined;
   readonly #maxFrame: number;
+  readonly #budget: FrameBudget | undefined;
 
-  /** @param maxFrame largest frame accepted (a larger length means a broken or hostile peer). */
-  constructor(maxFrame = 1 << 30) {
+  /**
+   * @param maxFrame largest frame accepted (a larger length means a broken or hostile peer).
+   * @param budget shared with other readers: bytes held until their frame is complete count against it.
+   */
+  constructor(maxFrame = 1 << 30, budget?: FrameBudget) {
     this.#maxFrame = maxFrame;
+    this.#budget = budget;
   }
 
   /**
    * Adds received bytes; returns the frames now complete.
-   * @throws Error on a length above `maxFrame`.
+   * @throws Error on a length above `maxFrame`, or bytes the shared budget has no room for.
    */
   push(chunk: Buffer): Buffer[] {
+    if (this.#budget && !this.#budget.take(chunk.byteLength)) {
+      throw new Error(`unfinished reply frames over the limit of ${this.#budget.limit} bytes held at once`);
+    }
     this.#pending.push(chunk);
     this.#size += chunk.byteLength;
     const out: Buffer[] = [];
@@ -77,9 +111,18 @@ export class FrameReader {
       out.push(buf.subarray(4, this.#need));
       const rest = buf.subarray(this.#need);
       this.#pending = rest.byteLength ? [rest] : [];
+      this.#budget?.give(this.#need);
       this.#size = rest.byteLength;
       this.#need = undefined;
     }
     return out;
+  }
+
+  /** Drops what is held (the connection is gone) and gives it back to the budget. */
+  release(): void {
+    this.#budget?.give(this.#size);
+    this.#pending = [];
+    this.#size = 0;
+    this.#need = undefined;
   }
 }

@@ -7,6 +7,7 @@ import { CancelToken, type InferenceResponse, type Logger } from '@triode/core';
 import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
+import { frame } from '../reply-frames.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
 import { ROOT } from '../../../../test/helpers/repository.js';
 import { captureListens } from '../../../../test/helpers/servers.js';
@@ -264,6 +265,55 @@ describe('RedisBackplane', () => {
       await gateway.stop();
       for (const s of sockets) s.destroy();
       proxy.close();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
+  it('attack: direct connections holding unfinished frames are cut at the gateway\'s budget for them all; a new one still delivers (before: 1 GiB each, 256 connections)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('budget');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'budget', registryRefreshMs: 50, requestTimeoutMs: 20_000, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1', maxBufferedBytes: 256 << 10 } });
+    const open = (port: number, token: string): Socket => {
+      const s = connect(port, '127.0.0.1');
+      s.on('error', () => undefined);
+      s.write(frame(Buffer.from(token)));
+      return s;
+    };
+    const closed = (s: Socket) => new Promise<boolean>((resolve) => {
+      if (s.destroyed) { resolve(true); return; }
+      s.once('close', () => resolve(true));
+      setTimeout(() => resolve(false), 3000);
+    });
+    try {
+      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await gateway.start();
+      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+      let entry: [string, string[]][] = [];
+      for (let i = 0; i < 100 && entry.length === 0; i++) {
+        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
+        if (entry.length === 0) await new Promise((t) => setTimeout(t, 20));
+      }
+      const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+      const port = Number(env.direct!.address.split(':').at(-1));
+      // Two connections each send 200 KiB of a 1 MiB frame: the second passes the 256 KiB budget.
+      const big = frame(Buffer.alloc(1 << 20)).subarray(0, 200 << 10);
+      const first = open(port, env.direct!.token);
+      first.write(big);
+      await new Promise((t) => setTimeout(t, 200));
+      const second = open(port, env.direct!.token);
+      second.write(big);
+      expect(await closed(second)).toBe(true);
+      // The first goes too: its bytes are given back, and a worker's next connection delivers.
+      first.destroy();
+      await closed(first);
+      const third = open(port, env.direct!.token);
+      third.write(frame(encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } })));
+      await expect(answer).resolves.toMatchObject({ modelName: 'm' });
+      third.destroy();
+    } finally {
+      await gateway.stop();
       r.disconnect();
       await redis.stop();
     }

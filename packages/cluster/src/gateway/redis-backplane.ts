@@ -15,7 +15,7 @@ import {
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
-import { FrameReader, MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
+import { FrameBudget, FrameReader, MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
 import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo, registryEntryProblem } from '../registry.js';
 import { type StreamEntries, fieldsOf } from '../redis/resp.js';
@@ -95,6 +95,8 @@ export interface DirectReplyOptions {
   authTimeoutMs?: number;
   /** An authenticated connection idle this long (ms) is closed (the worker reopens it when needed). @default 300000 */
   idleTimeoutMs?: number;
+  /** Bytes of unfinished reply frames all connections may hold at once; a connection that would pass it is closed. @default 1 GiB */
+  maxBufferedBytes?: number;
   /** TLS: PEM certificate (chain) and key; workers then connect with TLS. */
   tls?: { cert: string | Buffer; key: string | Buffer };
 }
@@ -314,6 +316,9 @@ export class RedisBackplane implements Backplane {
     this.#directAuth = this.auth.mac('direct-auth', [token]) ?? Buffer.from(token);
     const authTimeoutMs = cfg.authTimeoutMs ?? 5000;
     const idleTimeoutMs = cfg.idleTimeoutMs ?? 300_000;
+    // Unfinished frames of all connections together; a connection that would pass it is closed
+    // (its worker sends what it still held through the reply stream).
+    const budget = new FrameBudget(cfg.maxBufferedBytes ?? 1 << 30);
     const onConnection = (socket: Socket) => {
       this.#directSockets.add(socket);
       socket.once('close', () => this.#directSockets.delete(socket));
@@ -354,7 +359,8 @@ export class RedisBackplane implements Backplane {
             socket.destroy();
             return;
           }
-          reader = new FrameReader();
+          reader = new FrameReader(undefined, budget);
+          socket.once('close', () => reader?.release());
           clearTimeout(authDeadline);
           socket.setTimeout(idleTimeoutMs, () => socket.destroy());
           chunk = hello.subarray(4 + n);
