@@ -1,6 +1,12 @@
 // One INT32 accumulator per correlation id, kept by the model itself (explicit state).
 import { strings, tensor, TritonModelError } from 'triode';
 
+// The batcher holds at most max_candidate_sequences (config.pbtxt) sequences at once and drops one
+// idle past max_sequence_idle_microseconds without telling the model: the accumulators of the
+// sequences used least recently go beyond that many, or sequences started and never ended would
+// each keep theirs for good (a review grew the server by ~300 MB with 304 such starts).
+const MAX_SEQUENCES = 1024;
+
 export default class StringDynaSequence {
   initialize() {
     this.accumulators = new Map();
@@ -22,7 +28,10 @@ export default class StringDynaSequence {
         acc += Number.parseInt(id, 10);
         this.accumulators.delete(id);
       } else {
+        // Most recently used last, so that the first is the one to drop.
+        this.accumulators.delete(id);
         this.accumulators.set(id, acc);
+        if (this.accumulators.size > MAX_SEQUENCES) this.accumulators.delete(this.accumulators.keys().next().value);
       }
       return { outputs: [tensor('OUTPUT', 'INT32', [1, 1], [acc])] };
     });
