@@ -98,6 +98,17 @@ describe('PriorityQueue with many requests', () => {
     return { id, get deadlineNs() { reads.n++; return d; }, set deadlineNs(v: number) { d = v; } };
   };
 
+  it('takes a whole queue of 300,000 over two levels at once (an unload empties it; spread into push threw RangeError)', () => {
+    const q = new PriorityQueue<I>({ priority_levels: 2, default_priority_level: 2 });
+    for (let i = 0; i < 300_000; i++) q.enqueue(item(i), 0, 2);
+    q.enqueue(item(-1), 0, 1);
+    const all = q.take(q.size);
+    expect(all).toHaveLength(300_001);
+    expect(all[0]!.id).toBe(-1);
+    expect(all.at(-1)!.id).toBe(299_999);
+    expect(q.size).toBe(0);
+  });
+
   it('finds and expires deadlines without scanning the queue: 10,000 queued, 2,000 checks read a handful of deadlines', () => {
     const reads = { n: 0 };
     const q = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 60_000_000 } });

@@ -155,9 +155,11 @@ export class PriorityQueue<T extends QueueItem> {
       out = [];
       for (let i = this.#first; i < this.#levels.length && out.length < n; i++) {
         const l = this.#levels[i]!;
-        out.push(...l.queue.splice(0, n - out.length));
+        // Appended one by one: spread into push, a level of ~120k items (a queue emptied at
+        // unload) threw RangeError (too many arguments).
+        for (const item of l.queue.splice(0, n - out.length)) out.push(item);
         if (out.length >= n) break;
-        out.push(...l.delayed.splice(0, n - out.length));
+        for (const item of l.delayed.splice(0, n - out.length)) out.push(item);
       }
     }
     this.#size -= out.length;
