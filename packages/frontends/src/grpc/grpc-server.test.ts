@@ -394,6 +394,18 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     await expect(call('RepositoryModelUnload', { repository_name: 'any', model_name: 'simple' })).rejects.toMatchObject(refused);
   });
 
+  it('attack: a control call\'s message over 64 KiB is refused RESOURCE_EXHAUSTED before it is decoded (a TraceSetting of 140M empty strings ended the process)', async () => {
+    const many = Array.from({ length: 40_000 }, () => '');
+    await expect(call('TraceSetting', { settings: { trace_level: { value: many } } })).rejects.toMatchObject({
+      code: status.RESOURCE_EXHAUSTED, details: expect.stringMatching(/^a TraceSetting message of \d+ bytes is over the limit of 65536 bytes for control calls$/),
+    });
+    await expect(call('LogSettings', { settings: Object.fromEntries(Array.from({ length: 8_000 }, (_, i) => [`k${i}`, { bool_param: true }])) })).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+    await expect(call('ModelReady', { name: 'x'.repeat(70_000) })).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+    // Under the limit: answered as before.
+    expect(await call('ServerLive')).toEqual({ live: true });
+    expect(((await call('TraceSetting'))['settings'] as Record<string, Plain>)['trace_level']).toBeDefined();
+  });
+
   it('LogSettings reads and changes the settings; TraceSetting stores global and per-model values', async () => {
     const logs = (await call('LogSettings'))['settings'] as Record<string, Plain>;
     expect(logs['log_info']).toMatchObject({ bool_param: true });

@@ -23,6 +23,7 @@ import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
+import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
 import { inferFastPath } from './infer-fast-path.js';
 import { decodeInferRequest } from './infer-request-scan.js';
 import { installStreamFront } from './transport-guard.js';
@@ -168,6 +169,10 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         guard(rpc, call.metadata);
       } catch (err) {
         callback(grpcError(err, logger) as ServiceError);
+        return;
+      }
+      if (isOversized(call.request)) {
+        callback({ code: status.RESOURCE_EXHAUSTED, details: `a ${rpc} message of ${call.request[OVERSIZED]} bytes is over the limit of ${GRPC_CONTROL_MAX_MESSAGE_BYTES} bytes for control calls` } as ServiceError);
         return;
       }
       const req = plain ? plain(call.request) : (call.request as Plain);
@@ -526,14 +531,31 @@ export const DEFAULT_MAX_STREAM_RESET_BURST = 500;
 export const DEFAULT_MAX_STREAM_RESETS_PER_SECOND = 30;
 
 /**
- * The inference service with its ModelInfer and ModelStreamInfer requests checked on the wire
- * before they are decoded (infer-request-scan.ts); the fast path checks its own.
+ * The most bytes of a control call's message (every RPC but ModelInfer, ModelStreamInfer and
+ * RepositoryModelLoad, which carry tensors or model files): HTTP's limit for its control routes.
+ * Those messages were decoded whatever their size, up to --grpc-max-message-size (2 GiB): one
+ * TraceSetting of 140 million empty strings (272 KB gzipped) ended the process (review).
  */
-function checkedInferDecoding(def: Record<string, GrpcMethodDefinition>): Record<string, GrpcMethodDefinition> {
-  for (const name of ['ModelInfer', 'ModelStreamInfer']) {
-    const method = def[name]!;
+export const GRPC_CONTROL_MAX_MESSAGE_BYTES = CONTROL_MAX_BODY_SIZE;
+
+/** What a control call's deserializer gives for a message over GRPC_CONTROL_MAX_MESSAGE_BYTES, instead of decoding it. */
+const OVERSIZED = Symbol('oversized control message');
+type Oversized = { [OVERSIZED]: number };
+const isOversized = (m: unknown): m is Oversized => typeof m === 'object' && m !== null && OVERSIZED in m;
+
+/**
+ * The inference service with its ModelInfer and ModelStreamInfer requests checked on the wire
+ * before they are decoded (infer-request-scan.ts; the fast path checks its own), and the messages
+ * of control calls measured before they are decoded.
+ */
+function checkedDecoding(def: Record<string, GrpcMethodDefinition>): Record<string, GrpcMethodDefinition> {
+  for (const [name, method] of Object.entries(def)) {
     const decode = method.requestDeserialize;
-    method.requestDeserialize = (b) => decodeInferRequest(b, decode) as ReturnType<typeof decode>;
+    if (name === 'ModelInfer' || name === 'ModelStreamInfer') {
+      method.requestDeserialize = (b) => decodeInferRequest(b, decode) as ReturnType<typeof decode>;
+    } else if (name !== 'RepositoryModelLoad') {
+      method.requestDeserialize = (b) => (b.byteLength > GRPC_CONTROL_MAX_MESSAGE_BYTES ? { [OVERSIZED]: b.byteLength } : decode(b)) as ReturnType<typeof decode>;
+    }
   }
   return def;
 }
@@ -571,7 +593,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     }
   };
   const guard = (rpc: string, md: Metadata): void => guardHeaders(rpc, (k) => md.get(k)[0]);
-  server.addService(checkedInferDecoding(serviceDefinition('inference.GRPCInferenceService')), inferenceService(backplane, options, guard));
+  server.addService(checkedDecoding(serviceDefinition('inference.GRPCInferenceService')), inferenceService(backplane, options, guard));
   server.addService(serviceDefinition('grpc.health.v1.Health'), {
     Check: (call: ServerUnaryCall<{ service?: string }, object>, callback: sendUnaryData<object>) => {
       try {
