@@ -16,6 +16,13 @@ function fmt(v: number | bigint, isFloat: boolean): string {
 }
 
 /**
+ * The most class strings one output of one response may hold (its top `count` of each batch item,
+ * together). Triton has no such limit; here a class_count of 1e9 on a 60M-element output sorted
+ * and formatted every element, held the event loop for 20 s and ran the heap out (review).
+ */
+export const MAX_CLASSIFICATIONS = 100_000;
+
+/**
  * Turns `tensor` into a BYTES tensor of shape `[batch, k]` (or `[k]` when the model does not
  * batch) holding the top-`count` elements of each batch item, highest first.
  */
@@ -29,6 +36,9 @@ export function classify(tensor: Tensor, count: number, batching: boolean, label
   const items = batching ? Math.max(tensor.shape[0] ?? 1, 0) : 1;
   const per = items === 0 ? 0 : data.length / items;
   const k = Math.min(count, per);
+  if (k * items > MAX_CLASSIFICATIONS) {
+    throw Errors.invalidArg(`classification of ${k} classes a batch item for output '${tensor.name}' gives ${k * items} results, over the limit of ${MAX_CLASSIFICATIONS}`);
+  }
   const strings: string[] = [];
   for (let b = 0; b < items; b++) {
     const base = b * per;
