@@ -10,7 +10,7 @@ import { createHttpApp } from '../http/http-server.js';
 import { startHttpServer } from '../http/listen.js';
 import { startGrpcServer, type GrpcServerHandle } from '../grpc/grpc-server.js';
 import { TraceSettings } from './trace-settings.js';
-import { Tracer, type TraceRecord } from './tracer.js';
+import { MAX_HELD_TRACES, MAX_TRACE_ID_CHARS, Tracer, type TraceRecord } from './tracer.js';
 
 let server: InferenceServer;
 let grpc: GrpcServerHandle;
@@ -118,6 +118,26 @@ describe('trace emission on the direct HTTP path (a listening server, not Hono)'
     } finally {
       settings.update({ trace_level: ['OFF'] });
       await http.close(500);
+    }
+  });
+});
+
+describe('trace records held in memory (review: log_frequency 0 held every record, and 1 MB ids ran the heap out)', () => {
+  it('holds at most MAX_HELD_TRACES records a file, whatever log_frequency says, and cuts long request ids', () => {
+    const out = mkdtempSync(join(tmpdir(), 'triode-trace-held-'));
+    for (const logFrequency of ['0', '1000000000']) {
+      const f = join(out, `t${logFrequency}.json`);
+      const s = new TraceSettings({ trace_file: f });
+      s.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: logFrequency, trace_count: '-1' });
+      const t = new Tracer(s);
+      for (let i = 0; i < MAX_HELD_TRACES + 5; i++) t.finish(t.start('simple')!, '1', i === 0 ? 'x'.repeat(MAX_TRACE_ID_CHARS + 10) : String(i));
+      // The first MAX_HELD_TRACES went to <file>.0 once that many were held; 5 are still held.
+      const first = JSON.parse(readFileSync(`${f}.0`, 'utf8')) as TraceRecord[];
+      expect(first).toHaveLength(MAX_HELD_TRACES);
+      expect(first[0]!.request_id).toBe(`${'x'.repeat(MAX_TRACE_ID_CHARS)}...`);
+      t.flush();
+      const rest = JSON.parse(readFileSync(logFrequency === '0' ? f : `${f}.1`, 'utf8')) as TraceRecord[];
+      expect(rest.map((r) => r.request_id)).toEqual(['10000', '10001', '10002', '10003', '10004']);
     }
   });
 });

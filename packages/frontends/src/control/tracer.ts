@@ -46,6 +46,17 @@ interface FileState {
   next: number;
 }
 
+/**
+ * The most trace records held for one file before they are written. With log_frequency 0 (Triton
+ * writes the file at exit) or a log_frequency a client set very high, they were all held: 1,512
+ * traced requests with 1 MB ids ran the heap out (review). Past it, the held records go to the
+ * next `<file>.<n>` as with log_frequency.
+ */
+export const MAX_HELD_TRACES = 10_000;
+
+/** The longest request id a trace record keeps (its first characters, then `...`). */
+export const MAX_TRACE_ID_CHARS = 4096;
+
 /** Decides what to trace and writes the records. */
 export class Tracer {
   readonly #settings: TraceSettings;
@@ -98,14 +109,16 @@ export class Tracer {
 
   /** Records a finished trace; writes a file when log_frequency traces are waiting. */
   finish(t: ActiveTrace, modelVersion: string, requestId: string): void {
-    const record: TraceRecord = { id: t.id, model_name: t.model, model_version: Number(modelVersion) || -1, request_id: requestId, timestamps: t.trace.timestamps.map((x) => ({ name: x.name, ns: Math.round(x.ns) })) };
+    const id = requestId.length > MAX_TRACE_ID_CHARS ? `${requestId.slice(0, MAX_TRACE_ID_CHARS)}...` : requestId;
+    const record: TraceRecord = { id: t.id, model_name: t.model, model_version: Number(modelVersion) || -1, request_id: id, timestamps: t.trace.timestamps.map((x) => ({ name: x.name, ns: Math.round(x.ns) })) };
     let f = this.#files.get(t.file);
     if (!f) this.#files.set(t.file, (f = { pending: [], all: [], next: 0 }));
     if (t.logFrequency > 0) {
       f.pending.push(record);
-      if (f.pending.length >= t.logFrequency) this.#write(`${t.file}.${f.next++}`, f.pending.splice(0));
+      if (f.pending.length >= Math.min(t.logFrequency, MAX_HELD_TRACES)) this.#write(`${t.file}.${f.next++}`, f.pending.splice(0));
     } else {
       f.all.push(record);
+      if (f.all.length >= MAX_HELD_TRACES) this.#write(`${t.file}.${f.next++}`, f.all.splice(0));
     }
   }
 
