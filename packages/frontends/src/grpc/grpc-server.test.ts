@@ -15,7 +15,7 @@ import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, inferOnce, op
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
 import { UNEXPECTED_ERROR_MESSAGE } from '../error-mapping.js';
 import { parseRestrictions } from '../control/restricted.js';
-import { MAX_STREAM_PENDING, startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
+import { MAX_STREAM_PENDING, MAX_STREAM_PENDING_BYTES, startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
 
 type Plain = Record<string, unknown>;
 type Unary = (req: object, md: Metadata, opts: object, cb: (err: ServiceError | null, res: Plain) => void) => void;
@@ -530,6 +530,41 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
       await h.close(500);
     }
   }, 20_000);
+
+  it('attack: answers waiting behind a slow first request hold at most MAX_STREAM_PENDING_BYTES; all are answered once it ends (before: 1,000 answers of 2 MB)', async () => {
+    let started = 0;
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    const big = 2 << 20;
+    const held = {
+      inferStream: async (r: { id?: string }, on: (x: object) => void) => {
+        started++;
+        // The first request waits (a sequence slot, a slow model); the others answer at once, 2 MB each.
+        if (r.id === '0') await released;
+        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [big], data: new Uint8Array(big) }] });
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(held, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      const n = 100;
+      for (let i = 0; i < n; i++) stream.write({ model_name: 'm', id: String(i) });
+      stream.end();
+      await new Promise((r) => setTimeout(r, 1000));
+      // Reading stops once the answers held pass the budget (one more may be read as it pauses).
+      expect(started).toBeLessThanOrEqual(MAX_STREAM_PENDING_BYTES / big + 2);
+      expect(started).toBeGreaterThan(1);
+      release();
+      const ids: string[] = [];
+      stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
+      await new Promise((r) => stream.on('end', r));
+      expect(ids).toEqual(Array.from({ length: n }, (_, i) => String(i)));
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  }, 30_000);
 
   it('attack: decoupled requests count toward MAX_STREAM_PENDING too (out of the answer order, they held no place in it)', async () => {
     let started = 0;

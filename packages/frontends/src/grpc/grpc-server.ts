@@ -297,9 +297,41 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
  */
 export const MAX_STREAM_PENDING = 1024;
 
+/**
+ * Bytes of one stream's pending requests and of its responses waiting for their turn, past which
+ * the stream is not read until some are answered or written. Counting requests alone let one
+ * stream hold 1,024 whole 2 MB requests and their answers behind one that waited (1.9 GB, review).
+ * A request larger than this is still read (reading pauses after it).
+ */
+export const MAX_STREAM_PENDING_BYTES = 64 << 20;
+
+/** About what a request message holds: its raw tensors, and its typed contents at 8 bytes an element. */
+function requestBytes(m: ModelInferRequestMessage): number {
+  let n = 0;
+  for (const b of m.raw_input_contents ?? []) n += b.byteLength;
+  for (const input of m.inputs ?? []) {
+    const c = input.contents as Record<string, unknown> | null | undefined;
+    if (!c) continue;
+    for (const v of Object.values(c)) {
+      if (!Array.isArray(v)) continue;
+      for (const e of v) n += e instanceof Uint8Array ? e.byteLength : 8;
+    }
+  }
+  return n;
+}
+
+/** The tensor bytes of a response message. */
+function responseBytes(msg: { infer_response?: { raw_output_contents?: Uint8Array[] } }): number {
+  let n = 0;
+  for (const b of msg.infer_response?.raw_output_contents ?? []) n += b.byteLength;
+  return n;
+}
+
 /** One request of a stream: where its responses wait their turn (regular models answer in order). */
 interface StreamSlot {
   queued: object[];
+  /** Bytes of `queued` (counted in the session's #heldBytes until written). */
+  queuedBytes: number;
   done: boolean;
   /**
    * A decoupled request (it sent a response marked final or not): its responses go out as they
@@ -323,6 +355,8 @@ class StreamInferSession {
   readonly #abort = new AbortController();
   readonly #grpcErrors: boolean;
   #inflight = 0;
+  /** Bytes of running requests and of responses waiting for their turn (MAX_STREAM_PENDING_BYTES). */
+  #heldBytes = 0;
   #readEnded = false;
   #closed = false;
   /** Reading paused: too many requests pending, or the client is not reading its responses. */
@@ -366,13 +400,16 @@ class StreamInferSession {
   }
 
   #onRequest(m: ModelInferRequestMessage): void {
-    const slot: StreamSlot = { queued: [], done: false };
+    const slot: StreamSlot = { queued: [], queuedBytes: 0, done: false };
     this.#slots.push(slot);
     this.#inflight++;
+    const bytes = requestBytes(m);
+    this.#heldBytes += bytes;
     this.#flow();
     void this.#run(m, slot).finally(() => {
       slot.done = true;
       this.#inflight--;
+      this.#heldBytes -= bytes;
       this.#flush();
       this.#flow();
       this.#maybeEnd();
@@ -383,7 +420,7 @@ class StreamInferSession {
   #flow(): void {
     // Running requests count, decoupled ones too (they hold no place in #slots), and so do
     // answers waiting for their turn.
-    const hold = !this.#closed && (this.#needDrain || this.#inflight >= MAX_STREAM_PENDING || this.#slots.length >= MAX_STREAM_PENDING);
+    const hold = !this.#closed && (this.#needDrain || this.#inflight >= MAX_STREAM_PENDING || this.#slots.length >= MAX_STREAM_PENDING || this.#heldBytes >= MAX_STREAM_PENDING_BYTES);
     if (hold === this.#paused) return;
     this.#paused = hold;
     if (hold) this.#call.pause();
@@ -407,7 +444,11 @@ class StreamInferSession {
       await this.#backplane.inferStream(request, (r: InferenceResponse) => {
         if (r.final === undefined) {
           // A regular model: one response, in request order, final (Triton marks every stream response).
-          slot.queued.push({ infer_response: inferResponseToMessage(r, { triton_final_response: true }) });
+          const msg = { infer_response: inferResponseToMessage(r, { triton_final_response: true }) };
+          const n = responseBytes(msg);
+          slot.queued.push(msg);
+          slot.queuedBytes += n;
+          this.#heldBytes += n;
           return;
         }
         if (r.final) sawFinal = true;
@@ -437,6 +478,8 @@ class StreamInferSession {
     while (this.#slots.length > 0) {
       const head = this.#slots[0]!;
       for (const msg of head.queued.splice(0)) this.#write(msg);
+      this.#heldBytes -= head.queuedBytes;
+      head.queuedBytes = 0;
       if (!head.done && !head.streaming) return;
       this.#slots.shift();
     }
