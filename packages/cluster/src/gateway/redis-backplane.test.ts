@@ -22,6 +22,22 @@ interface Pending {
   reply: Buffer;
 }
 
+/** A worker's registry entry serving model 'm' (`config`: its config), with no worker behind it. */
+function fakeWorker(r: Redis, keys: ClusterKeys, config: object = { name: 'm' }): Promise<unknown> {
+  return r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config }] }), 'PX', 60_000);
+}
+
+/** The first request entry of model 'm' once the gateway has added it, decoded. */
+async function firstRequest(r: Redis, keys: ClusterKeys): Promise<ReturnType<typeof decodeRequestParts>> {
+  let entry: [string, string[]][] = [];
+  for (let i = 0; i < 100 && entry.length === 0; i++) {
+    entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
+    if (entry.length === 0) await new Promise((t) => setTimeout(t, 20));
+  }
+  expect(entry).toHaveLength(1);
+  return decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+}
+
 /**
  * A real redis-server, a worker entry serving 'm' (no worker behind it), a started gateway and
  * one request it has sent; `f` answers it (or not). Everything is stopped afterwards.
@@ -32,17 +48,11 @@ async function withPendingRequest(prefix: string, requestTimeoutMs: number, redi
   const r = new Redis(redis.url);
   const gateway = new RedisBackplane({ redis: redis.url, prefix, directReplies: false, requestTimeoutMs, registryRefreshMs: 50 });
   try {
-    await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+    await fakeWorker(r, keys);
     await gateway.start();
     const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
     answer.catch(() => undefined);
-    let entry: [string, string[]][] = [];
-    for (let i = 0; i < 100 && entry.length === 0; i++) {
-      entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
-      if (entry.length === 0) await new Promise((s) => setTimeout(s, 20));
-    }
-    expect(entry).toHaveLength(1);
-    const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+    const { request, env } = await firstRequest(r, keys);
     const reply = encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } });
     await f({ r, answer, replyTo: env.replyTo, reply });
   } finally {
@@ -60,7 +70,7 @@ describe('RedisBackplane', () => {
     // A worker entry serving 'm' with no worker behind it: requests wait in the stream, unread.
     const gateway = new RedisBackplane({ redis: redis.url, prefix: 'gone', directReplies: false, requestTimeoutMs: 300, registryRefreshMs: 50 });
     try {
-      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await fakeWorker(r, keys);
       await gateway.start();
       const body = { name: 'IN', datatype: 'UINT8' as const, shape: [1 << 20], data: new Uint8Array(1 << 20) };
       await expect(gateway.infer({ modelName: 'm', inputs: [body] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: "no worker answered the request for model 'm' within 0.3 s" });
@@ -191,7 +201,7 @@ describe('RedisBackplane', () => {
     const r = new Redis(redis.url);
     const gateway = new RedisBackplane({ redis: redis.url, prefix: 'cursor', directReplies: false, requestTimeoutMs: 5000, registryRefreshMs: 50, replyStreamTtlMs: 300 });
     try {
-      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await fakeWorker(r, keys);
       await gateway.start();
       const replyTo = (await r.keys('cursor:reply:*'))[0]!;
       await r.xadd(replyTo, '9999999999999-0', 'x', 'y');
@@ -203,12 +213,7 @@ describe('RedisBackplane', () => {
       for (let i = 0; i < 100 && (await r.exists(replyTo)) === 0; i++) await new Promise((t) => setTimeout(t, 20));
       expect(await r.exists(replyTo)).toBe(1);
       const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
-      let entry: [string, string[]][] = [];
-      for (let i = 0; i < 100 && entry.length === 0; i++) {
-        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
-        if (entry.length === 0) await new Promise((t) => setTimeout(t, 20));
-      }
-      const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+      const { request, env } = await firstRequest(r, keys);
       await r.xadd(env.replyTo, '*', 'r', encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } }));
       await expect(answer).resolves.toMatchObject({ modelName: 'm' });
     } finally {
@@ -252,7 +257,7 @@ describe('RedisBackplane', () => {
     const via = `redis://127.0.0.1:${(proxy.address() as { port: number }).port}`;
     const gateway = new RedisBackplane({ redis: via, prefix: 'resend', directReplies: false, requestTimeoutMs: 20_000, registryRefreshMs: 50, commandTimeoutMs: 1500 });
     try {
-      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await fakeWorker(r, keys);
       await gateway.start();
       armed = true;
       const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
@@ -287,15 +292,10 @@ describe('RedisBackplane', () => {
       setTimeout(() => resolve(false), 3000);
     });
     try {
-      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] }), 'PX', 60_000);
+      await fakeWorker(r, keys);
       await gateway.start();
       const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
-      let entry: [string, string[]][] = [];
-      for (let i = 0; i < 100 && entry.length === 0; i++) {
-        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
-        if (entry.length === 0) await new Promise((t) => setTimeout(t, 20));
-      }
-      const { request, env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+      const { request, env } = await firstRequest(r, keys);
       const port = Number(env.direct!.address.split(':').at(-1));
       // Two connections each send 200 KiB of a 1 MiB frame: the second passes the 256 KiB budget.
       const big = frame(Buffer.alloc(1 << 20)).subarray(0, 200 << 10);
@@ -325,17 +325,11 @@ describe('RedisBackplane', () => {
     const r = new Redis(redis.url);
     const gateway = new RedisBackplane({ redis: redis.url, prefix: 'replay', directReplies: false, requestTimeoutMs: 20_000, registryRefreshMs: 50 });
     try {
-      await r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000,
-        models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm', model_transaction_policy: { decoupled: true } } }] }), 'PX', 60_000);
+      await fakeWorker(r, keys, { name: 'm', model_transaction_policy: { decoupled: true } });
       await gateway.start();
       const got: number[] = [];
       const done = gateway.inferStream({ modelName: 'm', inputs: [], outputs: [] } as never, (res) => { got.push(Number(res.id)); });
-      let entry: [string, string[]][] = [];
-      for (let i = 0; i < 100 && entry.length === 0; i++) {
-        entry = await r.xrangeBuffer(keys.requests('m'), '-', '+') as never;
-        if (entry.length === 0) await new Promise((t) => setTimeout(t, 20));
-      }
-      const { env } = decodeRequestParts((entry[0]![1] as unknown as Buffer[]).filter((_, i) => i % 2 === 1));
+      const { env } = await firstRequest(r, keys);
       const more = (seq: number) => encodeReply({ requestKey: env.requestKey, response: { id: String(seq), modelName: 'm', modelVersion: '1', outputs: [] }, more: true, seq });
       // The worker's replies 0 and 1, both replayed, then 2 and the end.
       for (const body of [more(0), more(1), more(0), more(1), more(2), encodeReply({ requestKey: env.requestKey, end: true })]) await r.xadd(env.replyTo, '*', 'r', body);
