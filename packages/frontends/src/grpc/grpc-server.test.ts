@@ -566,6 +566,48 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
     }
   }, 30_000);
 
+  it('attack: all streams together hold at most the server\'s maxStreamPendingBytes; a stream holding nothing is still read, and all are answered', async () => {
+    let started = 0;
+    const seen = new Set<string>();
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    const big = 2 << 20;
+    const held = {
+      inferStream: async (r: { id?: string }, on: (x: object) => void) => {
+        started++;
+        seen.add(r.id!);
+        if (r.id!.endsWith(':0')) await released;
+        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [big], data: new Uint8Array(big) }] });
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(held, { address: '127.0.0.1:0', maxStreamPendingBytes: 5 << 20 });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const n = 20;
+      const streams = [c.ModelStreamInfer(), c.ModelStreamInfer()];
+      streams.forEach((stream, k) => {
+        for (let i = 0; i < n; i++) stream.write({ model_name: 'm', id: `${k}:${i}` });
+        stream.end();
+      });
+      await new Promise((r) => setTimeout(r, 1000));
+      // Two first requests held, and answers of 2 MB up to the 5 MiB budget (and one more a stream
+      // as each pauses), not 38.
+      expect(started).toBeLessThanOrEqual(2 + 3 + 2 + 2);
+      // Both first requests were read, whichever stream filled the budget first.
+      expect(seen.has('0:0') && seen.has('1:0')).toBe(true);
+      release();
+      const answered = await Promise.all(streams.map((stream) => new Promise<string[]>((resolve) => {
+        const ids: string[] = [];
+        stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
+        stream.on('end', () => resolve(ids));
+      })));
+      answered.forEach((ids, k) => expect(ids).toEqual(Array.from({ length: n }, (_, i) => `${k}:${i}`)));
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  }, 30_000);
+
   it('attack: decoupled requests count toward MAX_STREAM_PENDING too (out of the answer order, they held no place in it)', async () => {
     let started = 0;
     let release!: () => void;

@@ -104,6 +104,12 @@ export interface GrpcServerOptions {
   maxStreamResetBurst?: number;
   /** Client stream resets per second one connection may keep up (the bucket's refill rate). @default 30 */
   maxStreamResetsPerSecond?: number;
+  /**
+   * Bytes of tensors that all ModelStreamInfer streams together may hold in requests running and
+   * answers waiting for their turn; past it, a stream holding any is not read until it holds less
+   * (each stream also stops at MAX_STREAM_PENDING_BYTES). @default 1 GiB
+   */
+  maxStreamPendingBytes?: number;
 }
 
 /** A running gRPC server. */
@@ -156,6 +162,7 @@ function logValue(v: unknown): Plain {
 /** The RPC implementations over a backplane. */
 function inferenceService(backplane: Backplane, options: GrpcServerOptions, guard: (rpc: string, md: Metadata) => void): UntypedServiceImplementation {
   const traces = options.traceSettings ?? new TraceSettings();
+  const streamBudget = new StreamBudget(options.maxStreamPendingBytes ?? 1 << 30);
   const logger = options.logger ?? silentLogger;
   const plainOf = (name: string) => {
     const t = messageType(name);
@@ -283,7 +290,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         call.emit('error', grpcError(err, logger));
         return;
       }
-      new StreamInferSession(backplane, call, logger, options.headerForwardPattern).start();
+      new StreamInferSession(backplane, call, logger, streamBudget, options.headerForwardPattern).start();
     },
   };
 }
@@ -304,6 +311,39 @@ export const MAX_STREAM_PENDING = 1024;
  * A request larger than this is still read (reading pauses after it).
  */
 export const MAX_STREAM_PENDING_BYTES = 64 << 20;
+
+/**
+ * The bytes all streams of a server hold (StreamInferSession's #heldBytes, together), against one
+ * limit: one stream's own limit times the streams a connection may open (1,000) times the
+ * connections was no bound. A stream that holds nothing is always read, so every stream can go on.
+ */
+class StreamBudget {
+  used = 0;
+  /** Streams paused by this budget: told when it has room again. */
+  readonly #waiting = new Set<() => void>();
+  constructor(readonly limit: number) {}
+
+  get full(): boolean {
+    return this.used >= this.limit;
+  }
+
+  add(n: number): void {
+    this.used += n;
+  }
+
+  release(n: number): void {
+    this.used -= n;
+    if (this.used < this.limit && this.#waiting.size > 0) for (const w of [...this.#waiting]) w();
+  }
+
+  wait(w: () => void): void {
+    this.#waiting.add(w);
+  }
+
+  unwait(w: () => void): void {
+    this.#waiting.delete(w);
+  }
+}
 
 /** About what a request message holds: its raw tensors, and its typed contents at 8 bytes an element. */
 function requestBytes(m: ModelInferRequestMessage): number {
@@ -370,9 +410,13 @@ class StreamInferSession {
   #onDrained: (() => void) | undefined;
 
   readonly #forward: RegExp | undefined;
+  readonly #budget: StreamBudget;
+  /** Resumes reading when the server's budget has room again (registered while it paused this stream). */
+  readonly #reflow = (): void => this.#flow();
 
-  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, forward?: RegExp) {
+  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, budget: StreamBudget, forward?: RegExp) {
     this.#forward = forward;
+    this.#budget = budget;
     this.#backplane = backplane;
     this.#call = call;
     this.#logger = logger;
@@ -404,23 +448,38 @@ class StreamInferSession {
     this.#slots.push(slot);
     this.#inflight++;
     const bytes = requestBytes(m);
-    this.#heldBytes += bytes;
+    this.#hold(bytes);
     this.#flow();
     void this.#run(m, slot).finally(() => {
       slot.done = true;
       this.#inflight--;
-      this.#heldBytes -= bytes;
+      this.#hold(-bytes);
       this.#flush();
       this.#flow();
       this.#maybeEnd();
     });
   }
 
-  /** Pauses reading while MAX_STREAM_PENDING requests are pending or writes wait for 'drain'; resumes after. */
+  /** Counts `n` more bytes held (negative: fewer), here and in the server's budget. */
+  #hold(n: number): void {
+    if (n === 0) return;
+    this.#heldBytes += n;
+    if (n > 0) this.#budget.add(n);
+    else this.#budget.release(-n);
+  }
+
+  /**
+   * Pauses reading while MAX_STREAM_PENDING requests are pending, their tensors pass
+   * MAX_STREAM_PENDING_BYTES (or the server's budget, for a stream that holds some), or writes
+   * wait for 'drain'; resumes after.
+   */
   #flow(): void {
     // Running requests count, decoupled ones too (they hold no place in #slots), and so do
     // answers waiting for their turn.
-    const hold = !this.#closed && (this.#needDrain || this.#inflight >= MAX_STREAM_PENDING || this.#slots.length >= MAX_STREAM_PENDING || this.#heldBytes >= MAX_STREAM_PENDING_BYTES);
+    const overBudget = this.#heldBytes > 0 && this.#budget.full;
+    const hold = !this.#closed && (this.#needDrain || this.#inflight >= MAX_STREAM_PENDING || this.#slots.length >= MAX_STREAM_PENDING || this.#heldBytes >= MAX_STREAM_PENDING_BYTES || overBudget);
+    if (hold && overBudget) this.#budget.wait(this.#reflow);
+    else this.#budget.unwait(this.#reflow);
     if (hold === this.#paused) return;
     this.#paused = hold;
     if (hold) this.#call.pause();
@@ -448,7 +507,7 @@ class StreamInferSession {
           const n = responseBytes(msg);
           slot.queued.push(msg);
           slot.queuedBytes += n;
-          this.#heldBytes += n;
+          this.#hold(n);
           return;
         }
         if (r.final) sawFinal = true;
@@ -478,7 +537,7 @@ class StreamInferSession {
     while (this.#slots.length > 0) {
       const head = this.#slots[0]!;
       for (const msg of head.queued.splice(0)) this.#write(msg);
-      this.#heldBytes -= head.queuedBytes;
+      this.#hold(-head.queuedBytes);
       head.queuedBytes = 0;
       if (!head.done && !head.streaming) return;
       this.#slots.shift();
