@@ -96,6 +96,14 @@ describe('DynamicBatchScheduler', () => {
     expect(batches).toEqual([[0, 1]]);
   });
 
+  it('attack: a preferred size listed 200,000 times is one preferred size (each batch decision scanned them all, review)', () => {
+    const { s, batches } = harness(1, { maxBatchSize: 8, preferredBatchSizes: [...new Array<number>(200_000).fill(3), 2], maxQueueDelayUs: 1000 });
+    s.enqueue(req(0));
+    expect(batches).toEqual([]);
+    s.enqueue(req(1));
+    expect(batches).toEqual([[0, 1]]);
+  });
+
   it('sends a full batch at once', () => {
     const { s, batches } = harness(1, { maxBatchSize: 2, maxQueueDelayUs: 1000 });
     s.enqueue(req(0));

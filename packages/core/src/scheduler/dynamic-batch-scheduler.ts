@@ -45,7 +45,8 @@ export interface DynamicBatchSchedulerOptions<T> {
 export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T> {
   readonly #runner: BatchRunner<T>;
   readonly #maxBatch: number;
-  readonly #preferred: number[];
+  /** A set: a config may list a size many times (200,000 copies made each batch decision scan them all, review). */
+  readonly #preferred: ReadonlySet<number>;
   readonly #delayNs: number;
   readonly #clock: Clock;
   readonly #onReject: RejectHandler<T>;
@@ -72,7 +73,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
     if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
     this.#runner = runner;
     this.#maxBatch = Math.max(1, options.maxBatchSize ?? 1);
-    this.#preferred = [...(options.preferredBatchSizes ?? [])].filter((p) => p <= this.#maxBatch);
+    this.#preferred = new Set((options.preferredBatchSizes ?? []).filter((p) => p <= this.#maxBatch));
     this.#delayNs = (options.maxQueueDelayUs ?? 0) * 1000;
     this.#clock = options.clock ?? systemClock;
     this.#onReject = options.onReject ?? (() => undefined);
@@ -269,7 +270,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
       }
       size += r.batchSize;
       n++;
-      if (this.#preferred.includes(size)) preferredAt = n;
+      if (this.#preferred.has(size)) preferredAt = n;
       if (size >= this.#maxBatch) {
         ended = true;
         break;

@@ -269,6 +269,17 @@ describe('SequenceBatchScheduler', () => {
     expect(ids(batches)).toEqual([['1_0', '2_0'], ['1_1', '2_1', '3_0']]);
   });
 
+  it('attack: 130,000 preferred sizes (a size listed again and again) still batch as one list of them would', async () => {
+    // Math.max(...) over them threw on every request, which then stayed queued (review).
+    const { s, batches, clock } = harness(1, { oldest: { max_candidate_sequences: 8, preferred_batch_size: [...new Array<number>(130_000).fill(3), 2], max_queue_delay_microseconds: 100 } }, 4);
+    s.enqueue(r(1, 0, { start: true, at: 0 }));
+    expect(batches).toEqual([]);
+    s.enqueue(r(2, 0, { start: true, at: 0 }));
+    // 2 is preferred: it goes at once, before the delay.
+    expect(ids(batches)).toEqual([['1_0', '2_0']]);
+    clock.advance(100_000);
+  });
+
   it('string correlation ids are their own keys', () => {
     const { s, batches } = harness(1, {}, 2);
     s.enqueue(r('abc', 0, { start: true }));

@@ -74,6 +74,10 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   /** Sequences an instance may hold: its batch slots (Direct) or candidates (Oldest). */
   readonly #capacity: number;
   readonly #maxBatch: number;
+  /**
+   * The preferred sizes, each once, largest first. Read once: a config may list hundreds of
+   * thousands (`Math.max(...)` over 130,000 threw on every request, which then stayed queued, review).
+   */
   readonly #preferred: number[];
   readonly #delayNs: number;
   readonly #idleNs: number;
@@ -113,7 +117,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
       // 0 (unset, as a config JSON from Triton carries it) is max_batch_size, as in Triton's Create.
       const candidates = c.oldest.max_candidate_sequences ?? 0;
       this.#capacity = candidates > 0 ? candidates : this.#maxBatch;
-      this.#preferred = (c.oldest.preferred_batch_size ?? []).filter((p) => p <= this.#maxBatch);
+      this.#preferred = [...new Set((c.oldest.preferred_batch_size ?? []).filter((p) => p <= this.#maxBatch))].sort((a, b) => b - a);
       this.#delayNs = (c.oldest.max_queue_delay_microseconds ?? 0) * 1000;
       this.#minSlotUtilization = 0;
     } else {
@@ -338,10 +342,10 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     let n = Math.min(ready.length, this.#maxBatch);
     // As Triton's dynamic batcher (Oldest runs one): a batch grows no larger than the largest
     // preferred size, with a queue delay or without one.
-    if (this.#preferred.length > 0) n = Math.min(n, Math.max(...this.#preferred));
+    if (this.#preferred.length > 0) n = Math.min(n, this.#preferred[0]!);
     const oldestNs = ready[0]!.queue[0]!.delayFromNs ?? ready[0]!.queue[0]!.enqueueNs;
     if (this.#delayNs > 0 && now < oldestNs + this.#delayNs) {
-      const preferredAt = this.#preferred.filter((p) => p <= n).sort((a, b) => b - a)[0];
+      const preferredAt = this.#preferred.find((p) => p <= n);
       const full = n >= this.#maxBatch;
       const utilized = this.#minSlotUtilization > 0 && n / this.#capacity >= this.#minSlotUtilization;
       if (preferredAt !== undefined) n = preferredAt;
