@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Backend, ExecuteRequest } from './backend-api.js';
 import { Errors } from './errors.js';
 import { InferenceServer } from './server.js';
+import { validateEnsemble } from './ensemble-model.js';
 import { isOwned, markTransferable } from './tensor/transferable.js';
 import type { Tensor } from './tensor/tensor.js';
 
@@ -268,5 +269,17 @@ describe('ensembles that lead back to themselves', () => {
     const s = await server;
     await expect(s.infer({ modelName: 'chain', blsChain: ['add1'], blsDepth: 1, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }))
       .rejects.toThrow(/step 0 \(model 'add1'\) failed: request to model 'add1' refused: it is already in the call chain \(add1 -> chain -> add1\)/);
+  });
+});
+
+describe('validateEnsemble', () => {
+  it('attack: a step input named like an Object.prototype member (toString) that the step does not map is refused at load (it passed, and every request failed)', () => {
+    const step = { config: { name: 'm', max_batch_size: 0, input: [{ name: 'toString', data_type: 'TYPE_INT32', dims: [1] }], output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [1] }] } };
+    const ensemble = {
+      name: 'e', platform: 'ensemble', max_batch_size: 0,
+      input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [1] }], output: [{ name: 'OUT', data_type: 'TYPE_INT32', dims: [1] }],
+      ensemble_scheduling: { step: [{ model_name: 'm', model_version: -1, input_map: {}, output_map: { Y: 'OUT' } }] },
+    };
+    expect(() => validateEnsemble(ensemble as never, () => step as never)).toThrow('in ensemble e, input toString of model m (step 0) is not mapped');
   });
 });

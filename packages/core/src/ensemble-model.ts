@@ -89,7 +89,7 @@ export function validateEnsemble(config: ModelConfig, lookup: (name: string, ver
       }
     }
     for (const i of models[k]!.config.input ?? []) {
-      if (!i.optional && !(i.name in (s.input_map ?? {}))) {
+      if (!i.optional && !Object.hasOwn(s.input_map ?? {}, i.name)) {
         throw Errors.invalidArg(`in ensemble ${name}, input ${i.name} of model ${s.model_name ?? ''} (step ${k}) is not mapped`);
       }
     }

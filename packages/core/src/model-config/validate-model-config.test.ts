@@ -27,9 +27,13 @@ describe('validateModelConfig: sizes a config could make the server allocate', (
     const state = (data_type: string, dims: number[]) => base({ sequence_batching: { state: [{ input_name: 'S_IN', output_name: 'S_OUT', data_type, dims }] } } as never);
     expect(() => validateModelConfig(state('TYPE_FP32', [1024, 1024]), 'm')).not.toThrow();
     expect(() => validateModelConfig(state('TYPE_STRING', [500_000_000]), 'm'))
-      .toThrow(`implicit state 'S_IN' of m starts with [500000000] BYTES elements, over the limit of ${MAX_STATE_BYTES} bytes`);
+      .toThrow(`implicit state 'S_IN' of m starts with [500000000] BYTES elements: its states would start with over the limit of ${MAX_STATE_BYTES} bytes a sequence`);
     expect(() => validateModelConfig(state('TYPE_FP32', [2147483647]), 'm')).toThrow(/over the limit/);
-    // Variable dims take their size from the request's first state: nothing to check here.
     expect(() => validateModelConfig(state('TYPE_FP32', [-1]), 'm')).not.toThrow();
+    // A variable dim starts as 1: [-1, 100000000] starts with 400 MB (it was not checked, review).
+    expect(() => validateModelConfig(state('TYPE_FP32', [-1, 100_000_000]), 'm')).toThrow(/starts with \[1,100000000\] FP32 elements: its states would start with over the limit/);
+    // The limit holds for a sequence's states together: five of 240 MB passed one by one.
+    const five = base({ sequence_batching: { state: Array.from({ length: 5 }, (_, i) => ({ input_name: `S${i}`, output_name: `O${i}`, data_type: 'TYPE_FP32', dims: [60_000_000] })) } } as never);
+    expect(() => validateModelConfig(five, 'm')).toThrow(/implicit state 'S1' of m starts with \[60000000\] FP32 elements: its states would start with over the limit/);
   });
 });

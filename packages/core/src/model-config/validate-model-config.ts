@@ -16,7 +16,12 @@ const WILDCARD_DIM = -1;
  */
 export const MAX_PRIORITY_LEVELS = 10_000;
 
-/** The most bytes one implicit state of one sequence may start with (its zeros are made per sequence). */
+/**
+ * The most bytes the implicit states of one sequence may start with, all its states together (their
+ * zeros are made per sequence). A variable dim counts as 1, as a state without an initial state
+ * starts with it: skipping such states let `[-1, 100000000]` through (400 MB a sequence), and a
+ * limit per state let five states of 240 MB each through (review).
+ */
 export const MAX_STATE_BYTES = 256 * 1024 * 1024;
 
 function count(dims: readonly number[]): number {
@@ -176,16 +181,18 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
       throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} has kind ${g.kind} but specifies one or more GPUs`);
     }
   }
+  let stateBytes = 0;
   for (const s of config.sequence_batching?.state ?? []) {
-    // What each new sequence starts with: the initial state's dims, or the state's own.
+    // What each new sequence starts with: the initial state's dims, or the state's own with each
+    // variable dim as 1 (sequence-state.ts, initialState).
     const init = s.initial_state?.[0];
-    const dims = init?.dims ?? s.dims ?? [];
+    const dims = (init?.dims ?? s.dims ?? []).map((d) => (d === WILDCARD_DIM ? 1 : d));
     const dt = configTypeToDataType(init?.data_type ?? s.data_type ?? '');
-    if (dims.some((d) => d === WILDCARD_DIM) || !dt) continue;
+    if (!dt) continue;
     const n = count(dims);
-    const bytes = n * (dt === 'BYTES' ? 4 : dataTypeByteSize(dt));
-    if (!Number.isSafeInteger(n) || bytes > MAX_STATE_BYTES) {
-      throw Errors.invalidArg(`implicit state '${s.input_name ?? ''}' of ${config.name} starts with [${dims.join(',')}] ${dt} elements, over the limit of ${MAX_STATE_BYTES} bytes`);
+    stateBytes += n * (dt === 'BYTES' ? 4 : dataTypeByteSize(dt));
+    if (!Number.isSafeInteger(n) || stateBytes > MAX_STATE_BYTES) {
+      throw Errors.invalidArg(`implicit state '${s.input_name ?? ''}' of ${config.name} starts with [${dims.join(',')}] ${dt} elements: its states would start with over the limit of ${MAX_STATE_BYTES} bytes a sequence`);
     }
   }
   if (isEnsemble && !config.ensemble_scheduling) {
