@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { countBytesElements, deserializeBytesTensor, serializeBytesTensor } from './bytes-tensor.js';
 import { configTypeToDataType, dataTypeByteSize, dataTypeToConfigType, elementCount, isDataType, viewBytesAs } from './data-type.js';
 
@@ -11,6 +11,25 @@ describe('BYTES tensors', () => {
     expect([...parts[1]!]).toEqual([0, 1, 2, 3]);
     expect(parts[2]!.byteLength).toBe(0);
     expect(countBytesElements(buf)).toBe(3);
+  });
+
+  it('serializes any string as UTF-8, lone surrogates as U+FFFD, exactly as TextEncoder does', () => {
+    const strings = ['', 'a', 'é', '日本', '😀', '\ud800', 'x\udc00y', 'mixed é 😀 \ud83d end'];
+    const parts = deserializeBytesTensor(serializeBytesTensor(strings), strings.length);
+    expect(parts.map((p) => [...p])).toEqual(strings.map((x) => [...new TextEncoder().encode(x)]));
+  });
+
+  it('attack: strings are written into one buffer, with no array made per element (20 million from a 60 MB JSON request ran the server out of heap)', () => {
+    const encode = vi.spyOn(TextEncoder.prototype, 'encode');
+    try {
+      const many = new Array<string>(1_000_000).fill('').map((e, i) => (i % 2 ? e : 'ab'));
+      const buf = serializeBytesTensor(many);
+      expect(buf.byteLength).toBe(4_000_000 + 1_000_000);
+      expect(countBytesElements(buf)).toBe(1_000_000);
+      expect(encode).not.toHaveBeenCalled();
+    } finally {
+      encode.mockRestore();
+    }
   });
 
   it('rejects a length that runs past the end, and a wrong element count', () => {

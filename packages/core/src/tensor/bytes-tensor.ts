@@ -6,18 +6,31 @@ import { Errors } from '../errors.js';
 
 const encoder = new TextEncoder();
 
-/** Serializes strings or byte arrays into Triton's length-prefixed BYTES layout. */
+/**
+ * Serializes strings or byte arrays into Triton's length-prefixed BYTES layout: measured first,
+ * then written into one buffer, with no array made per element (20 million empty strings from a
+ * 60 MB JSON request made 20 million arrays, and the server ran out of heap, review).
+ */
 export function serializeBytesTensor(elements: ReadonlyArray<string | Uint8Array>): Uint8Array {
-  const parts = elements.map((e) => (typeof e === 'string' ? encoder.encode(e) : e));
   let total = 0;
-  for (const p of parts) total += 4 + p.byteLength;
+  for (let i = 0; i < elements.length; i++) {
+    const e = elements[i]!;
+    total += 4 + (typeof e === 'string' ? Buffer.byteLength(e, 'utf8') : e.byteLength);
+  }
   const out = new Uint8Array(total);
   const view = new DataView(out.buffer);
   let off = 0;
-  for (const p of parts) {
-    view.setUint32(off, p.byteLength, true);
-    out.set(p, off + 4);
-    off += 4 + p.byteLength;
+  for (let i = 0; i < elements.length; i++) {
+    const e = elements[i]!;
+    let n: number;
+    if (typeof e === 'string') {
+      n = e.length === 0 ? 0 : encoder.encodeInto(e, out.subarray(off + 4)).written;
+    } else {
+      out.set(e, off + 4);
+      n = e.byteLength;
+    }
+    view.setUint32(off, n, true);
+    off += 4 + n;
   }
   return out;
 }
