@@ -7,7 +7,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createH2Server, type Http2Server, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { messageType } from '@triode/core';
 import { InferenceServerError } from './errors.js';
 import { GrpcClient } from './grpc-client.js';
@@ -170,6 +170,25 @@ describe('HTTP calls are bounded in time and size', () => {
       res.write('{');
     };
     expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/larger than maxResponseBytes/);
+  });
+
+  it('attack: a body sent as 1-byte chunks is copied as it comes, never kept chunk by chunk (8.9 GB and out of heap under maxResponseBytes)', async () => {
+    const c = await httpClient();
+    const json = JSON.stringify({ model_name: 'm', model_version: '1', outputs: [{ name: 'O', datatype: 'INT32', shape: [1], data: [7] }], pad: ' '.repeat(4000) });
+    httpHandler = (_q, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      for (const ch of json) res.write(ch);
+      res.end();
+    };
+    const concat = vi.spyOn(Buffer, 'concat');
+    try {
+      const r = await c.infer('m', { inputs });
+      expect(Array.from(r.outputs[0]!.data as ArrayLike<number>)).toEqual([7]);
+      // Before: one Buffer per chunk, joined at the end (a list of ~4,000).
+      expect(Math.max(0, ...concat.mock.calls.map(([list]) => list.length))).toBeLessThan(100);
+    } finally {
+      concat.mockRestore();
+    }
   });
 
   it('timeoutMs is a deadline for the whole call: a trickled body fails on time', async () => {

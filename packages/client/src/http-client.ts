@@ -109,16 +109,28 @@ export class HttpClient implements InferenceClient {
           req.destroy(tooLarge());
           return;
         }
-        const chunks: Buffer[] = [];
+        // Copied into one buffer that doubles as it fills, never kept chunk by chunk: a body sent
+        // as 1-byte chunks held a Buffer object (and its share of a socket read) per byte, and the
+        // client ran out of heap under maxResponseBytes (review).
+        let body = Buffer.allocUnsafeSlow(Math.min(max, Math.max(1024, Number(res.headers['content-length'] ?? 0) || 0)));
         let received = 0;
         res.on('data', (c: Buffer) => {
-          received += c.byteLength;
-          if (received > max) req.destroy(tooLarge());
-          else chunks.push(c);
+          const size = received + c.byteLength;
+          if (size > max) {
+            req.destroy(tooLarge());
+            return;
+          }
+          if (size > body.byteLength) {
+            const grown = Buffer.allocUnsafeSlow(Math.min(max, Math.max(size, 2 * body.byteLength)));
+            body.copy(grown, 0, 0, received);
+            body = grown;
+          }
+          c.copy(body, received);
+          received = size;
         });
         res.on('end', () => {
           clearTimeout(timer);
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: body.subarray(0, received) });
         });
         res.on('error', fail);
       });
