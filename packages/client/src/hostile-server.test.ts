@@ -111,7 +111,22 @@ describe('HTTP infer responses are checked before they are trusted', () => {
     const r = binary([{ name: 'S', datatype: 'BYTES', shape: [3], parameters: { binary_data_size: two.byteLength } }], two);
     expect(() => decodeInferResponse(r.body, r.hl)).toThrow(/not 3 BYTES elements/);
     const json = header({ outputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: ['a', 'b'] }] });
-    expect(() => decodeInferResponse(json, undefined)).toThrow(/not 1 BYTES elements/);
+    expect(() => decodeInferResponse(json, undefined)).toThrow(/has 2 elements of JSON data, not 1 \(shape \[1\]\)/);
+  });
+
+  it('attack: JSON data whose element count differs from the shape is refused before it is converted (200 MB of strings for a shape of [1] ran the client out of heap)', () => {
+    const encode = vi.spyOn(TextEncoder.prototype, 'encode');
+    const from = vi.spyOn(Float64Array, 'from');
+    try {
+      const strings = header({ outputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: Array.from({ length: 100_000 }, (_, i) => String(i)) }] });
+      expect(() => decodeInferResponse(strings, undefined)).toThrow(/has 100000 elements of JSON data, not 1/);
+      const doubles = header({ outputs: [{ name: 'D', datatype: 'FP64', shape: [2, 2], data: [[1, 2], [3, 4], [5, 6]] }] });
+      expect(() => decodeInferResponse(doubles, undefined)).toThrow(/has 6 elements of JSON data, not 4 \(shape \[2,2\]\)/);
+      expect(from).not.toHaveBeenCalled();
+    } finally {
+      encode.mockRestore();
+      from.mockRestore();
+    }
   });
 
   it('turns any malformed body into InferenceServerError, not SyntaxError or TypeError', () => {

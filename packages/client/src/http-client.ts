@@ -6,7 +6,7 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import {
-  dataBytes, isDataType, serializeBytesTensor, timerMs,
+  dataBytes, elementCount, isDataType, serializeBytesTensor, timerMs,
   type DataType, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ParameterValue, type ServerMetadata, type TensorData,
 } from '@triode/core';
 import { InferenceServerError } from './errors.js';
@@ -378,7 +378,12 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
     if (!Array.isArray(o.data)) throw malformed(`output '${String(o.name)}' has neither data nor binary_data_size`);
     const make = isDataType(o.datatype) ? JSON_ARRAY[o.datatype] : undefined;
     if (!make) throw malformed(`output '${String(o.name)}': ${String(o.datatype)} cannot come as JSON`);
-    return outputTensor(o.name, o.datatype, o.shape, dataBytes(make(o.data.flat(Infinity as 1) as unknown[])));
+    const flat = o.data.flat(Infinity as 1) as unknown[];
+    // The count first: millions of strings for a shape of [1] were all converted before it was told (review).
+    if (Array.isArray(o.shape) && o.shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0) && flat.length !== elementCount(o.shape as number[])) {
+      throw malformed(`output '${String(o.name)}' has ${flat.length} elements of JSON data, not ${elementCount(o.shape as number[])} (shape [${(o.shape as number[]).join(',')}])`);
+    }
+    return outputTensor(o.name, o.datatype, o.shape, dataBytes(make(flat)));
   });
   return new InferResult({
     modelName: String(d.model_name ?? ''), modelVersion: String(d.model_version ?? ''), outputs,
