@@ -15,6 +15,15 @@ export type JsonValue = null | boolean | number | bigint | string | Float64Array
 
 const POW10 = Array.from({ length: 23 }, (_, i) => 10 ** i);
 const MAX_DEPTH = 512;
+
+/**
+ * The most objects and arrays one document may hold (as the client reads a server's answer), and
+ * the most members of all its objects. An infer request holds a few of each per tensor (its data
+ * comes as arrays of numbers, read as one); 60 MB of `{}` took 2.4 GB and 5 s, and 6.5 million
+ * parameter keys 7.6 s, before anything else could refuse them (review).
+ */
+export const MAX_JSON_CONTAINERS = 1 << 20;
+export const MAX_JSON_MEMBERS = 1 << 16;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 class JsonError extends Error {}
@@ -292,6 +301,8 @@ function readerShape(v: unknown): JsonValue {
 class Reader {
   readonly #b: Uint8Array;
   #i = 0;
+  #containers = 0;
+  #members = 0;
   #scratch: Float64Array = new Float64Array(64);
 
   constructor(b: Uint8Array) {
@@ -348,6 +359,7 @@ class Reader {
 
   #object(depth: number): JsonValue {
     if (depth > MAX_DEPTH) this.#fail('JSON nested too deeply');
+    if (++this.#containers > MAX_JSON_CONTAINERS) this.#fail(`JSON holds more than ${MAX_JSON_CONTAINERS} objects and arrays`);
     this.#i++;
     const out: { [k: string]: JsonValue } = {};
     this.#ws();
@@ -355,6 +367,7 @@ class Reader {
     for (;;) {
       this.#ws();
       if (this.#b[this.#i] !== 34) this.#fail('Expected property name');
+      if (++this.#members > MAX_JSON_MEMBERS) this.#fail(`JSON objects hold more than ${MAX_JSON_MEMBERS} members`);
       const key = this.#string();
       this.#ws();
       if (this.#b[this.#i] !== 58) this.#fail("Expected ':' after property name");
@@ -373,6 +386,7 @@ class Reader {
 
   #array(depth: number): JsonValue {
     if (depth > MAX_DEPTH) this.#fail('JSON nested too deeply');
+    if (++this.#containers > MAX_JSON_CONTAINERS) this.#fail(`JSON holds more than ${MAX_JSON_CONTAINERS} objects and arrays`);
     this.#i++;
     this.#ws();
     const c = this.#b[this.#i];
