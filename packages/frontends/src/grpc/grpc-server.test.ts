@@ -531,20 +531,35 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
     }
   }, 20_000);
 
-  it('attack: answers waiting behind a slow first request hold at most MAX_STREAM_PENDING_BYTES; all are answered once it ends (before: 1,000 answers of 2 MB)', async () => {
-    let started = 0;
+  /**
+   * A backplane whose requests answer at once with 2 MB each, except those `held` names, which wait
+   * for `release()`; `seen` has every request id it started.
+   */
+  const bigAnswers = (held: (id: string) => boolean) => {
+    const seen: string[] = [];
     let release!: () => void;
     const released = new Promise<void>((r) => { release = r; });
-    const big = 2 << 20;
-    const held = {
+    const backplane = {
       inferStream: async (r: { id?: string }, on: (x: object) => void) => {
-        started++;
-        // The first request waits (a sequence slot, a slow model); the others answer at once, 2 MB each.
-        if (r.id === '0') await released;
-        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [big], data: new Uint8Array(big) }] });
+        seen.push(r.id!);
+        if (held(r.id!)) await released;
+        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [BIG], data: new Uint8Array(BIG) }] });
       },
     } as unknown as Backplane;
-    const h = await startGrpcServer(held, { address: '127.0.0.1:0' });
+    return { backplane, seen, release };
+  };
+  const BIG = 2 << 20;
+  /** The ids of a stream's answers, once it ends. */
+  const answeredIds = (stream: ClientDuplexStream<object, Plain>) => new Promise<string[]>((resolve) => {
+    const ids: string[] = [];
+    stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
+    stream.on('end', () => resolve(ids));
+  });
+
+  it('attack: answers waiting behind a slow first request hold at most MAX_STREAM_PENDING_BYTES; all are answered once it ends (before: 1,000 answers of 2 MB)', async () => {
+    // The first request waits (a sequence slot, a slow model); the others answer at once.
+    const { backplane, seen, release } = bigAnswers((id) => id === '0');
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
     const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
     try {
       const stream = c.ModelStreamInfer();
@@ -553,13 +568,10 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
       stream.end();
       await new Promise((r) => setTimeout(r, 1000));
       // Reading stops once the answers held pass the budget (one more may be read as it pauses).
-      expect(started).toBeLessThanOrEqual(MAX_STREAM_PENDING_BYTES / big + 2);
-      expect(started).toBeGreaterThan(1);
+      expect(seen.length).toBeLessThanOrEqual(MAX_STREAM_PENDING_BYTES / BIG + 2);
+      expect(seen.length).toBeGreaterThan(1);
       release();
-      const ids: string[] = [];
-      stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
-      await new Promise((r) => stream.on('end', r));
-      expect(ids).toEqual(Array.from({ length: n }, (_, i) => String(i)));
+      expect(await answeredIds(stream)).toEqual(Array.from({ length: n }, (_, i) => String(i)));
     } finally {
       c.close();
       await h.close(500);
@@ -567,20 +579,8 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
   }, 30_000);
 
   it('attack: all streams together hold at most the server\'s maxStreamPendingBytes; a stream holding nothing is still read, and all are answered', async () => {
-    let started = 0;
-    const seen = new Set<string>();
-    let release!: () => void;
-    const released = new Promise<void>((r) => { release = r; });
-    const big = 2 << 20;
-    const held = {
-      inferStream: async (r: { id?: string }, on: (x: object) => void) => {
-        started++;
-        seen.add(r.id!);
-        if (r.id!.endsWith(':0')) await released;
-        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [big], data: new Uint8Array(big) }] });
-      },
-    } as unknown as Backplane;
-    const h = await startGrpcServer(held, { address: '127.0.0.1:0', maxStreamPendingBytes: 5 << 20 });
+    const { backplane, seen, release } = bigAnswers((id) => id.endsWith(':0'));
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0', maxStreamPendingBytes: 5 << 20 });
     const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
     try {
       const n = 20;
@@ -592,15 +592,11 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
       await new Promise((r) => setTimeout(r, 1000));
       // Two first requests held, and answers of 2 MB up to the 5 MiB budget (and one more a stream
       // as each pauses), not 38.
-      expect(started).toBeLessThanOrEqual(2 + 3 + 2 + 2);
+      expect(seen.length).toBeLessThanOrEqual(2 + 3 + 2 + 2);
       // Both first requests were read, whichever stream filled the budget first.
-      expect(seen.has('0:0') && seen.has('1:0')).toBe(true);
+      expect(seen).toEqual(expect.arrayContaining(['0:0', '1:0']));
       release();
-      const answered = await Promise.all(streams.map((stream) => new Promise<string[]>((resolve) => {
-        const ids: string[] = [];
-        stream.on('data', (m: Plain) => ids.push(String((m['infer_response'] as Plain)['id'])));
-        stream.on('end', () => resolve(ids));
-      })));
+      const answered = await Promise.all(streams.map(answeredIds));
       answered.forEach((ids, k) => expect(ids).toEqual(Array.from({ length: n }, (_, i) => `${k}:${i}`)));
     } finally {
       c.close();
