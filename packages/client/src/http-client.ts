@@ -11,7 +11,7 @@ import {
 } from '@triode/core';
 import { InferenceServerError } from './errors.js';
 import { requestParameters, versionString } from './request-parameters.js';
-import { inputTensorData, outputTensor } from './tensor-data.js';
+import { inputTensorData, outputShape, outputTensor } from './tensor-data.js';
 import { markNonFinite, parseJson, stringifyJson } from './json-non-finite.js';
 import { InferResult, splitBytes, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
@@ -380,9 +380,8 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
     if (!make) throw malformed(`output '${String(o.name)}': ${String(o.datatype)} cannot come as JSON`);
     const flat = o.data.flat(Infinity as 1) as unknown[];
     // The count first: millions of strings for a shape of [1] were all converted before it was told (review).
-    if (Array.isArray(o.shape) && o.shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0) && flat.length !== elementCount(o.shape as number[])) {
-      throw malformed(`output '${String(o.name)}' has ${flat.length} elements of JSON data, not ${elementCount(o.shape as number[])} (shape [${(o.shape as number[]).join(',')}])`);
-    }
+    const dims = outputShape(o.name, o.shape);
+    if (flat.length !== elementCount(dims)) throw malformed(`output '${String(o.name)}' has ${flat.length} elements of JSON data, not ${elementCount(dims)} (shape [${dims.join(',')}])`);
     return outputTensor(o.name, o.datatype, o.shape, dataBytes(make(flat)));
   });
   return new InferResult({

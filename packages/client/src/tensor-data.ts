@@ -58,6 +58,14 @@ export function inputBytes(input: InferInput): Uint8Array {
   return dataBytes(inputTensorData(input));
 }
 
+/** A received output's shape: non-negative integers. @throws InferenceServerError otherwise */
+export function outputShape(name: unknown, shape: unknown): number[] {
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
+    throw new InferenceServerError(`malformed response: output '${String(name)}' has an invalid shape`);
+  }
+  return shape as number[];
+}
+
 /**
  * A received output, checked before it is trusted: a known datatype, a shape of non-negative
  * integers, and bytes holding exactly the shape's elements (BYTES: that many well-formed
@@ -67,10 +75,7 @@ export function inputBytes(input: InferInput): Uint8Array {
 export function outputTensor(name: unknown, datatype: unknown, shape: unknown, bytes: Uint8Array): OutputTensor {
   if (typeof name !== 'string') throw new InferenceServerError('malformed response: an output without a name');
   if (!isDataType(datatype)) throw new InferenceServerError(`malformed response: output '${name}' has an unknown datatype '${String(datatype)}'`);
-  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && (d as number) >= 0)) {
-    throw new InferenceServerError(`malformed response: output '${name}' has an invalid shape`);
-  }
-  const dims = shape as number[];
+  const dims = outputShape(name, shape);
   const count = elementCount(dims);
   const found = datatype === 'BYTES' ? countBytesElements(bytes) : bytes.byteLength / dataTypeByteSize(datatype);
   if (found !== count) {
