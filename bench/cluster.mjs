@@ -1,6 +1,6 @@
 // Issue #6 and issue #16 benchmark (run by hand; needs wrk, redis-server and taskset):
 //   node bench/cluster.mjs [--seconds 10] [--pin auto|off] [--workers 1,2,4] [--gateways 1]
-//                          [--scale-model sleepy|ppocr_cls|simple]
+//                          [--scale-model sleepy|ppocr_cls|simple] [--compare yes|no]
 // Issue #16 scope 7 ("one gateway carries >= 0.8x its own HTTP frontend floor"; "8 workers >= 0.9x
 // linear"), on a 16-core machine, as PERF-BASELINE.md finding 9 measured it:
 //   node bench/cluster.mjs --workers 1,2,4,8 --gateways 1,2 --scale-model ppocr_cls   # x linear
@@ -25,7 +25,7 @@
 //    gateway's. x linear = req/s / (n x the 1-gateway 1-worker req/s).
 import { execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { availableParallelism, cpus as osCpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +37,7 @@ const { values: args } = parseArgs({ options: {
   seconds: { type: 'string', default: '10' }, pin: { type: 'string', default: 'auto' },
   workers: { type: 'string', default: '1,2,4' }, gateways: { type: 'string', default: '1' },
   'scale-model': { type: 'string', default: 'sleepy' },
+  compare: { type: 'string', default: 'yes' }, // part 1 (embedded vs cluster); `no` runs parts 2-3 only
 } });
 const SECONDS = Number(args.seconds);
 /** '1,2,4' -> [1, 2, 4]: positive integers, ascending, without repeats. */
@@ -49,6 +50,8 @@ const WORKERS = countList('workers', args.workers); // the scale-out's worker co
 const GATEWAYS = countList('gateways', args.gateways); // the scale-out's gateway counts
 const SCALE_C = 64; // the scale-out's connections (split between the gateways)
 const SCALE_MODEL = args['scale-model'];
+if (!['yes', 'no'].includes(args.compare)) throw new Error(`--compare must be yes or no, not ${args.compare}`);
+const COMPARE = args.compare === 'yes';
 const BODY_MODELS = ['simple', 'ppocr_cls', 'sleepy']; // the models with a request body below
 if (!BODY_MODELS.includes(SCALE_MODEL)) throw new Error(`--scale-model must be one of ${BODY_MODELS.join(', ')}, not ${SCALE_MODEL}`);
 
@@ -125,13 +128,30 @@ async function wrkAll(cpus, ports, model, c, seconds) {
   return { rps: rs.reduce((s, r) => s + r.rps, 0), p50: Math.max(...rs.map((r) => r.p50)), p99: Math.max(...rs.map((r) => r.p99)), non2xx: rs.reduce((s, r) => s + r.non2xx, 0) };
 }
 const measureAll = async (cpus, ports, model, c) => { await wrkAll(cpus, ports, model, c, 2); return wrkAll(cpus, ports, model, c, SECONDS); };
+/** Redis's per-command call counts (INFO commandstats), read over a plain socket. */
+function redisCalls(port) {
+  return new Promise((res, rej) => {
+    const sock = connect(port, '127.0.0.1', () => sock.write('INFO commandstats\r\n'));
+    let out = '';
+    sock.setEncoding('latin1');
+    sock.on('data', (d) => {
+      out += d;
+      const m = /^\$(\d+)\r\n/.exec(out);
+      if (m && out.length >= m[0].length + Number(m[1]) + 2) {
+        sock.end();
+        res(Object.fromEntries([...out.matchAll(/cmdstat_(\w+):calls=(\d+)/g)].map((x) => [x[1], Number(x[2])])));
+      }
+    });
+    sock.on('error', rej);
+  });
+}
 const redisArgs = (port) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
 const gatewayArgs = (url, port) => ['gateway', '--metrics-port', '0', '--redis', url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false'];
 const startWorker = (cpus, url, id) => start(cpus, BIN, ['worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', id, '--log-info=false'], /\+\n[\s\S]*\+\n/);
 const rows = [];
 try {
   // Embedded.
-  {
+  if (COMPARE) {
     const port = await freePort();
     const p = await start(EMBEDDED.server, BIN, ['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false', '--log-info=false'], /READY[\s\S]*\+\n/);
     await sleep(500);
@@ -139,7 +159,7 @@ try {
     await stop(p);
   }
   // Cluster: redis + gateway + 1 worker.
-  {
+  if (COMPARE) {
     const redisPort = await freePort();
     const redis = await start(CLUSTER.redis, 'redis-server', redisArgs(redisPort), /Ready to accept/);
     const url = `redis://127.0.0.1:${redisPort}`;
@@ -176,18 +196,26 @@ try {
     for (const n of WORKERS) {
       while (workers.length < n) workers.push(await startWorker(CLUSTER.workers[workers.length], url, `w${workers.length}`));
       await sleep(2000);
-      scale.push({ gateways: g, workers: n, ...(await measureAll(CLUSTER.load, gwPorts, SCALE.name, SCALE_C)) });
+      await wrkAll(CLUSTER.load, gwPorts, SCALE.name, SCALE_C, 2);
+      const before = await redisCalls(redisPort);
+      const r = await wrkAll(CLUSTER.load, gwPorts, SCALE.name, SCALE_C, SECONDS);
+      const after = await redisCalls(redisPort);
+      // Redis commands a request over the measured window (wrk's count: req/s x seconds).
+      const perReq = (cmd) => ((after[cmd] ?? 0) - (before[cmd] ?? 0)) / (r.rps * SECONDS);
+      scale.push({ gateways: g, workers: n, ...r, xreadgroup: perReq('xreadgroup'), xadd: perReq('xadd'), xack: perReq('xack') });
     }
     for (const w of workers) await stop(w);
     for (const gw of gws) await stop(gw);
     await stop(redis);
   }
 
-  console.log('| mode | model | c | req/s | p50 ms | p99 ms | errors |');
-  console.log('|---|---|---|---|---|---|---|');
-  for (const r of rows) console.log(`| ${r.mode} | ${r.model} | ${r.c} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${r.non2xx} |`);
-  const get = (mode, model, c) => rows.find((r) => r.mode.startsWith(mode) && r.model === model && r.c === c);
-  console.log(`\nppocr_cls c=16: cluster ${(get('cluster', 'ppocr_cls', 16).rps / get('embedded', 'ppocr_cls', 16).rps).toFixed(2)}x embedded (target >= 0.7); added p50 at c=1: simple ${(get('cluster', 'simple', 1).p50 - get('embedded', 'simple', 1).p50).toFixed(3)} ms, ppocr_cls ${(get('cluster', 'ppocr_cls', 1).p50 - get('embedded', 'ppocr_cls', 1).p50).toFixed(3)} ms (target <= 0.5)\n`);
+  if (COMPARE) {
+    console.log('| mode | model | c | req/s | p50 ms | p99 ms | errors |');
+    console.log('|---|---|---|---|---|---|---|');
+    for (const r of rows) console.log(`| ${r.mode} | ${r.model} | ${r.c} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${r.non2xx} |`);
+    const get = (mode, model, c) => rows.find((r) => r.mode.startsWith(mode) && r.model === model && r.c === c);
+    console.log(`\nppocr_cls c=16: cluster ${(get('cluster', 'ppocr_cls', 16).rps / get('embedded', 'ppocr_cls', 16).rps).toFixed(2)}x embedded (target >= 0.7); added p50 at c=1: simple ${(get('cluster', 'simple', 1).p50 - get('embedded', 'simple', 1).p50).toFixed(3)} ms, ppocr_cls ${(get('cluster', 'ppocr_cls', 1).p50 - get('embedded', 'ppocr_cls', 1).p50).toFixed(3)} ms (target <= 0.5)\n`);
+  }
 
   // x linear against the 1-gateway 1-worker rate (or, without that row, the first row's rate per worker).
   const base = scale.find((s) => s.gateways === 1 && s.workers === 1);
@@ -195,9 +223,9 @@ try {
   const baseNote = base ? '1 gateway, 1 worker' : `${scale[0].gateways} gateway(s), ${scale[0].workers} workers / ${scale[0].workers}: no 1-gateway 1-worker row`;
   const sleepy = SCALE_MODEL === 'sleepy';
   console.log(`Scale-out: ${SCALE.name} (${SCALE.instances}${sleepy ? '; 20 ms per batch of 8, ideal 400/s per worker' : ''}), c=${SCALE_C} split between the gateways (one wrk each); x linear = req/s / (n x ${perWorker.toFixed(0)} req/s, ${baseNote})`);
-  console.log(`| gateways | workers | req/s | p50 ms | p99 ms | non-2xx | x linear |${sleepy ? ' x ideal (400/s per worker) |' : ''}`);
-  console.log(`|---|---|---|---|---|---|---|${sleepy ? '---|' : ''}`);
-  for (const s of scale) console.log(`| ${s.gateways} | ${s.workers} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${s.non2xx} | ${(s.rps / (perWorker * s.workers)).toFixed(2)} |${sleepy ? ` ${(s.rps / (400 * s.workers)).toFixed(2)} |` : ''}`);
+  console.log(`| gateways | workers | req/s | p50 ms | p99 ms | non-2xx | x linear |${sleepy ? ' x ideal (400/s per worker) |' : ''} Redis XREADGROUP / XADD / XACK a request |`);
+  console.log(`|---|---|---|---|---|---|---|${sleepy ? '---|' : ''}---|`);
+  for (const s of scale) console.log(`| ${s.gateways} | ${s.workers} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${s.non2xx} | ${(s.rps / (perWorker * s.workers)).toFixed(2)} |${sleepy ? ` ${(s.rps / (400 * s.workers)).toFixed(2)} |` : ''} ${s.xreadgroup.toFixed(2)} / ${s.xadd.toFixed(2)} / ${s.xack.toFixed(2)} |`);
   console.log(`\nGateway frontend floor (bench/floor-server.mjs ${CLUSTER.gateways[0] ? `on cpu ${CLUSTER.gateways[0]}` : 'unpinned'}, c=${SCALE_C}, ${SCALE.name}'s body): ${floor.rps.toFixed(0)} req/s, p50 ${floor.p50.toFixed(3)} ms, p99 ${floor.p99.toFixed(3)} ms, non-2xx ${floor.non2xx}`);
   const oneGw = scale.filter((s) => s.gateways === 1);
   if (oneGw.length) {

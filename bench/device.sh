@@ -8,6 +8,10 @@
 #      (appended to http.log: the device tool brings back 8 files); not in the default parts (about
 #      2.5 minutes: `bash bench/device.sh handoff`),
 #   (large) bench/large-tensor.mjs: what ppocr_det-sized requests cost Triode outside the model,
+#   (cluster) issue #16 scope 7: bench/cluster.mjs --workers 1,2,4,8 --gateways 1,2, pinned (Redis on
+#      cpu 0, gateways on two cpus each, one cpu per worker, wrk on the rest), with ppocr_cls (x linear;
+#      also embedded vs one worker) and with simple (one gateway vs its frontend floor); about 4.5
+#      minutes with the default windows,
 #   3. issue #17 on a real GPU: `triode serve` with a KIND_GPU model (startup GPU table, model
 #      READY on the GPU, nv_gpu_* metrics from nvidia-smi), where `simple` goes (KIND_AUTO) and
 #      what it serves at c=1 there and on WebGPU (wrk, not pinned), and bench/gpu.mjs (answers
@@ -50,6 +54,15 @@ if has handoff; then
   HR=$(( R > 2 ? 2 : R ))
   timeout 240 bash bench/busy-handoff.sh pair 16,64 $HR auto=$B@auto main=$B@main instance=$B@instance >> "$O/http.log" 2>&1
   echo "rc=$?"; sed -n '/== bench\/busy-handoff.sh pair/,$p' "$O/http.log" | tail -$((3 + 6 * HR))
+fi
+
+if has cluster; then
+  for m in ppocr_cls simple; do
+    echo "== bench/cluster.mjs --scale-model $m"
+    cmp=no; [ $m = ppocr_cls ] && cmp=yes
+    timeout 240 node bench/cluster.mjs --seconds $((S + 1)) --workers ${CLUSTER_WORKERS:-1,2,4,8} --gateways 1,2 --scale-model $m --compare $cmp > "$O/cluster-$m.log" 2>&1
+    echo "rc=$?"; cat "$O/cluster-$m.log"
+  done
 fi
 
 if has cls; then
