@@ -44,7 +44,7 @@ S=2; W=1; R=3
 
 if has http; then
   echo "== bench/http.mjs"
-  timeout 300 node bench/http.mjs --seconds $S --warmup $W --rounds $R --concurrency 1,16,64,256 --out "$O/http.json" > "$O/http.log" 2>&1
+  timeout 200 node bench/http.mjs --seconds $S --warmup $W --rounds $R --concurrency 1,16,64,256 --out "$O/http.json" > "$O/http.log" 2>&1
   echo "rc=$?"; grep -v '^{' "$O/http.log" | tail -30
 fi
 
@@ -60,14 +60,14 @@ if has cluster; then
   for m in ppocr_cls simple; do
     echo "== bench/cluster.mjs --scale-model $m"
     cmp=no; [ $m = ppocr_cls ] && cmp=yes
-    timeout 240 node bench/cluster.mjs --seconds $((S + 1)) --workers ${CLUSTER_WORKERS:-1,2,4,8} --gateways 1,2 --scale-model $m --compare $cmp > "$O/cluster-$m.log" 2>&1
+    timeout 170 node bench/cluster.mjs --seconds $((S + 1)) --workers ${CLUSTER_WORKERS:-1,2,4,8} --gateways 1,2 --scale-model $m --compare $cmp > "$O/cluster-$m.log" 2>&1
     echo "rc=$?"; cat "$O/cluster-$m.log"
   done
 fi
 
 if has cls; then
   echo "== bench/cls-raw.mjs"
-  timeout 200 node bench/cls-raw.mjs --seconds $S --warmup $W --rounds $R --concurrency 16 --variants shipped,batching,instance --out "$O/cls.json" > "$O/cls.log" 2>&1
+  timeout 120 node bench/cls-raw.mjs --seconds $S --warmup $W --rounds $R --concurrency 16 --variants shipped,batching,instance --out "$O/cls.json" > "$O/cls.log" 2>&1
   echo "rc=$?"; grep -v '^{' "$O/cls.log" | tail -12
 fi
 
