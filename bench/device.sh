@@ -67,7 +67,7 @@ fi
 
 if has cls; then
   echo "== bench/cls-raw.mjs"
-  timeout 120 node bench/cls-raw.mjs --seconds $S --warmup $W --rounds $R --concurrency 16 --variants shipped,batching,instance --out "$O/cls.json" > "$O/cls.log" 2>&1
+  timeout 120 node bench/cls-raw.mjs --seconds $S --warmup $W --rounds $R --concurrency 16 --variants shipped,instance,instant --out "$O/cls.json" > "$O/cls.log" 2>&1
   echo "rc=$?"; grep -v '^{' "$O/cls.log" | tail -12
 fi
 
