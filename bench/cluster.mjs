@@ -24,7 +24,7 @@
 //    the same time, the 64 connections split between them; req/s is their sum, p50/p99 the worst
 //    gateway's. x linear = req/s / (n x the 1-gateway 1-worker req/s).
 import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { availableParallelism, cpus as osCpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -145,6 +145,14 @@ function redisCalls(port) {
     sock.on('error', rej);
   });
 }
+/** CPU time a process has used, all its threads (ns), from /proc; 0 where /proc has none. */
+function cpuNs(pid) {
+  try {
+    let ns = 0;
+    for (const t of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+    return ns;
+  } catch { return 0; }
+}
 const redisArgs = (port) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
 const gatewayArgs = (url, port) => ['gateway', '--metrics-port', '0', '--redis', url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false'];
 const startWorker = (cpus, url, id) => start(cpus, BIN, ['worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', id, '--log-info=false'], /\+\n[\s\S]*\+\n/);
@@ -198,11 +206,17 @@ try {
       await sleep(2000);
       await wrkAll(CLUSTER.load, gwPorts, SCALE.name, SCALE_C, 2);
       const before = await redisCalls(redisPort);
+      const cpu0 = [redis, ...gws, ...workers].map((p) => cpuNs(p.pid));
+      const t0 = process.hrtime.bigint();
       const r = await wrkAll(CLUSTER.load, gwPorts, SCALE.name, SCALE_C, SECONDS);
+      const wall = Number(process.hrtime.bigint() - t0);
+      const busy = [redis, ...gws, ...workers].map((p, i) => (cpuNs(p.pid) - cpu0[i]) / wall);
       const after = await redisCalls(redisPort);
       // Redis commands a request over the measured window (wrk's count: req/s x seconds).
       const perReq = (cmd) => ((after[cmd] ?? 0) - (before[cmd] ?? 0)) / (r.rps * SECONDS);
-      scale.push({ gateways: g, workers: n, ...r, xreadgroup: perReq('xreadgroup'), xadd: perReq('xadd'), xack: perReq('xack') });
+      scale.push({ gateways: g, workers: n, ...r, xreadgroup: perReq('xreadgroup'), xadd: perReq('xadd'), xack: perReq('xack'),
+        // Cores each role kept busy over the window: Redis, the busiest gateway, the mean worker.
+        busy: { redis: busy[0], gateway: Math.max(...busy.slice(1, 1 + g)), worker: busy.slice(1 + g).reduce((a, b) => a + b, 0) / n } });
     }
     for (const w of workers) await stop(w);
     for (const gw of gws) await stop(gw);
@@ -223,9 +237,9 @@ try {
   const baseNote = base ? '1 gateway, 1 worker' : `${scale[0].gateways} gateway(s), ${scale[0].workers} workers / ${scale[0].workers}: no 1-gateway 1-worker row`;
   const sleepy = SCALE_MODEL === 'sleepy';
   console.log(`Scale-out: ${SCALE.name} (${SCALE.instances}${sleepy ? '; 20 ms per batch of 8, ideal 400/s per worker' : ''}), c=${SCALE_C} split between the gateways (one wrk each); x linear = req/s / (n x ${perWorker.toFixed(0)} req/s, ${baseNote})`);
-  console.log(`| gateways | workers | req/s | p50 ms | p99 ms | non-2xx | x linear |${sleepy ? ' x ideal (400/s per worker) |' : ''} Redis XREADGROUP / XADD / XACK a request |`);
-  console.log(`|---|---|---|---|---|---|---|${sleepy ? '---|' : ''}---|`);
-  for (const s of scale) console.log(`| ${s.gateways} | ${s.workers} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${s.non2xx} | ${(s.rps / (perWorker * s.workers)).toFixed(2)} |${sleepy ? ` ${(s.rps / (400 * s.workers)).toFixed(2)} |` : ''} ${s.xreadgroup.toFixed(2)} / ${s.xadd.toFixed(2)} / ${s.xack.toFixed(2)} |`);
+  console.log(`| gateways | workers | req/s | p50 ms | p99 ms | non-2xx | x linear |${sleepy ? ' x ideal (400/s per worker) |' : ''} Redis XREADGROUP / XADD / XACK a request | cores busy: Redis / busiest gateway / mean worker |`);
+  console.log(`|---|---|---|---|---|---|---|${sleepy ? '---|' : ''}---|---|`);
+  for (const s of scale) console.log(`| ${s.gateways} | ${s.workers} | ${s.rps.toFixed(0)} | ${s.p50.toFixed(3)} | ${s.p99.toFixed(3)} | ${s.non2xx} | ${(s.rps / (perWorker * s.workers)).toFixed(2)} |${sleepy ? ` ${(s.rps / (400 * s.workers)).toFixed(2)} |` : ''} ${s.xreadgroup.toFixed(2)} / ${s.xadd.toFixed(2)} / ${s.xack.toFixed(2)} | ${s.busy.redis.toFixed(2)} / ${s.busy.gateway.toFixed(2)} / ${s.busy.worker.toFixed(2)} |`);
   console.log(`\nGateway frontend floor (bench/floor-server.mjs ${CLUSTER.gateways[0] ? `on cpu ${CLUSTER.gateways[0]}` : 'unpinned'}, c=${SCALE_C}, ${SCALE.name}'s body): ${floor.rps.toFixed(0)} req/s, p50 ${floor.p50.toFixed(3)} ms, p99 ${floor.p99.toFixed(3)} ms, non-2xx ${floor.non2xx}`);
   const oneGw = scale.filter((s) => s.gateways === 1);
   if (oneGw.length) {

@@ -6,16 +6,29 @@ import { startRedis } from '../../../../test/helpers/redis.js';
 const resp = (pieces: (string | Buffer)[]) => Buffer.concat(pieces.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString('latin1');
 
 describe('VectoredCommand', () => {
-  it('writes its pieces to the socket corked (one writev) and gives ioredis nothing more to write', () => {
+  it('writes its pieces to the socket corked until the turn ends (one writev for the turn\'s commands) and gives ioredis nothing more to write', async () => {
     const tensor = Buffer.alloc(100_000, 7);
     const calls: string[] = [];
     const written: (string | Buffer)[] = [];
     const socket = { cork: () => calls.push('cork'), uncork: () => calls.push('uncork'), write: (p: string | Buffer) => { calls.push('write'); written.push(p); return true; } };
     const out = new VectoredCommand('xadd', ['s', '*', 't', tensor]).toWritable(socket);
     expect(out).toBe('');
+    const onePiece = written.length;
+    expect(new VectoredCommand('xadd', ['s', '*', 't', tensor]).toWritable(socket)).toBe('');
     expect(calls[0]).toBe('cork');
+    expect(calls).not.toContain('uncork'); // both commands wait for the end of the turn
+    await new Promise((r) => setImmediate(r));
+    expect(calls.filter((c) => c === 'cork')).toHaveLength(1);
     expect(calls.at(-1)).toBe('uncork');
-    expect(written).toContain(tensor);
+    expect(calls.filter((c) => c === 'uncork')).toHaveLength(1);
+    expect(written.filter((p) => p === tensor)).toHaveLength(2);
+    // The next turn corks again.
+    const next = calls.length;
+    new VectoredCommand('xadd', ['s', '*', 't', tensor]).toWritable(socket);
+    expect(calls[next]).toBe('cork');
+    await new Promise((r) => setImmediate(r));
+    expect(calls.at(-1)).toBe('uncork');
+    written.splice(onePiece);
     // Without a socket to write to, one buffer with the same bytes.
     expect(resp([new VectoredCommand('xadd', ['s', '*', 't', tensor]).toWritable({}) as Buffer])).toBe(resp(written));
   });

@@ -7,6 +7,7 @@
  */
 import type { Socket } from 'node:net';
 import { Command } from 'ioredis';
+import { corkForTurn } from '../cork-for-turn.js';
 import { respPieces } from './resp.js';
 
 type Arg = string | Buffer;
@@ -23,15 +24,17 @@ export class VectoredCommand extends Command {
     this.#pieces = respPieces(name, args);
   }
 
-  /** Writes the pieces itself, corked so they leave in one writev; ioredis then writes nothing. */
+  /**
+   * Writes the pieces itself, corked so they leave in one writev with the other commands of this
+   * turn; ioredis then writes nothing.
+   */
   override toWritable(socket: object): string | Buffer {
     const s = socket as Partial<Socket>;
     if (typeof s.cork !== 'function' || typeof s.write !== 'function' || typeof s.uncork !== 'function') {
       return Buffer.concat(this.#pieces.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
     }
-    s.cork();
+    corkForTurn(s as Pick<Socket, 'cork' | 'uncork'>);
     for (const p of this.#pieces) s.write(p);
-    s.uncork();
     return '';
   }
 }

@@ -11,6 +11,7 @@
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { ClusterAuth } from '../cluster-auth.js';
+import { corkForTurn } from '../cork-for-turn.js';
 import { frame, frameHead } from '../reply-frames.js';
 
 /** What a sender is told of a reply it handed to the channel: exactly one of the two is called. */
@@ -109,12 +110,12 @@ export class DirectReplies {
       peer.sent = (peer.sent + 1) >>> 0;
       peer.unconfirmed.push({ outcome, at: Date.now(), seq: peer.sent });
       this.#sweepSoon();
-      // The length prefix (and MAC) and the reply go out as one writev: the reply is not copied.
+      // The length prefix (and MAC) and the reply go out in one writev with the turn's other
+      // replies to this gateway: the reply is not copied.
       const socket = peer.socket;
-      socket.cork();
+      corkForTurn(socket);
       socket.write(frameHead(body.byteLength, mac));
       socket.write(body);
-      process.nextTick(() => socket.uncork());
       return true;
     }
     if (peer ? !peer.socket && Date.now() >= peer.retryAt : this.#peers.size < MAX_PEERS) this.#open(direct);
