@@ -74,10 +74,23 @@ export function perRequest(a, b, requests) {
 
 const toMs = (v, unit) => Number(v) * ({ us: 1e-3, ms: 1, s: 1000, m: 60000 }[unit] ?? 1);
 
+/** The kernel's TCP counters that explain a stalled first request (TcpExt in /proc/net/netstat); {} without it. */
+function tcpCounters() {
+  try {
+    const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+    const i = lines.findIndex((l) => l.startsWith('TcpExt:'));
+    const names = lines[i].split(/\s+/).slice(1);
+    const values = lines[i + 1].split(/\s+/).slice(1).map(Number);
+    const get = (n) => values[names.indexOf(n)] ?? 0;
+    return { listenOverflows: get('ListenOverflows'), listenDrops: get('ListenDrops'), synRetrans: get('TCPSynRetrans') };
+  } catch { return {}; }
+}
+
 /** One wrk run on `cpus` with `threads` threads, POSTing `body` ({ file, headerLen }) through bench/post.lua. */
 export function wrk({ cpus, threads, url, body, c, seconds, root }) {
   const argv = ['wrk', '-t', String(Math.max(1, Math.min(threads, c))), '-c', String(c), '-d', `${seconds}s`, '--latency', '-s', join(root, 'bench', 'post.lua'), url];
   const [cmd, rest] = taskset(cpus, argv);
+  const tcp0 = tcpCounters();
   const out = execFileSync(cmd, rest, { env: { ...process.env, BODY_FILE: body.file, HEADER_LEN: body.headerLen }, encoding: 'utf8', maxBuffer: 1 << 24 });
   const pct = (p) => { const m = new RegExp(`\\s${p}%\\s+([\\d.]+)(us|ms|s|m)`).exec(out); return m ? toMs(m[1], m[2]) : NaN; };
   return {
@@ -85,6 +98,10 @@ export function wrk({ cpus, threads, url, body, c, seconds, root }) {
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
     requests: Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN),
     socketErrors: /Socket errors: (.*)/.exec(out)?.[1] ?? '',
+    // Where a tail comes from: the slowest request, and the kernel's listen-queue overflows and
+    // SYN retransmissions during the run (a connection whose SYN waits 1 s shows as a 1 s request).
+    p90: pct(90), maxMs: (() => { const m = /Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s|m)/.exec(out); return m ? toMs(m[1], m[2]) : NaN; })(),
+    ...Object.fromEntries(Object.entries(tcpCounters()).map(([k, v]) => [k, v - (tcp0[k] ?? 0)])),
   };
 }
 

@@ -156,6 +156,15 @@ lines.push('|---|' + CONCURRENCY.map(() => '---').join('|') + '|');
 lines.push('| Triode binary / naive JSON (target >= 1.0) | ' + CONCURRENCY.map((c) => f(ratio(['triode', 'binary'], ['naive', 'json'], c), 2)).join(' | ') + ' |');
 lines.push('| Triode JSON / naive JSON (target >= 1.0) | ' + CONCURRENCY.map((c) => f(ratio(['triode', 'json'], ['naive', 'json'], c), 2)).join(' | ') + ' |');
 lines.push('| Triode binary / frontend floor (target >= 0.6 at c=64) | ' + CONCURRENCY.map((c) => f(ratio(['triode', 'binary'], ['floor', 'binary'], c), 2)).join(' | ') + ' |');
+// The tail at the highest concurrency, round by round: p99/p50 (target <= 5 at c=256), the
+// slowest request, and the kernel's listen overflows and SYN retransmissions during the window.
+const top = Math.max(...CONCURRENCY);
+lines.push('');
+lines.push(`| tail at c=${top}, each round | p50 ms | p90 ms | p99 ms | p99/p50 | max ms | listen overflows | SYN retransmits |`);
+lines.push('|---|---|---|---|---|---|---|---|');
+for (const r of rows.filter((x) => x.c === top)) {
+  lines.push(`| ${r.server} ${r.encoding}, round ${r.round + 1} | ${f(r.p50, 3)} | ${f(r.p90, 3)} | ${f(r.p99, 3)} | ${f(r.p99 / r.p50, 1)} | ${f(r.maxMs, 1)} | ${r.listenOverflows ?? '-'} | ${r.synRetrans ?? '-'} |`);
+}
 console.log(lines.join('\n'));
 mkdirSync(dirname(args.out), { recursive: true });
 writeFileSync(args.out, JSON.stringify({ date: new Date().toISOString(), machine, args, rows }, null, 2));
