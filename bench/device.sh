@@ -16,6 +16,8 @@
 #      READY on the GPU, nv_gpu_* metrics from nvidia-smi), where `simple` goes (KIND_AUTO) and
 #      what it serves at c=1 there and on WebGPU (wrk, not pinned), and bench/gpu.mjs (answers
 #      checked against the CPU, then timed).
+# Env: HTTP_C (http's concurrencies, default 1,16,64,256), CLUSTER_WORKERS (default 1,2,4,8),
+# CLUSTER_COMPARE=no (skip cluster.mjs's embedded comparison).
 # Prepare here: npm install && npm run build && bash ../shared/device/pack.sh; then run it there
 # with .device carried:   source .device/setup.sh && bash bench/device.sh [http,handoff,cls,large,gpu] [quick]
 # Logs and JSON go to $OUT (or bench/out/device): 8 files, the most the device tool brings back;
@@ -44,7 +46,7 @@ S=2; W=1; R=3
 
 if has http; then
   echo "== bench/http.mjs"
-  timeout 200 node bench/http.mjs --seconds $S --warmup $W --rounds $R --concurrency 1,16,64,256 --out "$O/http.json" > "$O/http.log" 2>&1
+  timeout 200 node bench/http.mjs --seconds $S --warmup $W --rounds $R --concurrency ${HTTP_C:-1,16,64,256} --out "$O/http.json" > "$O/http.log" 2>&1
   echo "rc=$?"; grep -v '^{' "$O/http.log" | tail -30
 fi
 
@@ -59,7 +61,7 @@ fi
 if has cluster; then
   for m in ppocr_cls simple; do
     echo "== bench/cluster.mjs --scale-model $m"
-    cmp=no; [ $m = ppocr_cls ] && cmp=yes
+    cmp=no; [ $m = ppocr_cls ] && cmp=${CLUSTER_COMPARE:-yes}
     timeout 170 node bench/cluster.mjs --seconds $((S + 1)) --workers ${CLUSTER_WORKERS:-1,2,4,8} --gateways 1,2 --scale-model $m --compare $cmp > "$O/cluster-$m.log" 2>&1
     echo "rc=$?"; cat "$O/cluster-$m.log"
   done

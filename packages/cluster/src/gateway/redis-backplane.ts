@@ -147,6 +147,12 @@ function streamEnd(): InferenceResponse {
   return end;
 }
 
+/** A model's sequence_batching block, if its config has one. */
+const sequenceBatching = (model: RegistryModel) => (model.config as { sequence_batching?: { max_sequence_idle_microseconds?: number } } | undefined)?.sequence_batching;
+
+/** Whether requests to the model may be routed to the worker that holds their sequence. */
+const hasSequences = (model: RegistryModel): boolean => sequenceBatching(model) !== undefined;
+
 /** The gateway's backplane over Redis Streams. */
 export class RedisBackplane implements Backplane {
   readonly gatewayId = `g-${randomUUID().slice(0, 8)}`;
@@ -453,6 +459,7 @@ export class RedisBackplane implements Backplane {
           else this.#opts.logger?.warning('cluster: dropped a malformed registry entry');
         }
         this.#workers = workers;
+        this.#entriesCache.clear();
         this.#registryAt = Date.now();
       } finally {
         this.#registryLoad = undefined;
@@ -466,13 +473,40 @@ export class RedisBackplane implements Backplane {
     return this.#workers;
   }
 
-  /** Every live worker's entries for a model (version), ready ones first. */
-  async #entries(name: string, version?: number): Promise<RegistryModel[]> {
+  /** Every live worker's entries for a model (version), ready ones first. Not to be changed: it may be cached. */
+  async #entries(name: string, version?: number): Promise<readonly RegistryModel[]> {
+    await this.#registry();
+    return this.#entriesNow(name, version);
+  }
+
+  /**
+   * #entries of the registry read last, by model and version: found once per registry read, not
+   * once per request. Only names the registry holds are kept (a client's unknown names are not),
+   * so the cache is as large as the registry at most.
+   */
+  readonly #entriesCache = new Map<string, readonly RegistryModel[]>();
+
+  #entriesNow(name: string, version?: number): readonly RegistryModel[] {
+    const key = version === undefined ? name : `${name}\u0000${version}`;
+    const cached = this.#entriesCache.get(key);
+    if (cached) return cached;
     const out: RegistryModel[] = [];
-    for (const w of await this.#registry()) {
+    for (const w of this.#workers) {
       for (const m of w.models) if (m.name === name && (version === undefined || m.version === String(version))) out.push(m);
     }
-    return out.sort((a, b) => Number(b.state === 'READY') - Number(a.state === 'READY') || Number(b.version ?? 0) - Number(a.version ?? 0));
+    out.sort((a, b) => Number(b.state === 'READY') - Number(a.state === 'READY') || Number(b.version ?? 0) - Number(a.version ?? 0));
+    if (out.length > 0) this.#entriesCache.set(key, out);
+    return out;
+  }
+
+  /**
+   * The ready entry for a request while the registry read last is fresh, with no promise; undefined
+   * otherwise (#ready then reads the registry, and gives the error when there is no ready one).
+   */
+  #readyNow(name: string, version?: number): RegistryModel | undefined {
+    if (Date.now() - this.#registryAt >= this.#opts.registryRefreshMs) return undefined;
+    const first = this.#entriesNow(name, version)[0];
+    return first?.state === 'READY' ? first : undefined;
   }
 
   async #ready(name: string, version?: number): Promise<RegistryModel> {
@@ -607,7 +641,7 @@ export class RedisBackplane implements Backplane {
    * it expires when the sequence has been idle well past its idle timeout).
    */
   async #streamFor(request: InferenceRequest, model: RegistryModel, parsed: Parsed): Promise<{ stream: string; undoEnd?: () => Promise<void> }> {
-    const sb = (model.config as { sequence_batching?: { max_sequence_idle_microseconds?: number } } | undefined)?.sequence_batching;
+    const sb = sequenceBatching(model);
     // The sequence parameters as #send read them (once a request), else read here.
     const seq = sb ? (parsed === NOT_PARSED ? sequenceParams(request.parameters) : parsed) : undefined;
     if (!sb || !seq) return { stream: this.#keys.requests(request.modelName) };
@@ -688,13 +722,14 @@ export class RedisBackplane implements Backplane {
 
   /** Routes a request to its stream and waits for its reply; `queued` runs once its XADD is issued. */
   async #dispatch(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, queued?: () => void, parsed: Parsed = NOT_PARSED, onDecoupled?: () => void): Promise<InferenceResponse> {
-    const model = await this.#ready(request.modelName, request.modelVersion);
+    const model = this.#readyNow(request.modelName, request.modelVersion) ?? await this.#ready(request.modelName, request.modelVersion);
     const decoupled = (model.config as { model_transaction_policy?: { decoupled?: boolean } } | undefined)?.model_transaction_policy?.decoupled === true;
     if (decoupled && !onResponse) {
       throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
     }
     if (decoupled) onDecoupled?.();
-    const { stream, undoEnd } = await this.#streamFor(request, model, parsed);
+    // A model without sequences goes to its shared stream: no promise to wait for.
+    const { stream, undoEnd } = hasSequences(model) ? await this.#streamFor(request, model, parsed) : { stream: this.#keys.requests(request.modelName), undoEnd: undefined };
     if (!undoEnd) return this.#sendRouted(request, stream, onResponse, queued, decoupled);
     try {
       return await this.#sendRouted(request, stream, onResponse, queued, decoupled);
