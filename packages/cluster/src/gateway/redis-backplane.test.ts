@@ -148,6 +148,28 @@ describe('RedisBackplane', () => {
     }
   });
 
+  it('attack: a model named like another model\'s version (`m\\u00001`) is unknown, also once m version 1 has been looked up (review: it shared its registry lookup, was taken as ready and waited for the timeout)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('nulname');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'nulname', directReplies: false, requestTimeoutMs: 20_000, registryRefreshMs: 60_000 });
+    try {
+      await fakeWorker(r, keys);
+      await gateway.start();
+      const evil = 'm\u00001';
+      for (const when of ['before', 'after']) {
+        if (when === 'after') expect(await gateway.modelReady('m', 1)).toBe(true);
+        expect(await gateway.modelReady(evil)).toBe(false);
+        await expect(gateway.infer({ modelName: evil, inputs: [], outputs: [] } as never)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+      }
+      expect(await r.keys('nulname:req:*')).toEqual([]);
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
   it('attack: a reply stream entry whose field name is longer than V8\'s longest string is dropped; the gateway reads on', async () => {
     await withPendingRequest('long', 45_000, ['--proto-max-bulk-len', '1gb'], async ({ r, answer, replyTo, reply }) => {
       // 0x1fffffe8 + 24 bytes: past V8's string limit (2^29 - 24 characters).

@@ -487,7 +487,8 @@ export class RedisBackplane implements Backplane {
   readonly #entriesCache = new Map<string, readonly RegistryModel[]>();
 
   #entriesNow(name: string, version?: number): readonly RegistryModel[] {
-    const key = version === undefined ? name : `${name}\u0000${version}`;
+    // The version after the last NUL (a version has none; a name may: `m\u00001` is not m's version 1).
+    const key = `${name}\u0000${version ?? ''}`;
     const cached = this.#entriesCache.get(key);
     if (cached) return cached;
     const out: RegistryModel[] = [];
@@ -506,7 +507,7 @@ export class RedisBackplane implements Backplane {
   #readyNow(name: string, version?: number): RegistryModel | undefined {
     if (Date.now() - this.#registryAt >= this.#opts.registryRefreshMs) return undefined;
     const first = this.#entriesNow(name, version)[0];
-    return first?.state === 'READY' ? first : undefined;
+    return first?.state === 'READY' && first.name === name ? first : undefined;
   }
 
   async #ready(name: string, version?: number): Promise<RegistryModel> {
