@@ -311,6 +311,9 @@ describe('sequence settings read at load, as Triton reads them', () => {
   it.each([
     ['control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START } ] } ]', "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for CONTROL_SEQUENCE_START for m"],
     ['control_input [ { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } ] } ]', 'sequence batching CORRID data type FP32 is not supported for m'],
+    // Review: named like a model input, the control replaced the client's tensor in every request.
+    ['control_input [ { name: "IN" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]', "sequence batching control input 'IN' of model 'm' has the name of a model input"],
+    ['control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }, { name: "S" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ]', "sequence batching control input 'S' of model 'm' has the name of another control input"],
   ])('a control it cannot make fails the load (it loaded READY and failed every batch): %s', async (controls, reason) => {
     const s = await load(seqConfig('', controls));
     expect(s.repositoryIndex()[0]).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining(reason) });

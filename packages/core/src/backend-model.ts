@@ -183,7 +183,7 @@ export class ModelVersion implements Model {
     // makes its control tensors and initial state data at load.
     const sb = ctx.config.sequence_batching;
     const batching = (ctx.config.max_batch_size ?? 0) > 0;
-    if (sb) checkSequenceControls(sb, batching, ctx.config.name ?? ctx.name);
+    if (sb) checkSequenceControls(sb, batching, ctx.config.name ?? ctx.name, (ctx.config.input ?? []).map((i) => i.name));
     const states = sb?.state?.length ? new SequenceStates(sb, batching, ctx.modelPath) : undefined;
     const labels = new Map<string, string[]>();
     for (const o of ctx.config.output ?? []) {

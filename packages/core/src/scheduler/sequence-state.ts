@@ -87,8 +87,19 @@ export function controlTensors(config: ModelSequenceBatching, batching: boolean,
  * loaded READY and failed every batch.
  * @throws TriodeError INVALID_ARG with Triton's text
  */
-export function checkSequenceControls(config: ModelSequenceBatching, batching: boolean, model: string): void {
+export function checkSequenceControls(config: ModelSequenceBatching, batching: boolean, model: string, inputNames: readonly string[] = []): void {
   controlTensors(config, batching, { key: '', correlationId: 1n, start: true, end: false }, model);
+  // A control tensor is added to each request under its name: one named like a model input (or
+  // another control) would replace that tensor, and the model would read the control's value
+  // instead of the client's (review: a JavaScript model then failed every request with a TypeError).
+  const seen = new Set(inputNames);
+  for (const ci of config.control_input ?? []) {
+    const name = ci.name ?? '';
+    if (seen.has(name)) {
+      throw Errors.invalidArg(`sequence batching control input '${name}' of model '${model}' has the name of ${inputNames.includes(name) ? 'a model input' : 'another control input'}`);
+    }
+    seen.add(name);
+  }
 }
 
 /** The most bytes an initial state file may hold (as an initial state's size limit). */
