@@ -311,9 +311,13 @@ describe('sequence settings read at load, as Triton reads them', () => {
   it.each([
     ['control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START } ] } ]', "sequence batching must specify either 'int32_false_true', 'fp32_false_true' or 'bool_false_true' for CONTROL_SEQUENCE_START for m"],
     ['control_input [ { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_FP32 } ] } ]', 'sequence batching CORRID data type FP32 is not supported for m'],
-    // Review: named like a model input, the control replaced the client's tensor in every request.
+    // Review: these loaded; named like a model input, the control replaced the client's tensor in every request.
     ['control_input [ { name: "IN" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]', "sequence batching control input 'IN' of model 'm' has the name of a model input"],
-    ['control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }, { name: "S" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ]', "sequence batching control input 'S' of model 'm' has the name of another control input"],
+    ['control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }, { name: "S" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] } ]', "sequence batching control tensor 'S' is specified for multiple control kinds for m"],
+    ['control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }, { name: "T" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]', 'sequence batching specifies multiple CONTROL_SEQUENCE_START tensors for m'],
+    ['control_input [ { name: "S" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] fp32_false_true: [ 0, 1 ] } ] } ]', "sequence batching specifies both 'int32_false_true' and 'fp32_false_true' for CONTROL_SEQUENCE_START for m"],
+    ['control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 int32_false_true: [ 0, 1 ] } ] } ]', "sequence batching must not specify either 'int32_false_true' nor 'fp32_false_true' for CONTROL_SEQUENCE_CORRID for m"],
+    ['control_input [ { control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]', 'sequence batching control tensor must have a name for m'],
   ])('a control it cannot make fails the load (it loaded READY and failed every batch): %s', async (controls, reason) => {
     const s = await load(seqConfig('', controls));
     expect(s.repositoryIndex()[0]).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining(reason) });

@@ -88,18 +88,31 @@ export function controlTensors(config: ModelSequenceBatching, batching: boolean,
  * @throws TriodeError INVALID_ARG with Triton's text
  */
 export function checkSequenceControls(config: ModelSequenceBatching, batching: boolean, model: string, inputNames: readonly string[] = []): void {
-  controlTensors(config, batching, { key: '', correlationId: 1n, start: true, end: false }, model);
-  // A control tensor is added to each request under its name: one named like a model input (or
-  // another control) would replace that tensor, and the model would read the control's value
-  // instead of the client's (review: a JavaScript model then failed every request with a TypeError).
-  const seen = new Set(inputNames);
+  // Triton's GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties rules, with
+  // their messages: each control tensor named once, each kind once, one kind of true/false values.
+  const names = new Set<string>();
+  const kinds = new Set<string>();
   for (const ci of config.control_input ?? []) {
     const name = ci.name ?? '';
-    if (seen.has(name)) {
-      throw Errors.invalidArg(`sequence batching control input '${name}' of model '${model}' has the name of ${inputNames.includes(name) ? 'a model input' : 'another control input'}`);
+    if (!name) throw Errors.invalidArg(`sequence batching control tensor must have a name for ${model}`);
+    if (names.has(name)) throw Errors.invalidArg(`sequence batching control tensor '${name}' is specified for multiple control kinds for ${model}`);
+    names.add(name);
+    // Triode's own rule: a control tensor is added to each request under its name, so one named
+    // like a model input would replace the client's tensor (review: a JavaScript model then
+    // failed every request with a TypeError).
+    if (inputNames.includes(name)) throw Errors.invalidArg(`sequence batching control input '${name}' of model '${model}' has the name of a model input`);
+    for (const c of ci.control ?? []) {
+      const kind = c.kind ?? 'CONTROL_SEQUENCE_START';
+      if (kinds.has(kind)) throw Errors.invalidArg(`sequence batching specifies multiple ${kind} tensors for ${model}`);
+      kinds.add(kind);
+      const values = (['int32_false_true', 'fp32_false_true', 'bool_false_true'] as const).filter((k) => (c[k]?.length ?? 0) > 0);
+      if (kind === 'CONTROL_SEQUENCE_CORRID' && values.length > 0) {
+        throw Errors.invalidArg(`sequence batching must not specify either 'int32_false_true' nor 'fp32_false_true' for ${kind} for ${model}`);
+      }
+      if (values.length > 1) throw Errors.invalidArg(`sequence batching specifies both '${values[0]!}' and '${values[1]!}' for ${kind} for ${model}`);
     }
-    seen.add(name);
   }
+  controlTensors(config, batching, { key: '', correlationId: 1n, start: true, end: false }, model);
 }
 
 /** The most bytes an initial state file may hold (as an initial state's size limit). */
