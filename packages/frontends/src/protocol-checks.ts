@@ -2,7 +2,7 @@
  * @module Checks both frontends make the same way (HTTP binary extension, gRPC raw contents),
  * with Triton's messages. Triton: server/src/http_server.cc, grpc/infer_handler.cc
  */
-import { Errors, countBytesElements, dataTypeByteSize, type DataType } from '@triode/core';
+import { Errors, TriodeError, countBytesElements, dataTypeByteSize, echo, type DataType } from '@triode/core';
 
 /**
  * Checks that raw tensor bytes fit `count` elements of `datatype` (BYTES: that many
@@ -29,4 +29,19 @@ export function checkReservedParameters(keys: Iterable<string>, allowed: readonl
       throw Errors.invalidArg(`parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.`);
     }
   }
+}
+
+/**
+ * Refuses an input or output that points at a shared memory region (`shared_memory_region`, with
+ * its offset and byte size). Triode registers no region (the shared memory routes answer 501), so
+ * every region is unknown, and Triton answers an unknown one NOT_FOUND with these words. Ignored,
+ * an output asked for in a region came back inline, and a client reading the region read stale
+ * memory (review).
+ * @param region the parameter's value, as the frontend read it
+ * @param what `input 'x'` or `output 'y'`, for the message
+ */
+export function refuseSharedMemory(region: unknown, what: () => string): void {
+  if (region === undefined) return;
+  if (typeof region !== 'string') throw Errors.invalidArg(`'shared_memory_region' of ${what()} must be a string`);
+  throw new TriodeError('NOT_FOUND', `Unable to find shared memory region: '${echo(region)}'`);
 }

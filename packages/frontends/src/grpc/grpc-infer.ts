@@ -10,7 +10,7 @@ import {
   type DataType, type InferParameterMessage, type InferenceRequest, type InferenceResponse, type ParameterValue,
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
 } from '@triode/core';
-import { checkReservedParameters, checkTensorBytes } from '../protocol-checks.js';
+import { checkReservedParameters, checkTensorBytes, refuseSharedMemory } from '../protocol-checks.js';
 import { REFUSED } from './infer-request-scan.js';
 
 /** InferTensorContents as decoded. */
@@ -124,6 +124,8 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
       return n;
     });
     const count = elementCount(shape);
+    const region = inp.parameters['shared_memory_region'];
+    if (region) refuseSharedMemory(parameterValue(region), () => `input '${echo(name)}'`);
     if (raw.length > 0) {
       if (hasContents(inp.contents)) {
         throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${echo(name)}' for model '${echo(model)}'`);
@@ -139,6 +141,8 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
   });
   const outputs: RequestedOutput[] = m.outputs.map((o) => {
     const ro: RequestedOutput = { name: o.name };
+    const region = o.parameters['shared_memory_region'];
+    if (region) refuseSharedMemory(parameterValue(region), () => `output '${echo(o.name)}'`);
     const cls = o.parameters['classification'];
     if (cls) {
       const n = parameterValue(cls);

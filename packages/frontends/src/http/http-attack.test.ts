@@ -358,3 +358,18 @@ describe('generate requests get the infer route\'s checks', () => {
     expect(await r.text()).toBe('{"id":"a","model_name":"m","model_version":"1","big":9223372036854775807}');
   });
 });
+
+describe('shared memory parameters on an infer request', () => {
+  // Review: they were ignored, so an output asked for in a region came back inline with 200, and a
+  // client reading the region read stale memory. No region is ever registered: Triton's NOT_FOUND.
+  const echoModel = fakeBackplane(() => ({ modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }));
+  it.each([
+    ['an input', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 4 } }] }, 404, "Unable to find shared memory region: 'r1'"],
+    ['an output', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 64, shared_memory_offset: -5 } }] }, 404, "Unable to find shared memory region: 'r1'"],
+    ['a region that is not a string', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 7 } }] }, 400, "'shared_memory_region' of output 'y' must be a string"],
+  ])('%s in a region is refused, not served inline', async (_what, body, status, message) => {
+    const r = await post(createHttpApp(echoModel), '/v2/models/m/infer', JSON.stringify(body));
+    expect(r.status).toBe(status);
+    expect(await errorOf(r)).toBe(message);
+  });
+});

@@ -10,7 +10,7 @@ import {
 } from '@triode/core';
 import { readJson } from './json-reader.js';
 import { jsonSizeBound, jsonToTensorData, tensorDataToJson } from './json-tensor.js';
-import { checkReservedParameters, checkTensorBytes } from '../protocol-checks.js';
+import { checkReservedParameters, checkTensorBytes, refuseSharedMemory } from '../protocol-checks.js';
 
 export type { OutputEncoding };
 
@@ -96,6 +96,7 @@ function inputHeader(inp: unknown, i: number): InputHeader {
   }
   const count = elementCount(shape as number[]);
   const ip = parameters(inp['parameters'], () => `input '${echo(name)}'`);
+  refuseSharedMemory(ip['shared_memory_region'], () => `input '${echo(name)}'`);
   const size = ip['binary_data_size'];
   if (size !== undefined) {
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
@@ -156,6 +157,7 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
     if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
     const name = o['name'];
     const op = parameters(o['parameters'], () => `output '${echo(name)}'`);
+    refuseSharedMemory(op['shared_memory_region'], () => `output '${echo(name)}'`);
     const ro: RequestedOutput = { name };
     if (op['classification'] !== undefined) {
       const n = op['classification'];
