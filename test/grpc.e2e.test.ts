@@ -29,7 +29,7 @@ describe('triode serve over gRPC, and triode perf', () => {
   beforeAll(async () => {
     httpPort = await freePort();
     grpcPort = await freePort();
-    serve = await startTriode(['serve', '--model-repository', makeRepository(['simple']), '--http-port', String(httpPort), '--http-address', '127.0.0.1',
+    serve = await startTriode(['serve', '--model-repository', makeRepository(['simple', 'simple_sequence']), '--http-port', String(httpPort), '--http-address', '127.0.0.1',
       '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1', '--allow-metrics=false'], /Started GRPCInferenceService at 127.0.0.1:\d+/);
   });
 
@@ -45,6 +45,22 @@ describe('triode serve over gRPC, and triode perf', () => {
     expect((await grpc.serverMetadata()).extensions).toEqual((await http.serverMetadata()).extensions);
     grpc.close();
     http.close();
+  });
+
+  it('a sequence id of 2^63 or more goes over gRPC as Triton takes it (int64, read as uint64), and stays its own sequence (review: the client sent uint64_param, which Triton refuses, and -1 was refused)', async () => {
+    const grpc = new GrpcClient(`127.0.0.1:${grpcPort}`);
+    const send = (id: bigint, v: number, flags: { start?: boolean; end?: boolean } = {}) =>
+      grpc.infer('simple_sequence', { inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1], data: [v] }], sequence: { id, ...flags } });
+    try {
+      const top = 2n ** 64n - 1n;
+      expect(Array.from((await send(top, 5, { start: true })).data<Int32Array>('OUTPUT'))).toEqual([6]);
+      expect(Array.from((await send(top, 7)).data<Int32Array>('OUTPUT'))).toEqual([7]);
+      // A neighbouring id is another sequence, which has not started.
+      await expect(send(top - 1n, 1)).rejects.toThrow(/START/);
+      expect(Array.from((await send(top, 2, { end: true })).data<Int32Array>('OUTPUT'))).toEqual([2]);
+    } finally {
+      grpc.close();
+    }
   });
 
   it.each(['http', 'grpc'])('triode perf -i %s measures, prints the table and writes the CSV', async (protocol) => {

@@ -79,13 +79,25 @@ function inferenceService(): Record<string, GrpcMethodDefinition> {
 
 const Service = makeGenericClientConstructor(inferenceService(), 'GRPCInferenceService');
 
+/**
+ * The request's parameters as Triton's gRPC frontend takes them: a sequence id of 2^63 or more
+ * goes as the int64 of the same 64 bits (Triton reads `sequence_id` as int64 only, and takes it
+ * as uint64), not as uint64_param, which it refuses.
+ */
+function grpcParameters(o: InferOptions): ReturnType<typeof parametersToMessage> {
+  const params = parametersToMessage(requestParameters(o));
+  const id = o.sequence?.id;
+  if (typeof id === 'bigint' && id >= 2n ** 63n) params['sequence_id'] = { int64_param: BigInt.asIntN(64, id).toString() };
+  return params;
+}
+
 /** A ModelInferRequest for the options. */
 function inferRequest(model: string, o: InferOptions): object {
   return {
     model_name: model,
     model_version: versionString(o.version),
     id: o.id ?? '',
-    parameters: parametersToMessage(requestParameters(o)),
+    parameters: grpcParameters(o),
     inputs: o.inputs.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape })),
     outputs: (o.outputs ?? []).map((r) => ({ name: r.name, parameters: r.classCount ? { classification: { int64_param: r.classCount } } : {} })),
     raw_input_contents: o.inputs.map(inputBytes),

@@ -73,7 +73,7 @@ export type { ResponseCacheStats } from './cache/response-cache.js';
 export { PROTO_DIR, PROTO_FILES } from './proto-files.js';
 export { messageType, serviceDefinition, protoRoot, toNumber, toPlain, type GrpcMethodDefinition } from './protocol/grpc-proto.js';
 export { ProtoWire, contentsElements, countVarints } from './protocol/proto-wire.js';
-export { parameterValue, parametersFromMessage, parametersToMessage, inferParameter, longValue, type InferParameterMessage, type ProtoLong } from './protocol/grpc-parameters.js';
+export { parameterValue, parameterKind, parametersFromMessage, parametersToMessage, inferParameter, longValue, type InferParameterMessage, type ProtoLong } from './protocol/grpc-parameters.js';
 
 // GPUs: discovery, placement, execution providers.
 export * from './gpu/index.js';

@@ -27,6 +27,20 @@ export function longValue(v: ProtoLong): number | bigint {
   return Number.isSafeInteger(n) ? n : BigInt(v.toString());
 }
 
+/** Which field of a decoded InferParameter is set; undefined when none is. */
+export function parameterKind(p: InferParameterMessage): 'bool_param' | 'int64_param' | 'string_param' | 'double_param' | 'uint64_param' | undefined {
+  switch (p.parameter_choice) {
+    case 'bool_param': case 'int64_param': case 'string_param': case 'double_param': case 'uint64_param': return p.parameter_choice;
+    default:
+      if (p.bool_param !== undefined && p.bool_param !== null) return 'bool_param';
+      if (p.string_param !== undefined && p.string_param !== null) return 'string_param';
+      if (p.int64_param !== undefined && p.int64_param !== null) return 'int64_param';
+      if (p.double_param !== undefined && p.double_param !== null) return 'double_param';
+      if (p.uint64_param !== undefined && p.uint64_param !== null) return 'uint64_param';
+      return undefined;
+  }
+}
+
 /** The value of a decoded InferParameter; undefined when no field is set. */
 export function parameterValue(p: InferParameterMessage): ParameterValue | undefined {
   switch (p.parameter_choice) {

@@ -27,3 +27,27 @@ describe('shared memory parameters', () => {
       .toThrow(expect.objectContaining({ code: 'INVALID_ARG' }));
   });
 });
+
+describe('the parameters Triton\'s gRPC frontend reads itself, with its types', () => {
+  const raw = [Buffer.alloc(4)];
+  const withParams = (parameters: object) => inferRequestFromMessage(decode({ model_name: 'm', parameters, inputs: [{ name: 'x', datatype: 'INT32', shape: [1] }], raw_input_contents: raw })).request.parameters;
+  it('sequence_id: an int64 is taken as uint64 (-1 is 2^64-1, as a client sends ids of 2^63 or more), a string as it is (review: -1 was refused)', () => {
+    expect(withParams({ sequence_id: { int64_param: -1 } })['sequence_id']).toBe(2n ** 64n - 1n);
+    expect(withParams({ sequence_id: { int64_param: 42 } })['sequence_id']).toBe(42);
+    expect(withParams({ sequence_id: { string_param: 'abc' } })['sequence_id']).toBe('abc');
+    expect(withParams({ timeout: { int64_param: -1 } })['timeout']).toBe(2n ** 64n - 1n);
+    expect(withParams({ priority: { uint64_param: 3 } })['priority']).toBe(3);
+  });
+  it.each([
+    [{ sequence_id: { double_param: 5 } }, "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."],
+    [{ sequence_id: { uint64_param: 5 } }, "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."],
+    [{ sequence_id: {} }, "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."],
+    [{ sequence_start: { int64_param: 1 } }, "invalid value type for 'sequence_start' parameter, expected bool_param."],
+    [{ sequence_end: { string_param: 'true' } }, "invalid value type for 'sequence_end' parameter, expected bool_param."],
+    [{ priority: { int64_param: -1 } }, "invalid value for 'priority', expected value >= 0."],
+    [{ priority: { double_param: 1 } }, "invalid value type for 'priority' parameter, expected int64_param or uint64_param."],
+    [{ timeout: { string_param: '5' } }, "invalid value type for 'timeout' parameter, expected int64_param."],
+  ])('%j is refused with Triton\'s words (review: several were accepted)', (parameters, message) => {
+    expect(() => withParams(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
+  });
+});

@@ -6,7 +6,7 @@
  */
 import {
   Errors, dataBytes, echo, elementCount, isDataType, parameterValue,
-  parametersToMessage, parseModelVersion, serializeBytesTensor, toNumber, viewBytesAs,
+  parameterKind, parametersToMessage, parseModelVersion, serializeBytesTensor, toNumber, viewBytesAs,
   type DataType, type InferParameterMessage, type InferenceRequest, type InferenceResponse, type ParameterValue,
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
 } from '@triode/core';
@@ -86,13 +86,51 @@ function typedContents(c: ContentsMessage, dt: DataType, count: number, input: s
   }
 }
 
+/**
+ * The value of a parameter Triton's gRPC frontend reads itself (SetInferenceRequestMetadata), with
+ * its types and messages: `sequence_id` int64 (taken as uint64, so -1 is 2^64-1: how a client
+ * sends an id of 2^63 or more) or string; `sequence_start`/`sequence_end` bool; `priority` int64
+ * (not negative) or uint64; `timeout` int64 (taken as uint64). Other keys: as they come.
+ */
+function typedParameter(k: string, p: InferParameterMessage, v: ParameterValue | undefined): ParameterValue | undefined {
+  const kind = parameterKind(p);
+  const wrong = (expected: string) => Errors.invalidArg(`invalid value type for '${k}' parameter, expected ${expected}.`);
+  switch (k) {
+    case 'sequence_id':
+      if (kind === 'string_param') return v;
+      if (kind !== 'int64_param') throw wrong('int64_param or string_param');
+      return uint64Of(v);
+    case 'sequence_start':
+    case 'sequence_end':
+      if (kind !== 'bool_param') throw wrong('bool_param');
+      return v;
+    case 'priority':
+      if (kind === 'uint64_param') return v;
+      if (kind !== 'int64_param') throw wrong('int64_param or uint64_param');
+      if ((typeof v === 'bigint' && v < 0n) || (typeof v === 'number' && v < 0)) throw Errors.invalidArg("invalid value for 'priority', expected value >= 0.");
+      return v;
+    case 'timeout':
+      if (kind !== 'int64_param') throw wrong('int64_param');
+      return uint64Of(v);
+    default:
+      return v;
+  }
+}
+
+/** An int64 parameter's value as the uint64 Triton's C API takes it (a negative one wraps). */
+function uint64Of(v: ParameterValue | undefined): ParameterValue | undefined {
+  if (typeof v === 'number' && v < 0) return BigInt.asUintN(64, BigInt(v));
+  if (typeof v === 'bigint' && v < 0n) return BigInt.asUintN(64, v);
+  return v;
+}
+
 /** Request parameters; `triton_` keys are reserved (the empty-final-response flag excepted). */
 function requestParameters(map: Record<string, InferParameterMessage>): { params: Record<string, ParameterValue>; emptyFinal: boolean } {
   checkReservedParameters(Object.keys(map), [EMPTY_FINAL]);
   const params: Record<string, ParameterValue> = {};
   let emptyFinal = false;
   for (const [k, p] of Object.entries(map)) {
-    const v = parameterValue(p);
+    const v = typedParameter(k, p, parameterValue(p));
     if (v === undefined) continue;
     if (k === EMPTY_FINAL) {
       // Triton: SetStateParameterFromTritonParameter.
