@@ -40,6 +40,8 @@ describe('modelConfigFromJson()', () => {
 
   it.each([
     [{ max_batch_size: 'eight' }, 'max_batch_size: expected an integer of type int32'],
+    // Review: a legal uint64 past 2^53 was refused as if it were not a uint64.
+    [{ dynamic_batching: { max_queue_delay_microseconds: '18446744073709551615' } }, 'dynamic_batching.max_queue_delay_microseconds: expected an integer of type uint64 (Triode reads uint64 config values up to 2^53-1 (9007199254740991) in magnitude)'],
     [{ nope: 1 }, 'unknown field "nope"'],
     [{ input: { name: 'x' } }, 'input: expected an array'],
     [{ input: [{ data_type: 'FLOAT' }] }, 'invalid value "FLOAT" for enum DataType'],

@@ -6,7 +6,7 @@
  * Triton: core/src/model_config_utils.cc ModelConfigToJson / JsonToModelConfig
  */
 import { Errors } from '../errors.js';
-import { ENUMS, INT_RANGES, MESSAGES, defaultScalar, type FieldSpec, type ValueType } from './model-config-schema.js';
+import { ENUMS, INT_RANGES, MESSAGES, defaultScalar, wideIntegerNote, type FieldSpec, type ValueType } from './model-config-schema.js';
 import type { ModelConfig } from './model-config.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -72,7 +72,10 @@ function readScalar(v: unknown, field: FieldSpec, path: string): unknown {
     default: {
       const n = typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v;
       const [lo, hi] = INT_RANGES[type]!;
-      if (typeof n !== 'number' || !Number.isInteger(n) || n < lo || n > hi) throw bad(`expected an integer of type ${type}`);
+      if (typeof n !== 'number' || !Number.isInteger(n) || n < lo || n > hi) {
+        const note = (typeof v === 'string' || typeof v === 'number') && Number.isInteger(Number(v)) ? wideIntegerNote(type, String(v)) : undefined;
+        throw bad(`expected an integer of type ${type}${note ? ` (${note})` : ''}`);
+      }
       return n;
     }
   }

@@ -285,6 +285,23 @@ export function defaultScalar(type: ValueType): string | number | boolean {
   }
 }
 
+/**
+ * Why a 64-bit config integer Triton would read is refused: Triode reads them as JavaScript
+ * numbers, exact up to 2^53-1 (README, Differences). Undefined for other types and for text that is
+ * out of the type's own range.
+ */
+export function wideIntegerNote(type: ScalarType, text: string): string | undefined {
+  if (type !== 'int64' && type !== 'uint64') return undefined;
+  let v: bigint;
+  try {
+    v = BigInt(text.trim());
+  } catch {
+    return undefined;
+  }
+  const [lo, hi] = type === 'int64' ? [-(2n ** 63n), 2n ** 63n - 1n] : [0n, 2n ** 64n - 1n];
+  return v >= lo && v <= hi ? `Triode reads ${type} config values up to 2^53-1 (9007199254740991) in magnitude` : undefined;
+}
+
 /** Range of each integer type, for the readers' checks. */
 export const INT_RANGES: Partial<Record<ScalarType, readonly [number, number]>> = {
   int32: [-2147483648, 2147483647],

@@ -58,6 +58,8 @@ describe('parsePbtxt()', () => {
     ['unknown enum value', 'input { name: "x" data_type: TYPE_FLOAT }', '1:30: Unknown enumeration value of "TYPE_FLOAT" for field of type inference.DataType.'],
     ['string for an int', 'max_batch_size: "8"', '1:17: Expected integer, got: "8"'],
     ['int out of range', 'max_batch_size: 3000000000', '1:17: Integer out of range (3000000000)'],
+    ['a uint64 past 2^53 (legal in Triton)', 'dynamic_batching { max_queue_delay_microseconds: 18446744073709551615 }', '1:50: Integer out of range (18446744073709551615): Triode reads uint64 config values up to 2^53-1 (9007199254740991) in magnitude'],
+    ['past uint64 itself', 'dynamic_batching { max_queue_delay_microseconds: 18446744073709551616 }', '1:50: Integer out of range (18446744073709551616)'],
     ['a scalar given twice', 'name: "a" name: "b"', '1:11: Non-repeated field "name" is specified multiple times.'],
     ['unterminated string', 'name: "abc', '1:7: String literal is not terminated'],
     ['missing closing brace', 'input { name: "x"', '1:18: Expected "}".'],

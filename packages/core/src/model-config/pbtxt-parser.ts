@@ -6,7 +6,7 @@
  * and numbers with sign, exponent, hex and `inf`/`nan`.
  * Triton: google::protobuf::TextFormat::Parse as used by core/src/model_config_utils.cc
  */
-import { ENUMS, INT_RANGES, MESSAGES, type FieldSpec, type ScalarType, type ValueType } from './model-config-schema.js';
+import { ENUMS, INT_RANGES, MESSAGES, wideIntegerNote, type FieldSpec, type ScalarType, type ValueType } from './model-config-schema.js';
 import type { ModelConfig } from './model-config.js';
 
 type TokKind = 'ident' | 'number' | 'string' | 'punct' | 'eof';
@@ -258,7 +258,10 @@ function scalarFromToken(t: Token, type: ScalarType, fail: (what: string) => nev
       const abs = neg ? t.text.slice(1) : t.text;
       const n = (neg ? -1 : 1) * Number(abs);
       const [lo, hi] = INT_RANGES[type]!;
-      if (!Number.isSafeInteger(n) || n < lo || n > hi) fail(`Integer out of range (${t.text})`);
+      if (!Number.isSafeInteger(n) || n < lo || n > hi) {
+        const note = /^-?\d+$/.test(t.text) ? wideIntegerNote(type, t.text) : undefined;
+        fail(`Integer out of range (${t.text})${note ? `: ${note}` : ''}`);
+      }
       return n;
     }
   }
