@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { VectoredCommand } from './vectored-command.js';
-import { respPieces } from './resp.js';
 import { Redis } from 'ioredis';
 import { startRedis } from '../../../../test/helpers/redis.js';
 
@@ -32,31 +31,6 @@ describe('VectoredCommand', () => {
     written.splice(onePiece);
     // Without a socket to write to, one buffer with the same bytes.
     expect(resp([new VectoredCommand('xadd', ['s', '*', 't', tensor]).toWritable({}) as Buffer])).toBe(resp(written));
-  });
-});
-
-describe('VectoredCommand writes', () => {
-  const capture = () => {
-    const written: Buffer[] = [];
-    return { written, socket: { cork: () => undefined, uncork: () => undefined, write: (p: Buffer) => { written.push(p); return true; } } };
-  };
-
-  it('a command of small arguments in one write, with the bytes of its RESP encoding (non-ASCII names too)', () => {
-    const { written, socket } = capture();
-    const args = ['req:modèle', 'MAXLEN', '~', '1000000', '*', 'h', Buffer.alloc(300, 1), 't0', Buffer.alloc(64, 2), 't1', Buffer.alloc(64, 3)];
-    new VectoredCommand('xadd', args).toWritable(socket);
-    expect(written).toHaveLength(1);
-    expect(written[0]!.toString('latin1')).toBe(resp(respPieces('xadd', args)));
-  });
-
-  it('a large tensor is written as it is (not copied), between the joined runs around it', () => {
-    const { written, socket } = capture();
-    const big = Buffer.alloc(110_592, 9);
-    const args = ['s', '*', 'h', Buffer.alloc(200, 1), 't0', big, 't1', Buffer.alloc(8, 2)];
-    new VectoredCommand('xadd', args).toWritable(socket);
-    expect(written).toHaveLength(3);
-    expect(written[1]).toBe(big);
-    expect(resp(written)).toBe(resp(respPieces('xadd', args)));
   });
 });
 
