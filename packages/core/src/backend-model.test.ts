@@ -171,6 +171,20 @@ describe('ModelVersion', () => {
     expect(order).toEqual([1, 2, 3]);
   });
 
+  it('preserve_ordering: a request rejected in the queue (timeout) or cancelled there is answered at once, not behind the running one (review: held until it finished, as Triton does not)', async () => {
+    const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000 } } instance_group { count: 1 kind: KIND_CPU }', testingBackend(300));
+    const settled: string[] = [];
+    const first = s.infer(req(1)).then(() => settled.push('first'));
+    await new Promise((r) => setTimeout(r, 20));
+    const timedOut = s.infer(req(2)).then(() => settled.push('second resolved'), (e: { message: string }) => settled.push(`second: ${e.message}`));
+    const cancel = new AbortController();
+    const cancelled = s.infer({ ...req(3), signal: cancel.signal }).then(() => settled.push('third resolved'), (e: { code: string }) => settled.push(`third: ${e.code}`));
+    // Cancelled well before its 10 ms in the queue are up.
+    cancel.abort();
+    await Promise.all([first, timedOut, cancelled]);
+    expect(settled).toEqual(['third: CANCELLED', 'second: Request timeout expired', 'first']);
+  });
+
   it('preserve_ordering: a batch that fails inside enqueue (a backend that throws at once) does not hold every later answer', async () => {
     const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true } instance_group { count: 1 kind: KIND_CPU }', {
       ...testingBackend(),

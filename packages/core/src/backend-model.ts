@@ -459,6 +459,15 @@ export class ModelVersion implements Model {
     }
     const reason = e.rejected ? 'REJECTED' : e.code === 'CANCELLED' ? 'CANCELED' : 'BACKEND';
     this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - p.startNs, reason);
+    if (reason !== 'BACKEND' && this.#order && p.seqNo >= 0) {
+      // Taken out of the queue (its timeout, a cancel): answered at once, as Triton's scheduler
+      // answers it outside preserve_ordering, and its turn is passed over (review: it waited for
+      // every request before it to finish).
+      p.req.trace?.timestamps.push({ name: 'REQUEST_END', ns: this.#clock.nowNs() });
+      this.#order.deliver(p.seqNo, () => undefined);
+      p.reject(e);
+      return;
+    }
     this.#send(p, () => p.reject(e));
   }
 
