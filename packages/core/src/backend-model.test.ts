@@ -172,17 +172,38 @@ describe('ModelVersion', () => {
   });
 
   it('preserve_ordering: a request rejected in the queue (timeout) or cancelled there is answered at once, not behind the running one (review: held until it finished, as Triton does not)', async () => {
-    const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000 } } instance_group { count: 1 kind: KIND_CPU }', testingBackend(300));
-    const settled: string[] = [];
-    const first = s.infer(req(1)).then(() => settled.push('first'));
-    await new Promise((r) => setTimeout(r, 20));
-    const timedOut = s.infer(req(2)).then(() => settled.push('second resolved'), (e: { message: string }) => settled.push(`second: ${e.message}`));
-    const cancel = new AbortController();
-    const cancelled = s.infer({ ...req(3), signal: cancel.signal }).then(() => settled.push('third resolved'), (e: { code: string }) => settled.push(`third: ${e.code}`));
-    // Cancelled well before its 10 ms in the queue are up.
-    cancel.abort();
-    await Promise.all([first, timedOut, cancelled]);
-    expect(settled).toEqual(['third: CANCELLED', 'second: Request timeout expired', 'first']);
+    // The first request's run holds until the test lets it go: answers held behind it never come.
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    const inner = testingBackend();
+    const s = await serve('max_batch_size: 1 dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000 } } instance_group { count: 1 kind: KIND_CPU }', {
+      ...inner,
+      async modelInitialize(ctx) {
+        const model = await inner.modelInitialize(ctx);
+        return {
+          async instanceInitialize(g, i) {
+            const inst = await model.instanceInitialize(g, i);
+            return { ...inst, execute: async (r) => { await held; return inst.execute(r); } };
+          },
+          finalize: () => model.finalize(),
+        };
+      },
+    });
+    // Held answers would never come while the run holds: give up on them after 2 s (they take ~10 ms).
+    const unheld = <T>(p: Promise<T>) => Promise.race([p, new Promise<never>((_, no) => setTimeout(() => no(new Error('held behind the running request')), 2000))]);
+    const first = s.infer(req(1));
+    try {
+      await new Promise((r) => setTimeout(r, 20));
+      const timedOut = s.infer(req(2));
+      const cancel = new AbortController();
+      const cancelled = s.infer({ ...req(3), signal: cancel.signal });
+      cancel.abort();
+      await expect(unheld(cancelled)).rejects.toMatchObject({ code: 'CANCELLED' });
+      await expect(unheld(timedOut)).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Request timeout expired' });
+    } finally {
+      release();
+    }
+    expect(await out(first)).toBe(1);
   });
 
   it('preserve_ordering: a batch that fails inside enqueue (a backend that throws at once) does not hold every later answer', async () => {
