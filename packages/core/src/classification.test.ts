@@ -31,6 +31,16 @@ describe('classify()', () => {
     }
   });
 
+  it('NaN ranks after every number, in the sort and the heap alike (review: [1, NaN, 3] top 2 gave 1 and NaN, without 3)', () => {
+    const top = (values: number[], k: number) => strings(classify({ name: 'p', datatype: 'FP32', shape: [values.length], data: new Float32Array(values) }, k, false));
+    expect(top([1, NaN, 3], 3)).toEqual(['3.000000:2', '1.000000:0', 'nan:1']);
+    expect(top([1, NaN, 3], 2)).toEqual(['3.000000:2', '1.000000:0']);
+    // k small against the item: the heap.
+    expect(top([1, NaN, 3, 0, NaN, 0, 0, 2], 1)).toEqual(['3.000000:2']);
+    expect(top([NaN, NaN, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], 2)).toEqual(['1.000000:2', '0.000000:3']);
+    expect(top([NaN, NaN], 2)).toEqual(['nan:0', 'nan:1']);
+  });
+
   it('the top 1 of 16M elements (one pass, where a full sort of every index held the event loop ~10 s)', () => {
     const data = new Int32Array(16_000_000).map((_, i) => i % 1000);
     expect(strings(classify({ name: 'p', datatype: 'INT32', shape: [16_000_000], data }, 1, false))).toEqual(['999:999']);

@@ -52,15 +52,20 @@ export function classify(tensor: Tensor, count: number, batching: boolean, label
 
 /**
  * The indexes (within the item) of the `k` highest of `data[base .. base + n)`, highest first;
- * equal values (and NaN, which compares equal to everything) in index order. For a small k a
- * bounded heap (O(n log k)), not a sort of every index: one request asking the top 1 of a
- * 16M-element output used to hold the event loop for seconds.
+ * equal values in index order, NaN after every number. For a small k a bounded heap
+ * (O(n log k)), not a sort of every index: one request asking the top 1 of a 16M-element output
+ * used to hold the event loop for seconds.
  */
 function topK(data: ArrayLike<number | bigint>, base: number, n: number, k: number): number[] {
   /** True when element x comes before element y in the answer. */
   const before = (x: number, y: number) => {
     const a = data[base + x]!;
     const c = data[base + y]!;
+    // NaN compares false with everything: ordered as it was, it made the order inconsistent, and
+    // the sort dropped a real maximum (review: [1, NaN, 3] top 2 gave 1 and NaN).
+    const aNaN = a !== a;
+    const cNaN = c !== c;
+    if (aNaN !== cNaN) return cNaN;
     return a > c || (!(a < c) && x < y);
   };
   if (k <= 0) return [];
