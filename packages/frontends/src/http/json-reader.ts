@@ -132,7 +132,9 @@ function readNumber(b: Uint8Array, start: number): number {
     // round once, so the result is correctly rounded. With 16-17+ digits (what printing a
     // float32 as a double gives) the mantissa itself was rounded: the result is within 2 ulp of
     // the exact double, as with Triton's own JSON reader (rapidjson without full precision), and
-    // exact once rounded to float32.
+    // exact once rounded to float32 for a value printed from a float32 (a 17-digit double within
+    // 2 ulp of a float32 midpoint may round the other way). A request with FP64 tensors is read
+    // with `exact` (infer-codec).
     if (digits <= 15 && !long) {
       const v = exp >= 0 ? mant * POW10[exp]! : mant / POW10[-exp]!;
       return neg ? -v : v;
