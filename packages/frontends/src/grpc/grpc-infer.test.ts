@@ -51,3 +51,19 @@ describe('the parameters Triton\'s gRPC frontend reads itself, with its types', 
     expect(() => withParams(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
   });
 });
+
+describe('typed contents', () => {
+  const withContents = (datatype: string, contents: object, shape = [1]) => () => inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype, shape, contents }] }));
+  it.each([
+    ['INT32', { int_contents: [1], fp32_contents: [1.5] }, "unexpected explicit tensor data for input tensor 'x' for model 'm', binary data was already supplied."],
+    ['INT32', { fp32_contents: [1.5] }, "unexpected explicit tensor data for input tensor 'x' for model 'm' of type 'FP32', expected datatype 'INT32'"],
+    ['INT8', { int64_contents: [1] }, "unexpected explicit tensor data for input tensor 'x' for model 'm' of type 'INT64', expected datatype 'INT8'"],
+    ['FP16', { fp32_contents: [1] }, "unexpected explicit tensor data for input tensor 'x' for model 'm' of type 'FP32', expected datatype 'FP16'"],
+  ])('%s with %j is refused with Triton\'s words (review: the other field was ignored)', (datatype, contents, message) => {
+    expect(withContents(datatype, contents)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
+  });
+  it('the datatype\'s own field is read (int_contents for INT8 and INT16, uint_contents for UINT8)', () => {
+    expect(Array.from(withContents('INT8', { int_contents: [-3] })().request.inputs[0]!.data as Int8Array)).toEqual([-3]);
+    expect(Array.from(withContents('UINT8', { uint_contents: [250] })().request.inputs[0]!.data as Uint8Array)).toEqual([250]);
+  });
+});

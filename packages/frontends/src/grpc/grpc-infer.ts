@@ -61,7 +61,35 @@ function hasContents(c: ContentsMessage | null | undefined): boolean {
   return Object.values(CONTENT_FIELD).some((f) => ((c[f] as unknown[] | undefined)?.length ?? 0) > 0);
 }
 
+/** The typed fields in the order Triton reads them, with the datatype each one carries for `dt`. */
+const FIELD_TYPES: readonly [keyof ContentsMessage, (dt: DataType) => DataType][] = [
+  ['bool_contents', () => 'BOOL'],
+  ['int_contents', (dt) => (dt === 'INT8' || dt === 'INT16' ? dt : 'INT32')],
+  ['int64_contents', () => 'INT64'],
+  ['uint_contents', (dt) => (dt === 'UINT8' || dt === 'UINT16' ? dt : 'UINT32')],
+  ['uint64_contents', () => 'UINT64'],
+  ['fp32_contents', () => 'FP32'],
+  ['fp64_contents', () => 'FP64'],
+  ['bytes_contents', () => 'BYTES'],
+];
+
+/**
+ * Refuses typed contents in a field other than the datatype's, or in more than one field, with
+ * Triton's words (InferGRPCToInputHelper). Ignored, a wrong field's values were dropped and the
+ * request ran on the right one's (review).
+ */
+function checkContentFields(c: ContentsMessage, dt: DataType, input: string, model: string): void {
+  let supplied = false;
+  for (const [field, carries] of FIELD_TYPES) {
+    if (((c[field] as unknown[] | undefined)?.length ?? 0) === 0) continue;
+    if (supplied) throw Errors.invalidArg(`unexpected explicit tensor data for input tensor '${echo(input)}' for model '${echo(model)}', binary data was already supplied.`);
+    if (carries(dt) !== dt) throw Errors.invalidArg(`unexpected explicit tensor data for input tensor '${echo(input)}' for model '${echo(model)}' of type '${carries(dt)}', expected datatype '${dt}'`);
+    supplied = true;
+  }
+}
+
 function typedContents(c: ContentsMessage, dt: DataType, count: number, input: string, model: string): TensorData {
+  checkContentFields(c, dt, input, model);
   const field = CONTENT_FIELD[dt];
   // An empty FP16 / BF16 input needs no data, as an empty input of any other type.
   if (!field && count === 0) return viewBytesAs(dt, new Uint8Array(0));
