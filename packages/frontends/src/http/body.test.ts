@@ -122,6 +122,18 @@ function exchange(port: number, raw: string): Promise<string> {
   });
 }
 
+describe('a request target in absolute form with credentials (user:pw@host)', () => {
+  it('is answered as without them on a route whose body is read first (review: 500 and a stack trace in the log for each)', async () => {
+    const plain = await exchange(echoHttp.port, 'POST /v2/logging HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+    const withCredentials = await exchange(echoHttp.port, 'POST http://user:pw@127.0.0.1/v2/logging HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+    const status = (answer: string) => answer.slice(0, 12);
+    expect(status(plain)).not.toBe('HTTP/1.1 500');
+    expect(status(withCredentials)).toBe(status(plain));
+    const fallback = await exchange(echoHttp.port, 'DELETE http://user:pw@127.0.0.1/v2/models/stats HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    expect(fallback).toMatch(/^HTTP\/1.1 405 /);
+  });
+});
+
 describe('methods that carry no body in a route', () => {
   it('TRACE with a body is 405 on a known path and 404 elsewhere, not 500', async () => {
     for (const [path, status] of [['/v2/logging', 405], ['/v2/models/m/infer', 405], ['/v2/nowhere', 404]] as const) {

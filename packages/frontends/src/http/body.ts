@@ -256,7 +256,12 @@ export function bodyLimit(limitOf: (path: string) => number | undefined): Middle
     }
     const headers = new Headers(c.req.raw.headers);
     for (const h of ['content-length', 'content-encoding', 'transfer-encoding']) headers.delete(h);
-    c.req.raw = new Request(c.req.raw.url, { method, headers, body: bytes as Uint8Array<ArrayBuffer>, signal: c.req.raw.signal });
+    // A request target in absolute form may carry credentials (user:pw@host), which a Request
+    // cannot be made with (review: each such request was a 500 and a stack trace in the log).
+    const url = new URL(c.req.raw.url);
+    url.username = '';
+    url.password = '';
+    c.req.raw = new Request(url, { method, headers, body: bytes as Uint8Array<ArrayBuffer>, signal: c.req.raw.signal });
     await next();
     return undefined;
   };
