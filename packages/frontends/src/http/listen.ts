@@ -54,7 +54,8 @@ export const DEFAULT_HTTP_SERVER_OPTIONS: Required<HttpServerOptions> = {
   inferFastPath: true,
 };
 
-function checked(options: HttpServerOptions): Required<HttpServerOptions> {
+/** The options with their defaults, each checked. */
+export function checkedServerOptions(options: HttpServerOptions): Required<HttpServerOptions> {
   const o = { ...DEFAULT_HTTP_SERVER_OPTIONS, ...options };
   for (const [k, v] of Object.entries(o)) {
     if (typeof v === 'boolean') continue;
@@ -67,7 +68,7 @@ function checked(options: HttpServerOptions): Required<HttpServerOptions> {
 
 /** Listens on `address:port` (port 0 picks a free one). */
 export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', options: HttpServerOptions = {}): Promise<HttpServerHandle> {
-  const o = checked(options);
+  const o = checkedServerOptions(options);
   const fast = o.inferFastPath ? inferFastPathOf(app) : undefined;
   return new Promise((resolve, reject) => {
     const server = serve({

@@ -332,3 +332,25 @@ describe('the metrics server\'s own errors', () => {
     }
   });
 });
+
+describe('the metrics port and slow clients', () => {
+  it('attack: a request whose body never finishes is cut at the request timeout, as on the HTTP port (review: Node\'s default held it 300 s)', async () => {
+    const { connect } = await import('node:net');
+    const m = await startMetricsServer(server, 0, '127.0.0.1', {}, { headersTimeoutMs: 300, requestTimeoutMs: 600, connectionsCheckingIntervalMs: 100 });
+    try {
+      const started = Date.now();
+      const closedAfter = await new Promise<number>((resolve, reject) => {
+        const s = connect(m.port, '127.0.0.1', () => s.write('GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nx'));
+        // A byte now and then: never the whole body.
+        const drip = setInterval(() => { if (!s.destroyed) s.write('x'); }, 100);
+        s.on('data', () => undefined);
+        s.on('close', () => { clearInterval(drip); resolve(Date.now() - started); });
+        s.on('error', () => undefined);
+        setTimeout(() => { clearInterval(drip); s.destroy(); reject(new Error('still open after 10 s')); }, 10_000);
+      });
+      expect(closedAfter).toBeLessThan(10_000);
+    } finally {
+      await m.close();
+    }
+  });
+});

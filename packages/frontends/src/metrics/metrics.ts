@@ -13,6 +13,7 @@ import type { GpuDevice, LatencyObservation, ModelMetricSettings, ModelStatistic
 import { timerMs } from '@triode/core';
 import { DistributionFamily, SnapshotFamily, modelLabels, type FamilySample } from './model-metric-family.js';
 import { keepServingOnError } from '../server-errors.js';
+import { checkedServerOptions, type HttpServerOptions } from '../http/listen.js';
 
 /** One model version in `MetricsSource.metricsSnapshot()`. */
 export interface ModelMetricsEntry extends Partial<ModelMetricSettings> {
@@ -397,10 +398,18 @@ export interface MetricsServerHandle {
   close(): Promise<void>;
 }
 
-/** Serves `GET /metrics` on `address:port` (port 0 picks a free one). */
-export function startMetricsServer(source: MetricsSource, port: number, address = '0.0.0.0', config: MetricsConfig = {}): Promise<MetricsServerHandle> {
+/**
+ * Serves `GET /metrics` on `address:port` (port 0 picks a free one), with the HTTP port's limits on
+ * slow clients and header sizes (`options`; before, Node's defaults held a slow body for 300 s).
+ */
+export function startMetricsServer(source: MetricsSource, port: number, address = '0.0.0.0', config: MetricsConfig = {}, options: HttpServerOptions = {}): Promise<MetricsServerHandle> {
   const registry = createMetricsRegistry(source, config);
-  const server: Server = createServer((req, res) => {
+  const o = checkedServerOptions(options);
+  const serverOptions = {
+    headersTimeout: o.headersTimeoutMs, requestTimeout: o.requestTimeoutMs, keepAliveTimeout: o.keepAliveTimeoutMs,
+    maxHeaderSize: o.maxHeaderSize, connectionsCheckingInterval: o.connectionsCheckingIntervalMs,
+  };
+  const server: Server = createServer(serverOptions, (req, res) => {
     // As Triton's metrics server: the method is checked first (405 for anything but GET).
     if (req.method !== 'GET') {
       res.writeHead(405, { 'Content-Type': 'application/json' }).end('{"error":"Method Not Allowed"}');
