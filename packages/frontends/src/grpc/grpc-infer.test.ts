@@ -30,7 +30,7 @@ describe('shared memory parameters', () => {
 
 describe('the parameters Triton\'s gRPC frontend reads itself, with its types', () => {
   const raw = [Buffer.alloc(4)];
-  const withParams = (parameters: object) => inferRequestFromMessage(decode({ model_name: 'm', parameters, inputs: [{ name: 'x', datatype: 'INT32', shape: [1] }], raw_input_contents: raw })).request.parameters;
+  const withParams = (parameters: object) => inferRequestFromMessage(decode({ model_name: 'm', parameters, inputs: [{ name: 'x', datatype: 'INT32', shape: [1] }], raw_input_contents: raw })).request.parameters ?? {};
   it('sequence_id: an int64 is taken as uint64 (-1 is 2^64-1, as a client sends ids of 2^63 or more), a string as it is (review: -1 was refused)', () => {
     expect(withParams({ sequence_id: { int64_param: -1 } })['sequence_id']).toBe(2n ** 64n - 1n);
     expect(withParams({ sequence_id: { int64_param: 42 } })['sequence_id']).toBe(42);
