@@ -32,13 +32,20 @@ export function parameterKind(p: InferParameterMessage): 'bool_param' | 'int64_p
   switch (p.parameter_choice) {
     case 'bool_param': case 'int64_param': case 'string_param': case 'double_param': case 'uint64_param': return p.parameter_choice;
     default:
-      if (p.bool_param !== undefined && p.bool_param !== null) return 'bool_param';
-      if (p.string_param !== undefined && p.string_param !== null) return 'string_param';
-      if (p.int64_param !== undefined && p.int64_param !== null) return 'int64_param';
-      if (p.double_param !== undefined && p.double_param !== null) return 'double_param';
-      if (p.uint64_param !== undefined && p.uint64_param !== null) return 'uint64_param';
+      // Own fields only: a decoded message's prototype holds each field's default (a message
+      // with no field set read as bool_param false, review).
+      if (isSet(p, 'bool_param')) return 'bool_param';
+      if (isSet(p, 'string_param')) return 'string_param';
+      if (isSet(p, 'int64_param')) return 'int64_param';
+      if (isSet(p, 'double_param')) return 'double_param';
+      if (isSet(p, 'uint64_param')) return 'uint64_param';
       return undefined;
   }
+}
+
+/** Whether `p` itself holds field `f` (not its prototype's default), not null. */
+function isSet(p: InferParameterMessage, f: keyof InferParameterMessage): boolean {
+  return Object.hasOwn(p, f) && p[f] !== undefined && p[f] !== null;
 }
 
 /** The value of a decoded InferParameter; undefined when no field is set. */
@@ -50,11 +57,11 @@ export function parameterValue(p: InferParameterMessage): ParameterValue | undef
     case 'double_param': return p.double_param ?? 0;
     case 'uint64_param': return longValue(p.uint64_param ?? 0);
     default:
-      if (p.bool_param !== undefined && p.bool_param !== null) return p.bool_param;
-      if (p.string_param !== undefined && p.string_param !== null) return p.string_param;
-      if (p.int64_param !== undefined && p.int64_param !== null) return longValue(p.int64_param);
-      if (p.double_param !== undefined && p.double_param !== null) return p.double_param;
-      if (p.uint64_param !== undefined && p.uint64_param !== null) return longValue(p.uint64_param);
+      if (isSet(p, 'bool_param')) return p.bool_param!;
+      if (isSet(p, 'string_param')) return p.string_param!;
+      if (isSet(p, 'int64_param')) return longValue(p.int64_param!);
+      if (isSet(p, 'double_param')) return p.double_param!;
+      if (isSet(p, 'uint64_param')) return longValue(p.uint64_param!);
       return undefined;
   }
 }

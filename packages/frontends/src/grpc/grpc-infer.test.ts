@@ -37,6 +37,7 @@ describe('the parameters Triton\'s gRPC frontend reads itself, with its types', 
     expect(withParams({ sequence_id: { string_param: 'abc' } })['sequence_id']).toBe('abc');
     expect(withParams({ timeout: { int64_param: -1 } })['timeout']).toBe(2n ** 64n - 1n);
     expect(withParams({ priority: { uint64_param: 3 } })['priority']).toBe(3);
+    expect(withParams({ custom: { double_param: 0.5 } })['custom']).toBe(0.5);
   });
   it.each([
     [{ sequence_id: { double_param: 5 } }, "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."],
@@ -47,6 +48,8 @@ describe('the parameters Triton\'s gRPC frontend reads itself, with its types', 
     [{ priority: { int64_param: -1 } }, "invalid value for 'priority', expected value >= 0."],
     [{ priority: { double_param: 1 } }, "invalid value type for 'priority' parameter, expected int64_param or uint64_param."],
     [{ timeout: { string_param: '5' } }, "invalid value type for 'timeout' parameter, expected int64_param."],
+    [{ custom: { uint64_param: 5 } }, "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."],
+    [{ custom: {} }, "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."],
   ])('%j is refused with Triton\'s words (review: several were accepted)', (parameters, message) => {
     expect(() => withParams(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
   });

@@ -118,7 +118,8 @@ function typedContents(c: ContentsMessage, dt: DataType, count: number, input: s
  * The value of a parameter Triton's gRPC frontend reads itself (SetInferenceRequestMetadata), with
  * its types and messages: `sequence_id` int64 (taken as uint64, so -1 is 2^64-1: how a client
  * sends an id of 2^63 or more) or string; `sequence_start`/`sequence_end` bool; `priority` int64
- * (not negative) or uint64; `timeout` int64 (taken as uint64). Other keys: as they come.
+ * (not negative) or uint64; `timeout` int64 (taken as uint64); any other key int64, bool, string
+ * or double.
  */
 function typedParameter(k: string, p: InferParameterMessage, v: ParameterValue | undefined): ParameterValue | undefined {
   const kind = parameterKind(p);
@@ -140,7 +141,11 @@ function typedParameter(k: string, p: InferParameterMessage, v: ParameterValue |
     case 'timeout':
       if (kind !== 'int64_param') throw wrong('int64_param');
       return uint64Of(v);
+    case EMPTY_FINAL:
+      return v; // checked by the caller, with Triton's words for it
     default:
+      // Any other key: int64, bool, string or double, as Triton takes them (its message names three).
+      if (kind === undefined || kind === 'uint64_param') throw wrong('int64_param, bool_param, or string_param');
       return v;
   }
 }
