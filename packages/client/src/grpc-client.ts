@@ -35,6 +35,12 @@ export interface GrpcClientOptions {
   /** Largest response message accepted (`grpc.max_receive_message_length` unless that is set). @default 1 GiB */
   maxResponseBytes?: number;
   /**
+   * Largest answer to any call but ModelInfer / ModelStreamInfer (metadata, config, statistics,
+   * repository index, ...): such an answer becomes plain objects, with defaults, about 100 to 200
+   * times its size on the wire. @default 4 MiB
+   */
+  maxControlResponseBytes?: number;
+  /**
    * Send ModelInfer calls over a lean node:http2 path instead of @grpc/grpc-js (same wire
    * protocol, a third of the client CPU). Only on plaintext channels without compression.
    * @default true
@@ -68,16 +74,34 @@ const decodeInferResponse = (b: Buffer): InferResponseMessage => {
   return messageType('ModelInferResponse').decode(b) as unknown as InferResponseMessage;
 };
 
-/** The service, with the infer responses checked before they are decoded. */
-function inferenceService(): Record<string, GrpcMethodDefinition> {
+const DEFAULT_MAX_CONTROL_RESPONSE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The service, with every answer checked before it is decoded: the infer ones by their wire
+ * check, the others by size (review: 20 MiB of empty statistics entries ran the client, and
+ * `triode perf`, out of heap).
+ */
+function inferenceService(maxControlBytes: number): Record<string, GrpcMethodDefinition> {
   const def = serviceDefinition('inference.GRPCInferenceService');
   const checked = (m: GrpcMethodDefinition, check: (b: Buffer) => void): GrpcMethodDefinition => ({
     ...m, responseDeserialize: (b: Buffer) => { check(b); return m.responseDeserialize(b); },
   });
-  return { ...def, ModelInfer: checked(def['ModelInfer']!, checkInferResponseWire), ModelStreamInfer: checked(def['ModelStreamInfer']!, checkStreamResponseWire) };
+  const out: Record<string, GrpcMethodDefinition> = {};
+  for (const [rpc, m] of Object.entries(def)) {
+    out[rpc] = checked(m, (b) => {
+      if (b.byteLength > maxControlBytes) throw new Error(`a ${rpc} answer of ${b.byteLength} bytes is larger than maxControlResponseBytes (${maxControlBytes})`);
+    });
+  }
+  return { ...out, ModelInfer: checked(def['ModelInfer']!, checkInferResponseWire), ModelStreamInfer: checked(def['ModelStreamInfer']!, checkStreamResponseWire) };
 }
 
-const Service = makeGenericClientConstructor(inferenceService(), 'GRPCInferenceService');
+/** The client constructor for a control-answer limit (one per limit used). */
+const services = new Map<number, ReturnType<typeof makeGenericClientConstructor>>();
+function serviceFor(maxControlBytes: number): ReturnType<typeof makeGenericClientConstructor> {
+  let s = services.get(maxControlBytes);
+  if (!s) services.set(maxControlBytes, (s = makeGenericClientConstructor(inferenceService(maxControlBytes), 'GRPCInferenceService')));
+  return s;
+}
 
 /**
  * The request's parameters as Triton's gRPC frontend takes them: a sequence id of 2^63 or more
@@ -159,6 +183,7 @@ export class GrpcClient implements InferenceClient {
 
   /** @param address `host:port` of the server's gRPC endpoint. */
   constructor(address = '127.0.0.1:8001', options: GrpcClientOptions = {}) {
+    const Service = serviceFor(options.maxControlResponseBytes ?? DEFAULT_MAX_CONTROL_RESPONSE_BYTES);
     this.#client = new Service(address, options.credentials ?? grpcCredentials.createInsecure(), {
       'grpc.max_receive_message_length': Math.min(options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES, 2 ** 31 - 1),
       'grpc.max_send_message_length': -1,

@@ -9,6 +9,7 @@
 import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { timerMs } from '@triode/core';
 import { InferenceServerError } from './errors.js';
+import { ResponseBuffer } from './response-buffer.js';
 
 const WINDOW = 8 * 1024 * 1024;
 
@@ -122,8 +123,9 @@ export class H2Unary {
       const n = this.#inflight.get(session) ?? 0;
       this.#inflight.set(session, n + 1);
       if (n === 0) session.ref();
-      const chunks: Buffer[] = [];
-      let received = 0;
+      // Copied into one buffer as it comes (response-buffer.ts; review: kept chunk by chunk,
+      // 1-byte DATA frames ran the client out of heap at ~38 MB of a 1 GiB limit).
+      const body = new ResponseBuffer(maxBytes + 5);
       let status: { code: number; message: string } | undefined;
       if (timeoutMs) {
         timer = setTimeout(() => {
@@ -134,11 +136,16 @@ export class H2Unary {
       req.on('response', (h) => { status = statusOf(h); });
       req.on('trailers', (h) => { status = statusOf(h) ?? status; });
       req.on('data', (c: Buffer) => {
-        received += c.byteLength;
-        if (received <= maxBytes + 5) {
-          chunks.push(c);
+        let kept: boolean;
+        try {
+          kept = body.push(c);
+        } catch (err) {
+          reject(new InferenceServerError(`gRPC call ${path}: ${(err as Error).message}`, { grpcCode: 8, cause: err }));
+          req.close(constants.NGHTTP2_CANCEL);
           return;
         }
+        // The message's own length, once its prefix has come, may not pass the limit either.
+        if (kept && (body.length < 5 || body.uint32At(1) <= maxBytes)) return;
         reject(new InferenceServerError(`gRPC call ${path}: the response is larger than ${maxBytes} bytes`, { grpcCode: 8 }));
         req.close(constants.NGHTTP2_CANCEL);
       });
@@ -155,13 +162,13 @@ export class H2Unary {
           reject(new InferenceServerError(status.message, { grpcCode: status.code }));
           return;
         }
-        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+        const message = body.bytes();
         // One uncompressed message whose length prefix is exactly what came.
-        if (body.byteLength < 5 || body[0] !== 0 || body.readUInt32BE(1) !== body.byteLength - 5) {
+        if (message.byteLength < 5 || message[0] !== 0 || message.readUInt32BE(1) !== message.byteLength - 5) {
           reject(new InferenceServerError(`gRPC call ${path}: malformed or compressed response`, { grpcCode: 13 }));
           return;
         }
-        resolve(body.subarray(5));
+        resolve(message.subarray(5));
       });
       req.end(frame);
     });

@@ -90,6 +90,30 @@ describe('HTTP infer responses are checked before they are trusted', () => {
     return { body: Buffer.concat([h, data]), hl: String(h.byteLength) };
   };
 
+  it.each([
+    ['INT32', ['abc', {}, null], 0],
+    ['UINT8', [300, -1], 0],
+    ['INT32', [1, 3.7], 1],
+    ['BOOL', ['false', 0], 0],
+    ['FP32', [1, 1e300], 1],
+    ['BYTES', ['ok', 1], 1],
+  ])('refuses JSON %s data %j that is not of its type (review: converted and returned as valid)', (datatype, data, bad) => {
+    const body = header({ model_name: 'm', model_version: '1', outputs: [{ name: 'O', datatype, shape: [data.length], data }] });
+    expect(() => decodeInferResponse(body, undefined)).toThrow(new RegExp(`element ${bad} of its JSON data .* is not a ${datatype} value`));
+  });
+
+  it('reads JSON data at the edges of its type, NaN and infinities included', () => {
+    const out = (datatype: string, data: unknown[], raw?: string) => {
+      const text = raw ?? JSON.stringify({ model_name: 'm', model_version: '1', outputs: [{ name: 'O', datatype, shape: [data.length], data }] });
+      return Array.from(decodeInferResponse(Buffer.from(text), undefined).outputs[0]!.data as ArrayLike<unknown>);
+    };
+    expect(out('UINT8', [0, 255])).toEqual([0, 255]);
+    expect(out('INT8', [-128, 127])).toEqual([-128, 127]);
+    expect(out('INT64', [], '{"model_name":"m","model_version":"1","outputs":[{"name":"O","datatype":"INT64","shape":[2],"data":[9223372036854775807,-9223372036854775808]}]}')).toEqual([2n ** 63n - 1n, -(2n ** 63n)]);
+    expect(out('FP32', [], '{"model_name":"m","model_version":"1","outputs":[{"name":"O","datatype":"FP32","shape":[3],"data":[NaN,Infinity,-1.5]}]}')).toEqual([NaN, Infinity, -1.5]);
+    expect(out('BOOL', [true, false])).toEqual([1, 0]);
+  });
+
   it('refuses binary_data_size past the end, negative, or not whole elements', () => {
     let r = binary([{ name: 'S', datatype: 'BYTES', shape: [3], parameters: { binary_data_size: 1000 } }], Buffer.from([1, 0, 0, 0, 65]));
     expect(() => decodeInferResponse(r.body, r.hl)).toThrow(/binary_data_size 1000/);
@@ -358,6 +382,74 @@ describe('gRPC calls are bounded in time and size', () => {
       pump();
     };
     expect((await rejection(c.infer('m', { inputs }))).grpcCode).toBe(8);
+  });
+});
+
+describe('answers the client copies as they come (reviews)', () => {
+  it('attack: a gRPC answer to a control call over maxControlResponseBytes is refused before it is decoded (20 MiB of empty statistics entries ran the client out of heap)', async () => {
+    const c = await grpcClient({ maxControlResponseBytes: 64 * 1024 });
+    // 100,000 empty model_stats entries: 200 KB on the wire, each a whole object with defaults once decoded.
+    const entries = Buffer.alloc(200_000);
+    for (let i = 0; i < entries.length; i += 2) entries[i] = 0x0a;
+    h2Handler = (s) => {
+      s.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      s.on('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' }));
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(entries.length, 1);
+      s.end(Buffer.concat([prefix, entries]));
+    };
+    const err = await rejection(c.modelStatistics());
+    expect(err.message).toMatch(/ModelStatistics answer of 200000 bytes is larger than maxControlResponseBytes \(65536\)/);
+  });
+
+  it('attack: the lean gRPC path copies 1-byte DATA frames into one buffer, and refuses a message whose length prefix passes maxResponseBytes at once', async () => {
+    const c = await grpcClient({ maxResponseBytes: 1 << 20 });
+    const concat = vi.spyOn(Buffer, 'concat');
+    h2Handler = (s) => {
+      s.respond({ ':status': 200, 'content-type': 'application/grpc' });
+      // The prefix of a 2 GiB message, then a byte now and then: refused on the prefix.
+      s.write(Buffer.from([0, 0x80, 0, 0, 0]));
+      const t = setInterval(() => (s.destroyed || s.closed ? clearInterval(t) : s.write(Buffer.alloc(1))), 20);
+      s.on('close', () => clearInterval(t));
+    };
+    try {
+      const t0 = Date.now();
+      expect((await rejection(c.infer('m', { inputs }))).grpcCode).toBe(8);
+      expect(Date.now() - t0).toBeLessThan(3000);
+      expect(concat.mock.calls.length).toBe(0);
+    } finally {
+      concat.mockRestore();
+    }
+  });
+
+  it('attack: a Content-Length of 1 GiB with 10 bytes sent reserves nothing near it (64 such calls reserved 64 GiB)', async () => {
+    const c = await httpClient({ timeoutMs: 1000 });
+    httpHandler = (_q, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(2 ** 30) });
+      res.write('0123456789');
+    };
+    const before = process.memoryUsage().arrayBuffers;
+    const calls = Array.from({ length: 16 }, () => rejection(c.infer('m', { inputs })));
+    await new Promise((r) => setTimeout(r, 300));
+    const reserved = process.memoryUsage().arrayBuffers - before;
+    await Promise.all(calls);
+    expect(reserved).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  it('a binary output\'s buffer holds no stale memory past the body (the spare room is zeroed)', async () => {
+    const c = await httpClient();
+    const header = Buffer.from(JSON.stringify({ model_name: 'm', model_version: '1', outputs: [{ name: 'O', datatype: 'UINT8', shape: [4], parameters: { binary_data_size: 4 } }] }));
+    httpHandler = (_q, res) => {
+      // Chunked (no Content-Length): the buffer is larger than the body.
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.length) });
+      res.write(header);
+      res.end(Buffer.from([1, 2, 3, 4]));
+    };
+    const r = await c.infer('m', { inputs, outputs: [{ name: 'O', binary: true }] });
+    const data = r.outputs[0]!.data as Uint8Array;
+    expect(Array.from(data)).toEqual([1, 2, 3, 4]);
+    const whole = new Uint8Array(data.buffer);
+    expect(whole.subarray(data.byteOffset + data.byteLength).every((b) => b === 0)).toBe(true);
   });
 });
 

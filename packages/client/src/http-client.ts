@@ -6,10 +6,11 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import {
-  dataBytes, elementCount, isDataType, serializeBytesTensor, timerMs,
+  dataBytes, echo, elementCount, isDataType, serializeBytesTensor, timerMs,
   type DataType, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ParameterValue, type ServerMetadata, type TensorData,
 } from '@triode/core';
 import { InferenceServerError } from './errors.js';
+import { ResponseBuffer } from './response-buffer.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputTensorData, outputShape, outputTensor } from './tensor-data.js';
 import { markNonFinite, parseJson, stringifyJson } from './json-non-finite.js';
@@ -35,15 +36,45 @@ interface RawResponse {
   body: Buffer;
 }
 
+const clampBig = (x: bigint, lo: bigint, hi: bigint): bigint => (x < lo ? lo : x > hi ? hi : x);
+
 const JSON_ARRAY: Partial<Record<DataType, (v: unknown[]) => TensorData>> = {
   BOOL: (v) => Uint8Array.from(v as boolean[], (b) => (b ? 1 : 0)),
   UINT8: (v) => Uint8Array.from(v as number[]), UINT16: (v) => Uint16Array.from(v as number[]), UINT32: (v) => Uint32Array.from(v as number[]),
-  UINT64: (v) => BigUint64Array.from(v as number[], (x) => BigInt(x)),
+  // A 64-bit extreme arrives rounded up to 2^63 / 2^64 (JSON.parse reads doubles): kept at the extreme, not wrapped.
+  UINT64: (v) => BigUint64Array.from(v as number[], (x) => clampBig(BigInt(x), 0n, 2n ** 64n - 1n)),
   INT8: (v) => Int8Array.from(v as number[]), INT16: (v) => Int16Array.from(v as number[]), INT32: (v) => Int32Array.from(v as number[]),
-  INT64: (v) => BigInt64Array.from(v as number[], (x) => BigInt(x)),
+  INT64: (v) => BigInt64Array.from(v as number[], (x) => clampBig(BigInt(x), -(2n ** 63n), 2n ** 63n - 1n)),
   FP32: (v) => Float32Array.from(v as number[]), FP64: (v) => Float64Array.from(v as number[]),
   BYTES: (v) => serializeBytesTensor(v as string[]),
 };
+
+const INT_RANGE: Partial<Record<DataType, readonly [bigint, bigint]>> = {
+  INT8: [-128n, 127n], INT16: [-32768n, 32767n], INT32: [-(2n ** 31n), 2n ** 31n - 1n], INT64: [-(2n ** 63n), 2n ** 63n - 1n],
+  UINT8: [0n, 255n], UINT16: [0n, 65535n], UINT32: [0n, 2n ** 32n - 1n], UINT64: [0n, 2n ** 64n - 1n],
+};
+
+/**
+ * The index of the first element of JSON output data that is not a value of `datatype`, or -1.
+ * Converted as they were, strings became 0, 300 in UINT8 became 44, 3.7 in INT32 became 3 and
+ * "false" in BOOL became true, all returned as valid (review).
+ */
+function badJsonElement(datatype: DataType, flat: readonly unknown[]): number {
+  const range = INT_RANGE[datatype];
+  if (range) {
+    // Compared as doubles, as JSON.parse reads them: INT64's 2^63-1 arrives as 2^63.
+    const lo = Number(range[0]);
+    const hi = Number(range[1]);
+    return flat.findIndex((x) => typeof x !== 'number' || !Number.isInteger(x) || x < lo || x > hi);
+  }
+  switch (datatype) {
+    case 'BOOL': return flat.findIndex((x) => typeof x !== 'boolean');
+    case 'BYTES': return flat.findIndex((x) => typeof x !== 'string');
+    // Non-finite values come marked by the reader; a finite one past FP32's range is not an FP32.
+    case 'FP32': return flat.findIndex((x) => typeof x !== 'number' || (Number.isFinite(x) && !Number.isFinite(Math.fround(x))));
+    default: return flat.findIndex((x) => typeof x !== 'number');
+  }
+}
 
 /** JSON `data` for an input (BYTES as strings, 64-bit integers as numbers). */
 function jsonData(datatype: DataType, data: TensorData): unknown[] {
@@ -109,28 +140,26 @@ export class HttpClient implements InferenceClient {
           req.destroy(tooLarge());
           return;
         }
-        // Copied into one buffer that doubles as it fills, never kept chunk by chunk: a body sent
-        // as 1-byte chunks held a Buffer object (and its share of a socket read) per byte, and the
-        // client ran out of heap under maxResponseBytes (review).
-        let body = Buffer.allocUnsafeSlow(Math.min(max, Math.max(1024, Number(res.headers['content-length'] ?? 0) || 0)));
-        let received = 0;
+        // Copied into one buffer that grows as bytes come (response-buffer.ts).
+        const cl = res.headers['content-length'];
+        let body: ResponseBuffer;
+        try {
+          body = new ResponseBuffer(max, cl === undefined ? undefined : Number(cl));
+        } catch (err) {
+          req.destroy(new InferenceServerError(`HTTP ${method} ${path}: ${(err as Error).message}`, { cause: err }));
+          return;
+        }
         res.on('data', (c: Buffer) => {
-          const size = received + c.byteLength;
-          if (size > max) {
-            req.destroy(tooLarge());
-            return;
+          try {
+            if (!body.push(c)) req.destroy(tooLarge());
+          } catch (err) {
+            // A buffer that could not be allocated fails this call, not the process (review).
+            req.destroy(new InferenceServerError(`HTTP ${method} ${path}: ${(err as Error).message}`, { cause: err }));
           }
-          if (size > body.byteLength) {
-            const grown = Buffer.allocUnsafeSlow(Math.min(max, Math.max(size, 2 * body.byteLength)));
-            body.copy(grown, 0, 0, received);
-            body = grown;
-          }
-          c.copy(body, received);
-          received = size;
         });
         res.on('end', () => {
           clearTimeout(timer);
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: body.subarray(0, received) });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: body.bytes() });
         });
         res.on('error', fail);
       });
@@ -382,6 +411,8 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
     // The count first: millions of strings for a shape of [1] were all converted before it was told (review).
     const dims = outputShape(o.name, o.shape);
     if (flat.length !== elementCount(dims)) throw malformed(`output '${String(o.name)}' has ${flat.length} elements of JSON data, not ${elementCount(dims)} (shape [${dims.join(',')}])`);
+    const bad = badJsonElement(o.datatype, flat);
+    if (bad >= 0) throw malformed(`output '${String(o.name)}': element ${bad} of its JSON data (${echo(String(flat[bad]), 64)}) is not a ${o.datatype} value`);
     return outputTensor(o.name, o.datatype, o.shape, dataBytes(make(flat)));
   });
   return new InferResult({
