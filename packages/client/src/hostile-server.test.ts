@@ -492,6 +492,17 @@ describe('runPerf against a broken server', () => {
     await expect(runPerf(client, { model: 'm', concurrency: [1], ...quick })).rejects.toThrow();
   });
 
+  it('a warm-up request that fails ends the warm-up: the windows count the failures (review: a silent server held the warm-up for its count times the timeout)', async () => {
+    let sent = 0;
+    let sentAtStats = -1;
+    const client = fake({}, 'INT32', async () => { sent++; await answer(); throw new Error('timed out'); }, async () => { if (sentAtStats < 0) sentAtStats = sent; return []; });
+    const [r] = await runPerf(client, { model: 'm', concurrency: [1], ...quick, warmupRequests: 1000 });
+    // The first statistics call comes right after the warm-up: after one request, not 1,000.
+    expect(sentAtStats).toBeLessThan(10);
+    expect(r!.errors).toBeGreaterThan(0);
+    expect(r!.firstError).toBe('timed out');
+  });
+
   it('requests that fail before any I/O still let the windows end', async () => {
     const client = fake({ sequence_batching: {} }, 'INT32', () => Promise.reject(new Error('refused')), async () => []);
     const [r] = await runPerf(client, { model: 'm', concurrency: [1], ...quick });

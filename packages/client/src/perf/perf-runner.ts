@@ -156,6 +156,14 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
     const warmedUp = new Promise<void>((r) => { warmed = r; });
     const record = (t0: number, ok: boolean, err?: unknown) => {
       if (warm < warmupTotal) {
+        // A failing warm-up ends the warm-up: the windows then count the failures and the run
+        // ends (review: a server that never answers held the warm-up for its whole count times
+        // the request timeout, ~100 minutes with the defaults).
+        if (!ok) {
+          warm = warmupTotal;
+          warmed();
+          return;
+        }
         if (++warm === warmupTotal) warmed();
         return;
       }
