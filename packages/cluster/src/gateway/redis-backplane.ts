@@ -121,7 +121,12 @@ function advertisedHost(): string {
   return '127.0.0.1';
 }
 
-const unavailable = (err: unknown) => Errors.unavailable(`Redis is unavailable: ${(err as Error).message}`);
+/**
+ * A Redis failure as clients see it: without the client library's text ("Stream isn't writeable
+ * and enableOfflineQueue options is false", its option names: review), which the Redis
+ * connections log where they fail.
+ */
+const unavailable = (err: unknown) => new TriodeError('UNAVAILABLE', 'Redis is unavailable', { cause: err });
 
 /** The largest registry entry a gateway reads (a worker's entry is a few KB per model). */
 export const MAX_REGISTRY_ENTRY_BYTES = 16 * 1024 * 1024;
@@ -890,8 +895,9 @@ export class RedisBackplane implements Backplane {
 
   async #controlCall(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs: number): Promise<void> {
     this.#registryAt = 0;
-    const workers = (await this.#registry()).map((w) => w.workerId);
+    let workers = (await this.#registry()).map((w) => w.workerId);
     if (workers.length === 0) throw Errors.unavailable(`failed to ${action} '${echo(name)}': no live worker is registered in the cluster`);
+    const asked = workers.length;
     const id = randomUUID();
     const key = this.#keys.controlReplies(id);
     try {
@@ -903,8 +909,18 @@ export class RedisBackplane implements Backplane {
       listen.on('error', () => undefined);
       try {
         await this.#cmd.publish(this.#keys.control, this.auth.signText('control', JSON.stringify({ id, ts: Date.now(), action, model: name, ...extra })));
+        let checkedAt = Date.now();
         while (answers.size < workers.length && Date.now() < end) {
           const popped = await listen.blpop(key, Math.max(0.01, Math.min(1, (end - Date.now()) / 1000)));
+          // A worker that left meanwhile (stopped, killed: its registry entry is gone) is not
+          // waited for: the call waited the whole timeout, failed, and the load was never
+          // recorded for workers that join later (review).
+          if (Date.now() - checkedAt >= 1000) {
+            checkedAt = Date.now();
+            this.#registryAt = 0;
+            const live = new Set((await this.#registry().catch(() => this.#workers)).map((w) => w.workerId));
+            workers = workers.filter((w) => live.has(w) || answers.has(w));
+          }
           if (!popped) continue;
           const text = this.auth.openText('control-reply', popped[1], 'answer to a control message');
           if (text === undefined) continue;
@@ -927,12 +943,13 @@ export class RedisBackplane implements Backplane {
         const code = (isErrorCode(first.code) ? first.code : 'INTERNAL');
         const message = [...new Set(failed.map(([, e]) => String(e.message)))].join('; ');
         // Every worker failed alike: the embedded server's answer as it is. Some did: which ones.
-        const which = failed.length < workers.length ? ` (on ${failed.length} of ${workers.length} workers: ${failed.map(([w]) => echo(w, 64)).join(', ')})` : '';
+        const which = failed.length < asked ? ` (on ${failed.length} of ${asked} workers: ${failed.map(([w]) => echo(w, 64)).join(', ')})` : '';
         throw new TriodeError(code, message + which);
       }
       if (answers.size < workers.length) {
-        throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${workers.length - answers.size} of ${workers.length} workers did not answer within ${timeoutMs / 1000} s`);
+        throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${workers.length - answers.size} of ${asked} workers did not answer within ${timeoutMs / 1000} s`);
       }
+      if (workers.length < asked) this.#opts.logger?.info(`${action} '${name}': ${asked - workers.length} of ${asked} workers left the cluster before they answered`);
       if (action === 'load') await this.#cmd.hset(this.#keys.desired, name, this.auth.signText('desired', JSON.stringify({ model: name, action, ...extra })));
       else await this.#cmd.hdel(this.#keys.desired, name);
     } catch (err) {

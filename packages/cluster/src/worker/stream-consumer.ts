@@ -51,6 +51,12 @@ export interface StreamConsumerOptions {
 /** A control message older than this (ms) is dropped: a captured one cannot be replayed later. */
 const CONTROL_MAX_AGE_MS = 5 * 60_000;
 
+/** When a joined worker reads the loaded set again (ms after it joined): past the gateway's 120 s wait for a load. */
+const REJOIN_AFTER_MS = [5_000, 30_000, 130_000];
+
+/** The most model names kept as named by control commands (junk on the channel ends the later reads). */
+const MAX_TOUCHED = 10_000;
+
 /**
  * Answered entries are acknowledged and deleted at most this long after their reply (ms): one
  * XACK + XDEL per stream for all of them. Acks are off the reply path, and an entry waits far
@@ -176,9 +182,21 @@ export class StreamConsumer {
     await this.#sub.subscribe(this.#keys.control, this.#keys.cancel);
     this.#sub.on('message', (channel: string, message: string) => {
       if (channel === this.#keys.cancel) this.#cancel(message);
-      else void this.#control(message);
+      // One command at a time, in the order Redis published them (the same order on every
+      // worker): applied concurrently, an ensemble's load racing the unload of one of its steps
+      // left workers disagreeing for good (review).
+      else this.#controlTail = this.#controlTail.then(() => this.#control(message), () => undefined);
     });
     await this.#joinCluster();
+    // A load under way when this worker joined was published before it listened and is recorded
+    // in the loaded set only once every other worker has answered: read the set again a few times
+    // while such a load may still end (the gateway waits up to 120 s; review: the worker never got
+    // the model).
+    for (const ms of REJOIN_AFTER_MS) {
+      const t = setTimeout(() => { this.#controlTail = this.#controlTail.then(() => this.#rejoin(), () => undefined); }, ms);
+      t.unref();
+      this.#rejoinTimers.push(t);
+    }
     await this.#refreshStreams();
     await this.#beat();
     this.#heartbeat = setInterval(() => { this.#beat().catch((e: unknown) => this.#logger?.warning(`heartbeat failed: ${String(e)}`)); }, this.#heartbeatMs);
@@ -187,8 +205,32 @@ export class StreamConsumer {
     this.#claimer = setInterval(() => { void this.#claim(); }, Math.max(100, Math.min(1000, this.#claimIdleMs / 2)));
   }
 
-  /** Loads what the cluster has loaded (a worker that joins later catches up). */
-  async #joinCluster(): Promise<void> {
+  /** Timers of the loaded set's later reads (cleared at stop). */
+  readonly #rejoinTimers: ReturnType<typeof setTimeout>[] = [];
+
+  /**
+   * Models a control command has named since this worker joined: those commands govern them, not
+   * a later read of the loaded set (which an unload under way has not yet updated). Undefined
+   * once it would pass MAX_TOUCHED (junk on the channel): the later reads then stop.
+   */
+  #touched: Set<string> | undefined = new Set();
+
+  /** Catches up on the loaded set again, leaving out what a control command has named since the start. */
+  async #rejoin(): Promise<void> {
+    if (!this.#running || this.#touched === undefined) return;
+    const before = this.#servingSignature();
+    await this.#joinCluster(this.#touched);
+    if (this.#servingSignature() !== before) {
+      await this.#refreshStreams();
+      await this.#beat();
+    }
+  }
+
+  /** The control commands applied so far, in order (each waits for the one before). */
+  #controlTail: Promise<void> = Promise.resolve();
+
+  /** Loads what the cluster has loaded (a worker that joins later catches up), but the models in `skip`. */
+  async #joinCluster(skip?: ReadonlySet<string>): Promise<void> {
     const desired = new Map<string, Buffer>();
     try {
       // Scanned as flat lists of buffers, names included: one field too long for a JS string (a
@@ -230,7 +272,7 @@ export class StreamConsumer {
           continue;
         }
         checkModelName(model);
-        if (this.#server.modelReady(model)) continue;
+        if (skip?.has(model) || this.#server.modelReady(model)) continue;
         await this.#server.loadModel(model, loadOptions(want));
       } catch (err) {
         this.#logger?.warning(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
@@ -275,6 +317,10 @@ export class StreamConsumer {
         return;
       }
       this.#controlSeen.set(cmd.id, now);
+    }
+    if (this.#touched) {
+      this.#touched.add(cmd.model);
+      if (this.#touched.size > MAX_TOUCHED) this.#touched = undefined;
     }
     let error: { code: string; message: string } | undefined;
     try {
@@ -768,6 +814,7 @@ export class StreamConsumer {
     this.#running = false;
     this.#wake?.();
     clearInterval(this.#heartbeat);
+    for (const t of this.#rejoinTimers) clearTimeout(t);
     clearInterval(this.#claimer);
     // Its blocked read returns within 200 ms, unless Redis is gone.
     await settleWithin(this.#loop ?? Promise.resolve(), this.#block.status === 'ready' ? FAREWELL_MS : 0);
