@@ -27,6 +27,26 @@ function fakeWorker(r: Redis, keys: ClusterKeys, config: object = { name: 'm' })
   return r.set(keys.worker('w'), JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config }] }), 'PX', 60_000);
 }
 
+/**
+ * A real redis-server, a worker entry serving 'm' (no worker behind it) and a started gateway
+ * with `options`; everything is stopped after `f`.
+ */
+async function withFakeWorker(prefix: string, options: { requestTimeoutMs: number; registryRefreshMs: number }, f: (t: { r: Redis; keys: ClusterKeys; gateway: RedisBackplane }) => Promise<void>): Promise<void> {
+  const redis = await startRedis();
+  const keys = new ClusterKeys(prefix);
+  const r = new Redis(redis.url);
+  const gateway = new RedisBackplane({ redis: redis.url, prefix, directReplies: false, ...options });
+  try {
+    await fakeWorker(r, keys);
+    await gateway.start();
+    await f({ r, keys, gateway });
+  } finally {
+    await gateway.stop();
+    r.disconnect();
+    await redis.stop();
+  }
+}
+
 /** The first request entry of model 'm' once the gateway has added it, decoded. */
 async function firstRequest(r: Redis, keys: ClusterKeys): Promise<ReturnType<typeof decodeRequestParts>> {
   let entry: [string, string[]][] = [];
@@ -64,14 +84,8 @@ async function withPendingRequest(prefix: string, requestTimeoutMs: number, redi
 
 describe('RedisBackplane', () => {
   it('a request given up (timed out, or cancelled by its client) leaves the request stream (review: it stayed in Redis until a worker got to it)', async () => {
-    const redis = await startRedis();
-    const keys = new ClusterKeys('gone');
-    const r = new Redis(redis.url);
     // A worker entry serving 'm' with no worker behind it: requests wait in the stream, unread.
-    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'gone', directReplies: false, requestTimeoutMs: 300, registryRefreshMs: 50 });
-    try {
-      await fakeWorker(r, keys);
-      await gateway.start();
+    await withFakeWorker('gone', { requestTimeoutMs: 300, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {
       const body = { name: 'IN', datatype: 'UINT8' as const, shape: [1 << 20], data: new Uint8Array(1 << 20) };
       await expect(gateway.infer({ modelName: 'm', inputs: [body] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: "no worker answered the request for model 'm' within 0.3 s" });
       const count = async (want: number): Promise<number> => {
@@ -91,11 +105,7 @@ describe('RedisBackplane', () => {
       token.cancel();
       await expect(cancelled).rejects.toMatchObject({ code: 'CANCELLED' });
       expect(await count(0)).toBe(0);
-    } finally {
-      await gateway.stop();
-      r.disconnect();
-      await redis.stop();
-    }
+    });
   });
 
   it('attack: a TLS direct-reply connection that never completes its handshake is cut after authTimeoutMs (review: it stayed open)', async () => {
@@ -149,13 +159,7 @@ describe('RedisBackplane', () => {
   });
 
   it('attack: a model named like another model\'s version (`m\\u00001`) is unknown, also once m version 1 has been looked up (review: it shared its registry lookup, was taken as ready and waited for the timeout)', async () => {
-    const redis = await startRedis();
-    const keys = new ClusterKeys('nulname');
-    const r = new Redis(redis.url);
-    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'nulname', directReplies: false, requestTimeoutMs: 20_000, registryRefreshMs: 60_000 });
-    try {
-      await fakeWorker(r, keys);
-      await gateway.start();
+    await withFakeWorker('nulname', { requestTimeoutMs: 20_000, registryRefreshMs: 60_000 }, async ({ r, gateway }) => {
       const evil = 'm\u00001';
       for (const when of ['before', 'after']) {
         if (when === 'after') expect(await gateway.modelReady('m', 1)).toBe(true);
@@ -163,11 +167,7 @@ describe('RedisBackplane', () => {
         await expect(gateway.infer({ modelName: evil, inputs: [], outputs: [] } as never)).rejects.toMatchObject({ code: 'NOT_FOUND' });
       }
       expect(await r.keys('nulname:req:*')).toEqual([]);
-    } finally {
-      await gateway.stop();
-      r.disconnect();
-      await redis.stop();
-    }
+    });
   });
 
   it('attack: a reply stream entry whose field name is longer than V8\'s longest string is dropped; the gateway reads on', async () => {

@@ -49,18 +49,6 @@ export interface ModelInferResponseMessage {
 /** The request parameter asking a decoupled stream for an empty final response. */
 const EMPTY_FINAL = 'triton_enable_empty_final_response';
 
-/** Which typed field carries each datatype (FP16/BF16 have none: raw only). */
-const CONTENT_FIELD: Partial<Record<DataType, keyof ContentsMessage>> = {
-  BOOL: 'bool_contents', INT8: 'int_contents', INT16: 'int_contents', INT32: 'int_contents', INT64: 'int64_contents',
-  UINT8: 'uint_contents', UINT16: 'uint_contents', UINT32: 'uint_contents', UINT64: 'uint64_contents',
-  FP32: 'fp32_contents', FP64: 'fp64_contents', BYTES: 'bytes_contents',
-};
-
-function hasContents(c: ContentsMessage | null | undefined): boolean {
-  if (!c) return false;
-  return Object.values(CONTENT_FIELD).some((f) => ((c[f] as unknown[] | undefined)?.length ?? 0) > 0);
-}
-
 /** The typed fields in the order Triton reads them, with the datatype each one carries for `dt`. */
 const FIELD_TYPES: readonly [keyof ContentsMessage, (dt: DataType) => DataType][] = [
   ['bool_contents', () => 'BOOL'],
@@ -72,6 +60,14 @@ const FIELD_TYPES: readonly [keyof ContentsMessage, (dt: DataType) => DataType][
   ['fp64_contents', () => 'FP64'],
   ['bytes_contents', () => 'BYTES'],
 ];
+
+/** The typed field that carries `dt` (FP16/BF16 have none: raw only). */
+const contentField = (dt: DataType): keyof ContentsMessage | undefined => FIELD_TYPES.find(([, carries]) => carries(dt) === dt)?.[0];
+
+function hasContents(c: ContentsMessage | null | undefined): boolean {
+  if (!c) return false;
+  return FIELD_TYPES.some(([f]) => ((c[f] as unknown[] | undefined)?.length ?? 0) > 0);
+}
 
 /**
  * Refuses typed contents in a field other than the datatype's, or in more than one field, with
@@ -90,7 +86,7 @@ function checkContentFields(c: ContentsMessage, dt: DataType, input: string, mod
 
 function typedContents(c: ContentsMessage, dt: DataType, count: number, input: string, model: string): TensorData {
   checkContentFields(c, dt, input, model);
-  const field = CONTENT_FIELD[dt];
+  const field = contentField(dt);
   // An empty FP16 / BF16 input needs no data, as an empty input of any other type.
   if (!field && count === 0) return viewBytesAs(dt, new Uint8Array(0));
   if (!field) throw Errors.invalidArg(`unable to find data for input tensor '${echo(input)}' for model '${echo(model)}' in request: ${dt} data must be sent in raw_input_contents`);
