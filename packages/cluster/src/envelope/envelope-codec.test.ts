@@ -140,6 +140,23 @@ describe('tensor codec (gateway <-> worker)', () => {
     expect(decodeReply(encodeReply({ requestKey: '2', error: { code: 'INVALID_ARG', message: 'bad' } }))).toEqual({ requestKey: '2', error: { code: 'INVALID_ARG', message: 'bad' } });
   });
 
+  it('attack: refuses a reply whose outputs do not fit their shapes, or name one output twice (review: a forged reply went to clients as a 200 with "shape":[1,16],"data":[0])', () => {
+    const reply = (outputs: object[]) => encodeReply({ requestKey: '7', response: { modelName: 'm', modelVersion: '1', outputs: outputs as never } });
+    const enc = (s: string[]) => Buffer.concat(s.map((x) => { const b = Buffer.alloc(4 + x.length); b.writeUInt32LE(x.length, 0); b.write(x, 4); return b; }));
+    for (const outputs of [
+      [{ name: 'o', datatype: 'INT32', shape: [1, 16], data: new Int32Array(1) }],
+      [{ name: 'o', datatype: 'UINT8', shape: [2 ** 40], data: new Uint8Array(4) }],
+      [{ name: 'o', datatype: 'INT32', shape: [1], data: new Uint8Array(3) }],
+      [{ name: 'o', datatype: 'BYTES', shape: [3], data: enc(['a']) }],
+      [{ name: 'o', datatype: 'BYTES', shape: [1], data: Uint8Array.of(9, 0, 0, 0, 1) }],
+      [{ name: 'o', datatype: 'FP32', shape: [1], data: new Float32Array(1) }, { name: 'o', datatype: 'FP32', shape: [1], data: new Float32Array(1) }],
+    ]) {
+      expect(() => decodeReply(reply(outputs)), JSON.stringify(outputs.map((o) => (o as { shape: number[] }).shape))).toThrow(/malformed message: output 'o'/);
+    }
+    const fine = decodeReply(reply([{ name: 'o', datatype: 'BYTES', shape: [2], data: enc(['a', 'bc']) }, { name: 'p', datatype: 'INT64', shape: [], data: new BigInt64Array(1) }, { name: 'q', datatype: 'FP32', shape: [0, 3], data: new Float32Array(0) }]));
+    expect('response' in fine && fine.response.outputs.map((o) => o.name)).toEqual(['o', 'p', 'q']);
+  });
+
   it('rejects a truncated message', () => {
     const buf = encodeRequest({ modelName: 'm', inputs: [{ name: 'a', datatype: 'INT32', shape: [4], data: new Int32Array(4) }] }, { requestKey: '1', replyTo: 'r', enqueuedMs: 0, deadlineMs: 0 });
     expect(() => decodeRequest(buf.subarray(0, buf.length - 12))).toThrow("malformed message: tensor 'a'");

@@ -5,7 +5,7 @@
  */
 import { Errors } from '@triode/core';
 import type { InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput } from '@triode/core';
-import { dataBytes, isDataType, viewBytesAs } from '@triode/core';
+import { countBytesElements, dataBytes, dataTypeByteSize, elementCount, isDataType, viewBytesAs } from '@triode/core';
 import { isTransferable } from '@triode/core';
 import type { DataType, Tensor } from '@triode/core';
 
@@ -348,10 +348,28 @@ export function encodeReply(reply: WireReply): Buffer {
   return encode({ requestKey: reply.requestKey, response: rest, ...(reply.more ? { more: true } : {}), ...(reply.seq !== undefined ? { seq: reply.seq } : {}) }, outputs);
 }
 
+/**
+ * Whether a tensor's bytes hold exactly the elements its shape says (BYTES: that many
+ * length-prefixed elements). A reply is checked so: its outputs go to clients as they are, and
+ * one that did not fit went out as a 200 with `"shape":[1,16],"data":[0]` or with a shape of 2^40
+ * elements over 4 bytes (review: a forged or broken worker). Requests are checked by the worker's
+ * core, with Triton's messages.
+ */
+function fitsShape(t: Tensor): boolean {
+  const n = elementCount(t.shape);
+  if (t.datatype === 'BYTES') return countBytesElements(dataBytes(t.data)) === n;
+  return n * dataTypeByteSize(t.datatype) === t.data.byteLength;
+}
+
 /** Decodes what `encodeReply` wrote. */
 export function decodeReply(buf: Uint8Array): WireReply {
   const { meta, tensors } = decode(buf);
   checkReplyMeta(meta);
+  for (let i = 0; i < tensors.length; i++) {
+    const t = tensors[i]!;
+    if (!fitsShape(t)) malformed(`output '${t.name.slice(0, 64)}' does not fit its shape`);
+    for (let j = 0; j < i; j++) if (tensors[j]!.name === t.name) malformed(`output '${t.name.slice(0, 64)}' twice`);
+  }
   const requestKey = meta['requestKey'] as string;
   if (meta['error']) return { requestKey, error: meta['error'] as { code: string; message: string; rejected?: true } };
   if (meta['end']) return { requestKey, end: true };

@@ -341,6 +341,44 @@ describe('RedisBackplane', () => {
     }
   });
 
+  it('attack: a reply whose output does not fit its shape, or an end reply to a plain request, is dropped; the worker\'s answer still comes through (review: the first went to the client as a 200 with "data":[0], the second as a 200 with no outputs)', async () => {
+    for (const forge of [
+      (requestKey: string) => encodeReply({ requestKey, response: { modelName: 'm', modelVersion: '1', outputs: [{ name: 'o', datatype: 'INT32', shape: [1, 16], data: new Int32Array(1) }] } }),
+      (requestKey: string) => encodeReply({ requestKey, end: true }),
+    ]) {
+      await withPendingRequest('forged', 30_000, [], async ({ r, answer, replyTo, reply }) => {
+        const { requestKey } = JSON.parse(reply.subarray(4, 4 + reply.readUInt32LE(0)).toString()) as { requestKey: string };
+        await r.xadd(replyTo, '*', 'r', forge(requestKey));
+        await r.xadd(replyTo, '*', 'r', reply);
+        const got = await answer;
+        expect(got).toMatchObject({ modelName: 'm', modelVersion: '1' });
+        expect(got.outputs).toEqual([]);
+      });
+    }
+  });
+
+  it('attack: strict readiness and statistics stay linear in a forged registry entry of 200,000 models and 40,000 batch sizes (review: 21 s a readiness probe, 2 s a statistics call, the event loop held)', async () => {
+    await withFakeWorker('huge', { requestTimeoutMs: 5000, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {
+      const stats = (n: number) => ({ name: 'm', version: '1', last_inference: 0, inference_count: 0, execution_count: 0,
+        inference_stats: Object.fromEntries(['success', 'fail', 'queue', 'compute_input', 'compute_infer', 'compute_output', 'cache_hit', 'cache_miss'].map((k) => [k, { count: 0, ns: 0 }])),
+        batch_stats: Array.from({ length: n }, (_, i) => ({ batch_size: i + 1, compute_input: { count: 1, ns: 1 }, compute_infer: { count: 1, ns: 1 }, compute_output: { count: 1, ns: 1 } })) });
+      const models = Array.from({ length: 200_000 }, (_, i) => ({ name: `f${i}`, version: '1', state: 'READY' }));
+      models.push({ name: 'm', version: '1', state: 'READY', stats: stats(40_000) } as never);
+      for (const id of ['x1', 'x2']) {
+        await r.set(keys.worker(id), JSON.stringify({ workerId: id, heartbeatMs: Date.now(), ttlMs: 60_000, models: id === 'x1' ? models : [models.at(-1)] }), 'PX', 60_000);
+      }
+      await new Promise((t) => setTimeout(t, 100));
+      // withFakeWorker's gateway has strict readiness (the default). Both calls take about a second
+      // here now; before, the readiness probe alone took 21 s at 100,000 models, and four times that at 200,000.
+      const t0 = Date.now();
+      expect(await gateway.isReady()).toBe(true);
+      const s = await gateway.modelStatistics('m');
+      expect(s[0]!.batch_stats).toHaveLength(40_000);
+      expect(s[0]!.batch_stats[0]!.compute_infer.count).toBe(2);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    });
+  });
+
   it('attack: a replayed decoupled response (the same entry added again, as a thief of signed entries can) is streamed once', async () => {
     const redis = await startRedis();
     const keys = new ClusterKeys('replay');

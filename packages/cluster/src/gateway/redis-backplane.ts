@@ -289,6 +289,10 @@ export class RedisBackplane implements Backplane {
       const w = this.#waiting.get(r.requestKey);
       // Unknown keys are duplicates or answers that came after the deadline: dropped.
       if (!w) return;
+      // A streamed reply (more, end) answers only a decoupled request: for any other it is junk, a
+      // broken or forged worker's, dropped as malformed ones are (review: an `end` answered a plain
+      // request 200 with no outputs).
+      if (!w.onResponse && ('end' in r || ('response' in r && r.more))) throw new Error('a streamed reply to a request that is not decoupled');
       if ('response' in r && r.more) {
         if (r.seq !== undefined) {
           // Taken already: a replayed entry (signed as it was, so its MAC holds) is not streamed twice.
@@ -308,6 +312,8 @@ export class RedisBackplane implements Backplane {
       else if ('end' in r) w.resolve(streamEnd());
       else w.resolve((r as { response: InferenceResponse }).response);
     } catch (err) {
+      // Dropped, and the request waits on: junk a peer adds to the reply stream (request keys are
+      // easy to guess) must not take the place of the worker's answer.
       this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
     }
   }
@@ -465,6 +471,7 @@ export class RedisBackplane implements Backplane {
         }
         this.#workers = workers;
         this.#entriesCache.clear();
+        this.#byName = undefined;
         this.#registryAt = Date.now();
       } finally {
         this.#registryLoad = undefined;
@@ -490,16 +497,27 @@ export class RedisBackplane implements Backplane {
    * so the cache is as large as the registry at most.
    */
   readonly #entriesCache = new Map<string, readonly RegistryModel[]>();
+  #byName: Map<string, RegistryModel[]> | undefined;
 
   #entriesNow(name: string, version?: number): readonly RegistryModel[] {
     // The version after the last NUL (a version has none; a name may: `m\u00001` is not m's version 1).
     const key = `${name}\u0000${version ?? ''}`;
     const cached = this.#entriesCache.get(key);
     if (cached) return cached;
-    const out: RegistryModel[] = [];
-    for (const w of this.#workers) {
-      for (const m of w.models) if (m.name === name && (version === undefined || m.version === String(version))) out.push(m);
+    // Every worker's entries by name, made once per registry read: a name the registry lacks (a
+    // client's typo, or an attack) costs a lookup, not a walk of every entry of every worker.
+    if (!this.#byName) {
+      this.#byName = new Map();
+      for (const w of this.#workers) {
+        for (const m of w.models) {
+          const l = this.#byName.get(m.name);
+          if (l) l.push(m);
+          else this.#byName.set(m.name, [m]);
+        }
+      }
     }
+    const out: RegistryModel[] = [];
+    for (const m of this.#byName.get(name) ?? []) if (version === undefined || m.version === String(version)) out.push(m);
     out.sort((a, b) => Number(b.state === 'READY') - Number(a.state === 'READY') || Number(b.version ?? 0) - Number(a.version ?? 0));
     if (out.length > 0) this.#entriesCache.set(key, out);
     return out;
@@ -543,8 +561,10 @@ export class RedisBackplane implements Backplane {
       if ((await this.#registry()).length === 0) return false;
       if (!this.#opts.strictReadiness) return true;
       const index = await this.repositoryIndex();
-      const names = new Set(index.filter((r) => r.reason !== 'unloaded').map((r) => r.name));
-      return [...names].every((n) => index.some((r) => r.name === n && r.state === 'READY'));
+      // Linear in the index: a registry entry of 100,000 models (a forged or broken worker) held
+      // the event loop 21 s a readiness probe when each name searched the whole index (review).
+      const ready = new Set(index.filter((r) => r.state === 'READY').map((r) => r.name));
+      return index.every((r) => r.reason === 'unloaded' || ready.has(r.name));
     } catch {
       return false;
     }
@@ -875,8 +895,8 @@ export class RedisBackplane implements Backplane {
 
   /**
    * Sends a load/unload command to every live worker and waits for all of them to answer
-   * (up to `timeoutMs`); fails with the workers' reasons (and the first one's code) if any failed.
-   * Which worker said what is logged, not told to the client.
+   * (up to `timeoutMs`); fails with the workers' reasons (and the first one's code) if any failed,
+   * naming the failed workers when others succeeded. Which worker said what is logged.
    */
   async #control(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs = 120_000): Promise<void> {
     checkModelName(name);
@@ -1001,10 +1021,15 @@ function addStats(a: ModelStatistics, b: ModelStatistics): ModelStatistics {
     out.inference_stats[k].count += b.inference_stats[k].count;
     out.inference_stats[k].ns += b.inference_stats[k].ns;
   }
+  // By batch size through a map: a forged entry of 40,000 batch sizes held the event loop 2 s a
+  // statistics call when each searched the list (review).
+  const bySize = new Map(out.batch_stats.map((x) => [x.batch_size, x]));
   for (const bs of b.batch_stats) {
-    const mine = out.batch_stats.find((x) => x.batch_size === bs.batch_size);
+    const mine = bySize.get(bs.batch_size);
     if (!mine) {
-      out.batch_stats.push(structuredClone(bs));
+      const copy = structuredClone(bs);
+      out.batch_stats.push(copy);
+      bySize.set(copy.batch_size, copy);
       continue;
     }
     for (const k of ['compute_input', 'compute_infer', 'compute_output'] as const) {

@@ -68,12 +68,18 @@ export function parameterValue(p: InferParameterMessage): ParameterValue | undef
 
 const INT64_MAX = (1n << 63n) - 1n;
 
-/** The InferParameter for a value: integers as int64 (uint64 beyond int64), other numbers as double. */
+/** 2^63 as a double: the first whole number int64 cannot hold. */
+const TWO_POW_63 = 2 ** 63;
+
+/**
+ * The InferParameter for a value: integers as int64 (a bigint beyond int64 as uint64), other numbers
+ * as double. A whole number outside int64's range (1e308) is a double: as int64 it wrapped, to 0.
+ */
 export function inferParameter(v: ParameterValue): InferParameterMessage {
   if (typeof v === 'boolean') return { bool_param: v };
   if (typeof v === 'string') return { string_param: v };
   if (typeof v === 'bigint') return v > INT64_MAX ? { uint64_param: v.toString() } : { int64_param: v.toString() };
-  return Number.isInteger(v) ? { int64_param: v } : { double_param: v };
+  return Number.isInteger(v) && v >= -TWO_POW_63 && v < TWO_POW_63 ? { int64_param: v } : { double_param: v };
 }
 
 /** A parameter map both ways. */
