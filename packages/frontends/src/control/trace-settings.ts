@@ -77,6 +77,19 @@ function normalized(k: string, v: string | string[]): string | string[] | undefi
 }
 
 /**
+ * Refuses settings that trace but could not (Triton's TraceSetting validity: a rate of 0 samples
+ * nothing, and without a file there is nowhere to write), with Triton's words. Settings that do
+ * not trace are always allowed. Before, both were taken: rate 0 traced every request, and a level
+ * set with no file traced none (review).
+ */
+function checkValid(s: TraceSettingValues): void {
+  const levels = s['trace_level'] as string[];
+  if (levels.length === 0 || levels.includes('OFF')) return;
+  const reason = s['trace_rate'] === '0' ? 'sample rate must be non-zero' : s['trace_file'] === '' ? 'trace file name is not given' : undefined;
+  if (reason) throw Errors.invalidArg(`Attempting to set invalid trace setting :${reason}`);
+}
+
+/**
  * Which settings a request of a model is sampled under: its own when it has any, else the
  * global ones; `generation` changes with every update of them (Triton makes a new setting
  * object on each update, and its sampling and trace_count start over).
@@ -137,17 +150,25 @@ export class TraceSettings {
     if (Object.hasOwn(request, 'trace_file')) throw traceFileUnsupported();
     const update = check(request);
     if (!model) {
+      const before = { ...this.#global };
       for (const [k, v] of Object.entries(update)) this.#setGlobal(k, v);
+      try {
+        checkValid(this.#global);
+      } catch (err) {
+        Object.assign(this.#global, before);
+        throw err;
+      }
       this.#globalGeneration++;
       this.#refresh();
       return this.get();
     }
-    const own = this.#perModel.get(model) ?? {};
+    const own = { ...this.#perModel.get(model) };
     for (const [k, v] of Object.entries(update)) {
       const value = v === null ? undefined : normalized(k, v);
       if (v === null) delete own[k];
       else if (value !== undefined) own[k] = value;
     }
+    checkValid({ ...this.#global, ...own });
     this.#perModel.set(model, own);
     this.#modelGeneration.set(model, (this.#modelGeneration.get(model) ?? 0) + 1);
     this.#refresh();

@@ -87,6 +87,20 @@ describe('trace emission', () => {
     tracer.flush();
     expect((JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[]).length).toBe(2);
   });
+
+  it('trace_rate N traces the N-th request, then every N-th, as Triton (++sample % rate == 0; before: the first)', async () => {
+    tracer.flush();
+    const read = (): TraceRecord[] => (existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[] : []);
+    const before = read().length;
+    settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '3', log_frequency: '0', trace_count: '-1' });
+    for (const id of ['b1', 'b2', 'b3', 'b4', 'b5', 'b6', 'b7']) {
+      const r = await app.request('/v2/models/simple/infer', { method: 'POST', body: body.replace('"id":"r"', `"id":"${id}"`) });
+      expect(r.status).toBe(200);
+    }
+    tracer.flush();
+    const traced = read().slice(before).map((t) => t.request_id);
+    expect(traced).toEqual(['b3', 'b6']);
+  });
 });
 
 describe('trace emission on the direct HTTP path (a listening server, not Hono)', () => {

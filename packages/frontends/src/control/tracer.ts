@@ -86,13 +86,16 @@ export class Tracer {
     if (!levels.includes('TIMESTAMPS') && !levels.includes('TENSORS')) return undefined;
     const file = String(s['trace_file'] ?? '');
     if (!file) return undefined;
-    const rate = Math.max(1, Number(s['trace_rate'] ?? 1000));
+    // A rate of 0 samples nothing (Triton: an invalid setting; an update to one is refused).
+    const rate = Number(s['trace_rate'] ?? 1000);
+    if (rate === 0) return undefined;
     const count = Number(s['trace_count'] ?? -1);
     // A new setting (any update of the scope) starts sampling and trace_count over.
     const scope = this.#settings.scope(model);
     let sampling = this.#sampling.get(scope.key);
     if (!sampling || sampling.generation !== scope.generation) this.#sampling.set(scope.key, (sampling = { generation: scope.generation, seen: 0, used: 0 }));
-    if (sampling.seen++ % rate !== 0) return undefined;
+    // The rate-th request of the scope, then every rate-th (Triton: ++sample_ % rate_ == 0).
+    if (++sampling.seen % rate !== 0) return undefined;
     if (count >= 0 && sampling.used >= count) return undefined;
     sampling.used++;
     return { id: this.#nextId++, model, file, logFrequency: Math.max(0, Number(s['log_frequency'] ?? 0)), trace: { timestamps: [] }, sampling };

@@ -418,8 +418,10 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     await expect(call('TraceSetting', { model_name: 'nope', settings: {} })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: 'Request for unknown model : nope' });
     const t = (await call('TraceSetting', { settings: { trace_rate: { value: ['5'] } } }))['settings'] as Record<string, Plain>;
     expect(t['trace_rate']).toEqual({ value: ['5'] });
-    const m = (await call('TraceSetting', { model_name: 'simple', settings: { trace_level: { value: ['TIMESTAMPS'] } } }))['settings'] as Record<string, Plain>;
-    expect(m).toMatchObject({ trace_level: { value: ['TIMESTAMPS'] }, trace_rate: { value: ['5'] } });
+    // As Triton: a level that traces, with no trace file (a start-up setting), is refused.
+    await expect(call('TraceSetting', { model_name: 'simple', settings: { trace_level: { value: ['TIMESTAMPS'] } } })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: 'Attempting to set invalid trace setting :trace file name is not given' });
+    const m = (await call('TraceSetting', { model_name: 'simple', settings: { trace_count: { value: ['3'] } } }))['settings'] as Record<string, Plain>;
+    expect(m).toMatchObject({ trace_count: { value: ['3'] }, trace_rate: { value: ['5'] } });
     expect(((await call('TraceSetting'))['settings'] as Record<string, Plain>)['trace_level']).toEqual({ value: ['OFF'] });
     // As Triton (grpc_server.cc): a key it does not read is ignored, trace_mode is always reported,
     // a list for a single-valued setting and a number it cannot parse are INVALID_ARGUMENT with its words.

@@ -40,7 +40,7 @@ const KNOWN_PATHS = [
   '/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/stats',
   ...modelPaths(''), ...modelPaths('/ready'), ...modelPaths('/config'), ...modelPaths('/stats'), ...modelPaths('/infer'),
   ...modelPaths('/generate'), ...modelPaths('/generate_stream'), ...modelPaths('/infer_async'),
-  '/v2/jobs/:id', '/v2/jobs/:id/result', '/v2/logging', '/v2/trace/setting', '/v2/models/:model/trace/setting',
+  '/v2/jobs/:id', '/v2/jobs/:id/result', '/v2/cluster/workers', '/v2/logging', '/v2/trace/setting', '/v2/models/:model/trace/setting',
   '/v2/repository/index', '/v2/repository/:repository/index', '/v2/repository/models/:model/load', '/v2/repository/models/:model/unload',
   '/v2/repository/:repository/models/:model/load', '/v2/repository/:repository/models/:model/unload',
   ...SHARED_MEMORY_PATHS.map(([, path]) => path),

@@ -44,6 +44,14 @@ describe('MeasuredBackplane', () => {
     expect(m.metricsSnapshot()[0]).toMatchObject({ failures: { OTHER: 2 }, stats: { inference_stats: { success: { count: 1 } } } });
   });
 
+  it('a decoupled request that got no response and named no version counts under the model\'s version, not a "" series (review)', async () => {
+    const backplane = { ...inner([{ name: 'dec', version: '3', state: 'READY' } as ModelIndexEntry], () => Promise.reject(Errors.internal('unused'))), inferStream: async () => undefined } as unknown as Backplane;
+    const m = new MeasuredBackplane(backplane);
+    await m.inferStream(req('dec'), () => undefined);
+    expect(series(m)).toEqual(['dec/3']);
+    expect(m.metricsSnapshot()[0]).toMatchObject({ stats: { inference_stats: { success: { count: 1 } } } });
+  });
+
   it('requests in flight that name no version show as pending under the version that answers (before, always 0)', async () => {
     const held: (() => void)[] = [];
     const m = new MeasuredBackplane(inner([{ name: 'simple', version: '1', state: 'READY' } as ModelIndexEntry], (r) => new Promise((resolve) => {

@@ -66,7 +66,9 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
     try {
       const r = await run(() => { first ??= process.hrtime.bigint(); });
       const ns = Number(process.hrtime.bigint() - start);
-      const version = versionOf(r) ?? requested;
+      // A request that named no version and got no response to tell it (a decoupled model that sent
+      // none) is counted under the version that would answer it, not a "" series (review).
+      const version = versionOf(r) ?? (requested !== '' ? requested : this.#lastVersion.get(req.modelName) ?? (await this.#latestVersion(req.modelName, undefined)) ?? '');
       if (version !== '') this.#lastVersion.set(req.modelName, version);
       this.#counted(req.modelName, version).stats.recordSuccess(Date.now(), ns, 0, 0, 0, 0, first === undefined ? ns : Number(first - start));
       return r;
