@@ -379,6 +379,32 @@ describe('RedisBackplane', () => {
     });
   });
 
+  it('attack: a decoupled model\'s unread responses count their ids toward the 16 MiB a call may hold: 20 responses repeating a 1 MB id cancel it (before: 2 KiB each, and 1,000 of them grew the gateway by 1 GB)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('bigid');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'bigid', directReplies: false, requestTimeoutMs: 20_000, registryRefreshMs: 50 });
+    try {
+      await fakeWorker(r, keys, { name: 'm', model_transaction_policy: { decoupled: true } });
+      await gateway.start();
+      const id = 'i'.repeat(1 << 20);
+      let got = 0;
+      // A client that reads nothing: no response it is given is ever taken.
+      const done = gateway.inferStream({ modelName: 'm', id, inputs: [], outputs: [] } as never, () => { got++; return new Promise<void>(() => undefined); });
+      done.catch(() => undefined); // awaited below, after the replies
+      const { env } = await firstRequest(r, keys);
+      for (let seq = 0; seq < 20; seq++) {
+        await r.xadd(env.replyTo, '*', 'r', encodeReply({ requestKey: env.requestKey, response: { id, modelName: 'm', modelVersion: '1', outputs: [] }, more: true, seq }));
+      }
+      await expect(done).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('did not read the responses') });
+      expect(got).toBeLessThan(20);
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
   it('attack: a replayed decoupled response (the same entry added again, as a thief of signed entries can) is streamed once', async () => {
     const redis = await startRedis();
     const keys = new ClusterKeys('replay');

@@ -863,8 +863,11 @@ export class RedisBackplane implements Backplane {
       streamed = true;
       const taken = onResponse(r);
       if (!taken) return;
-      let size = RESPONSE_OVERHEAD_BYTES;
-      for (const t of r.outputs) size += t.data.byteLength;
+      // Its strings too, as the frontend will write them: each response repeats the request's id
+      // (a 1 MB id and 1,000 responses grew a gateway by 1 GB past the 16 MiB bound; review).
+      let size = RESPONSE_OVERHEAD_BYTES + 2 * ((r.id?.length ?? 0) + r.modelName.length + r.modelVersion.length);
+      for (const t of r.outputs) size += t.data.byteLength + 2 * t.name.length;
+      for (const [k, v] of Object.entries(r.parameters ?? {})) size += 2 * (k.length + (typeof v === 'string' ? v.length : 0));
       waiting.bytes += size;
       this.#backlogBytes += size;
       const done = (): void => {

@@ -9,7 +9,7 @@ import { constants as http2, type ClientHttp2Stream } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backplane } from '@triode/core';
+import { Errors, InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backplane } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset, simpleInferFrame } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
@@ -319,7 +319,7 @@ describe('ModelStreamInfer', () => {
     expect(answers[0]!['error_message'] ?? '').toBe('');
   }, 20_000);
 
-  it('as Triton: every response (regular, error) is marked triton_final_response; a non-bool empty-final flag is INVALID_ARG; regular answers do not wait behind a streaming decoupled request', async () => {
+  it('as Triton: every response (regular, a model\'s error) is marked triton_final_response, a request refused before it runs gets only its id; a non-bool empty-final flag is INVALID_ARG; regular answers do not wait behind a streaming decoupled request', async () => {
     const finalOf = (g: Plain) => (((g['infer_response'] as Plain)['parameters'] as Record<string, Plain> | undefined)?.['triton_final_response'] ?? {})['bool_param'];
     const { s, done } = stream();
     // A decoupled request that answers at once, then again after 3 s; behind it, a regular request and an error.
@@ -340,7 +340,8 @@ describe('ModelStreamInfer', () => {
     expect(order.indexOf('after')).toBeLessThan(order.lastIndexOf('slow'));
     const byId = (id: string) => got.filter((g) => (g['infer_response'] as Plain)['id'] === id);
     expect(byId('after').map(finalOf)).toEqual([true]);
-    expect(byId('bad').map(finalOf)).toEqual([true]);
+    // An unknown model is refused before the request runs: Triton clears the response and repopulates its id only.
+    expect(byId('bad').map(finalOf)).toEqual([undefined]);
     expect(byId('bad')[0]!['error_message']).toBe("Request for unknown model: 'nope' is not found");
     expect(byId('flag')[0]!['error_message']).toBe("invalid value type for 'triton_enable_empty_final_response' parameter, expected bool_param.");
     expect(byId('slow').map(finalOf)).toEqual([false, false, true].slice(0, byId('slow').length));
@@ -579,6 +580,98 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
       await h.close(500);
     }
   }, 30_000);
+
+  it('attack: requests with 1 MB ids count toward MAX_STREAM_PENDING_BYTES: reading stops near it (before: ids counted nothing, and 1,000 of them ran the server out of heap)', async () => {
+    // Every request waits, as behind a slow model; each holds its 1 MB id.
+    const seen: string[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    const backplane = {
+      inferStream: async (r: { id?: string }, on: (x: object) => void) => {
+        seen.push(r.id!);
+        await released;
+        on({ id: r.id!.slice(0, 8), modelName: 'm', modelVersion: '1', outputs: [] });
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      const n = 100;
+      const pad = 'x'.repeat(1 << 20);
+      for (let i = 0; i < n; i++) stream.write({ model_name: 'm', id: `${String(i).padStart(4, '0')}${pad}` });
+      stream.end();
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(seen.length).toBeLessThanOrEqual(MAX_STREAM_PENDING_BYTES / (1 << 20) + 2);
+      expect(seen.length).toBeGreaterThan(1);
+      release();
+      expect(await answeredIds(stream)).toHaveLength(n);
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  }, 30_000);
+
+  it('attack: 50 requests in flight on one stream print no MaxListenersExceededWarning (before: one a stream, a log line any client could add)', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    const backplane = {
+      inferStream: async (r: { id?: string; signal?: AbortSignal }, on: (x: object) => void) => {
+        const onAbort = () => undefined;
+        r.signal?.addEventListener('abort', onAbort);
+        await released;
+        r.signal?.removeEventListener('abort', onAbort);
+        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [] });
+      },
+    } as unknown as Backplane;
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      for (let i = 0; i < 50; i++) stream.write({ model_name: 'm', id: String(i) });
+      stream.end();
+      await new Promise((r) => setTimeout(r, 500));
+      release();
+      expect(await answeredIds(stream)).toHaveLength(50);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      c.close();
+      await h.close(500);
+    }
+  });
+
+  it('a request refused on the wire, or before it runs (an unknown model), gets only its id back with the error, as Triton (before: no id, or the whole model name echoed back)', async () => {
+    const backplane = { inferStream: async (r: { modelName: string }) => { throw Errors.unknownModel(r.modelName); } } as unknown as Backplane;
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
+    try {
+      const stream = c.ModelStreamInfer();
+      const got = new Promise<Plain[]>((resolve) => {
+        const all: Plain[] = [];
+        stream.on('data', (m: Plain) => all.push(m));
+        stream.on('end', () => resolve(all));
+      });
+      // 300 parameters: refused by the wire scan before decoding.
+      const parameters = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`p${i}`, { bool_param: true }]));
+      stream.write({ model_name: 'm', id: 'many-params', parameters });
+      stream.write({ model_name: 'n'.repeat(100_000), id: 'unknown-model' });
+      stream.end();
+      const [a, b] = await got;
+      expect(a!['error_message']).toMatch(/more parameters than/);
+      expect(a!['infer_response']).toMatchObject({ id: 'many-params', model_name: '' });
+      expect(b!['error_message']).toMatch(/^Request for unknown model/);
+      expect(b!['infer_response']).toMatchObject({ id: 'unknown-model', model_name: '', model_version: '' });
+      expect((b!['infer_response'] as Plain)['parameters']).toEqual({});
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  });
 
   it('attack: all streams together hold at most the server\'s maxStreamPendingBytes; a stream holding nothing is still read, and all are answered', async () => {
     const { backplane, seen, release } = bigAnswers((id) => id.endsWith(':0'));

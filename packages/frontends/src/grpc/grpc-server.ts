@@ -3,7 +3,7 @@
  * `grpc.health.v1.Health/Check`, over a Backplane, on @grpc/grpc-js.
  * Triton: server/src/grpc/grpc_server.cc, infer_handler.cc, stream_infer_handler.cc
  */
-import type { EventEmitter } from 'node:events';
+import { setMaxListeners, type EventEmitter } from 'node:events';
 import type { Http2Session } from 'node:http2';
 import {
   Metadata, Server, ServerCredentials, status,
@@ -25,7 +25,7 @@ import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequest
 import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
 import { inferFastPath } from './infer-fast-path.js';
-import { decodeInferRequest } from './infer-request-scan.js';
+import { REFUSED, WIRE_BYTES, decodeInferRequest } from './infer-request-scan.js';
 import { installStreamFront } from './transport-guard.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
@@ -345,7 +345,13 @@ class StreamBudget {
   }
 }
 
-/** About what a request message holds: its raw tensors, and its typed contents at 8 bytes an element. */
+/** Codes of errors Triton gives before a request runs (building or validating it, finding its model). */
+const EARLY_CODES: ReadonlySet<string> = new Set(['INVALID_ARG', 'NOT_FOUND', 'UNSUPPORTED']);
+
+/**
+ * About what a request message holds: its raw tensors and its typed contents at 8 bytes an element,
+ * or its wire size when that is more (a long id, string parameters).
+ */
 function requestBytes(m: ModelInferRequestMessage): number {
   let n = 0;
   for (const b of m.raw_input_contents ?? []) n += b.byteLength;
@@ -357,7 +363,7 @@ function requestBytes(m: ModelInferRequestMessage): number {
       for (const e of v) n += e instanceof Uint8Array ? e.byteLength : 8;
     }
   }
-  return n;
+  return Math.max(n, (m as { [WIRE_BYTES]?: number })[WIRE_BYTES] ?? 0);
 }
 
 /** The tensor bytes of a response message. */
@@ -421,6 +427,10 @@ class StreamInferSession {
     this.#call = call;
     this.#logger = logger;
     this.#grpcErrors = String(call.metadata.get('triton_grpc_error')[0] ?? '').toLowerCase() === 'true';
+    // Every request of the stream listens on its signal, up to MAX_STREAM_PENDING at once: past
+    // Node's default of 10 each stream printed a MaxListenersExceededWarning, a log line a client
+    // could add at will (review).
+    setMaxListeners(MAX_STREAM_PENDING + 16, this.#abort.signal);
   }
 
   start(): void {
@@ -525,7 +535,12 @@ class StreamInferSession {
         this.#fail(err);
         return;
       }
-      const error = { error_message: grpcError(err, this.#logger).details, infer_response: { model_name: m.model_name, model_version: m.model_version, id, parameters: { triton_final_response: { bool_param: true } } } };
+      // As Triton: a request refused before it ran (not decoded, not valid, an unknown model) gets
+      // only its id back (stream_infer_handler.cc clears the response and repopulates the id); one
+      // that failed in its model gets its model and the final flag too. A client's 1 MB model name
+      // came back whole (review).
+      const early = REFUSED in m || (err instanceof TriodeError && EARLY_CODES.has(err.code));
+      const error = { error_message: grpcError(err, this.#logger).details, infer_response: early ? { id } : { model_name: m.model_name, model_version: m.model_version, id, parameters: { triton_final_response: { bool_param: true } } } };
       // A decoupled request no longer holds a place in the order: its error goes out at once.
       if (slot.streaming) this.#write(error);
       else slot.queued.push(error);

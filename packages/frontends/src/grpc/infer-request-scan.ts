@@ -80,16 +80,43 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
 export const REFUSED = Symbol('refused ModelInferRequest');
 
 /**
+ * Where a decoded message keeps the size of its wire bytes (decompressed): what a stream holds for
+ * it, its id and string parameters included (they counted for nothing, and a stream of 1 MB ids,
+ * gzipped to 1 KB each, ran the server out of heap; review).
+ */
+export const WIRE_BYTES = Symbol('ModelInferRequest wire bytes');
+
+/** The longest request id a refused message's answer repeats (Triton repeats it whole; Triode's ids in errors are bounded). */
+const MAX_REFUSED_ID_CHARS = 4096;
+
+/** The `id` (field 3) of a message that was refused, read from its bytes; '' when it has none or they do not parse. */
+function refusedId(bytes: Uint8Array): string {
+  let id = '';
+  try {
+    const wire = new ProtoWire(bytes, 0, bytes.byteLength, malformed);
+    wire.fields((no, type, span) => {
+      if (no === 3 && type === 2) id = Buffer.from(bytes.buffer, bytes.byteOffset + span![0], Math.min(span![1] - span![0], MAX_REFUSED_ID_CHARS * 4)).toString('utf8').slice(0, MAX_REFUSED_ID_CHARS);
+    });
+  } catch {
+    // What parsed before the bad field is kept.
+  }
+  return id;
+}
+
+/**
  * Decodes a ModelInferRequest after `checkInferRequestWire`. A refused one, or one the decoder
  * refuses (the scan does not look inside every field), comes back as an object holding the error
  * under REFUSED, so that the handler answers it in band (and a stream goes on, the requests before
  * it answered) instead of grpc-js ending the call with a bare "Error deserializing request".
  */
-export function decodeInferRequest<B extends Uint8Array, T>(bytes: B, decode: (b: B) => T): T | { [REFUSED]: TriodeError } {
+export function decodeInferRequest<B extends Uint8Array, T extends object>(bytes: B, decode: (b: B) => T): T | { [REFUSED]: TriodeError; id: string } {
   try {
     checkInferRequestWire(bytes);
-    return decode(bytes);
+    const m = decode(bytes);
+    Object.defineProperty(m, WIRE_BYTES, { value: bytes.byteLength });
+    return m;
   } catch (err) {
-    return { [REFUSED]: err instanceof TriodeError ? err : malformed() };
+    // Its id is answered with the error, as Triton does, so a client knows which request failed.
+    return { [REFUSED]: err instanceof TriodeError ? err : malformed(), id: refusedId(bytes) };
   }
 }
