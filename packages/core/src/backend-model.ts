@@ -9,7 +9,7 @@ import { abortable, settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
 import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse, type ResponseHandler } from './infer-request.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
-import { readLabels } from './model-repository/repository-fs.js';
+import { type Labels, readModelLabels } from './model-repository/label-provider.js';
 import { batchShapeKey, raggedInputNames } from './scheduler/batch-shape-key.js';
 import { createScheduler } from './scheduler/create-scheduler.js';
 import type { Model } from './model.js';
@@ -101,7 +101,7 @@ export class ModelVersion implements Model {
   readonly config: ModelConfig;
   readonly stats = new InferStats();
   /** Labels per output name (from `label_filename`). */
-  readonly labels: ReadonlyMap<string, string[]>;
+  readonly labels: ReadonlyMap<string, Labels>;
   readonly #backendModel: BackendModel;
   readonly #instances: BackendModelInstance[];
   readonly #scheduler: Scheduler<Pending>;
@@ -139,7 +139,7 @@ export class ModelVersion implements Model {
   /** Resolved when `#streaming` empties (unload's wait). */
   #streamingDone: (() => void) | undefined;
 
-  private constructor(ctx: ModelContext, backendModel: BackendModel, instances: BackendModelInstance[], labels: Map<string, string[]>, clock: Clock, states: SequenceStates | undefined, seats?: { limiter: RateLimiter; instances: RateLimitedInstance[] }) {
+  private constructor(ctx: ModelContext, backendModel: BackendModel, instances: BackendModelInstance[], labels: Map<string, Labels>, clock: Clock, states: SequenceStates | undefined, seats?: { limiter: RateLimiter; instances: RateLimitedInstance[] }) {
     this.name = ctx.name;
     this.version = ctx.version;
     this.config = ctx.config;
@@ -185,10 +185,8 @@ export class ModelVersion implements Model {
     const batching = (ctx.config.max_batch_size ?? 0) > 0;
     if (sb) checkSequenceControls(sb, batching, ctx.config.name ?? ctx.name, (ctx.config.input ?? []).map((i) => i.name));
     const states = sb?.state?.length ? new SequenceStates(sb, batching, ctx.modelPath) : undefined;
-    const labels = new Map<string, string[]>();
-    for (const o of ctx.config.output ?? []) {
-      if (o.label_filename) labels.set(o.name, readLabels(ctx.modelPath, o.label_filename));
-    }
+    // review: each distinct file once, shared by the outputs that name it, and capped per model.
+    const labels = readModelLabels(ctx.modelPath, ctx.config);
     const model = await abortable(backend.modelInitialize(ctx), signal, (m) => m.finalize());
     const instances: BackendModelInstance[] = [];
     let seats: { limiter: RateLimiter; instances: RateLimitedInstance[] } | undefined;

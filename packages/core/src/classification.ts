@@ -5,6 +5,7 @@
  */
 import { Errors } from './errors.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
+import type { Labels } from './model-repository/label-provider.js';
 import type { Tensor } from './tensor/tensor.js';
 
 function fmt(v: number | bigint, isFloat: boolean): string {
@@ -26,7 +27,7 @@ export const MAX_CLASSIFICATIONS = 100_000;
  * Turns `tensor` into a BYTES tensor of shape `[batch, k]` (or `[k]` when the model does not
  * batch) holding the top-`count` elements of each batch item, highest first.
  */
-export function classify(tensor: Tensor, count: number, batching: boolean, labels?: readonly string[]): Tensor {
+export function classify(tensor: Tensor, count: number, batching: boolean, labels?: Pick<Labels, 'at'>): Tensor {
   // Triton's TopkClassifications takes the integer types, FP32 and FP64 only (core/src/classification.cc).
   if (tensor.datatype === 'BYTES' || tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || tensor.datatype === 'BOOL') {
     throw Errors.invalidArg(`class result not available for output '${tensor.name}' due to unsupported type '${tensor.datatype}'`);
@@ -43,7 +44,7 @@ export function classify(tensor: Tensor, count: number, batching: boolean, label
   for (let b = 0; b < items; b++) {
     const base = b * per;
     for (const j of topK(data, base, per, k)) {
-      const label = labels?.[j];
+      const label = labels?.at(j);
       strings.push(`${fmt(data[base + j]!, isFloat)}:${j}${label !== undefined ? `:${label}` : ''}`);
     }
   }

@@ -10,6 +10,7 @@ import { Errors, TriodeError } from './errors.js';
 import { normalizeRequest, type InferenceRequest, type InferenceResponse, type ResponseHandler } from './infer-request.js';
 import type { EnsembleStep, ModelConfig, ModelInput, ModelOutput } from './model-config/model-config.js';
 import type { Model } from './model.js';
+import type { Labels } from './model-repository/label-provider.js';
 import { InferStats } from './stats/infer-stats.js';
 import type { Tensor } from './tensor/tensor.js';
 import { isOwned } from './tensor/transferable.js';
@@ -140,7 +141,7 @@ export class EnsembleModel implements Model {
   readonly version: number;
   readonly config: ModelConfig;
   readonly stats = new InferStats();
-  readonly labels: ReadonlyMap<string, string[]>;
+  readonly labels: ReadonlyMap<string, Labels>;
   readonly #infer: (r: InferenceRequest) => Promise<InferenceResponse>;
   readonly #clock: Clock;
   /** Per step (config order), whether its model batches: see `#forStep`. */
@@ -148,7 +149,7 @@ export class EnsembleModel implements Model {
   #inflight = 0;
   #idle: (() => void)[] = [];
 
-  constructor(config: ModelConfig, version: number, infer: (r: InferenceRequest) => Promise<InferenceResponse>, options: { clock?: Clock; labels?: Map<string, string[]>; stepBatching?: boolean[] } = {}) {
+  constructor(config: ModelConfig, version: number, infer: (r: InferenceRequest) => Promise<InferenceResponse>, options: { clock?: Clock; labels?: ReadonlyMap<string, Labels>; stepBatching?: boolean[] } = {}) {
     this.name = config.name ?? '';
     this.version = version;
     this.config = config;

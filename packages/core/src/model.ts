@@ -5,6 +5,7 @@
  * backends through `ModelContext` (backend-api.ts).
  * Triton: core/src/model.h (Model)
  */
+import type { Labels } from './model-repository/label-provider.js';
 import type { InferenceRequest, InferenceResponse, ResponseHandler } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import type { InferStats } from './stats/infer-stats.js';
@@ -16,7 +17,7 @@ export interface Model {
   /** The config it was loaded with (normalized and validated). */
   readonly config: ModelConfig;
   /** Class labels per output name (`label_filename`), for classification outputs. */
-  readonly labels: ReadonlyMap<string, string[]>;
+  readonly labels: ReadonlyMap<string, Labels>;
   /** Its statistics (the statistics extension and the metrics read them). */
   readonly stats: InferStats;
   /** Runs one request to its (single) response. */

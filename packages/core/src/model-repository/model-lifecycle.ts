@@ -25,7 +25,7 @@ import type { LatencyObservation } from '../stats/infer-stats.js';
 import { modelMetricSettings, type ModelMetricSettings } from '../model-config/metric-reporter-config.js';
 import { removeOverride } from './load-override.js';
 import { clientLoadMessage } from './load-error.js';
-import { readLabels } from './repository-fs.js';
+import { readModelLabels } from './label-provider.js';
 
 /** Triton's model states (repository index `state`). */
 export type ModelReadyState = 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
@@ -190,8 +190,7 @@ export class ModelLifecycle {
               return undefined;
             }
           });
-          const labels = new Map<string, string[]>();
-          for (const o of config.output ?? []) if (o.label_filename) labels.set(o.name, readLabels(entry.path, o.label_filename));
+          const labels = readModelLabels(entry.path, config);
           slot.model = new EnsembleModel(config, version, infer, { clock: this.#opts.clock, labels, stepBatching });
           this.#observe(entry.name, version, slot.model);
         } else {

@@ -3,7 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { MAX_CONFIG_BYTES, configPath, listVersions, readLabels, readModelConfig, resolveInside, scanRepositories, selectVersions } from './repository-fs.js';
+import { readLabels } from './label-provider.js';
+import { MAX_CONFIG_BYTES, configPath, listVersions, readModelConfig, resolveInside, scanRepositories, selectVersions } from './repository-fs.js';
 import { signature } from './model-repository-manager.js';
 
 function repo(files: Record<string, string>): string {
@@ -57,7 +58,7 @@ describe('model repository', () => {
 
   it('reads labels, one per line, and refuses paths outside the model folder', () => {
     const r = repo({ 'm/labels.txt': 'cat\r\ndog\n' });
-    expect(readLabels(join(r, 'm'), 'labels.txt')).toEqual(['cat', 'dog']);
+    expect([0, 1, 2].map((i) => readLabels(join(r, 'm'), 'labels.txt').at(i))).toEqual(['cat', 'dog', undefined]);
     expect(() => resolveInside(join(r, 'm'), '../../etc/passwd')).toThrow('outside the model directory');
   });
 });

@@ -158,8 +158,6 @@ export function resolveInside(modelPath: string, relative: string): string {
  * sent over gRPC, ended the server out of memory); real configs are a few KB.
  */
 export const MAX_CONFIG_BYTES = 1 << 20;
-/** The largest label file. */
-export const MAX_LABEL_FILE_BYTES = 64 << 20;
 
 /**
  * Reads a file of a model directory that must be a regular file of at most `maxBytes`: a FIFO
@@ -190,13 +188,4 @@ export function readRepositoryFile(path: string, what: string, maxBytes: number)
   } finally {
     closeSync(fd);
   }
-}
-
-/** Reads a label file: one label per line (the index is the line number). */
-export function readLabels(modelPath: string, filename: string): string[] {
-  const path = resolveInside(modelPath, filename);
-  if (!existsSync(path)) throw Errors.invalidArg(`label file '${filename}' not found in ${modelPath}`);
-  const lines = readRepositoryFile(path, `label file '${filename}'`, MAX_LABEL_FILE_BYTES).toString('utf8').split('\n');
-  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-  return lines.map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
 }
