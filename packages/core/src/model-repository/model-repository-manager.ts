@@ -187,7 +187,7 @@ export class ModelRepositoryManager {
     const config = override ? structuredClone(override) : readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
     if (!config.name) config.name = entry.name;
     // Agents see the files before anything reads them (Triton: TRITONREPOAGENT_ACTION_LOAD).
-    runRepositoryAgents(config, entry.path);
+    await runRepositoryAgents(config, entry.path);
     autoCompleteBackendFields(config, listVersionFiles(entry.path));
     const available = listVersions(entry.path);
     const backend = config.backend ? this.#opts.backends.get(config.backend) : undefined;

@@ -1,12 +1,23 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Backend } from '../backend-api.js';
 import type { ModelConfig } from '../model-config/model-config.js';
 import { InferenceServer } from '../server.js';
-import { runRepositoryAgents } from './repository-agent.js';
+import { MAX_CHECKSUM_ENTRIES, runRepositoryAgents } from './repository-agent.js';
+
+// Counts the opens of each file (the agent reads through node:fs/promises), passing them through.
+const opened = vi.hoisted(() => new Map<string, number>());
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const fs = await importOriginal<typeof import('node:fs/promises')>();
+  const open: typeof fs.open = (path, ...rest) => {
+    opened.set(String(path), (opened.get(String(path)) ?? 0) + 1);
+    return fs.open(path, ...rest);
+  };
+  return { ...fs, open, default: { ...fs, open } };
+});
 
 const WEIGHTS = 'pretend these are weights\n';
 const MD5 = createHash('md5').update(WEIGHTS).digest('hex');
@@ -23,40 +34,74 @@ function modelDir(): string {
 const checksum = (parameters: Record<string, string>): ModelConfig => ({ name: 'm', model_repository_agents: { agents: [{ name: 'checksum', parameters }] } });
 
 describe('runRepositoryAgents: Triton\'s checksum agent', () => {
-  it('passes when every listed file has its MD5 (key "MD5:<path relative to the model directory>")', () => {
-    expect(() => runRepositoryAgents(checksum({ 'MD5:1/model.bin': MD5 }), modelDir())).not.toThrow();
-    expect(() => runRepositoryAgents(checksum({ 'md5:1/model.bin': MD5 }), modelDir())).not.toThrow();
+  it('passes when every listed file has its MD5 (key "MD5:<path relative to the model directory>")', async () => {
+    await expect(runRepositoryAgents(checksum({ 'MD5:1/model.bin': MD5 }), modelDir())).resolves.toBeUndefined();
+    await expect(runRepositoryAgents(checksum({ 'md5:1/model.bin': MD5 }), modelDir())).resolves.toBeUndefined();
   });
 
-  it('fails a wrong MD5 with Triton\'s message (INVALID_ARG)', () => {
-    expect(() => runRepositoryAgents(checksum({ 'MD5:1/model.bin': '0'.repeat(32) }), modelDir())).toThrow(expect.objectContaining({
+  it('fails a wrong MD5 with Triton\'s message (INVALID_ARG)', async () => {
+    await expect(runRepositoryAgents(checksum({ 'MD5:1/model.bin': '0'.repeat(32) }), modelDir())).rejects.toThrow(expect.objectContaining({
       code: 'INVALID_ARG',
       message: `Mismatched MD5 hash for file 1/model.bin, expect: ${'0'.repeat(32)}, got: ${MD5}`,
     }));
   });
 
-  it('refuses keys Triton refuses: no algorithm, an algorithm other than MD5', () => {
-    expect(() => runRepositoryAgents(checksum({ '1/model.bin': MD5 }), modelDir())).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: 'failed to parse key: 1/model.bin' }));
-    expect(() => runRepositoryAgents(checksum({ 'SHA256:1/model.bin': MD5 }), modelDir())).toThrow(expect.objectContaining({ code: 'UNSUPPORTED', message: 'Unsupported checksum algorithm: SHA256' }));
+  it('refuses keys Triton refuses: no algorithm, an algorithm other than MD5', async () => {
+    await expect(runRepositoryAgents(checksum({ '1/model.bin': MD5 }), modelDir())).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: 'failed to parse key: 1/model.bin' }));
+    await expect(runRepositoryAgents(checksum({ 'SHA256:1/model.bin': MD5 }), modelDir())).rejects.toThrow(expect.objectContaining({ code: 'UNSUPPORTED', message: 'Unsupported checksum algorithm: SHA256' }));
   });
 
-  it('a missing file fails the load', () => {
-    expect(() => runRepositoryAgents(checksum({ 'MD5:1/nothing.bin': MD5 }), modelDir())).toThrow('failed to open text file for read 1/nothing.bin: No such file or directory');
+  it('a missing file fails the load', async () => {
+    await expect(runRepositoryAgents(checksum({ 'MD5:1/nothing.bin': MD5 }), modelDir())).rejects.toThrow('failed to open text file for read 1/nothing.bin: No such file or directory');
   });
 
-  it('reads no file outside the model directory: "..", absolute paths, symbolic links out', () => {
+  it('reads no file outside the model directory: "..", absolute paths, symbolic links out', async () => {
     const dir = modelDir();
     symlinkSync(join(dir, '..', 'secret'), join(dir, '1', 'link.bin'));
     for (const file of ['../secret', '1/../../secret', join(dir, '..', 'secret'), '1/link.bin']) {
-      expect(() => runRepositoryAgents(checksum({ [`MD5:${file}`]: MD5 }), dir), file).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: expect.stringMatching(/^failed to open text file for read .*: the path (must be relative|leads outside)/) }));
+      await expect(runRepositoryAgents(checksum({ [`MD5:${file}`]: MD5 }), dir), file).rejects.toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: expect.stringMatching(/^failed to open text file for read .*: the path (must be relative|leads outside)/) }));
     }
     // A link that stays inside is followed.
     symlinkSync(join(dir, '1', 'model.bin'), join(dir, 'inside.bin'));
-    expect(() => runRepositoryAgents(checksum({ 'MD5:inside.bin': MD5 }), dir)).not.toThrow();
+    await expect(runRepositoryAgents(checksum({ 'MD5:inside.bin': MD5 }), dir)).resolves.toBeUndefined();
   });
 
-  it('an unknown agent fails the load, naming the agent (Triton\'s "unable to find ... for repo agent")', () => {
-    expect(() => runRepositoryAgents({ name: 'm', model_repository_agents: { agents: [{ name: 'relocation' }] } }, modelDir())).toThrow(expect.objectContaining({
+  it('hashes each file once, however many keys spell its path (review: 100 spellings hashed a 16 MiB file 100 times)', async () => {
+    const dir = modelDir();
+    const spellings = ['1/model.bin', './1/model.bin', '1//model.bin', './/1/./model.bin', '1/model.bin/'.slice(0, -1)];
+    await expect(runRepositoryAgents(checksum(Object.fromEntries(spellings.map((f, i) => [`${i % 2 ? 'md5' : 'MD5'}:${f}`, MD5]))), dir)).resolves.toBeUndefined();
+    expect([...opened].filter(([p]) => p.startsWith(join(dir, '..')))).toEqual([[realpathSync(join(dir, '1', 'model.bin')), 1]]);
+    // Each key is still checked against the one digest.
+    await expect(runRepositoryAgents(checksum({ 'MD5:1/model.bin': MD5, 'MD5:./1/model.bin': '0'.repeat(32) }), dir)).rejects.toThrow(`Mismatched MD5 hash for file ./1/model.bin, expect: ${'0'.repeat(32)}, got: ${MD5}`);
+  });
+
+  it(`refuses more than ${MAX_CHECKSUM_ENTRIES} checksum entries before it hashes anything (INVALID_ARG)`, async () => {
+    const dir = modelDir();
+    const params = Object.fromEntries(Array.from({ length: MAX_CHECKSUM_ENTRIES + 1 }, (_, i) => [`MD5:${'./'.repeat(i)}1/model.bin`, MD5]));
+    opened.clear();
+    await expect(runRepositoryAgents(checksum(params), dir)).rejects.toThrow(expect.objectContaining({
+      code: 'INVALID_ARG',
+      message: `the checksum repository agent is given ${MAX_CHECKSUM_ENTRIES + 1} files, over the limit of ${MAX_CHECKSUM_ENTRIES}`,
+    }));
+    expect(opened.size).toBe(0);
+  });
+
+  it('hashes a file a chunk at a time, serving the event loop between reads (review: /v2/health/live waited 3 s)', async () => {
+    const dir = modelDir();
+    const data = Buffer.alloc(16 << 20, 7);
+    writeFileSync(join(dir, '1', 'big.bin'), data);
+    let turns = 0;
+    let stop = false;
+    const spin = () => { turns++; if (!stop) setImmediate(spin); };
+    setImmediate(spin);
+    await runRepositoryAgents(checksum({ 'MD5:1/big.bin': createHash('md5').update(data).digest('hex') }), dir);
+    stop = true;
+    // One turn at least per 1 MiB read; hashed in one go, no turn ran before it finished.
+    expect(turns).toBeGreaterThan(8);
+  });
+
+  it('an unknown agent fails the load, naming the agent (Triton\'s "unable to find ... for repo agent")', async () => {
+    await expect(runRepositoryAgents({ name: 'm', model_repository_agents: { agents: [{ name: 'relocation' }] } }, modelDir())).rejects.toThrow(expect.objectContaining({
       code: 'INVALID_ARG',
       message: "unable to find 'libtritonrepoagent_relocation.so' for repo agent 'relocation': Triode implements only the repository agents 'checksum'",
     }));
