@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Backend, ExecuteRequest, ExecuteResult } from './backend-api.js';
 import { Errors } from './errors.js';
 import type { InferenceRequest } from './infer-request.js';
+import { MAX_STATE_BYTES } from './model-config/validate-model-config.js';
 import { InferenceServer } from './server.js';
 
 /**
@@ -341,6 +342,21 @@ describe('sequence settings read at load, as Triton reads them', () => {
   ])('an initial_state that does not fit its state fails the load (it loaded READY): %s', async (init, reason) => {
     const s = await load(seqConfig(`state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ] ${init} } ]`), { 'short.bin': Uint8Array.of(1, 2) });
     expect(s.repositoryIndex()[0]).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringContaining(reason) });
+  });
+
+  it(`BYTES initial_state files count by their real size against MAX_STATE_BYTES (review: 4 bytes an element was counted; 20 states of 40 MiB each loaded)`, async () => {
+    // Three states of one 90 MiB element each: 270 MiB, over the 256 MiB limit; two of them fit.
+    const len = 90 << 20;
+    const blob = new Uint8Array(len + 4).fill(0x61);
+    new DataView(blob.buffer).setUint32(0, len, true);
+    const state = (k: number) => `{ input_name: "S${k}" output_name: "SO${k}" data_type: TYPE_STRING dims: [ 1 ] initial_state { data_type: TYPE_STRING dims: [ 1 ] data_file: "blob" name: "i${k}" } }`;
+    const s = await load(seqConfig(`state [ ${[0, 1, 2].map(state).join(', ')} ]`), { blob });
+    expect(s.repositoryIndex()[0]).toMatchObject({
+      state: 'UNAVAILABLE',
+      reason: expect.stringContaining(`implicit state 'S2' starts with ${len + 4} bytes (initial_state file 'blob'): its states would start with over the limit of ${MAX_STATE_BYTES} bytes a sequence`),
+    });
+    const t = await load(seqConfig(`state [ ${[0, 1].map(state).join(', ')} ]`), { blob });
+    expect(t.repositoryIndex()[0]!.state).toBe('READY');
   });
 
   it.each([

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Errors } from '../errors.js';
 import { readRepositoryFile, resolveInside } from '../model-repository/repository-fs.js';
 import type { ModelSequenceBatching, SequenceControl } from '../model-config/model-config.js';
+import { MAX_STATE_BYTES } from '../model-config/validate-model-config.js';
 import { deserializeBytesTensor, serializeBytesTensor } from '../tensor/bytes-tensor.js';
 import { configTypeToDataType, dataTypeByteSize, elementCount, typedArrayView, type DataType } from '../tensor/data-type.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -115,8 +116,8 @@ export function checkSequenceControls(config: ModelSequenceBatching, batching: b
   controlTensors(config, batching, { key: '', correlationId: 1n, start: true, end: false }, model);
 }
 
-/** The most bytes an initial state file may hold (as an initial state's size limit). */
-const MAX_INITIAL_STATE_FILE_BYTES = 256 * 1024 * 1024;
+/** The most bytes an initial state file may hold (as all the states of a sequence). */
+const MAX_INITIAL_STATE_FILE_BYTES = MAX_STATE_BYTES;
 
 type StateConfig = NonNullable<ModelSequenceBatching['state']>[number];
 
@@ -162,7 +163,9 @@ function initialState(s: StateConfig, batching: boolean, modelPath: string): Ten
     if (file) {
       const found = deserializeBytesTensor(file, undefined, `initial_state file '${init?.data_file ?? ''}'`).length;
       if (found !== n) throw Errors.invalidArg(`initial_state file '${init?.data_file ?? ''}' holds ${found} BYTES elements, state '${name}' needs ${n}`);
-      return { name, datatype: dt, shape, data: new Uint8Array(file) };
+      // The file's own memory when it has it alone (a small Buffer shares a pool: copied).
+      const own = file.byteOffset === 0 && file.byteLength === file.buffer.byteLength;
+      return { name, datatype: dt, shape, data: own ? new Uint8Array(file.buffer, 0, file.byteLength) : new Uint8Array(file) };
     }
     // n empty strings: a zero length prefix each.
     return { name, datatype: dt, shape, data: new Uint8Array(4 * n) };
@@ -183,10 +186,24 @@ export class SequenceStates {
   /** What each state starts with, by input name (each sequence gets a copy). */
   readonly #initial = new Map<string, Tensor>();
 
-  /** @throws TriodeError INVALID_ARG for an initial state that does not fit its state (see initialState) */
+  /**
+   * @throws TriodeError INVALID_ARG for an initial state that does not fit its state (see
+   *   initialState), or initial states over {@link MAX_STATE_BYTES} together
+   */
   constructor(config: ModelSequenceBatching, batching: boolean, modelPath: string) {
     this.#config = config;
-    for (const s of config.state ?? []) this.#initial.set(s.input_name ?? '', initialState(s, batching, modelPath));
+    let bytes = 0;
+    for (const s of config.state ?? []) {
+      const t = initialState(s, batching, modelPath);
+      // review: the config check counts 4 bytes per BYTES element; a data_file makes each element
+      // as long as it likes (20 states of one 40 MiB element held 1.1 GB at load, a copy a sequence).
+      bytes += t.data.byteLength;
+      if (bytes > MAX_STATE_BYTES) {
+        const file = s.initial_state?.[0]?.data_file;
+        throw Errors.invalidArg(`implicit state '${s.input_name ?? ''}' starts with ${t.data.byteLength} bytes${file ? ` (initial_state file '${file}')` : ''}: its states would start with over the limit of ${MAX_STATE_BYTES} bytes a sequence`);
+      }
+      this.#initial.set(s.input_name ?? '', t);
+    }
   }
 
   /** Output names the backend must produce for the state. */
