@@ -115,7 +115,8 @@ describe('model control mode POLL', () => {
       rmSync(join(root, 'b'), { recursive: true });
       await s.pollRepository();
       expect(s.modelReady('b')).toBe(false);
-      expect(s.repositoryIndex().find((r) => r.name === 'b')).toEqual({ name: 'b', state: 'UNAVAILABLE', reason: 'unloaded' });
+      // Gone from the repository directories, gone from the index (Triton's RepositoryIndex lists their subdirectories).
+      expect(s.repositoryIndex().map((r) => r.name)).toEqual(['a']);
       await expect(s.loadModel('a')).rejects.toThrow(expect.objectContaining({ code: 'UNAVAILABLE', message: 'explicit model load / unload is not allowed if polling is enabled' }));
     } finally {
       await s.stop(1000);
@@ -406,6 +407,24 @@ describe('model names and file overrides (issue #14)', () => {
       await expect(s.loadModel('m', { config: { ...overrideConfig, backend: 'nope' }, files: { '1/x': new Uint8Array(1) } })).rejects.toMatchObject({ code: 'INVALID_ARG' });
       expect(box.listing()).toEqual(before);
     });
+  });
+
+  it('an unload forgets a model that exists only through file overrides; one of the repository stays listed as unloaded (review: 3,000 override loads left 3,000 rows)', async () => {
+    await withControlledServer('triode-overrides-forget-', async (s) => {
+      const before = s.repositoryIndex();
+      for (const name of ['o1', 'o2', 'a']) await s.loadModel(name, { config: overrideConfig, files: { '1/weights.bin': new Uint8Array(4) } });
+      expect(s.repositoryIndex().map((r) => r.name)).toEqual(['a', 'o1', 'o2']);
+      for (const name of ['o1', 'o2', 'a']) await s.unloadModel(name);
+      // As Triton's index: the models of the repository directories.
+      expect(s.repositoryIndex()).toEqual([{ name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' }]);
+      expect(before).toEqual([{ name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' }]);
+      expect(() => s.getModel('o1')).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
+      expect(s.modelStatistics().map((m) => m.name)).toEqual([]);
+      // The repository's own model loads from its directory again, the forgotten one by override again.
+      await s.loadModel('a');
+      await s.loadModel('o1', { config: overrideConfig, files: { '1/weights.bin': new Uint8Array(4) } });
+      expect(s.repositoryIndex().map((r) => [r.name, r.state])).toEqual([['a', 'READY'], ['o1', 'READY']]);
+    }, (root) => addModel(root, 'a', config(1)));
   });
 
   it('a shutdown removes the override directories of the models still loaded', async () => {

@@ -496,13 +496,31 @@ export class ModelRepositoryManager {
       // Nothing by that name: nothing to unload, and it succeeds, as Triton's does (LoadUnloadModels
       // skips names it does not know; tritonserver.h: unloading a model not loaded "has no affect").
       if (!old) return;
-      this.#models.set(name, { name, path: old.path, versions: new Map(), unloaded: true });
+      // review: a model that exists only through 'file:' overrides is forgotten (each uniquely
+      // named override load stayed listed as unloaded for good); as in Triton, the index lists the
+      // models of the repository directories.
+      const inRepository = this.#inRepository(name);
+      if (inRepository === false) this.#models.delete(name);
+      else this.#models.set(name, { name, path: typeof inRepository === 'string' ? inRepository : old.path, versions: new Map(), unloaded: true });
       await this.#lifecycle.retire(old);
       this.#logger.info(`successfully unloaded '${name}'`, { model: name });
     });
     if (options.unloadDependents) {
       const dependents = [...this.#models.values()].filter((m) => !m.unloaded && (m.config?.ensemble_scheduling?.step ?? []).some((s) => s.model_name === name));
       for (const d of dependents) await this.#unload(d.name, options);
+    }
+  }
+
+  /**
+   * Where model `name` is in the repository directories: its directory, false when it is in none,
+   * true when that cannot be told (a repository that cannot be read, a name in two of them).
+   */
+  #inRepository(name: string): string | boolean {
+    try {
+      const found = findInRepositories(this.#opts.modelRepositories, name);
+      return found ? (found.error ? true : found.path) : false;
+    } catch {
+      return true;
     }
   }
 
