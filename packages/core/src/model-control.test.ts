@@ -6,6 +6,7 @@ import type { Backend } from './backend-api.js';
 import { echoBackend } from './echo-backend.case.js';
 import { TriodeError } from './errors.js';
 import { InferenceServer } from './server.js';
+import { instanceCountOf } from './model-repository/model-repository-manager.js';
 
 const echo = echoBackend;
 
@@ -515,6 +516,32 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     };
   }
   const withCount = (n: number) => `${config(1)}instance_group [ { count: ${n} kind: KIND_CPU } ]\n`;
+
+  it('counts a KIND_GPU group\'s instances as placed: count on each GPU it lists, a GPU listed twice twice (review: count 16 on 1,000 zeros passed as 16)', () => {
+    const gpu = (count: number, gpus?: number[], kind: 'KIND_GPU' | 'KIND_AUTO' | 'KIND_CPU' = 'KIND_GPU') => ({ instance_group: [{ kind, count, ...(gpus ? { gpus } : {}) }] });
+    expect(instanceCountOf(gpu(16, new Array<number>(1000).fill(0)))).toBe(16_000);
+    expect(instanceCountOf(gpu(2, [0, 1]))).toBe(4);
+    expect(instanceCountOf(gpu(2, [1, 1]))).toBe(4);
+    expect(instanceCountOf(gpu(3))).toBe(3);
+    expect(instanceCountOf(gpu(2, [0, 1], 'KIND_AUTO'))).toBe(4);
+    expect(instanceCountOf(gpu(2, [0, 1], 'KIND_CPU'))).toBe(2);
+    expect(instanceCountOf({ instance_group: [{ kind: 'KIND_CPU', count: 2 }, { kind: 'KIND_GPU', count: 3, gpus: [0, 1] }] })).toBe(8);
+    expect(instanceCountOf({})).toBe(1);
+  });
+
+  it('refuses a load override whose KIND_GPU group places more instances than maxInstancesPerModel, before writing its files', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-cap-gpu-'));
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live)], modelControlMode: 'explicit', maxInstancesPerModel: 64 });
+    try {
+      const config = { backend: 'echo', instance_group: [{ kind: 'KIND_GPU' as const, count: 16, gpus: new Array<number>(1000).fill(0) }] };
+      await expect(s.loadModel('g', { config, files: { '1/x': new Uint8Array(1) } }))
+        .rejects.toMatchObject({ code: 'INVALID_ARG', message: "failed to load 'g': model 'g' asks for 16000 instances, more than the limit of 64 instances per model (--max-instances-per-model)" });
+      expect(live.n).toBe(0);
+    } finally {
+      await s.stop(1000);
+    }
+  });
 
   it('refuses more instances than maxInstancesPerModel with INVALID_ARG naming both, before creating any', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-cap-'));

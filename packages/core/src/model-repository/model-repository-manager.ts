@@ -42,10 +42,17 @@ export interface LoadOptions {
   files?: Record<string, Uint8Array>;
 }
 
-/** The instances a (normalized) config asks for: the sum of its instance groups' counts. */
+/**
+ * The instances a config asks for, as they are placed: a group's `count`, on each GPU it lists
+ * (a GPU listed twice counts twice, as Triton places it twice). A KIND_GPU group that lists no GPU
+ * counts `count` here; it gets `count` on each visible GPU.
+ */
 export function instanceCountOf(config: ModelConfig): number {
   const groups = config.instance_group?.length ? config.instance_group : [{}];
-  return groups.reduce((a, g) => a + (g.count ?? 1), 0);
+  // review: `count: 16, gpus: [0 x 1000]` counted 16 and placed 16,000. Any kind but CPU and
+  // MODEL, as an override is checked before KIND_AUTO is resolved (to KIND_GPU when it lists GPUs).
+  const placed = (g: NonNullable<ModelConfig['instance_group']>[number]) => (g.kind !== 'KIND_CPU' && g.kind !== 'KIND_MODEL' && g.gpus?.length ? g.gpus.length : 1);
+  return groups.reduce((a, g) => a + (g.count ?? 1) * placed(g), 0);
 }
 
 /** A model of the repositories and what became of it. Triton: ModelRepositoryManager::ModelInfo */
