@@ -38,6 +38,33 @@ describe('modelConfigFromJson()', () => {
     expect(c.parameters).toEqual({ a: { string_value: 'b' } });
   });
 
+  it('takes lowerCamelCase JSON names as well as proto names, and enum names in any case, as Triton\'s JsonToModelConfig (review: both were refused)', () => {
+    const c = modelConfigFromJson({
+      maxBatchSize: 4,
+      input: [{ name: 'x', dataType: 'type_fp32', dims: [3], allowRaggedBatch: true }],
+      instanceGroup: [{ kind: 'Kind_Gpu', count: 1, gpus: [0] }],
+      sequenceBatching: { controlInput: [{ name: 'S', control: [{ kind: 'control_sequence_start', int32FalseTrue: [0, 1] }] }], max_sequence_idle_microseconds: 5 },
+      parameters: { my_key: { stringValue: 'v' } },
+    });
+    expect(c).toEqual({
+      max_batch_size: 4,
+      input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [3], allow_ragged_batch: true }],
+      instance_group: [{ kind: 'KIND_GPU', count: 1, gpus: [0] }],
+      sequence_batching: { control_input: [{ name: 'S', control: [{ kind: 'CONTROL_SEQUENCE_START', int32_false_true: [0, 1] }] }], max_sequence_idle_microseconds: 5 },
+      // Map keys are data: kept as given.
+      parameters: { my_key: { string_value: 'v' } },
+    });
+    expect(() => modelConfigFromJson({ max_batch_size: 1, maxBatchSize: 2 })).toThrow('failed to parse model configuration: "max_batch_size" is given twice (as "max_batch_size" and "maxBatchSize")');
+    expect(() => modelConfigFromJson({ dynamicBatching: {}, sequence_batching: {} })).toThrow('are both set (oneof scheduling_choice)');
+    expect(() => modelConfigFromJson({ MaxBatchSize: 1 })).toThrow('unknown field "MaxBatchSize"');
+    expect(() => modelConfigFromJson({ max_batchSize: 1 })).toThrow('unknown field "max_batchSize"');
+  });
+
+  it('config.pbtxt keeps the text format\'s rules: proto names only, enum names as declared', () => {
+    expect(() => parsePbtxt('maxBatchSize: 4')).toThrow();
+    expect(() => parsePbtxt('input { name: "x" data_type: type_fp32 dims: [ 1 ] }')).toThrow();
+  });
+
   it.each([
     [{ max_batch_size: 'eight' }, 'max_batch_size: expected an integer of type int32'],
     // Review: a legal uint64 past 2^53 was refused as if it were not a uint64.

@@ -2,7 +2,9 @@
  * @module ModelConfig <-> JSON. The writer prints what Triton's `ModelConfigToJson` prints: proto
  * field names, every scalar, repeated and map field (defaults included), set messages only, enums
  * by name, 64-bit integers as numbers. The reader takes the JSON a client sends as a load override
- * (`{"max_batch_size": "16"}`: integers may be strings, as in protobuf's JSON mapping).
+ * as protobuf's JsonStringToMessage does with Triton's options: integers may be strings
+ * (`{"max_batch_size": "16"}`), a field may be named by its proto name or its lowerCamelCase JSON
+ * name (`maxBatchSize`), and enum names match whatever their case (`kind_gpu`).
  * Triton: core/src/model_config_utils.cc ModelConfigToJson / JsonToModelConfig
  */
 import { Errors } from '../errors.js';
@@ -50,7 +52,9 @@ function readScalar(v: unknown, field: FieldSpec, path: string): unknown {
   }
   if (typeof type === 'object') {
     const names = ENUMS[type.enum] ?? [];
-    if (typeof v === 'string' && names.includes(v)) return v;
+    // Triton parses with case_insensitive_enum_parsing = true (JsonToModelConfig).
+    const byCase = typeof v === 'string' ? names.find((n) => n === v) ?? names.find((n) => n.toLowerCase() === v.toLowerCase()) : undefined;
+    if (byCase !== undefined) return byCase;
     if (typeof v === 'number' && names[v] !== undefined) return names[v];
     throw bad(`invalid value ${JSON.stringify(v)} for enum ${type.enum}`);
   }
@@ -81,14 +85,40 @@ function readScalar(v: unknown, field: FieldSpec, path: string): unknown {
   }
 }
 
+/** protobuf's ToJsonName: `max_batch_size` -> `maxBatchSize`. */
+function jsonName(protoName: string): string {
+  return protoName.replace(/_+(.?)/g, (_, c: string) => c.toUpperCase());
+}
+
+/** Per message type: each field's proto name by the names JSON may give it (proto and JSON names). */
+const FIELD_NAMES = new Map<string, ReadonlyMap<string, string>>();
+
+function fieldNames(type: string): ReadonlyMap<string, string> {
+  let names = FIELD_NAMES.get(type);
+  if (!names) {
+    const m = new Map<string, string>();
+    for (const name of Object.keys(MESSAGES[type]!)) m.set(jsonName(name), name);
+    // A proto name wins over another field's JSON name.
+    for (const name of Object.keys(MESSAGES[type]!)) m.set(name, name);
+    FIELD_NAMES.set(type, (names = m));
+  }
+  return names;
+}
+
 function readMessage(m: Record<string, unknown>, type: string, path: string): Record<string, unknown> {
   const spec = MESSAGES[type]!;
+  const names = fieldNames(type);
   const out: Record<string, unknown> = {};
   const oneofs = new Map<string, string>();
-  for (const [name, v] of Object.entries(m)) {
-    const field = Object.hasOwn(spec, name) ? spec[name] : undefined;
+  for (const [given, v] of Object.entries(m)) {
+    // protobuf's JSON parser takes a field's proto name or its JSON (lowerCamelCase) name.
+    const name = names.get(given);
+    const field = name === undefined ? undefined : spec[name];
+    if (name === undefined || !field) throw Errors.invalidArg(`failed to parse model configuration: unknown field "${path ? `${path}.${given}` : given}"`);
     const p = path ? `${path}.${name}` : name;
-    if (!field) throw Errors.invalidArg(`failed to parse model configuration: unknown field "${p}"`);
+    if (given !== name && Object.hasOwn(m, name)) {
+      throw Errors.invalidArg(`failed to parse model configuration: "${p}" is given twice (as "${name}" and "${given}")`);
+    }
     if (v === null) continue;
     if (field.oneof) {
       const prev = oneofs.get(field.oneof);
