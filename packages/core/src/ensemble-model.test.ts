@@ -5,7 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { Backend, ExecuteRequest } from './backend-api.js';
 import { Errors } from './errors.js';
 import { InferenceServer } from './server.js';
-import { validateEnsemble } from './ensemble-model.js';
+import { validateEnsemble, type ComposingModel } from './ensemble-model.js';
+import type { ModelConfig } from './model-config/model-config.js';
 import { isOwned, markTransferable } from './tensor/transferable.js';
 import type { Tensor } from './tensor/tensor.js';
 
@@ -281,5 +282,29 @@ describe('validateEnsemble', () => {
       ensemble_scheduling: { step: [{ model_name: 'm', model_version: -1, input_map: {}, output_map: { Y: 'OUT' } }] },
     };
     expect(() => validateEnsemble(ensemble as never, () => step as never)).toThrow('in ensemble e, input toString of model m (step 0) is not mapped');
+  });
+});
+
+describe('validateEnsemble() cycle check', () => {
+  const identity: ComposingModel = { config: { max_batch_size: 0, input: [{ name: 'X', data_type: 'TYPE_INT32', dims: [-1] }], output: [{ name: 'Y', data_type: 'TYPE_INT32', dims: [-1] }] } };
+  const lookup = () => identity;
+  const graph = (steps: [string, string, string][]): ModelConfig => ({
+    name: 'e', platform: 'ensemble', max_batch_size: 0,
+    input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [-1] }], output: [{ name: 'OUT', data_type: 'TYPE_INT32', dims: [-1] }],
+    ensemble_scheduling: { step: steps.map(([model_name, x, y]) => ({ model_name, model_version: -1, input_map: { X: x }, output_map: { Y: y } })) },
+  });
+
+  it('walks a valid 10,000-step chain (review: it recursed once a step and ran out of call stack)', () => {
+    const n = 10_000;
+    // Step k reads what step k + 1 writes: the walk from step 0 goes n deep.
+    const steps = Array.from({ length: n }, (_, k): [string, string, string] => [`m${k}`, k === n - 1 ? 'IN' : `t${k + 1}`, k === 0 ? 'OUT' : `t${k}`]);
+    expect(validateEnsemble(graph(steps), lookup)).toHaveLength(n);
+  });
+
+  it('names the path that leads back, from the first step walked, as before', () => {
+    expect(() => validateEnsemble(graph([['a', 'b', 'a'], ['d', 'a', 'b'], ['a', 'IN', 'OUT']]), lookup)).toThrow(expect.objectContaining({
+      code: 'INVALID_ARG', message: 'ensemble e contains a cycle: a -> d -> a',
+    }));
+    expect(() => validateEnsemble(graph([['x', 'IN', 'OUT'], ['p', 't3', 't1'], ['q', 't1', 't2'], ['r', 't2', 't3']]), lookup)).toThrow('ensemble e contains a cycle: p -> r -> q -> p');
   });
 });

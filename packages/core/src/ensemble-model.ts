@@ -101,19 +101,34 @@ export function validateEnsemble(config: ModelConfig, lookup: (name: string, ver
       throw Errors.invalidArg(`ensemble output ${o.name} of ensemble ${name} has data type ${o.data_type ?? ''} but its step produces ${types.get(o.name) ?? ''}`);
     }
   }
-  // Cycles: a step that (transitively) needs its own output.
+  // Cycles: a step that (transitively) needs its own output. A depth-first walk with its own stack
+  // (review: recursing once per step, copying the path at each, a valid 10,000-step chain ran out
+  // of call stack); the path is built only for the message, from the stack.
   const state = new Array<number>(steps.length).fill(0);
-  const visit = (k: number, path: string[]): void => {
-    if (state[k] === 2) return;
-    if (state[k] === 1) throw Errors.invalidArg(`ensemble ${name} contains a cycle: ${[...path, steps[k]!.model_name ?? ''].join(' -> ')}`);
-    state[k] = 1;
-    for (const tensor of Object.values(steps[k]!.input_map ?? {})) {
-      const p = producer.get(tensor);
-      if (p !== undefined) visit(p, [...path, steps[k]!.model_name ?? '']);
+  for (let root = 0; root < steps.length; root++) {
+    if (state[root] !== 0) continue;
+    const stack: { k: number; needs: number[]; next: number }[] = [];
+    const enter = (k: number) => {
+      state[k] = 1;
+      const needs = Object.values(steps[k]!.input_map ?? {}).map((t) => producer.get(t)).filter((p): p is number => p !== undefined);
+      stack.push({ k, needs, next: 0 });
+    };
+    enter(root);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      if (top.next === top.needs.length) {
+        state[top.k] = 2;
+        stack.pop();
+        continue;
+      }
+      const p = top.needs[top.next++]!;
+      if (state[p] === 1) {
+        const path = [...stack.map((f) => steps[f.k]!.model_name ?? ''), steps[p]!.model_name ?? ''];
+        throw Errors.invalidArg(`ensemble ${name} contains a cycle: ${path.join(' -> ')}`);
+      }
+      if (state[p] === 0) enter(p);
     }
-    state[k] = 2;
-  };
-  steps.forEach((_s, k) => visit(k, []));
+  }
   return models.map((m) => (m.config.max_batch_size ?? 0) > 0);
 }
 
