@@ -243,4 +243,13 @@ describe('warmupRequests: a sample read as Triton reads it', () => {
     const { batch_size: _none, ...unset } = zero;
     expect([...warmupRequests(unset, config, '/nonexistent')]).toEqual([]);
   });
+
+  it('a variable (negative) dim gets Triton\'s INVALID_ARG, first (review: [-1] was "over the limit", [-1, -1] ran as one element)', () => {
+    for (const dims of [[-1], [-1, -1], [2, -2], [-1, 1_000_000_000]]) {
+      const sample = { name: 'v', batch_size: 1, inputs: { OK: { data_type: 'TYPE_INT32', dims: [2] }, INPUT0: { data_type: 'TYPE_STRING', dims } } };
+      expect(() => [...warmupRequests(sample, config, '/nonexistent')], JSON.stringify(dims)).toThrow(expect.objectContaining({
+        code: 'INVALID_ARG', message: "warmup setting expects all variable-size dimensions are specified for input 'INPUT0'",
+      }));
+    }
+  });
 });

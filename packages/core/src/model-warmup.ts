@@ -39,6 +39,11 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
   // As Triton (GenerateWarmupData): a sample of batch size 0, or none given, is skipped.
   if (!sample.batch_size) return;
   const batch = sample.batch_size;
+  // Triton's first check (GenerateWarmupData), in its words. review: a -1 dim was reported as
+  // "over the limit", and two of them made a one-element input.
+  for (const [name, spec] of Object.entries(sample.inputs ?? {})) {
+    if ((spec.dims ?? []).some((d) => d < 0)) throw Errors.invalidArg(`warmup setting expects all variable-size dimensions are specified for input '${name}'`);
+  }
   // Sizes first, all of them: nothing is made for a sample whose inputs together are over the limit.
   let total = 0;
   for (const [name, spec] of Object.entries(sample.inputs ?? {})) {
