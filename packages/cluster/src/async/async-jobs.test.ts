@@ -260,4 +260,32 @@ describe('AsyncJobs while Redis is away', () => {
     expect(Date.now() - t0).toBeLessThan(5000);
     await j.stop();
   }, 30000);
+
+  it('attack: answers UNAVAILABLE when Redis is connected but does not answer (paused), and the job count too (review: no answer ever)', async () => {
+    const own = await startRedis();
+    const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'paused', commandTimeoutMs: 300 });
+    j.start();
+    try {
+      const id = await j.submit(request(1), encoding);
+      await until(async () => (await j.status(id)).state === 'completed');
+      process.kill(own.proc.pid!, 'SIGSTOP');
+      // Each call either settles (its code) or is still waiting after 8 s ('no answer').
+      const answer = async (p: Promise<unknown>): Promise<string> => {
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<string>((r) => { timer = setTimeout(() => r('no answer'), 8000); });
+        try {
+          return await Promise.race([p.then(() => 'answered', (e: unknown) => (e instanceof TriodeError ? e.code : String(e))), late]);
+        } finally {
+          clearTimeout(timer);
+        }
+      };
+      // Before: none of them answered until Redis did.
+      expect(await Promise.all([j.status(id), j.result(id), j.cancel(id), j.submit(request(1), encoding), j.counts()].map(answer)))
+        .toEqual(['UNAVAILABLE', 'UNAVAILABLE', 'UNAVAILABLE', 'UNAVAILABLE', 'UNAVAILABLE']);
+    } finally {
+      process.kill(own.proc.pid!, 'SIGCONT');
+      await j.stop();
+      await own.stop();
+    }
+  }, 30000);
 });

@@ -10,7 +10,8 @@
  * guessable), and nothing else is taken for one: a job id is a key in BullMQ's key space, where
  * names like `meta` or `events` are the queue's own. A failure is kept as data ({code,
  * message}); with a cluster secret, a job's request and its result are signed, and a forged one
- * is refused. While Redis is away the calls fail at once (503), they do not wait for it.
+ * is refused. While Redis is away the calls fail at once (503), they do not wait for it; while it
+ * is connected but does not answer (paused, wedged), they fail after commandTimeoutMs (503).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
@@ -20,7 +21,7 @@ import {
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
 import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../envelope/envelope-codec.js';
-import { redisOptions } from '../redis/redis-connection.js';
+import { GATEWAY_COMMAND_TIMEOUT_MS, redisOptions } from '../redis/redis-connection.js';
 
 /** What `submit` issues (randomUUID); anything else is no job of ours. */
 const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -55,6 +56,11 @@ export interface AsyncJobsOptions {
   maxJobs?: number;
   /** The cluster secret's signer (shared with the backplane, for one count of rejected messages). */
   auth?: ClusterAuth;
+  /**
+   * How long a client's call (and a metrics scrape) waits for Redis to answer before it fails
+   * with 503. @default GATEWAY_COMMAND_TIMEOUT_MS (10 s)
+   */
+  commandTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -133,6 +139,7 @@ export class AsyncJobs implements AsyncInference {
   #resultReads = 0;
   readonly #resultWaiters: (() => void)[] = [];
   readonly #logger: Logger | undefined;
+  readonly #commandTimeoutMs: number;
 
   constructor(backplane: Backplane, options: AsyncJobsOptions) {
     this.#backplane = backplane;
@@ -143,10 +150,17 @@ export class AsyncJobs implements AsyncInference {
     this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_ASYNC_MAX_REQUEST_BYTES;
     this.#maxJobs = options.maxJobs ?? 256;
     this.#logger = options.logger;
+    this.#commandTimeoutMs = options.commandTimeoutMs ?? GATEWAY_COMMAND_TIMEOUT_MS;
     // Nothing reads BullMQ's event stream (results are read from the job): keep it short, not
     // 10,000 events each with a copy of a result. The queue serves HTTP calls: while Redis is
-    // away they fail at once (503) instead of queueing in ioredis until it is back.
-    this.#queue = new Queue(name, { connection: { ...conn, enableOfflineQueue: false, maxRetriesPerRequest: 1 }, streams: { events: { maxLen: 100 } } });
+    // away they fail at once (503) instead of queueing in ioredis until it is back, and a command
+    // Redis does not answer fails at its timeout (review: with Redis paused the async routes and
+    // the metric never answered). The queue's connection issues no blocking commands (the
+    // worker's blocking pops are on the worker's own connections, which get no timeout).
+    this.#queue = new Queue(name, {
+      connection: { ...conn, enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: this.#commandTimeoutMs },
+      streams: { events: { maxLen: 100 } },
+    });
     this.#queue.on('error', (e) => options.logger?.verbose(1, `async jobs queue: ${e.message}`));
     this.#worker = new Worker(name, async (job: Job<JobData>) => {
       this.#running++;
@@ -222,14 +236,23 @@ export class AsyncJobs implements AsyncInference {
     return done.length + failed.length;
   }
 
-  /** A Redis call from a client's request: anything but a TriodeError means Redis failed it (503). */
+  /**
+   * A Redis call from a client's request: anything but a TriodeError means Redis failed it (503).
+   * The whole call (a submit is several commands) gets commandTimeoutMs, then 503.
+   */
   async #redis<T>(what: string, call: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
     try {
-      return await call();
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer from Redis in ${this.#commandTimeoutMs} ms`)), this.#commandTimeoutMs);
+      });
+      return await Promise.race([call(), late]);
     } catch (err) {
       if (err instanceof TriodeError) throw err;
       this.#logger?.verbose(1, `async jobs: ${what}: ${(err as Error).message}`);
       throw Errors.unavailable(`async jobs: Redis is unavailable (${what})`);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -286,12 +309,19 @@ export class AsyncJobs implements AsyncInference {
   }
 
   async #kept(): Promise<number> {
-    return Object.values(await this.counts()).reduce((a, b) => a + b, 0);
+    return Object.values(await this.#counts()).reduce((a, b) => a + b, 0);
   }
 
-  /** Jobs kept in Redis now, by state (waiting, active, completed, failed, ...). */
-  async counts(): Promise<Record<string, number>> {
+  async #counts(): Promise<Record<string, number>> {
     return this.#queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed', 'paused');
+  }
+
+  /**
+   * Jobs kept in Redis now, by state (waiting, active, completed, failed, ...).
+   * @throws UNAVAILABLE when Redis does not answer (within commandTimeoutMs)
+   */
+  async counts(): Promise<Record<string, number>> {
+    return this.#redis('job counts', () => this.#counts());
   }
 
   #notFound(id: string): TriodeError {

@@ -62,7 +62,9 @@ export function endpointOptions(e: RedisEndpoint): RedisOptions {
  * - `gateway-blocking`: the gateway's reply reader, which waits through outages;
  * - `worker`: retries its commands until Redis is back (acks and replies must not be lost);
  * - `subscriber`: the worker's control-channel subscription;
- * - `jobs`: BullMQ's connections (BullMQ requires `maxRetriesPerRequest: null`).
+ * - `jobs`: BullMQ's connections (BullMQ requires `maxRetriesPerRequest: null`); the async jobs'
+ *   Queue, which issues no blocking commands, adds GATEWAY_COMMAND_TIMEOUT_MS itself (the Worker's
+ *   blocking pops must not get one).
  */
 export type RedisRole = 'gateway' | 'gateway-blocking' | 'worker' | 'subscriber' | 'jobs';
 
