@@ -184,6 +184,19 @@ describe('AsyncJobs results', () => {
     }
   });
 
+  it('a job that failed with UNAVAILABLE answers its result with a final error, not the 503 of "not ready yet" (review)', async () => {
+    const backplane = new LocalBackplane(server);
+    vi.spyOn(backplane, 'infer').mockRejectedValue(new TriodeError('UNAVAILABLE', "model 'm' is not ready"));
+    const j = new AsyncJobs(backplane, { redis: redis.url, prefix: `t${prefixes++}` });
+    j.start();
+    open.push(j);
+    const id = await j.submit(request(1), encoding);
+    await until(async () => (await j.status(id)).state === 'failed');
+    // Before: UNAVAILABLE (503), which is also what a running job's result answers.
+    await expect(j.result(id)).rejects.toMatchObject({ code: 'INTERNAL', message: `async job '${id}' failed: model 'm' is not ready` });
+    expect((await j.status(id)).error).toBe("model 'm' is not ready");
+  });
+
   it('attack: a job removed while it runs does not come back as a result key no one expires (review)', async () => {
     const j = jobs();
     const id = await j.submit(request(400), encoding);

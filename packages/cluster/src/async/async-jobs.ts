@@ -419,6 +419,15 @@ export class AsyncJobs implements AsyncInference {
     };
   }
 
+  /**
+   * The error a finished job's result answers with: its own, except UNAVAILABLE (503), which is
+   * this endpoint's "not finished yet, try again" (review: a job that failed with 503 looked like
+   * one still running, and a client polled it until it expired). It becomes final: INTERNAL.
+   */
+  #finalError(id: string, e: TriodeError): TriodeError {
+    return e.code === 'UNAVAILABLE' ? Errors.internal(`async job '${echo(id)}' failed: ${e.message}`) : e;
+  }
+
   /** The result of a completed job, with the output encoding the request asked for. */
   async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
     const [state, job] = await this.#stateAndFields(id);
@@ -427,7 +436,7 @@ export class AsyncJobs implements AsyncInference {
     if (state === 'failed') throw Errors.internal(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
     if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
     const out = this.#outcome(id, job.returnvalue);
-    if (out.error) throw fromWireError(typeof out.error === 'object' ? out.error : {});
+    if (out.error) throw this.#finalError(id, fromWireError(typeof out.error === 'object' ? out.error : {}));
     const done = await this.#resultTurn();
     try {
       const key = this.#queue.toKey(id);
@@ -443,7 +452,7 @@ export class AsyncJobs implements AsyncInference {
       } catch (err) {
         throw Errors.internal(`the result of async job '${echo(id)}' is malformed: ${(err as Error).message}`);
       }
-      if ('error' in reply) throw fromWireError(reply.error);
+      if ('error' in reply) throw this.#finalError(id, fromWireError(reply.error));
       if (!('response' in reply)) throw Errors.internal(`async job '${echo(id)}' has no response`);
       return { response: reply.response, encoding: { binary: new Map(d.binary), defaultBinary: d.defaultBinary } };
     } finally {
