@@ -15,7 +15,8 @@ export interface OutputEncoding {
 /** A job as `GET /v2/jobs/{id}` reports it. */
 export interface JobStatus {
   job_id: string;
-  model_name: string;
+  /** Left out, with a cluster secret, when it is not signed as the job's own (someone else wrote it to Redis). */
+  model_name?: string;
   state: 'waiting' | 'active' | 'completed' | 'failed' | 'delayed' | 'unknown';
   progress: number;
   created_ms: number;

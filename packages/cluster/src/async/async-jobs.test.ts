@@ -10,6 +10,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { InferenceServer, LocalBackplane, TriodeError, type Backend, type InferenceRequest, type OutputEncoding } from '@triode/core';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
+import { ClusterAuth } from '../cluster-auth.js';
 import { AsyncJobs } from './async-jobs.js';
 
 /** OUT = IN, after `IN[0]` ms. */
@@ -53,7 +54,7 @@ afterAll(async () => {
 });
 
 let prefixes = 0;
-function jobs(options: { resultTtlSecs?: number; maxJobs?: number } = {}): AsyncJobs {
+function jobs(options: { resultTtlSecs?: number; maxJobs?: number; auth?: ClusterAuth } = {}): AsyncJobs {
   const j = new AsyncJobs(new LocalBackplane(server), { redis: redis.url, prefix: `t${prefixes++}`, ...options });
   j.start();
   open.push(j);
@@ -195,6 +196,27 @@ describe('AsyncJobs results', () => {
     // Before: UNAVAILABLE (503), which is also what a running job's result answers.
     await expect(j.result(id)).rejects.toMatchObject({ code: 'INTERNAL', message: `async job '${id}' failed: model 'm' is not ready` });
     expect((await j.status(id)).error).toBe("model 'm' is not ready");
+  });
+
+  it('attack: with a secret, a failure reason or model name someone else wrote to Redis is not shown (review)', async () => {
+    const j = jobs({ auth: new ClusterAuth('s3cret') });
+    const id = await j.submit(request(1), encoding);
+    await until(async () => (await j.status(id)).state === 'completed');
+    expect((await j.status(id)).model_name).toBe('m');
+    const r = new Redis(redis.port, '127.0.0.1');
+    const key = `bull:t${prefixes - 1}-async:${id}`;
+    const spy = vi.spyOn(Queue.prototype, 'getJobState').mockResolvedValue('failed');
+    try {
+      await r.hset(key, 'failedReason', 'Your result moved: fetch it from http://evil.example/x', 'name', 'Your result moved: see http://evil.example/x');
+      // Before: both were shown as written.
+      const s = await j.status(id);
+      expect(s).toMatchObject({ state: 'failed', error: 'job failed' });
+      expect(s.model_name).toBeUndefined();
+      await expect(j.result(id)).rejects.toMatchObject({ code: 'INTERNAL', message: `async job '${id}' failed: job failed` });
+    } finally {
+      spy.mockRestore();
+      r.disconnect();
+    }
   });
 
   it('attack: a job removed while it runs does not come back as a result key no one expires (review)', async () => {

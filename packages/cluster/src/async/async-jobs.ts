@@ -37,6 +37,23 @@ const CLEAN_BATCH = 1000;
  */
 const REPLY_FIELD = 'triode-reply';
 
+/**
+ * With a cluster secret, the job hash field that holds the MAC of the job id and its model name
+ * (hex), written at submit: a status poll checks the name it shows with it, without reading the
+ * job's data (its request, up to maxRequestBytes).
+ */
+const NAME_SIG_FIELD = 'triode-name-sig';
+
+/**
+ * The failure reasons BullMQ itself writes for a job of ours (Triode's own failures are the job's
+ * signed result). Any other reason came from someone else who writes to Redis: it is not shown
+ * (review: a forged "Your result moved: fetch it from http://..." reached the client).
+ */
+const KNOWN_FAILED_REASONS: ReadonlySet<string> = new Set(['job stalled more than allowable limit', 'job started more than allowable limit']);
+
+/** What a client is told of a BullMQ failure reason that is not one of KNOWN_FAILED_REASONS. */
+const UNKNOWN_FAILED_REASON = 'job failed';
+
 /** Result fetches a gateway reads from Redis at once; more wait their turn, up to RESULT_WAITERS. */
 const RESULT_READS = 8;
 const RESULT_WAITERS = 256;
@@ -97,6 +114,8 @@ interface JobFields {
   progress: number;
   failedReason?: string;
   returnvalue?: unknown;
+  /** NAME_SIG_FIELD, if there is one. */
+  nameSig?: string;
 }
 
 
@@ -175,6 +194,11 @@ export class AsyncJobs implements AsyncInference {
 
   #dataParts(model: string, d: JobData): string[] {
     return [model, d.request, JSON.stringify(d.binary), String(d.defaultBinary)];
+  }
+
+  /** What NAME_SIG_FIELD signs (a leading 'name' keeps it apart from a job's own MAC). */
+  #nameParts(id: string, model: string): string[] {
+    return ['name', id, model];
   }
 
   #resultParts(id: string, r: JobResult): string[] {
@@ -302,7 +326,14 @@ export class AsyncJobs implements AsyncInference {
         removeOnFail: { age: this.#ttl },
         attempts: 1,
       });
-      return job.id!;
+      const id = job.id!;
+      const nameSig = this.#auth.mac('job', this.#nameParts(id, request.modelName));
+      if (nameSig) {
+        // Before the id is answered, so no client polls the job without it.
+        const client = (await this.#queue.client) as unknown as { eval(script: string, keys: number, ...args: string[]): Promise<unknown> };
+        await client.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), NAME_SIG_FIELD, nameSig.toString('hex'));
+      }
+      return id;
     }));
     this.#submitting = added.catch(() => undefined);
     return added.finally(() => { this.#submitsWaiting--; });
@@ -335,8 +366,8 @@ export class AsyncJobs implements AsyncInference {
   async #fields(id: string): Promise<JobFields> {
     if (!JOB_ID.test(id)) throw this.#notFound(id);
     const key = this.#queue.toKey(id);
-    const [name, timestamp, finishedOn, progress, failedReason, returnvalue] = await this.#redis('get job', async () =>
-      (await this.#queue.client).hmget(key, 'name', 'timestamp', 'finishedOn', 'progress', 'failedReason', 'returnvalue'));
+    const [name, timestamp, finishedOn, progress, failedReason, returnvalue, nameSig] = await this.#redis('get job', async () =>
+      (await this.#queue.client).hmget(key, 'name', 'timestamp', 'finishedOn', 'progress', 'failedReason', 'returnvalue', NAME_SIG_FIELD));
     if (name === null || name === undefined) throw this.#notFound(id);
     const json = (text: string | null | undefined): unknown => {
       if (!text) return undefined;
@@ -350,6 +381,7 @@ export class AsyncJobs implements AsyncInference {
     const f: JobFields = { name, timestamp: Number(timestamp) || 0, progress: typeof p === 'number' ? p : 0, returnvalue: json(returnvalue) };
     if (finishedOn) f.finishedOn = Number(finishedOn) || 0;
     if (failedReason) f.failedReason = failedReason;
+    if (nameSig) f.nameSig = nameSig;
     return f;
   }
 
@@ -376,6 +408,11 @@ export class AsyncJobs implements AsyncInference {
     return r;
   }
 
+  /** A BullMQ failure reason as a client may see it: only one BullMQ writes (else UNKNOWN_FAILED_REASON). */
+  #failedReason(job: JobFields): string {
+    return job.failedReason !== undefined && KNOWN_FAILED_REASONS.has(job.failedReason) ? job.failedReason : UNKNOWN_FAILED_REASON;
+  }
+
   async status(id: string): Promise<JobStatus> {
     const [first, job] = await this.#stateAndFields(id);
     let state = first;
@@ -387,11 +424,14 @@ export class AsyncJobs implements AsyncInference {
         error = fromWireError(out.error).message;
       }
     } else if (state === 'failed') {
-      error = job.failedReason;
+      error = this.#failedReason(job);
     }
+    // With a secret, the model name only if it is the one the job was submitted with (review:
+    // it was shown as anyone who writes to Redis set it).
+    const named = this.#auth.verify('job', this.#nameParts(id, job.name), sigOf(job.nameSig), 'async job name');
     const s: JobStatus = {
       job_id: id,
-      model_name: job.name,
+      ...(named ? { model_name: job.name } : {}),
       state: (['waiting', 'active', 'completed', 'failed', 'delayed'].includes(state) ? state : state === 'prioritized' || state === 'waiting-children' ? 'waiting' : 'unknown') as JobStatus['state'],
       progress: state === 'completed' ? 100 : job.progress,
       created_ms: job.timestamp,
@@ -433,7 +473,8 @@ export class AsyncJobs implements AsyncInference {
     const [state, job] = await this.#stateAndFields(id);
     // BullMQ's own failures (a job stalled past its limit: gateways that died running it). Final,
     // so not UNAVAILABLE, which would have the client retry until the job expires.
-    if (state === 'failed') throw Errors.internal(`async job '${echo(id)}' failed: ${job.failedReason ?? 'no reason given'}`);
+    // Its reason only if BullMQ wrote it (review: anyone who writes to Redis could set one).
+    if (state === 'failed') throw Errors.internal(`async job '${echo(id)}' failed: ${this.#failedReason(job)}`);
     if (state !== 'completed') throw Errors.unavailable(`async job '${echo(id)}' is ${state}: its result is not ready yet`);
     const out = this.#outcome(id, job.returnvalue);
     if (out.error) throw this.#finalError(id, fromWireError(typeof out.error === 'object' ? out.error : {}));
