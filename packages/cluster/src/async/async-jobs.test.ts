@@ -2,6 +2,7 @@
  * AsyncJobs against its own redis-server: the bounds on what jobs keep in Redis, ids that are not
  * ours, and Redis going away. Each case here was a defect found by attacking the async routes.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -254,6 +255,44 @@ describe('AsyncJobs results', () => {
     } finally {
       r.disconnect();
     }
+  });
+});
+
+describe('AsyncJobs with a cluster secret', () => {
+  it('attack: a captured signed job added again under a new id is refused, and counted (review: replayed without limit)', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const j = jobs({ auth });
+    const name = `t${prefixes - 1}-async`;
+    const id = await j.submit(request(600), encoding);
+    const r = new Redis(redis.port, '127.0.0.1');
+    const q = new Queue(name, { connection: { host: '127.0.0.1', port: redis.port } });
+    try {
+      // Its data while it runs (the request is dropped once it ran).
+      const captured = JSON.parse((await r.hget(`bull:${name}:${id}`, 'data'))!) as Record<string, unknown>;
+      expect(captured['request']).not.toBe('');
+      const replayed = (await q.add('m', captured, { jobId: randomUUID(), attempts: 1 })).id!;
+      await until(async () => ['completed', 'failed'].includes((await j.status(replayed)).state));
+      // Before: the replay completed (and ran the request again).
+      expect(await j.status(replayed)).toMatchObject({ state: 'failed', error: expect.stringMatching(/not signed with the cluster secret/) });
+      expect(auth.rejected.get('job')).toBeGreaterThanOrEqual(1);
+      await until(async () => (await j.status(id)).state === 'completed');
+    } finally {
+      await q.close();
+      r.disconnect();
+    }
+  });
+
+  it('attack: a signed job submitted longer ago than the result TTL is refused when it comes to run', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const j = new AsyncJobs(new LocalBackplane(server), { redis: redis.url, prefix: `t${prefixes++}`, resultTtlSecs: 1, auth });
+    open.push(j);
+    // No worker takes it until it is over a second old.
+    const id = await j.submit(request(1), encoding);
+    await new Promise((res) => setTimeout(res, 1500));
+    j.start();
+    await until(async () => ['completed', 'failed'].includes((await j.status(id)).state));
+    // Before: it ran (a job re-added under its own id after it expired ran again).
+    expect(await j.status(id)).toMatchObject({ state: 'failed', error: expect.stringMatching(/submitted more than 1 s ago/) });
   });
 });
 

@@ -88,7 +88,9 @@ interface JobData {
   request: string; // base64 of the encoded request ('' once it ran)
   binary: [string, boolean][];
   defaultBinary: boolean;
-  /** With a cluster secret: the MAC of the model name, request and encoding (hex). */
+  /** When the job was submitted (ms since the epoch). */
+  submittedMs?: number;
+  /** With a cluster secret: the MAC of the job id, submit time, model name, request and encoding (hex). */
   sig?: string;
 }
 
@@ -133,6 +135,7 @@ function isJobData(d: unknown): d is JobData {
   if (typeof d !== 'object' || d === null) return false;
   const j = d as Record<string, unknown>;
   return typeof j['request'] === 'string' && typeof j['defaultBinary'] === 'boolean'
+    && (j['submittedMs'] === undefined || Number.isSafeInteger(j['submittedMs']))
     && Array.isArray(j['binary']) && j['binary'].every((b) => Array.isArray(b) && b.length === 2 && typeof b[0] === 'string' && typeof b[1] === 'boolean');
 }
 
@@ -192,8 +195,13 @@ export class AsyncJobs implements AsyncInference {
     this.#worker.on('error', (e) => options.logger?.warning(`async jobs: ${e.message}`));
   }
 
-  #dataParts(model: string, d: JobData): string[] {
-    return [model, d.request, JSON.stringify(d.binary), String(d.defaultBinary)];
+  /**
+   * What a job's MAC covers: its id and submit time too, so captured job data cannot run again
+   * under another id, nor (with the TTL check in #run) under its own once it has expired (review:
+   * a captured signed job was replayed without limit under new ids).
+   */
+  #dataParts(id: string, model: string, d: JobData): string[] {
+    return [id, String(d.submittedMs ?? ''), model, d.request, JSON.stringify(d.binary), String(d.defaultBinary)];
   }
 
   /** What NAME_SIG_FIELD signs (a leading 'name' keeps it apart from a job's own MAC). */
@@ -217,8 +225,12 @@ export class AsyncJobs implements AsyncInference {
     try {
       const d = job.data as unknown;
       if (!isJobData(d)) throw Errors.invalidArg('the async job is malformed: refused');
-      if (!this.#auth.verify('job', this.#dataParts(job.name, d), sigOf(d.sig), 'async job')) {
+      if (!this.#auth.verify('job', this.#dataParts(id, job.name, d), sigOf(d.sig), 'async job')) {
         throw Errors.invalidArg('the async job is not signed with the cluster secret: refused');
+      }
+      if (this.#auth.enabled && (d.submittedMs === undefined || Date.now() - d.submittedMs > this.#ttl * 1000)) {
+        this.#auth.reject('job', 'an async job submitted longer ago than --async-result-ttl-secs (a replay?)');
+        throw Errors.invalidArg(`the async job was submitted more than ${this.#ttl} s ago (--async-result-ttl-secs): refused`);
       }
       const { request } = decodeRequest(Buffer.from(d.request, 'base64'));
       checkModelName(request.modelName);
@@ -304,8 +316,11 @@ export class AsyncJobs implements AsyncInference {
       request: encoded.toString('base64'),
       binary: [...encoding.binary.entries()],
       defaultBinary: encoding.defaultBinary,
+      submittedMs: Date.now(),
     };
-    const mac = this.#auth.mac('job', this.#dataParts(request.modelName, data));
+    // The id is chosen before signing: the MAC covers it.
+    const jobId = randomUUID();
+    const mac = this.#auth.mac('job', this.#dataParts(jobId, request.modelName, data));
     if (mac) data.sig = mac.toString('hex');
     // One submit at a time per gateway, so that concurrent submits cannot all pass the count
     // (across gateways the limit can be passed by at most one job per other gateway). Those
@@ -321,7 +336,7 @@ export class AsyncJobs implements AsyncInference {
         throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have expired (--async-result-ttl-secs) or were deleted (DELETE /v2/jobs/{id})`);
       }
       const job = await this.#queue.add(request.modelName, data, {
-        jobId: randomUUID(),
+        jobId,
         removeOnComplete: { age: this.#ttl },
         removeOnFail: { age: this.#ttl },
         attempts: 1,
