@@ -296,6 +296,31 @@ describe('AsyncJobs with a cluster secret', () => {
   });
 });
 
+describe('AsyncJobs and hostile job data', () => {
+  it('attack: a job whose data is not JSON fails (malformed) instead of staying active, so DELETE works and its place frees (review)', async () => {
+    const j = new AsyncJobs(new LocalBackplane(server), { redis: redis.url, prefix: `t${prefixes++}`, maxJobs: 1 });
+    open.push(j);
+    const name = `t${prefixes - 1}-async`;
+    const r = new Redis(redis.port, '127.0.0.1');
+    const q = new Queue(name, { connection: { host: '127.0.0.1', port: redis.port } });
+    try {
+      const id = randomUUID();
+      await q.add('m', { request: '', binary: [], defaultBinary: false }, { jobId: id, attempts: 1 });
+      await r.hset(`bull:${name}:${id}`, 'data', '{not json');
+      j.start();
+      // Before: it stayed 'active' for good, held the one place, and DELETE answered 503 "running".
+      await until(async () => (await j.status(id)).state === 'failed');
+      expect((await j.status(id)).error).toMatch(/malformed/);
+      expect(await j.cancel(id)).toBe('deleted');
+      const next = await j.submit(request(1), encoding);
+      await until(async () => (await j.status(next)).state === 'completed');
+    } finally {
+      await q.close();
+      r.disconnect();
+    }
+  });
+});
+
 describe('AsyncJobs takes only its own job ids', () => {
   it('names of the queue\'s own keys are not jobs: 404, and nothing is deleted', async () => {
     const j = jobs();

@@ -14,7 +14,7 @@
  * is connected but does not answer (paused, wedged), they fail after commandTimeoutMs (503).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { Queue, Worker, type Job } from 'bullmq';
+import { Queue, Worker, type Job, type JobJsonRaw } from 'bullmq';
 import {
   Errors, TriodeError, checkModelName, echo, fromWireError, normalizeRequest, settleWithin, type Backplane, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
   type AsyncInference, type JobStatus, type OutputEncoding,
@@ -139,6 +139,24 @@ function isJobData(d: unknown): d is JobData {
     && Array.isArray(j['binary']) && j['binary'].every((b) => Array.isArray(b) && b.length === 2 && typeof b[0] === 'string' && typeof b[1] === 'boolean');
 }
 
+/**
+ * A BullMQ worker that takes a job whose hash it cannot parse (data, options or progress that are
+ * not JSON: only someone else who writes to Redis makes one) as a job with no data, which #run
+ * then fails as malformed. BullMQ threw while it made the job, after it had moved it to active,
+ * and it stayed active for good: it held a place under maxJobs and DELETE answered "running"
+ * (review).
+ */
+class TolerantWorker<D> extends Worker<D> {
+  protected override createJob(raw: JobJsonRaw, jobId: string): Job<D> {
+    try {
+      return super.createJob(raw, jobId);
+    } catch {
+      const { parent: _parent, parentKey: _parentKey, ...rest } = raw;
+      return super.createJob({ ...rest, data: 'null', opts: '{}', progress: '0' }, jobId);
+    }
+  }
+}
+
 /** Async jobs over BullMQ. */
 export class AsyncJobs implements AsyncInference {
   readonly #queue: Queue;
@@ -184,7 +202,7 @@ export class AsyncJobs implements AsyncInference {
       streams: { events: { maxLen: 100 } },
     });
     this.#queue.on('error', (e) => options.logger?.verbose(1, `async jobs queue: ${e.message}`));
-    this.#worker = new Worker(name, async (job: Job<JobData>) => {
+    this.#worker = new TolerantWorker<JobData>(name, async (job: Job<JobData>) => {
       this.#running++;
       try {
         return await this.#run(backplane, job);
