@@ -351,7 +351,7 @@ export class AsyncJobs implements AsyncInference {
       let kept = await this.#kept();
       if (kept >= this.#maxJobs && (await this.#clean()) > 0) kept = await this.#kept();
       if (kept >= this.#maxJobs) {
-        throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have expired (--async-result-ttl-secs) or were deleted (DELETE /v2/jobs/{id})`);
+        throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have expired (--async-result-ttl-secs) or were deleted (DELETE of v2/jobs/{id})`);
       }
       const job = await this.#queue.add(request.modelName, data, {
         jobId,
