@@ -535,10 +535,10 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
   }, 20_000);
 
   /**
-   * A backplane whose requests answer at once with 2 MB each, except those `held` names, which wait
-   * for `release()`; `seen` has every request id it started.
+   * A backplane whose requests answer at once with 2 MB each (or `answer(id)`), except those `held`
+   * names, which wait for `release()`; `seen` has every request id it started.
    */
-  const bigAnswers = (held: (id: string) => boolean) => {
+  const bigAnswers = (held: (id: string) => boolean, answer = (id: string): object => ({ id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [BIG], data: new Uint8Array(BIG) }] })) => {
     const seen: string[] = [];
     let release!: () => void;
     const released = new Promise<void>((r) => { release = r; });
@@ -546,7 +546,7 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
       inferStream: async (r: { id?: string }, on: (x: object) => void) => {
         seen.push(r.id!);
         if (held(r.id!)) await released;
-        on({ id: r.id, modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'UINT8', shape: [BIG], data: new Uint8Array(BIG) }] });
+        on(answer(r.id!));
       },
     } as unknown as Backplane;
     return { backplane, seen, release };
@@ -583,16 +583,7 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
 
   it('attack: requests with 1 MB ids count toward MAX_STREAM_PENDING_BYTES: reading stops near it (before: ids counted nothing, and 1,000 of them ran the server out of heap)', async () => {
     // Every request waits, as behind a slow model; each holds its 1 MB id.
-    const seen: string[] = [];
-    let release!: () => void;
-    const released = new Promise<void>((r) => { release = r; });
-    const backplane = {
-      inferStream: async (r: { id?: string }, on: (x: object) => void) => {
-        seen.push(r.id!);
-        await released;
-        on({ id: r.id!.slice(0, 8), modelName: 'm', modelVersion: '1', outputs: [] });
-      },
-    } as unknown as Backplane;
+    const { backplane, seen, release } = bigAnswers(() => true, (id) => ({ id: id.slice(0, 8), modelName: 'm', modelVersion: '1', outputs: [] }));
     const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
     const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, Plain> };
     try {
