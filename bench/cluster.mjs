@@ -1,6 +1,6 @@
 // Issue #6 and issue #16 benchmark (run by hand; needs wrk, redis-server and taskset):
 //   node bench/cluster.mjs [--seconds 10] [--pin auto|off] [--workers 1,2,4] [--gateways 1]
-//                          [--scale-model sleepy|ppocr_cls|simple] [--compare yes|no]
+//                          [--scale-model sleepy|ppocr_cls|simple] [--compare yes|no] [--tensor-fetch-min-bytes N]
 // Issue #16 scope 7 ("one gateway carries >= 0.8x its own HTTP frontend floor"; "8 workers >= 0.9x
 // linear"), on a 16-core machine, as PERF-BASELINE.md finding 9 measured it:
 //   node bench/cluster.mjs --workers 1,2,4,8 --gateways 1,2 --scale-model ppocr_cls   # x linear
@@ -38,6 +38,7 @@ const { values: args } = parseArgs({ options: {
   workers: { type: 'string', default: '1,2,4' }, gateways: { type: 'string', default: '1' },
   'scale-model': { type: 'string', default: 'sleepy' },
   compare: { type: 'string', default: 'yes' }, // part 1 (embedded vs cluster); `no` runs parts 2-3 only
+  'tensor-fetch-min-bytes': { type: 'string' }, // the gateways' --tensor-fetch-min-bytes (0: every tensor through Redis); default: theirs
 } });
 const SECONDS = Number(args.seconds);
 /** '1,2,4' -> [1, 2, 4]: positive integers, ascending, without repeats. */
@@ -154,7 +155,8 @@ function cpuNs(pid) {
   } catch { return 0; }
 }
 const redisArgs = (port) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-const gatewayArgs = (url, port) => ['gateway', '--metrics-port', '0', '--redis', url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false'];
+const FETCH_ARGS = args['tensor-fetch-min-bytes'] === undefined ? [] : ['--tensor-fetch-min-bytes', args['tensor-fetch-min-bytes']];
+const gatewayArgs = (url, port) => ['gateway', '--metrics-port', '0', '--redis', url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', ...FETCH_ARGS];
 const startWorker = (cpus, url, id) => start(cpus, BIN, ['worker', '--metrics-port', '0', '--redis', url, '--model-repository', repo, '--worker-id', id, '--log-info=false'], /\+\n[\s\S]*\+\n/);
 const rows = [];
 try {

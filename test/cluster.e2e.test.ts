@@ -442,6 +442,48 @@ describe('cluster: direct replies', () => {
   });
 });
 
+describe('cluster: large tensors off Redis', () => {
+  it('a worker fetches a large request\'s tensors from its gateway: they do not cross Redis, with and without a cluster secret', async () => {
+    const x = new Float32Array(3 * 48 * 192).map((_, i) => (i % 97) / 97);
+    const header = Buffer.from(JSON.stringify({ parameters: { binary_data_output: true }, inputs: [{ name: 'x', shape: [1, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } }] }));
+    const body = Buffer.concat([header, Buffer.from(x.buffer)]);
+    const classify = async (base: string): Promise<Float32Array> => {
+      const r = await fetch(`${base}/v2/models/ppocr_cls/infer`, { method: 'POST', headers: { 'Inference-Header-Content-Length': String(header.length) }, body });
+      expect(r.status).toBe(200);
+      const b = Buffer.from(await r.arrayBuffer());
+      return new Float32Array(b.buffer.slice(b.byteOffset + Number(r.headers.get('inference-header-content-length'))));
+    };
+    for (const secret of [[], ['--cluster-secret', 's3cret-for-fetch']]) {
+      const r9 = await startRedis();
+      const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r9.url, '--model-repository', makeRepository(['ppocr_cls']), ...secret], /Started worker/);
+      const port = await freePort();
+      const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r9.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--advertise-address', '127.0.0.1', ...secret],
+        /direct replies at 127\.0\.0\.1:\d+[\s\S]*Started HTTPService/);
+      try {
+        const { Redis } = await import('ioredis');
+        const redis = new Redis(r9.url);
+        const base = `http://127.0.0.1:${port}`;
+        await until(async () => (await fetch(`${base}/v2/models/ppocr_cls/ready`)).status === 200);
+        // The first request goes through Redis (no worker has reached the direct channel yet) and
+        // its reply opens the channel; the answers are the same either way.
+        const want = await classify(base);
+        expect(want[0]! + want[1]!).toBeCloseTo(1, 5);
+        await new Promise((r) => setTimeout(r, 200));
+        await redis.config('RESETSTAT');
+        for (let k = 0; k < 10; k++) expect(Array.from(await classify(base))).toEqual(Array.from(want));
+        // 10 requests of 110 KB: through Redis that is over 1.1 MB in; fetched, only their headers and the commands.
+        const input = Number(/total_net_input_bytes:(\d+)/.exec(await redis.info('stats'))?.[1] ?? -1);
+        await redis.quit();
+        expect(input).toBeGreaterThan(0);
+        expect(input).toBeLessThan(200_000);
+      } finally {
+        await Promise.all([gw.stop(), worker.stop()]);
+        await r9.stop();
+      }
+    }
+  });
+});
+
 describe('cluster: shutdown while Redis is gone', () => {
   it('SIGTERM makes a gateway and a worker exit (code 0) promptly even when Redis went away first', async () => {
     const r9 = await startRedis();

@@ -125,6 +125,7 @@ export function addClusterCommands(program: Command): void {
     .option('--reply-tls-cert <file>', 'PEM certificate: the direct reply channel speaks TLS (with --reply-tls-key)')
     .option('--reply-tls-key <file>', 'PEM private key of --reply-tls-cert')
     .option('--reply-stream-ttl-secs <n>', 'this gateway\'s Redis reply stream expires this long after its last refresh (a dead gateway\'s goes away)', parseDuration(1, 's'), 60)
+    .option('--tensor-fetch-min-bytes <bytes>', 'requests with at least this many bytes of tensors keep them off Redis: the worker fetches them from this gateway over the direct channel (0: all through Redis)', parseInteger(0), 65536)
     .option('--async-max-request-bytes <bytes>', 'largest async job request (and result)', parseInteger(1), DEFAULT_ASYNC_MAX_REQUEST_BYTES)
     .option('--async-max-jobs <n>', 'async jobs kept in Redis at once (waiting, running, finished); more are refused with 503', parseInteger(1), 256)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
@@ -151,6 +152,7 @@ export function addClusterCommands(program: Command): void {
           ...(o['replyTlsCert'] ? { tls: { cert: readFileSync(o['replyTlsCert'] as string), key: readFileSync(o['replyTlsKey'] as string) } } : {}),
         },
         replyStreamTtlMs: (o['replyStreamTtlSecs'] as number) * 1000,
+        tensorFetchMinBytes: (o['tensorFetchMinBytes'] as number) || Number.POSITIVE_INFINITY,
         ...(secret ? { clusterSecret: secret } : {}),
         logger,
       });

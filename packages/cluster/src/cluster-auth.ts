@@ -13,7 +13,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '@triode/core';
 
 /** What a MAC is for. */
-export type SignedKind = 'request' | 'reply' | 'control' | 'control-reply' | 'desired' | 'registry' | 'direct-auth' | 'job' | 'job-result' | 'cancel';
+export type SignedKind = 'request' | 'reply' | 'control' | 'control-reply' | 'desired' | 'registry' | 'direct-auth' | 'job' | 'job-result' | 'cancel' | 'fetch' | 'request-head';
 
 /** Bytes of a MAC (SHA-256). */
 export const MAC_BYTES = 32;

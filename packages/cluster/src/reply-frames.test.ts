@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { FrameBudget, FrameReader, frame, frameHead, framed } from './reply-frames.js';
+import { FrameBudget, FrameReader, confirmFrame, fetchKeyOf, fetchRequest, frame, frameHead, framed, readGatewayMessage, tensorsFrameHead } from './reply-frames.js';
 
 describe('reply frames', () => {
   it('reassembles frames split and joined anyhow', () => {
@@ -56,5 +56,30 @@ describe('reply frames', () => {
 
   it('refuses a frame length over the limit', () => {
     expect(() => new FrameReader(10).push(frame(Buffer.alloc(11)))).toThrow(/over the limit/);
+  });
+
+  it('gateway frames: confirmations and tensors read back as written; fetches are told from replies', () => {
+    const read = (head: Buffer, parts: Buffer[] = []) => readGatewayMessage(Buffer.concat([head, ...parts]).subarray(4));
+    expect(read(confirmFrame(2 ** 32 - 1))).toEqual({ kind: 'confirm', count: 2 ** 32 - 1 });
+    const parts = [Buffer.from('ab'), Buffer.alloc(0), Buffer.alloc(5, 1)];
+    const m = read(tensorsFrameHead('42', parts), parts);
+    expect(m.kind === 'tensors' && m.requestKey === '42' && m.parts!.map((p) => p.toString('hex'))).toEqual(parts.map((p) => p.toString('hex')));
+    expect(read(tensorsFrameHead('42', undefined))).toEqual({ kind: 'tensors', requestKey: '42', parts: undefined });
+    expect(fetchKeyOf(fetchRequest('17'))).toBe('17');
+    // A reply starts with its header's length, never 2^32-1.
+    const reply = Buffer.alloc(8);
+    reply.writeUInt32LE(4, 0);
+    expect(fetchKeyOf(reply)).toBeUndefined();
+    expect(fetchKeyOf(fetchRequest('x'.repeat(65)))).toBe('');
+  });
+
+  it('attack: malformed gateway frames are refused, never read past their end', () => {
+    const good = Buffer.concat([tensorsFrameHead('1', [Buffer.alloc(4)]), Buffer.alloc(4)]).subarray(4);
+    for (const f of [
+      Buffer.alloc(0), Buffer.from([9, 0, 0, 0, 0]), Buffer.from([0, 0, 0, 0]), Buffer.from([0, 0, 0, 0, 1, 2]),
+      good.subarray(0, good.byteLength - 1), Buffer.concat([good, Buffer.alloc(1)]),
+      (() => { const b = Buffer.from(good); b.writeUInt32BE(1000, 1); return b; })(),
+      (() => { const b = Buffer.from(good); b.writeUInt32BE(2 ** 31, 6); return b; })(),
+    ]) expect(() => readGatewayMessage(f), f.toString('hex')).toThrow('malformed frame from the gateway');
   });
 });

@@ -1,8 +1,10 @@
 /**
- * @module Frames of the direct reply channel (worker -> gateway over TCP): `[u32 BE length][bytes]`.
- * The first frame a worker sends on a connection is its auth frame (the gateway's token, or with a
- * cluster secret its MAC), at most MAX_AUTH_FRAME_BYTES long; with a secret each reply frame is
- * `[MAC][reply]`.
+ * @module Frames of the direct channel between a worker and a gateway over TCP: `[u32 BE length][bytes]`.
+ * Worker -> gateway: the first frame on a connection is its auth frame (the gateway's token, or
+ * with a cluster secret its MAC), at most MAX_AUTH_FRAME_BYTES long; then replies, and fetches of
+ * a request's tensors (FETCH_MAGIC and the request key); with a secret each is `[MAC][bytes]`.
+ * Gateway -> worker: `[kind][...]` frames: a confirmation (the running count of replies taken),
+ * or a request's tensors (or word that they are gone: the request was answered or given up).
  */
 
 /** The largest first (auth) frame a gateway accepts before it drops the connection. */
@@ -74,14 +76,14 @@ export class FrameReader {
   #size = 0;
   /** The current frame's length with its prefix, once the prefix has arrived. */
   #need: number | undefined;
-  readonly #maxFrame: number;
+  readonly #maxFrame: number | (() => number);
   readonly #budget: FrameBudget | undefined;
 
   /**
    * @param maxFrame largest frame accepted (a larger length means a broken or hostile peer).
    * @param budget shared with other readers: bytes held until their frame is complete count against it.
    */
-  constructor(maxFrame = 1 << 30, budget?: FrameBudget) {
+  constructor(maxFrame: number | (() => number) = 1 << 30, budget?: FrameBudget) {
     this.#maxFrame = maxFrame;
     this.#budget = budget;
   }
@@ -103,7 +105,7 @@ export class FrameReader {
         // The prefix split over chunks (rare): join what is here.
         if (this.#pending[0]!.byteLength < 4) this.#pending = [Buffer.concat(this.#pending, this.#size)];
         const n = this.#pending[0]!.readUInt32BE(0);
-        if (n > this.#maxFrame) throw new Error(`reply frame of ${n} bytes is over the limit`);
+        if (n > (typeof this.#maxFrame === 'number' ? this.#maxFrame : this.#maxFrame())) throw new Error(`frame of ${n} bytes is over the limit`);
         this.#need = 4 + n;
       }
       if (this.#size < this.#need) break;
@@ -125,4 +127,98 @@ export class FrameReader {
     this.#size = 0;
     this.#need = undefined;
   }
+}
+
+/**
+ * The first bytes of a fetch (worker -> gateway): a reply starts with its header's length (u32 LE),
+ * which is never 2^32-1, so the two cannot be taken for each other.
+ */
+const FETCH_MAGIC = 0xffffffff;
+/** The longest request key a fetch may name (a gateway's are short decimal counters). */
+export const MAX_FETCH_KEY_BYTES = 64;
+
+/** A fetch of the tensors of request `requestKey` (sent framed, after a MAC with a secret). */
+export function fetchRequest(requestKey: string): Buffer {
+  const key = Buffer.from(requestKey);
+  const out = Buffer.allocUnsafe(4 + key.byteLength);
+  out.writeUInt32LE(FETCH_MAGIC, 0);
+  out.set(key, 4);
+  return out;
+}
+
+/** The request key of a fetch, or undefined when `body` is not one (a reply). */
+export function fetchKeyOf(body: Uint8Array): string | undefined {
+  if (body.byteLength < 4 || body[0] !== 0xff || body[1] !== 0xff || body[2] !== 0xff || body[3] !== 0xff) return undefined;
+  if (body.byteLength - 4 > MAX_FETCH_KEY_BYTES) return '';
+  return Buffer.from(body.buffer, body.byteOffset + 4, body.byteLength - 4).toString('latin1');
+}
+
+const KIND_CONFIRM = 0;
+const KIND_TENSORS = 1;
+/** The part count of a tensors frame that says the request is gone. */
+const GONE = 0xffffffff;
+
+/** A confirmation frame: the running count (mod 2^32) of replies the gateway has taken on this connection. */
+export function confirmFrame(count: number): Buffer {
+  const out = Buffer.allocUnsafe(9);
+  out.writeUInt32BE(5, 0);
+  out[4] = KIND_CONFIRM;
+  out.writeUInt32BE(count >>> 0, 5);
+  return out;
+}
+
+/**
+ * The head of a tensors frame for `requestKey` (`parts` undefined: gone): the length prefix, the
+ * kind, the key, the part count and each part's length. The parts follow it as they are, uncopied.
+ */
+export function tensorsFrameHead(requestKey: string, parts: readonly Uint8Array[] | undefined): Buffer {
+  const key = Buffer.from(requestKey, 'latin1');
+  const n = parts?.length ?? 0;
+  const headLen = 1 + 4 + key.byteLength + 4 + 4 * n;
+  let total = headLen;
+  for (const p of parts ?? []) total += p.byteLength;
+  const out = Buffer.allocUnsafe(4 + headLen);
+  out.writeUInt32BE(total, 0);
+  out[4] = KIND_TENSORS;
+  out.writeUInt32BE(key.byteLength, 5);
+  out.set(key, 9);
+  let at = 9 + key.byteLength;
+  out.writeUInt32BE(parts ? n : GONE, at);
+  at += 4;
+  for (const p of parts ?? []) {
+    out.writeUInt32BE(p.byteLength, at);
+    at += 4;
+  }
+  return out;
+}
+
+/** What a gateway sent a worker, read from one frame. */
+export type GatewayMessage =
+  | { kind: 'confirm'; count: number }
+  /** `parts` undefined: the request is gone (answered, given up, or never this gateway's). */
+  | { kind: 'tensors'; requestKey: string; parts: Buffer[] | undefined };
+
+/** Reads one gateway -> worker frame (without its length prefix). @throws Error when malformed. */
+export function readGatewayMessage(f: Buffer): GatewayMessage {
+  const bad = (): never => { throw new Error('malformed frame from the gateway'); };
+  if (f.byteLength < 5) bad();
+  if (f[0] === KIND_CONFIRM) return f.byteLength === 5 ? { kind: 'confirm', count: f.readUInt32BE(1) } : bad();
+  if (f[0] !== KIND_TENSORS) bad();
+  const keyLen = f.readUInt32BE(1);
+  if (keyLen > MAX_FETCH_KEY_BYTES || 9 + keyLen > f.byteLength) bad();
+  const requestKey = f.toString('latin1', 5, 5 + keyLen);
+  let at = 5 + keyLen;
+  const n = f.readUInt32BE(at);
+  at += 4;
+  if (n === GONE) return at === f.byteLength ? { kind: 'tensors', requestKey, parts: undefined } : bad();
+  if (n > 1 << 16 || at + 4 * n > f.byteLength) bad();
+  const lens: number[] = [];
+  for (let i = 0; i < n; i++, at += 4) lens.push(f.readUInt32BE(at));
+  const parts: Buffer[] = [];
+  for (const len of lens) {
+    if (at + len > f.byteLength) bad();
+    parts.push(f.subarray(at, at + len));
+    at += len;
+  }
+  return at === f.byteLength ? { kind: 'tensors', requestKey, parts } : bad();
 }

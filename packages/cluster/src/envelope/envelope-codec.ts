@@ -303,6 +303,20 @@ export function requestEnvelope(head: Uint8Array): WireEnvelope | undefined {
   }
 }
 
+/**
+ * The total byte size of the tensors a request's header (`encodeRequestParts`' first part) lists,
+ * or undefined when it does not read: what a worker fetching them may receive.
+ */
+export function requestTensorBytes(head: Uint8Array): number | undefined {
+  try {
+    let n = 0;
+    for (const h of tensorHeads(readHeader(head).meta)) n += h.bytes;
+    return n;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Decodes what `encodeRequest` wrote. */
 export function decodeRequest(buf: Uint8Array): { request: InferenceRequest; env: WireEnvelope } {
   const { meta, tensors } = decode(buf);

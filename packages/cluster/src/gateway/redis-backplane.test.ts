@@ -7,7 +7,7 @@ import { CancelToken, type InferenceResponse, type Logger } from '@triode/core';
 import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
-import { frame } from '../reply-frames.js';
+import { FrameReader, fetchRequest, frame, readGatewayMessage, type GatewayMessage } from '../reply-frames.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
 import { ROOT } from '../../../../test/helpers/repository.js';
 import { captureListens } from '../../../../test/helpers/servers.js';
@@ -334,6 +334,65 @@ describe('RedisBackplane', () => {
       third.write(frame(encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } })));
       await expect(answer).resolves.toMatchObject({ modelName: 'm' });
       third.destroy();
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
+  it('keeps a large request\'s tensors out of Redis once a worker has reached the direct channel; the worker fetches them there, and after the answer they are gone', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('fetch');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'fetch', registryRefreshMs: 50, requestTimeoutMs: 20_000, tensorFetchMinBytes: 1024, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1' } });
+    const big = { name: 'IN', datatype: 'UINT8' as const, shape: [4096], data: new Uint8Array(4096).map((_, i) => i % 251) };
+    /** The fields of the stream's entries of model 'm', by name, oldest first. */
+    const entries = async () => (await r.xrangeBuffer(keys.requests('m'), '-', '+')).map(([, f]) => f.map((b) => b.toString('latin1')).filter((_, i) => i % 2 === 0));
+    try {
+      await fakeWorker(r, keys);
+      await gateway.start();
+      // Before any worker has reached the direct channel, the tensors go through Redis.
+      const first = gateway.infer({ modelName: 'm', inputs: [big] });
+      const { env } = await firstRequest(r, keys);
+      expect((await entries())[0]).toEqual(['r', 't']);
+      await r.del(keys.requests('m'));
+      const port = Number(env.direct!.address.split(':').at(-1));
+      const worker = connect(port, '127.0.0.1');
+      worker.on('error', () => undefined);
+      const reader = new FrameReader();
+      const got: GatewayMessage[] = [];
+      worker.on('data', (c: Buffer) => { for (const f of reader.push(c)) got.push(readGatewayMessage(f)); });
+      worker.write(frame(Buffer.from(env.direct!.token)));
+      worker.write(frame(encodeReply({ requestKey: env.requestKey, response: { modelName: 'm', modelVersion: '1', outputs: [] } })));
+      await first;
+      // Now a large request leaves its tensors here: the entry is its header and the mark.
+      const second = gateway.infer({ modelName: 'm', inputs: [big] });
+      let fields: string[] = [];
+      for (let i = 0; i < 100 && fields.length === 0; i++) {
+        fields = (await entries())[0] ?? [];
+        if (fields.length === 0) await new Promise((t) => setTimeout(t, 20));
+      }
+      expect(fields).toEqual(['r', 'b']);
+      const head = (await r.xrangeBuffer(keys.requests('m'), '-', '+'))[0]![1][1]!;
+      const key = (JSON.parse(head.subarray(4, 4 + head.readUInt32LE(0)).toString()) as { env: { requestKey: string } }).env.requestKey;
+      const fetched = async (k: string): Promise<GatewayMessage> => {
+        const before = got.length;
+        worker.write(frame(fetchRequest(k)));
+        for (let i = 0; i < 100 && !got.slice(before).some((m) => m.kind === 'tensors'); i++) await new Promise((t) => setTimeout(t, 10));
+        return got.slice(before).find((m) => m.kind === 'tensors')!;
+      };
+      const m = await fetched(key);
+      expect(m).toMatchObject({ kind: 'tensors', requestKey: key });
+      expect(m.kind === 'tensors' && Buffer.concat(m.parts!).equals(Buffer.from(big.data))).toBe(true);
+      worker.write(frame(encodeReply({ requestKey: key, response: { modelName: 'm', modelVersion: '1', outputs: [] } })));
+      await expect(second).resolves.toMatchObject({ modelName: 'm' });
+      // Answered: a late fetch (a worker that took the entry over) hears it is gone; so does one for a key never used.
+      expect(await fetched(key)).toEqual({ kind: 'tensors', requestKey: key, parts: undefined });
+      expect(await fetched('999999')).toEqual({ kind: 'tensors', requestKey: '999999', parts: undefined });
+      // The replies were confirmed on the same connection.
+      expect(got.some((x) => x.kind === 'confirm' && x.count === 2)).toBe(true);
+      worker.destroy();
     } finally {
       await gateway.stop();
       r.disconnect();

@@ -15,7 +15,8 @@ import {
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
-import { FrameBudget, FrameReader, MAX_AUTH_FRAME_BYTES } from '../reply-frames.js';
+import { FrameBudget, FrameReader, MAX_AUTH_FRAME_BYTES, confirmFrame, fetchKeyOf, tensorsFrameHead } from '../reply-frames.js';
+import { corkForTurn } from '../cork-for-turn.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
 import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo, registryEntryProblem } from '../registry.js';
 import { type StreamEntries, fieldsOf } from '../redis/resp.js';
@@ -72,11 +73,23 @@ export interface RedisBackplaneOptions {
   maxGatewayBacklogBytes?: number;
   /** How long a command may wait for Redis's answer before its request gets 503 (ms). @default GATEWAY_COMMAND_TIMEOUT_MS (10 s) */
   commandTimeoutMs?: number;
+  /**
+   * A request whose tensors hold at least this many bytes leaves them out of its Redis entry: the
+   * worker that takes it fetches them from this gateway over the direct channel, so they cross
+   * Redis not at all (Redis copied each request's tensors four times, and at ~110 KB a request
+   * it was the first thing to saturate as workers were added). Only once a worker has reached the
+   * direct channel (so workers can), and never for a sequence model's requests (their order on a
+   * worker must be their order here). `Infinity` keeps every tensor in Redis. @default 65536
+   */
+  tensorFetchMinBytes?: number;
   logger?: Logger;
 }
 
 /** Load/unload calls a gateway runs at once (each holds a Redis connection while workers answer). */
 export const MAX_CONTROL_CALLS = 16;
+
+/** Bytes a worker's direct connection may hold unsent (tensors it fetched and did not read) before it is closed. */
+const MAX_FETCH_UNSENT_BYTES = 256 * 1024 * 1024;
 
 /** What a response counts against RedisBackplaneOptions.maxStreamBacklogBytes besides its tensors. */
 const RESPONSE_OVERHEAD_BYTES = 2048;
@@ -177,6 +190,10 @@ export class RedisBackplane implements Backplane {
   /** The MAC a worker presents as its first frame when a secret is set (else the token). */
   #directAuth: Buffer | undefined;
   readonly #directSockets = new Set<Socket>();
+  /** Whether a worker has authenticated on the direct channel: workers can reach it, so they can fetch tensors. */
+  #directReached = false;
+  /** The tensors of requests whose workers fetch them (tensorFetchMinBytes), by request key, until each is answered. */
+  readonly #tensors = new Map<string, Buffer[]>();
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   #replyTtl: ReturnType<typeof setInterval> | undefined;
@@ -190,7 +207,7 @@ export class RedisBackplane implements Backplane {
   constructor(options: RedisBackplaneOptions) {
     this.#opts = {
       prefix: 'triode', requestTimeoutMs: 30_000, id: 'triton', version: '0.1.0', extensions: [],
-      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, maxGatewayBacklogBytes: 1 << 30, commandTimeoutMs: GATEWAY_COMMAND_TIMEOUT_MS, ...options,
+      strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, maxGatewayBacklogBytes: 1 << 30, commandTimeoutMs: GATEWAY_COMMAND_TIMEOUT_MS, tensorFetchMinBytes: 65536, ...options,
     };
     this.auth = new ClusterAuth(this.#opts.clusterSecret || undefined, this.#opts.logger);
     this.#keys = new ClusterKeys(this.#opts.prefix);
@@ -355,9 +372,7 @@ export class RedisBackplane implements Backplane {
       const confirm = () => {
         confirming = false;
         if (socket.destroyed || !socket.writable) return;
-        const b = Buffer.allocUnsafe(4);
-        b.writeUInt32BE(taken, 0);
-        socket.write(b);
+        socket.write(confirmFrame(taken));
       };
       socket.on('data', (chunk: Buffer) => {
         if (socket.destroyed) return;
@@ -379,6 +394,7 @@ export class RedisBackplane implements Backplane {
           reader = new FrameReader(undefined, budget);
           socket.once('close', () => reader?.release());
           clearTimeout(authDeadline);
+          this.#directReached = true;
           socket.setTimeout(idleTimeoutMs, () => socket.destroy());
           chunk = hello.subarray(4 + n);
           hello = Buffer.alloc(0);
@@ -391,16 +407,18 @@ export class RedisBackplane implements Backplane {
           socket.destroy();
           return;
         }
+        let replies = 0;
         for (const f of frames) {
-          if (!this.auth.enabled) {
-            this.#onReply(f);
-            continue;
-          }
-          const body = f.subarray(MAC_BYTES);
-          if (f.byteLength >= MAC_BYTES && this.auth.verify('reply', [this.#replyKey, body], f.subarray(0, MAC_BYTES), 'reply on the direct channel')) this.#onReply(body);
+          const body = this.auth.enabled ? f.subarray(Math.min(MAC_BYTES, f.byteLength)) : f;
+          // A fetch of a request's tensors, or a reply (only replies are counted and confirmed).
+          const fetchKey = fetchKeyOf(body);
+          if (fetchKey === undefined) replies++;
+          if (this.auth.enabled && (f.byteLength < MAC_BYTES || !this.auth.verify(fetchKey === undefined ? 'reply' : 'fetch', [this.#replyKey, body], f.subarray(0, MAC_BYTES), `${fetchKey === undefined ? 'reply' : 'fetch'} on the direct channel`))) continue;
+          if (fetchKey === undefined) this.#onReply(body);
+          else this.#sendTensors(socket, fetchKey);
         }
-        if (frames.length > 0) {
-          taken = (taken + frames.length) >>> 0;
+        if (replies > 0) {
+          taken = (taken + replies) >>> 0;
           if (!confirming) {
             confirming = true;
             setImmediate(confirm);
@@ -428,6 +446,23 @@ export class RedisBackplane implements Backplane {
     this.#directServer = server;
     const port = (server.address() as AddressInfo).port;
     this.#direct = { address: `${cfg.tls ? 'tls://' : ''}${advertise}:${port}`, token };
+  }
+
+  /**
+   * Answers a worker's fetch of a request's tensors on its direct connection: the tensors as they
+   * are (no copy, in the turn's writev), or word that the request is gone (answered, given up).
+   * A worker that does not read what it fetched is cut off past MAX_FETCH_UNSENT_BYTES.
+   */
+  #sendTensors(socket: Socket, requestKey: string): void {
+    if (socket.destroyed) return;
+    if (socket.writableLength > MAX_FETCH_UNSENT_BYTES) {
+      socket.destroy();
+      return;
+    }
+    const parts = requestKey ? this.#tensors.get(requestKey) : undefined;
+    corkForTurn(socket);
+    socket.write(tensorsFrameHead(requestKey, parts));
+    for (const p of parts ?? []) socket.write(p);
   }
 
   /** Where workers reach this gateway's direct reply channel (undefined: none). */
@@ -756,9 +791,9 @@ export class RedisBackplane implements Backplane {
     if (decoupled) onDecoupled?.();
     // A model without sequences goes to its shared stream: no promise to wait for.
     const { stream, undoEnd } = hasSequences(model) ? await this.#streamFor(request, model, parsed) : { stream: this.#keys.requests(request.modelName), undoEnd: undefined };
-    if (!undoEnd) return this.#sendRouted(request, stream, onResponse, queued, decoupled);
+    if (!undoEnd) return this.#sendRouted(request, stream, onResponse, queued, decoupled, !hasSequences(model));
     try {
-      return await this.#sendRouted(request, stream, onResponse, queued, decoupled);
+      return await this.#sendRouted(request, stream, onResponse, queued, decoupled, false);
     } catch (err) {
       // Before the client hears of it: a retry it sends at once must find the route.
       await undoEnd();
@@ -767,7 +802,7 @@ export class RedisBackplane implements Backplane {
   }
 
   /** Adds a routed request to `stream` and waits for its reply. */
-  #sendRouted(request: InferenceRequest, stream: string, onResponse: ((r: InferenceResponse) => void) | undefined, queued: (() => void) | undefined, decoupled: boolean): Promise<InferenceResponse> {
+  #sendRouted(request: InferenceRequest, stream: string, onResponse: ((r: InferenceResponse) => void) | undefined, queued: (() => void) | undefined, decoupled: boolean, mayFetch: boolean): Promise<InferenceResponse> {
     // Cancelled while it was being routed (a registry read, its sequence's turn): an abort listener
     // added now would never fire, and the request would run for nobody (review: a decoupled one
     // streamed on with nothing to stop it).
@@ -780,10 +815,23 @@ export class RedisBackplane implements Backplane {
       ...(this.#direct ? { direct: this.#direct } : {}),
     });
     const fields: (string | Buffer)[] = ['r', head!];
-    for (const t of tensors) fields.push('t', t);
+    let bytes = 0;
+    for (const t of tensors) bytes += t.byteLength;
+    // Large tensors stay here, for the worker to fetch (tensorFetchMinBytes); the header says their sizes.
+    const fetched = mayFetch && this.#directReached && this.#direct !== undefined && bytes >= this.#opts.tensorFetchMinBytes;
+    if (fetched) {
+      fields.push('b', '1');
+      this.#tensors.set(requestKey, tensors);
+    } else {
+      for (const t of tensors) fields.push('t', t);
+    }
     // With a cluster secret, workers run only requests signed with it (the MAC covers the bytes as they are).
     const mac = this.auth.mac('request', [head!, ...tensors]);
     if (mac) fields.push('s', mac);
+    // And a worker fetches tensors only for a header signed by itself: it connects where the
+    // envelope says only when a gateway of this cluster wrote it.
+    const headMac = fetched ? this.auth.mac('request-head', [head!]) : undefined;
+    if (headMac) fields.push('h', headMac);
     return new Promise<InferenceResponse>((settle, fail) => {
       // The abort listener goes when the request settles: a gRPC stream gives all its requests one
       // signal, and a listener left on it would hold each request (and its tensors) until it closes.
@@ -807,8 +855,16 @@ export class RedisBackplane implements Backplane {
         reject(Errors.cancelled());
         cancelOnWorker();
       };
-      const resolve = (r: InferenceResponse): void => { signal?.removeEventListener('abort', onAbort); settle(r); };
-      const reject = (e: TriodeError): void => { signal?.removeEventListener('abort', onAbort); fail(e); };
+      const resolve = (r: InferenceResponse): void => {
+        signal?.removeEventListener('abort', onAbort);
+        if (fetched) this.#tensors.delete(requestKey);
+        settle(r);
+      };
+      const reject = (e: TriodeError): void => {
+        signal?.removeEventListener('abort', onAbort);
+        if (fetched) this.#tensors.delete(requestKey);
+        fail(e);
+      };
       // Given up: the worker is told too, so it does not run on for nobody (a decoupled model
       // streaming, a request still queued there).
       const expire = (): void => {

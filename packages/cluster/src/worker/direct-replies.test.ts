@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
-import { FrameReader } from '../reply-frames.js';
+import { FrameReader, confirmFrame, fetchRequest, tensorsFrameHead } from '../reply-frames.js';
 import { DirectReplies, parseDirectAddress, type ReplyOutcome } from './direct-replies.js';
 
 const ignore: ReplyOutcome = { confirmed: () => undefined, lost: () => undefined };
@@ -50,6 +50,61 @@ describe('DirectReplies', () => {
       expect(d.send({ address, token: 'old' }, Buffer.from('for-old'), undefined, ignore)).toBe(false);
       await new Promise((r) => setTimeout(r, 100));
       expect(got).toEqual(['new', 'for-new', 'old']);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('fetches a request\'s tensors on the reply connection (opened for it, the fetch sent after the auth frame); a gone request is undefined', async () => {
+    const frames: Buffer[] = [];
+    const server = createServer((s) => {
+      const r = new FrameReader();
+      s.on('data', (c: Buffer) => {
+        for (const f of r.push(c)) {
+          frames.push(f);
+          const key = f.subarray(4).toString('latin1');
+          if (f.byteLength < 4 || f.readUInt32LE(0) !== 0xffffffff) continue;
+          const parts = key === '7' ? [Buffer.from('abc'), Buffer.alloc(100_000, 9)] : undefined;
+          s.write(tensorsFrameHead(key, parts));
+          for (const p of parts ?? []) s.write(p);
+        }
+      });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies();
+    try {
+      const parts = await d.fetch(direct, '7', undefined, 100_003);
+      expect(parts!.map((p) => p.byteLength)).toEqual([3, 100_000]);
+      expect(parts![0]!.toString()).toBe('abc');
+      expect(await d.fetch(direct, '8', undefined, 10)).toBeUndefined();
+      expect(frames[0]!.toString()).toBe('tok');
+      expect(frames[1]!.equals(fetchRequest('7'))).toBe(true);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('attack: a tensors frame larger than the fetch asked for closes the connection and fails the fetch; an unreachable gateway fails it at once', async () => {
+    const server = createServer((s) => {
+      s.on('data', () => {
+        // 50 MB announced for a fetch of 10 bytes.
+        const head = tensorsFrameHead('1', [Buffer.alloc(10)]);
+        head.writeUInt32BE(50_000_000, 0);
+        s.write(head);
+      });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const d = new DirectReplies();
+    try {
+      await expect(d.fetch({ address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 't' }, '1', undefined, 10)).rejects.toThrow(/closed before it sent/);
+      const closed = createServer();
+      await new Promise<void>((res) => closed.listen(0, '127.0.0.1', () => res()));
+      const port = (closed.address() as AddressInfo).port;
+      closed.close();
+      await expect(d.fetch({ address: `127.0.0.1:${port}`, token: 't' }, '1', undefined, 10)).rejects.toThrow();
     } finally {
       d.close();
       server.close();
@@ -122,8 +177,7 @@ describe('DirectReplies', () => {
       expect(got).toEqual(['tok', 'a', 'b', 'c']);
       expect(d.unconfirmed).toBe(3);
       // The gateway has taken two: a running count, split across writes as TCP may deliver it.
-      const two = Buffer.alloc(4);
-      two.writeUInt32BE(2, 0);
+      const two = confirmFrame(2);
       peer!.write(two.subarray(0, 1));
       await new Promise((r) => setTimeout(r, 20));
       peer!.write(two.subarray(1));
@@ -148,7 +202,7 @@ describe('DirectReplies', () => {
     const d = new DirectReplies({ confirmTimeoutMs: 200 });
     const seen: string[] = [];
     const outcome = (name: string): ReplyOutcome => ({ confirmed: () => seen.push(`${name} confirmed`), lost: () => seen.push(`${name} lost`) });
-    const count = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32BE(n, 0); peer!.write(b); };
+    const count = (n: number) => { peer!.write(confirmFrame(n)); };
     try {
       d.send(direct, Buffer.from('x'), undefined, outcome('opening'));
       await new Promise((r) => setTimeout(r, 100));

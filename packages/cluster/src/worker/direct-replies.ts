@@ -6,13 +6,14 @@
  * replies it has taken with a running count (a u32, see reply-frames.ts); a reply counts as
  * delivered only then, and the replies a connection still held unconfirmed when it failed are
  * handed back (`lost`) for the Redis reply stream. While a connection is opening, or when it
- * failed (retried after a pause), replies go through Redis.
+ * failed (retried after a pause), replies go through Redis. The same connection fetches the
+ * tensors of requests whose gateway kept them out of Redis (`fetch`).
  */
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { ClusterAuth } from '../cluster-auth.js';
 import { corkForTurn } from '../cork-for-turn.js';
-import { frame, frameHead } from '../reply-frames.js';
+import { FrameReader, fetchRequest, frame, frameHead, readGatewayMessage } from '../reply-frames.js';
 
 /** What a sender is told of a reply it handed to the channel: exactly one of the two is called. */
 export interface ReplyOutcome {
@@ -31,9 +32,27 @@ interface Peer {
   unconfirmed: { outcome: ReplyOutcome; at: number; seq: number }[];
   /** Replies written so far on this connection (mod 2^32, as the gateway counts what it took). */
   sent: number;
-  /** Bytes of a confirmation read in part. */
-  partial: Buffer;
+  /** What the gateway sends: confirmations and fetched tensors. */
+  reader: FrameReader;
+  /** Fetches waiting for their tensors, by request key. */
+  fetches: Map<string, Fetch>;
+  /** Fetch frames written once the connection is open (after its auth frame). */
+  queued: Buffer[];
 }
+
+/** A fetch waiting for its tensors. */
+interface Fetch {
+  resolve: (parts: Buffer[] | undefined) => void;
+  reject: (err: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+  /** The most bytes its tensors frame may hold (the request header's sizes, and room for the frame's own fields). */
+  maxBytes: number;
+}
+
+/** How long a fetch of a request's tensors may wait for the gateway. */
+const FETCH_TIMEOUT_MS = 10_000;
+/** Room in a tensors frame besides the tensors: the kind, the key, the count, and a length a part. */
+const FETCH_FRAME_SLACK = 64 * 1024;
 
 const RETRY_MS = 5000;
 /**
@@ -122,6 +141,43 @@ export class DirectReplies {
     return false;
   }
 
+  /**
+   * Fetches the tensors of request `requestKey` from its gateway, on the connection replies use
+   * (opened now if needed): the parts as the gateway holds them, or undefined when the request is
+   * gone there (answered, given up). Rejects when the gateway cannot be reached or does not answer
+   * within FETCH_TIMEOUT_MS.
+   * @param mac the fetch's MAC, with a cluster secret (over the gateway's reply stream and `fetchRequest(requestKey)`)
+   * @param maxBytes the most bytes the tensors may hold (what the request's header says)
+   */
+  fetch(direct: { address: string; token: string }, requestKey: string, mac: Uint8Array | undefined, maxBytes: number): Promise<Buffer[] | undefined> {
+    const key = peerKey(direct);
+    let peer = this.#peers.get(key);
+    if (!peer && this.#peers.size < MAX_PEERS) {
+      this.#open(direct);
+      peer = this.#peers.get(key);
+    }
+    const p = peer;
+    if (!p?.socket || p.socket.destroyed) return Promise.reject(new Error(`the gateway's direct channel ${direct.address} cannot be reached`));
+    if (p.fetches.has(requestKey)) return Promise.reject(new Error('that request is being fetched already'));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        p.fetches.delete(requestKey);
+        reject(new Error(`the gateway did not send the request's tensors within ${FETCH_TIMEOUT_MS / 1000} s`));
+      }, FETCH_TIMEOUT_MS);
+      timer.unref();
+      p.fetches.set(requestKey, { resolve, reject, timer, maxBytes: maxBytes + FETCH_FRAME_SLACK });
+      const body = fetchRequest(requestKey);
+      const head = frameHead(body.byteLength, mac);
+      if (!p.open) {
+        p.queued.push(head, body);
+        return;
+      }
+      corkForTurn(p.socket!);
+      p.socket!.write(head);
+      p.socket!.write(body);
+    });
+  }
+
   #sweep: ReturnType<typeof setTimeout> | undefined;
 
   /** Checks for replies left unconfirmed too long while any are outstanding. */
@@ -162,7 +218,14 @@ export class DirectReplies {
     if (!parsed) return;
     const { tls, host, port } = parsed;
     const key = peerKey(direct);
-    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, partial: Buffer.alloc(0) };
+    // A frame from the gateway is a confirmation (9 bytes) or the tensors of a fetch under way:
+    // one larger than every fetch waiting asked for is a broken or hostile peer's.
+    const maxFrame = () => {
+      let m = 64;
+      for (const f of peer.fetches.values()) m = Math.max(m, f.maxBytes);
+      return m;
+    };
+    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, reader: new FrameReader(maxFrame), fetches: new Map(), queued: [] };
     this.#peers.set(key, peer);
     const socket = tls
       ? tlsConnect({ host, port, ...(this.#tlsCa ? { ca: this.#tlsCa } : {}), ...(isIP(host) ? {} : { servername: host }) })
@@ -172,6 +235,7 @@ export class DirectReplies {
     const fail = () => {
       socket.destroy();
       handBack(peer);
+      failFetches(peer);
       if (!peer.socket) return;
       peer.open = false;
       peer.socket = undefined;
@@ -188,20 +252,34 @@ export class DirectReplies {
       // the address forgotten by the 'close' handler below (not as a failed connect).
       socket.removeListener('timeout', fail);
       socket.setTimeout(this.#idleTimeoutMs, () => {
-        if (peer.unconfirmed.length === 0) socket.destroy();
+        if (peer.unconfirmed.length === 0 && peer.fetches.size === 0) socket.destroy();
       });
       socket.write(frame(this.#auth.mac('direct-auth', [direct.token]) ?? Buffer.from(direct.token)));
       peer.open = true;
+      for (const q of peer.queued.splice(0)) socket.write(q);
     });
     socket.on('data', (chunk: Buffer) => {
-      // Confirmations: u32 BE running counts of the replies the gateway has taken.
-      let buf = peer.partial.byteLength ? Buffer.concat([peer.partial, chunk]) : chunk;
+      let frames: Buffer[];
       let latest: number | undefined;
-      while (buf.byteLength >= 4) {
-        latest = buf.readUInt32BE(0);
-        buf = buf.subarray(4);
+      try {
+        frames = peer.reader.push(chunk);
+        for (const f of frames) {
+          const m = readGatewayMessage(f);
+          // Confirmations: running counts of the replies the gateway has taken.
+          if (m.kind === 'confirm') {
+            latest = m.count;
+            continue;
+          }
+          const waiting = peer.fetches.get(m.requestKey);
+          if (!waiting) continue; // timed out meanwhile
+          peer.fetches.delete(m.requestKey);
+          clearTimeout(waiting.timer);
+          waiting.resolve(m.parts);
+        }
+      } catch (err) {
+        socket.destroy(err as Error);
+        return;
       }
-      peer.partial = Buffer.from(buf);
       if (latest === undefined) return;
       // The gateway has taken every reply numbered up to `latest` (mod 2^32); ones already handed
       // back after the timeout are simply no longer here.
@@ -213,6 +291,7 @@ export class DirectReplies {
     socket.on('close', () => {
       if (peer.socket !== socket) return;
       handBack(peer);
+      failFetches(peer);
       // The gateway closed a connection it had accepted (idle): open a new one when next needed.
       if (peer.open && !socket.errored) {
         this.#peers.delete(key);
@@ -230,6 +309,7 @@ export class DirectReplies {
     for (const p of this.#peers.values()) {
       p.socket?.destroy();
       handBack(p);
+      failFetches(p);
     }
     this.#peers.clear();
   }
@@ -242,4 +322,15 @@ function peerKey(direct: { address: string; token: string }): string {
 /** Hands a connection's unconfirmed replies back to their senders, oldest first. */
 function handBack(peer: Peer): void {
   for (const u of peer.unconfirmed.splice(0)) u.outcome.lost();
+}
+
+/** Fails a connection's fetches under way (it closed or failed); what it had queued is dropped. */
+function failFetches(peer: Peer): void {
+  peer.queued = [];
+  peer.reader.release();
+  for (const f of peer.fetches.values()) {
+    clearTimeout(f.timer);
+    f.reject(new Error('the connection to the gateway closed before it sent the request\'s tensors'));
+  }
+  peer.fetches.clear();
 }

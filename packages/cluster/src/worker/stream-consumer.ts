@@ -12,7 +12,8 @@ import {
 import { ClusterAuth } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
 import { fieldsOf, type StreamEntries } from '../redis/resp.js';
-import { decodeRequest, decodeRequestParts, encodeReply, requestEnvelope, type WireReply } from '../envelope/envelope-codec.js';
+import { decodeRequest, decodeRequestParts, encodeReply, requestEnvelope, requestTensorBytes, type WireReply } from '../envelope/envelope-codec.js';
+import { fetchRequest } from '../reply-frames.js';
 import { type WorkerRecord } from '../registry.js';
 import { DirectReplies } from './direct-replies.js';
 import { StreamReadConnection } from '../redis/stream-read-connection.js';
@@ -617,15 +618,77 @@ export class StreamConsumer {
    * @param deliveries how many times Redis has delivered it (2 after a takeover)
    */
   #handle(stream: string, id: string, fields: Buffer[], deliveries = 1): void {
-    const ack = () => this.#ack(stream, id);
-    // [r, header, t, tensor, t, tensor, ..., s, MAC] from gateways ([r, message] from older ones).
+    // [r, header, t, tensor, t, tensor, ..., s, MAC] from gateways ([r, message] from older ones);
+    // [r, header, b, 1, s, MAC] when the gateway kept the tensors, for this worker to fetch.
     const parts: Buffer[] = [];
     let mac: Buffer | undefined;
+    let headMac: Buffer | undefined;
+    let fetch = false;
     for (let i = 0; i + 1 < fields.length; i += 2) {
       const f = fields[i]!;
       if (f.byteLength === 1 && f[0] === 0x73) mac = fields[i + 1]; // 's'
+      else if (f.byteLength === 1 && f[0] === 0x68) headMac = fields[i + 1]; // 'h'
+      else if (f.byteLength === 1 && f[0] === 0x62) fetch = true; // 'b'
       else parts.push(fields[i + 1]!);
     }
+    if (!fetch || parts.length !== 1) {
+      this.#handleParts(stream, id, parts, mac, deliveries);
+      return;
+    }
+    // The header alone is signed too: nothing is fetched for one a gateway of this cluster did not write.
+    if (!this.auth.verify('request-head', [parts[0]!], headMac, `request on ${stream}`)) {
+      this.#ack(stream, id);
+      return;
+    }
+    this.#fetchThenHandle(stream, id, parts[0]!, mac, deliveries);
+  }
+
+  /**
+   * Fetches the tensors of a request whose gateway kept them (RedisBackplaneOptions.tensorFetchMinBytes)
+   * over the direct channel, then runs it. The fetch holds a place of the stream, as the request
+   * will. A request gone from its gateway (answered, given up) is acknowledged and not run; one
+   * whose gateway cannot be reached is answered an error through Redis.
+   */
+  #fetchThenHandle(stream: string, id: string, head: Buffer, mac: Buffer | undefined, deliveries: number): void {
+    const ack = () => this.#ack(stream, id);
+    const env = requestEnvelope(head);
+    const bytes = requestTensorBytes(head);
+    // Without a gateway to fetch from, it runs as it is: the missing tensors fail it, answered.
+    if (!env?.direct || bytes === undefined || !env.replyTo.startsWith(this.#replyPrefix)) {
+      this.#handleParts(stream, id, [head], mac, deliveries);
+      return;
+    }
+    this.#inflight++;
+    this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
+    const release = () => {
+      this.#inflight--;
+      this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
+      this.#wake?.();
+      this.#wake = undefined;
+    };
+    const fetchMac = this.auth.mac('fetch', [env.replyTo, fetchRequest(env.requestKey)]);
+    this.#directReplies.fetch(env.direct, env.requestKey, fetchMac, bytes).then((tensors) => {
+      release();
+      if (!tensors) {
+        ack();
+        return;
+      }
+      try {
+        this.#handleParts(stream, id, [head, ...tensors], mac, deliveries);
+      } catch (err) {
+        this.#logger?.warning(`dropping a request from ${stream} that could not be handled: ${(err as Error).message}`);
+        ack();
+      }
+    }, (err: unknown) => {
+      release();
+      const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: `the worker could not fetch the request's tensors from its gateway: ${(err as Error).message}` } });
+      void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
+    });
+  }
+
+  /** Runs a request from its parts (the header, then each tensor; or one message) and replies. */
+  #handleParts(stream: string, id: string, parts: Buffer[], mac: Buffer | undefined, deliveries: number): void {
+    const ack = () => this.#ack(stream, id);
     if (parts.length === 0 || !this.auth.verify('request', parts, mac, `request on ${stream}`)) {
       ack();
       return;
