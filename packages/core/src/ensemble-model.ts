@@ -308,7 +308,10 @@ export class EnsembleModel implements Model {
         ...(s.model_version !== undefined && s.model_version >= 0 ? { modelVersion: s.model_version } : {}),
         // The ensemble joins the chain: a step that leads back to it (or to a model that called it) is refused.
         blsChain: [...(req.blsChain ?? []), this.name],
-        blsDepth: (req.blsDepth ?? 0) + 1,
+        // Nesting is not a BLS call: ensembles deeper than MAX_BLS_DEPTH loaded READY and then
+        // failed every request with a BLS message (Triton has no nesting limit); cycles are refused
+        // at load, and at run time by the chain above (review).
+        ...(req.blsDepth !== undefined ? { blsDepth: req.blsDepth } : {}),
         // A cancel reaches the step that runs (Triton cancels the step's request too).
         ...(req.signal ? { signal: req.signal } : {}),
       };

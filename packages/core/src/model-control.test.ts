@@ -36,6 +36,22 @@ describe('explicit mode: an ensemble brings the models of its steps (as Triton)'
   };
   const x = { modelName: 'outer', inputs: [{ name: 'X', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(5) }] };
 
+  it('ensembles nested deeper than MAX_BLS_DEPTH answer (review: 17 levels loaded READY, then every request failed with a BLS message)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-ens-deep-'));
+    addModel(root, 'a', config(4));
+    const wrap = (name: string, inner: string, io: [string, string]) => `name: "${name}"\nplatform: "ensemble"\nmax_batch_size: 4\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n`
+      + `ensemble_scheduling { step [ { model_name: "${inner}" model_version: -1 input_map { key: "${io[0]}" value: "X" } output_map { key: "${io[1]}" value: "Y" } } ] }\n`;
+    addModel(root, 'd0', wrap('d0', 'a', ['IN', 'OUT']));
+    for (let k = 1; k <= 20; k++) addModel(root, `d${k}`, wrap(`d${k}`, `d${k - 1}`, ['X', 'Y']));
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'explicit', startupModels: ['d20'] });
+    try {
+      const res = await s.infer({ modelName: 'd20', inputs: [{ name: 'X', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(7) }] });
+      expect(Array.from(res.outputs[0]!.data as Int32Array)).toEqual([7]);
+    } finally {
+      await s.stop();
+    }
+  });
+
   it('load of an ensemble loads the models of its steps first, recursively; one that fails fails it with Triton\'s words', async () => {
     const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit' });
     try {
@@ -666,6 +682,34 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     expect(await s.stop(50)).toBe(2);
     expect(finalized).toBe(2);
   });
+
+  it('an ensemble\'s unload is bounded as well: a request stuck in a step does not hold it, nor the next load of the name (review: both waited for good)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-hung-ens-'));
+    addModel(root, 'hung', withCount(1));
+    addModel(root, 'ens', 'name: "ens"\nplatform: "ensemble"\nmax_batch_size: 1\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n'
+      + 'ensemble_scheduling { step [ { model_name: "hung" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "Y" } } ] }\n');
+    const hung: Backend = {
+      name: 'echo',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return { execute: () => new Promise<never>(() => undefined), async finalize() {} };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const warnings: string[] = [];
+    const logger = { error() {}, warning: (m: string) => warnings.push(m), info() {}, verbose() {} };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [hung], modelControlMode: 'explicit', startupModels: ['ens'], modelLoadTimeoutMs: 50, logger });
+    void s.infer({ modelName: 'ens', inputs: [{ name: 'X', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 10));
+    await s.unloadModel('ens');
+    expect(warnings.join('\n')).toMatch(/unloading 'ens': requests or instances still busy after 50 ms were left behind/);
+    await s.loadModel('ens');
+    expect(s.modelReady('ens')).toBe(true);
+    await s.stop(50);
+  }, 10_000);
 
   it('an unload that gives up waiting answers what still waits in the queue (a sequence backlog, a dynamic batch queue)', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-unload-queued-'));

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { InferenceServer, deserializeBytesTensor, serializeBytesTensor, type InferenceRequest, type Logger } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { OnnxRuntimeBackend } from '../onnxruntime/onnxruntime-backend.js';
-import { JavaScriptBackend } from './javascript-backend.js';
+import { JavaScriptBackend, blsRequestProblem } from './javascript-backend.js';
 
 const marker = join(mkdtempSync(join(tmpdir(), 'triode-js-')), 'finalized.txt');
 const logs: string[] = [];
@@ -757,6 +757,16 @@ describe('javascript models that get the API wrong fail their own requests, neve
       expect(Array.from((await s.infer({ modelName: 'caller', inputs: [tin(1)] })).outputs[0]!.data as Int32Array)).toEqual([1]);
     } finally {
       await s.stop(1000);
+    }
+  });
+});
+
+describe('blsRequestProblem', () => {
+  it('attack: a BLS request\'s parameter values are scalars, as a client\'s (review: object values all shared one response cache key)', () => {
+    const base = { model: 'm', inputs: [] };
+    for (const v of ['x', 1, 1.5, true, 5n]) expect(blsRequestProblem({ ...base, parameters: { p: v } })).toBeUndefined();
+    for (const v of [{ id: 1 }, [1], null, () => 1]) {
+      expect(blsRequestProblem({ ...base, parameters: { tenant: v } })).toBe("parameter 'tenant' must be a string, number, boolean or bigint");
     }
   });
 });

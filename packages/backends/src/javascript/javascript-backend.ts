@@ -62,6 +62,12 @@ export function blsRequestProblem(r: unknown): string | undefined {
   }
   if (r['outputs'] !== undefined && !(Array.isArray(r['outputs']) && (r['outputs'] as unknown[]).every((o) => typeof o === 'string'))) return "'outputs' must be an array of output names";
   if (r['parameters'] !== undefined && !isObject(r['parameters'])) return "'parameters' must be an object";
+  // Values as a client's may be (Triton's parameters are strings, integers, booleans, doubles): an
+  // object value reached the response cache's key as "[object Object]", so two callers' requests
+  // that differed only in it shared one cached answer (review).
+  for (const [k, v] of Object.entries((r['parameters'] ?? {}) as Record<string, unknown>)) {
+    if (v !== undefined && !['string', 'number', 'boolean', 'bigint'].includes(typeof v)) return `parameter '${k.slice(0, 64)}' must be a string, number, boolean or bigint`;
+  }
   return undefined;
 }
 

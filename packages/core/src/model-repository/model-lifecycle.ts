@@ -359,13 +359,11 @@ export class ModelLifecycle {
     await Promise.allSettled([...entry.versions.values()].map(async (slot) => {
       if (!slot.model) return;
       slot.state = 'UNLOADING';
-      // Bounded like a load: requests that never end do not make the unload hang.
-      if (slot.model instanceof ModelVersion) {
-        const ms = this.#opts.modelLoadTimeoutMs;
-        if (!(await slot.model.unload({ timeoutMs: ms }))) this.#logger.warning(`unloading '${entry.name}': requests or instances still busy after ${ms} ms were left behind`, { model: entry.name });
-      } else {
-        await slot.model.unload();
-      }
+      // Bounded like a load: requests that never end do not make the unload hang (an ensemble's
+      // too: one request stuck in a step held its unload, and every later load of the name, for
+      // good; review).
+      const ms = this.#opts.modelLoadTimeoutMs;
+      if (!(await slot.model.unload({ timeoutMs: ms }))) this.#logger.warning(`unloading '${entry.name}': requests or instances still busy after ${ms} ms were left behind`, { model: entry.name });
       slot.state = 'UNAVAILABLE';
       slot.reason = 'unloaded';
     }));
