@@ -56,6 +56,31 @@ describe('chunked bodies (no Content-Length)', () => {
     expect(bytes.buffer.byteLength).toBeLessThan(n + 16 * 1024 + 8);
   });
 
+  it('attack: a declared Content-Length is not reserved whole before its bytes come (review: 64 MiB for a request that sent only its head)', async () => {
+    const before = process.memoryUsage().arrayBuffers;
+    const pending = Array.from({ length: 16 }, () => {
+      const incoming = fakeIncoming({ 'content-length': String(64 << 20) });
+      const body = readIncomingBody(incoming, 64 << 20);
+      incoming.emit('data', Buffer.alloc(10));
+      return { incoming, body };
+    });
+    // 16 x 64 MiB would be 1 GiB; 16 x 1 MiB is what may be reserved now.
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(64 << 20);
+    // A body that does come in full is read whole, grown up to its declared length.
+    const whole = fakeIncoming({ 'content-length': String(3 << 20) });
+    const read = readIncomingBody(whole, 64 << 20);
+    for (let i = 0; i < 3 * 16; i++) whole.emit('data', Buffer.alloc(64 << 10, i));
+    whole.finish();
+    const got = await read;
+    expect(got.byteLength).toBe(3 << 20);
+    expect(got[0]).toBe(0);
+    expect(got[(3 << 20) - 1]).toBe(47);
+    for (const p of pending) {
+      p.body.catch(() => undefined);
+      p.incoming.emit('close');
+    }
+  });
+
   it('still stops at the limit, and keeps the binary section 8-byte aligned', async () => {
     const over = fakeIncoming();
     const refused = readIncomingBody(over, 1000);

@@ -72,6 +72,13 @@ function join(chunks: Uint8Array[], total: number): Uint8Array {
 
 /** First buffer of a body without Content-Length (chunked): grown by doubling as bytes arrive. */
 const FIRST_CAPACITY = 16 * 1024;
+/**
+ * The most of a declared Content-Length reserved before its bytes come; a larger body grows by
+ * doubling up to its declared length. Reserving the whole length at once let a request that sent
+ * only its head make the server allocate 64 MiB, and churning such requests forced a full GC
+ * every few connections (review).
+ */
+const FIRST_DECLARED_CAPACITY = 1 << 20;
 
 /**
  * Reads the socket straight into one buffer: of the declared length, or, for a chunked body,
@@ -83,7 +90,7 @@ const FIRST_CAPACITY = 16 * 1024;
  */
 function readIncoming(incoming: IncomingMessage, limit: number, declared: number | undefined, pad: number, owned: boolean): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
-    let buf: Uint8Array | undefined = new Uint8Array(pad + (declared ?? Math.min(limit, FIRST_CAPACITY)));
+    let buf: Uint8Array | undefined = new Uint8Array(pad + (declared !== undefined ? Math.min(declared, FIRST_DECLARED_CAPACITY) : Math.min(limit, FIRST_CAPACITY)));
     let total = 0;
     let failed = false;
     incoming.on('data', (c: Buffer) => {
@@ -97,7 +104,7 @@ function readIncoming(incoming: IncomingMessage, limit: number, declared: number
         return;
       }
       if (pad + size > buf.byteLength) {
-        const grown = new Uint8Array(pad + Math.min(limit, Math.max(size, 2 * (buf.byteLength - pad))));
+        const grown = new Uint8Array(pad + Math.min(declared ?? limit, Math.max(size, 2 * (buf.byteLength - pad))));
         grown.set(buf.subarray(0, pad + total));
         buf = grown;
       }

@@ -1,9 +1,11 @@
 /**
  * @module Serving the HTTP app on a socket with @hono/node-server, with the socket limits that
  * keep slow or idle clients (slowloris) from holding connections: header and request timeouts,
- * a keep-alive timeout and a header size limit.
+ * a keep-alive timeout and a header size limit; requests of one connection served one at a time
+ * (pipelined ones wait, the socket paused), and a connection whose client stops taking its
+ * answer closed after a while.
  */
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
@@ -42,6 +44,11 @@ export interface HttpServerOptions {
   inferFastPath?: boolean;
   /** How often the timeouts above are checked. @default 1000 */
   connectionsCheckingIntervalMs?: number;
+  /**
+   * A connection whose client takes none of its answer's unsent bytes for this long is closed: a
+   * client that stops reading held its answer, and its connection, for good. @default 60000
+   */
+  responseStallTimeoutMs?: number;
 }
 
 /** The defaults of `HttpServerOptions`. */
@@ -51,8 +58,63 @@ export const DEFAULT_HTTP_SERVER_OPTIONS: Required<HttpServerOptions> = {
   keepAliveTimeoutMs: 5_000,
   maxHeaderSize: 16 * 1024,
   connectionsCheckingIntervalMs: 1_000,
+  responseStallTimeoutMs: 60_000,
   inferFastPath: true,
 };
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** A connection's requests: whether one is being served, and those parsed meanwhile, in order. */
+interface Connection {
+  busy: boolean;
+  waiting: [IncomingMessage, ServerResponse][];
+}
+
+/**
+ * Serves each connection's requests one at a time, in order. Pipelined requests parsed while one
+ * is served wait (the socket paused, so no more are read) and start when its answer has gone out;
+ * those still waiting when the connection closes never run. Before, every pipelined request ran at
+ * once: 16 requests of 60 MB (gzipped to 59 KB each) on one connection held 1.85 GB, 20,000 small
+ * ones ran with nothing read, and thousands ran after their client had gone (review).
+ * `active` gets each connection being answered, for the stall check.
+ */
+function oneAtATime(handle: Handler, active: Map<Socket, { length: number; since: number }>): Handler {
+  const connections = new WeakMap<Socket, Connection>();
+  const start = (c: Connection, req: IncomingMessage, res: ServerResponse): void => {
+    const socket = req.socket;
+    c.busy = true;
+    active.set(socket, { length: 0, since: Date.now() });
+    let done = false;
+    const next = (): void => {
+      if (done) return;
+      done = true;
+      c.busy = false;
+      active.delete(socket);
+      const n = c.waiting.shift();
+      if (n) start(c, n[0], n[1]);
+      else if (!socket.destroyed) socket.resume();
+    };
+    res.once('finish', next);
+    res.once('close', next);
+    handle(req, res);
+  };
+  return (req, res) => {
+    const socket = req.socket;
+    let c = connections.get(socket);
+    if (!c) {
+      const conn: Connection = { busy: false, waiting: [] };
+      c = conn;
+      connections.set(socket, conn);
+      socket.once('close', () => { conn.waiting.length = 0; });
+    }
+    if (c.busy) {
+      c.waiting.push([req, res]);
+      socket.pause();
+      return;
+    }
+    start(c, req, res);
+  };
+}
 
 /** The options with their defaults, each checked. */
 export function checkedServerOptions(options: HttpServerOptions): Required<HttpServerOptions> {
@@ -70,14 +132,28 @@ export function checkedServerOptions(options: HttpServerOptions): Required<HttpS
 export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', options: HttpServerOptions = {}): Promise<HttpServerHandle> {
   const o = checkedServerOptions(options);
   const fast = o.inferFastPath ? inferFastPathOf(app) : undefined;
+  // Connections being answered: the unsent bytes of each, and since when they have not fallen.
+  const active = new Map<Socket, { length: number; since: number }>();
+  const stallCheck = setInterval(() => {
+    const now = Date.now();
+    for (const [socket, s] of active) {
+      const length = socket.writableLength;
+      if (length === 0 || length < s.length) {
+        s.length = length;
+        s.since = now;
+      } else if (now - s.since >= o.responseStallTimeoutMs) {
+        active.delete(socket);
+        socket.destroy();
+      }
+    }
+  }, Math.max(10, Math.min(1000, Math.floor(o.responseStallTimeoutMs / 4))));
+  stallCheck.unref();
   return new Promise((resolve, reject) => {
     const server = serve({
       fetch: app.fetch, port, hostname: address,
-      // The infer fast path first; what it leaves goes to Hono.
-      ...(fast ? {
-        createServer: ((opts: ServerOptions, listener: (req: IncomingMessage, res: ServerResponse) => void) =>
-          createServer(opts, (req, res) => { if (!fast(req, res)) listener(req, res); })) as typeof createServer,
-      } : {}),
+      // One request at a time a connection; the infer fast path first, what it leaves goes to Hono.
+      createServer: ((opts: ServerOptions, listener: Handler) =>
+        createServer(opts, oneAtATime(fast ? (req, res) => { if (!fast(req, res)) listener(req, res); } : listener, active))) as typeof createServer,
       serverOptions: {
         headersTimeout: o.headersTimeoutMs,
         requestTimeout: o.requestTimeoutMs,
@@ -95,11 +171,14 @@ export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', op
           // Without this, a client that keeps its connection busy holds the process past its exit timeout.
           const force = setTimeout(() => s.closeAllConnections(), Math.max(0, graceMs));
           force.unref();
-          s.close(() => { clearTimeout(force); res(); });
+          s.close(() => { clearTimeout(force); clearInterval(stallCheck); res(); });
           s.closeIdleConnections();
         }),
       });
     });
-    server.once('error', reject);
+    server.once('error', (err) => {
+      clearInterval(stallCheck);
+      reject(err);
+    });
   });
 }

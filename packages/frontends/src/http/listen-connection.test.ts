@@ -1,0 +1,95 @@
+/**
+ * One request at a time a connection, on a real socket: pipelined requests wait for the one
+ * before them (and never run once their client has gone), and a client that stops taking its
+ * answer loses its connection after responseStallTimeoutMs (review: resource exhaustion).
+ */
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger, type Backplane, type InferenceRequest } from '@triode/core';
+import { createHttpApp } from './http-server.js';
+import { startHttpServer, type HttpServerHandle } from './listen.js';
+
+let http: HttpServerHandle;
+/** Request ids the backplane has started, in order. */
+const started: string[] = [];
+/** Releases the requests held so far. */
+let releaseAll: () => void = () => undefined;
+const held: (() => void)[] = [];
+/** Answers 'big' with 16 MB of output; holds the others until released. */
+const backplane = {
+  infer: async (r: InferenceRequest) => {
+    started.push(r.id ?? '');
+    if (r.id === 'big') return { modelName: 'm', modelVersion: '1', id: 'big', outputs: [{ name: 'o', datatype: 'UINT8', shape: [16 << 20], data: new Uint8Array(16 << 20) }] };
+    await new Promise<void>((res) => held.push(res));
+    return { modelName: 'm', modelVersion: '1', id: r.id, outputs: [] };
+  },
+} as unknown as Backplane;
+releaseAll = () => { for (const h of held.splice(0)) h(); };
+
+beforeAll(async () => {
+  http = await startHttpServer(createHttpApp(backplane, { logger: silentLogger }), 0, '127.0.0.1', { responseStallTimeoutMs: 500 });
+});
+
+afterAll(async () => {
+  releaseAll();
+  await http.close(500);
+});
+
+const request = (id: string, binary = false) => {
+  const body = JSON.stringify({ id, inputs: [], ...(binary ? { parameters: { binary_data_output: true } } : {}) });
+  return `POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+};
+const until = async (f: () => boolean, ms = 5000) => {
+  for (const end = Date.now() + ms; !f() && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+};
+
+describe('one request at a time a connection', () => {
+  it('pipelined requests run one after another, in order, each answered (before: all 50 started at once)', async () => {
+    started.length = 0;
+    const socket = connect(http.port, '127.0.0.1');
+    let reply = '';
+    socket.on('data', (d) => { reply += d.toString('latin1'); });
+    socket.write(Array.from({ length: 50 }, (_, i) => request(`p${i}`)).join(''));
+    await until(() => started.length > 0);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(started).toEqual(['p0']);
+    for (let i = 0; i < 50; i++) {
+      await until(() => held.length > 0);
+      releaseAll();
+    }
+    await until(() => (reply.match(/HTTP\/1\.1 200/g) ?? []).length === 50);
+    expect(started).toEqual(Array.from({ length: 50 }, (_, i) => `p${i}`));
+    expect([...reply.matchAll(/"id":"(p\d+)"/g)].map((m) => m[1])).toEqual(started);
+    socket.destroy();
+  });
+
+  it('attack: pipelined requests still waiting when their client goes away never run (before: thousands ran for nobody)', async () => {
+    started.length = 0;
+    const socket = connect(http.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.write(Array.from({ length: 200 }, (_, i) => request(`q${i}`)).join(''));
+    await until(() => started.length > 0);
+    socket.destroy();
+    await new Promise((r) => setTimeout(r, 100));
+    releaseAll();
+    await new Promise((r) => setTimeout(r, 300));
+    releaseAll();
+    expect(started).toEqual(['q0']);
+  });
+
+  it('attack: a client that stops taking its answer loses the connection after responseStallTimeoutMs (before: held for good)', async () => {
+    const socket: Socket = connect(http.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    let received = 0;
+    socket.on('data', (d: Buffer) => { received += d.byteLength; });
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    // Not read for 2 s: 16 MB of answer fill the socket's buffers and stop; the server gives up
+    // after 500 ms. Read again, the client gets what the kernel still held, then the close.
+    socket.pause();
+    socket.write(request('big', true));
+    await new Promise((r) => setTimeout(r, 2000));
+    socket.resume();
+    await closed;
+    expect(received).toBeLessThan(16 << 20);
+  });
+});
