@@ -94,7 +94,7 @@ function oneAtATime(handle: Handler, active: Map<Socket, { length: number; since
       if (n) start(c, n[0], n[1]);
       else if (!socket.destroyed) socket.resume();
     };
-    res.once('finish', next);
+    // 'close' comes once the answer has gone out ('finish', then close), or the connection went.
     res.once('close', next);
     handle(req, res);
   };
