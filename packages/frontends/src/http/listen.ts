@@ -62,7 +62,33 @@ export const DEFAULT_HTTP_SERVER_OPTIONS: Required<HttpServerOptions> = {
   inferFastPath: true,
 };
 
-type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+/** A Node HTTP request listener. */
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * The connection limits every HTTP port of Triode takes: requests served one at a time a
+ * connection (oneAtATime) and connections whose answer stops going out closed after
+ * `stallMs`. `wrap` a server's listener; `close` when the server closes.
+ */
+export function connectionGuard(stallMs: number): { wrap(handle: Handler): Handler; close(): void } {
+  // Connections being answered: the unsent bytes of each, and since when they have not fallen.
+  const active = new Map<Socket, { length: number; since: number }>();
+  const stallCheck = setInterval(() => {
+    const now = Date.now();
+    for (const [socket, s] of active) {
+      const length = socket.writableLength;
+      if (length === 0 || length < s.length) {
+        s.length = length;
+        s.since = now;
+      } else if (now - s.since >= stallMs) {
+        active.delete(socket);
+        socket.destroy();
+      }
+    }
+  }, Math.max(10, Math.min(1000, Math.floor(stallMs / 4))));
+  stallCheck.unref();
+  return { wrap: (handle) => oneAtATime(handle, active), close: () => clearInterval(stallCheck) };
+}
 
 /** A connection's requests: whether one is being served, and those parsed meanwhile, in order. */
 interface Connection {
@@ -132,28 +158,13 @@ export function checkedServerOptions(options: HttpServerOptions): Required<HttpS
 export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', options: HttpServerOptions = {}): Promise<HttpServerHandle> {
   const o = checkedServerOptions(options);
   const fast = o.inferFastPath ? inferFastPathOf(app) : undefined;
-  // Connections being answered: the unsent bytes of each, and since when they have not fallen.
-  const active = new Map<Socket, { length: number; since: number }>();
-  const stallCheck = setInterval(() => {
-    const now = Date.now();
-    for (const [socket, s] of active) {
-      const length = socket.writableLength;
-      if (length === 0 || length < s.length) {
-        s.length = length;
-        s.since = now;
-      } else if (now - s.since >= o.responseStallTimeoutMs) {
-        active.delete(socket);
-        socket.destroy();
-      }
-    }
-  }, Math.max(10, Math.min(1000, Math.floor(o.responseStallTimeoutMs / 4))));
-  stallCheck.unref();
+  const guard = connectionGuard(o.responseStallTimeoutMs);
   return new Promise((resolve, reject) => {
     const server = serve({
       fetch: app.fetch, port, hostname: address,
       // One request at a time a connection; the infer fast path first, what it leaves goes to Hono.
       createServer: ((opts: ServerOptions, listener: Handler) =>
-        createServer(opts, oneAtATime(fast ? (req, res) => { if (!fast(req, res)) listener(req, res); } : listener, active))) as typeof createServer,
+        createServer(opts, guard.wrap(fast ? (req, res) => { if (!fast(req, res)) listener(req, res); } : listener))) as typeof createServer,
       serverOptions: {
         headersTimeout: o.headersTimeoutMs,
         requestTimeout: o.requestTimeoutMs,
@@ -171,13 +182,13 @@ export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', op
           // Without this, a client that keeps its connection busy holds the process past its exit timeout.
           const force = setTimeout(() => s.closeAllConnections(), Math.max(0, graceMs));
           force.unref();
-          s.close(() => { clearTimeout(force); clearInterval(stallCheck); res(); });
+          s.close(() => { clearTimeout(force); guard.close(); res(); });
           s.closeIdleConnections();
         }),
       });
     });
     server.once('error', (err) => {
-      clearInterval(stallCheck);
+      guard.close();
       reject(err);
     });
   });

@@ -353,4 +353,23 @@ describe('the metrics port and slow clients', () => {
       await m.close();
     }
   });
+
+  it('pipelined scrapes on one connection, now served one at a time as on the HTTP port (listen-connection.test.ts attacks the queue), are all answered in order', async () => {
+    const { connect } = await import('node:net');
+    const m = await startMetricsServer(server, 0, '127.0.0.1');
+    try {
+      const s = connect(m.port, '127.0.0.1');
+      s.on('error', () => undefined);
+      let answers = 0;
+      let text = '';
+      s.on('data', (d: Buffer) => { text += d.toString('latin1'); answers = (text.match(/HTTP\/1\.1 200/g) ?? []).length; });
+      s.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(20));
+      for (let k = 0; k < 100 && answers < 20; k++) await new Promise((r) => setTimeout(r, 50));
+      // All answered, in order, on the one connection.
+      expect(answers).toBe(20);
+      s.destroy();
+    } finally {
+      await m.close();
+    }
+  });
 });

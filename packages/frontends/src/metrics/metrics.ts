@@ -13,7 +13,7 @@ import type { GpuDevice, LatencyObservation, ModelMetricSettings, ModelStatistic
 import { timerMs } from '@triode/core';
 import { DistributionFamily, SnapshotFamily, modelLabels, type FamilySample } from './model-metric-family.js';
 import { keepServingOnError } from '../server-errors.js';
-import { checkedServerOptions, type HttpServerOptions } from '../http/listen.js';
+import { checkedServerOptions, connectionGuard, type HttpServerOptions } from '../http/listen.js';
 
 /** One model version in `MetricsSource.metricsSnapshot()`. */
 export interface ModelMetricsEntry extends Partial<ModelMetricSettings> {
@@ -409,7 +409,9 @@ export function startMetricsServer(source: MetricsSource, port: number, address 
     headersTimeout: o.headersTimeoutMs, requestTimeout: o.requestTimeoutMs, keepAliveTimeout: o.keepAliveTimeoutMs,
     maxHeaderSize: o.maxHeaderSize, connectionsCheckingInterval: o.connectionsCheckingIntervalMs,
   };
-  const server: Server = createServer(serverOptions, (req, res) => {
+  // One request at a time a connection, as the HTTP port (review: 30,000 pipelined scrapes held 88 MiB).
+  const guard = connectionGuard(o.responseStallTimeoutMs);
+  const server: Server = createServer(serverOptions, guard.wrap((req, res) => {
     // As Triton's metrics server: the method is checked first (405 for anything but GET).
     if (req.method !== 'GET') {
       res.writeHead(405, { 'Content-Type': 'application/json' }).end('{"error":"Method Not Allowed"}');
@@ -424,14 +426,17 @@ export function startMetricsServer(source: MetricsSource, port: number, address 
       // What failed stays in the process (a scrape gets no internals).
       () => res.writeHead(500, { 'Content-Type': 'application/json' }).end('{"error":"the metrics could not be collected"}'),
     );
-  });
+  }));
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) => {
+      guard.close();
+      reject(err);
+    });
     server.listen(port, address, () => {
       keepServingOnError(server, 'metrics server');
       resolve({
         port: (server.address() as AddressInfo).port,
-        close: () => new Promise<void>((r) => { registry.stopSampling(); server.close(() => r()); server.closeIdleConnections(); }),
+        close: () => new Promise<void>((r) => { registry.stopSampling(); server.close(() => { guard.close(); r(); }); server.closeIdleConnections(); }),
       });
     });
   });
