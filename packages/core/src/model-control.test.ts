@@ -652,23 +652,30 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     }
   });
 
+  /** A backend whose requests never end; `onFinalize` runs as each instance is finalized. */
+  const neverEnding = (onFinalize: () => void = () => undefined): Backend => ({
+    name: 'echo',
+    async modelInitialize() {
+      return {
+        async instanceInitialize() {
+          return { execute: () => new Promise<never>(() => undefined), async finalize() { onFinalize(); } };
+        },
+        async finalize() {},
+      };
+    },
+  });
+  /** A logger that keeps its warnings. */
+  const warningsKept = () => {
+    const warnings: string[] = [];
+    return { warnings, logger: { error() {}, warning: (m: string) => { warnings.push(m); }, info() {}, verbose() {} } };
+  };
+
   it('an unload and a shutdown are bounded too: a request that never ends does not hold them', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-hung-'));
     addModel(root, 'hung', withCount(1));
     let finalized = 0;
-    const hung: Backend = {
-      name: 'echo',
-      async modelInitialize() {
-        return {
-          async instanceInitialize() {
-            return { execute: () => new Promise<never>(() => undefined), async finalize() { finalized++; } };
-          },
-          async finalize() {},
-        };
-      },
-    };
-    const warnings: string[] = [];
-    const logger = { error() {}, warning: (m: string) => warnings.push(m), info() {}, verbose() {} };
+    const hung = neverEnding(() => { finalized++; });
+    const { warnings, logger } = warningsKept();
     const s = await InferenceServer.create({ modelRepositories: [root], backends: [hung], modelControlMode: 'explicit', startupModels: ['hung'], modelLoadTimeoutMs: 50, logger });
     void s.infer({ modelName: 'hung', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] }).catch(() => undefined);
     await new Promise((r) => setTimeout(r, 10));
@@ -688,20 +695,8 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     addModel(root, 'hung', withCount(1));
     addModel(root, 'ens', 'name: "ens"\nplatform: "ensemble"\nmax_batch_size: 1\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n'
       + 'ensemble_scheduling { step [ { model_name: "hung" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "Y" } } ] }\n');
-    const hung: Backend = {
-      name: 'echo',
-      async modelInitialize() {
-        return {
-          async instanceInitialize() {
-            return { execute: () => new Promise<never>(() => undefined), async finalize() {} };
-          },
-          async finalize() {},
-        };
-      },
-    };
-    const warnings: string[] = [];
-    const logger = { error() {}, warning: (m: string) => warnings.push(m), info() {}, verbose() {} };
-    const s = await InferenceServer.create({ modelRepositories: [root], backends: [hung], modelControlMode: 'explicit', startupModels: ['ens'], modelLoadTimeoutMs: 50, logger });
+    const { warnings, logger } = warningsKept();
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [neverEnding()], modelControlMode: 'explicit', startupModels: ['ens'], modelLoadTimeoutMs: 50, logger });
     void s.infer({ modelName: 'ens', inputs: [{ name: 'X', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] }).catch(() => undefined);
     await new Promise((r) => setTimeout(r, 10));
     await s.unloadModel('ens');
