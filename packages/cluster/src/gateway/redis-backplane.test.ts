@@ -400,6 +400,41 @@ describe('RedisBackplane', () => {
     }
   });
 
+  it('attack: a direct-channel peer that floods fetches and reads nothing is cut off at MAX_PENDING_FETCHES answers unsent (review: 7.5 million tiny fetches grew the gateway by 1 GB)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('flood');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'flood', registryRefreshMs: 50, requestTimeoutMs: 20_000, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1' } });
+    try {
+      await fakeWorker(r, keys);
+      await gateway.start();
+      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+      answer.catch(() => undefined);
+      const { env } = await firstRequest(r, keys);
+      const peer = connect(Number(env.direct!.address.split(':').at(-1)), '127.0.0.1');
+      peer.on('error', () => undefined);
+      peer.pause();
+      const closed = new Promise<boolean>((resolve) => {
+        peer.once('close', () => resolve(true));
+        setTimeout(() => resolve(false), 15_000);
+      });
+      peer.write(frame(Buffer.from(env.direct!.token)));
+      // 400,000 fetches of a key the gateway never had: its "gone" answers fill the socket's buffers.
+      const one = frame(fetchRequest('999999'));
+      const batch = Buffer.concat(Array.from({ length: 10_000 }, () => one));
+      for (let i = 0; i < 40 && !peer.destroyed; i++) {
+        if (!peer.write(batch)) await new Promise((t) => setTimeout(t, 20));
+      }
+      peer.resume();
+      peer.on('data', () => undefined);
+      expect(await closed).toBe(true);
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
   it('attack: a reply whose output does not fit its shape, or an end reply to a plain request, is dropped; the worker\'s answer still comes through (review: the first went to the client as a 200 with "data":[0], the second as a 200 with no outputs)', async () => {
     for (const forge of [
       (requestKey: string) => encodeReply({ requestKey, response: { modelName: 'm', modelVersion: '1', outputs: [{ name: 'o', datatype: 'INT32', shape: [1, 16], data: new Int32Array(1) }] } }),

@@ -90,6 +90,13 @@ export const MAX_CONTROL_CALLS = 16;
 
 /** Bytes a worker's direct connection may hold unsent (tensors it fetched and did not read) before it is closed. */
 const MAX_FETCH_UNSENT_BYTES = 256 * 1024 * 1024;
+/**
+ * Fetch answers a worker's direct connection may hold unsent before it is closed: each small
+ * answer (a "gone") costs far more bookkeeping than its bytes, and 7.5 million of them from one
+ * peer that read nothing grew a gateway by 1 GB under the byte bound (review). A worker has at
+ * most its requests in flight to fetch.
+ */
+export const MAX_PENDING_FETCHES = 4096;
 
 /** What a response counts against RedisBackplaneOptions.maxStreamBacklogBytes besides its tensors. */
 const RESPONSE_OVERHEAD_BYTES = 2048;
@@ -455,15 +462,25 @@ export class RedisBackplane implements Backplane {
    */
   #sendTensors(socket: Socket, requestKey: string): void {
     if (socket.destroyed) return;
-    if (socket.writableLength > MAX_FETCH_UNSENT_BYTES) {
+    const pending = this.#pendingFetches.get(socket) ?? 0;
+    if (socket.writableLength > MAX_FETCH_UNSENT_BYTES || pending >= MAX_PENDING_FETCHES) {
       socket.destroy();
       return;
     }
+    this.#pendingFetches.set(socket, pending + 1);
+    const sent = (): void => { this.#pendingFetches.set(socket, (this.#pendingFetches.get(socket) ?? 1) - 1); };
     const parts = requestKey ? this.#tensors.get(requestKey) : undefined;
     corkForTurn(socket);
+    if (!parts?.length) {
+      socket.write(tensorsFrameHead(requestKey, parts), sent);
+      return;
+    }
     socket.write(tensorsFrameHead(requestKey, parts));
-    for (const p of parts ?? []) socket.write(p);
+    for (let i = 0; i < parts.length; i++) socket.write(parts[i]!, i === parts.length - 1 ? sent : undefined);
   }
+
+  /** Fetch answers each direct connection holds unsent (MAX_PENDING_FETCHES). */
+  readonly #pendingFetches = new WeakMap<Socket, number>();
 
   /** Where workers reach this gateway's direct reply channel (undefined: none). */
   get directAddress(): string | undefined {

@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger, type Backplane, type InferenceRequest } from '@triode/core';
 import { createHttpApp } from './http-server.js';
-import { startHttpServer, type HttpServerHandle } from './listen.js';
+import { MAX_PIPELINED, startHttpServer, type HttpServerHandle } from './listen.js';
 
 let http: HttpServerHandle;
 /** Request ids the backplane has started, in order. */
@@ -91,5 +91,21 @@ describe('one request at a time a connection', () => {
     socket.resume();
     await closed;
     expect(received).toBeLessThan(16 << 20);
+  });
+
+  it('attack: pipelined requests past MAX_PIPELINED close the connection, and none of them runs while the first is served (review: 100,000 were read into the queue)', async () => {
+    started.length = 0;
+    const socket = connect(http.port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const closed = new Promise<boolean>((resolve) => {
+      socket.once('close', () => resolve(true));
+      setTimeout(() => resolve(false), 5000);
+    });
+    socket.write(Array.from({ length: MAX_PIPELINED + 500 }, (_, i) => request(`r${i}`)).join(''));
+    expect(await closed).toBe(true);
+    releaseAll();
+    await new Promise((r) => setTimeout(r, 200));
+    releaseAll();
+    expect(started).toEqual(['r0']);
   });
 });

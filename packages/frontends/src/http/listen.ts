@@ -2,7 +2,7 @@
  * @module Serving the HTTP app on a socket with @hono/node-server, with the socket limits that
  * keep slow or idle clients (slowloris) from holding connections: header and request timeouts,
  * a keep-alive timeout and a header size limit; requests of one connection served one at a time
- * (pipelined ones wait, the socket paused), and a connection whose client stops taking its
+ * (pipelined ones wait, at most MAX_PIPELINED), and a connection whose client stops taking its
  * answer closed after a while.
  */
 import type { AddressInfo, Socket } from 'node:net';
@@ -90,6 +90,9 @@ export function connectionGuard(stallMs: number): { wrap(handle: Handler): Handl
   return { wrap: (handle) => oneAtATime(handle, active), close: () => clearInterval(stallCheck) };
 }
 
+/** The most pipelined requests that may wait on one connection; past them it is closed. */
+export const MAX_PIPELINED = 256;
+
 /** A connection's requests: whether one is being served, and those parsed meanwhile, in order. */
 interface Connection {
   busy: boolean;
@@ -98,8 +101,8 @@ interface Connection {
 
 /**
  * Serves each connection's requests one at a time, in order. Pipelined requests parsed while one
- * is served wait (the socket paused, so no more are read) and start when its answer has gone out;
- * those still waiting when the connection closes never run. Before, every pipelined request ran at
+ * is served wait, at most MAX_PIPELINED of them, and start when its answer has gone out; those
+ * still waiting when the connection closes never run. Before, every pipelined request ran at
  * once: 16 requests of 60 MB (gzipped to 59 KB each) on one connection held 1.85 GB, 20,000 small
  * ones ran with nothing read, and thousands ran after their client had gone (review).
  * `active` gets each connection being answered, for the stall check.
@@ -116,9 +119,16 @@ function oneAtATime(handle: Handler, active: Map<Socket, { length: number; since
       done = true;
       c.busy = false;
       active.delete(socket);
-      const n = c.waiting.shift();
+      // Its client has gone: what waits behind never runs (the response's 'close' comes before
+      // the socket's, so the queue may not be emptied yet; review: one ran for nobody).
+      if (socket.destroyed || !socket.writable) {
+        c.waiting.length = 0;
+        return;
+      }
+      let n = c.waiting.shift();
+      // Node aborts the requests it parsed when their client half-closes: those are skipped too.
+      while (n && n[0].destroyed) n = c.waiting.shift();
       if (n) start(c, n[0], n[1]);
-      else if (!socket.destroyed) socket.resume();
     };
     // 'close' comes once the answer has gone out ('finish', then close), or the connection went.
     res.once('close', next);
@@ -134,8 +144,16 @@ function oneAtATime(handle: Handler, active: Map<Socket, { length: number; since
       socket.once('close', () => { conn.waiting.length = 0; });
     }
     if (c.busy) {
+      // The socket is still read, so that a client who leaves is seen at once (a paused socket
+      // hid its close, and the next request ran for nobody; review), and a waiting request's
+      // body beyond Node's buffer stops the reading by itself. Past MAX_PIPELINED waiting, the
+      // client is abusing the connection, which is closed (review: 100,000 were queued).
+      if (c.waiting.length >= MAX_PIPELINED) {
+        c.waiting.length = 0;
+        socket.destroy();
+        return;
+      }
       c.waiting.push([req, res]);
-      socket.pause();
       return;
     }
     start(c, req, res);
