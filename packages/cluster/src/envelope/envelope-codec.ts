@@ -304,14 +304,15 @@ export function requestEnvelope(head: Uint8Array): WireEnvelope | undefined {
 }
 
 /**
- * The total byte size of the tensors a request's header (`encodeRequestParts`' first part) lists,
- * or undefined when it does not read: what a worker fetching them may receive.
+ * The envelope of a request whose tensors its worker fetches, and their total byte size, from one
+ * read of its header (`encodeRequestParts`' first part); undefined when it does not read.
  */
-export function requestTensorBytes(head: Uint8Array): number | undefined {
+export function fetchedRequestHead(head: Uint8Array): { env: WireEnvelope; bytes: number } | undefined {
   try {
-    let n = 0;
-    for (const h of tensorHeads(readHeader(head).meta)) n += h.bytes;
-    return n;
+    const { meta } = readHeader(head);
+    let bytes = 0;
+    for (const h of tensorHeads(meta)) bytes += h.bytes;
+    return { env: checkEnvelope(meta['env']), bytes };
   } catch {
     return undefined;
   }

@@ -419,8 +419,9 @@ export class RedisBackplane implements Backplane {
           const body = this.auth.enabled ? f.subarray(Math.min(MAC_BYTES, f.byteLength)) : f;
           // A fetch of a request's tensors, or a reply (only replies are counted and confirmed).
           const fetchKey = fetchKeyOf(body);
-          if (fetchKey === undefined) replies++;
-          if (this.auth.enabled && (f.byteLength < MAC_BYTES || !this.auth.verify(fetchKey === undefined ? 'reply' : 'fetch', [this.#replyKey, body], f.subarray(0, MAC_BYTES), `${fetchKey === undefined ? 'reply' : 'fetch'} on the direct channel`))) continue;
+          const kind = fetchKey === undefined ? 'reply' : 'fetch';
+          if (kind === 'reply') replies++;
+          if (this.auth.enabled && (f.byteLength < MAC_BYTES || !this.auth.verify(kind, [this.#replyKey, body], f.subarray(0, MAC_BYTES), `${kind} on the direct channel`))) continue;
           if (fetchKey === undefined) this.#onReply(body);
           else this.#sendTensors(socket, fetchKey);
         }

@@ -12,7 +12,7 @@ import {
 import { ClusterAuth } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
 import { fieldsOf, type StreamEntries } from '../redis/resp.js';
-import { decodeRequest, decodeRequestParts, encodeReply, requestEnvelope, requestTensorBytes, type WireReply } from '../envelope/envelope-codec.js';
+import { decodeRequest, decodeRequestParts, encodeReply, fetchedRequestHead, requestEnvelope, type WireReply } from '../envelope/envelope-codec.js';
 import { fetchRequest } from '../reply-frames.js';
 import { type WorkerRecord } from '../registry.js';
 import { DirectReplies } from './direct-replies.js';
@@ -651,21 +651,16 @@ export class StreamConsumer {
    */
   #fetchThenHandle(stream: string, id: string, head: Buffer, mac: Buffer | undefined, deliveries: number): void {
     const ack = () => this.#ack(stream, id);
-    const env = requestEnvelope(head);
-    const bytes = requestTensorBytes(head);
+    const fetched = fetchedRequestHead(head);
+    const env = fetched?.env;
     // Without a gateway to fetch from, it runs as it is: the missing tensors fail it, answered.
-    if (!env?.direct || bytes === undefined || !env.replyTo.startsWith(this.#replyPrefix)) {
+    if (!env?.direct || !env.replyTo.startsWith(this.#replyPrefix)) {
       this.#handleParts(stream, id, [head], mac, deliveries);
       return;
     }
-    this.#inflight++;
-    this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
-    const release = () => {
-      this.#inflight--;
-      this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
-      this.#wake?.();
-      this.#wake = undefined;
-    };
+    const bytes = fetched!.bytes;
+    this.#takeSlot(stream);
+    const release = () => this.#freeSlot(stream);
     const fetchMac = this.auth.mac('fetch', [env.replyTo, fetchRequest(env.requestKey)]);
     this.#directReplies.fetch(env.direct, env.requestKey, fetchMac, bytes).then((tensors) => {
       release();
@@ -684,6 +679,20 @@ export class StreamConsumer {
       const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: `the worker could not fetch the request's tensors from its gateway: ${(err as Error).message}` } });
       void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
     });
+  }
+
+  /** Counts a request (or its fetch) against the worker's and its stream's room. */
+  #takeSlot(stream: string): void {
+    this.#inflight++;
+    this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
+  }
+
+  /** Gives a request's room back, and wakes a read loop waiting for room. */
+  #freeSlot(stream: string): void {
+    this.#inflight--;
+    this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
+    this.#wake?.();
+    this.#wake = undefined;
   }
 
   /** Runs a request from its parts (the header, then each tensor; or one message) and replies. */
@@ -749,8 +758,7 @@ export class StreamConsumer {
       void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
       return;
     }
-    this.#inflight++;
-    this.#held.set(stream, (this.#held.get(stream) ?? 0) + 1);
+    this.#takeSlot(stream);
     // The gateway may cancel it (its client went away): a queued request leaves its queue.
     const cancelKey = `${env.replyTo}\u0000${env.requestKey}`;
     const cancel = new CancelToken();
@@ -807,10 +815,7 @@ export class StreamConsumer {
       ack();
     }).finally(() => {
       if (this.#cancels.get(cancelKey) === cancel) this.#cancels.delete(cancelKey);
-      this.#inflight--;
-      this.#held.set(stream, (this.#held.get(stream) ?? 1) - 1);
-      this.#wake?.();
-      this.#wake = undefined;
+      this.#freeSlot(stream);
       // The read under way does not wait on this stream (it was full): cut it short so the
       // freed room is used now, not when the read times out.
       if (this.#running && !this.#reading.has(stream) && this.#reading.size > 0 && !this.#unblocking && this.#block.clientId !== undefined) {
