@@ -1,7 +1,7 @@
 // Self time of a V8 .cpuprofile grouped by package (packages/<name>, node_modules/<name>, node
 // internals, GC, idle), as shares and as µs per request when given the request count. Only the
 // samples between the first and the last one under an infer request (a stack through
-// infer-fast-path, or through bench/naive-server.mjs) count, so start-up and shutdown are left out.
+// infer-fast-path, or through bench/naive-server.mjs or bench/floor-server.mjs) count, so start-up and shutdown are left out.
 //   node bench/cpuprofile-packages.mjs <file.cpuprofile> [requests] [package, e.g. packages/core: its functions too]
 import { readFileSync } from 'node:fs';
 const [file, requests] = process.argv.slice(2);
@@ -13,7 +13,7 @@ const underInfer = new Map();
 const isInfer = (id) => {
   if (underInfer.has(id)) return underInfer.get(id);
   const n = byId.get(id);
-  const v = (n.callFrame.url.includes('infer-fast-path') && ['serve', 'send'].includes(n.callFrame.functionName)) || n.callFrame.url.endsWith('/naive-server.mjs') || (parent.has(id) && isInfer(parent.get(id)));
+  const v = (n.callFrame.url.includes('infer-fast-path') && ['serve', 'send'].includes(n.callFrame.functionName)) || n.callFrame.url.endsWith('/naive-server.mjs') || n.callFrame.url.endsWith('/floor-server.mjs') || (parent.has(id) && isInfer(parent.get(id)));
   underInfer.set(id, v);
   return v;
 };

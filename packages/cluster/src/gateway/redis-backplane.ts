@@ -8,7 +8,6 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import { createServer as createTlsServer } from 'node:tls';
 import { networkInterfaces } from 'node:os';
 import type { Redis } from 'ioredis';
-import { VectoredCommand } from '../redis/vectored-command.js';
 import { GATEWAY_COMMAND_TIMEOUT_MS, openRedis } from '../redis/redis-connection.js';
 import {
   CancelToken, Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
@@ -19,7 +18,8 @@ import { FrameBudget, FrameReader, MAX_AUTH_FRAME_BYTES, confirmFrame, fetchKeyO
 import { corkForTurn } from '../cork-for-turn.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
 import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo, registryEntryProblem } from '../registry.js';
-import { type StreamEntries, fieldsOf } from '../redis/resp.js';
+import { type StreamEntries, fieldsOf, respPieces } from '../redis/resp.js';
+import { RespConnection } from '../redis/resp-connection.js';
 
 /** A request's sequence parameters once read (undefined: none, or unreadable), or not read yet. */
 const NOT_PARSED = Symbol('not parsed');
@@ -185,6 +185,8 @@ export class RedisBackplane implements Backplane {
   readonly #keys: ClusterKeys;
   readonly #cmd: Redis;
   readonly #block: Redis;
+  /** The requests' XADDs: a lean connection (resp-connection.ts), without ioredis's command object, promise and timer each. */
+  readonly #xadd: RespConnection;
   readonly #waiting = new Map<string, Waiting>();
   #next = 0;
   #running = false;
@@ -221,6 +223,7 @@ export class RedisBackplane implements Backplane {
     // No offline queue: while Redis is away, calls fail at once (503) instead of piling up.
     this.#cmd = openRedis(this.#opts.redis, 'gateway', this.#opts.logger, { commandTimeout: this.#opts.commandTimeoutMs });
     this.#block = openRedis(this.#opts.redis, 'gateway-blocking', this.#opts.logger);
+    this.#xadd = new RespConnection(this.#opts.redis, { commandTimeoutMs: this.#opts.commandTimeoutMs, onError: (e) => this.#opts.logger?.verbose(1, `redis (requests): ${e.message}`) });
     // A Redis that restarted lost the reply stream: make it again at once, not at the next refresh.
     this.#cmd.on('ready', () => { if (this.#running) this.#keepReplyStream().catch(() => undefined); });
   }
@@ -232,7 +235,7 @@ export class RedisBackplane implements Backplane {
   /** Connects and starts reading replies. */
   async start(): Promise<void> {
     await this.#listenDirect();
-    await Promise.all([this.#cmd.connect(), this.#block.connect()]);
+    await Promise.all([this.#cmd.connect(), this.#block.connect(), this.#xadd.connect()]);
     await this.#keepReplyStream();
     this.#replyTtl = setInterval(() => { this.#keepReplyStream().catch(() => undefined); }, Math.max(100, Math.floor(this.#opts.replyStreamTtlMs / 3)));
     this.#replyTtl.unref();
@@ -609,7 +612,7 @@ export class RedisBackplane implements Backplane {
    * mode a cluster with any subset loaded, or none, is ready.
    */
   async isReady(): Promise<boolean> {
-    if (!this.#running || this.#cmd.status !== 'ready') return false;
+    if (!this.#running || this.#cmd.status !== 'ready' || this.#xadd.status !== 'ready') return false;
     try {
       if ((await this.#registry()).length === 0) return false;
       if (!this.#opts.strictReadiness) return true;
@@ -902,9 +905,9 @@ export class RedisBackplane implements Backplane {
       this.#waiting.set(requestKey, waiting);
       // A cancelled call is answered at once; a worker may still run the request (its reply is dropped).
       signal?.addEventListener('abort', onAbort, { once: true });
-      // Tensors go to the socket without ioredis's two copies (vectored-command.ts). Commands on
-      // one connection reach Redis in the order they are issued.
-      (this.#cmd.sendCommand(new VectoredCommand('xadd', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])) as Promise<unknown>).then((id) => {
+      // Tensors go to the socket as they are, in the turn's one writev (resp-connection.ts). XADDs
+      // reach Redis in the order they are issued (a sequence's requests are issued in turn).
+      this.#xadd.send(respPieces('XADD', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])).then((id) => {
         entryId = Buffer.isBuffer(id) ? id.toString() : typeof id === 'string' ? id : undefined;
         if (abandoned && entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
       }, (err: unknown) => {
@@ -1085,6 +1088,7 @@ export class RedisBackplane implements Backplane {
     this.#directServer?.close();
     for (const socket of this.#directSockets) socket.destroy();
     this.#block.disconnect();
+    this.#xadd.disconnect();
     this.#cmd.disconnect();
   }
 }

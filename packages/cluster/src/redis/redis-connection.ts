@@ -4,7 +4,7 @@
  * role, and an `error` listener on every connection (an unhandled `error` event would end the
  * process). The gateway's backplane, the worker's consumer and the async jobs (BullMQ) all open
  * their ioredis clients with `openRedis`; the worker's blocking stream reader
- * (`stream-read-connection.ts`) reads the same endpoint from `parseRedisUrl`.
+ * (`resp-connection.ts`) reads the same endpoint from `parseRedisUrl`.
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '@triode/core';

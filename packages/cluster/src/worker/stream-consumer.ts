@@ -16,7 +16,7 @@ import { decodeRequest, decodeRequestParts, encodeReply, fetchedRequestHead, req
 import { fetchRequest } from '../reply-frames.js';
 import { type WorkerRecord } from '../registry.js';
 import { DirectReplies } from './direct-replies.js';
-import { StreamReadConnection } from '../redis/stream-read-connection.js';
+import { RespConnection } from '../redis/resp-connection.js';
 import { openRedis } from '../redis/redis-connection.js';
 
 /** Options of a StreamConsumer. */
@@ -122,8 +122,8 @@ export class StreamConsumer {
    */
   readonly #requestsSeen = new Map<string, number>();
   readonly #seenDeadlines = new DeadlineHeap<string>();
-  /** The blocking reads: a lean connection of its own (stream-read-connection.ts). */
-  readonly #block: StreamReadConnection;
+  /** The blocking reads: a lean connection of its own (resp-connection.ts). */
+  readonly #block: RespConnection;
   readonly #sub: Redis;
   readonly #maxInflight: number;
   readonly #heartbeatMs: number;
@@ -172,7 +172,7 @@ export class StreamConsumer {
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
     this.#directReplies = new DirectReplies({ auth: this.auth, ...(options.replyTlsCa ? { tlsCa: options.replyTlsCa } : {}) });
     this.#cmd = openRedis(options.redis, 'worker', this.#logger);
-    this.#block = new StreamReadConnection(options.redis, { onError: (e) => this.#logger?.verbose(1, `redis (stream reads): ${e.message}`) });
+    this.#block = new RespConnection(options.redis, { onError: (e) => this.#logger?.verbose(1, `redis (stream reads): ${e.message}`) });
     this.#sub = openRedis(options.redis, 'subscriber', this.#logger);
   }
 

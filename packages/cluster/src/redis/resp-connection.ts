@@ -1,22 +1,38 @@
 /**
- * @module The worker's connection for blocking XREADGROUP reads: one command at a time, replies
- * read by core's `RespReader` (each tensor copied once, into a buffer that can move to an instance
- * thread). ioredis stays for everything else; its general reply decoder and command machinery
- * were ~20% of the worker's main thread at ppocr_cls c=16, with a second copy of every tensor.
- * Reconnects by itself; a command sent while disconnected fails at once.
+ * @module A lean Redis connection for the cluster's hot paths: the worker's blocking XREADGROUP
+ * reads, and the gateway's XADDs. Replies are read by `RespReader` (each tensor copied once, into
+ * a buffer that can move to an instance thread); a command's Buffer arguments go to the socket as
+ * they are, corked with the rest of the event loop's turn so they leave in one writev. ioredis
+ * stays for everything else; its general reply decoder and command machinery were ~20% of the
+ * worker's main thread at ppocr_cls c=16, with a second copy of every tensor, and its command
+ * object, promise and timer a request were ~7% of a gateway's CPU at `simple` c=64.
+ * Reconnects by itself; a command sent while disconnected fails at once and is never sent again.
  */
 import { isIP, connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { RespError, RespReader, respPieces, type RespValue, type StreamEntries } from './resp.js';
 import { parseRedisUrl, type RedisEndpoint } from './redis-connection.js';
+import { corkForTurn } from '../cork-for-turn.js';
 
 type Status = 'idle' | 'connecting' | 'ready' | 'closed';
+
+/** A command waiting for its answer. */
+interface Pending {
+  resolve: (v: RespValue) => void;
+  reject: (e: Error) => void;
+  /** When it was sent (Date.now()), for the command timeout; 0 when it has none. */
+  sentAt: number;
+  /** Whether the command timeout applies (commands sent with `send`). */
+  timed: boolean;
+  /** Answered, or failed by its timeout: a late answer only takes its place in the queue. */
+  done?: boolean;
+}
 
 /** How much later than its block time a blocking read's reply may come before the connection is given up. */
 const STALL_MS_DEFAULT = 5000;
 
 
-export class StreamReadConnection {
+export class RespConnection {
   status: Status = 'idle';
   /** This connection's CLIENT ID (for CLIENT UNBLOCK from another connection); new after a reconnect. */
   clientId: number | undefined;
@@ -26,14 +42,24 @@ export class StreamReadConnection {
   readonly #onError: (e: Error) => void;
   #socket: Socket | undefined;
   readonly #reader = new RespReader();
-  #pending: { resolve: (v: RespValue) => void; reject: (e: Error) => void }[] = [];
+  /** Commands sent and not yet answered, oldest first (Redis answers in order). */
+  #pending: Pending[] = [];
   #retry: ReturnType<typeof setTimeout> | undefined;
   #firstReady: { resolve: () => void; reject: (e: Error) => void } | undefined;
+  readonly #commandTimeoutMs: number | undefined;
+  /** Fails the commands that waited past commandTimeoutMs; armed while any is waiting. */
+  #timeoutTimer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(url: string, options: { reconnectMs?: number; stallMs?: number; onError?: (e: Error) => void } = {}) {
+  /**
+   * @param options.commandTimeoutMs how long a command sent with `send` may wait for its answer
+   *   before it fails ("Command timed out"), as ioredis's commandTimeout: the connection stays, and
+   *   the late answer is matched to it and dropped. None by default (blocking reads have their own).
+   */
+  constructor(url: string, options: { reconnectMs?: number; stallMs?: number; commandTimeoutMs?: number; onError?: (e: Error) => void } = {}) {
     this.#endpoint = parseRedisUrl(url);
     this.#reconnectMs = options.reconnectMs ?? 200;
     this.#stallMs = options.stallMs ?? STALL_MS_DEFAULT;
+    this.#commandTimeoutMs = options.commandTimeoutMs;
     this.#onError = options.onError ?? (() => undefined);
   }
 
@@ -49,6 +75,43 @@ export class StreamReadConnection {
   command(args: readonly (string | number)[]): Promise<RespValue> {
     if (this.status !== 'ready') return Promise.reject(new Error('Connection is closed.'));
     return this.#send(args);
+  }
+
+  /**
+   * Sends a command already encoded (`respPieces`): its pieces are written as they are, corked
+   * until the end of this turn so that the commands of a turn leave in one writev. An error reply
+   * rejects with a RespError; fails at once while disconnected, after commandTimeoutMs without an
+   * answer, or when the connection drops before the answer (the command is not sent again: it may
+   * have run).
+   */
+  send(pieces: readonly (string | Buffer)[]): Promise<RespValue> {
+    const socket = this.#socket;
+    if (this.status !== 'ready' || !socket) return Promise.reject(new Error('Connection is closed.'));
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ resolve, reject, sentAt: this.#commandTimeoutMs === undefined ? 0 : Date.now(), timed: this.#commandTimeoutMs !== undefined });
+      corkForTurn(socket);
+      for (const p of pieces) socket.write(p);
+      this.#armTimeout();
+    });
+  }
+
+  /** Arms the command timeout for the oldest command still waiting (one timer a connection, not one a command). */
+  #armTimeout(): void {
+    const limit = this.#commandTimeoutMs;
+    if (limit === undefined || this.#timeoutTimer !== undefined) return;
+    const oldest = this.#pending.find((p) => p.timed && !p.done);
+    if (!oldest) return;
+    this.#timeoutTimer = setTimeout(() => {
+      this.#timeoutTimer = undefined;
+      const now = Date.now();
+      for (const p of this.#pending) {
+        if (!p.timed || p.done) continue;
+        if (now - p.sentAt < limit) break;
+        p.done = true;
+        p.reject(new Error('Command timed out'));
+      }
+      this.#armTimeout();
+    }, Math.max(0, oldest.sentAt + limit - Date.now()));
   }
 
   /** The running read's stall timer: pushed back by every chunk that arrives. */
@@ -87,7 +150,7 @@ export class StreamReadConnection {
 
   #send(args: readonly (string | number)[]): Promise<RespValue> {
     return new Promise((resolve, reject) => {
-      this.#pending.push({ resolve, reject });
+      this.#pending.push({ resolve, reject, sentAt: 0, timed: false });
       // All-string arguments: one piece.
       this.#socket!.write(respPieces(String(args[0]), args.slice(1).map(String)).join(''));
     });
@@ -147,9 +210,14 @@ export class StreamReadConnection {
     }
     for (const r of replies) {
       const p = this.#pending.shift();
-      if (!p) continue;
+      if (!p || p.done) continue; // timed out already: its late answer is dropped
+      p.done = true;
       if (r instanceof RespError) p.reject(r);
       else p.resolve(r);
+    }
+    if (this.#pending.length === 0 && this.#timeoutTimer !== undefined) {
+      clearTimeout(this.#timeoutTimer);
+      this.#timeoutTimer = undefined;
     }
   }
 
@@ -166,6 +234,12 @@ export class StreamReadConnection {
   #failPending(err: Error): void {
     const pending = this.#pending;
     this.#pending = [];
-    for (const p of pending) p.reject(err);
+    clearTimeout(this.#timeoutTimer);
+    this.#timeoutTimer = undefined;
+    for (const p of pending) {
+      if (p.done) continue;
+      p.done = true;
+      p.reject(err);
+    }
   }
 }

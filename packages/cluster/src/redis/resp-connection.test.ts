@@ -2,16 +2,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
-import { StreamReadConnection } from './stream-read-connection.js';
+import { RespConnection } from './resp-connection.js';
+import { respPieces } from './resp.js';
 
 let redis: RedisHandle;
 beforeAll(async () => { redis = await startRedis(); });
 afterAll(async () => { await redis?.stop(); });
 
-describe('StreamReadConnection', () => {
+describe('RespConnection', () => {
   it('reads a stream in a consumer group (blocking), can be unblocked, fails while Redis is away and reconnects', async () => {
     const admin = new Redis(redis.url);
-    const conn = new StreamReadConnection(redis.url, { reconnectMs: 50 });
+    const conn = new RespConnection(redis.url, { reconnectMs: 50 });
     try {
       await admin.xgroup('CREATE', 's', 'g', '0', 'MKSTREAM');
       await conn.connect();
@@ -58,7 +59,7 @@ describe('StreamReadConnection', () => {
       sock.on('data', (d) => { if (d.toString().includes('CLIENT')) sock.write(`:${connections.length}\r\n`); });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const conn = new StreamReadConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 100 });
+    const conn = new RespConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 100 });
     try {
       await conn.connect();
       expect(conn.clientId).toBe(1);
@@ -99,7 +100,7 @@ describe('StreamReadConnection', () => {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const conn = new StreamReadConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 150 });
+    const conn = new RespConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 150 });
     try {
       await conn.connect();
       const got = await conn.xreadgroup('g', 'c', 1, 10, ['s']);
@@ -108,6 +109,71 @@ describe('StreamReadConnection', () => {
       expect(connections).toHaveLength(1);
     } finally {
       for (const t of timers) clearInterval(t);
+      conn.disconnect();
+      for (const c of connections) c.destroy();
+      server.close();
+    }
+  });
+
+  it('sends encoded commands with their Buffers as they are; a command past its timeout fails, and its late answer goes to it, not to the next command', async () => {
+    const admin = new Redis(redis.url);
+    const conn = new RespConnection(redis.url, { reconnectMs: 50, commandTimeoutMs: 300 });
+    try {
+      await conn.connect();
+      const tensor = Buffer.alloc(70_000, 7);
+      // The commands of one turn, answered in order.
+      const [a, b] = await Promise.all([
+        conn.send(respPieces('XADD', ['sent', '*', 'r', 'head', 't', tensor])),
+        conn.send(respPieces('XADD', ['sent', '*', 'r', 'two'])),
+      ]);
+      expect(Buffer.isBuffer(a) && /^\d+-\d+$/.test(a.toString())).toBe(true);
+      expect(Buffer.isBuffer(b)).toBe(true);
+      const entries = await admin.xrangeBuffer('sent', '-', '+');
+      expect(entries).toHaveLength(2);
+      expect(entries[0]![1][3]!.equals(tensor)).toBe(true);
+      // An error answer rejects with its text.
+      await expect(conn.send(respPieces('XADD', ['sent', 'not-an-id', 'r', 'x']))).rejects.toThrow(/Invalid stream ID/);
+      // Redis holds write commands for 1 s: the XADD fails at 300 ms; the GET sent after the pause
+      // gets its own answer, not the XADD's late one.
+      await admin.call('CLIENT', 'PAUSE', '1000', 'WRITE');
+      const t = Date.now();
+      await expect(conn.send(respPieces('XADD', ['sent', '*', 'r', 'late']))).rejects.toThrow('Command timed out');
+      expect(Date.now() - t).toBeLessThan(900);
+      await admin.set('k', 'v');
+      expect((await conn.send(respPieces('GET', ['k']))) as Buffer).toEqual(Buffer.from('v'));
+      expect(await admin.xlen('sent')).toBe(3);
+      // Sent while Redis is away: fails at once.
+      conn.disconnect();
+      await expect(conn.send(respPieces('GET', ['k']))).rejects.toThrow(/closed/);
+    } finally {
+      conn.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('a command whose connection drops before its answer fails and is not sent again on the next connection (it may have run)', async () => {
+    const seen: string[] = [];
+    const connections: Socket[] = [];
+    const server = createServer((sock) => {
+      connections.push(sock);
+      sock.on('error', () => undefined);
+      sock.on('data', (d) => {
+        const text = d.toString();
+        if (text.includes('CLIENT')) sock.write(`:${connections.length}\r\n`);
+        if (text.includes('XADD')) { seen.push(text); sock.destroy(); }
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const conn = new RespConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10 });
+    try {
+      await conn.connect();
+      await expect(conn.send(respPieces('XADD', ['s', '*', 'r', 'x']))).rejects.toThrow(/closed/);
+      const deadline = Date.now() + 5000;
+      while ((conn.status !== 'ready' || conn.clientId !== 2) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(conn.clientId).toBe(2);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(seen).toHaveLength(1);
+    } finally {
       conn.disconnect();
       for (const c of connections) c.destroy();
       server.close();

@@ -1,0 +1,46 @@
+#!/bin/bash
+# What a request costs one gateway in CPU, on a 2-core machine (issue #16: one gateway's cost
+# against its frontend floor's). Redis and the gateway on cpu 0, one worker and wrk on cpu 1;
+# `simple` binary (bench/post.lua), wrk -t1 -c64, a 2 s warm-up and then SECONDS s measured. Prints
+# the gateway's rate and its CPU (all threads, /proc ticks) a request, then the same for
+# bench/floor-server.mjs alone on cpu 0. The rate is bounded by the shared cpu 1; the CPU a
+# request is the figure. To compare two builds, alternate: ROOT=<other checkout> bash bench/gateway-cost.sh
+#   bash bench/gateway-cost.sh [SECONDS=8]        (ROOT: the checkout whose triode runs; default this one)
+set -eu
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=${ROOT:-$HERE}
+SECONDS_MEASURED=${1:-8}
+BIN=$ROOT/packages/cli/bin/triode.js
+D=$(mktemp -d /tmp/triode-gwcost-XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$D"; }
+trap cleanup EXIT
+free_port() { node -e "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+mkdir -p "$D/repo" && cp -r "$HERE/model_repository/simple" "$D/repo/"
+node -e "
+const h=Buffer.from(JSON.stringify({parameters:{binary_data_output:true},inputs:['INPUT0','INPUT1'].map((name)=>({name,datatype:'INT32',shape:[1,16],parameters:{binary_data_size:64}}))}));
+require('fs').writeFileSync('$D/body.bin',Buffer.concat([h,Buffer.from(new Int32Array(16).fill(1).buffer),Buffer.from(new Int32Array(16).fill(2).buffer)]));
+require('fs').writeFileSync('$D/hl',String(h.length));"
+export BODY_FILE=$D/body.bin HEADER_LEN=$(cat "$D/hl")
+# measure PID PORT LABEL
+measure() {
+  taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > /dev/null
+  local c0 c1 req
+  c0=$(ticks "$1")
+  taskset -c 1 wrk -t1 -c64 -d"${SECONDS_MEASURED}s" -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > "$D/wrk.txt"
+  c1=$(ticks "$1")
+  req=$(awk '/requests in/ {print $1}' "$D/wrk.txt")
+  echo "$3: $(awk '/Requests\/sec/ {print $2}' "$D/wrk.txt") req/s, $(awk -v t=$((c1 - c0)) -v r="$req" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", t * 1e6 / hz / r}') µs of CPU a request, non-2xx: $(awk '/Non-2xx/ {print $NF}' "$D/wrk.txt" | grep . || echo 0)"
+}
+RP=$(free_port); GP=$(free_port)
+taskset -c 0 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$D/redis.log" 2>&1 & PIDS+=($!)
+sleep 0.5
+taskset -c 1 node --initial-old-space-size=128 "$BIN" worker --metrics-port 0 --redis "redis://127.0.0.1:$RP" --model-repository "$D/repo" --worker-id w0 --log-info=false > "$D/worker.log" 2>&1 & PIDS+=($!)
+taskset -c 0 node --initial-old-space-size=128 "$BIN" gateway --metrics-port 0 --redis "redis://127.0.0.1:$RP" --http-port "$GP" --http-address 127.0.0.1 --allow-grpc=false > "$D/gateway.log" 2>&1 & GW=$!; PIDS+=($GW)
+for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$GP/v2/models/simple/ready" > /dev/null && break; sleep 0.25; done
+measure "$GW" "$GP" "gateway ($ROOT)"
+FP=$(free_port)
+taskset -c 0 node "$HERE/bench/floor-server.mjs" "$FP" > "$D/floor.log" 2>&1 & FLOOR=$!; PIDS+=($FLOOR)
+for _ in $(seq 1 40); do grep -q 'floor server on' "$D/floor.log" && break; sleep 0.25; done
+measure "$FLOOR" "$FP" "frontend floor"
