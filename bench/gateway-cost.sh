@@ -37,7 +37,7 @@ RP=$(free_port); GP=$(free_port)
 taskset -c 0 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$D/redis.log" 2>&1 & PIDS+=($!)
 sleep 0.5
 taskset -c 1 node --initial-old-space-size=128 "$BIN" worker --metrics-port 0 --redis "redis://127.0.0.1:$RP" --model-repository "$D/repo" --worker-id w0 --log-info=false > "$D/worker.log" 2>&1 & PIDS+=($!)
-taskset -c 0 node --initial-old-space-size=128 "$BIN" gateway --metrics-port 0 --redis "redis://127.0.0.1:$RP" --http-port "$GP" --http-address 127.0.0.1 --allow-grpc=false > "$D/gateway.log" 2>&1 & GW=$!; PIDS+=($GW)
+taskset -c 0 node --initial-old-space-size=128 ${GATEWAY_NODE_FLAGS:-} "$BIN" gateway --metrics-port 0 --redis "redis://127.0.0.1:$RP" --http-port "$GP" --http-address 127.0.0.1 --allow-grpc=false > "$D/gateway.log" 2>&1 & GW=$!; PIDS+=($GW)
 for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$GP/v2/models/simple/ready" > /dev/null && break; sleep 0.25; done
 measure "$GW" "$GP" "gateway ($ROOT)"
 FP=$(free_port)

@@ -5,6 +5,34 @@ import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequ
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
 describe('tensor codec (gateway <-> worker)', () => {
+  it('writes the header a plain JSON.stringify({ ...meta, env, tensors }) would mean, for any metadata and envelope (it is built as text)', () => {
+    const header = (b: Buffer) => JSON.parse(b.subarray(4, 4 + b.readUInt32LE(0)).toString()) as Record<string, unknown>;
+    const inputs = [{ name: 'n\u0000"\u00e9\u{1F600}', datatype: 'FP32' as const, shape: [1, 2], data: Float32Array.of(1, 2) }];
+    const heads = (t: typeof inputs) => t.map((x) => ({ name: x.name, datatype: x.datatype, shape: x.shape, bytes: x.data.byteLength }));
+    const envs = [
+      { requestKey: '1', replyTo: 'triode:reply:g-1', enqueuedMs: 5, deadlineMs: 6, direct: { address: '10.0.0.1:1', token: 't"\\' } },
+      { requestKey: '2', replyTo: 'triode:reply:g-2', enqueuedMs: 7, deadlineMs: 8 },
+      // The same gateway again, after another: its constant part is not taken from the one before.
+      { requestKey: '3', replyTo: 'triode:reply:g-1', enqueuedMs: 9, deadlineMs: 10, direct: { address: '10.0.0.1:1', token: 'other' } },
+    ];
+    const requests = [
+      { modelName: 'm', inputs },
+      { modelName: 'm', id: '\u2028x', parameters: { a: 'b' }, outputs: [{ name: 'o' }], inputs: [] as typeof inputs },
+      // Keys named like the header's own are overridden by them, as with the spread.
+      { modelName: 'm', inputs, ...{ env: 'forged', tensors: 'forged' } },
+    ];
+    for (const env of envs) {
+      for (const req of requests) {
+        const { inputs: ins, ...meta } = req;
+        const expected = JSON.parse(JSON.stringify({ ...meta, env, tensors: heads(ins) })) as unknown;
+        expect(header(encodeRequestParts(req, env)[0]!)).toEqual(expected);
+        expect(header(encodeRequest(req, env))).toEqual(expected);
+      }
+    }
+    // An empty metadata object still makes one JSON object (no stray comma).
+    expect(header(encodeReply({ requestKey: 'k', end: true }))).toEqual({ requestKey: 'k', end: true, tensors: [] });
+  });
+
   it('round-trips a request with its envelope, bigints and every tensor kind, from any buffer offset', () => {
     const req = {
       modelName: 'm', modelVersion: 2, id: 'r1',
