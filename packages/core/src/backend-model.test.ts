@@ -391,8 +391,8 @@ describe('response cache', () => {
     writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
     mkdirSync(join(repo, 'n', '1'), { recursive: true });
     writeFileSync(join(repo, 'n', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
-    // Room for two entries (each: a 4-byte output, its name and shape, a 44-character key and ENTRY_OVERHEAD_BYTES: 579 bytes).
-    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 1200 });
+    // Room for two entries (each: a 4-byte output padded to 8, its name and shape, TENSOR_OVERHEAD_BYTES, a 44-character key and ENTRY_OVERHEAD_BYTES: 999 bytes).
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend(0, executions)], responseCacheBytes: 2000 });
     servers.push(s);
     const ask = (v: number, id?: string) => s.infer({ ...req(v), ...(id ? { id } : {}) });
     expect(await out(ask(7))).toBe(7);

@@ -4,16 +4,18 @@
  * memory. Entries are keyed by a hash of the model, version, every input (name, type, shape,
  * bytes), the outputs asked for and the request's custom parameters (Triton leaves parameters
  * out, but Triode's models read them: two tenants' requests must not share an answer); least
- * recently used entries go when the size, counted with a fixed cost per entry, is exceeded.
- * Entries hold copies in buffers of their own, and every hit answers with a fresh copy that its
- * caller owns (`owned: true`): moving one (to a thread, a BLS caller) never reaches the entry.
+ * recently used entries go when the size, counted with a fixed cost per entry and per output, is
+ * exceeded.
+ * An entry holds a copy of its outputs in one buffer of its own, and every hit answers with a fresh
+ * copy of it, which its caller owns (`owned: true`; its outputs view the one buffer): moving one (to
+ * a thread, a BLS caller) never reaches the entry.
  * Triton: core/src/cache_manager.cc, local_cache (TRITONCACHE_*), docs/user_guide/response_cache.md
  */
 import { createHash } from 'node:crypto';
 import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
 import { dataBytes } from '../tensor/data-type.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { copyTensorData } from '../tensor/transferable.js';
+import { plainTypedArrayClass, type TypedArrayClass } from '../tensor/transferable.js';
 
 /** Counters of the whole cache (server-wide metrics). */
 export interface ResponseCacheStats {
@@ -32,19 +34,50 @@ export interface ResponseCacheStats {
 const UNKEYED_PARAMETERS = new Set(['priority', 'timeout', 'sequence_id', 'sequence_start', 'sequence_end', 'binary_data_output']);
 
 /**
- * What an entry costs beyond its tensors' bytes (the Map slot, the key, the response and tensor
- * objects: measured at about 540 bytes for a one-element output). Without it, 200,000 tiny
- * entries held 108 MB in a cache of 9.6 MB.
+ * What an entry costs beyond its tensors' bytes, and what each of its outputs adds: the Map slot,
+ * the key, the entry and its buffer's typed array (with its ArrayBuffer object), and each output's
+ * name, shape and record. Measured with --expose-gc, heap and external memory of a full cache (see
+ * response-cache.test.ts): an entry with one 1-element output and a 44-character key held about
+ * 970 bytes, and each further output about 170. Before, an entry was counted as its bytes and 512
+ * while each output had a buffer and objects of its own: an entry of 16 one-element outputs held
+ * 6 KB, and a cache of 20 MB held 120 MB (and the server's RSS grew by 450 MB).
  */
-export const ENTRY_OVERHEAD_BYTES = 512;
+export const ENTRY_OVERHEAD_BYTES = 768;
+export const TENSOR_OVERHEAD_BYTES = 160;
 
-interface Entry {
-  response: InferenceResponse;
-  bytes: number;
+/** Offsets in an entry's buffer are multiples of 8, so every typed array (BigInt64Array too) can view it. */
+const ALIGN = 8;
+const aligned = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
+
+/** Where one output lies in its entry's buffer. */
+interface CachedTensor {
+  readonly name: string;
+  readonly datatype: Tensor['datatype'];
+  readonly shape: number[];
+  readonly array: TypedArrayClass;
+  readonly offset: number;
+  readonly byteLength: number;
 }
 
-/** A copy in a buffer of its own (never `data.slice()`: on a Node Buffer that is a view of the same memory). */
-const copyTensor = (t: Tensor): Tensor => ({ name: t.name, datatype: t.datatype, shape: [...t.shape], data: copyTensorData(t.data), owned: true });
+interface Entry {
+  /** The response less its id and outputs. */
+  readonly head: Omit<InferenceResponse, 'id' | 'outputs'>;
+  readonly tensors: CachedTensor[];
+  /** Every output's bytes, in one buffer of the entry's own. */
+  readonly data: Uint8Array;
+  readonly bytes: number;
+}
+
+/**
+ * What an entry for `response` is counted as, in bytes: its buffer (each output padded to 8 bytes),
+ * its key, the outputs' names and shapes, its parameters, and the fixed costs above.
+ */
+export function entryBytes(keyLength: number, response: Pick<InferenceResponse, 'outputs' | 'parameters'>): number {
+  let bytes = ENTRY_OVERHEAD_BYTES + keyLength;
+  for (const t of response.outputs) bytes += aligned(t.data.byteLength) + TENSOR_OVERHEAD_BYTES + t.name.length + 8 * t.shape.length;
+  for (const [k, v] of Object.entries(response.parameters ?? {})) bytes += 32 + k.length + (typeof v === 'string' ? v.length : 8);
+  return bytes;
+}
 
 /** An LRU cache of responses bounded by the bytes of their tensors. */
 export class ResponseCache {
@@ -111,7 +144,17 @@ export class ResponseCache {
     this.#hits++;
     this.#entries.delete(key);
     this.#entries.set(key, e);
-    const hit = { ...e.response, outputs: e.response.outputs.map(copyTensor) };
+    // One copy of the entry's buffer (never a view of it, nor `slice()` of a Node Buffer), viewed by every output.
+    const buffer = new Uint8Array(e.data.byteLength);
+    buffer.set(e.data);
+    const outputs = e.tensors.map((t): Tensor => ({
+      name: t.name,
+      datatype: t.datatype,
+      shape: [...t.shape],
+      data: new t.array(buffer.buffer, t.offset, t.byteLength / t.array.BYTES_PER_ELEMENT),
+      owned: true,
+    }));
+    const hit: InferenceResponse = { ...e.head, outputs };
     this.#lookupNs += (performance.now() - t0) * 1e6;
     return hit;
   }
@@ -127,11 +170,21 @@ export class ResponseCache {
   }
 
   #insert(key: string, response: InferenceResponse): void {
-    const bytes = response.outputs.reduce((a, t) => a + t.data.byteLength + t.name.length + 8 * t.shape.length, 0) + key.length + ENTRY_OVERHEAD_BYTES;
+    const bytes = entryBytes(key.length, response);
     if (bytes > this.capacity || this.#entries.has(key)) return;
+    const tensors: CachedTensor[] = [];
+    let size = 0;
+    for (const t of response.outputs) {
+      tensors.push({ name: t.name, datatype: t.datatype, shape: [...t.shape], array: plainTypedArrayClass(t.data), offset: size, byteLength: t.data.byteLength });
+      size += aligned(t.data.byteLength);
+    }
+    // `new Uint8Array(n)`, never through an ArrayBuffer: V8 keeps a small one (64 bytes or less)
+    // inside its object, with no backing store, as long as nothing asks for its `buffer`.
+    const data = new Uint8Array(size);
+    response.outputs.forEach((t, i) => data.set(new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength), tensors[i]!.offset));
     // The id is the request's: each hit answers with its own.
-    const { id: _id, ...rest } = response;
-    this.#entries.set(key, { response: { ...rest, outputs: response.outputs.map(copyTensor) }, bytes });
+    const { id: _id, outputs: _outputs, ...head } = response;
+    this.#entries.set(key, { head, tensors, data, bytes });
     this.#bytes += bytes;
     for (const [k, e] of this.#entries) {
       if (this.#bytes <= this.capacity) break;

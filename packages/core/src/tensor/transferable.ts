@@ -100,16 +100,19 @@ export function claimOwnership<T extends Pick<Tensor, 'data' | 'owned'>>(groups:
 export function copyTensorData<D extends TensorData>(data: D): D {
   const bytes = new Uint8Array(data.byteLength);
   bytes.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
-  return new (plainCtor(data))(bytes.buffer, 0, data.length);
+  return new (plainTypedArrayClass(data))(bytes.buffer, 0, data.length);
 }
 
 const TYPED_ARRAY_PROTO = Object.getPrototypeOf(Uint8Array.prototype) as object;
 
+/** A typed-array class, as `plainTypedArrayClass` gives it. */
+export type TypedArrayClass<D extends TensorData = TensorData> = (new (b: ArrayBuffer, offset: number, length: number) => D) & { readonly BYTES_PER_ELEMENT: number };
+
 /** The plain typed-array class of `data` (Uint8Array for a Node Buffer). */
-function plainCtor<D extends TensorData>(data: D): new (b: ArrayBuffer, offset: number, length: number) => D {
+export function plainTypedArrayClass<D extends TensorData>(data: D): TypedArrayClass<D> {
   let proto = Object.getPrototypeOf(data) as object;
   while (Object.getPrototypeOf(proto) !== TYPED_ARRAY_PROTO) proto = Object.getPrototypeOf(proto) as object;
-  return (proto as { constructor: new (b: ArrayBuffer, offset: number, length: number) => D }).constructor;
+  return (proto as { constructor: TypedArrayClass<D> }).constructor;
 }
 
 /** Buffers smaller than this are left to the garbage collector (see `releaseOwnedBuffers`). */
