@@ -26,6 +26,21 @@ describe('shared memory parameters', () => {
     expect(() => inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype: 'INT32', shape: [1] }], raw_input_contents: raw, outputs: [{ name: 'y', parameters: { shared_memory_region: { int64_param: 3 } } }] })))
       .toThrow(expect.objectContaining({ code: 'INVALID_ARG' }));
   });
+
+  // Review: a region with no value set was read as no region, and the output came back inline.
+  it.each([
+    ['no value', {}],
+    ['an int64', { int64_param: 3 }],
+    ['a bool', { bool_param: true }],
+    ['a double', { double_param: 1.5 }],
+    ['a uint64', { uint64_param: 0 }],
+  ])("a region that is not a string_param (%s) is INVALID_ARG with Triton's words, on an input or an output", (_kind, value) => {
+    const raw = [Buffer.alloc(4)];
+    expect(() => inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype: 'INT32', shape: [1], parameters: { shared_memory_region: value } }], raw_input_contents: raw })))
+      .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "invalid value type for 'shared_memory_region' parameter for tensor 'x', expected string_param." }));
+    expect(() => inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype: 'INT32', shape: [1] }], raw_input_contents: raw, outputs: [{ name: 'y\nz', parameters: { shared_memory_region: value } }] })))
+      .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "invalid value type for 'shared_memory_region' parameter for tensor 'y\\u000az', expected string_param." }));
+  });
 });
 
 describe('the parameters Triton\'s gRPC frontend reads itself, with its types', () => {

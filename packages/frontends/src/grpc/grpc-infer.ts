@@ -191,8 +191,7 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
       return n;
     });
     const count = elementCount(shape);
-    const region = inp.parameters['shared_memory_region'];
-    if (region) refuseSharedMemory(parameterValue(region), () => `input '${echo(name)}'`);
+    sharedMemoryRegion(inp.parameters, name, () => `input '${echo(name)}'`);
     if (raw.length > 0) {
       if (hasContents(inp.contents)) {
         throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${echo(name)}' for model '${echo(model)}'`);
@@ -208,8 +207,7 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
   });
   const outputs: RequestedOutput[] = m.outputs.map((o) => {
     const ro: RequestedOutput = { name: o.name };
-    const region = o.parameters['shared_memory_region'];
-    if (region) refuseSharedMemory(parameterValue(region), () => `output '${echo(o.name)}'`);
+    sharedMemoryRegion(o.parameters, o.name, () => `output '${echo(o.name)}'`);
     const cls = o.parameters['classification'];
     if (cls) {
       const n = parameterValue(cls);
@@ -224,6 +222,21 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
   if (m.id) request.id = m.id;
   if (outputs.length) request.outputs = outputs;
   return { request, emptyFinal };
+}
+
+/**
+ * Refuses a tensor that names a `shared_memory_region` (see refuseSharedMemory), and one whose
+ * region is not a string_param as Triton does, whatever it holds: before, a region with no value
+ * set was read as no region, and the output came back inline (review).
+ * Triton: server/src/grpc/infer_handler.cc ParseSharedMemoryParams
+ */
+function sharedMemoryRegion(params: Record<string, InferParameterMessage>, tensor: string, what: () => string): void {
+  const region = params['shared_memory_region'];
+  if (region === undefined) return;
+  if (parameterKind(region) !== 'string_param') {
+    throw Errors.invalidArg(`invalid value type for 'shared_memory_region' parameter for tensor '${echo(tensor)}', expected string_param.`);
+  }
+  refuseSharedMemory(parameterValue(region), what);
 }
 
 /** An InferenceResponse as a ModelInferResponse: every output's bytes in raw_output_contents. */

@@ -440,6 +440,16 @@ describe('statistics, repository, logging, trace, shared memory', () => {
       await expect(call(rpc)).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('shared memory is not supported') });
     }
   });
+
+  it('an output in a shared_memory_region with no value set is INVALID_ARGUMENT with Triton\'s words, not answered inline (fast path and grpc-js; review)', async () => {
+    const request = simpleRequest({ outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: {} } }] });
+    for (const c of [client, plainClient]) {
+      await expect(call('ModelInfer', request, new Metadata(), c)).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: "invalid value type for 'shared_memory_region' parameter for tensor 'OUTPUT0', expected string_param.",
+      });
+    }
+  });
 });
 
 describe('restricted protocols', () => {
