@@ -105,6 +105,12 @@ describe('sequence batching over HTTP', () => {
     expect(r.json['error']).toBe("inference request to model 'simple_sequence' must specify batch-size 1 due to requirements of sequence batcher");
   });
 
+  it('a string id with a newline is echoed whole in the START error (review: the message was cut at the newline)', async () => {
+    const r = await post('simple_sequence', { parameters: { sequence_id: 'a\nb' }, inputs: [{ name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [1] }] });
+    expect(r.status).toBe(400);
+    expect(r.json['error']).toBe("inference request for sequence a\\u000ab to model 'simple_sequence' must specify the START flag on the first request of the sequence");
+  });
+
   it('silero_vad: implicit state is kept per sequence, exactly as feeding it back by hand', async () => {
     // Two tones under a slow envelope, different per sequence (4 decimals, so JSON is exact).
     const chunk = (seed: number, k: number) => Array.from({ length: 512 }, (_, i) => {

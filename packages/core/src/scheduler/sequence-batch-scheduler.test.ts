@@ -54,6 +54,15 @@ describe('SequenceBatchScheduler', () => {
     expect(() => s.enqueue(r(7, 0))).toThrow("inference request for sequence 7 to model 'm' must specify the START flag on the first request of the sequence");
   });
 
+  it('echoes a string id in that error (review: a newline in the id cut the message there, a client keeps its first line)', () => {
+    const { s } = harness(1, {});
+    const message = "inference request for sequence a\\u000ab to model 'm' must specify the START flag on the first request of the sequence";
+    expect(() => s.enqueue(r('a\nb', 0))).toThrow(message);
+    // The same after the sequence's END was queued.
+    s.enqueue(r('a\nb', 1, { start: true, end: true }));
+    expect(() => s.enqueue(r('a\nb', 2))).toThrow(message);
+  });
+
   it('keeps every request of a sequence on one instance, in order, one at a time', async () => {
     const { s, batches, release } = harness(2, {}, 1);
     s.enqueue(r(1, 0, { start: true }));

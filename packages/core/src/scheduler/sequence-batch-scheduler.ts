@@ -5,7 +5,7 @@
  * Triton: core/src/sequence_batch_scheduler/sequence_batch_scheduler.cc
  */
 import { systemClock, type Clock } from '../clock.js';
-import { Errors, TriodeError } from '../errors.js';
+import { Errors, TriodeError, echo } from '../errors.js';
 import type { ModelSequenceBatching } from '../model-config/model-config.js';
 import type { BatchRunner, InstanceGate, RejectHandler, Schedulable, Scheduler } from './scheduler.js';
 import { IdleWaiters, WakeTimer } from './wake-timer.js';
@@ -136,6 +136,14 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     this.#staged = new Array<boolean>(instanceCount).fill(false);
   }
 
+  /**
+   * Triton's error for a request that continues no sequence. The id is the client's: echoed (a
+   * string id with a newline cut the message there, as a client keeps its first line only).
+   */
+  #noStart(id: bigint | string): TriodeError {
+    return Errors.invalidArg(`inference request for sequence ${echo(id)} to model '${this.#modelName}' must specify the START flag on the first request of the sequence`);
+  }
+
   enqueue(request: T): void {
     if (this.#stopped) throw Errors.serverStopping();
     const info = request.sequence;
@@ -148,14 +156,12 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
       seq.ending = false;
     }
     if (!seq) {
-      if (!info.start) {
-        throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' must specify the START flag on the first request of the sequence`);
-      }
+      if (!info.start) throw this.#noStart(info.correlationId);
       seq = { key: info.key, instance: -1, queue: [], running: false, lastActivityNs: now, ending: false, expiresNs: 0 };
       this.#sequences.set(info.key, seq);
       this.#place(seq);
     } else if (seq.ending && !info.start) {
-      throw Errors.invalidArg(`inference request for sequence ${String(info.correlationId)} to model '${this.#modelName}' must specify the START flag on the first request of the sequence`);
+      throw this.#noStart(info.correlationId);
     }
     if (info.end) seq.ending = true;
     if (seq.instance < 0 && (request.timeoutUs ?? 0) > 0) this.#expireAt(seq, now + request.timeoutUs! * 1000);
