@@ -105,6 +105,16 @@ describe('sequence batching over HTTP', () => {
     expect(r.json['error']).toBe("inference request to model 'simple_sequence' must specify batch-size 1 due to requirements of sequence batcher");
   });
 
+  it('attack: a string correlation id over 256 bytes is refused before its sequence starts (review: 40 ids of 5 MB held 500 MB); one of 256 runs', async () => {
+    const input = { name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [4] };
+    let r = await post('simple_sequence', { parameters: { sequence_id: 'x'.repeat(5_000_000), sequence_start: true }, inputs: [input] });
+    expect(r.status).toBe(400);
+    expect(r.json['error']).toBe('string correlation ID (sequence_id) of 5000000 bytes is longer than the 256 bytes accepted');
+    r = await post('simple_sequence', { parameters: { sequence_id: 'x'.repeat(256), sequence_start: true, sequence_end: true }, inputs: [input] });
+    expect(r.status).toBe(200);
+    expect((r.json['outputs'] as { data: number[] }[])[0]!.data).toEqual([5]);
+  });
+
   it('a string id with a newline is echoed whole in the START error (review: the message was cut at the newline)', async () => {
     const r = await post('simple_sequence', { parameters: { sequence_id: 'a\nb' }, inputs: [{ name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [1] }] });
     expect(r.status).toBe(400);

@@ -6,10 +6,19 @@ import { strings, tensor, TritonModelError } from 'triode';
 // sequences used least recently go beyond that many, or sequences started and never ended would
 // each keep theirs for good (a review grew the server by ~300 MB with 304 such starts).
 const MAX_SEQUENCES = 1024;
+// And their ids at most this many characters in all: the server refuses string ids over 256 bytes,
+// but a model should not rely on its caller for its memory (before that cap, 40 sequences started
+// with ids of 5 MB held 500 MB here, for good).
+const MAX_ID_CHARS = 1 << 20;
 
 export default class StringDynaSequence {
   initialize() {
     this.accumulators = new Map();
+    this.idChars = 0;
+  }
+
+  forget(id) {
+    if (this.accumulators.delete(id)) this.idChars -= id.length;
   }
 
   execute(requests) {
@@ -24,14 +33,14 @@ export default class StringDynaSequence {
         return new TritonModelError('dyna sequence backend expects correlation ID to be decodable into an integer');
       }
       let acc = start ? value : (this.accumulators.get(id) ?? 0) + value;
+      this.forget(id);
       if (end) {
         acc += Number.parseInt(id, 10);
-        this.accumulators.delete(id);
       } else {
         // Most recently used last, so that the first is the one to drop.
-        this.accumulators.delete(id);
         this.accumulators.set(id, acc);
-        if (this.accumulators.size > MAX_SEQUENCES) this.accumulators.delete(this.accumulators.keys().next().value);
+        this.idChars += id.length;
+        while (this.accumulators.size > MAX_SEQUENCES || this.idChars > MAX_ID_CHARS) this.forget(this.accumulators.keys().next().value);
       }
       return { outputs: [tensor('OUTPUT', 'INT32', [1, 1], [acc])] };
     });

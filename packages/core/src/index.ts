@@ -23,7 +23,7 @@ export { MAX_WARMUP_INPUT_BYTES, MAX_WARMUP_SAMPLE_BYTES } from './model-warmup.
 
 // Requests and responses.
 export {
-  normalizeRequest, applyReshape, schedulePolicyParams, sequenceParams,
+  normalizeRequest, applyReshape, schedulePolicyParams, sequenceParams, MAX_CORRELATION_ID_BYTES,
   type InferenceRequest, type InferenceResponse, type ParameterValue, type RequestedOutput, type RequestTrace, type CancelSignal, type ResponseHandler, type InferStreamOptions, CancelToken,
 } from './infer-request.js';
 export { classify } from './classification.js';

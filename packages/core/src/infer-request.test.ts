@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CancelToken, applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest } from './infer-request.js';
+import { CancelToken, MAX_CORRELATION_ID_BYTES, applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 
@@ -161,6 +161,16 @@ describe('errors repeat at most 256 characters of what the request sent (fuzz se
     expect(schedulePolicyParams({ timeout: 2n ** 64n - 1n }).timeoutUs).toBe(Number.MAX_SAFE_INTEGER);
     expect(() => schedulePolicyParams({ timeout: 2n ** 64n })).toThrow("parameter 'timeout' must be a non-negative integer, got \"18446744073709551616\"");
     expect(() => sequenceParams({ sequence_id: 2n ** 70n })).toThrow(/parameter 'sequence_id' must be a non-negative integer/);
+  });
+});
+
+describe('sequenceParams', () => {
+  it(`attack: a string correlation id of more than ${MAX_CORRELATION_ID_BYTES} bytes is refused (review: 40 ids of 5 MB held 500 MB for max_sequence_idle)`, () => {
+    expect(sequenceParams({ sequence_id: 'x'.repeat(MAX_CORRELATION_ID_BYTES), sequence_start: true })?.key).toBe(`s:${'x'.repeat(MAX_CORRELATION_ID_BYTES)}`);
+    expect(() => sequenceParams({ sequence_id: 'x'.repeat(5_000_000), sequence_start: true }))
+      .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: `string correlation ID (sequence_id) of 5000000 bytes is longer than the ${MAX_CORRELATION_ID_BYTES} bytes accepted` }));
+    // Counted in UTF-8 bytes: 129 two-byte characters are 258 bytes.
+    expect(() => sequenceParams({ sequence_id: '\u00e9'.repeat(129) })).toThrow(/of 258 bytes is longer/);
   });
 });
 

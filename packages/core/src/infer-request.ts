@@ -348,8 +348,18 @@ export function schedulePolicyParams(params: Record<string, ParameterValue> | un
 }
 
 /**
+ * The longest string correlation id (`sequence_id`), in UTF-8 bytes. Triton sets none, but a
+ * sequence's id is kept as long as the sequence (up to max_sequence_idle after its last request),
+ * and a model keeps it too (its CORRID control): 40 sequences started with ids of 5 MB held 500 MB
+ * of a server (review). UUIDs and session keys are far shorter.
+ */
+export const MAX_CORRELATION_ID_BYTES = 256;
+
+/**
  * The sequence parameters (`sequence_id` as uint64 or string, `sequence_start`, `sequence_end`),
  * or undefined when the request names no sequence (id 0 or "").
+ * @throws TriodeError INVALID_ARG for a flag that is not a boolean, an id that is neither a uint64
+ * nor a string, or a string id longer than MAX_CORRELATION_ID_BYTES.
  */
 export function sequenceParams(params: Record<string, ParameterValue> | undefined): { correlationId: bigint | string; key: string; start: boolean; end: boolean } | undefined {
   const raw = params?.['sequence_id'];
@@ -361,8 +371,13 @@ export function sequenceParams(params: Record<string, ParameterValue> | undefine
     return v;
   };
   let correlationId: bigint | string;
-  if (typeof raw === 'string') correlationId = raw;
-  else correlationId = uintParam(params!, 'sequence_id')!;
+  if (typeof raw === 'string') {
+    const bytes = Buffer.byteLength(raw);
+    if (bytes > MAX_CORRELATION_ID_BYTES) {
+      throw Errors.invalidArg(`string correlation ID (sequence_id) of ${bytes} bytes is longer than the ${MAX_CORRELATION_ID_BYTES} bytes accepted`);
+    }
+    correlationId = raw;
+  } else correlationId = uintParam(params!, 'sequence_id')!;
   return {
     correlationId,
     key: typeof correlationId === 'string' ? `s:${correlationId}` : `n:${correlationId}`,

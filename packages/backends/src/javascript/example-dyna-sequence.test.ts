@@ -32,4 +32,21 @@ describe('simple_string_dyna_sequence (example model)', () => {
     expect(m.accumulators.get('1100')).toBe(3);
     expect(m.accumulators.size).toBe(1024);
   });
+
+  it('keeps its ids to 1 MiB of characters in all, whatever their length (review: 40 ids of 5 MB held 500 MB for good)', () => {
+    const m = new Model();
+    m.initialize();
+    const digits = '1'.repeat(400_000);
+    for (let i = 0; i < 40; i++) m.execute([request(`${100 + i}${digits}`, 1, true)]);
+    const chars = [...m.accumulators.keys()].reduce((a, k) => a + k.length, 0);
+    expect(chars).toBeLessThanOrEqual(1 << 20);
+    // The latest stays; a sequence that ends is forgotten.
+    const last = `${139}${digits}`;
+    expect(m.accumulators.get(last)).toBe(1);
+    m.execute([request(last, 1, false, true)]);
+    expect(m.accumulators.has(last)).toBe(false);
+    // Short ids are kept by count as before.
+    for (let i = 0; i < 10; i++) m.execute([request(String(i), 1, true)]);
+    expect(m.accumulators.has('9')).toBe(true);
+  });
 });

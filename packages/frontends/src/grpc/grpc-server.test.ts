@@ -450,6 +450,21 @@ describe('statistics, repository, logging, trace, shared memory', () => {
       });
     }
   });
+
+  it('attack: a string sequence_id over 256 bytes is INVALID_ARGUMENT before its sequence starts (fast path and grpc-js; review: 5 MB ids were held for max_sequence_idle)', async () => {
+    const request = (id: string) => ({
+      model_name: 'simple_sequence',
+      parameters: { sequence_id: { string_param: id }, sequence_start: { bool_param: true }, sequence_end: { bool_param: true } },
+      inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(4))],
+    });
+    for (const c of [client, plainClient]) {
+      await expect(call('ModelInfer', request('7'.repeat(257)), new Metadata(), c)).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT, details: 'string correlation ID (sequence_id) of 257 bytes is longer than the 256 bytes accepted',
+      });
+      const ok = await call('ModelInfer', request('7'.repeat(256)), new Metadata(), c);
+      expect(int32s((ok['raw_output_contents'] as Uint8Array[])[0]!)).toEqual([5]);
+    }
+  });
 });
 
 describe('restricted protocols', () => {
