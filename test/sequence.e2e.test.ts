@@ -46,7 +46,7 @@ beforeAll(async () => {
   const metricsPort = await freePort();
   base = `http://127.0.0.1:${port}`;
   metricsBase = `http://127.0.0.1:${metricsPort}`;
-  const repo = makeRepository(['simple_sequence', 'simple_dyna_sequence', 'silero_vad']);
+  const repo = makeRepository(['simple', 'simple_sequence', 'simple_dyna_sequence', 'silero_vad']);
   cpSync(join(ROOT, 'test', 'fixtures', 'models', 'gate'), join(repo, 'gate'), { recursive: true });
   writeFileSync(join(repo, 'gate', 'config.pbtxt'), `parameters { key: "gate_dir" value: { string_value: ${JSON.stringify(gateDir)} } }\n`, { flag: 'a' });
   triode = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false',
@@ -119,6 +119,18 @@ describe('sequence batching over HTTP', () => {
     const r = await post('simple_sequence', { parameters: { sequence_id: 'a\nb' }, inputs: [{ name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [1] }] });
     expect(r.status).toBe(400);
     expect(r.json['error']).toBe("inference request for sequence a\\u000ab to model 'simple_sequence' must specify the START flag on the first request of the sequence");
+  });
+
+  it.each([
+    [{ sequence_start: 'bogus' }, "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"],
+    [{ sequence_id: -5 }, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
+    [{ sequence_id: 1.5 }, "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
+    [{ priority: -1 }, "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+  ])('%j to a model without sequence batching is refused with Triton\'s words (review: 200 over HTTP, refused over gRPC)', async (parameters, error) => {
+    const data = Array.from({ length: 16 }, () => 1);
+    const r = await post('simple', { parameters, inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data }, { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', data }] });
+    expect(r.status).toBe(400);
+    expect(r.json['error']).toBe(error);
   });
 
   it('silero_vad: implicit state is kept per sequence, exactly as feeding it back by hand', async () => {

@@ -155,6 +155,33 @@ describe('parseInferRequest parameters', () => {
   });
 });
 
+describe("the parameters Triton's HTTP frontend reads itself, checked for every model", () => {
+  const body = (parameters: string) => Buffer.from(`{"parameters":${parameters},"inputs":[{"name":"I","datatype":"INT32","shape":[1],"data":[1]}]}`);
+  const params = (parameters: string) => parseInferRequest(body(parameters), undefined, { name: 'simple' }).request.parameters;
+
+  it('takes a uint64 or string sequence_id, boolean flags, uint64 priority and timeout', () => {
+    expect(params('{"sequence_id":18446744073709551615,"sequence_start":true,"sequence_end":false,"priority":0,"timeout":18446744073709551615}'))
+      .toEqual({ sequence_id: 2n ** 64n - 1n, sequence_start: true, sequence_end: false, priority: 0, timeout: 2n ** 64n - 1n });
+    expect(params('{"sequence_id":"abc"}')).toEqual({ sequence_id: 'abc' });
+    expect(params('{"sequence_id":0}')).toEqual({ sequence_id: 0 });
+  });
+
+  // Review: to a model without sequence batching these got 200 over HTTP (gRPC refused them).
+  it.each([
+    ['{"sequence_id":-5}', "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
+    ['{"sequence_id":1.5}', "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
+    ['{"sequence_id":true}', "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
+    ['{"sequence_id":18446744073709551616}', "Unable to parse 'sequence_id': attempt to access JSON non-string as string"],
+    ['{"sequence_start":"bogus"}', "Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean"],
+    ['{"sequence_end":1}', "Unable to parse 'sequence_end': attempt to access JSON non-boolean as boolean"],
+    ['{"priority":-1}', "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+    ['{"priority":"1"}', "Unable to parse 'priority': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+    ['{"timeout":0.5}', "Unable to parse 'timeout': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+  ])('%s is refused with Triton\'s words (400)', (parameters, message) => {
+    expect(() => params(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
+  });
+});
+
 describe('encodeInferResponse', () => {
   it('a binary output follows the JSON header, whose length is given (non-ASCII names counted in bytes)', () => {
     const response: InferenceResponse = {

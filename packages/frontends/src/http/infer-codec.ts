@@ -49,6 +49,36 @@ export function parameters(v: unknown, where: () => string): Record<string, Para
   return v as Record<string, ParameterValue>;
 }
 
+const MAX_UINT64 = 2n ** 64n - 1n;
+
+/** A uint64 as rapidjson reads one (`IsUint64`): an integer from 0 to 2^64 - 1. */
+const isUint64 = (v: ParameterValue): boolean =>
+  (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) || (typeof v === 'bigint' && v >= 0n && v <= MAX_UINT64);
+
+/**
+ * Checks the request parameters Triton's HTTP frontend reads itself, for every model (a model
+ * without sequence batching too), with its words: `sequence_id` a uint64 or a string,
+ * `sequence_start`/`sequence_end` booleans, `priority`/`timeout` uint64s. Before, they were checked
+ * only where they were used: `"sequence_start": "bogus"` or `"sequence_id": -5` to `simple` got
+ * 200, where gRPC refused them (review). Triton answers these 500 (INTERNAL, rapidjson's status);
+ * they are the client's mistake: 400.
+ * Triton: server/src/http_server.cc HTTPAPIServer::InferRequestClass (EVBufferToInput), RETURN_MSG_IF_ERR
+ */
+function checkTritonParameters(params: Record<string, ParameterValue>): void {
+  const unable = (k: string, what: string) => Errors.invalidArg(`Unable to parse '${k}': attempt to access JSON ${what}`);
+  const id = params['sequence_id'];
+  // Triton tries AsUInt, then AsString: the error is the string's.
+  if (id !== undefined && typeof id !== 'string' && !isUint64(id)) throw unable('sequence_id', 'non-string as string');
+  for (const k of ['sequence_start', 'sequence_end']) {
+    const v = params[k];
+    if (v !== undefined && typeof v !== 'boolean') throw unable(k, 'non-boolean as boolean');
+  }
+  for (const k of ['priority', 'timeout']) {
+    const v = params[k];
+    if (v !== undefined && !isUint64(v)) throw unable(k, 'non-unsigned-integer as unsigned-integer');
+  }
+}
+
 /**
  * An array of the document as a JS array: the reader gives an array of numbers only as a
  * Float64Array, or not (a small document read with `plainArrays`), so that `"inputs": [1]` is
@@ -271,6 +301,7 @@ export function parseInferRequest(
   if (!isObj(doc)) throw Errors.invalidArg('failed to parse the request JSON buffer: the request must be a JSON object');
   const params = parameters(doc['parameters'], () => 'the request');
   checkReservedParameters(Object.keys(params));
+  checkTritonParameters(params);
   const id = doc['id'];
   if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
   const inputsJson = jsonArray(doc['inputs']);
