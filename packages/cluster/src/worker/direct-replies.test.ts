@@ -7,7 +7,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { FrameReader, confirmFrame, fetchRequest, tensorsFrameHead } from '../reply-frames.js';
-import { DirectReplies, parseDirectAddress, type ReplyOutcome } from './direct-replies.js';
+import { DirectReplies, MAX_FETCH_BYTES, parseDirectAddress, type ReplyOutcome } from './direct-replies.js';
 
 const ignore: ReplyOutcome = { confirmed: () => undefined, lost: () => undefined };
 
@@ -105,6 +105,110 @@ describe('DirectReplies', () => {
       const port = (closed.address() as AddressInfo).port;
       closed.close();
       await expect(d.fetch({ address: `127.0.0.1:${port}`, token: 't' }, '1', undefined, 10)).rejects.toThrow();
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('attack: a second fetch of a key the connection is fetching already (a replayed signed entry) is gone, and the first still gets its tensors (review: the second was refused, and the original request failed 503)', async () => {
+    let fetches = 0;
+    const server = createServer((s) => {
+      const r = new FrameReader();
+      s.on('data', (c: Buffer) => {
+        for (const f of r.push(c)) {
+          if (f.byteLength < 4 || f.readUInt32LE(0) !== 0xffffffff) continue;
+          fetches++;
+          // Answered a moment later: the replay's fetch comes while the first waits.
+          setTimeout(() => {
+            s.write(tensorsFrameHead('7', [Buffer.from('abc')]));
+            s.write(Buffer.from('abc'));
+          }, 100);
+        }
+      });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies();
+    try {
+      const first = d.fetch(direct, '7', undefined, 3);
+      const replay = d.fetch(direct, '7', undefined, 3);
+      await expect(replay).resolves.toBeUndefined();
+      expect((await first)!.map((p) => p.toString())).toEqual(['abc']);
+      expect(fetches).toBe(1);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('attack: a fetch of more tensor bytes than the limit (a forged header says 4e9) is refused at once, without connecting anywhere', async () => {
+    let connections = 0;
+    const server = createServer((s) => { connections++; s.on('data', () => undefined); });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies();
+    try {
+      const t0 = Date.now();
+      await expect(d.fetch(direct, '1', undefined, 4e9)).rejects.toThrow(/over the limit of 67108864 bytes for a fetch/);
+      await expect(d.fetch(direct, '1', undefined, 64 * 1024 * 1024 + 1)).rejects.toThrow(/over the limit/);
+      expect(Date.now() - t0).toBeLessThan(100);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(connections).toBe(0);
+      expect(d.size).toBe(0);
+      expect(MAX_FETCH_BYTES).toBe(64 * 1024 * 1024);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('attack: a gateway that sends part of a fetch\'s frame and stops is cut off at the fetch timeout, and the half frame is dropped (review: the connection kept it for good)', async () => {
+    let peerClosed = false;
+    const server = createServer((s) => {
+      s.on('error', () => undefined);
+      s.once('close', () => { peerClosed = true; });
+      s.once('data', () => {
+        // A frame of 1 MB announced for the fetch (as much as it asked for), 256 KB of it sent.
+        const head = tensorsFrameHead('1', [Buffer.alloc(1_000_000)]);
+        s.write(head);
+        s.write(Buffer.alloc(256 * 1024));
+      });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies({ fetchTimeoutMs: 300 });
+    try {
+      await expect(d.fetch(direct, '1', undefined, 1_000_000)).rejects.toThrow(/did not send the request's tensors within/);
+      for (let i = 0; i < 50 && !peerClosed; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(peerClosed).toBe(true);
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
+  it('attack: the unfinished frames of all gateways\' connections together are bounded: past the budget a connection is closed and its fetch fails (review: 4 tokens x 900 MB held)', async () => {
+    // Every connection announces the 1 MB frame its fetch asked for and sends 600 KB of it.
+    const server = createServer((s) => {
+      s.on('error', () => undefined);
+      s.on('data', (c: Buffer) => {
+        if (c.byteLength < 8) return;
+        s.write(tensorsFrameHead('1', [Buffer.alloc(1_000_000)]));
+        s.write(Buffer.alloc(600 * 1024));
+      });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const d = new DirectReplies({ maxBufferedBytes: 1024 * 1024, fetchTimeoutMs: 5000 });
+    try {
+      // Two gateways (tokens): the first holds 600 KB, the second would pass 1 MiB and is cut off.
+      const first = d.fetch({ address, token: 'a' }, '1', undefined, 1_000_000);
+      first.catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 200));
+      const t0 = Date.now();
+      await expect(d.fetch({ address, token: 'b' }, '1', undefined, 1_000_000)).rejects.toThrow(/closed before it sent/);
+      expect(Date.now() - t0).toBeLessThan(2000);
     } finally {
       d.close();
       server.close();

@@ -13,7 +13,7 @@ import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { ClusterAuth } from '../cluster-auth.js';
 import { corkForTurn } from '../cork-for-turn.js';
-import { FrameReader, fetchRequest, frame, frameHead, readGatewayMessage } from '../reply-frames.js';
+import { FrameBudget, FrameReader, fetchRequest, frame, frameHead, readGatewayMessage } from '../reply-frames.js';
 
 /** What a sender is told of a reply it handed to the channel: exactly one of the two is called. */
 export interface ReplyOutcome {
@@ -49,8 +49,23 @@ interface Fetch {
   maxBytes: number;
 }
 
-/** How long a fetch of a request's tensors may wait for the gateway. */
+/**
+ * How long a fetch of a request's tensors may wait for the gateway. A gateway that takes longer is
+ * broken or hostile: its connection is closed, with whatever frame it had half sent.
+ */
 const FETCH_TIMEOUT_MS = 10_000;
+/**
+ * The most bytes of tensors one fetch may ask for (the gateway's largest request body is 64 MiB by
+ * default): a request's header names its size, and without a cluster secret anyone who reaches
+ * Redis writes headers (review: one of 4e9 bytes had the worker read and keep 900 MB from a peer
+ * of the attacker's). A larger request's fetch is refused, and its gateway sends it through Redis.
+ */
+export const MAX_FETCH_BYTES = 64 * 1024 * 1024;
+/**
+ * Bytes of unfinished frames all gateways' connections may hold at once: each connection holds at
+ * most one frame (a fetch's tensors) at a time, but a worker knows up to MAX_PEERS of them.
+ */
+export const MAX_FETCH_BUFFERED_BYTES = 512 * 1024 * 1024;
 /** Room in a tensors frame besides the tensors: the kind, the key, the count, and a length a part. */
 const FETCH_FRAME_SLACK = 64 * 1024;
 
@@ -99,20 +114,27 @@ export class DirectReplies {
   readonly #auth: ClusterAuth;
   readonly #tlsCa: string | Buffer | undefined;
 
+  readonly #confirmTimeoutMs: number;
+  readonly #idleTimeoutMs: number;
+  readonly #fetchTimeoutMs: number;
+  readonly #maxFetchBytes: number;
+  /** Unfinished frames of every connection together (MAX_FETCH_BUFFERED_BYTES). */
+  readonly #budget: FrameBudget;
+
   /**
    * @param options.auth the cluster secret's signer; options.tlsCa the CA of gateways' TLS
    *   certificates (default: the system's); options.confirmTimeoutMs see CONFIRM_TIMEOUT_MS;
-   *   options.idleTimeoutMs see IDLE_TIMEOUT_MS
+   *   options.idleTimeoutMs see IDLE_TIMEOUT_MS; options.fetchTimeoutMs see FETCH_TIMEOUT_MS;
+   *   options.maxFetchBytes see MAX_FETCH_BYTES; options.maxBufferedBytes see MAX_FETCH_BUFFERED_BYTES
    */
-  readonly #confirmTimeoutMs: number;
-
-  readonly #idleTimeoutMs: number;
-
-  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer; confirmTimeoutMs?: number; idleTimeoutMs?: number } = {}) {
+  constructor(options: { auth?: ClusterAuth; tlsCa?: string | Buffer; confirmTimeoutMs?: number; idleTimeoutMs?: number; fetchTimeoutMs?: number; maxFetchBytes?: number; maxBufferedBytes?: number } = {}) {
     this.#auth = options.auth ?? new ClusterAuth();
     this.#tlsCa = options.tlsCa;
     this.#confirmTimeoutMs = options.confirmTimeoutMs ?? CONFIRM_TIMEOUT_MS;
     this.#idleTimeoutMs = options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+    this.#fetchTimeoutMs = options.fetchTimeoutMs ?? FETCH_TIMEOUT_MS;
+    this.#maxFetchBytes = options.maxFetchBytes ?? MAX_FETCH_BYTES;
+    this.#budget = new FrameBudget(options.maxBufferedBytes ?? MAX_FETCH_BUFFERED_BYTES);
   }
 
   /**
@@ -144,12 +166,15 @@ export class DirectReplies {
   /**
    * Fetches the tensors of request `requestKey` from its gateway, on the connection replies use
    * (opened now if needed): the parts as the gateway holds them, or undefined when the request is
-   * gone there (answered, given up). Rejects when the gateway cannot be reached or does not answer
-   * within FETCH_TIMEOUT_MS.
+   * gone there (answered, given up), and for a second fetch of a key this connection is fetching
+   * already (a replayed or re-delivered entry: the first goes on). Rejects when `maxBytes` is over
+   * the limit for a fetch, or the gateway cannot be reached or does not answer within the fetch
+   * timeout (its connection is then closed).
    * @param mac the fetch's MAC, with a cluster secret (over the gateway's reply stream and `fetchRequest(requestKey)`)
    * @param maxBytes the most bytes the tensors may hold (what the request's header says)
    */
   fetch(direct: { address: string; token: string }, requestKey: string, mac: Uint8Array | undefined, maxBytes: number): Promise<Buffer[] | undefined> {
+    if (maxBytes > this.#maxFetchBytes) return Promise.reject(new Error(`the request's tensors (${maxBytes} bytes) are over the limit of ${this.#maxFetchBytes} bytes for a fetch`));
     const key = peerKey(direct);
     let peer = this.#peers.get(key);
     if (!peer && this.#peers.size < MAX_PEERS) {
@@ -157,13 +182,19 @@ export class DirectReplies {
       peer = this.#peers.get(key);
     }
     const p = peer;
-    if (!p?.socket || p.socket.destroyed) return Promise.reject(new Error(`the gateway's direct channel ${direct.address} cannot be reached`));
-    if (p.fetches.has(requestKey)) return Promise.reject(new Error('that request is being fetched already'));
+    if (!p?.socket || p.socket.destroyed) return Promise.reject(new Error('the gateway\'s direct channel cannot be reached'));
+    // The same entry added again (a replay of a signed entry, which its MAC still covers): the
+    // request is on its way here already. Rejected, it failed the original too (review).
+    if (p.fetches.has(requestKey)) return Promise.resolve(undefined);
+    const socket = p.socket;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         p.fetches.delete(requestKey);
-        reject(new Error(`the gateway did not send the request's tensors within ${FETCH_TIMEOUT_MS / 1000} s`));
-      }, FETCH_TIMEOUT_MS);
+        reject(new Error(`the gateway did not send the request's tensors within ${this.#fetchTimeoutMs / 1000} s`));
+        // Closed, and with it whatever frame the gateway had half sent: kept open, a peer that
+        // announced a large frame and stopped held that memory for good (review).
+        socket.destroy(new Error('the gateway did not answer a fetch in time'));
+      }, this.#fetchTimeoutMs);
       timer.unref();
       p.fetches.set(requestKey, { resolve, reject, timer, maxBytes: maxBytes + FETCH_FRAME_SLACK });
       const body = fetchRequest(requestKey);
@@ -172,9 +203,9 @@ export class DirectReplies {
         p.queued.push(head, body);
         return;
       }
-      corkForTurn(p.socket!);
-      p.socket!.write(head);
-      p.socket!.write(body);
+      corkForTurn(socket);
+      socket.write(head);
+      socket.write(body);
     });
   }
 
@@ -225,7 +256,7 @@ export class DirectReplies {
       for (const f of peer.fetches.values()) m = Math.max(m, f.maxBytes);
       return m;
     };
-    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, reader: new FrameReader(maxFrame), fetches: new Map(), queued: [] };
+    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, reader: new FrameReader(maxFrame, this.#budget), fetches: new Map(), queued: [] };
     this.#peers.set(key, peer);
     const socket = tls
       ? tlsConnect({ host, port, ...(this.#tlsCa ? { ca: this.#tlsCa } : {}), ...(isIP(host) ? {} : { servername: host }) })
