@@ -219,6 +219,7 @@ export function addClusterCommands(program: Command): void {
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseDuration(0, 's'), 30)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
     .option('--reply-tls-ca <file>', 'PEM CA that gateways\' TLS reply channel certificates chain to (default: the system CAs)')
+    .option('--direct-replies <bool>', 'connect to gateways\' direct channels to reply and fetch tensors (false: everything through Redis, and no request makes this worker connect where its envelope says)', parseBool, true)
     .option('--gpus <all|0,2>', 'run one worker process per listed GPU (nvidia-smi indices), each seeing only its GPU and registering device gpu:<index>; a crashed one is started again')
     .option('--allow-gpu-metrics <bool>', 'report the nv_gpu_* gauges of this worker\'s GPUs', parseBool)
     .addOption(new Option('--worker-device <device>', 'the device this worker registers (set by --gpus)').default('cpu').hideHelp())
@@ -254,6 +255,7 @@ export function addClusterCommands(program: Command): void {
         ...(o['workerId'] ? { workerId: o['workerId'] as string } : {}),
         ...(secret ? { clusterSecret: secret } : {}),
         ...(o['replyTlsCa'] ? { replyTlsCa: readFileSync(o['replyTlsCa'] as string) } : {}),
+        directReplies: o['directReplies'] !== false,
         device: o['workerDevice'] as string,
         logger,
       });

@@ -383,8 +383,21 @@ export type WireReply =
    * it has already taken (a replayed reply stream entry, signed as it was) instead of streaming it twice.
    */
   | { requestKey: string; response: InferenceResponse; more?: boolean; seq?: number }
-  | { requestKey: string; error: { code: string; message: string; rejected?: true } }
+  /**
+   * `unfetched`: the worker could not fetch the request's tensors from its gateway (not reached,
+   * the connection failed, no answer in time): the gateway sends the request again with them, or,
+   * when it cannot, answers the error.
+   */
+  | { requestKey: string; error: WireReplyError }
   | { requestKey: string; end: true };
+
+/** A reply's error as it crosses Redis. */
+export interface WireReplyError {
+  code: string;
+  message: string;
+  rejected?: true;
+  unfetched?: true;
+}
 
 /** Encodes a reply. */
 export function encodeReply(reply: WireReply): Buffer {
@@ -417,7 +430,7 @@ export function decodeReply(buf: Uint8Array): WireReply {
     for (let j = 0; j < i; j++) if (tensors[j]!.name === t.name) malformed(`output '${t.name.slice(0, 64)}' twice`);
   }
   const requestKey = meta['requestKey'] as string;
-  if (meta['error']) return { requestKey, error: meta['error'] as { code: string; message: string; rejected?: true } };
+  if (meta['error']) return { requestKey, error: meta['error'] as WireReplyError };
   if (meta['end']) return { requestKey, end: true };
   const reply: WireReply = { requestKey, response: { ...(meta['response'] as Omit<InferenceResponse, 'outputs'>), outputs: tensors } };
   if (meta['more']) reply.more = true;

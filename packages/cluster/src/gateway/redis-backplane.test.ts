@@ -7,7 +7,8 @@ import { CancelToken, type InferenceResponse, type Logger } from '@triode/core';
 import { RedisBackplane } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
-import { FrameReader, fetchRequest, frame, readGatewayMessage, type GatewayMessage } from '../reply-frames.js';
+import { FrameReader, fetchRequest, frame, framed, readGatewayMessage, type GatewayMessage } from '../reply-frames.js';
+import { ClusterAuth } from '../cluster-auth.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
 import { ROOT } from '../../../../test/helpers/repository.js';
 import { captureListens } from '../../../../test/helpers/servers.js';
@@ -515,6 +516,109 @@ describe('RedisBackplane', () => {
       for (const body of [more(0), more(1), more(0), more(1), more(2), encodeReply({ requestKey: env.requestKey, end: true })]) await r.xadd(env.replyTo, '*', 'r', body);
       await done;
       expect(got).toEqual([0, 1, 2]);
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+});
+
+describe('RedisBackplane: a worker that could not fetch a request\'s tensors', () => {
+  it('attack: the request goes again with its tensors in the entry (same key, header and MAC), once; a late fetch hears it is gone; a request served to a fetch is not sent again (review: every such request was a 503)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('refetch');
+    const auth = new ClusterAuth('s3cret');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'refetch', registryRefreshMs: 50, requestTimeoutMs: 20_000, tensorFetchMinBytes: 1024, clusterSecret: 's3cret', directReplies: { host: '127.0.0.1', advertise: '127.0.0.1' } });
+    const big = { name: 'IN', datatype: 'UINT8' as const, shape: [4096], data: new Uint8Array(4096).map((_, i) => i % 251) };
+    const stream = keys.requests('m');
+    /** The stream's entries, each as its fields by name (the last of a name wins; `t` collected). */
+    const entries = async () => (await r.xrangeBuffer(stream, '-', '+')).map(([, f]) => {
+      const byName: Record<string, Buffer> & { t?: Buffer[] } = {};
+      for (let i = 0; i + 1 < f.length; i += 2) {
+        const name = f[i]!.toString();
+        if (name === 't') (byName.t ??= []).push(f[i + 1]!);
+        else byName[name] = f[i + 1]!;
+      }
+      return byName;
+    });
+    const envOf = (head: Buffer) => (JSON.parse(head.subarray(4, 4 + head.readUInt32LE(0)).toString()) as { env: { requestKey: string; replyTo: string; direct: { address: string; token: string } } }).env;
+    const entriesAtLeast = async (n: number) => {
+      for (let i = 0; i < 100 && (await entries()).length < n; i++) await new Promise((t) => setTimeout(t, 20));
+      return entries();
+    };
+    const reply = (requestKey: string) => encodeReply({ requestKey, response: { modelName: 'm', modelVersion: '1', outputs: [] } });
+    const unfetched = (requestKey: string) => encodeReply({ requestKey, error: { code: 'UNAVAILABLE', message: 'the worker could not fetch the request\'s tensors from its gateway', unfetched: true } });
+    const onStream = async (replyTo: string, body: Buffer) => { await r.xadd(replyTo, '*', 'r', body, 's', auth.mac('reply', [replyTo, body])!); };
+    const settled = (p: Promise<unknown>) => Promise.race([p.then(() => true, () => true), new Promise((t) => setTimeout(() => t(false), 300))]);
+    try {
+      await r.set(keys.worker('w'), auth.signText('registry', JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] })), 'PX', 60_000);
+      await gateway.start();
+      // A worker reaches the direct channel (the first request still carries its tensors).
+      const first = gateway.infer({ modelName: 'm', inputs: [big] });
+      const env = envOf((await entriesAtLeast(1))[0]!['r']!);
+      const worker = connect(Number(env.direct.address.split(':').at(-1)), '127.0.0.1');
+      worker.on('error', () => undefined);
+      const reader = new FrameReader();
+      const got: GatewayMessage[] = [];
+      worker.on('data', (c: Buffer) => { for (const f of reader.push(c)) got.push(readGatewayMessage(f)); });
+      worker.write(frame(auth.mac('direct-auth', [env.direct.token])!));
+      const body = reply(env.requestKey);
+      worker.write(framed([auth.mac('reply', [env.replyTo, body])!, body]));
+      await first;
+      const fetched = async (k: string): Promise<GatewayMessage> => {
+        const before = got.length;
+        const body = fetchRequest(k);
+        worker.write(framed([auth.mac('fetch', [env.replyTo, body])!, body]));
+        for (let i = 0; i < 100 && !got.slice(before).some((m) => m.kind === 'tensors'); i++) await new Promise((t) => setTimeout(t, 10));
+        return got.slice(before).find((m) => m.kind === 'tensors')!;
+      };
+
+      // Its tensors kept here; the worker that took it could not fetch them.
+      await r.del(stream);
+      const second = gateway.infer({ modelName: 'm', inputs: [big] });
+      second.catch(() => undefined);
+      const [kept] = await entriesAtLeast(1);
+      expect(kept!['b']?.toString()).toBe('1');
+      const key = envOf(kept!['r']!).requestKey;
+      await onStream(env.replyTo, unfetched(key));
+      const [, again] = await entriesAtLeast(2);
+      // The same request, with its tensors: the header and the request's MAC as they were.
+      expect(again).toBeDefined();
+      expect(again!['r']!.equals(kept!['r']!)).toBe(true);
+      expect(again!['s']!.equals(kept!['s']!)).toBe(true);
+      expect(again!['b']).toBeUndefined();
+      expect(Buffer.concat(again!.t!).equals(Buffer.from(big.data))).toBe(true);
+      expect(auth.verify('request', [again!['r']!, ...again!.t!], again!['s'])).toBe(true);
+      // A late fetch of it (the first entry, replayed or taken over) hears it is gone: it runs once.
+      expect(await fetched(key)).toEqual({ kind: 'tensors', requestKey: key, parts: undefined });
+      // Another worker that could not fetch it (the first entry again): ignored, it is not sent a third time.
+      await onStream(env.replyTo, unfetched(key));
+      expect(await settled(second)).toBe(false);
+      expect(await entries()).toHaveLength(2);
+      await onStream(env.replyTo, reply(key));
+      await expect(second).resolves.toMatchObject({ modelName: 'm' });
+
+      // Served to a fetch: a worker has the tensors and runs it; a failed fetch of a replayed entry is ignored.
+      await r.del(stream);
+      const third = gateway.infer({ modelName: 'm', inputs: [big] });
+      third.catch(() => undefined);
+      const key3 = envOf((await entriesAtLeast(1))[0]!['r']!).requestKey;
+      expect(await fetched(key3)).toMatchObject({ kind: 'tensors', requestKey: key3 });
+      await onStream(env.replyTo, unfetched(key3));
+      expect(await settled(third)).toBe(false);
+      expect(await entries()).toHaveLength(1);
+      await onStream(env.replyTo, reply(key3));
+      await expect(third).resolves.toMatchObject({ modelName: 'm' });
+
+      // A request that carried its tensors has nothing to send again: the answer is the client's, and names no address.
+      const small = gateway.infer({ modelName: 'm', inputs: [{ ...big, shape: [16], data: big.data.subarray(0, 16) }] });
+      small.catch(() => undefined);
+      const [, smallEntry] = await entriesAtLeast(2);
+      await onStream(env.replyTo, unfetched(envOf(smallEntry!['r']!).requestKey));
+      await expect(small).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'the worker could not fetch the request\'s tensors from its gateway' });
+      worker.destroy();
     } finally {
       await gateway.stop();
       r.disconnect();

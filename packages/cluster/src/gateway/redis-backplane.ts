@@ -131,6 +131,12 @@ interface Waiting {
   onResponse?: (r: InferenceResponse) => void;
   /** Decoupled models: the number the next streamed response must have at least (older ones are replays). */
   nextSeq?: number;
+  /**
+   * Requests whose worker fetches their tensors: a worker answered that it could not fetch them.
+   * True when the request goes on waiting (sent again with its tensors, or a worker has them);
+   * false when that answer is the request's.
+   */
+  unfetched?: () => boolean;
 }
 
 /** The first non-loopback IPv4 address of this host (what workers on other nodes can reach), else 127.0.0.1. */
@@ -201,8 +207,11 @@ export class RedisBackplane implements Backplane {
   readonly #directSockets = new Set<Socket>();
   /** Whether a worker has authenticated on the direct channel: workers can reach it, so they can fetch tensors. */
   #directReached = false;
-  /** The tensors of requests whose workers fetch them (tensorFetchMinBytes), by request key, until each is answered. */
-  readonly #tensors = new Map<string, Buffer[]>();
+  /**
+   * The tensors of requests whose workers fetch them (tensorFetchMinBytes), by request key, until
+   * each is answered or sent again with its tensors; `served` once a fetch has been answered with them.
+   */
+  readonly #tensors = new Map<string, { parts: Buffer[]; served: boolean }>();
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   #replyTtl: ReturnType<typeof setInterval> | undefined;
@@ -330,6 +339,8 @@ export class RedisBackplane implements Backplane {
         w.onResponse?.(r.response);
         return;
       }
+      // A worker that could not fetch the request's tensors: sent again with them, or a worker has them.
+      if ('error' in r && r.error.unfetched === true && w.unfetched?.()) return;
       // The outcome is made before the request stops waiting: whatever fails here, the request is
       // still answered (by its timeout), never left pending for good.
       const error = 'error' in r ? fromWireError(r.error) : undefined;
@@ -473,7 +484,10 @@ export class RedisBackplane implements Backplane {
     }
     this.#pendingFetches.set(socket, pending + 1);
     const sent = (): void => { this.#pendingFetches.set(socket, (this.#pendingFetches.get(socket) ?? 1) - 1); };
-    const parts = requestKey ? this.#tensors.get(requestKey) : undefined;
+    const held = requestKey ? this.#tensors.get(requestKey) : undefined;
+    const parts = held?.parts;
+    // From now on a worker may be running it: it is not sent again (at most once).
+    if (held) held.served = true;
     corkForTurn(socket);
     if (!parts?.length) {
       socket.write(tensorsFrameHead(requestKey, parts), sent);
@@ -842,7 +856,7 @@ export class RedisBackplane implements Backplane {
     const fetched = mayFetch && this.#directReached && this.#direct !== undefined && bytes >= this.#opts.tensorFetchMinBytes;
     if (fetched) {
       fields.push('b', '1');
-      this.#tensors.set(requestKey, tensors);
+      this.#tensors.set(requestKey, { parts: tensors, served: false });
     } else {
       for (const t of tensors) fields.push('t', t);
     }
@@ -902,19 +916,44 @@ export class RedisBackplane implements Backplane {
           waiting.timer = setTimeout(expire, this.#opts.requestTimeoutMs);
         };
       }
+      // Tensors go to the socket as they are, in the turn's one writev (resp-connection.ts). XADDs
+      // reach Redis in the order they are issued (a sequence's requests are issued in turn).
+      const add = (entry: (string | Buffer)[]): void => {
+        this.#xadd.send(respPieces('XADD', [stream, 'MAXLEN', '~', '1000000', '*', ...entry])).then((id) => {
+          entryId = Buffer.isBuffer(id) ? id.toString() : typeof id === 'string' ? id : undefined;
+          if (abandoned && entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
+        }, (err: unknown) => {
+          if (this.#waiting.get(requestKey) !== waiting) return;
+          clearTimeout(waiting.timer);
+          this.#waiting.delete(requestKey);
+          reject(unavailable(err));
+        });
+      };
+      if (fetched) {
+        // The worker that took the entry could not fetch the tensors (a flood of connections on the
+        // direct port shut it out, its connection failed: review, every such request was a 503).
+        // Not yet served to any fetch: the same request (key, header, MAC) goes again with its
+        // tensors in the entry, once; a late fetch of it then hears it is gone, so it runs at most
+        // once. Served: a worker has them and runs it (that answer came from a replayed or
+        // re-delivered entry). Sent again already: that copy is answered.
+        let resent = false;
+        waiting.unfetched = () => {
+          const held = this.#tensors.get(requestKey);
+          if (!held) return resent;
+          if (held.served) return true;
+          this.#tensors.delete(requestKey);
+          resent = true;
+          const inline: (string | Buffer)[] = ['r', head!];
+          for (const t of held.parts) inline.push('t', t);
+          if (mac) inline.push('s', mac);
+          add(inline);
+          return true;
+        };
+      }
       this.#waiting.set(requestKey, waiting);
       // A cancelled call is answered at once; a worker may still run the request (its reply is dropped).
       signal?.addEventListener('abort', onAbort, { once: true });
-      // Tensors go to the socket as they are, in the turn's one writev (resp-connection.ts). XADDs
-      // reach Redis in the order they are issued (a sequence's requests are issued in turn).
-      this.#xadd.send(respPieces('XADD', [stream, 'MAXLEN', '~', '1000000', '*', ...fields])).then((id) => {
-        entryId = Buffer.isBuffer(id) ? id.toString() : typeof id === 'string' ? id : undefined;
-        if (abandoned && entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
-      }, (err: unknown) => {
-        clearTimeout(waiting.timer);
-        this.#waiting.delete(requestKey);
-        reject(unavailable(err));
-      });
+      add(fields);
       queued?.();
     });
   }

@@ -1,16 +1,19 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { CancelToken, InferenceServer, type Backend, type ExecuteRequest, type ExecuteResult } from '@triode/core';
+import { CancelToken, InferenceServer, type Backend, type ExecuteRequest, type ExecuteResult, type Logger } from '@triode/core';
 import { ClusterKeys } from '../keys.js';
-import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
+import { decodeReply, encodeRequestParts, type WireReply } from '../envelope/envelope-codec.js';
+import { FrameReader, confirmFrame, fetchKeyOf, tensorsFrameHead } from '../reply-frames.js';
 import { Redis } from 'ioredis';
 import { MAX_CONTROL_CALLS, RedisBackplane } from '../gateway/redis-backplane.js';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { StreamConsumer } from './stream-consumer.js';
 import { ClusterAuth } from '../cluster-auth.js';
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
+import { until } from '../../../../test/helpers/process.js';
 
 /** Test backend: 20 ms per execution whatever the batch, OUT = IN. */
 /** A test backend named `name` whose every instance runs `execute`. */
@@ -761,5 +764,154 @@ describe('StreamConsumer', () => {
       await gateway.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(i) }], signal });
     }
     expect(listeners.size).toBe(0);
+  });
+});
+
+describe('StreamConsumer: fetching a request\'s tensors from its gateway', () => {
+  /** A gateway's direct channel stand-in: counts connections and fetches, answers fetches (after `delayMs`) and replies. */
+  async function fakeGateway(delayMs = 0): Promise<{ address: string; connections: () => number; fetches: () => number; replies: WireReply[]; close: () => void }> {
+    let connections = 0;
+    let fetches = 0;
+    const replies: WireReply[] = [];
+    const server = createServer((s) => {
+      connections++;
+      s.on('error', () => undefined);
+      const reader = new FrameReader();
+      let authed = false;
+      let taken = 0;
+      s.on('data', (c: Buffer) => {
+        for (const f of reader.push(c)) {
+          if (!authed) {
+            authed = true;
+            continue;
+          }
+          const key = fetchKeyOf(f);
+          if (key === undefined) {
+            replies.push(decodeReply(f));
+            s.write(confirmFrame(++taken));
+            continue;
+          }
+          fetches++;
+          setTimeout(() => {
+            const part = Buffer.from(Int32Array.of(5).buffer);
+            s.write(tensorsFrameHead(key, [part]));
+            s.write(part);
+          }, delayMs);
+        }
+      });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    return { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections, fetches: () => fetches, replies, close: () => server.close() };
+  }
+
+  /** A worker of its own (prefix `prefix`) on the shared server, whose warnings the test reads. */
+  async function fetchingWorker(prefix: string, options: { directReplies?: boolean } = {}) {
+    const warnings: string[] = [];
+    const logger = { warning: (m: string) => warnings.push(m), info: () => undefined, error: () => undefined, verbose: () => undefined } as unknown as Logger;
+    const worker = new StreamConsumer(server, { redis: redis.url, prefix, logger, ...options });
+    await worker.start();
+    const r = new Redis(redis.url);
+    const keys = new ClusterKeys(prefix);
+    const replyTo = keys.replies('g-fake');
+    await r.xadd(replyTo, '*', 'open', '1');
+    /** An entry whose tensors its gateway kept (`[r, header, b, 1]`): `head` from the request, or as given. */
+    const add = async (requestKey: string, direct: { address: string; token: string }, head?: Buffer): Promise<Buffer[]> => {
+      const [h] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(5) }] },
+        { requestKey, replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 20_000, direct });
+      const fields = [Buffer.from('r'), head ?? h!, Buffer.from('b'), Buffer.from('1')];
+      await r.xadd(keys.requests('a'), '*', ...fields);
+      return fields;
+    };
+    /** The replies on the reply stream so far. */
+    const replies = async () => (await r.xrangeBuffer(replyTo, '-', '+')).flatMap(([, f]) => (f[0]!.toString() === 'r' ? [decodeReply(f[1]!)] : []));
+    const pending = async () => ((await r.xpending(keys.requests('a'), keys.group)) as [number])[0];
+    const stop = async () => {
+      r.disconnect();
+      await worker.stop(1000);
+    };
+    return { warnings, r, keys, replyTo, add, replies, pending, stop };
+  }
+
+  const token = '01234567-89ab-cdef-0123-456789abcdef';
+
+  it('attack: a gateway it cannot reach is answered `unfetched` (its gateway sends the request again), without the gateway\'s address; the worker logs the address, once for a flood (review: a 503 naming the address, and no log)', async () => {
+    const probe = createServer();
+    await new Promise<void>((res) => probe.listen(0, '127.0.0.1', () => res()));
+    const address = `127.0.0.1:${(probe.address() as AddressInfo).port}`;
+    await new Promise<void>((res) => probe.close(() => res()));
+    const w = await fetchingWorker('fx1');
+    try {
+      for (let k = 0; k < 5; k++) await w.add(`k${k}`, { address, token });
+      await until(async () => (await w.replies()).length === 5);
+      for (const r of await w.replies()) {
+        expect(r).toMatchObject({ error: { code: 'UNAVAILABLE', unfetched: true } });
+        expect((r as { error: { message: string } }).error.message).not.toContain('127.0.0.1');
+      }
+      await until(async () => (await w.pending()) === 0);
+      const logged = w.warnings.filter((m) => m.includes('could not fetch'));
+      expect(logged).toHaveLength(1);
+      expect(logged[0]).toContain(address);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('attack: a replayed entry fetched while the original is being fetched is acknowledged without running; the original runs once (review: it failed 503 "being fetched already")', async () => {
+    const gw = await fakeGateway(200);
+    const w = await fetchingWorker('fx2');
+    try {
+      const fields = await w.add('k1', { address: gw.address, token });
+      await w.r.xadd(w.keys.requests('a'), '*', ...fields);
+      await until(async () => gw.replies.length === 1 && (await w.pending()) === 0);
+      await new Promise((res) => setTimeout(res, 200));
+      expect(gw.replies).toHaveLength(1);
+      expect(gw.replies[0]).toMatchObject({ requestKey: 'k1', response: { modelName: 'a' } });
+      expect(gw.fetches()).toBe(1);
+      expect(await w.replies()).toEqual([]);
+    } finally {
+      gw.close();
+      await w.stop();
+    }
+  });
+
+  it('attack: a header whose tensors pass the limit for a fetch (4e9 bytes, forged) is answered `unfetched` without connecting anywhere (review: the worker read 900 MB from the named peer and kept them)', async () => {
+    const gw = await fakeGateway();
+    const w = await fetchingWorker('fx3');
+    try {
+      const head = rawMessage({
+        modelName: 'a', tensors: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], bytes: 4e9 }],
+        env: { requestKey: 'big', replyTo: w.replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 20_000, direct: { address: gw.address, token } },
+      });
+      await w.add('big', { address: gw.address, token }, head);
+      await until(async () => (await w.replies()).length === 1);
+      expect((await w.replies())[0]).toMatchObject({ requestKey: 'big', error: { unfetched: true } });
+      expect(gw.connections()).toBe(0);
+      expect(w.warnings.some((m) => /over the limit of 67108864 bytes for a fetch/.test(m))).toBe(true);
+    } finally {
+      gw.close();
+      await w.stop();
+    }
+  });
+
+  it('with directReplies false, no envelope makes the worker connect anywhere: replies take Redis, a kept request is answered `unfetched` (review: the README said --direct-replies false on the gateways helped; workers still dialled)', async () => {
+    const gw = await fakeGateway();
+    const w = await fetchingWorker('fx4', { directReplies: false });
+    try {
+      await w.add('kept', { address: gw.address, token });
+      // A request with its tensors, whose envelope names a direct channel.
+      const [h, ...parts] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(7) }] },
+        { requestKey: 'inline', replyTo: w.replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 20_000, direct: { address: gw.address, token } });
+      for (let i = 0; i < 3; i++) await w.r.xadd(w.keys.requests('a'), '*', 'r', h!, ...parts.flatMap((t) => ['t', t]));
+      await until(async () => (await w.replies()).length === 4);
+      const replies = await w.replies();
+      expect(replies.filter((r) => r.requestKey === 'kept')).toMatchObject([{ error: { unfetched: true } }]);
+      expect(replies.filter((r) => r.requestKey === 'inline')).toHaveLength(3);
+      for (const r of replies.filter((x) => x.requestKey === 'inline')) expect(Array.from((r as { response: { outputs: { data: Int32Array }[] } }).response.outputs[0]!.data)).toEqual([7]);
+      await new Promise((res) => setTimeout(res, 200));
+      expect(gw.connections()).toBe(0);
+    } finally {
+      gw.close();
+      await w.stop();
+    }
   });
 });

@@ -16,6 +16,7 @@ import { decodeRequest, decodeRequestParts, encodeReply, fetchedRequestHead, req
 import { fetchRequest } from '../reply-frames.js';
 import { type WorkerRecord } from '../registry.js';
 import { DirectReplies } from './direct-replies.js';
+import { RateLimitedWarning } from '../rate-limited-warning.js';
 import { RespConnection } from '../redis/resp-connection.js';
 import { openRedis } from '../redis/redis-connection.js';
 
@@ -44,6 +45,13 @@ export interface StreamConsumerOptions {
   clusterSecret?: string;
   /** Direct reply channels over TLS: the CA (PEM) their certificates must chain to. @default the system CAs */
   replyTlsCa?: string | Buffer;
+  /**
+   * Connect to gateways' direct channels (to reply, and to fetch a request's tensors). `false`:
+   * every reply takes Redis, and no request's envelope makes this worker connect anywhere (without
+   * a cluster secret, anyone who writes to Redis chooses that address); a request whose tensors its
+   * gateway kept is answered so that the gateway sends it again with them, through Redis. @default true
+   */
+  directReplies?: boolean;
   /** What runs this worker's instances, as the registry shows it. @default "cpu" */
   device?: string;
   logger?: Logger;
@@ -110,6 +118,10 @@ export class StreamConsumer {
   readonly #keys: ClusterKeys;
   readonly #cmd: Redis;
   readonly #directReplies: DirectReplies;
+  /** StreamConsumerOptions.directReplies. */
+  readonly #direct: boolean;
+  /** Fetches that failed: each is logged, at most one line every 10 s (a flood of them cannot fill the log). */
+  readonly #fetchWarning: RateLimitedWarning;
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   /** Ids of the control messages applied in the last CONTROL_MAX_AGE_MS (a replay is dropped). */
@@ -171,6 +183,8 @@ export class StreamConsumer {
     this.#device = options.device ?? 'cpu';
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
     this.#directReplies = new DirectReplies({ auth: this.auth, ...(options.replyTlsCa ? { tlsCa: options.replyTlsCa } : {}) });
+    this.#direct = options.directReplies !== false;
+    this.#fetchWarning = new RateLimitedWarning(this.#logger);
     this.#cmd = openRedis(options.redis, 'worker', this.#logger);
     this.#block = new RespConnection(options.redis, { onError: (e) => this.#logger?.verbose(1, `redis (stream reads): ${e.message}`) });
     this.#sub = openRedis(options.redis, 'subscriber', this.#logger);
@@ -646,8 +660,11 @@ export class StreamConsumer {
   /**
    * Fetches the tensors of a request whose gateway kept them (RedisBackplaneOptions.tensorFetchMinBytes)
    * over the direct channel, then runs it. The fetch holds a place of the stream, as the request
-   * will. A request gone from its gateway (answered, given up) is acknowledged and not run; one
-   * whose gateway cannot be reached is answered an error through Redis.
+   * will. A request gone from its gateway (answered, given up), or being fetched here already, is
+   * acknowledged and not run. One whose tensors could not be fetched (the gateway not reached, the
+   * connection failed, no answer in time, too large, or no direct channel on this worker) is
+   * answered `unfetched` through Redis: its gateway sends it again with its tensors (before, the
+   * client got 503, and a flood of connections on the gateway's direct port caused it: review).
    */
   #fetchThenHandle(stream: string, id: string, head: Buffer, mac: Buffer | undefined, deliveries: number): void {
     const ack = () => this.#ack(stream, id);
@@ -659,10 +676,21 @@ export class StreamConsumer {
       return;
     }
     const bytes = fetched!.bytes;
+    const direct = env.direct;
+    // The gateway's address goes to this log only: the client's answer must not show it.
+    const unfetched = (why: string) => {
+      this.#fetchWarning.warn(`could not fetch a request's tensors from gateway ${echo(direct.address, 256)}: ${why}; its gateway is told to send them through Redis`);
+      const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: 'the worker could not fetch the request\'s tensors from its gateway', unfetched: true } });
+      void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
+    };
+    if (!this.#direct) {
+      unfetched('this worker does not connect to gateways (--direct-replies false)');
+      return;
+    }
     this.#takeSlot(stream);
     const release = () => this.#freeSlot(stream);
     const fetchMac = this.auth.mac('fetch', [env.replyTo, fetchRequest(env.requestKey)]);
-    this.#directReplies.fetch(env.direct, env.requestKey, fetchMac, bytes).then((tensors) => {
+    this.#directReplies.fetch(direct, env.requestKey, fetchMac, bytes).then((tensors) => {
       release();
       if (!tensors) {
         ack();
@@ -676,8 +704,7 @@ export class StreamConsumer {
       }
     }, (err: unknown) => {
       release();
-      const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: `the worker could not fetch the request's tensors from its gateway: ${(err as Error).message}` } });
-      void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
+      unfetched((err as Error).message);
     });
   }
 
@@ -780,7 +807,7 @@ export class StreamConsumer {
       // A decoupled request's replies all take the stream, so they cannot overtake one another.
       // A direct reply is acknowledged when the gateway confirms it; if the connection fails
       // first, it goes through the reply stream (the gateway drops a duplicate).
-      if (decoupled || !env.direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: () => void onStream() })) void onStream();
+      if (decoupled || !env.direct || !this.#direct || !this.#directReplies.send(env.direct, body, mac, { confirmed: ack, lost: () => void onStream() })) void onStream();
     };
     let seq = 0;
     const start = (): Promise<WireReply> => decoupled
