@@ -119,7 +119,7 @@ export function addClusterCommands(program: Command): void {
     .option('--reply-address <addr>', 'address the direct reply channel listens on (default: the advertise address)')
     .option('--reply-port <port>', 'port of the direct reply channel (0: any free one)', parsePort, 0)
     .option('--advertise-address <host>', 'host workers use to reach this gateway\'s reply channel (default: its first non-loopback IPv4)')
-    .option('--reply-max-connections <n>', 'connections the direct reply channel holds at once', parseInteger(1), 256)
+    .option('--reply-max-connections <n>', 'connections the direct reply channel holds at once (at the limit, a new one replaces the oldest that has not authenticated)', parseInteger(1), 256)
     .option('--reply-auth-timeout-ms <ms>', 'a reply channel connection that has not authenticated this long is closed', parseDuration(1, 'ms'), 5000)
     .option('--reply-idle-timeout-secs <n>', 'an idle reply channel connection is closed (workers reopen it)', parseDuration(1, 's'), 300)
     .option('--reply-tls-cert <file>', 'PEM certificate: the direct reply channel speaks TLS (with --reply-tls-key)')

@@ -626,3 +626,74 @@ describe('RedisBackplane: a worker that could not fetch a request\'s tensors', (
     }
   });
 });
+
+describe('RedisBackplane: the direct channel\'s connection limit', () => {
+  it('attack: connections that never authenticate do not shut workers out: at the limit a new one takes the oldest unauthenticated one\'s place; only workers\' connections are kept; both logged, rate-limited (review: a flood filled the 256 places and every fetch failed 503)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('crowd');
+    const r = new Redis(redis.url);
+    const warnings: string[] = [];
+    const logger = { warning: (m: string) => warnings.push(m), info: () => undefined, error: () => undefined, verbose: () => undefined } as unknown as Logger;
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'crowd', registryRefreshMs: 50, requestTimeoutMs: 20_000, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1', maxConnections: 3 }, logger });
+    const open = (port: number): Promise<Socket> => new Promise((resolve) => {
+      const s = connect(port, '127.0.0.1', () => resolve(s));
+      s.on('error', () => undefined);
+    });
+    const isClosed = (s: Socket) => new Promise<boolean>((resolve) => {
+      if (s.destroyed) { resolve(true); return; }
+      s.once('close', () => resolve(true));
+      setTimeout(() => resolve(false), 1000);
+    });
+    const sockets: Socket[] = [];
+    try {
+      await fakeWorker(r, keys);
+      await gateway.start();
+      const answers = [0, 1, 2].map(() => gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never));
+      let env: Awaited<ReturnType<typeof firstRequest>>['env'] | undefined;
+      for (let i = 0; i < 100 && !env; i++) {
+        const all = await r.xrangeBuffer(keys.requests('m'), '-', '+');
+        if (all.length === 3) env = decodeRequestParts([all[0]![1][1]!]).env;
+        else await new Promise((t) => setTimeout(t, 20));
+      }
+      const heads = (await r.xrangeBuffer(keys.requests('m'), '-', '+')).map(([, f]) => decodeRequestParts([f[1]!]).env.requestKey);
+      const port = Number(env!.direct!.address.split(':').at(-1));
+      // The flood: every place taken by a connection that never authenticates.
+      const flood: Socket[] = [];
+      for (let i = 0; i < 3; i++) {
+        flood.push(await open(port));
+        await new Promise((t) => setTimeout(t, 20));
+      }
+      sockets.push(...flood);
+      // Each worker that comes gets in, and answers its request over the channel.
+      for (let w = 0; w < 3; w++) {
+        const worker = await open(port);
+        sockets.push(worker);
+        const confirmed = new Promise<boolean>((resolve) => {
+          worker.once('data', () => resolve(true));
+          setTimeout(() => resolve(false), 2000);
+        });
+        worker.write(frame(Buffer.from(env!.direct!.token)));
+        worker.write(frame(encodeReply({ requestKey: heads[w]!, response: { modelName: 'm', modelVersion: '1', outputs: [] } })));
+        expect(await confirmed).toBe(true);
+        await expect(answers[w]).resolves.toMatchObject({ modelName: 'm' });
+        // The oldest of the flood went for it.
+        expect(await isClosed(flood[w]!)).toBe(true);
+      }
+      // Every place is a worker's now: a newcomer is closed at once, and the workers stay.
+      const late = await open(port);
+      sockets.push(late);
+      expect(await isClosed(late)).toBe(true);
+      for (const s of sockets.slice(3, 6)) expect(s.destroyed).toBe(false);
+      // Three made room, one was turned away: each kind logged once (then counted, at most a line every 10 s).
+      const logged = warnings.filter((m) => m.includes('--reply-max-connections'));
+      expect(logged).toHaveLength(2);
+      expect(logged[0]).toMatch(/at its limit of 3 connections \(--reply-max-connections\), closed the oldest one that had not authenticated \(from 127\.0\.0\.1\)/);
+      expect(logged[1]).toMatch(/refused a connection from 127\.0\.0\.1: its 3 connections \(--reply-max-connections\) are all workers'/);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+});

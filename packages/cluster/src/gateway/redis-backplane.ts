@@ -5,7 +5,7 @@
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { createServer as createTlsServer } from 'node:tls';
+import { TLSSocket, createSecureContext } from 'node:tls';
 import { networkInterfaces } from 'node:os';
 import type { Redis } from 'ioredis';
 import { GATEWAY_COMMAND_TIMEOUT_MS, openRedis } from '../redis/redis-connection.js';
@@ -16,6 +16,7 @@ import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
 import { FrameBudget, FrameReader, MAX_AUTH_FRAME_BYTES, confirmFrame, fetchKeyOf, tensorsFrameHead } from '../reply-frames.js';
 import { corkForTurn } from '../cork-for-turn.js';
+import { RateLimitedWarning } from '../rate-limited-warning.js';
 import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
 import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo, registryEntryProblem } from '../registry.js';
 import { type StreamEntries, fieldsOf, respPieces } from '../redis/resp.js';
@@ -109,7 +110,10 @@ export interface DirectReplyOptions {
   port?: number;
   /** Host workers connect to. @default the first non-loopback IPv4 */
   advertise?: string;
-  /** Connections held at once (more are closed at once). @default 256 */
+  /**
+   * Connections held at once. At the limit, a new connection takes the place of the oldest one that
+   * has not authenticated yet, or is closed at once when every one has (all workers'). @default 256
+   */
   maxConnections?: number;
   /** A connection that has not authenticated this long (ms) after it opened is closed. @default 5000 */
   authTimeoutMs?: number;
@@ -360,8 +364,9 @@ export class RedisBackplane implements Backplane {
    * Opens the direct reply channel: a TCP (or TLS) server whose clients must authenticate first.
    * The first frame must be the auth frame (the token, or with a secret its MAC), at most
    * MAX_AUTH_FRAME_BYTES long: a longer length, anything else, or no auth within authTimeoutMs
-   * closes the connection before anything more is buffered. Connections over maxConnections are
-   * closed at once; authenticated ones idle for idleTimeoutMs are closed.
+   * closes the connection before anything more is buffered. A connection over maxConnections
+   * closes the oldest unauthenticated one, or is closed itself when all are authenticated;
+   * authenticated ones idle for idleTimeoutMs are closed.
    */
   async #listenDirect(): Promise<void> {
     const cfg = this.#opts.directReplies;
@@ -374,16 +379,10 @@ export class RedisBackplane implements Backplane {
     // Unfinished frames of all connections together; a connection that would pass it is closed
     // (its worker sends what it still held through the reply stream).
     const budget = new FrameBudget(cfg.maxBufferedBytes ?? 1 << 30);
-    const onConnection = (socket: Socket) => {
-      this.#directSockets.add(socket);
-      socket.once('close', () => this.#directSockets.delete(socket));
+    /** A connection (TLS over `socket` with TLS) and what to call once it has authenticated. */
+    const onConnection = (socket: Socket, authenticated: () => void) => {
       socket.on('error', () => undefined);
       socket.setNoDelay(true);
-      // Authenticated within authTimeoutMs of connecting, however it sends its bytes: an idle
-      // timeout alone let a client dripping a byte a second hold a connection for minutes.
-      const authDeadline = setTimeout(() => socket.destroy(), authTimeoutMs);
-      authDeadline.unref();
-      socket.once('close', () => clearTimeout(authDeadline));
       let reader: FrameReader | undefined;
       let hello: Buffer = Buffer.alloc(0);
       // Replies taken on this connection (mod 2^32): confirmed to the worker once per event-loop
@@ -414,7 +413,7 @@ export class RedisBackplane implements Backplane {
           }
           reader = new FrameReader(undefined, budget);
           socket.once('close', () => reader?.release());
-          clearTimeout(authDeadline);
+          authenticated();
           this.#directReached = true;
           socket.setTimeout(idleTimeoutMs, () => socket.destroy());
           chunk = hello.subarray(4 + n);
@@ -448,12 +447,51 @@ export class RedisBackplane implements Backplane {
         }
       });
     };
-    // With TLS, onConnection runs once the handshake is done: a peer that never completes one is
-    // cut after authTimeoutMs too (review: it held its connection, counted against maxConnections).
-    const server = cfg.tls ? createTlsServer({ cert: cfg.tls.cert, key: cfg.tls.key, handshakeTimeout: authTimeoutMs }, onConnection) : createServer(onConnection);
-    // A failed or timed-out handshake: Node reports it here and leaves the TCP connection open.
-    if (cfg.tls) server.on('tlsClientError', (_err: Error, socket: { destroy(): void }) => socket.destroy());
-    server.maxConnections = cfg.maxConnections ?? 256;
+    const maxConnections = cfg.maxConnections ?? 256;
+    const secureContext = cfg.tls ? createSecureContext({ cert: cfg.tls.cert, key: cfg.tls.key }) : undefined;
+    // Connections that have not authenticated yet, oldest first: at the limit, the oldest goes for
+    // a new one. Node's own server.maxConnections refused every new connection once full, so
+    // peers that never authenticate (anyone who reaches the port) shut workers out of the channel,
+    // and every request a worker took whose tensors it had to fetch failed (review).
+    const unauthenticated = new Set<Socket>();
+    const forget = (raw: Socket): void => {
+      this.#directSockets.delete(raw);
+      unauthenticated.delete(raw);
+    };
+    const evicted = new RateLimitedWarning(this.#opts.logger);
+    const refused = new RateLimitedWarning(this.#opts.logger);
+    // Counted and timed by their TCP connections, TLS handshakes included.
+    const server = createServer((raw: Socket) => {
+      raw.on('error', () => undefined);
+      if (this.#directSockets.size >= maxConnections) {
+        const oldest = unauthenticated.values().next();
+        if (oldest.done) {
+          // Every place is held by an authenticated connection (a worker's).
+          refused.warn(`direct reply channel: refused a connection from ${raw.remoteAddress ?? '?'}: its ${maxConnections} connections (--reply-max-connections) are all workers'`);
+          raw.destroy();
+          return;
+        }
+        evicted.warn(`direct reply channel: at its limit of ${maxConnections} connections (--reply-max-connections), closed the oldest one that had not authenticated (from ${oldest.value.remoteAddress ?? '?'}) for a new one`);
+        forget(oldest.value);
+        oldest.value.destroy();
+      }
+      this.#directSockets.add(raw);
+      unauthenticated.add(raw);
+      raw.once('close', () => forget(raw));
+      // Authenticated within authTimeoutMs of connecting (a TLS handshake included), however it
+      // sends its bytes: an idle timeout alone let a client dripping a byte a second hold a
+      // connection for minutes.
+      const authDeadline = setTimeout(() => raw.destroy(), authTimeoutMs);
+      authDeadline.unref();
+      raw.once('close', () => clearTimeout(authDeadline));
+      const socket = secureContext ? new TLSSocket(raw, { isServer: true, secureContext }) : raw;
+      // A failed handshake closes the TLS socket (its error is ignored there); its TCP connection goes with it.
+      if (socket !== raw) socket.once('close', () => raw.destroy());
+      onConnection(socket, () => {
+        unauthenticated.delete(raw);
+        clearTimeout(authDeadline);
+      });
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(cfg.port ?? 0, cfg.host ?? advertise, () => {
