@@ -75,6 +75,35 @@ describe('session settings', () => {
   });
 });
 
+describe('hostile session parameters', () => {
+  let server: InferenceServer | undefined;
+  /** Loads `simple` anew with these parameters added (run on the main thread, where a polluted prototype reaches the whole server). */
+  async function loadWith(parameters: Record<string, string>): Promise<void> {
+    if (!server) {
+      const repo = mkdtempSync(join(tmpdir(), 'triode-params-'));
+      cpSync(join(EXAMPLES, 'simple'), join(repo, 'simple'), { recursive: true });
+      server = await serve(repo, { modelControlMode: 'explicit', startupModels: ['simple'] });
+    }
+    const base = server.modelConfig('simple') as ModelConfig;
+    const params = Object.fromEntries(Object.entries({ execution_thread: 'main', ...parameters }).map(([k, v]) => [k, { string_value: v }]));
+    await server.loadModel('simple', { config: { ...base, parameters: { ...base.parameters, ...params } } as never });
+  }
+
+  it("refuses a session.* key with a '__proto__', 'constructor', 'prototype' or empty component, and Object.prototype stays clean", async () => {
+    try {
+      for (const key of ['session.__proto__.error', 'session.constructor.prototype.error', 'session.prototype.x', 'session..x', 'session.']) {
+        await expect(loadWith({ [key]: 'polluted' })).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringContaining(`parameter '${key}' of model 'simple' is not a valid onnxruntime session config key`) });
+        expect(({} as Record<string, unknown>).error).toBeUndefined();
+        expect(({} as Record<string, unknown>).x).toBeUndefined();
+      }
+    } finally {
+      // Without the fix the prototype is polluted: clean it so that the other tests are not broken too.
+      delete (Object.prototype as Record<string, unknown>).error;
+      delete (Object.prototype as Record<string, unknown>).x;
+    }
+  });
+});
+
 describe('instances', () => {
   it('moves owned buffers into the instance thread, never a lent one, whatever its size or offset', () => {
     const big = new Float32Array(4096);

@@ -55,6 +55,21 @@ describe('raggedBatchConfig()', () => {
   });
 });
 
+describe('OnnxSession.load() session config entries', () => {
+  it("builds ORT's nested options without a prototype, so that even an unchecked '__proto__' key cannot reach Object.prototype", async () => {
+    const s = new OnnxSession();
+    sessions.push(s);
+    const sessionOptions = { ...sessionSettings({}), configEntries: { 'session.__proto__.error': 'polluted' } };
+    try {
+      // Whether ORT takes the unknown entry does not matter here, only what building the options did.
+      await s.load({ op: 'load', modelFile: join(EXAMPLES, 'simple/1/model.onnx'), sessionOptions }).catch(() => undefined);
+      expect(({} as Record<string, unknown>).error).toBeUndefined();
+    } finally {
+      delete (Object.prototype as Record<string, unknown>).error;
+    }
+  });
+});
+
 describe('OnnxSession.run() with ragged batches (Triton: SetInputTensors / ReadOutputTensors)', () => {
   it('joins requests of different shapes into one [total elements] input with its batch input, and scatters the outputs back', async () => {
     const s = await open({ modelFile: RAGGED_FILE, raggedBatch: raggedBatchConfig(RAGGED_CONFIG)! });

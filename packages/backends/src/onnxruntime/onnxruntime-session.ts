@@ -119,11 +119,13 @@ export class OnnxSession {
     };
     if (Object.keys(s.configEntries).length > 0) {
       // ORT takes session config entries as a nested object: "session.intra_op.allow_spinning" -> extra.session.intra_op.allow_spinning
-      const extra: Record<string, unknown> = {};
+      // Objects without a prototype, so that no key can reach Object.prototype (the keys are also
+      // checked at load: sessionSettings refuses '__proto__' and the like).
+      const extra = Object.create(null) as Record<string, unknown>;
       for (const [k, v] of Object.entries(s.configEntries)) {
         const parts = k.split('.');
         let o = extra;
-        for (const p of parts.slice(0, -1)) o = (o[p] ??= {}) as Record<string, unknown>;
+        for (const p of parts.slice(0, -1)) o = (o[p] ??= Object.create(null)) as Record<string, unknown>;
         o[parts[parts.length - 1]!] = v;
       }
       options.extra = extra;

@@ -49,12 +49,29 @@ function intParam(config: ModelConfig, key: string): number | undefined {
  */
 export const DEFAULT_ARENA_RESET_BYTES = 1024 * 1024 * 1024;
 
+/**
+ * Components a `session.*` key may not have: the key is split on '.' into the nested object ORT
+ * takes, and `session.__proto__.error` would otherwise write onto Object.prototype (every object
+ * of the process then has an `error`, and every request fails).
+ */
+const FORBIDDEN_KEY_PARTS = new Set(['__proto__', 'constructor', 'prototype', '']);
+
+/** ORT session config entries of the config: its `session.*` parameters, checked. */
+function sessionConfigEntries(config: ModelConfig): Record<string, string> {
+  const entries: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const [k, v] of Object.entries(config.parameters ?? {})) {
+    if (!k.startsWith('session.')) continue;
+    if (k.split('.').some((p) => FORBIDDEN_KEY_PARTS.has(p))) {
+      throw Errors.invalidArg(`parameter '${k}' of model '${config.name ?? ''}' is not a valid onnxruntime session config key: a component is empty, '__proto__', 'constructor' or 'prototype'`);
+    }
+    entries[k] = v.string_value ?? '';
+  }
+  return entries;
+}
+
 export function sessionSettings(config: ModelConfig): SessionSettings {
   const level = config.optimization?.graph?.level ?? 0;
-  const configEntries: Record<string, string> = {};
-  for (const [k, v] of Object.entries(config.parameters ?? {})) {
-    if (k.startsWith('session.')) configEntries[k] = v.string_value ?? '';
-  }
+  const configEntries = sessionConfigEntries(config);
   const bool = (key: string, dflt: boolean) => {
     const v = config.parameters?.[key]?.string_value;
     return v === undefined ? dflt : !['0', 'false', 'off', ''].includes(v.toLowerCase());
