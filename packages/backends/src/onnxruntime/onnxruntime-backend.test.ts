@@ -1,4 +1,4 @@
-import { appendFileSync, cpSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -101,6 +101,20 @@ describe('hostile session parameters', () => {
       delete (Object.prototype as Record<string, unknown>).error;
       delete (Object.prototype as Record<string, unknown>).x;
     }
+  });
+
+  it('refuses session.* keys that make onnxruntime write files, and still takes a harmless one', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'triode-written-'));
+    for (const [key, value] of [
+      ['session.optimized_model_filepath', join(out, 'victim.onnx')], ['session.enable_profiling', '1'],
+      ['session.profile_file_prefix', join(out, 'profile')], ['session.save_model_format', 'ORT'],
+      ['session.optimized_model_external_initializers_file_name', join(out, 'w.bin')], ['session.SomeDir', out],
+    ] as const) {
+      await expect(loadWith({ [key]: value })).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringContaining(`parameter '${key}' of model 'simple' is refused`) });
+    }
+    expect(readdirSync(out)).toEqual([]);
+    await loadWith({ 'session.intra_op.allow_spinning': '0' });
+    expect(server!.repositoryIndex()).toEqual([{ name: 'simple', version: '1', state: 'READY', reason: '' }]);
   });
 });
 

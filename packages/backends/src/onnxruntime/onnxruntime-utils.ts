@@ -56,6 +56,15 @@ export const DEFAULT_ARENA_RESET_BYTES = 1024 * 1024 * 1024;
  */
 const FORBIDDEN_KEY_PARTS = new Set(['__proto__', 'constructor', 'prototype', '']);
 
+/**
+ * `session.*` keys refused: ORT writes files for some session options (optimized_model_filepath
+ * overwrote any file the server could write, enable_profiling / profile_file_prefix wrote profile
+ * JSON to any path or the cwd, save_model_format, external initializer file names...), and a config
+ * may write nothing outside the repository. Conservative: any key that names saving, profiling, a
+ * file, a path, a prefix or a directory.
+ */
+const FILE_WRITING_KEY = /save|file|path|prefix|dir|profil/i;
+
 /** ORT session config entries of the config: its `session.*` parameters, checked. */
 function sessionConfigEntries(config: ModelConfig): Record<string, string> {
   const entries: Record<string, string> = Object.create(null) as Record<string, string>;
@@ -63,6 +72,9 @@ function sessionConfigEntries(config: ModelConfig): Record<string, string> {
     if (!k.startsWith('session.')) continue;
     if (k.split('.').some((p) => FORBIDDEN_KEY_PARTS.has(p))) {
       throw Errors.invalidArg(`parameter '${k}' of model '${config.name ?? ''}' is not a valid onnxruntime session config key: a component is empty, '__proto__', 'constructor' or 'prototype'`);
+    }
+    if (FILE_WRITING_KEY.test(k)) {
+      throw Errors.invalidArg(`parameter '${k}' of model '${config.name ?? ''}' is refused: onnxruntime session options that save, profile or name a file or directory would let a config write files outside the repository`);
     }
     entries[k] = v.string_value ?? '';
   }
