@@ -116,6 +116,17 @@ describe('hostile session parameters', () => {
     await loadWith({ 'session.intra_op.allow_spinning': '0' });
     expect(server!.repositoryIndex()).toEqual([{ name: 'simple', version: '1', state: 'READY', reason: '' }]);
   });
+
+  it('refuses intra_op_thread_count and inter_op_thread_count over 1024 (100000 spawned 18,600 threads)', async () => {
+    for (const key of ['intra_op_thread_count', 'inter_op_thread_count']) {
+      // Checked without a load first: without the bound, the load below would start the threads.
+      expect(() => sessionSettings({ name: 'm', parameters: { [key]: { string_value: '1025' } } })).toThrow(`parameter '${key}' of model 'm' must be at most 1024, got '1025'`);
+      expect(sessionSettings({ parameters: { [key]: { string_value: '1024' } } })).toMatchObject(key === 'intra_op_thread_count' ? { intraOpNumThreads: 1024 } : { interOpNumThreads: 1024 });
+      await expect(loadWith({ [key]: '100000' })).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringContaining(`parameter '${key}' of model 'simple' must be at most 1024, got '100000'`) });
+    }
+    await loadWith({ intra_op_thread_count: '2', inter_op_thread_count: '2' });
+    expect(server!.repositoryIndex()).toEqual([{ name: 'simple', version: '1', state: 'READY', reason: '' }]);
+  });
 });
 
 describe('instances', () => {

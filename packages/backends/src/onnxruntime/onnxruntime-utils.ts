@@ -25,11 +25,20 @@ export function dataTypeToOrtType(dt: DataType): string {
   return t;
 }
 
-function intParam(config: ModelConfig, key: string): number | undefined {
+/**
+ * Most threads a session's intra-op or inter-op pool may have. onnxruntime starts them all at load,
+ * and `intra_op_thread_count: 100000` made the server spawn 18,600 threads and 20 GB before it
+ * failed. A fixed bound rather than one from the machine's cores, so that a config that loads on
+ * one machine loads on another; far above what any CPU gains from.
+ */
+export const MAX_THREAD_COUNT = 1024;
+
+function intParam(config: ModelConfig, key: string, max?: number): number | undefined {
   const v = config.parameters?.[key]?.string_value;
   if (v === undefined || v === '') return undefined;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw Errors.invalidArg(`parameter '${key}' of model '${config.name ?? ''}' must be a non-negative integer, got '${v}'`);
+  if (max !== undefined && n > max) throw Errors.invalidArg(`parameter '${key}' of model '${config.name ?? ''}' must be at most ${max}, got '${v}'`);
   return n;
 }
 
@@ -89,8 +98,8 @@ export function sessionSettings(config: ModelConfig): SessionSettings {
     return v === undefined ? dflt : !['0', 'false', 'off', ''].includes(v.toLowerCase());
   };
   return {
-    intraOpNumThreads: intParam(config, 'intra_op_thread_count') || 1,
-    interOpNumThreads: intParam(config, 'inter_op_thread_count') || 1,
+    intraOpNumThreads: intParam(config, 'intra_op_thread_count', MAX_THREAD_COUNT) || 1,
+    interOpNumThreads: intParam(config, 'inter_op_thread_count', MAX_THREAD_COUNT) || 1,
     executionMode: intParam(config, 'execution_mode') === 1 ? 'parallel' : 'sequential',
     graphOptimizationLevel: level === -1 ? 'basic' : level === 1 ? 'extended' : 'all',
     enableCpuMemArena: bool('enable_mem_arena', true),
