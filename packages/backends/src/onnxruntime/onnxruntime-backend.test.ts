@@ -1,4 +1,5 @@
-import { appendFileSync, cpSync, mkdtempSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -126,6 +127,32 @@ describe('hostile session parameters', () => {
     }
     await loadWith({ intra_op_thread_count: '2', inter_op_thread_count: '2' });
     expect(server!.repositoryIndex()).toEqual([{ name: 'simple', version: '1', state: 'READY', reason: '' }]);
+  });
+});
+
+describe('model files that are not regular files', () => {
+  /** A repository with `simple` and a model `name` (simple's config, or none) whose model.onnx is made by `make`. */
+  function repoWith(name: string, withConfig: boolean, make: (path: string) => void): string {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-notfile-'));
+    cpSync(join(EXAMPLES, 'simple'), join(repo, 'simple'), { recursive: true });
+    mkdirSync(join(repo, name, '1'), { recursive: true });
+    if (withConfig) writeFileSync(join(repo, name, 'config.pbtxt'), readFileSync(join(EXAMPLES, 'simple/config.pbtxt'), 'utf8').replace('name: "simple"', `name: "${name}"`));
+    make(join(repo, name, '1', 'model.onnx'));
+    return repo;
+  }
+
+  it('refuses a FIFO as the model file, with or without a config, and the others load (before: the event loop blocked for good)', async () => {
+    for (const withConfig of [true, false]) {
+      const s = await serve(repoWith('fifo', withConfig, (p) => execFileSync('mkfifo', [p])));
+      expect(s.repositoryIndex().find((r) => r.name === 'fifo')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/model file '.*model\.onnx' of model 'fifo' is not a regular file/) });
+      expect(s.repositoryIndex().find((r) => r.name === 'simple')).toMatchObject({ state: 'READY' });
+    }
+  });
+
+  it('refuses a link to /dev/zero as the model file (before: read until memory ran out)', async () => {
+    const s = await serve(repoWith('zero', true, (p) => symlinkSync('/dev/zero', p)));
+    expect(s.repositoryIndex().find((r) => r.name === 'zero')).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/of model 'zero' is not a regular file/) });
+    expect(s.repositoryIndex().find((r) => r.name === 'simple')).toMatchObject({ state: 'READY' });
   });
 });
 

@@ -4,7 +4,7 @@
  * instances that run there (`execution_thread`, see onnxruntime-instance.ts). Errors cross as `{ code, message }`.
  * Triton: onnxruntime_backend/src/onnxruntime.cc
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
@@ -130,7 +130,8 @@ class OnnxModel implements BackendModel {
     if (this.#risk === undefined) {
       let risk: string | undefined;
       try {
-        risk = statSync(this.#file).size > MAX_SCANNED_MODEL_BYTES ? `the model file is over ${MAX_SCANNED_MODEL_BYTES} bytes` : mainThreadRisk(readFileSync(this.#file), this.#ctx.config);
+        const bytes = readModelFile(this.#file, MAX_SCANNED_MODEL_BYTES);
+        risk = typeof bytes === 'string' ? bytes : mainThreadRisk(bytes, this.#ctx.config);
       } catch {
         risk = 'the model file could not be read';
       }
@@ -211,6 +212,7 @@ export class OnnxRuntimeBackend implements Backend {
     if (!ctx.versionPath) return;
     const file = modelFile(ctx.versionPath, config);
     if (!existsSync(file)) return;
+    checkRegularFile(file, ctx.name);
     await autoCompleteOnnxConfig(config, file, ctx.backendConfig);
     await chooseInstanceDevices(config, file, await this.#devices());
   }
@@ -218,7 +220,41 @@ export class OnnxRuntimeBackend implements Backend {
   async modelInitialize(ctx: ModelContext): Promise<BackendModel> {
     const file = modelFile(ctx.versionPath, ctx.config);
     if (!existsSync(file)) throw Errors.unavailable(`unable to find '${file}' for model instance '${ctx.name}'`);
+    checkRegularFile(file, ctx.name);
     return new OnnxModel(ctx, file, this.#atomics, this.#devices, this.#logger);
+  }
+}
+
+/**
+ * Refuses a model file that is not a regular file: onnxruntime (and the main-thread eligibility
+ * scan) read it to its end, so a FIFO blocked the event loop for good and a link to /dev/zero
+ * read until memory ran out. stat() neither opens nor blocks.
+ */
+function checkRegularFile(file: string, model: string): void {
+  if (!statSync(file).isFile()) throw Errors.invalidArg(`model file '${file}' of model '${model}' is not a regular file`);
+}
+
+/**
+ * The model file's bytes, or why they were not read: a file that is not regular, or one over
+ * maxBytes. Opened without blocking and checked on the open descriptor, so that a file swapped
+ * for a FIFO or a device after checkRegularFile is not read either.
+ */
+function readModelFile(file: string, maxBytes: number): Buffer | string {
+  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) return 'the model file is not a regular file';
+    if (st.size > maxBytes) return `the model file is over ${maxBytes} bytes`;
+    const buf = Buffer.allocUnsafe(st.size);
+    let at = 0;
+    while (at < buf.length) {
+      const n = readSync(fd, buf, at, buf.length - at, at);
+      if (n === 0) break;
+      at += n;
+    }
+    return buf.subarray(0, at);
+  } finally {
+    closeSync(fd);
   }
 }
 
