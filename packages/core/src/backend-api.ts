@@ -118,7 +118,11 @@ export interface BackendModelInstance {
    * Still, no two executions of one instance ever overlap. @default 1
    */
   readonly pipelineDepth?: number;
-  finalize(): Promise<void>;
+  /**
+   * Releases the instance. `signal` aborts when the core stops waiting (the unload's time is up):
+   * what still runs (a model's code that never returns) must be ended then, not left running.
+   */
+  finalize(signal?: AbortSignal): Promise<void>;
 }
 
 /** A loaded model (TRITONBACKEND_Model). */

@@ -92,6 +92,34 @@ describe('ModelVersion', () => {
     expect(await out(s.infer(req(5)))).toBe(5);
   });
 
+  it('tells an instance whose finalize outlives the release time to stop: its signal aborts (review: a javascript thread spun for good)', async () => {
+    const signals: (AbortSignal | undefined)[] = [];
+    const backend: Backend = {
+      name: 'testing',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return {
+              execute: () => new Promise<ExecuteResult>(() => undefined),
+              // Settles only when told to stop (as one waiting on a model's code that never returns).
+              finalize: (signal?: AbortSignal) => new Promise<void>((resolve) => { signals.push(signal); signal?.addEventListener('abort', () => resolve()); }),
+            };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const s = await serve('', backend);
+    s.infer(req(1)).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 50));
+    servers.splice(servers.indexOf(s), 1);
+    // The stop waits 100 ms for the request, then at least 1 s for the release.
+    await s.stop(100);
+    expect(signals).toHaveLength(1);
+    expect(signals[0]?.aborted).toBe(true);
+    expect(signals[0]?.reason).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('not released in time') as unknown });
+  });
+
   it('refuses GPU ids on a group that is not KIND_GPU, as Triton does', async () => {
     await expect(serve('instance_group { count: 1 kind: KIND_CPU gpus: [ 0 ] }', testingBackend())).rejects.toThrow('has kind KIND_CPU but specifies one or more GPUs');
   });

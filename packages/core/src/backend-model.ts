@@ -740,12 +740,17 @@ export class ModelVersion implements Model {
       for (const fail of [...this.#streaming]) fail(ended);
     }
     this.#seats?.limiter.unregister(this.#seats.instances);
-    const release = Promise.allSettled(this.#instances.map((i) => i.finalize())).then(() => this.#backendModel.finalize());
+    const giveUp = new AbortController();
+    const release = Promise.allSettled(this.#instances.map((i) => i.finalize(giveUp.signal))).then(() => this.#backendModel.finalize());
     if (t === undefined) {
       await release;
       return drained;
     }
-    return (await settleWithin(release, options.releaseMs ?? t)) && drained;
+    const released = await settleWithin(release, options.releaseMs ?? t);
+    // An instance still finalizing is told the wait is over: it ends what it still runs (the
+    // javascript backend's thread stuck behind an execute that never returns spun a core for good).
+    if (!released) giveUp.abort(Errors.unavailable(`model '${this.name}' version ${this.version}: its instances were not released in time`));
+    return released && drained;
   }
 
   /** Resolves when no decoupled request is still sending after its execution. */

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { InferenceServer, deserializeBytesTensor, serializeBytesTensor, type InferenceRequest, type Logger } from '@triode/core';
+import { Piscina } from 'piscina';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { OnnxRuntimeBackend } from '../onnxruntime/onnxruntime-backend.js';
 import { JavaScriptBackend, blsRequestProblem } from './javascript-backend.js';
@@ -767,6 +768,39 @@ describe('blsRequestProblem', () => {
     for (const v of ['x', 1, 1.5, true, 5n]) expect(blsRequestProblem({ ...base, parameters: { p: v } })).toBeUndefined();
     for (const v of [{ id: 1 }, [1], null, () => 1]) {
       expect(blsRequestProblem({ ...base, parameters: { tenant: v } })).toBe("parameter 'tenant' must be a string, number, boolean or bigint");
+    }
+  });
+});
+
+describe('unloading a javascript model whose execute never returns (review)', () => {
+  it('terminates its thread once the unload\'s time is up: the loop no longer spins a core', async () => {
+    const root = makeRepository([], {
+      'spin/config.pbtxt': `backend: "javascript"\n${io()}instance_group { count: 1 kind: KIND_CPU }\n`,
+      'spin/1/model.mjs': 'export default class { execute() { for (;;) {} } }',
+    });
+    // The instance's pool is the `this` of its run() calls.
+    const run = vi.spyOn(Piscina.prototype, 'run');
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()] });
+    try {
+      expect(s.repositoryIndex()[0]).toMatchObject({ name: 'spin', state: 'READY', reason: '' });
+      const pool = run.mock.contexts[run.mock.calls.findIndex(([task]) => (task as { op?: string }).op === 'load')] as Piscina | undefined;
+      const threads = pool!.threads;
+      expect(threads).toHaveLength(1);
+      const exited = threads.map((w) => new Promise((resolve) => w.once('exit', resolve)));
+      const stuck = s.infer({ modelName: 'spin', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] });
+      stuck.catch(() => undefined);
+      // Until the execute has started, the unload would find nothing running.
+      await vi.waitFor(() => expect(run.mock.calls.some(([task]) => (task as { op?: string }).op === 'execute')).toBe(true));
+      // The server's stop unloads it as an unload does: 300 ms for the request, 1 s for the
+      // release. Before, the thread kept running the loop after it (its finalize waited for good
+      // behind the execute, and the pool was never closed).
+      await s.stop(300);
+      await vi.waitFor(() => expect(pool!.threads).toHaveLength(0), { timeout: 5000 });
+      await Promise.all(exited);
+      // Its client is told, where it waited for good.
+      await expect(stuck).rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('unloaded before its execute returned') as unknown });
+    } finally {
+      run.mockRestore();
     }
   });
 });

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, arrayClassName, thrownText as coreThrownText, claimOwnership, echo, fromWireError, isDataOf, isDataType, resolveInside, toWireError, transferList,
+  Errors, TriodeError, abortable, arrayClassName, thrownText as coreThrownText, claimOwnership, echo, fromWireError, isDataOf, isDataType, resolveInside, toWireError, transferList,
   type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
   type DataType, type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
@@ -304,6 +304,8 @@ class JsInstance implements BackendModelInstance {
       // A thread that died under the task (the pool ended it first); any other rejection (a reply
       // that could not be posted back) fails this batch only, and the model goes on in its thread.
       if (this.threadsEnded !== endedBefore) this.died(err as Error);
+      // finalize() terminated the thread under an execute that had not returned in the unload's time.
+      if (this.closing) throw Errors.unavailable(`model '${this.#name}' was unloaded before its execute returned`);
       throw new TriodeError('INTERNAL', thrownText(err), { cause: err });
     }
     if ('error' in reply) {
@@ -318,13 +320,20 @@ class JsInstance implements BackendModelInstance {
     };
   }
 
-  async finalize(): Promise<void> {
+  async finalize(signal?: AbortSignal): Promise<void> {
     this.closing = true;
-    await this.#pool.run({ op: 'unload' }).catch(() => undefined);
+    // The model's finalize() runs in the thread after the task before it: behind an execute that
+    // never returns (a `for (;;)`) it never does. The wait ends when the core's does (`signal`),
+    // and the thread is terminated, which stops the loop; left waiting, the thread spun a core
+    // for good, one more per load and unload.
+    const unloaded = await abortable(this.#pool.run({ op: 'unload' }), signal).then(() => true, () => signal?.aborted !== true);
     // The core waited for open streams (within the unload's time): what is left ends here.
     this.#endStreams(Errors.unavailable(`model '${this.#name}' was unloaded before the request sent its final response`));
     this.#port.close();
-    await this.#pool.close({ force: true });
+    // Nothing runs after the unload task: the pool closes at once. Otherwise close() would wait
+    // (30 s) for the task still running, then report it: destroy() terminates the thread now.
+    if (unloaded) await this.#pool.close({ force: true });
+    else await this.#pool.destroy();
   }
 }
 
