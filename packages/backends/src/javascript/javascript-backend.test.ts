@@ -803,4 +803,22 @@ describe('unloading a javascript model whose execute never returns (review)', ()
       run.mockRestore();
     }
   });
+
+  it('terminates a thread whose warmup execute never returns once the failed load\'s unload is given up', async () => {
+    const root = makeRepository([], {
+      'spinw/config.pbtxt': `backend: "javascript"\n${io()}instance_group { count: 1 kind: KIND_CPU }\nmodel_warmup { name: "w" batch_size: 1 inputs { key: "IN" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } }\n`,
+      'spinw/1/model.mjs': 'export default class { execute() { for (;;) {} } }',
+    });
+    const run = vi.spyOn(Piscina.prototype, 'run');
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()], strictReadiness: false, modelLoadTimeoutMs: 3000 });
+    try {
+      expect(s.repositoryIndex()[0]).toMatchObject({ name: 'spinw', state: 'UNAVAILABLE', reason: expect.stringContaining('3000 ms') as unknown });
+      const pool = run.mock.contexts[run.mock.calls.findIndex(([task]) => (task as { op?: string }).op === 'load')] as Piscina | undefined;
+      // The warmup's unload waits 3 s for the release, then ends the thread; before, it waited for good.
+      await vi.waitFor(() => expect(pool!.threads).toHaveLength(0), { timeout: 8000 });
+    } finally {
+      run.mockRestore();
+      await s.stop(1000);
+    }
+  }, 20_000);
 });

@@ -263,8 +263,10 @@ export class ModelLifecycle {
         }
       })(), signal);
     } catch (err) {
-      // Not awaited: a warmup request that never ends must not hold the load up.
-      void model.unload().catch(() => undefined);
+      // Not awaited: a warmup request that never ends must not hold the load up. Bounded like
+      // any unload: past it, the instances are told to end what still runs (a warmup execute
+      // stuck in a loop kept its javascript thread spinning for good).
+      void model.unload({ timeoutMs: this.#opts.modelLoadTimeoutMs }).catch(() => undefined);
       if (signal.aborted) throw signal.reason;
       throw Errors.invalidArg(`warmup sample failed: ${(err as Error).message}`);
     }
