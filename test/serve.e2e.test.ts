@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deserializeBytesTensor, serializeBytesTensor } from '@triode/core';
 import { binaryBody, makeRepository, splitBinary } from './helpers/repository.js';
 import { freePort, startTriode, type Child } from './helpers/process.js';
+import { request as httpRequest } from 'node:http';
 
 let triode: Child;
 let base: string;
@@ -191,9 +192,22 @@ describe('shutdown', () => {
     const child = await startTriode(['serve', '--model-repository', makeRepository(['ppocr_cls']), '--http-port', String(port), '--http-address', '127.0.0.1', '--exit-timeout-secs', '20']);
     const x = new Float32Array(16 * 3 * 48 * 192).fill(0.1);
     const { body, headerLength } = binaryBody({ parameters: { binary_data_output: true }, inputs: [{ name: 'x', shape: [16, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } }] }, [x]);
-    const send = () => fetch(`${url}/v2/models/ppocr_cls/infer`, { method: 'POST', body, headers: { 'Inference-Header-Content-Length': String(headerLength) } }).then((r) => r.status);
+    // Each request's body is on its way in full before the SIGTERM (CI once sent it 100 ms after the
+    // fetches began, and on a loaded machine a body was still uploading: that request came after
+    // the stop and was refused). Then a moment for the server to read them.
+    const sent: Promise<void>[] = [];
+    const send = () => new Promise<number>((resolve, reject) => {
+      const req = httpRequest(`${url}/v2/models/ppocr_cls/infer`, { method: 'POST', headers: { 'Inference-Header-Content-Length': String(headerLength), 'Content-Length': String(body.byteLength) } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      sent.push(new Promise((r) => req.once('finish', () => r())));
+      req.end(body);
+    });
     const inflight = Array.from({ length: 6 }, send);
-    await new Promise((r) => setTimeout(r, 100));
+    await Promise.all(sent);
+    await new Promise((r) => setTimeout(r, 200));
     process.kill(child.proc.pid!, 'SIGTERM');
     const statuses = await Promise.all(inflight);
     expect(statuses.every((s) => s === 200)).toBe(true);

@@ -525,7 +525,12 @@ describe('javascript backend', () => {
       expect(await value(2, 'timer')).toBe(21);
       await vi.waitFor(() => expect(died.join('\n')).toMatch(/model 'dies': its instance thread ended \(thrown from a timer\)/), { timeout: 5000 });
       expect(await value(3)).toBe(31); // a new thread: the model module is imported again
-      expect(await value(4, 'rejection')).toBe(41);
+      // The answer and the thread's death reach the main thread on different channels (the message
+      // port, the worker's error event), so either may come first (CI saw the death first once, on a
+      // loaded machine): answered 41, or failed with the rejection's text. Either way the server
+      // lives and the model serves on (checked below).
+      const fourth = await value(4, 'rejection').catch((e: unknown) => e);
+      expect(fourth === 41 || (fourth instanceof Error && /nobody awaits this/.test(fourth.message)), String(fourth)).toBe(true);
       await vi.waitFor(() => expect(died.join('\n')).toMatch(/nobody awaits this/), { timeout: 5000 });
       expect(await value(5)).toBe(51);
       // The thread exits under the request: that request fails, the next is served.
