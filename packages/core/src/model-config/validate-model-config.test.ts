@@ -23,6 +23,12 @@ describe('validateModelConfig: sizes a config could make the server allocate', (
     expect(() => validateModelConfig(base({ dynamic_batching: { priority_levels: 3, default_priority_level: 1, priority_queue_policy: { 2: { max_queue_size: 1 } } } }), 'm')).not.toThrow();
   });
 
+  it('attack: priority_queue_policy keys "1" and "01" name one level: refused as twice (review: "01" loaded and was never applied)', () => {
+    expect(() => validateModelConfig(base({ dynamic_batching: { priority_levels: 3, default_priority_level: 1, priority_queue_policy: { '1': { max_queue_size: 1 }, '01': { max_queue_size: 2 } } } }), 'm'))
+      .toThrow('priority queue policy names priority level 1 twice for m');
+    expect(() => validateModelConfig(base({ dynamic_batching: { priority_levels: 3, default_priority_level: 1, priority_queue_policy: { '01': { max_queue_size: 1 } } } }), 'm')).not.toThrow();
+  });
+
   it('attack: an implicit state whose zeros are over MAX_STATE_BYTES is refused at load (it was made per sequence: OOM)', () => {
     const state = (data_type: string, dims: number[]) => base({ sequence_batching: { state: [{ input_name: 'S_IN', output_name: 'S_OUT', data_type, dims }] } } as never);
     expect(() => validateModelConfig(state('TYPE_FP32', [1024, 1024]), 'm')).not.toThrow();

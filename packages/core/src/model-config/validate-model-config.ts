@@ -164,11 +164,15 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
     if (!Number.isSafeInteger(levels) || levels > MAX_PRIORITY_LEVELS) {
       throw Errors.invalidArg(`'priority_levels' of ${config.name} is ${levels}; Triode allows at most ${MAX_PRIORITY_LEVELS}`);
     }
+    const named = new Set<number>();
     for (const k of Object.keys(db.priority_queue_policy ?? {})) {
       const level = /^\d+$/.test(k) ? Number(k) : NaN;
       if (!(level >= 1 && level <= levels)) {
         throw Errors.invalidArg(`priority queue policy must have priority level in range [1, ${levels}] for ${config.name}`);
       }
+      // "1" and "01" are one level (Triton's keys are numbers): two policies for it cannot both apply.
+      if (named.has(level)) throw Errors.invalidArg(`priority queue policy names priority level ${level} twice for ${config.name}`);
+      named.add(level);
     }
   }
   for (const g of config.instance_group ?? []) {

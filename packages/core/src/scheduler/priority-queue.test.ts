@@ -26,6 +26,12 @@ describe('PriorityQueue', () => {
     expect(q.size).toBe(2);
   });
 
+  it('attack: a policy keyed "02" (a JSON config) applies to level 2, as Triton reads the key as a number (review: it was never applied)', () => {
+    const q = new PriorityQueue<I>({ priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '02': { max_queue_size: 1 } } });
+    q.enqueue(item(1), 0, 2);
+    expect(() => q.enqueue(item(2), 0, 2)).toThrow('Exceeds maximum queue size');
+  });
+
   it('REJECT removes timed-out requests; DELAY moves them behind the level', () => {
     const q = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 100, timeout_action: 'DELAY' } });
     q.enqueue(item(1), 0);

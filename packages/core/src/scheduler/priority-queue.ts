@@ -56,8 +56,12 @@ export class PriorityQueue<T extends QueueItem> {
   constructor(config: Pick<ModelDynamicBatching, 'priority_levels' | 'default_priority_level' | 'default_queue_policy' | 'priority_queue_policy'> = {}) {
     const levels = Math.max(1, config.priority_levels ?? 0);
     const base = { ...DEFAULT_POLICY, ...withoutUndefined(config.default_queue_policy) };
+    // By the level's number, as Triton reads the map's uint64 keys: a JSON config's "01" is level 1
+    // (looked up as "1" it loaded and was never applied; review).
+    const byLevel = new Map<number, ModelQueuePolicy>();
+    for (const [k, v] of Object.entries(config.priority_queue_policy ?? {})) byLevel.set(Number(k), v);
     this.#levels = Array.from({ length: levels }, (_, i) => ({
-      policy: { ...base, ...withoutUndefined(config.priority_queue_policy?.[String(i + 1)]) },
+      policy: { ...base, ...withoutUndefined(byLevel.get(i + 1)) },
       queue: [],
       delayed: [],
     }));
