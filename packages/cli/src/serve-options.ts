@@ -271,6 +271,20 @@ export function parseRateLimitResources(entries: readonly string[] = []): RateLi
   });
 }
 
+/**
+ * A `--rate-limit-resource` value: its form, and a count and device that fit the rate limiter's
+ * uint32 (a count past 2^53 reached the core as another number, and its check's message was
+ * printed as the CLI's; review).
+ */
+function rateLimitResource(v: string, prev: string[] = []): string[] {
+  const all = shaped(/^[^:]+:\d+(?::\d+)?$/, '<resource_name>:<count>[:<device>]')(v, prev);
+  const [, count, device] = all[all.length - 1]!.split(':');
+  if (Number(count) > 0xffffffff || (device !== undefined && Number(device) > 0xffffffff)) {
+    throw new InvalidArgumentError(`expected <resource_name>:<count>[:<device>] with a count and device of at most 4294967295, got '${v}'`);
+  }
+  return all;
+}
+
 /** A repeatable flag whose values must have a form (checked as Triton's parser does). */
 function shaped(re: RegExp, form: string) {
   return (v: string, prev: string[] = []): string[] => {
@@ -344,7 +358,7 @@ function addCompatFlags(cmd: Command): Command {
     .addOption(hidden('--repoagent-directory <dir>', 'no effect (no repository agents)', String))
     .addOption(hidden('--cache-directory <dir>', 'no effect (the response cache is built in)', String))
     .addOption(new Option('--rate-limit <mode>', 'off: instances execute as soon as they are free; execution_count: only while they hold the resources their rate_limiter lists, by priority').argParser(oneOf(['off', 'execution_count'])))
-    .addOption(new Option('--rate-limit-resource <name:count[:device]>', 'available count of a rate limiter resource, on one device or all (repeatable; default: the largest count an instance needs)').argParser(shaped(/^[^:]+:\d+(?::\d+)?$/, '<resource_name>:<count>[:<device>]')))
+    .addOption(new Option('--rate-limit-resource <name:count[:device]>', 'available count of a rate limiter resource, on one device or all (repeatable; default: the largest count an instance needs)').argParser(rateLimitResource))
     .addOption(hidden('--http-thread-count <n>', 'no effect (one event loop)', parseInteger(1)))
     .addOption(hidden('--reuse-http-port <bool>', 'no effect (no SO_REUSEPORT on Node 20)', parseBool))
     .addOption(hidden('--allow-client-shm <bool>', 'no effect (no shared memory)', parseBool))
