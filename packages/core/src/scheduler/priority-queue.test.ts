@@ -153,4 +153,62 @@ describe('PriorityQueue with many requests', () => {
     q.enqueue(item(7), 0, 1);
     expect(ids(q)).toEqual([7, 2, 3, 4, 99]);
   });
+
+  it('remove and at find items across levels, in the queue and among the delayed', () => {
+    const q = new PriorityQueue<I>({ priority_levels: 4, default_priority_level: 2, priority_queue_policy: { '3': { default_timeout_microseconds: 1, timeout_action: 'DELAY' } } });
+    const items = [1, 2, 3, 4, 5, 6].map(item);
+    q.enqueue(items[0]!, 0, 4);
+    q.enqueue(items[1]!, 0, 3);
+    q.enqueue(items[2]!, 0, 1);
+    q.enqueue(items[3]!, 0, 3);
+    q.expire(10_000); // 2 and 4 are delayed at level 3
+    q.enqueue(items[4]!, 0, 3);
+    q.enqueue(items[5]!, 0, 4);
+    expect(ids(q)).toEqual([3, 5, 2, 4, 1, 6]);
+    expect([0, 1, 2, 3, 4, 5, 6].map((k) => q.at(k)?.id)).toEqual([3, 5, 2, 4, 1, 6, undefined]);
+    expect(q.remove(items[3]!)).toBe(true);
+    expect(q.remove(items[3]!)).toBe(false);
+    expect(q.remove(item(9))).toBe(false);
+    expect([0, 1, 2, 3, 4].map((k) => q.at(k)?.id)).toEqual([3, 5, 2, 1, 6]);
+    expect(q.remove(items[2]!)).toBe(true);
+    expect(q.at(0)?.id).toBe(5);
+    expect(q.take(2).map((i) => i.id)).toEqual([5, 2]);
+    expect(q.remove(items[4]!)).toBe(false); // taken
+    expect([0, 1, 2].map((k) => q.at(k)?.id)).toEqual([1, 6, undefined]);
+    expect(q.size).toBe(2);
+  });
+
+  it('attack: remove goes straight to the item\'s level and a scan with at walks the levels once (review: 20,000 cancels with 10,000 levels blocked 2.8 s)', () => {
+    const levels = 2000;
+    const q = new PriorityQueue<I>({ priority_levels: levels, default_priority_level: 1 });
+    const items: I[] = [];
+    for (let p = 1; p <= levels; p += 2) {
+      const it = item(p);
+      items.push(it);
+      q.enqueue(it, 0, p);
+    }
+    // Counted, not timed: the lists searched for the item (it searched every level's two lists).
+    let reads = 0;
+    const target = items[items.length - 1]!;
+    const indexOf = Array.prototype.indexOf;
+    Array.prototype.indexOf = function (this: unknown[], ...args: Parameters<typeof indexOf>) {
+      if (args[0] === target) reads++;
+      return indexOf.apply(this, args);
+    };
+    try {
+      expect(q.remove(target)).toBe(true);
+    } finally {
+      Array.prototype.indexOf = indexOf;
+    }
+    expect(reads).toBeLessThanOrEqual(2);
+    // A scan of the whole queue: each `at` resumes where the last one ended.
+    const levelsRead = new Set<number>();
+    let scanned = 0;
+    for (let k = 0, r = q.at(0); r; r = q.at(++k)) {
+      levelsRead.add(r.id);
+      scanned++;
+    }
+    expect(scanned).toBe(items.length - 1);
+    expect(levelsRead.size).toBe(items.length - 1);
+  });
 });
