@@ -180,6 +180,42 @@ describe('DynamicBatchScheduler', () => {
     expect(batches).toEqual([[0], [1, 2]]);
   });
 
+  it('attack: a batch with a queue timeout is not handed ahead to a busy instance, so its timeout still applies (review: REJECT at 100 ms answered after 474 ms)', async () => {
+    for (const maxBatchSize of [1, 2]) {
+      const { s, batches, release, rejected, clock } = harness(1, {
+        maxBatchSize,
+        pipelineDepth: 2,
+        queuePolicy: { default_queue_policy: { timeout_action: 'REJECT', default_timeout_microseconds: 100 } },
+      });
+      for (let i = 0; i < 1 + maxBatchSize; i++) s.enqueue(req(i));
+      expect(batches).toEqual([[0]]); // the rest (a full batch) is not handed ahead
+      clock.advance(200_000);
+      expect(rejected.map((r) => r[0])).toEqual(maxBatchSize === 1 ? [1] : [1, 2]);
+      expect(rejected[0]![1]).toBe('Request timeout expired');
+      release.shift()!();
+      await flush();
+      expect(batches).toHaveLength(1);
+    }
+  });
+
+  it('a batch without queue timeouts is still handed ahead, and a timed one goes once the instance is free', async () => {
+    const { s, batches, release } = harness(1, {
+      maxBatchSize: 1,
+      pipelineDepth: 2,
+      queuePolicy: { priority_levels: 2, default_priority_level: 1, priority_queue_policy: { '2': { default_timeout_microseconds: 1_000_000 } } },
+    });
+    s.enqueue(req(0));
+    s.enqueue(req(1));
+    expect(batches).toEqual([[0], [1]]);
+    s.enqueue(req(2, 0, { priority: 2 }));
+    release.shift()!();
+    await flush();
+    expect(batches).toEqual([[0], [1]]); // instance 0 still runs [1]: [2] waits
+    release.shift()!();
+    await flush();
+    expect(batches).toEqual([[0], [1], [2]]);
+  });
+
   it('cancel() removes a queued request', () => {
     const { s, batches, release } = harness(1, { maxBatchSize: 1 });
     const r1 = req(1);

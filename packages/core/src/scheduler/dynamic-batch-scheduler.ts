@@ -250,15 +250,20 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   /**
    * How many queued requests (in service order) form the next batch, or 0 to keep waiting.
    * `ahead`: the batch would wait behind another on a busy instance, so only a full or preferred
-   * batch is worth forming now.
+   * batch is worth forming now, and none holding a request with a queue timeout: once handed to
+   * the instance a request has left the queue, and its timeout would no longer be applied (review:
+   * REJECT at 100 ms answered 200 after 474 ms). Such a batch stays queued until an instance is
+   * free, as in Triton.
    */
   #batchLength(ahead: boolean): number {
-    if (this.#maxBatch === 1) return 1;
+    if (this.#maxBatch === 1) return ahead && this.#queue.at(0)!.deadlineNs > 0 ? 0 : 1;
     let first: T | undefined;
     let size = 0;
     let n = 0;
     let preferredAt = 0;
     let ended = false;
+    /** How many requests up to and including the first with a queue deadline (0: none). */
+    let timedAt = 0;
     // By index, not with the queue's iterator: this runs for every request.
     for (let i = 0, r = this.#queue.at(0); r; r = this.#queue.at(++i)) {
       if (!first) {
@@ -270,6 +275,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
       }
       size += r.batchSize;
       n++;
+      if (timedAt === 0 && r.deadlineNs > 0) timedAt = n;
       if (this.#preferred.has(size)) preferredAt = n;
       if (size >= this.#maxBatch) {
         ended = true;
@@ -277,9 +283,12 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
       }
     }
     if (!first) return 0;
+    if (ahead) {
+      const len = preferredAt > 0 ? preferredAt : ended ? n : 0;
+      return timedAt > 0 && timedAt <= len ? 0 : len;
+    }
     // The largest preferred size the queue can form goes at once.
     if (preferredAt > 0) return preferredAt;
-    if (ahead) return ended ? n : 0;
     if (ended || this.#delayNs === 0) return n;
     const deadline = (first.delayFromNs ?? first.enqueueNs) + this.#delayNs;
     if (this.#clock.nowNs() >= deadline) return n;
