@@ -118,6 +118,18 @@ describe('hostile session parameters', () => {
     expect(server!.repositoryIndex()).toEqual([{ name: 'simple', version: '1', state: 'READY', reason: '' }]);
   });
 
+  it('refuses a session.* key that is a prefix of another with INVALID_ARG naming both (was an internal error)', async () => {
+    await expect(loadWith({ 'session.intra_op': '1', 'session.intra_op.allow_spinning': '0' })).rejects.toMatchObject({
+      code: 'INVALID_ARG', message: expect.stringContaining("parameters 'session.intra_op' and 'session.intra_op.allow_spinning' of model 'simple' conflict"),
+    });
+    // Either order in the config.
+    expect(() => sessionSettings({ name: 'm', parameters: { 'session.a.b': { string_value: '1' }, 'session.a': { string_value: '2' } } }))
+      .toThrow("parameters 'session.a' and 'session.a.b' of model 'm' conflict");
+    // A shared prefix that is not a whole component is no conflict.
+    expect(sessionSettings({ parameters: { 'session.a': { string_value: '1' }, 'session.ab.c': { string_value: '2' } } }).configEntries)
+      .toEqual({ 'session.a': '1', 'session.ab.c': '2' });
+  });
+
   it('refuses intra_op_thread_count and inter_op_thread_count over 1024 (100000 spawned 18,600 threads)', async () => {
     for (const key of ['intra_op_thread_count', 'inter_op_thread_count']) {
       // Checked without a load first: without the bound, the load below would start the threads.

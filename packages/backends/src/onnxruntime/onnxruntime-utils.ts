@@ -87,6 +87,14 @@ function sessionConfigEntries(config: ModelConfig): Record<string, string> {
     }
     entries[k] = v.string_value ?? '';
   }
+  // The keys become one nested object: with both `session.a` and `session.a.b`, `a` would have to
+  // be a string and an object at once (the session build failed with an internal TypeError).
+  for (const k of Object.keys(entries)) {
+    const longer = Object.keys(entries).find((o) => o.startsWith(`${k}.`));
+    if (longer !== undefined) {
+      throw Errors.invalidArg(`parameters '${k}' and '${longer}' of model '${config.name ?? ''}' conflict: an onnxruntime session config key may not be a prefix of another`);
+    }
+  }
   return entries;
 }
 
