@@ -9,7 +9,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, echo, instancePlacements, placeInstance, queryGpus, resolveInside,
+  Errors, TriodeError, abortable, echo, instancePlacements, placeInstance, queryGpus, resolveInside,
   type Backend, type BackendModel, type BackendModelInstance, type GpuExecutionProvider,
   type GpuInventory, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext, type ProviderStatus,
 } from '@triode/core';
@@ -169,11 +169,20 @@ class OnnxModel implements BackendModel {
       // An instance is one thread; its queue lives in the core's scheduler, not here.
       maxQueue: 'auto',
     });
+    // The load's signal (--model-load-timeout-secs, an unload, a shutdown): a session build that
+    // outlived it (a huge thread count kept growing memory) went on in the thread for good, and
+    // the live thread kept the process from ending on SIGTERM.
+    // Raced here rather than given to piscina's run: piscina's own abort ends the thread but starts
+    // a fresh one in its place (minThreads), which then outlived the pool's destroy().
+    const signal = this.#ctx.signal;
     try {
-      await pool.run(task);
+      await abortable(pool.run(task), signal);
     } catch (err) {
       // Closing the pool ends the thread, and with it whatever the failed session had allocated.
-      await pool.close({ force: true });
+      // A load given up: destroy() terminates the thread at once (close() waits for the running
+      // task, which may never end).
+      if (signal?.aborted) await pool.destroy();
+      else await pool.close({ force: true });
       throw err;
     }
     const name = this.#ctx.name;
