@@ -366,7 +366,9 @@ describe('shared memory parameters on an infer request', () => {
   it.each([
     ['an input', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 4 } }] }, 404, "Unable to find shared memory region: 'r1'"],
     ['an output', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 64, shared_memory_offset: -5 } }] }, 404, "Unable to find shared memory region: 'r1'"],
-    ['a region that is not a string', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 7 } }] }, 400, "'shared_memory_region' of output 'y' must be a string"],
+    // Triton's words (http_server.cc CheckSharedMemoryData), on inputs and outputs alike.
+    ['a region that is not a string', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 7 } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    ['an input region that is not a string', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: true } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
   ])('%s in a region is refused, not served inline', async (_what, body, status, message) => {
     const r = await post(createHttpApp(echoModel), '/v2/models/m/infer', JSON.stringify(body));
     expect(r.status).toBe(status);

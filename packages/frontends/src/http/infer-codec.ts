@@ -111,6 +111,19 @@ interface HeaderTemplate extends RequestHeader {
   inputs: InputHeader[];
 }
 
+/**
+ * A tensor's `shared_memory_region` parameter, refused with Triton's words when it is not a
+ * string (Triode's own words before).
+ * Triton: server/src/http_server.cc CheckSharedMemoryData
+ */
+function sharedMemoryRegion(params: Record<string, ParameterValue>): string | undefined {
+  const region = params['shared_memory_region'];
+  if (region !== undefined && typeof region !== 'string') {
+    throw Errors.invalidArg("Unable to parse 'shared_memory_region': attempt to access JSON non-string as string");
+  }
+  return region;
+}
+
 /** The checks of one input's header (`inp`, the request's input `i`). */
 function inputHeader(inp: unknown, i: number): InputHeader {
   if (!isObj(inp)) throw Errors.invalidArg(`input ${i} must be a JSON object`);
@@ -126,7 +139,7 @@ function inputHeader(inp: unknown, i: number): InputHeader {
   }
   const count = elementCount(shape as number[]);
   const ip = parameters(inp['parameters'], () => `input '${echo(name)}'`);
-  refuseSharedMemory(ip['shared_memory_region'], () => `input '${echo(name)}'`);
+  refuseSharedMemory(sharedMemoryRegion(ip), () => `input '${echo(name)}'`);
   const size = ip['binary_data_size'];
   if (size !== undefined) {
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
@@ -194,7 +207,7 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
     if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
     const name = o['name'];
     const op = parameters(o['parameters'], () => `output '${echo(name)}'`);
-    refuseSharedMemory(op['shared_memory_region'], () => `output '${echo(name)}'`);
+    refuseSharedMemory(sharedMemoryRegion(op), () => `output '${echo(name)}'`);
     const ro: RequestedOutput = { name };
     if (op['classification'] !== undefined) {
       const n = op['classification'];
