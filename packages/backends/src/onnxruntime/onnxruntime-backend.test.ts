@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { InferenceServer, markTransferable, serializeBytesTensor, type ExecuteRequest, type ModelConfig } from '@triode/core';
+import * as ort from 'onnxruntime-node';
 import { EXAMPLES, makeRepository } from '../../../../test/helpers/repository.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { OnnxRuntimeBackend, transferList } from './onnxruntime-backend.js';
@@ -27,6 +28,28 @@ describe('ONNX auto-complete', () => {
     expect(c.dynamic_batching).toEqual({});
     expect(c.input).toEqual([{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'INPUT1', data_type: 'TYPE_INT32', dims: [16] }]);
     expect(c.output).toEqual([{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [16] }, { name: 'OUTPUT1', data_type: 'TYPE_INT32', dims: [16] }]);
+  });
+
+  it('reads the model in a thread of its own, never on the main thread (a 1 GB model stalled health for 2.2 s)', async () => {
+    const create = vi.spyOn(ort.InferenceSession, 'create');
+    try {
+      const c: ModelConfig = { name: 'simple' };
+      await autoCompleteOnnxConfig(c, join(EXAMPLES, 'simple/1/model.onnx'), {});
+      expect(c.input).toHaveLength(2);
+      expect(create).not.toHaveBeenCalled();
+    } finally {
+      create.mockRestore();
+    }
+  });
+
+  it('stops when the load is given up, and reports a model onnxruntime cannot read', async () => {
+    const ac = new AbortController();
+    const reading = autoCompleteOnnxConfig({ name: 'simple' }, join(EXAMPLES, 'simple/1/model.onnx'), {}, ac.signal);
+    ac.abort(new Error('load timed out'));
+    await expect(reading).rejects.toThrow('load timed out');
+    const bad = join(mkdtempSync(join(tmpdir(), 'triode-ac-bad-')), 'model.onnx');
+    writeFileSync(bad, 'not a model');
+    await expect(autoCompleteOnnxConfig({ name: 'bad' }, bad, {})).rejects.toThrow(/./);
   });
 
   it('takes default-max-batch-size from --backend-config and keeps what the config gives', async () => {

@@ -222,7 +222,7 @@ export class OnnxRuntimeBackend implements Backend {
     const file = modelFile(ctx.versionPath, config);
     if (!existsSync(file)) return;
     checkRegularFile(file, ctx.name);
-    await autoCompleteOnnxConfig(config, file, ctx.backendConfig);
+    await autoCompleteOnnxConfig(config, file, ctx.backendConfig, ctx.signal);
     await chooseInstanceDevices(config, file, await this.#devices());
   }
 
