@@ -4,12 +4,12 @@
  * instances that run there (`execution_thread`, see onnxruntime-instance.ts). Errors cross as `{ code, message }`.
  * Triton: onnxruntime_backend/src/onnxruntime.cc
  */
-import { closeSync, constants, existsSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, abortable, echo, instancePlacements, placeInstance, queryGpus, resolveInside,
+  Errors, TriodeError, abortable, echo, readRepositoryFile, instancePlacements, placeInstance, queryGpus, resolveInside,
   type Backend, type BackendModel, type BackendModelInstance, type GpuExecutionProvider,
   type GpuInventory, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext, type ProviderStatus,
 } from '@triode/core';
@@ -130,10 +130,11 @@ class OnnxModel implements BackendModel {
     if (this.#risk === undefined) {
       let risk: string | undefined;
       try {
-        const bytes = readModelFile(this.#file, MAX_SCANNED_MODEL_BYTES);
-        risk = typeof bytes === 'string' ? bytes : mainThreadRisk(bytes, this.#ctx.config);
-      } catch {
-        risk = 'the model file could not be read';
+        // Opened without blocking and checked on the open descriptor (core's readRepositoryFile), so
+        // a file swapped for a FIFO or a device after checkRegularFile is not read either.
+        risk = mainThreadRisk(readRepositoryFile(this.#file, 'the model file', MAX_SCANNED_MODEL_BYTES), this.#ctx.config);
+      } catch (err) {
+        risk = err instanceof TriodeError ? err.message : 'the model file could not be read';
       }
       this.#risk = risk ?? '';
       if (risk) this.#logger.verbose(1, `model "${this.#ctx.name}" runs on its instance threads only (execution_thread auto): ${risk}`, { model: this.#ctx.name });
@@ -241,30 +242,6 @@ export class OnnxRuntimeBackend implements Backend {
  */
 function checkRegularFile(file: string, model: string): void {
   if (!statSync(file).isFile()) throw Errors.invalidArg(`model file '${file}' of model '${model}' is not a regular file`);
-}
-
-/**
- * The model file's bytes, or why they were not read: a file that is not regular, or one over
- * maxBytes. Opened without blocking and checked on the open descriptor, so that a file swapped
- * for a FIFO or a device after checkRegularFile is not read either.
- */
-function readModelFile(file: string, maxBytes: number): Buffer | string {
-  const fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) return 'the model file is not a regular file';
-    if (st.size > maxBytes) return `the model file is over ${maxBytes} bytes`;
-    const buf = Buffer.allocUnsafe(st.size);
-    let at = 0;
-    while (at < buf.length) {
-      const n = readSync(fd, buf, at, buf.length - at, at);
-      if (n === 0) break;
-      at += n;
-    }
-    return buf.subarray(0, at);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** `<version>/<default_model_filename>`, or `<version>/model.onnx/model.onnx` for a folder with external data. */
