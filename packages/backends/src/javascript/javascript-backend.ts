@@ -6,7 +6,6 @@
  */
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import {
@@ -14,13 +13,11 @@ import {
   type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
   type DataType, type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
+import { threadFile } from '../common/thread-file.js';
 import { FLOW_SLOTS, type JsExecuteReply, type JsExecuteTask, type JsLoadTask } from './messages.js';
 import type { InferRequest, Tensor } from './model-api.js';
 
-const here = (name: string) => [
-  new URL(`./${name}`, import.meta.url),
-  new URL(`../../dist/javascript/${name}`, import.meta.url),
-].map((u) => fileURLToPath(u)).find((p) => existsSync(p)) ?? fileURLToPath(new URL(`./${name}`, import.meta.url));
+const here = (name: string) => threadFile(import.meta.url, 'javascript', name);
 
 const THREAD_FILE = here('javascript-thread.js');
 

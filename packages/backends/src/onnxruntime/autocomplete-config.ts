@@ -2,18 +2,14 @@
  * @module Auto-complete of a config from the ONNX model's own inputs and outputs.
  * Triton: onnxruntime_backend/src/onnxruntime.cc AutoCompleteConfig, AutoCompleteMaxBatch, AutoCompleteIO
  */
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { Errors, dataTypeToConfigType, type ModelConfig, type ModelInput, type ModelOutput } from '@triode/core';
 import { ortTypeToDataType } from './onnxruntime-utils.js';
 import type { OnnxIo } from './model-io-check.js';
+import { threadFile } from '../common/thread-file.js';
 
 /** The metadata thread's file: beside this module in the build, the build's copy from the TypeScript source (tests). */
-const THREAD_FILE = [
-  new URL('./autocomplete-thread.js', import.meta.url),
-  new URL('../../dist/onnxruntime/autocomplete-thread.js', import.meta.url),
-].map((u) => fileURLToPath(u)).find((p) => existsSync(p)) ?? fileURLToPath(new URL('./autocomplete-thread.js', import.meta.url));
+const THREAD_FILE = threadFile(import.meta.url, 'onnxruntime', 'autocomplete-thread.js');
 
 /** A session's inputs or outputs, with a dim the model leaves open (or a rank it does not give) as -1 / []. */
 function meta(list: readonly OnnxIo[]): { name: string; type: string; dims: number[] }[] {

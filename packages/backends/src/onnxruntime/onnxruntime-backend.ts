@@ -6,7 +6,6 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
 import {
   Errors, TriodeError, abortable, echo, readRepositoryFile, instancePlacements, placeInstance, queryGpus, resolveInside,
@@ -14,6 +13,7 @@ import {
   type GpuInventory, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type AutoCompleteContext, type ProviderStatus,
 } from '@triode/core';
 import type { LoadTask } from './messages.js';
+import { threadFile } from '../common/thread-file.js';
 import { raggedBatchConfig, sessionSettings } from './onnxruntime-utils.js';
 import { autoCompleteOnnxConfig } from './autocomplete-config.js';
 import { ProviderProbe } from './gpu-provider.js';
@@ -28,10 +28,7 @@ export { transferList } from './onnxruntime-instance.js';
  * The thread's entry file: beside this module when running the build, or the build's copy when
  * this module runs from its TypeScript source (tests).
  */
-const THREAD_FILE = [
-  new URL('./onnxruntime-thread.js', import.meta.url),
-  new URL('../../dist/onnxruntime/onnxruntime-thread.js', import.meta.url),
-].map((u) => fileURLToPath(u)).find((p) => existsSync(p)) ?? fileURLToPath(new URL('./onnxruntime-thread.js', import.meta.url));
+const THREAD_FILE = threadFile(import.meta.url, 'onnxruntime', 'onnxruntime-thread.js');
 
 /** Options of the onnxruntime backend. */
 export interface OnnxRuntimeBackendOptions {
