@@ -11,15 +11,13 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Logger } from '@triode/core';
+import { RateLimitedWarning } from './rate-limited-warning.js';
 
 /** What a MAC is for. */
 export type SignedKind = 'request' | 'reply' | 'control' | 'control-reply' | 'desired' | 'registry' | 'direct-auth' | 'job' | 'job-result' | 'cancel' | 'fetch' | 'request-head';
 
 /** Bytes of a MAC (SHA-256). */
 export const MAC_BYTES = 32;
-
-/** How often a kind of rejected message is logged, at most. */
-const WARN_EVERY_MS = 10_000;
 
 const SIGNED_TEXT = /^[0-9a-f]{64}\./;
 
@@ -29,7 +27,8 @@ export class ClusterAuth {
   readonly #logger: Logger | undefined;
   /** Messages dropped, per kind, since start. */
   readonly rejected = new Map<SignedKind, number>();
-  readonly #warnedAt = new Map<SignedKind, { at: number; since: number }>();
+  /** One rate-limited warning per kind of rejected message (at most one every 10 s each). */
+  readonly #warnings = new Map<SignedKind, RateLimitedWarning>();
 
   /** @param secret the cluster secret; undefined or empty: nothing is signed or checked. */
   constructor(secret?: string, logger?: Logger) {
@@ -89,15 +88,9 @@ export class ClusterAuth {
   /** Counts a dropped message and logs it, at most once per kind every 10 s (with how many were dropped since). */
   reject(kind: SignedKind, why: string): void {
     this.rejected.set(kind, (this.rejected.get(kind) ?? 0) + 1);
-    const now = Date.now();
-    const w = this.#warnedAt.get(kind);
-    if (w && now - w.at < WARN_EVERY_MS) {
-      w.since++;
-      return;
-    }
-    const more = w && w.since > 0 ? ` (and ${w.since} more since the last warning)` : '';
-    this.#warnedAt.set(kind, { at: now, since: 0 });
-    this.#logger?.warning(`cluster: dropped ${why}${more}: check that every gateway and worker has the same --cluster-secret, and who else writes to this Redis`);
+    let warning = this.#warnings.get(kind);
+    if (!warning) this.#warnings.set(kind, (warning = new RateLimitedWarning(this.#logger)));
+    warning.warn(`cluster: dropped ${why}`, ': check that every gateway and worker has the same --cluster-secret, and who else writes to this Redis');
   }
 }
 

@@ -19,8 +19,11 @@ export class RateLimitedWarning {
     this.#everyMs = everyMs;
   }
 
-  /** Logs `message` unless one was logged less than everyMs ago (then it is only counted). */
-  warn(message: string): void {
+  /**
+   * Logs `message` unless one was logged less than everyMs ago (then it is only counted); the count
+   * of those left out goes after it, before `tail`.
+   */
+  warn(message: string, tail = ''): void {
     const now = Date.now();
     if (now - this.#at < this.#everyMs) {
       this.#since++;
@@ -29,6 +32,6 @@ export class RateLimitedWarning {
     const more = this.#since > 0 ? ` (and ${this.#since} more since the last warning)` : '';
     this.#at = now;
     this.#since = 0;
-    this.#logger?.warning(message + more);
+    this.#logger?.warning(message + more + tail);
   }
 }
