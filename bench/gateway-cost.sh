@@ -4,8 +4,10 @@
 # `simple` binary (bench/post.lua), wrk -t1 -c64, a 2 s warm-up and then SECONDS s measured. Prints
 # the gateway's rate and its CPU (all threads, /proc ticks) a request, then the same for
 # bench/floor-server.mjs alone on cpu 0. The rate is bounded by the shared cpu 1; the CPU a
-# request is the figure. To compare two builds, alternate: ROOT=<other checkout> bash bench/gateway-cost.sh
+# request is the figure (the worker's and Redis's are printed too). To compare two builds, alternate: ROOT=<other checkout> bash bench/gateway-cost.sh
 #   bash bench/gateway-cost.sh [SECONDS=8]        (ROOT: the checkout whose triode runs; default this one)
+#   (GATEWAY_NODE_FLAGS, WORKER_NODE_FLAGS: node flags for each, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof";
+#   WORKERS=n: n workers, all on cpu 1, to see what more workers cost the gateway a request)
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 ROOT=${ROOT:-$HERE}
@@ -23,23 +25,31 @@ const h=Buffer.from(JSON.stringify({parameters:{binary_data_output:true},inputs:
 require('fs').writeFileSync('$D/body.bin',Buffer.concat([h,Buffer.from(new Int32Array(16).fill(1).buffer),Buffer.from(new Int32Array(16).fill(2).buffer)]));
 require('fs').writeFileSync('$D/hl',String(h.length));"
 export BODY_FILE=$D/body.bin HEADER_LEN=$(cat "$D/hl")
-# measure PID PORT LABEL
+# measure PID PORT LABEL [OTHER_LABEL:PID ...]: the CPU a request of PID, and of each other process named
 measure() {
   taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > /dev/null
-  local c0 c1 req
+  local c0 c1 req o others=() o0=()
+  for o in "${@:4}"; do others+=("$o"); o0+=("$(ticks "${o#*:}")"); done
   c0=$(ticks "$1")
   taskset -c 1 wrk -t1 -c64 -d"${SECONDS_MEASURED}s" -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > "$D/wrk.txt"
   c1=$(ticks "$1")
   req=$(awk '/requests in/ {print $1}' "$D/wrk.txt")
   echo "$3: $(awk '/Requests\/sec/ {print $2}' "$D/wrk.txt") req/s, $(awk -v t=$((c1 - c0)) -v r="$req" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", t * 1e6 / hz / r}') µs of CPU a request, non-2xx: $(awk '/Non-2xx/ {print $NF}' "$D/wrk.txt" | grep . || echo 0)"
+  local i
+  for i in "${!others[@]}"; do
+    echo "  ${others[$i]%%:*}: $(awk -v t=$(($(ticks "${others[$i]#*:}") - o0[i])) -v r="$req" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", t * 1e6 / hz / r}') µs of CPU a request"
+  done
 }
 RP=$(free_port); GP=$(free_port)
-taskset -c 0 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$D/redis.log" 2>&1 & PIDS+=($!)
+taskset -c 0 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no > "$D/redis.log" 2>&1 & REDIS=$!; PIDS+=($REDIS)
 sleep 0.5
-taskset -c 1 node --initial-old-space-size=128 "$BIN" worker --metrics-port 0 --redis "redis://127.0.0.1:$RP" --model-repository "$D/repo" --worker-id w0 --log-info=false > "$D/worker.log" 2>&1 & PIDS+=($!)
+WORKER_PIDS=()
+for w in $(seq 1 "${WORKERS:-1}"); do
+  taskset -c 1 node --initial-old-space-size=128 ${WORKER_NODE_FLAGS:-} "$BIN" worker --metrics-port 0 --redis "redis://127.0.0.1:$RP" --model-repository "$D/repo" --worker-id "w$w" --log-info=false > "$D/worker$w.log" 2>&1 & WORKER_PIDS+=("worker$w:$!"); PIDS+=($!)
+done
 taskset -c 0 node --initial-old-space-size=128 ${GATEWAY_NODE_FLAGS:-} "$BIN" gateway --metrics-port 0 --redis "redis://127.0.0.1:$RP" --http-port "$GP" --http-address 127.0.0.1 --allow-grpc=false > "$D/gateway.log" 2>&1 & GW=$!; PIDS+=($GW)
 for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$GP/v2/models/simple/ready" > /dev/null && break; sleep 0.25; done
-measure "$GW" "$GP" "gateway ($ROOT)"
+measure "$GW" "$GP" "gateway ($ROOT, ${WORKERS:-1} worker(s))" "${WORKER_PIDS[@]}" "redis-server:$REDIS"
 FP=$(free_port)
 taskset -c 0 node "$HERE/bench/floor-server.mjs" "$FP" > "$D/floor.log" 2>&1 & FLOOR=$!; PIDS+=($FLOOR)
 for _ in $(seq 1 40); do grep -q 'floor server on' "$D/floor.log" && break; sleep 0.25; done

@@ -78,13 +78,13 @@ export class RespConnection {
   }
 
   /**
-   * Sends a command already encoded (`respPieces`): its pieces are written as they are, corked
+   * Sends a command already encoded (`respPieces`: one Buffer, or a few around large arguments), corked
    * until the end of this turn so that the commands of a turn leave in one writev. An error reply
    * rejects with a RespError; fails at once while disconnected, after commandTimeoutMs without an
    * answer, or when the connection drops before the answer (the command is not sent again: it may
    * have run).
    */
-  send(pieces: readonly (string | Buffer)[]): Promise<RespValue> {
+  send(pieces: readonly Buffer[]): Promise<RespValue> {
     const socket = this.#socket;
     if (this.status !== 'ready' || !socket) return Promise.reject(new Error('Connection is closed.'));
     return new Promise((resolve, reject) => {
@@ -152,7 +152,7 @@ export class RespConnection {
     return new Promise((resolve, reject) => {
       this.#pending.push({ resolve, reject, sentAt: 0, timed: false });
       // All-string arguments: one piece.
-      this.#socket!.write(respPieces(String(args[0]), args.slice(1).map(String)).join(''));
+      for (const piece of respPieces(String(args[0]), args.slice(1).map(String))) this.#socket!.write(piece);
     });
   }
 

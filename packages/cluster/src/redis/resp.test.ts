@@ -35,12 +35,34 @@ function check(replies: RespValue[]): void {
 const resp = (pieces: (string | Buffer)[]) => Buffer.concat(pieces.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString('latin1');
 
 describe('respPieces', () => {
-  it('encodes RESP with strings merged and Buffers passed through as they are', () => {
+  it('encodes RESP as one buffer when no argument is large', () => {
     const tensor = Buffer.from([1, 2, 3]);
-    const pieces = respPieces('xadd', ['s', '*', 'r', Buffer.from('hé'), 't', tensor]);
-    expect(resp(pieces)).toBe(resp([Buffer.from('*7\r\n$4\r\nxadd\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nr\r\n$3\r\n'), Buffer.from('hé'), '\r\n$1\r\nt\r\n$3\r\n', tensor, '\r\n']));
-    expect(pieces.filter((p) => p === tensor)).toHaveLength(1);
+    const pieces = respPieces('xadd', ['s', '*', 'r', Buffer.from('hé'), 't', tensor, 'ü€😀']);
+    expect(pieces).toHaveLength(1);
+    expect(resp(pieces)).toBe(resp([Buffer.from('*8\r\n$4\r\nxadd\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nr\r\n$3\r\n'), Buffer.from('hé'), '\r\n$1\r\nt\r\n$3\r\n', tensor, '\r\n$9\r\n', Buffer.from('ü€😀'), '\r\n']));
     expect(resp(respPieces('PING', []))).toBe('*1\r\n$4\r\nPING\r\n');
+    expect(resp(respPieces('SET', ['k', '']))).toBe('*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n');
+  });
+
+  it('passes large Buffers through as they are, the rest around them in buffers of its own', () => {
+    const big = Buffer.alloc(16 * 1024, 7);
+    const huge = Buffer.alloc(100_000, 9);
+    const small = Buffer.from('xyz');
+    const pieces = respPieces('XADD', ['s', '*', 'r', small, 't', big, 't', huge]);
+    expect(pieces).toHaveLength(5);
+    expect(pieces[1]).toBe(big);
+    expect(pieces[3]).toBe(huge);
+    expect(resp(pieces)).toBe(resp(['*9\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nr\r\n$3\r\nxyz\r\n$1\r\nt\r\n$16384\r\n', big, '\r\n$1\r\nt\r\n$100000\r\n', huge, '\r\n']));
+    // A large argument last, and two in a row: nothing empty is left between or after them.
+    const two = respPieces('X', [big, huge]);
+    expect(resp(two)).toBe(resp(['*3\r\n$1\r\nX\r\n$16384\r\n', big, '\r\n$100000\r\n', huge, '\r\n']));
+    expect(two.filter((p) => p.byteLength === 0)).toEqual([]);
+  });
+
+  it('writes what Node would for any text: long, non-ASCII, lone surrogates, many arguments', () => {
+    const args = ['a'.repeat(300), 'é'.repeat(200), '\ud800x', '', 'x'.repeat(256), 'ü', ...Array.from({ length: 12 }, (_, i) => String(i * 1000))];
+    const expected = `*${args.length + 1}\r\n$3\r\nSET\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+    expect(Buffer.concat(respPieces('SET', args)).equals(Buffer.from(expected))).toBe(true);
   });
 });
 
