@@ -19,6 +19,8 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 free_port() { node -e "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# System calls that read and that write (all threads), from /proc/PID/io.
+syscalls() { awk '/^syscr/ {r=$2} /^syscw/ {w=$2} END {print r, w}' "/proc/$1/io"; }
 mkdir -p "$D/repo" && cp -r "$HERE/model_repository/simple" "$D/repo/"
 node -e "
 const h=Buffer.from(JSON.stringify({parameters:{binary_data_output:true},inputs:['INPUT0','INPUT1'].map((name)=>({name,datatype:'INT32',shape:[1,16],parameters:{binary_data_size:64}}))}));
@@ -28,13 +30,16 @@ export BODY_FILE=$D/body.bin HEADER_LEN=$(cat "$D/hl")
 # measure PID PORT LABEL [OTHER_LABEL:PID ...]: the CPU a request of PID, and of each other process named
 measure() {
   taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > /dev/null
-  local c0 c1 req o others=() o0=()
+  local c0 c1 req o others=() o0=() s0 s1
   for o in "${@:4}"; do others+=("$o"); o0+=("$(ticks "${o#*:}")"); done
   c0=$(ticks "$1")
+  s0=$(syscalls "$1")
   taskset -c 1 wrk -t1 -c64 -d"${SECONDS_MEASURED}s" -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > "$D/wrk.txt"
   c1=$(ticks "$1")
+  s1=$(syscalls "$1")
   req=$(awk '/requests in/ {print $1}' "$D/wrk.txt")
   echo "$3: $(awk '/Requests\/sec/ {print $2}' "$D/wrk.txt") req/s, $(awk -v t=$((c1 - c0)) -v r="$req" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", t * 1e6 / hz / r}') µs of CPU a request, non-2xx: $(awk '/Non-2xx/ {print $NF}' "$D/wrk.txt" | grep . || echo 0)"
+  echo "  system calls a request: $(awk -v a="$s0" -v b="$s1" -v r="$req" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.2f reads, %.2f writes", (y[1] - x[1]) / r, (y[2] - x[2]) / r}')"
   local i
   for i in "${!others[@]}"; do
     echo "  ${others[$i]%%:*}: $(awk -v t=$(($(ticks "${others[$i]#*:}") - o0[i])) -v r="$req" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", t * 1e6 / hz / r}') µs of CPU a request"
