@@ -655,22 +655,25 @@ export const DEFAULT_MAX_STREAM_RESETS_PER_SECOND = 30;
  */
 export const GRPC_CONTROL_MAX_MESSAGE_BYTES = CONTROL_MAX_BODY_SIZE;
 
+/** The RPCs whose messages may be as large as the server's message limit: they carry tensors or model files. */
+const LARGE_MESSAGE_RPCS = new Set(['ModelInfer', 'ModelStreamInfer', 'RepositoryModelLoad']);
+
 /** What a control call's deserializer gives for a message over GRPC_CONTROL_MAX_MESSAGE_BYTES, instead of decoding it. */
 const OVERSIZED = Symbol('oversized control message');
 type Oversized = { [OVERSIZED]: number };
 const isOversized = (m: unknown): m is Oversized => typeof m === 'object' && m !== null && OVERSIZED in m;
 
 /**
- * The inference service with its ModelInfer and ModelStreamInfer requests checked on the wire
- * before they are decoded (infer-request-scan.ts; the fast path checks its own), and the messages
- * of control calls measured before they are decoded.
+ * A service (inference or health) with its ModelInfer and ModelStreamInfer requests checked on
+ * the wire before they are decoded (infer-request-scan.ts; the fast path checks its own), and the
+ * messages of control calls (health Check too) measured before they are decoded.
  */
 function checkedDecoding(def: Record<string, GrpcMethodDefinition>): Record<string, GrpcMethodDefinition> {
   for (const [name, method] of Object.entries(def)) {
     const decode = method.requestDeserialize;
     if (name === 'ModelInfer' || name === 'ModelStreamInfer') {
       method.requestDeserialize = (b) => decodeInferRequest(b, decode) as ReturnType<typeof decode>;
-    } else if (name !== 'RepositoryModelLoad') {
+    } else if (!LARGE_MESSAGE_RPCS.has(name)) {
       method.requestDeserialize = (b) => (b.byteLength > GRPC_CONTROL_MAX_MESSAGE_BYTES ? { [OVERSIZED]: b.byteLength } : decode(b)) as ReturnType<typeof decode>;
     }
   }
@@ -711,12 +714,16 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
   };
   const guard = (rpc: string, md: Metadata): void => guardHeaders(rpc, (k) => md.get(k)[0]);
   server.addService(checkedDecoding(serviceDefinition('inference.GRPCInferenceService')), inferenceService(backplane, options, guard));
-  server.addService(serviceDefinition('grpc.health.v1.Health'), {
+  server.addService(checkedDecoding(serviceDefinition('grpc.health.v1.Health')), {
     Check: (call: ServerUnaryCall<{ service?: string }, object>, callback: sendUnaryData<object>) => {
       try {
         guard('Check', call.metadata);
       } catch (err) {
         callback(grpcError(err, logger) as ServiceError);
+        return;
+      }
+      if (isOversized(call.request)) {
+        callback({ code: status.RESOURCE_EXHAUSTED, details: `a Check message of ${call.request[OVERSIZED]} bytes is over the limit of ${GRPC_CONTROL_MAX_MESSAGE_BYTES} bytes for control calls` } as ServiceError);
         return;
       }
       const service = call.request.service ?? '';
@@ -750,6 +757,9 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
       perSecond: options.maxStreamResetsPerSecond ?? DEFAULT_MAX_STREAM_RESETS_PER_SECOND,
     },
     guard: (rpc, headers) => guardHeaders(rpc, (k) => headers[k]),
+    // Compressed messages inflate to no more than an uncompressed one may be (control calls and
+    // health Check: GRPC_CONTROL_MAX_MESSAGE_BYTES), before grpc-js sees them.
+    inflateLimit: (rpc) => (LARGE_MESSAGE_RPCS.has(rpc) ? { bytes: maxBytes, control: false } : { bytes: GRPC_CONTROL_MAX_MESSAGE_BYTES, control: true }),
     ...(fast ? {
       fastPath: inferFastPath({
         backplane,

@@ -4,10 +4,14 @@
  * destroyed sessions and sockets) are handled and logged, never thrown; a connection whose client
  * resets streams faster than a token bucket allows is closed with GOAWAY ENHANCE_YOUR_CALM (the
  * HTTP/2 rapid-reset defence of nghttp2, Go and Envoy after CVE-2023-44487); restricted protocols
- * are refused from the request headers alone, before a byte of the message is read.
+ * are refused from the request headers alone, before a byte of the message is read. Compressed
+ * messages (grpc-encoding gzip or deflate) are inflated here, each to at most its RPC's limit, and
+ * handed to grpc-js uncompressed: grpc-js inflated them itself up to the server's receive limit
+ * (2 GiB), so 2 MB of gzip to a control call held 4 GB before its 64 KiB limit was checked (review).
  */
 import type { EventEmitter } from 'node:events';
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { gunzip, inflate } from 'node:zlib';
 import { TriodeError, type Logger } from '@triode/core';
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
 
@@ -29,6 +33,15 @@ export interface StreamFrontOptions {
   guard: (rpc: string, headers: IncomingHttpHeaders) => void;
   /** Takes the stream (and answers it) when the fast path serves it: returns true then. */
   fastPath?: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
+  /** The most bytes a message of `rpc` ('' for an unknown path) may inflate to. */
+  inflateLimit: (rpc: string) => InflateLimit;
+}
+
+/** How far a compressed message of an RPC may inflate. */
+export interface InflateLimit {
+  bytes: number;
+  /** A control call's limit (its refusal says so); otherwise the server's message limit. */
+  control: boolean;
 }
 
 /** The RPC's method name from `:path` (`/package.Service/Method`); '' for anything else. */
@@ -143,6 +156,8 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       }
       try {
         if (opts.fastPath?.(stream, headers)) return;
+        const encoding = headers['grpc-encoding'];
+        if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, opts.inflateLimit(rpc));
         for (const handler of grpcHandlers) handler.call(h2, stream, headers, flags);
       } catch (err) {
         // A throw here would reach nghttp2's callback and end the process: this call alone fails.
@@ -151,4 +166,182 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       }
     });
   }
+}
+
+/** gRPC's message prefix: a compressed flag byte and a 4-byte big-endian length. */
+const PREFIX_BYTES = 5;
+const RESOURCE_EXHAUSTED = 8;
+
+type Emit = (event: string | symbol, ...args: unknown[]) => boolean;
+
+/**
+ * Inflates the compressed messages of a stream grpc-js is about to read, each to at most
+ * `limit.bytes` (zlib's maxOutputLength stops inflating there), and hands grpc-js the messages
+ * uncompressed (flag 0: grpc-js then inflates nothing). A message past the limit, or announcing
+ * more compressed bytes than could inflate to it, ends the call RESOURCE_EXHAUSTED; one that does
+ * not inflate, INTERNAL (grpc-js's words). Uncompressed messages pass as they come.
+ *
+ * It sits between the stream and grpc-js through the stream's own emit, pause and resume (set on
+ * this stream only): 'data' and 'end' go through the message framing below, and while a message
+ * inflates (in zlib's thread pool) the stream is paused, whatever grpc-js asked, so what the
+ * client sends meanwhile waits in HTTP/2's flow-control window, not here.
+ */
+function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate', rpc: string, limit: InflateLimit): void {
+  const emit = stream.emit as Emit;
+  const pass = (event: string, chunk?: Buffer): void => {
+    if (chunk === undefined) emit.call(stream, event);
+    else emit.call(stream, event, chunk);
+  };
+  const pause = stream.pause;
+  const resume = stream.resume;
+  // A deflate stream of stored blocks grows its input by 5 bytes per 16 KiB, the wrappers by 18.
+  const maxCompressed = limit.bytes + Math.ceil(limit.bytes / 1024) + 1024;
+  const what = rpc || 'gRPC';
+  let mode: 'prefix' | 'plain' | 'compressed' = 'prefix';
+  let prefix: Buffer = Buffer.alloc(0);
+  /** Bytes of the current message still to come. */
+  let remaining = 0;
+  let compressed: Buffer[] = [];
+  let failed = false;
+  let busy = false;
+  /** What grpc-js last asked for: paused or flowing. */
+  let grpcPaused = false;
+  /** Chunks (and null for the end) that came while a message inflated, in order. */
+  const backlog: (Buffer | null)[] = [];
+
+  const fail = (code: number, message: string): void => {
+    if (failed) return;
+    failed = true;
+    backlog.length = 0;
+    compressed = [];
+    if (!stream.headersSent) {
+      refuse(stream, code, message);
+      return;
+    }
+    // A stream that has answered already: its status can no longer lead. ENHANCE_YOUR_CALM is
+    // RESOURCE_EXHAUSTED to gRPC clients.
+    try {
+      if (!stream.closed) stream.close(code === RESOURCE_EXHAUSTED ? constants.NGHTTP2_ENHANCE_YOUR_CALM : constants.NGHTTP2_INTERNAL_ERROR);
+    } catch {
+      // already gone
+    }
+  };
+
+  const inflateMessage = (): void => {
+    busy = true;
+    pause.call(stream);
+    const body = compressed.length === 1 ? compressed[0]! : Buffer.concat(compressed);
+    compressed = [];
+    mode = 'prefix';
+    const done = (err: Error | null, out: Buffer): void => {
+      busy = false;
+      if (failed || stream.destroyed || stream.closed) {
+        backlog.length = 0;
+        return;
+      }
+      if (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+          fail(RESOURCE_EXHAUSTED, limit.control
+            ? `a ${what} message that decompresses to more than ${limit.bytes} bytes is over the limit of ${limit.bytes} bytes for control calls`
+            : `Received message larger than max (over ${limit.bytes} bytes decompressed vs. ${limit.bytes})`);
+        } else {
+          fail(GRPC_STATUS.INTERNAL, 'Failed to decompress message');
+        }
+        return;
+      }
+      const head = Buffer.alloc(PREFIX_BYTES);
+      head.writeUInt32BE(out.byteLength, 1);
+      pass('data', head);
+      if (out.byteLength > 0) pass('data', out);
+      while (!busy && !failed && backlog.length > 0) {
+        const next = backlog.shift()!;
+        if (next === null) end();
+        else take(next);
+      }
+      if (!busy && !failed && !grpcPaused) resume.call(stream);
+    };
+    // maxOutputLength: past it zlib stops and fails (ERR_BUFFER_TOO_LARGE), holding at most that much.
+    const options = { maxOutputLength: Math.max(1, limit.bytes) };
+    if (encoding === 'gzip') gunzip(body, options, done);
+    else inflate(body, options, done);
+  };
+
+  /** Frames `chunk`: plain message bytes pass on, a compressed message is gathered, then inflated. */
+  const take = (chunk: Buffer): void => {
+    let at = 0;
+    while (at < chunk.byteLength && !failed && !busy) {
+      if (mode === 'prefix') {
+        const part = chunk.subarray(at, at + PREFIX_BYTES - prefix.byteLength);
+        at += part.byteLength;
+        prefix = prefix.byteLength === 0 ? part : Buffer.concat([prefix, part]);
+        if (prefix.byteLength < PREFIX_BYTES) break;
+        remaining = prefix.readUInt32BE(1);
+        if (prefix[0] === 0) {
+          pass('data', prefix);
+          mode = 'plain';
+        } else if (remaining > maxCompressed) {
+          fail(RESOURCE_EXHAUSTED, limit.control
+            ? `a ${what} message of ${remaining} compressed bytes is over the limit of ${limit.bytes} bytes for control calls`
+            : `Received message larger than max (${remaining} vs. ${limit.bytes})`);
+          return;
+        } else {
+          mode = 'compressed';
+          compressed = [];
+        }
+        prefix = Buffer.alloc(0);
+      } else {
+        const part = chunk.subarray(at, at + remaining);
+        at += part.byteLength;
+        remaining -= part.byteLength;
+        if (mode === 'plain') pass('data', part);
+        else compressed.push(part);
+      }
+      if (remaining === 0) {
+        if (mode === 'compressed') inflateMessage();
+        else mode = 'prefix';
+      }
+    }
+    if (busy && at < chunk.byteLength) backlog.unshift(chunk.subarray(at));
+  };
+
+  /** The end: a message cut short is handed on as it came (grpc-js answers it as before). */
+  const end = (): void => {
+    if (mode === 'compressed') {
+      const head = Buffer.alloc(PREFIX_BYTES);
+      head[0] = 1;
+      head.writeUInt32BE(remaining + compressed.reduce((n, c) => n + c.byteLength, 0), 1);
+      pass('data', head);
+      for (const c of compressed) pass('data', c);
+      compressed = [];
+    } else if (mode === 'prefix' && prefix.byteLength > 0) {
+      pass('data', prefix);
+    }
+    pass('end');
+  };
+
+  stream.emit = function (this: ServerHttp2Stream, event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'data') {
+      if (!failed) {
+        if (busy || backlog.length > 0) backlog.push(args[0] as Buffer);
+        else take(args[0] as Buffer);
+      }
+      return true;
+    }
+    if (event === 'end') {
+      if (!failed) {
+        if (busy || backlog.length > 0) backlog.push(null);
+        else end();
+      }
+      return true;
+    }
+    return emit.call(this, event, ...args);
+  } as ServerHttp2Stream['emit'];
+  stream.pause = function (this: ServerHttp2Stream) {
+    grpcPaused = true;
+    return pause.call(this);
+  };
+  stream.resume = function (this: ServerHttp2Stream) {
+    grpcPaused = false;
+    return busy ? this : resume.call(this);
+  };
 }
