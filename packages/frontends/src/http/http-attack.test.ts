@@ -369,6 +369,11 @@ describe('shared memory parameters on an infer request', () => {
     // Triton's words (http_server.cc CheckSharedMemoryData), on inputs and outputs alike.
     ['a region that is not a string', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 7 } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
     ['an input region that is not a string', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: true } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    // null, an object or an array too (null had "parameter 'shared_memory_region' of input 'N' must be a string, number or boolean").
+    ['an input region that is null', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: null } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    ['an output region that is null', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: null } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    ['an input region that is an object', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: { a: 1 } } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    ['an output region that is an array', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: ['r1'] } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
   ])('%s in a region is refused, not served inline', async (_what, body, status, message) => {
     const r = await post(createHttpApp(echoModel), '/v2/models/m/infer', JSON.stringify(body));
     expect(r.status).toBe(status);

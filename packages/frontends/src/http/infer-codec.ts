@@ -112,12 +112,13 @@ interface HeaderTemplate extends RequestHeader {
 }
 
 /**
- * A tensor's `shared_memory_region` parameter, refused with Triton's words when it is not a
- * string (Triode's own words before).
+ * A tensor's `shared_memory_region` parameter (`v`: its `parameters`, not yet checked), refused
+ * with Triton's words when it is not a string: null, an object or an array too, so it is read
+ * before parameters() refuses those with words of its own.
  * Triton: server/src/http_server.cc CheckSharedMemoryData
  */
-function sharedMemoryRegion(params: Record<string, ParameterValue>): string | undefined {
-  const region = params['shared_memory_region'];
+function sharedMemoryRegion(v: unknown): string | undefined {
+  const region = isObj(v) && Object.hasOwn(v, 'shared_memory_region') ? v['shared_memory_region'] : undefined;
   if (region !== undefined && typeof region !== 'string') {
     throw Errors.invalidArg("Unable to parse 'shared_memory_region': attempt to access JSON non-string as string");
   }
@@ -138,8 +139,9 @@ function inputHeader(inp: unknown, i: number): InputHeader {
     throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
   }
   const count = elementCount(shape as number[]);
+  const region = sharedMemoryRegion(inp['parameters']);
   const ip = parameters(inp['parameters'], () => `input '${echo(name)}'`);
-  refuseSharedMemory(sharedMemoryRegion(ip), () => `input '${echo(name)}'`);
+  refuseSharedMemory(region, () => `input '${echo(name)}'`);
   const size = ip['binary_data_size'];
   if (size !== undefined) {
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
@@ -206,8 +208,9 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
   const outputs = outputsJson.map((o: unknown, i) => {
     if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
     const name = o['name'];
+    const region = sharedMemoryRegion(o['parameters']);
     const op = parameters(o['parameters'], () => `output '${echo(name)}'`);
-    refuseSharedMemory(sharedMemoryRegion(op), () => `output '${echo(name)}'`);
+    refuseSharedMemory(region, () => `output '${echo(name)}'`);
     const ro: RequestedOutput = { name };
     if (op['classification'] !== undefined) {
       const n = op['classification'];
