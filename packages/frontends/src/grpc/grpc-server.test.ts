@@ -398,10 +398,15 @@ describe('statistics, repository, logging, trace, shared memory', () => {
   it('attack: a control call\'s message over 64 KiB is refused RESOURCE_EXHAUSTED before it is decoded (a TraceSetting of 140M empty strings ended the process)', async () => {
     const many = Array.from({ length: 40_000 }, () => '');
     await expect(call('TraceSetting', { settings: { trace_level: { value: many } } })).rejects.toMatchObject({
-      code: status.RESOURCE_EXHAUSTED, details: expect.stringMatching(/^a TraceSetting message of \d+ bytes is over the limit of 65536 bytes for control calls$/),
+      // This client gzips: the front door stops inflating at the limit, so the size is not known.
+      code: status.RESOURCE_EXHAUSTED, details: 'a TraceSetting message that decompresses to more than 65536 bytes is over the limit of 65536 bytes for control calls',
     });
     await expect(call('LogSettings', { settings: Object.fromEntries(Array.from({ length: 8_000 }, (_, i) => [`k${i}`, { bool_param: true }])) })).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
     await expect(call('ModelReady', { name: 'x'.repeat(70_000) })).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+    // Uncompressed, it is measured whole before it is decoded.
+    await expect(call('TraceSetting', { settings: { trace_level: { value: many } } }, new Metadata(), plainClient)).rejects.toMatchObject({
+      code: status.RESOURCE_EXHAUSTED, details: expect.stringMatching(/^a TraceSetting message of \d+ bytes is over the limit of 65536 bytes for control calls$/),
+    });
     // Under the limit: answered as before.
     expect(await call('ServerLive')).toEqual({ live: true });
     expect(((await call('TraceSetting'))['settings'] as Record<string, Plain>)['trace_level']).toBeDefined();
