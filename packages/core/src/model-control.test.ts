@@ -765,6 +765,52 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     expect(live.aborted).toBe(2);
     expect(live.n).toBe(0);
   });
+
+  it('an unload, or a shutdown, while an ensemble\'s steps load gives the ensemble\'s load up as a plain model\'s (review: 200, then it loaded and served)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-cancel-ens-'));
+    addModel(root, 'slow', config(4));
+    addModel(root, 'ens', `name: "ens"\nplatform: "ensemble"\nmax_batch_size: 4\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n`
+      + 'ensemble_scheduling { step [ { model_name: "slow" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "Y" } } ] }\n');
+    // The step's instance initializes only when the test lets it (its load does not see the unload of the ensemble).
+    let release = (): void => undefined;
+    const slow: Backend = {
+      name: 'echo',
+      async modelInitialize(ctx) {
+        const inner = await echo.modelInitialize(ctx);
+        return { ...inner, async instanceInitialize(...args) { await new Promise<void>((r) => { release = r; }); return inner.instanceInitialize(...args); } };
+      },
+    };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [slow], modelControlMode: 'explicit' });
+    const x = { modelName: 'ens', inputs: [{ name: 'X', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(5) }] };
+    try {
+      const load = s.loadModel('ens').catch((e: unknown) => e as TriodeError);
+      await new Promise((r) => setTimeout(r, 20));
+      await s.unloadModel('ens');
+      // The step finishes loading; the ensemble's load was given up and it stays unloaded.
+      release();
+      expect(await load).toMatchObject({ code: 'UNAVAILABLE', message: "failed to load 'ens': the load was cancelled by an unload of the model" });
+      for (let k = 0; k < 100 && !s.modelReady('slow'); k++) await new Promise((r) => setTimeout(r, 10));
+      expect(s.modelReady('slow')).toBe(true);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(s.modelReady('ens')).toBe(false);
+      expect(s.repositoryIndex().find((r) => r.name === 'ens')).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' });
+      await expect(s.infer(x)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      // With the step ready, the ensemble loads and serves.
+      await s.loadModel('ens');
+      expect(Array.from((await s.infer(x)).outputs[0]!.data as Int32Array)).toEqual([5]);
+    } finally {
+      await s.stop(1000);
+    }
+    // A shutdown in the same window gives it up too.
+    const t = await InferenceServer.create({ modelRepositories: [root], backends: [slow], modelControlMode: 'explicit' });
+    const load = t.loadModel('ens').catch((e: unknown) => e as TriodeError);
+    await new Promise((r) => setTimeout(r, 20));
+    const stopped = t.stop(1000);
+    release();
+    expect(await load).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('Server is stopping') });
+    await stopped;
+    expect(t.modelReady('ens')).toBe(false);
+  });
 });
 
 describe('repository paths stay out of client answers', () => {

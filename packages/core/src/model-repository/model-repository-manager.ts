@@ -373,11 +373,16 @@ export class ModelRepositoryManager {
    *   that another call is loading, an override perhaps, is not loaded again over it)
    */
   async #load(name: string, options: LoadOptions = {}, chain: ReadonlySet<string> = new Set(), ifNotReady = false): Promise<void> {
-    await this.#loadComposing(name, options, chain);
-    await this.#lifecycle.trackLoad(name, (signal) => this.#serialize(name, async () => {
-      if (ifNotReady && this.#hasReadyVersion(name)) return;
-      await this.#loadNow(name, options, signal);
-    }));
+    // Tracked from the start, steps included: an unload or a shutdown while an ensemble's steps
+    // loaded found nothing to give up, answered 200, and the ensemble then loaded and served
+    // (review). The steps' own loads go on: they are models of their own.
+    await this.#lifecycle.trackLoad(name, async (signal) => {
+      await abortable(this.#loadComposing(name, options, chain), signal);
+      await this.#serialize(name, async () => {
+        if (ifNotReady && this.#hasReadyVersion(name)) return;
+        await this.#loadNow(name, options, signal);
+      });
+    });
   }
 
   /**
