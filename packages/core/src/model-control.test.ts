@@ -785,6 +785,8 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     try {
       const load = s.loadModel('ens').catch((e: unknown) => e as TriodeError);
       await new Promise((r) => setTimeout(r, 20));
+      // Both listed LOADING while the step loads.
+      expect(s.repositoryIndex().map((r) => [r.name, r.state])).toEqual([['ens', 'LOADING'], ['slow', 'LOADING']]);
       await s.unloadModel('ens');
       // The step finishes loading; the ensemble's load was given up and it stays unloaded.
       release();
@@ -810,6 +812,71 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     expect(await load).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('Server is stopping') });
     await stopped;
     expect(t.modelReady('ens')).toBe(false);
+  });
+});
+
+describe('the repository index during and after an explicit load', () => {
+  it('lists a model being loaded LOADING, and one whose load failed UNAVAILABLE with the reason the startup scan gives (review: "unloaded", or not listed)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-index-load-'));
+    addModel(root, 'slow', config(4));
+    addModel(root, 'good', config(4));
+    addModel(root, 'broken', 'max_batch_size: oops');
+    addModel(root, 'failver', config(4));
+    let gate: Promise<void> = Promise.resolve();
+    let open = (): void => undefined;
+    const close = (): void => { gate = new Promise<void>((r) => { open = r; }); };
+    const backend: Backend = {
+      name: 'echo',
+      async modelInitialize(ctx) {
+        if (ctx.name === 'failver') throw new Error('no instance for failver');
+        const inner = await echo.modelInitialize(ctx);
+        return { ...inner, async instanceInitialize(...args) { if (ctx.name === 'slow') await gate; return inner.instanceInitialize(...args); } };
+      },
+    };
+    // What the startup scan shows of the same failures.
+    const startup = await InferenceServer.create({ modelRepositories: [root], backends: [backend], strictReadiness: false });
+    const atStart = startup.repositoryIndex().filter((r) => r.name === 'broken' || r.name === 'failver');
+    await startup.stop(1000);
+    expect(atStart.map((r) => r.state)).toEqual(['UNAVAILABLE', 'UNAVAILABLE']);
+
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [backend], modelControlMode: 'explicit', modelLoadTimeoutMs: 3_600_000 });
+    const row = (name: string) => s.repositoryIndex().filter((r) => r.name === name);
+    try {
+      close();
+      const load = s.loadModel('slow');
+      await new Promise((r) => setTimeout(r, 20));
+      expect(row('slow')).toEqual([{ name: 'slow', version: '1', state: 'LOADING', reason: '' }]);
+      expect(s.repositoryIndex(true).some((r) => r.name === 'slow')).toBe(false);
+      open();
+      await load;
+      expect(row('slow')).toEqual([{ name: 'slow', version: '1', state: 'READY', reason: '' }]);
+      // A reload of a model serving: it stays READY meanwhile.
+      close();
+      const reload = s.loadModel('slow', { config: { backend: 'echo', max_batch_size: 2, input: [{ name: 'IN', data_type: 'TYPE_INT32', dims: [1] }], output: [{ name: 'OUT', data_type: 'TYPE_INT32', dims: [1] }] } });
+      await new Promise((r) => setTimeout(r, 20));
+      expect(row('slow')).toEqual([{ name: 'slow', version: '1', state: 'READY', reason: '' }]);
+      open();
+      await reload;
+
+      await expect(s.loadModel('broken')).rejects.toMatchObject({ code: 'INVALID_ARG' });
+      await expect(s.loadModel('failver')).rejects.toMatchObject({ code: 'INVALID_ARG' });
+      const failed = s.repositoryIndex().filter((r) => r.name === 'broken' || r.name === 'failver');
+      expect(failed).toEqual(atStart);
+      expect(JSON.stringify(failed)).not.toContain(root);
+      // An unload makes it 'unloaded' again.
+      await s.unloadModel('broken');
+      expect(row('broken')).toEqual([{ name: 'broken', state: 'UNAVAILABLE', reason: 'unloaded' }]);
+
+      // A failed reload of a model serving keeps it READY, as before.
+      await s.loadModel('good');
+      await expect(s.loadModel('good', { config: { backend: 'echo', max_batch_size: -3 } })).rejects.toMatchObject({ code: 'INVALID_ARG' });
+      expect(row('good')).toEqual([{ name: 'good', version: '1', state: 'READY', reason: '' }]);
+      // A model only of file overrides whose load fails is not listed (as an unload forgets it).
+      await expect(s.loadModel('nowhere', { config: { backend: 'echo', max_batch_size: -3 }, files: { '1/x': new Uint8Array(1) } })).rejects.toMatchObject({ code: 'INVALID_ARG' });
+      expect(row('nowhere')).toEqual([]);
+    } finally {
+      await s.stop(1000);
+    }
   });
 });
 

@@ -21,7 +21,7 @@ import { loadFailed } from './load-error.js';
 import { checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
 import { findInRepositories, listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
-import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState } from './model-lifecycle.js';
+import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState, VersionSlot } from './model-lifecycle.js';
 
 /** One row of the repository index. */
 export interface ModelIndexEntry {
@@ -101,6 +101,10 @@ export class ModelRepositoryManager {
   #pollTimer: ReturnType<typeof setInterval> | undefined;
   #polling = false;
   readonly #models = new Map<string, ModelEntry>();
+  /** Per model name: the loads in progress (an ensemble's from when its steps start loading). */
+  readonly #loadsInProgress = new Map<string, number>();
+  /** Per model name: the entry its load in progress is making, once made (not yet serving). */
+  readonly #candidates = new Map<string, ModelEntry>();
   #stopping = false;
 
   constructor(lifecycle: ModelLifecycle, options: ModelRepositoryManagerOptions) {
@@ -266,10 +270,24 @@ export class ModelRepositoryManager {
     return prepared.versions;
   }
 
-  /** Every model version with its state (the repository index). */
+  /**
+   * Every model version with its state (the repository index). A model being loaded that has no
+   * version serving is LOADING (its versions once known); one serving keeps its rows while it
+   * reloads.
+   */
   repositoryIndex(readyOnly = false): ModelIndexEntry[] {
     const rows: ModelIndexEntry[] = [];
-    for (const m of [...this.#models.values()].sort((a, b) => compareModelNames(a.name, b.name))) {
+    const names = [...new Set([...this.#models.keys(), ...this.#loadsInProgress.keys()])].sort(compareModelNames);
+    for (const name of names) {
+      if (this.#loadsInProgress.has(name) && !this.#hasReadyVersion(name)) {
+        if (readyOnly) continue;
+        const versions = [...(this.#candidates.get(name)?.versions.keys() ?? [])].sort((a, b) => a - b);
+        if (versions.length === 0) rows.push({ name, state: 'LOADING', reason: '' });
+        for (const v of versions) rows.push({ name, version: String(v), state: 'LOADING', reason: '' });
+        continue;
+      }
+      const m = this.#models.get(name);
+      if (!m) continue;
       if (m.unloaded) {
         if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: 'unloaded' });
         continue;
@@ -376,13 +394,25 @@ export class ModelRepositoryManager {
     // Tracked from the start, steps included: an unload or a shutdown while an ensemble's steps
     // loaded found nothing to give up, answered 200, and the ensemble then loaded and served
     // (review). The steps' own loads go on: they are models of their own.
-    await this.#lifecycle.trackLoad(name, async (signal) => {
-      await abortable(this.#loadComposing(name, options, chain), signal);
-      await this.#serialize(name, async () => {
-        if (ifNotReady && this.#hasReadyVersion(name)) return;
-        await this.#loadNow(name, options, signal);
+    this.#loadsInProgress.set(name, (this.#loadsInProgress.get(name) ?? 0) + 1);
+    try {
+      await this.#lifecycle.trackLoad(name, async (signal) => {
+        try {
+          await abortable(this.#loadComposing(name, options, chain), signal);
+        } catch (err) {
+          if (!signal.aborted) this.#showFailure(name, err);
+          throw err;
+        }
+        await this.#serialize(name, async () => {
+          if (ifNotReady && this.#hasReadyVersion(name)) return;
+          await this.#loadNow(name, options, signal);
+        });
       });
-    });
+    } finally {
+      const n = (this.#loadsInProgress.get(name) ?? 1) - 1;
+      if (n > 0) this.#loadsInProgress.set(name, n);
+      else this.#loadsInProgress.delete(name);
+    }
   }
 
   /**
@@ -424,32 +454,13 @@ export class ModelRepositoryManager {
   async #loadNow(name: string, options: LoadOptions, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     let entry: ModelEntry;
-    if (options.files && Object.keys(options.files).length > 0) {
-      if (!options.config) throw Errors.invalidArg(`failed to load '${name}': a 'config' parameter must be given with 'file:' overrides`);
-      // The instance limit is checked before any file is written (and again once normalized).
-      try {
-        this.#checkInstanceCount(name, options.config);
-      } catch (err) {
-        throw Errors.invalidArg(`failed to load '${name}': ${(err as Error).message}`);
-      }
-      try {
-        const dir = await writeOverrideFiles(name, options.files);
-        entry = { name, path: dir.modelDir, overrideRoot: dir.root, versions: new Map() };
-      } catch (err) {
-        const cause = (err as Error).cause;
-        if (cause instanceof Error) this.#logger.error(`failed to load '${name}': ${cause.message}`, { model: name });
-        throw err;
-      }
-    } else {
-      const found = findInRepositories(this.#opts.modelRepositories, name);
-      if (!found || found.error) {
-        // Triton's answer; the detail (which can name directories) goes to the log only.
-        this.#logger.error(`failed to poll model '${name}': ${found?.error?.message ?? 'model not found in any model repository'}`, { model: name });
-        throw pollFailure(name);
-      }
-      entry = { name, path: found.path, versions: new Map() };
+    try {
+      entry = await this.#candidateEntry(name, options);
+    } catch (err) {
+      if (!signal.aborted) this.#showFailure(name, err);
+      throw err;
     }
-    let committed = false;
+    this.#candidates.set(name, entry);
     try {
       const versions = await this.#prepare(entry, options.config);
       if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
@@ -468,14 +479,75 @@ export class ModelRepositoryManager {
       signal.throwIfAborted();
       const old = this.#models.get(name);
       this.#models.set(name, entry);
-      committed = true;
       this.#logger.info(`successfully loaded '${name}'`, { model: name });
       // The old versions finish what they hold, then go.
       if (old) void this.#lifecycle.retire(old);
-    } finally {
+    } catch (err) {
+      // What the index shows of it: its failed versions, or its error (taken before the release).
+      const failedVersions = new Map([...entry.versions].filter(([, v]) => v.state !== 'READY').map(([v, { state, reason, code }]) => [v, { state, reason, ...(code ? { code } : {}) }]));
       // Whatever was made for a load that did not go through is released (and its override removed).
-      if (!committed) await this.#lifecycle.retire(entry);
+      await this.#lifecycle.retire(entry);
+      // A load given up (an unload, a shutdown) shows nothing: the unload's answer stands.
+      if (!signal.aborted) this.#showFailure(name, entry.error ?? err, failedVersions);
+      throw err;
+    } finally {
+      if (this.#candidates.get(name) === entry) this.#candidates.delete(name);
     }
+  }
+
+  /**
+   * The entry a load makes: from its `file:` overrides (written to a directory of their own), or
+   * from the repository.
+   */
+  async #candidateEntry(name: string, options: LoadOptions): Promise<ModelEntry> {
+    if (options.files && Object.keys(options.files).length > 0) {
+      if (!options.config) throw Errors.invalidArg(`failed to load '${name}': a 'config' parameter must be given with 'file:' overrides`);
+      // The instance limit is checked before any file is written (and again once normalized).
+      try {
+        this.#checkInstanceCount(name, options.config);
+      } catch (err) {
+        throw Errors.invalidArg(`failed to load '${name}': ${(err as Error).message}`);
+      }
+      try {
+        const dir = await writeOverrideFiles(name, options.files);
+        return { name, path: dir.modelDir, overrideRoot: dir.root, versions: new Map() };
+      } catch (err) {
+        const cause = (err as Error).cause;
+        if (cause instanceof Error) this.#logger.error(`failed to load '${name}': ${cause.message}`, { model: name });
+        throw err;
+      }
+    }
+    const found = findInRepositories(this.#opts.modelRepositories, name);
+    if (!found || found.error) {
+      // Triton's answer; the detail (which can name directories) goes to the log only.
+      this.#logger.error(`failed to poll model '${name}': ${found?.error?.message ?? 'model not found in any model repository'}`, { model: name });
+      throw pollFailure(name);
+    }
+    return { name, path: found.path, versions: new Map() };
+  }
+
+  /**
+   * After a failed load of a model with no version serving, the index lists it UNAVAILABLE with
+   * the reason, as the startup scan does: its failed `versions` with theirs, or the model with its
+   * error (`err`, or the repository's: a model found twice). A model that keeps a version serving
+   * is left as it is; one the repository directories do not hold (file overrides only) is not
+   * listed, as on unload (review: a failed load left the model 'unloaded', or not listed at all).
+   */
+  #showFailure(name: string, err: unknown, versions = new Map<number, VersionSlot>()): void {
+    if (this.#hasReadyVersion(name)) return;
+    let found: RepositoryModel | undefined;
+    try {
+      found = findInRepositories(this.#opts.modelRepositories, name);
+    } catch {
+      return;
+    }
+    if (!found) return;
+    const entry: ModelEntry = { name, path: found.path, versions: found.error ? new Map() : versions };
+    if (found.error || versions.size === 0) entry.error = this.#lifecycle.clientError(entry, found.error ?? err, 'INVALID_ARG');
+    const old = this.#models.get(name);
+    this.#models.set(name, entry);
+    // What the entry it replaces still holds (a version no longer ready, say) is released.
+    if (old) void this.#lifecycle.retire(old);
   }
 
   /**
@@ -551,12 +623,10 @@ export class ModelRepositoryManager {
         if (this.#signatures.get(name) === sig) continue;
         this.#signatures.set(name, sig);
         try {
+          // A model that never loaded shows why in the index (the load puts it there).
           await this.#load(name);
         } catch (err) {
           this.#logger.error((err as Error).message, { model: name });
-          // A model that never loaded shows why in the index.
-          const entry = this.#models.get(name);
-          if (!entry || entry.unloaded) this.#models.set(name, { name, path: m.path, versions: new Map(), error: TriodeError.from(err) });
         }
       }
       for (const name of [...this.#models.keys()]) {
