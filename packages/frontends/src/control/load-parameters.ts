@@ -36,7 +36,9 @@ export function loadOptionsFrom(model: string, params: Readonly<Record<string, L
       if (v instanceof Uint8Array) bytes = v;
       else if (typeof v === 'string' && /^[A-Za-z0-9+/]*={0,2}$/.test(v)) bytes = new Uint8Array(Buffer.from(v, 'base64'));
       else throw Errors.invalidArg(`failed to load '${name}': the '${echo(k)}' parameter must hold the file's contents (base64 over HTTP, bytes over gRPC)`);
-      (options.files ??= {})[k.slice(FILE_OVERRIDE_PREFIX.length)] = bytes;
+      // No prototype: 'file:__proto__' is a file named __proto__ (on a plain object it set the
+      // object's prototype and the file was dropped; review).
+      (options.files ??= Object.create(null) as Record<string, Uint8Array>)[k.slice(FILE_OVERRIDE_PREFIX.length)] = bytes;
     }
   }
   return options;

@@ -388,6 +388,21 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     await expect(call('RepositoryModelUnload', { model_name: 'simple' })).rejects.toMatchObject({ code: status.UNAVAILABLE });
   });
 
+  it('attack: RepositoryModelLoad with file:__proto__ hands over a file named __proto__ (review: it became the prototype of the files and was dropped)', async () => {
+    let files: Record<string, Uint8Array> | undefined;
+    const backplane = { loadModel: async (_name: string, o: { files?: Record<string, Uint8Array> }) => { files = o.files; } } as unknown as Backplane;
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    try {
+      await call('RepositoryModelLoad', { model_name: 'm', parameters: { config: { string_param: '{}' }, 'file:__proto__': { bytes_param: Buffer.from('hello') } } }, new Metadata(), c);
+      expect(Object.keys(files ?? {})).toEqual(['__proto__']);
+      expect(Buffer.from(Object.getOwnPropertyDescriptor(files, '__proto__')?.value as Uint8Array).toString()).toBe('hello');
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  });
+
   it('a repository named in RepositoryIndex, load or unload is refused as Triton refuses it (UNIMPLEMENTED), and nothing is done', async () => {
     const refused = { code: status.UNIMPLEMENTED, details: "'repository_name' specification is not supported" };
     await expect(call('RepositoryIndex', { repository_name: 'any' })).rejects.toMatchObject(refused);

@@ -219,7 +219,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       const params: Record<string, LoadParameter> = {};
       for (const [k, v] of Object.entries((req['parameters'] ?? {}) as Record<string, Plain>)) {
         const value = oneofValue(v);
-        if (value !== undefined) params[k] = value;
+        if (value !== undefined) Object.defineProperty(params, k, { value, enumerable: true, writable: true, configurable: true });
       }
       await backplane.loadModel(name, loadOptionsFrom(name, params));
       return {};

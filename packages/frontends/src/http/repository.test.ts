@@ -93,6 +93,22 @@ describe('model repository extension (explicit mode)', () => {
     expect(await long.json()).toEqual({ error: "failed to load 'ovr', failed to poll from model repository" });
   });
 
+  it('attack: a file override named __proto__ is written as a file like any other (review: it became the prototype of the files and was dropped)', async () => {
+    const config = JSON.stringify({ backend: 'javascript', max_batch_size: 0, input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [1] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [1] }] });
+    // Answers the size of the model directory's file '__proto__'.
+    const model = `import { readFileSync } from 'node:fs';
+      import { tensor } from 'triode';
+      export default class {
+        initialize(args) { this.size = readFileSync(args.model_repository + '/' + args.model_name + '/__proto__').length; }
+        execute(requests) { return requests.map(() => ({ outputs: [tensor('OUTPUT0', 'INT32', [1], [this.size])] })); }
+      }`;
+    const load = await post('/v2/repository/models/protofile/load', { parameters: { config, 'file:1/model.mjs': Buffer.from(model).toString('base64'), 'file:__proto__': Buffer.from('hello').toString('base64') } });
+    expect(load.status, await load.text()).toBe(200);
+    const r = await post('/v2/models/protofile/infer', { inputs: [{ name: 'INPUT0', shape: [1], datatype: 'INT32', data: [0] }] });
+    expect(((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([5]);
+    expect((await post('/v2/repository/models/protofile/unload')).status).toBe(200);
+  });
+
   it('reloads with no failed request for a client running throughout', async () => {
     let running = true;
     const statuses: number[] = [];
