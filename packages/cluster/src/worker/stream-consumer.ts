@@ -347,6 +347,9 @@ export class StreamConsumer {
     } catch (err) {
       const e = TriodeError.from(err);
       error = { code: e.code, message: e.message };
+      // A failed load changes the index too (the model UNAVAILABLE with the reason): published
+      // before the answer, so the gateway answers a request to it as triode serve does.
+      await this.#beat().catch(() => undefined);
     }
     const key = this.#keys.controlReplies(cmd.id);
     const answer = this.auth.signText('control-reply', JSON.stringify({ id: cmd.id, workerId: this.workerId, ...(error !== undefined ? { error } : {}) }));
