@@ -5,6 +5,7 @@
  * fields, single values unwrapped.
  * Triton: server/src/http_server.cc (HandleGenerate), docs/protocol/extension_generate.md
  */
+import type { ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import {
@@ -77,6 +78,50 @@ function toJson(r: InferenceResponse, limit: number): string {
   return json + '}';
 }
 
+/** How long an SSE client may take no bytes at all before its response is given up. */
+let sseStallMs = 10_000;
+
+/** @internal For tests: sets how long an SSE client may take nothing (see `sseStallMs`). */
+export function __setSseStallMs(ms: number): void {
+  sseStallMs = ms;
+}
+
+/**
+ * Resolves when what `out` was given has gone to the socket (or `out` closed). While it waits, a
+ * socket that takes no bytes for `stallMs` makes it call `onStall` (which closes `out`).
+ * Without Node's response (a fetch-style caller), resolves at once.
+ */
+async function drained(out: ServerResponse | undefined, stallMs: number, onStall: () => void): Promise<void> {
+  if (!out) return;
+  // The event reaches `out` a few turns after the stream took it (@hono/node-server's reader).
+  await new Promise((r) => setImmediate(r));
+  if (out.destroyed || !out.writableNeedDrain) return;
+  await new Promise<void>((resolve) => {
+    const socket = out.socket;
+    let length = socket?.writableLength ?? 0;
+    let since = Date.now();
+    const timer = setInterval(() => {
+      const now = Date.now();
+      const l = socket?.writableLength ?? 0;
+      if (l < length) {
+        length = l;
+        since = now;
+      } else if (now - since >= stallMs) {
+        done();
+        onStall();
+      }
+    }, Math.max(10, Math.min(1000, Math.floor(stallMs / 4))));
+    const done = (): void => {
+      clearInterval(timer);
+      out.off('drain', done);
+      out.off('close', done);
+      resolve();
+    };
+    out.on('drain', done);
+    out.on('close', done);
+  });
+}
+
 /** The generate routes. */
 export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: HttpDeps): Hono {
   const app = new Hono();
@@ -105,26 +150,52 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: H
       const request = await toRequest(c, backplane, maxInputSize);
       // A client that goes away cancels the request: a decoupled model sees it (isCancelled) and stops.
       request.signal = c.req.raw.signal;
+      const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
       const res = streamSSE(c, async (stream) => {
+        // Given up (the client left, or took nothing for sseStallMs): the response is destroyed,
+        // and the responses still waiting are dropped unwritten, so what they held is freed.
+        let gone = false;
+        const giveUp = (): void => {
+          if (gone) return;
+          gone = true;
+          if (outgoing && !outgoing.destroyed) outgoing.destroy();
+          void stream.abort();
+        };
+        const signal = c.req.raw.signal;
+        if (signal.aborted) giveUp();
+        else signal.addEventListener('abort', giveUp, { once: true });
         try {
           let failed: unknown;
+          // One event at a time: a response is made JSON only when the one before has gone out
+          // (the socket drained), and its promise settles then. The model's next response waits
+          // on that (ResponseHandler), so a client that stops reading makes the server hold about
+          // one event, not the backend's 64 untaken (3 MB of JSON each for a 1 MiB output; review).
           let last: Promise<void> = Promise.resolve();
           await backplane.inferStream(request, (r) => {
-            let data: string;
-            try {
-              data = toJson(r, maxJsonOutputSize);
-            } catch (err) {
-              data = httpError(err).body;
-            }
-            // Settles when the client has taken it: the model's next response waits for that
-            // (ResponseHandler), so a client that reads slowly does not make the server hold them all.
-            last = stream.writeSSE({ data }).catch((err: unknown) => { failed ??= err; });
+            last = last.then(async () => {
+              if (gone || failed !== undefined) return;
+              let data: string;
+              try {
+                data = toJson(r, maxJsonOutputSize);
+              } catch (err) {
+                data = httpError(err).body;
+              }
+              try {
+                await stream.writeSSE({ data });
+              } catch (err) {
+                failed ??= err;
+                return;
+              }
+              await drained(outgoing, sseStallMs, giveUp);
+            });
             return last;
           });
           await last;
           if (failed !== undefined) throw failed;
         } catch (err) {
-          await stream.writeSSE({ data: httpError(err).body });
+          if (!gone) await stream.writeSSE({ data: httpError(err).body });
+        } finally {
+          signal.removeEventListener('abort', giveUp);
         }
       });
       // Triton's content type (streamSSE writes text/event-stream alone).

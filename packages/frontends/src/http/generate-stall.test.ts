@@ -1,0 +1,105 @@
+/**
+ * A generate_stream client that stops reading (review): before, the server turned each of the
+ * backend's 64 untaken responses into an SSE event at once (a 1 MiB UINT8 output is ~3 MB of JSON
+ * text, and its bytes again), and kept them until the client closed. Now an event is made only
+ * when the one before has gone out, and a client that takes nothing for the stall time is given
+ * up: its response is destroyed and what waited for it is dropped.
+ */
+import { connect, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { JavaScriptBackend } from '@triode/backends';
+import { InferenceServer, LocalBackplane, silentLogger } from '@triode/core';
+import { makeRepository } from '../../../../test/helpers/repository.js';
+import { createHttpApp } from './http-server.js';
+import { startHttpServer, type HttpServerHandle } from './listen.js';
+import { __setSseStallMs } from './routes/generate.js';
+
+const STALL_MS = 3000;
+/** What three stalled clients may make the server hold, all together. */
+const HELD_BOUND = 240 * 1024 * 1024;
+let server: InferenceServer;
+let http: HttpServerHandle;
+
+beforeAll(async () => {
+  const repo = makeRepository([], {
+    'dec/config.pbtxt': `backend: "javascript"\nmodel_transaction_policy { decoupled: true }\n`
+      + `input [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] }, { name: "SIZE" data_type: TYPE_INT32 dims: [ 1 ] } ]\n`
+      + `output [ { name: "OUT" data_type: TYPE_UINT8 dims: [ -1 ] } ]\ninstance_group [ { count: 1, kind: KIND_CPU } ]\n`,
+    'dec/1/model.mjs': `
+      import { tensor } from 'triode';
+      export default class {
+        execute(requests) {
+          for (const r of requests) {
+            const n = r.input('N').data[0], size = r.input('SIZE').data[0];
+            for (let i = 0; i < n && !r.isCancelled(); i++) {
+              r.sender.send({ outputs: [tensor('OUT', 'UINT8', [size], new Uint8Array(size).fill(65), { owned: true })] });
+            }
+            r.sender.close();
+          }
+        }
+      }`,
+  });
+  server = await InferenceServer.create({ modelRepositories: [repo], backends: [new JavaScriptBackend({ clientStallMs: STALL_MS })], logger: silentLogger });
+  __setSseStallMs(STALL_MS);
+  http = await startHttpServer(createHttpApp(new LocalBackplane(server), { logger: silentLogger }), 0, '127.0.0.1');
+}, 30_000);
+
+afterAll(async () => {
+  __setSseStallMs(10_000);
+  await http?.close(100);
+  await server?.stop(1000);
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Sends a generate_stream request on a raw socket that is never read. */
+function stalledClient(n: number, size: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ N: [n], SIZE: [size] });
+    const s = connect(http.port, '127.0.0.1', () => {
+      s.pause();
+      s.write(`POST /v2/models/dec/generate_stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      resolve(s);
+    });
+    s.on('error', reject);
+  });
+}
+
+describe('generate_stream and a client that stops reading', () => {
+  it('attack: 3 clients that never read 200 responses of 1 MiB: the server holds about an event each, serves others, and ends their responses after the stall', async () => {
+    const mem = () => { const m = process.memoryUsage(); return m.rss; };
+    global.gc?.();
+    const before = mem();
+    const clients = await Promise.all([0, 1, 2].map(() => stalledClient(200, 1 << 20)));
+    let peak = 0;
+    const watch = setInterval(() => { peak = Math.max(peak, mem() - before); }, 20);
+    try {
+      // While they are stalled (before the stall time is up), another client is answered.
+      await sleep(1000);
+      const r = await fetch(`http://127.0.0.1:${http.port}/v2/models/dec/generate_stream`, { method: 'POST', body: JSON.stringify({ N: [2], SIZE: [4] }) });
+      const text = await r.text();
+      expect(r.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+      expect(text).toBe('data: {"model_name":"dec","model_version":"1","OUT":[65,65,65,65]}\n\n'.repeat(2));
+      // Each stalled response is ended once its client took nothing for the stall time (the
+      // backend's stall-cancel, then the server's): read now, the connection ends early, its
+      // chunked body unfinished, and nothing like 200 events came.
+      await sleep(2 * STALL_MS + 2000);
+      clearInterval(watch);
+      console.log(`peak rss growth ${(peak / 1048576).toFixed(1)} MiB`);
+      // Before: 64 events of ~3 MB (and their bytes) a client, ~1 GB for three.
+      expect(peak).toBeLessThan(HELD_BOUND);
+      const got = await Promise.all(clients.map((s) => new Promise<string>((res) => {
+        let n = 0;
+        let tail = '';
+        s.on('data', (b: Buffer) => { n += b.length; tail = (tail + b.toString('latin1')).slice(-16); });
+        const timer = setTimeout(() => res(`hung after ${n} bytes`), 5000);
+        s.once('close', () => { clearTimeout(timer); res(tail.endsWith('0\r\n\r\n') ? 'finished' : n < 100 * 3 * 1024 * 1024 ? 'ended' : `ended after ${n} bytes`); });
+        s.resume();
+      })));
+      expect(got).toEqual(['ended', 'ended', 'ended']);
+    } finally {
+      clearInterval(watch);
+      for (const s of clients) s.destroy();
+    }
+  }, 60_000);
+});
