@@ -7,6 +7,7 @@ import { Piscina } from 'piscina';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { OnnxRuntimeBackend } from '../onnxruntime/onnxruntime-backend.js';
 import { JavaScriptBackend, blsRequestProblem } from './javascript-backend.js';
+import { MAX_UNTAKEN_KIB } from './model-api.js';
 
 const marker = join(mkdtempSync(join(tmpdir(), 'triode-js-')), 'finalized.txt');
 const logs: string[] = [];
@@ -401,6 +402,32 @@ describe('javascript backend', () => {
       expect(stalledLast).toBe(-1);
       // About clientStallMs (1 s) and the 150 ticks of the reader.
       expect(performance.now() - t0).toBeLessThan(4000);
+    } finally {
+      await s.stop(1000);
+    }
+  }, 20_000);
+
+  it('attack: untaken responses are bounded by bytes too: a client that takes none of 1 MiB responses gets 16 of them, not 64', async () => {
+    // Before: 64 responses of 1 MiB (64 MiB) held for one client that stopped reading (review).
+    const root = makeRepository([], {
+      'big/config.pbtxt': `backend: "javascript"\nmodel_transaction_policy { decoupled: true }\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ -1 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n`,
+      'big/1/model.mjs': `
+        import { tensor } from 'triode';
+        export default class {
+          execute(requests) {
+            for (const r of requests) {
+              for (let i = 0; i < 100 && !r.isCancelled(); i++) r.sender.send({ outputs: [tensor('OUT', 'INT32', [1 << 18], new Int32Array(1 << 18).fill(i))] });
+              r.sender.close();
+            }
+          }
+        }`,
+    });
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend({ clientStallMs: 1000 })] });
+    try {
+      let got = 0;
+      const never = new Promise<void>(() => undefined);
+      await s.inferStream({ modelName: 'big', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }, () => { got++; return never; });
+      expect(got).toBe(MAX_UNTAKEN_KIB / 1024);
     } finally {
       await s.stop(1000);
     }

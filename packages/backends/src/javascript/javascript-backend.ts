@@ -90,18 +90,21 @@ type Responders = Map<number, {
  *   client is ready for the next (model-api.ts `flow`)
  */
 function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, responders: Responders, flow: Int32Array): void {
-  const taken = (slot: unknown): void => {
-    if (typeof slot !== 'number' || !Number.isInteger(slot) || slot < 0 || slot >= flow.length) return;
+  const slots = flow.length >> 1;
+  const taken = (slot: unknown, kib: unknown): void => {
+    if (typeof slot !== 'number' || !Number.isInteger(slot) || slot < 0 || slot >= slots) return;
+    // Its KiB first: a sender woken by the count then sees both.
+    if (typeof kib === 'number' && Number.isInteger(kib) && kib > 0) Atomics.sub(flow, slots + slot, kib);
     Atomics.sub(flow, slot, 1);
     Atomics.notify(flow, slot);
   };
-  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; slot?: number; outputs?: Tensor[]; error?: WireError }) => {
+  port.on('message', (m: { type: string; id?: number; request?: InferRequest; chain?: string[]; level?: string; msg?: string; token?: number; index?: number; final?: boolean; slot?: number; kib?: number; outputs?: Tensor[]; error?: WireError }) => {
     if (m.type === 'response') {
       const call = responders.get(m.token ?? -1);
       const index = m.index ?? -1;
       const respond = call?.respond[index];
       if (!call || !respond || !call.open.has(index)) {
-        taken(m.slot);
+        taken(m.slot, m.kib);
         return;
       }
       // The outputs arrived in this message, moved or copied: this response owns them.
@@ -124,9 +127,9 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
         }
       } finally {
         // A client not ready for more (a gRPC stream waiting for 'drain') holds the thread's next sends.
-        const slot = m.slot;
-        if (ready) ready.then(() => taken(slot), () => taken(slot));
-        else taken(slot);
+        const { slot, kib } = m;
+        if (ready) ready.then(() => taken(slot, kib), () => taken(slot, kib));
+        else taken(slot, kib);
       }
       if (final) {
         call.open.delete(index);
@@ -357,7 +360,7 @@ class JsModel implements BackendModel {
     const responders: Responders = new Map();
     const start: StartInstance = async (signal) => {
       const { port1, port2 } = new MessageChannel();
-      const flow = new Int32Array(new SharedArrayBuffer(4 * FLOW_SLOTS));
+      const flow = new Int32Array(new SharedArrayBuffer(4 * 2 * FLOW_SLOTS));
       serveBridge(port1, ctx, this.#logger, responders, flow);
       const task: JsLoadTask = {
         op: 'load',

@@ -15,7 +15,7 @@ export interface JsLoadTask {
   instanceKind: 'CPU' | 'GPU' | 'MODEL';
   /** The BLS and logging channel to the main thread. */
   port: MessagePort;
-  /** A SharedArrayBuffer's Int32Array of FLOW_SLOTS: per open decoupled request, responses posted and not yet taken (model-api.ts `flow`). */
+  /** A SharedArrayBuffer's Int32Array of 2 x FLOW_SLOTS: per open decoupled request, responses posted and not yet taken, then their KiB (model-api.ts `flow`). */
   flow: Int32Array;
   /** How long a decoupled sender waits on a client that takes none of its responses (model-api.ts `flow`). */
   clientStallMs: number;

@@ -287,9 +287,15 @@ export function __isCancelled(token: number | undefined, index: number): boolean
  * blocks the thread, so it is bounded: a client that takes nothing for `clientStallMs` counts as
  * gone, and its request as cancelled (later sends are dropped), so one client that stops reading
  * holds the instance's other requests that long at most. Requests beyond the slots are not held.
+ * The bytes of the untaken responses are bounded too (MAX_UNTAKEN_KIB, in KiB, in the second half
+ * of `flow`): 64 responses of 1 MiB were 64 MiB held for one client that stopped reading (review).
  */
 let flow: Int32Array | undefined;
+/** The slots of `flow` (its first half: responses untaken; its second: their KiB). */
+let slots = 0;
 export const MAX_UNTAKEN_RESPONSES = 64;
+/** Untaken responses of a request past this many KiB make its sender wait (one at least goes). */
+export const MAX_UNTAKEN_KIB = 16 * 1024;
 /** Slots not in use by an open request (reused once all their responses were taken). */
 let freeSlots: number[] = [];
 /** The slot of each open request (`${token}:${index}`) that has one. */
@@ -324,16 +330,23 @@ function awaitRoom(key: string, slot: number): void {
   const giveUpAt = Date.now() + clientStallMs;
   for (;;) {
     const untaken = Atomics.load(flow, slot);
-    if (untaken < MAX_UNTAKEN_RESPONSES) return;
+    if (untaken === 0 || (untaken < MAX_UNTAKEN_RESPONSES && Atomics.load(flow, slots + slot) < MAX_UNTAKEN_KIB)) return;
     drainPort();
     if (openRequests.get(key) !== false) return; // cancelled or ended: its sends are dropped
     if (Date.now() >= giveUpAt) {
       openRequests.set(key, true);
-      log.warning(`a client took none of its request's last ${MAX_UNTAKEN_RESPONSES} responses in ${clientStallMs} ms: the request counts as cancelled, and what the model sends it is dropped`);
+      log.warning(`a client took none of its request's last ${untaken} responses in ${clientStallMs} ms: the request counts as cancelled, and what the model sends it is dropped`);
       return;
     }
     Atomics.wait(flow, slot, untaken, FLOW_CHECK_MS);
   }
+}
+
+/** The KiB of a response's outputs (rounded up; values that are not typed arrays count as none). */
+function outputKib(outputs: readonly Tensor[]): number {
+  let bytes = 0;
+  for (const t of outputs) if (ArrayBuffer.isView(t.data)) bytes += t.data.byteLength;
+  return Math.min(Math.ceil(bytes / 1024), 0x3fffffff);
 }
 
 /** Handles what the main thread has sent and this thread has not yet seen (cancels, BLS results). */
@@ -354,15 +367,23 @@ export function __sender(token: number, index: number, check: (r: unknown) => { 
     awaitRoom(key, slot);
     // Cancelled: the client is gone, and what the model still sends is dropped here, not posted.
     if (!final && openRequests.get(key) === true) return;
-    if (slot >= 0) Atomics.add(flow!, slot, 1);
+    const outputs = (payload['outputs'] as Tensor[] | undefined) ?? [];
+    const kib = slot >= 0 ? outputKib(outputs) : 0;
+    if (slot >= 0) {
+      Atomics.add(flow!, slots + slot, kib);
+      Atomics.add(flow!, slot, 1);
+    }
     try {
       // Only what the model handed over moves; anything else is copied, so the model may send the
       // same array again or keep using it.
-      send({ type: 'response', token, index, final, slot, ...payload }, __movable((payload['outputs'] as Tensor[] | undefined) ?? []));
+      send({ type: 'response', token, index, final, slot, kib, ...payload }, __movable(outputs));
     } catch (err) {
       // Not posted (a value that cannot be cloned): nothing changes, the request is still open
       // and the model may send an error instead (it was marked ended, and hung its client).
-      if (slot >= 0) Atomics.sub(flow!, slot, 1);
+      if (slot >= 0) {
+        Atomics.sub(flow!, slot, 1);
+        Atomics.sub(flow!, slots + slot, kib);
+      }
       throw err;
     }
     if (final) {
@@ -412,7 +433,8 @@ function onPortMessage(m: PortMessage): void {
 export function __connect(p: MessagePort, modelName: string, f?: Int32Array, stallMs?: number): void {
   port = p;
   flow = f;
-  freeSlots = f ? Array.from({ length: f.length }, (_, i) => i) : [];
+  slots = f ? f.length >> 1 : 0;
+  freeSlots = Array.from({ length: slots }, (_, i) => i);
   slotOf.clear();
   if (stallMs !== undefined) clientStallMs = stallMs;
   chain = [modelName];
