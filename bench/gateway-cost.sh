@@ -7,7 +7,8 @@
 # request is the figure (the worker's and Redis's are printed too). To compare two builds, alternate: ROOT=<other checkout> bash bench/gateway-cost.sh
 #   bash bench/gateway-cost.sh [SECONDS=8]        (ROOT: the checkout whose triode runs; default this one)
 #   (GATEWAY_NODE_FLAGS, WORKER_NODE_FLAGS: node flags for each, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof";
-#   WORKERS=n: n workers, all on cpu 1, to see what more workers cost the gateway a request)
+#   WORKERS=n: n workers, all on cpu 1, to see what more workers cost the gateway a request;
+#   MODEL=ppocr_cls: its 110 KB binary request, one instance a worker, instead of `simple`)
 set -eu
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 ROOT=${ROOT:-$HERE}
@@ -21,20 +22,25 @@ free_port() { node -e "const s=require('net').createServer();s.listen(0,'127.0.0
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # System calls that read and that write (all threads), from /proc/PID/io.
 syscalls() { awk '/^syscr/ {r=$2} /^syscw/ {w=$2} END {print r, w}' "/proc/$1/io"; }
-mkdir -p "$D/repo" && cp -r "$HERE/model_repository/simple" "$D/repo/"
+MODEL=${MODEL:-simple}
+mkdir -p "$D/repo" && cp -r "$HERE/model_repository/$MODEL" "$D/repo/"
+# ppocr_cls: one instance a worker (a copy of its config without instance_group), as bench/cluster.mjs's scale-out.
+[ "$MODEL" = ppocr_cls ] && sed -i '/^instance_group/d' "$D/repo/ppocr_cls/config.pbtxt"
 node -e "
-const h=Buffer.from(JSON.stringify({parameters:{binary_data_output:true},inputs:['INPUT0','INPUT1'].map((name)=>({name,datatype:'INT32',shape:[1,16],parameters:{binary_data_size:64}}))}));
-require('fs').writeFileSync('$D/body.bin',Buffer.concat([h,Buffer.from(new Int32Array(16).fill(1).buffer),Buffer.from(new Int32Array(16).fill(2).buffer)]));
+const model='$MODEL';
+const ins=model==='simple'?['INPUT0','INPUT1'].map((name,i)=>({name,datatype:'INT32',shape:[1,16],data:Buffer.from(new Int32Array(16).fill(i+1).buffer)})):[{name:'x',datatype:'FP32',shape:[1,3,48,192],data:Buffer.from(new Float32Array(3*48*192).fill(0.5).buffer)}];
+const h=Buffer.from(JSON.stringify({parameters:{binary_data_output:true},inputs:ins.map(({name,datatype,shape,data})=>({name,datatype,shape,parameters:{binary_data_size:data.length}}))}));
+require('fs').writeFileSync('$D/body.bin',Buffer.concat([h,...ins.map((t)=>t.data)]));
 require('fs').writeFileSync('$D/hl',String(h.length));"
 export BODY_FILE=$D/body.bin HEADER_LEN=$(cat "$D/hl")
 # measure PID PORT LABEL [OTHER_LABEL:PID ...]: the CPU a request of PID, and of each other process named
 measure() {
-  taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > /dev/null
+  taskset -c 1 wrk -t1 -c64 -d2s -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/$MODEL/infer" > /dev/null
   local c0 c1 req o others=() o0=() s0 s1
   for o in "${@:4}"; do others+=("$o"); o0+=("$(ticks "${o#*:}")"); done
   c0=$(ticks "$1")
   s0=$(syscalls "$1")
-  taskset -c 1 wrk -t1 -c64 -d"${SECONDS_MEASURED}s" -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/simple/infer" > "$D/wrk.txt"
+  taskset -c 1 wrk -t1 -c64 -d"${SECONDS_MEASURED}s" -s "$HERE/bench/post.lua" "http://127.0.0.1:$2/v2/models/$MODEL/infer" > "$D/wrk.txt"
   c1=$(ticks "$1")
   s1=$(syscalls "$1")
   req=$(awk '/requests in/ {print $1}' "$D/wrk.txt")
@@ -53,7 +59,7 @@ for w in $(seq 1 "${WORKERS:-1}"); do
   taskset -c 1 node --initial-old-space-size=128 ${WORKER_NODE_FLAGS:-} "$BIN" worker --metrics-port 0 --redis "redis://127.0.0.1:$RP" --model-repository "$D/repo" --worker-id "w$w" --log-info=false > "$D/worker$w.log" 2>&1 & WORKER_PIDS+=("worker$w:$!"); PIDS+=($!)
 done
 taskset -c 0 node --initial-old-space-size=128 ${GATEWAY_NODE_FLAGS:-} "$BIN" gateway --metrics-port 0 --redis "redis://127.0.0.1:$RP" --http-port "$GP" --http-address 127.0.0.1 --allow-grpc=false > "$D/gateway.log" 2>&1 & GW=$!; PIDS+=($GW)
-for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$GP/v2/models/simple/ready" > /dev/null && break; sleep 0.25; done
+for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$GP/v2/models/$MODEL/ready" > /dev/null && break; sleep 0.25; done
 measure "$GW" "$GP" "gateway ($ROOT, ${WORKERS:-1} worker(s))" "${WORKER_PIDS[@]}" "redis-server:$REDIS"
 FP=$(free_port)
 taskset -c 0 node "$HERE/bench/floor-server.mjs" "$FP" > "$D/floor.log" 2>&1 & FLOOR=$!; PIDS+=($FLOOR)
