@@ -44,7 +44,7 @@ export {
   DATA_TYPES, isDataType, isDataOf, arrayClassName, dataTypeByteSize, typedArrayView, viewBytesAs, dataBytes, configTypeToDataType, dataTypeToConfigType, elementCount,
   type DataType, type TensorData,
 } from './tensor/data-type.js';
-export { serializeBytesTensor, deserializeBytesTensor, countBytesElements } from './tensor/bytes-tensor.js';
+export { serializeBytesTensor, deserializeBytesTensor, countBytesElements, checkBytesElements } from './tensor/bytes-tensor.js';
 export { markTransferable, isTransferable, isOwned, lend, give, transferList, claimOwnership, copyTensorData, releaseOwnedBuffers } from './tensor/transferable.js';
 
 // Model configuration.

@@ -72,6 +72,14 @@ describe('normalizeRequest()', () => {
       .toThrow("expected 2 string elements for inference input 'x' for model 's', got 1");
   });
 
+  it('answers too many BYTES elements, and a cut length indicator, with Triton\'s texts (ValidateBytesInputs)', () => {
+    const cfg: ModelConfig = { name: 's', max_batch_size: 0, input: [{ name: 'x', data_type: 'TYPE_STRING', dims: [2] }], output: [] };
+    expect(() => normalizeRequest({ modelName: 's', inputs: [{ name: 'x', datatype: 'BYTES', shape: [2], data: serializeBytesTensor(['a', 'b', 'c', 'd']) }] }, cfg))
+      .toThrow("unexpected number of string elements 3 for inference input 'x' for model 's', expecting 2");
+    expect(() => normalizeRequest({ modelName: 's', inputs: [{ name: 'x', datatype: 'BYTES', shape: [2], data: new Uint8Array([1, 0, 0, 0, 97, 1]) }] }, cfg))
+      .toThrow("incomplete string length indicator for inference input 'x' for model 's', expecting 4 bytes but only 1 bytes available.");
+  });
+
   it('applies reshape, filling variable dims', () => {
     const cfg: ModelConfig = { name: 'r', max_batch_size: 4, input: [{ name: 'x', data_type: 'TYPE_FP32', dims: [-1], reshape: { shape: [-1, 2] } }], output: [] };
     const r: InferenceRequest = { modelName: 'r', inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 6], data: new Float32Array(12) }] };

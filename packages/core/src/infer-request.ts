@@ -4,8 +4,8 @@
  */
 import { Errors, echo } from './errors.js';
 import type { ModelConfig, ModelInput } from './model-config/model-config.js';
-import { countBytesElements } from './tensor/bytes-tensor.js';
-import { configTypeToDataType, dataTypeByteSize, elementCount, type DataType } from './tensor/data-type.js';
+import { checkBytesElements } from './tensor/bytes-tensor.js';
+import { configTypeToDataType, dataBytes, dataTypeByteSize, elementCount, type DataType } from './tensor/data-type.js';
 import type { Tensor } from './tensor/tensor.js';
 
 /** A request or tensor parameter value (KServe v2: string, number or boolean). */
@@ -253,14 +253,7 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
     }
     const n = elementCount(t.shape);
     if (t.datatype === 'BYTES') {
-      const got = t.data instanceof Uint8Array ? countBytesElements(t.data) : -1;
-      if (got !== n) {
-        throw Errors.invalidArg(
-          got < 0
-            ? `input '${echo(t.name)}' for model '${model}': malformed BYTES data (4-byte length prefix runs past the end)`
-            : `expected ${n} string elements for inference input '${echo(t.name)}' for model '${model}', got ${got}`,
-        );
-      }
+      checkBytesElements(dataBytes(t.data), n, echo(t.name), model);
     } else {
       const want = n * input.byteSize;
       if (t.data.byteLength !== want) {

@@ -2,7 +2,7 @@
  * @module Checks both frontends make the same way (HTTP binary extension, gRPC raw contents),
  * with Triton's messages. Triton: server/src/http_server.cc, grpc/infer_handler.cc
  */
-import { Errors, TriodeError, countBytesElements, dataTypeByteSize, echo, type DataType } from '@triode/core';
+import { Errors, TriodeError, checkBytesElements, dataTypeByteSize, echo, type DataType } from '@triode/core';
 
 /**
  * Checks that raw tensor bytes fit `count` elements of `datatype` (BYTES: that many
@@ -10,10 +10,8 @@ import { Errors, TriodeError, countBytesElements, dataTypeByteSize, echo, type D
  */
 export function checkTensorBytes(name: string, datatype: DataType, count: number, bytes: Uint8Array, model: string): void {
   if (datatype === 'BYTES') {
-    const n = countBytesElements(bytes);
-    // -1: an element's 4-byte length, or its bytes, run past the end of the data.
-    if (n < 0) throw Errors.invalidArg(`incomplete string data for inference input '${name}' for model '${model}': an element's length runs past the end of its ${bytes.byteLength} bytes`);
-    if (n !== count) throw Errors.invalidArg(`unexpected number of string elements ${n} for inference input '${name}' for model '${model}', expecting ${count}`);
+    // Core's check, so both frontends and core answer with Triton's one set of texts.
+    checkBytesElements(bytes, count, name, model);
     return;
   }
   const want = count * dataTypeByteSize(datatype);

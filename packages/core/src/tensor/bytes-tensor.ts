@@ -59,6 +59,39 @@ export function deserializeBytesTensor(buf: Uint8Array, expected?: number, what 
   return out;
 }
 
+/**
+ * Checks that a BYTES input's data holds exactly `expected` length-prefixed elements, with
+ * Triton's messages (core/src/infer_request.cc ValidateBytesInputs, asserted by server
+ * qa/L0_input_validation/input_validation_test.py test_input_string_shape_validation and core
+ * src/test/input_byte_size_test.cc): too many elements report the count where the data overran
+ * (expected + 1), not the total, as Triton stops there.
+ * @param input the input's name, as it goes in the message (echoed by the caller)
+ * @param model the model's name, for the message
+ */
+export function checkBytesElements(buf: Uint8Array, expected: number, input: string, model: string): void {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const where = `for inference input '${input}' for model '${model}'`;
+  let off = 0;
+  let n = 0;
+  while (off < buf.byteLength) {
+    if (n >= expected) throw Errors.invalidArg(`unexpected number of string elements ${n + 1} ${where}, expecting ${expected}`);
+    const left = buf.byteLength - off;
+    if (left < 4) {
+      throw Errors.invalidArg(
+        `incomplete string length indicator ${where}, expecting 4 bytes but only ${left} bytes available. Please make sure the string length indicator is in one buffer.`,
+      );
+    }
+    const len = view.getUint32(off, true);
+    off += 4;
+    if (len > buf.byteLength - off) {
+      throw Errors.invalidArg(`incomplete string data ${where}, expecting string of length ${len} but only ${buf.byteLength - off} bytes available`);
+    }
+    off += len;
+    n++;
+  }
+  if (n !== expected) throw Errors.invalidArg(`expected ${expected} string elements ${where}, got ${n}`);
+}
+
 /** Counts the elements of a length-prefixed BYTES buffer, or returns -1 if it is malformed. */
 export function countBytesElements(buf: Uint8Array): number {
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
