@@ -60,10 +60,17 @@ describe('classify()', () => {
   });
 
   it('refuses BYTES outputs', () => {
-    expect(() => classify({ name: 'p', datatype: 'BYTES', shape: [1], data: new Uint8Array(5) }, 1, false)).toThrow("class result not available for output 'p'");
+    expect(() => classify({ name: 'p', datatype: 'BYTES', shape: [1], data: new Uint8Array(5) }, 1, false)).toThrow("class result not available for output due to unsupported type 'BYTES'");
+  });
+
+  it('refuses FP16 and BF16 outputs with Triton\'s text, which names no output (server src/classification.cc)', () => {
+    for (const datatype of ['FP16', 'BF16'] as const) {
+      expect(() => classify({ name: 'h', datatype, shape: [2], data: new Uint16Array(2) }, 1, false))
+        .toThrow(new RegExp(`^class result not available for output due to unsupported type '${datatype}'$`));
+    }
   });
 
   it('refuses BOOL outputs, as Triton (before: "1:0" strings)', () => {
-    expect(() => classify({ name: 'b', datatype: 'BOOL', shape: [2], data: Uint8Array.of(0, 1) }, 1, false)).toThrow("class result not available for output 'b' due to unsupported type 'BOOL'");
+    expect(() => classify({ name: 'b', datatype: 'BOOL', shape: [2], data: Uint8Array.of(0, 1) }, 1, false)).toThrow("class result not available for output due to unsupported type 'BOOL'");
   });
 });

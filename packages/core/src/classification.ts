@@ -28,9 +28,10 @@ export const MAX_CLASSIFICATIONS = 100_000;
  * batch) holding the top-`count` elements of each batch item, highest first.
  */
 export function classify(tensor: Tensor, count: number, batching: boolean, labels?: Pick<Labels, 'at'>): Tensor {
-  // Triton's TopkClassifications takes the integer types, FP32 and FP64 only (core/src/classification.cc).
+  // Triton's TopkClassifications takes the integer types, FP32 and FP64 only, and its message
+  // names no output (server src/classification.cc; server qa/L0_http asserts the text).
   if (tensor.datatype === 'BYTES' || tensor.datatype === 'FP16' || tensor.datatype === 'BF16' || tensor.datatype === 'BOOL') {
-    throw Errors.invalidArg(`class result not available for output '${tensor.name}' due to unsupported type '${tensor.datatype}'`);
+    throw Errors.invalidArg(`class result not available for output due to unsupported type '${tensor.datatype}'`);
   }
   const isFloat = tensor.datatype === 'FP32' || tensor.datatype === 'FP64';
   const data = tensor.data;
