@@ -41,7 +41,7 @@ export { RateLimiter, type RateLimitResource, type RateLimiterOptions, type Rate
 // Tensors and their ownership.
 export type { Tensor } from './tensor/tensor.js';
 export {
-  DATA_TYPES, isDataType, isDataOf, arrayClassName, dataTypeByteSize, typedArrayView, viewBytesAs, dataBytes, configTypeToDataType, dataTypeToConfigType, elementCount,
+  DATA_TYPES, isDataType, isDataOf, arrayClassName, dataTypeByteSize, typedArrayView, viewBytesAs, dataBytes, configTypeToDataType, dataTypeToConfigType, elementCount, elementCountExact,
   type DataType, type TensorData,
 } from './tensor/data-type.js';
 export { serializeBytesTensor, deserializeBytesTensor, countBytesElements, checkBytesElements } from './tensor/bytes-tensor.js';

@@ -253,7 +253,7 @@ export function normalizeRequest(req: InferenceRequest, config: ModelConfig): nu
     }
     const n = elementCount(t.shape);
     if (t.datatype === 'BYTES') {
-      checkBytesElements(dataBytes(t.data), n, echo(t.name), model);
+      checkBytesElements(dataBytes(t.data), t.shape, echo(t.name), model);
     } else {
       const want = n * input.byteSize;
       if (t.data.byteLength !== want) {

@@ -2,20 +2,22 @@
  * @module Checks both frontends make the same way (HTTP binary extension, gRPC raw contents),
  * with Triton's messages. Triton: server/src/http_server.cc, grpc/infer_handler.cc
  */
-import { Errors, TriodeError, checkBytesElements, dataTypeByteSize, echo, type DataType } from '@triode/core';
+import { Errors, TriodeError, checkBytesElements, dataTypeByteSize, echo, elementCount, elementCountExact, type DataType } from '@triode/core';
 
 /**
- * Checks that raw tensor bytes fit `count` elements of `datatype` (BYTES: that many
+ * Checks that raw tensor bytes fit the elements of `shape` in `datatype` (BYTES: that many
  * length-prefixed elements) before they are viewed as a typed array.
  */
-export function checkTensorBytes(name: string, datatype: DataType, count: number, bytes: Uint8Array, model: string): void {
+export function checkTensorBytes(name: string, datatype: DataType, shape: readonly number[], bytes: Uint8Array, model: string): void {
   if (datatype === 'BYTES') {
     // Core's check, so both frontends and core answer with Triton's one set of texts.
-    checkBytesElements(bytes, count, name, model);
+    checkBytesElements(bytes, shape, name, model);
     return;
   }
-  const want = count * dataTypeByteSize(datatype);
-  if (bytes.byteLength !== want) {
+  const size = dataTypeByteSize(datatype);
+  if (bytes.byteLength !== elementCount(shape) * size) {
+    // Exact: past 2^53 bytes the double product rounds (4294967296 x 4294967296 FP32 printed 73786976294838210000).
+    const want = elementCountExact(shape) * BigInt(size);
     throw Errors.invalidArg(`input byte size mismatch for input '${name}' for model '${model}'. Expected ${want}, got ${bytes.byteLength}`);
   }
 }

@@ -3,6 +3,7 @@
  * Triton: server docs/protocol/extension_binary_data.md, core/src/infer_request.cc
  */
 import { Errors } from '../errors.js';
+import { elementCount, elementCountExact } from './data-type.js';
 
 const encoder = new TextEncoder();
 
@@ -60,7 +61,7 @@ export function deserializeBytesTensor(buf: Uint8Array, expected?: number, what 
 }
 
 /**
- * Checks that a BYTES input's data holds exactly `expected` length-prefixed elements, with
+ * Checks that a BYTES input's data holds exactly the elements of `shape`, length-prefixed, with
  * Triton's messages (core/src/infer_request.cc ValidateBytesInputs, asserted by server
  * qa/L0_input_validation/input_validation_test.py test_input_string_shape_validation and core
  * src/test/input_byte_size_test.cc): too many elements report the count where the data overran
@@ -68,13 +69,14 @@ export function deserializeBytesTensor(buf: Uint8Array, expected?: number, what 
  * @param input the input's name, as it goes in the message (echoed by the caller)
  * @param model the model's name, for the message
  */
-export function checkBytesElements(buf: Uint8Array, expected: number, input: string, model: string): void {
+export function checkBytesElements(buf: Uint8Array, shape: readonly number[], input: string, model: string): void {
+  const expected = elementCount(shape);
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const where = `for inference input '${input}' for model '${model}'`;
   let off = 0;
   let n = 0;
   while (off < buf.byteLength) {
-    if (n >= expected) throw Errors.invalidArg(`unexpected number of string elements ${n + 1} ${where}, expecting ${expected}`);
+    if (n >= expected) throw Errors.invalidArg(`unexpected number of string elements ${n + 1} ${where}, expecting ${elementCountExact(shape)}`);
     const left = buf.byteLength - off;
     if (left < 4) {
       throw Errors.invalidArg(
@@ -89,7 +91,7 @@ export function checkBytesElements(buf: Uint8Array, expected: number, input: str
     off += len;
     n++;
   }
-  if (n !== expected) throw Errors.invalidArg(`expected ${expected} string elements ${where}, got ${n}`);
+  if (n !== expected) throw Errors.invalidArg(`expected ${elementCountExact(shape)} string elements ${where}, got ${n}`);
 }
 
 /** Counts the elements of a length-prefixed BYTES buffer, or returns -1 if it is malformed. */

@@ -96,3 +96,13 @@ export function elementCount(shape: readonly number[]): number {
   for (const d of shape) n *= d;
   return n;
 }
+
+/**
+ * The element count of `shape`, exact past 2^53 (where `elementCount` rounds), for messages:
+ * shape [4294967296,4294967296] has 18446744073709551616 elements, not 18446744073709552000.
+ */
+export function elementCountExact(shape: readonly number[]): bigint {
+  let n = 1n;
+  for (const d of shape) n *= BigInt(d);
+  return n;
+}

@@ -197,7 +197,7 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
         throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${echo(name)}' for model '${echo(model)}'`);
       }
       const bytes = raw[i]!;
-      checkTensorBytes(echo(name), datatype, count, bytes, echo(model));
+      checkTensorBytes(echo(name), datatype, shape, bytes, echo(model));
       return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
     }
     if (!hasContents(inp.contents) && count > 0) {

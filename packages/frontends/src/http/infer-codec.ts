@@ -164,14 +164,14 @@ function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, m
   const shape = h.shape.slice();
   if (h.size === undefined) {
     // A new array made from the JSON: the request owns it (it may move to an instance thread).
-    return { name, datatype, shape, data: jsonToTensorData(h.data, datatype, count, name), owned: true };
+    return { name, datatype, shape, data: jsonToTensorData(h.data, datatype, count, name, shape), owned: true };
   }
   if (at.offset + h.size > body.byteLength) {
     throw Errors.invalidArg(`unexpected size for input '${echo(name)}', expecting ${h.size} additional bytes for model '${echo(model)}'`);
   }
   const bytes = body.subarray(at.offset, at.offset + h.size);
   at.offset += h.size;
-  checkTensorBytes(name, datatype, count, bytes, model);
+  checkTensorBytes(name, datatype, shape, bytes, model);
   return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
 }
 

@@ -3,7 +3,7 @@
  * and back. Triton: server/src/http_server.cc ReadDataFromJson, WriteDataToJson
  */
 import {
-  Errors, dataTypeByteSize, deserializeBytesTensor, echo, serializeBytesTensor,
+  Errors, dataTypeByteSize, deserializeBytesTensor, echo, elementCountExact, serializeBytesTensor,
   type DataType, type TensorData,
 } from '@triode/core';
 
@@ -53,9 +53,11 @@ function walk(v: unknown, leaf: (x: unknown) => void, run: (a: Float64Array) => 
 /**
  * Converts an input's JSON `data` (nested or flat; numeric arrays may be Float64Arrays from the
  * request reader) to a typed array of `datatype` holding `count` elements.
+ * @param shape the input's shape, when `count` comes from one: the message prints its count
+ *   exactly (past 2^53 the double `count` rounds)
  * @throws INVALID_ARG naming the input when a value has the wrong type or the count differs.
  */
-export function jsonToTensorData(data: unknown, datatype: DataType, count: number, input: string): TensorData {
+export function jsonToTensorData(data: unknown, datatype: DataType, count: number, input: string, shape?: readonly number[]): TensorData {
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw Errors.invalidArg(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input '${echo(input)}'`);
   }
@@ -68,7 +70,7 @@ export function jsonToTensorData(data: unknown, datatype: DataType, count: numbe
   }
   const got = countLeaves(data);
   if (got !== count) {
-    throw Errors.invalidArg(`Unable to parse 'data': Shape does not match true shape of 'data' field for input '${echo(input)}': expected ${count} elements, got ${got}`);
+    throw Errors.invalidArg(`Unable to parse 'data': Shape does not match true shape of 'data' field for input '${echo(input)}': expected ${shape ? elementCountExact(shape) : count} elements, got ${got}`);
   }
   let i = 0;
   const bad = (what: string) => Errors.invalidArg(`Unable to parse 'data': input '${echo(input)}' element ${i} is not ${what}`);
