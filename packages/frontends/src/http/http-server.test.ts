@@ -439,7 +439,7 @@ describe('POST infer errors', () => {
     ['missing input', '/v2/models/simple/infer', { inputs: [simpleJson().inputs[0]] }, {}, 400, "missing required input(s) ['INPUT1']"],
     ['data count not matching the shape', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: [1, 2] }, simpleJson().inputs[1]] }, {}, 400, "Unable to parse 'data': Shape does not match true shape of 'data' field for input 'INPUT0'"],
     ['a string in INT32 data', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 1], datatype: 'INT32', data: ['x'] }] }, {}, 400, "input 'INPUT0' element 0 is not a number"],
-    ['FP16 in JSON', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1], datatype: 'FP16', data: [1] }] }, {}, 400, "receiving FP16 data via JSON is not supported. Please use the binary data format for input 'INPUT0'"],
+    ['FP16 in JSON', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1], datatype: 'FP16', data: [1] }] }, {}, 400, "receiving FP16 data via JSON is not supported. Please use the binary data format for input INPUT0"],
     ['a binary_data_output that is not a boolean', '/v2/models/simple/infer', simpleJson({ parameters: { binary_data_output: 'true' } }), {}, 400, "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean"],
     ['a reserved parameter', '/v2/models/simple/infer', simpleJson({ parameters: { triton_x: 1 } }), {}, 400, "parameter keys starting with 'triton_' are reserved"],
     ['an unknown output', '/v2/models/simple/infer', simpleJson({ outputs: [{ name: 'OUT' }] }), {}, 400, "unexpected inference output 'OUT' for model 'simple'"],

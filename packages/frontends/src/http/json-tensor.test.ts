@@ -63,3 +63,12 @@ describe('jsonToTensorData: a flat array of numbers in one loop, the rest throug
     expect(msgOf(() => jsonToTensorData([1, 2, 3], 'INT32', 2, 'in'))).toBe("Unable to parse 'data': Shape does not match true shape of 'data' field for input 'in': expected 2 elements, got 3");
   });
 });
+
+describe('jsonToTensorData: FP16 and BF16', () => {
+  it('are refused with Triton\'s text, the input name unquoted (server src/http_server.cc ReadDataFromJson)', () => {
+    for (const datatype of ['FP16', 'BF16'] as const) {
+      expect(() => jsonToTensorData([1], datatype, 1, 'IN'))
+        .toThrow(new RegExp(`^receiving ${datatype} data via JSON is not supported\\. Please use the binary data format for input IN$`));
+    }
+  });
+});

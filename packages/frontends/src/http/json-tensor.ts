@@ -59,7 +59,8 @@ function walk(v: unknown, leaf: (x: unknown) => void, run: (a: Float64Array) => 
  */
 export function jsonToTensorData(data: unknown, datatype: DataType, count: number, input: string, shape?: readonly number[]): TensorData {
   if (datatype === 'FP16' || datatype === 'BF16') {
-    throw Errors.invalidArg(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input '${echo(input)}'`);
+    // Triton's text, the name unquoted (server src/http_server.cc ReadDataFromJson).
+    throw Errors.invalidArg(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input ${echo(input)}`);
   }
   // A flat array of plain numbers (a small request's, as JSON.parse gives it) in one loop; anything
   // else, or a value this refuses, takes the general walk below, which names the element at fault.
