@@ -272,6 +272,13 @@ describe('POST infer (binary tensor extension)', () => {
     const p = new Float32Array(rest.buffer.slice(rest.byteOffset, rest.byteOffset + 8));
     expect(p[0]! + p[1]!).toBeCloseTo(1, 5);
   });
+
+  it('refuses a raw binary request to a two-input model with Triton\'s text (core src/infer_request.cc Normalize)', async () => {
+    const r = await post('/v2/models/simple/infer', new Uint8Array(64), { 'Inference-Header-Content-Length': '0' });
+    expect(r.status).toBe(400);
+    expect((await r.json() as { error: string }).error)
+      .toBe("Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'simple' model configuration");
+  });
 });
 
 describe('compression', () => {

@@ -57,7 +57,11 @@ export function readInferBody(
 async function readRawBinary(body: Uint8Array, model: { name: string; version?: number }, backplane: Backplane): Promise<ParsedInfer> {
   const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
   const inputs = config.input ?? [];
-  if (inputs.length !== 1) throw Errors.invalidArg(`raw binary request requires model '${model.name}' to have exactly one input, it has ${inputs.length}`);
+  if (inputs.length !== 1) {
+    // Triton's text (core src/infer_request.cc Normalize; server qa/L0_http/http_request_many_chunks.py
+    // asserts it): the request's one raw input is 'found 1'.
+    throw Errors.invalidArg(`Raw request must only have 1 input (found 1) to be deduced but got ${inputs.length} inputs in '${model.name}' model configuration`);
+  }
   const inp = inputs[0]!;
   const dims = inp.dims ?? [];
   const raw = {
