@@ -212,3 +212,33 @@ describe('FP64 JSON data', () => {
     }
   });
 });
+
+describe('raw binary requests (header length 0)', () => {
+  const model = { name: 'm' };
+  const raw = (datatype: string, shape: number[]) => ({ name: 'INPUT0', datatype, shape });
+  const text = (f: () => unknown): string => {
+    try {
+      f();
+    } catch (err) {
+      return (err as Error).message;
+    }
+    return 'no error';
+  };
+
+  it('takes a BYTES input only when the model\'s shape is one element, with Triton\'s text (core src/infer_request.cc Normalize)', () => {
+    const body = new Uint8Array(Buffer.from('hello'));
+    const ok = parseInferRequest(body, 0, model, raw('BYTES', [1, 1]));
+    expect(ok.request.inputs[0]!.shape).toEqual([1, 1]);
+    expect(Buffer.from(ok.request.inputs[0]!.data as Uint8Array).subarray(4).toString()).toBe('hello');
+    for (const shape of [[-1], [1, -1], [2], [1, 3]]) {
+      expect(text(() => parseInferRequest(body, 0, model, raw('BYTES', shape)))).toBe("For BYTE datatype raw input 'INPUT0', the model must have input shape [1]");
+    }
+  });
+
+  it('deduces one variable-sized dimension, and refuses more with Triton\'s text', () => {
+    const body = new Uint8Array(new Float32Array(6).buffer);
+    expect(parseInferRequest(body, 0, model, raw('FP32', [1, -1, 3])).request.inputs[0]!.shape).toEqual([1, 2, 3]);
+    expect(text(() => parseInferRequest(body, 0, model, raw('FP32', [-1, -1]))))
+      .toBe("The shape of the raw input 'INPUT0' can not be deduced because there are more than one variable-sized dimension");
+  });
+});

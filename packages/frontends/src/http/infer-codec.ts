@@ -345,13 +345,15 @@ function parseRawBinary(
   const shape = [...spec.shape];
   const variable = shape.filter((d) => d === -1).length;
   if (dt === 'BYTES') {
-    if (variable > 0) shape.splice(0, shape.length, ...shape.map((d) => (d === -1 ? 1 : d)));
+    // One element, known from the config (the batch dim Triode prepends is 1): Triton's rule and
+    // text (core src/infer_request.cc Normalize; server qa/L0_http/http_request_many_chunks.py).
+    if (variable > 0 || shape.reduce((a, d) => a * d, 1) !== 1) throw Errors.invalidArg(`For BYTE datatype raw input '${echo(spec.name)}', the model must have input shape [1]`);
     const data = new Uint8Array(4 + body.byteLength);
     new DataView(data.buffer).setUint32(0, body.byteLength, true);
     data.set(body, 4);
     return finishRaw(model, spec.name, dt, shape, data);
   }
-  if (variable > 1) throw Errors.invalidArg(`raw binary request requires the input of model '${echo(model.name)}' to have at most one variable-size dimension`);
+  if (variable > 1) throw Errors.invalidArg(`The shape of the raw input '${echo(spec.name)}' can not be deduced because there are more than one variable-sized dimension`);
   const known = shape.reduce((a, d) => (d === -1 ? a : a * d), 1) * dataTypeByteSize(dt);
   if (variable === 1) {
     if (known === 0 || body.byteLength % known !== 0) throw Errors.invalidArg(`raw binary request: ${body.byteLength} bytes do not fit the shape of input '${echo(spec.name)}' of model '${echo(model.name)}'`);
