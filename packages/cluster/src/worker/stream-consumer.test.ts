@@ -815,9 +815,9 @@ describe('StreamConsumer: fetching a request\'s tensors from its gateway', () =>
     const replyTo = keys.replies('g-fake');
     await r.xadd(replyTo, '*', 'open', '1');
     /** An entry whose tensors its gateway kept (`[r, header, b, 1]`): `head` from the request, or as given. */
-    const add = async (requestKey: string, direct: { address: string; token: string }, head?: Buffer): Promise<Buffer[]> => {
+    const add = async (requestKey: string, direct: { address: string; token: string }, head?: Buffer, deadlineMs = Date.now() + 20_000): Promise<Buffer[]> => {
       const [h] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(5) }] },
-        { requestKey, replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 20_000, direct });
+        { requestKey, replyTo, enqueuedMs: Date.now(), deadlineMs, direct });
       const fields = [Buffer.from('r'), head ?? h!, Buffer.from('b'), Buffer.from('1')];
       await r.xadd(keys.requests('a'), '*', ...fields);
       return fields;
@@ -866,6 +866,22 @@ describe('StreamConsumer: fetching a request\'s tensors from its gateway', () =>
       await new Promise((res) => setTimeout(res, 200));
       expect(gw.replies).toHaveLength(1);
       expect(gw.replies[0]).toMatchObject({ requestKey: 'k1', response: { modelName: 'a' } });
+      expect(gw.fetches()).toBe(1);
+      expect(await w.replies()).toEqual([]);
+    } finally {
+      gw.close();
+      await w.stop();
+    }
+  });
+
+  it('a request whose deadline has passed is acknowledged without fetching its tensors (they crossed the network to be dropped)', async () => {
+    const gw = await fakeGateway();
+    const w = await fetchingWorker('fx5');
+    try {
+      await w.add('late', { address: gw.address, token }, undefined, Date.now() - 1000);
+      await w.add('live', { address: gw.address, token });
+      await until(async () => gw.replies.length === 1 && (await w.pending()) === 0);
+      expect(gw.replies[0]).toMatchObject({ requestKey: 'live' });
       expect(gw.fetches()).toBe(1);
       expect(await w.replies()).toEqual([]);
     } finally {

@@ -678,6 +678,12 @@ export class StreamConsumer {
       this.#handleParts(stream, id, [head], mac, deliveries);
       return;
     }
+    // Its gateway stopped waiting (as #handle decides): nothing is fetched for it. Fetched first,
+    // its tensors crossed the network (up to MAX_FETCH_BYTES) only to be dropped.
+    if (env.deadlineMs < Date.now()) {
+      ack();
+      return;
+    }
     const bytes = fetched!.bytes;
     const direct = env.direct;
     // The gateway's address goes to this log only: the client's answer must not show it.
