@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { CancelToken, type InferenceResponse, type Logger } from '@triode/core';
-import { RedisBackplane } from './redis-backplane.js';
+import { RedisBackplane, waitingRequests } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
 import { FrameReader, fetchRequest, frame, framed, readGatewayMessage, type GatewayMessage } from '../reply-frames.js';
@@ -84,6 +84,35 @@ async function withPendingRequest(prefix: string, requestTimeoutMs: number, redi
 }
 
 describe('RedisBackplane', () => {
+  it('waiting requests leave out those given up before any worker read them (review: an unread entry\'s XDEL does not lower the group\'s lag, and 20 cancelled requests showed as waiting for good)', async () => {
+    await withFakeWorker('lagged', { requestTimeoutMs: 300, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {
+      const stream = keys.requests('m');
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) ids.push((await r.xadd(stream, '*', 'r', String(i)))!);
+      await r.xgroup('CREATE', stream, keys.group, '0');
+      // One read and answered (acknowledged and deleted, as workers do); the five unread given up
+      // (XDEL, as the gateway of a cancelled request does). Redis 7.0 reports a lag of 5 for the
+      // stream left empty.
+      await r.xreadgroup('GROUP', keys.group, 'w', 'COUNT', 1, 'STREAMS', stream, '>');
+      await r.xack(stream, keys.group, ids[0]!);
+      await r.xdel(stream, ...ids);
+      expect((await gateway.backlog())[0]).toMatchObject({ model: 'm', entries: 0, pending: 0, waiting: 0 });
+      // Two more: one read and held, one waiting.
+      await r.xadd(stream, '*', 'r', '6');
+      await r.xadd(stream, '*', 'r', '7');
+      await r.xreadgroup('GROUP', keys.group, 'w', 'COUNT', 1, 'STREAMS', stream, '>');
+      expect((await gateway.backlog())[0]).toMatchObject({ entries: 2, pending: 1, waiting: 1 });
+    });
+  });
+
+  it('waitingRequests: the group\'s lag, capped by the entries not read and held; without a lag, those entries', () => {
+    expect(waitingRequests(24, 0, 0)).toBe(0);
+    expect(waitingRequests(4, 10, 3)).toBe(4);
+    expect(waitingRequests(9, 10, 3)).toBe(7);
+    expect(waitingRequests(null, 10, 3)).toBe(7);
+    expect(waitingRequests(undefined, 2, 5)).toBe(0);
+  });
+
   it('a request given up (timed out, or cancelled by its client) leaves the request stream (review: it stayed in Redis until a worker got to it)', async () => {
     // A worker entry serving 'm' with no worker behind it: requests wait in the stream, unread.
     await withFakeWorker('gone', { requestTimeoutMs: 300, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {

@@ -188,6 +188,16 @@ const sequenceBatching = (model: RegistryModel) => (model.config as { sequence_b
 /** Whether requests to the model may be routed to the worker that holds their sequence. */
 const hasSequences = (model: RegistryModel): boolean => sequenceBatching(model) !== undefined;
 
+/**
+ * Requests of a stream no worker has read: the group's `lag` (Redis 7; a number, or null when
+ * Redis cannot tell), capped by the entries in the stream less those read and not acknowledged
+ * (`held`), which an unread entry's XDEL lowers and lag does not.
+ */
+export function waitingRequests(lag: unknown, entries: number, held: number): number {
+  const unreadAtMost = Math.max(0, entries - held);
+  return typeof lag === 'number' ? Math.min(lag, unreadAtMost) : unreadAtMost;
+}
+
 /** The gateway's backplane over Redis Streams. */
 export class RedisBackplane implements Backplane {
   readonly gatewayId = `g-${randomUUID().slice(0, 8)}`;
@@ -763,8 +773,11 @@ export class RedisBackplane implements Backplane {
       const held = summary ? Number(summary[0]) : 0;
       const oldest = summary?.[1] ? Number(summary[1].split('-')[0]) : undefined;
       // lag is Redis 7's count of entries the group has not read (null when Redis cannot tell).
+      // It is entries-added minus entries-read, so an unread entry deleted (a request given up
+      // before any worker read it) stays in it for good: unread entries are at most those in the
+      // stream less those read and held (review: 20 cancelled requests showed as waiting forever).
       const lag = group?.['lag'];
-      const waiting = typeof lag === 'number' ? lag : Math.max(0, entries - held);
+      const waiting = waitingRequests(lag, entries, held);
       return { model, entries, waiting, pending: held, oldestPendingAgeSeconds: oldest !== undefined && oldest <= now ? (now - oldest) / 1000 : 0 };
     });
   }
