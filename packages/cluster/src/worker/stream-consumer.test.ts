@@ -931,3 +931,83 @@ describe('StreamConsumer: fetching a request\'s tensors from its gateway', () =>
     }
   });
 });
+
+describe('StreamConsumer: its own request streams (sequence models)', () => {
+  /** A server with sequence model 'sq' (and 'a', without sequences), on the 'slow' backend. */
+  async function sequenceServer(): Promise<InferenceServer> {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-worker-own-'));
+    const io = 'input { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n';
+    mkdirSync(join(repo, 'sq', '1'), { recursive: true });
+    writeFileSync(join(repo, 'sq', 'config.pbtxt'), `backend: "slow"\nmax_batch_size: 8\nsequence_batching { }\n${io}`);
+    mkdirSync(join(repo, 'a', '1'), { recursive: true });
+    writeFileSync(join(repo, 'a', 'config.pbtxt'), `backend: "slow"\nmax_batch_size: 8\n${io}`);
+    return InferenceServer.create({ modelRepositories: [repo], backends: [slow] });
+  }
+  const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+  it('a worker\'s own stream has an expiry its heartbeat renews, is made again with its group if it goes while the worker lives, and is deleted when the worker stops; the same worker id started again makes it again (review: they stayed in Redis for good, one per sequence model per worker lifetime)', async () => {
+    const keys = new ClusterKeys('own1');
+    const r = new Redis(redis.url);
+    const s = await sequenceServer();
+    const own = keys.workerRequests('sq', 'w-own');
+    let worker = new StreamConsumer(s, { redis: redis.url, prefix: 'own1', workerId: 'w-own', heartbeatMs: 100, ownStreamTtlMs: 600 });
+    const g = new RedisBackplane({ redis: redis.url, prefix: 'own1', registryRefreshMs: 50, requestTimeoutMs: 5000, directReplies: false });
+    try {
+      await worker.start();
+      await g.start();
+      expect(await r.type(own)).toBe('stream');
+      const first = await r.pttl(own);
+      expect(first).toBeGreaterThan(0);
+      expect(first).toBeLessThanOrEqual(600);
+      // Past its expiry, renewed by the heartbeats.
+      await sleep(900);
+      expect(await r.pttl(own)).toBeGreaterThan(300);
+      // Only the worker's own streams expire: not the model's shared stream.
+      expect(await r.pttl(keys.requests('sq'))).toBe(-1);
+      // Gone while the worker lives (expired while Redis was paused): made again, group and expiry too.
+      await r.del(own);
+      await until(async () => (await r.exists(own)) === 1 && (await r.pttl(own)) > 0, 3000);
+      expect(((await r.xinfo('GROUPS', own)) as unknown[][]).map((row) => String(row[1]))).toEqual([keys.group]);
+      // And it serves the sequence routed to it.
+      const reply = await g.infer({ modelName: 'sq', parameters: { sequence_id: 5, sequence_start: true, sequence_end: true }, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(3) }] });
+      expect(Array.from(reply.outputs[0]!.data as Int32Array)).toEqual([3]);
+      // Stopped: its own stream goes with its registry entry.
+      await worker.stop(1000);
+      expect(await r.exists(own, keys.worker('w-own'))).toBe(0);
+      expect(await r.exists(keys.requests('sq'))).toBe(1);
+      // Started again under the same id: made again.
+      worker = new StreamConsumer(s, { redis: redis.url, prefix: 'own1', workerId: 'w-own', heartbeatMs: 100, ownStreamTtlMs: 600 });
+      await worker.start();
+      expect(await r.type(own)).toBe('stream');
+      expect(await r.pttl(own)).toBeGreaterThan(0);
+    } finally {
+      await g.stop();
+      await worker.stop(1000);
+      await s.stop(1000);
+      r.disconnect();
+    }
+  });
+
+  it('the own stream of a worker that dies (no stop, no more heartbeats) expires by itself', async () => {
+    const keys = new ClusterKeys('own2');
+    const r = new Redis(redis.url);
+    // The worker connects as a user of its own: disabling it and killing its connections is the worker's death, as Redis sees it.
+    await r.call('ACL', 'SETUSER', 'doomed', 'on', '>pw', '~*', '&*', '+@all');
+    const s = await sequenceServer();
+    const worker = new StreamConsumer(s, { redis: `redis://doomed:pw@127.0.0.1:${redis.port}`, prefix: 'own2', workerId: 'w-dies', heartbeatMs: 100, ownStreamTtlMs: 600 });
+    const own = keys.workerRequests('sq', 'w-dies');
+    try {
+      await worker.start();
+      expect(await r.pttl(own)).toBeGreaterThan(0);
+      await r.call('ACL', 'SETUSER', 'doomed', 'off');
+      await r.call('CLIENT', 'KILL', 'USER', 'doomed');
+      await until(async () => (await r.exists(own)) === 0, 3000);
+      expect(await r.exists(keys.worker('w-dies'))).toBe(0);
+    } finally {
+      await worker.stop(200);
+      await s.stop(1000);
+      await r.call('ACL', 'DELUSER', 'doomed');
+      r.disconnect();
+    }
+  });
+});

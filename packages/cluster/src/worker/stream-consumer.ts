@@ -52,6 +52,13 @@ export interface StreamConsumerOptions {
    * gateway kept is answered so that the gateway sends it again with them, through Redis. @default true
    */
   directReplies?: boolean;
+  /**
+   * Expiry (ms) of this worker's own request streams (`<prefix>:req:<model>:w:<workerId>`, for
+   * sequence models), renewed with each heartbeat: a dead worker's streams go by themselves
+   * (nobody else reads them). Longer than the gateways' request timeout, so that a request a
+   * gateway still waits for stays until it has given it up. @default 3 heartbeats + 30 s
+   */
+  ownStreamTtlMs?: number;
   /** What runs this worker's instances, as the registry shows it. @default "cpu" */
   device?: string;
   logger?: Logger;
@@ -103,6 +110,13 @@ export function worthRetrying(err: unknown): boolean {
   return TRANSIENT_REDIS_ERROR.test(err.message);
 }
 
+/**
+ * What a worker's own streams outlive its last heartbeat by, at least (ms): the gateways' default
+ * request timeout (`--request-timeout-secs` 30), so that they expire only once no gateway waits
+ * for what they hold.
+ */
+const OWN_STREAM_GRACE_MS = 30_000;
+
 /** How often a stream's consumer group is pruned of dead workers' names (ms). */
 const CONSUMER_PRUNE_MS = 60_000;
 
@@ -140,6 +154,9 @@ export class StreamConsumer {
   readonly #maxInflight: number;
   readonly #heartbeatMs: number;
   readonly #claimIdleMs: number;
+  readonly #ownStreamTtlMs: number;
+  /** This worker's own streams (sequence models'): renewed with each heartbeat, deleted at stop. */
+  #ownStreams: string[] = [];
   readonly #logger: Logger | undefined;
   readonly #device: string;
   readonly #startedMs = Date.now();
@@ -171,6 +188,8 @@ export class StreamConsumer {
    */
   #recoverPending = true;
   #unblocking = false;
+  /** Set by stop(): nothing makes this worker's streams again. */
+  #stopped = false;
 
   constructor(server: InferenceServer, options: StreamConsumerOptions) {
     this.#server = server;
@@ -179,6 +198,7 @@ export class StreamConsumer {
     this.#maxInflight = options.maxInflight ?? 256;
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
     this.#claimIdleMs = options.claimIdleMs ?? 5000;
+    this.#ownStreamTtlMs = options.ownStreamTtlMs ?? this.#heartbeatMs * 3 + OWN_STREAM_GRACE_MS;
     this.#logger = options.logger;
     this.#device = options.device ?? 'cpu';
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
@@ -372,6 +392,7 @@ export class StreamConsumer {
     this.#streamsBuiltFor = this.#servingSignature();
     const models = [...new Set(this.#server.repositoryIndex(true).map((r) => r.name))];
     const streams: string[] = [];
+    const ownStreams: string[] = [];
     for (const m of models) {
       // A full batch per instance, twice: one running and one ready to go. Reading more would
       // take work other workers could start at once.
@@ -380,7 +401,10 @@ export class StreamConsumer {
       // Sequence models also get a stream of this worker's own: gateways send every request of
       // a sequence that started here to it.
       const own = [this.#keys.requests(m)];
-      if (c.sequence_batching) own.push(this.#keys.workerRequests(m, this.workerId));
+      if (c.sequence_batching) {
+        own.push(this.#keys.workerRequests(m, this.workerId));
+        ownStreams.push(this.#keys.workerRequests(m, this.workerId));
+      }
       for (const s of own) {
         streams.push(s);
         this.#slots.set(s, instances * Math.max(1, c.max_batch_size ?? 0) * 2);
@@ -388,6 +412,8 @@ export class StreamConsumer {
       }
     }
     this.#streams = streams;
+    // An own stream no longer read (its model unloaded) is no longer renewed, and expires.
+    this.#ownStreams = ownStreams;
     // A read loop waiting for room (or for any stream at all: a worker that started with no model
     // ready) reads the new set now.
     this.#wake?.();
@@ -458,8 +484,14 @@ export class StreamConsumer {
     }
   }
 
-  /** Creates the consumer group of every stream (again after Redis lost them, e.g. a restart). */
+  /**
+   * Creates the consumer group of every stream (again after Redis lost them, e.g. a restart, or
+   * this worker's own stream expired: Redis was paused past its expiry). This worker's own streams
+   * are given their expiry at once: one made here must not stay for good if the worker dies now.
+   */
   async #ensureGroups(): Promise<void> {
+    // Stopping (a control command or a heartbeat still under way): its own streams are deleted, not made again.
+    if (this.#stopped) return;
     for (const s of this.#streams) {
       try {
         // From '0': requests queued before any worker joined are not lost.
@@ -468,6 +500,20 @@ export class StreamConsumer {
         if (!String((err as Error).message).includes('BUSYGROUP')) throw err;
       }
     }
+    await this.#renewOwnStreams(false);
+  }
+
+  /**
+   * Renews the expiry of this worker's own streams (with each heartbeat). One that is gone
+   * (expired while Redis was paused, or deleted) is made again with its group, when `remake`.
+   */
+  async #renewOwnStreams(remake = true): Promise<void> {
+    const own = this.#ownStreams;
+    if (own.length === 0) return;
+    const p = this.#cmd.pipeline();
+    for (const s of own) p.pexpire(s, this.#ownStreamTtlMs);
+    const answers = (await p.exec()) ?? [];
+    if (remake && answers.some(([err, n]) => !err && Number(n) === 0)) await this.#ensureGroups();
   }
 
   /** Publishes what this worker serves, with an expiry of three heartbeats. */
@@ -488,6 +534,7 @@ export class StreamConsumer {
       host: hostname(), pid: process.pid, device: this.#device, inflight: this.#inflight, startedMs: this.#startedMs, ttlMs: this.#heartbeatMs * 3,
     };
     await this.#cmd.set(this.#keys.worker(this.workerId), this.auth.signText('registry', JSON.stringify(record)), 'PX', record.ttlMs!);
+    await this.#renewOwnStreams();
   }
 
   /** Room for more requests of a stream: its model's free slots, within the worker's limit. */
@@ -916,6 +963,7 @@ export class StreamConsumer {
   /** Stops reading, finishes what it holds (up to `timeoutMs`), and leaves the registry. */
   async stop(timeoutMs = 30_000): Promise<void> {
     this.#running = false;
+    this.#stopped = true;
     this.#wake?.();
     clearInterval(this.#heartbeat);
     for (const t of this.#rejoinTimers) clearTimeout(t);
@@ -932,9 +980,12 @@ export class StreamConsumer {
       this.#flushAcks();
     }
     // Leaving the registry is a courtesy (the entry expires anyway): a Redis that is gone must
-    // not hold the exit up.
+    // not hold the exit up. This worker's own streams go with it, drained (nobody else reads them;
+    // they would expire anyway): in the same DEL, so no gateway finds the worker live and its
+    // streams gone. A gateway that routed a sequence's request here just before adds nothing
+    // (NOMKSTREAM) and answers 503, as for any gone worker.
     const up = this.#cmd.status === 'ready';
-    if (up) await settleWithin(this.#cmd.del(this.#keys.worker(this.workerId)), FAREWELL_MS);
+    if (up) await settleWithin(this.#cmd.del(this.#keys.worker(this.workerId), ...this.#ownStreams), FAREWELL_MS);
     this.#sub.disconnect();
     this.#block.disconnect();
     this.#directReplies.close();
