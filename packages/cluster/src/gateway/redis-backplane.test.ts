@@ -113,6 +113,18 @@ describe('RedisBackplane', () => {
     expect(waitingRequests(undefined, 2, 5)).toBe(0);
   });
 
+  it('a sequence\'s request to a worker whose own stream is gone (it stopped) is answered 503 at once and makes no stream (review: the XADD made it again, for good, and the request waited for the timeout)', async () => {
+    await withFakeWorker('ownstream', { requestTimeoutMs: 3000, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {
+      await fakeWorker(r, keys, { name: 'm', sequence_batching: {} });
+      await new Promise((res) => setTimeout(res, 200));
+      const t0 = Date.now();
+      await expect(gateway.infer({ modelName: 'm', parameters: { sequence_id: 7, sequence_start: true }, inputs: [] } as never))
+        .rejects.toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/is gone: start the sequence again/) as unknown });
+      expect(Date.now() - t0).toBeLessThan(2000);
+      expect(await r.exists(keys.workerRequests('m', 'w'))).toBe(0);
+    });
+  });
+
   it('a request given up (timed out, or cancelled by its client) leaves the request stream (review: it stayed in Redis until a worker got to it)', async () => {
     // A worker entry serving 'm' with no worker behind it: requests wait in the stream, unread.
     await withFakeWorker('gone', { requestTimeoutMs: 300, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {

@@ -969,8 +969,20 @@ export class RedisBackplane implements Backplane {
       }
       // Tensors go to the socket as they are, in the turn's one writev (resp-connection.ts). XADDs
       // reach Redis in the order they are issued (a sequence's requests are issued in turn).
+      // A worker's own stream (a sequence pinned to it) is only added to while it exists: its
+      // worker makes it and renews its expiry, and deletes it when it stops; made here, it would
+      // stay in Redis for good, read by nobody (review).
+      const own = stream !== this.#keys.requests(request.modelName);
       const add = (entry: (string | Buffer)[]): void => {
-        this.#xadd.send(respPieces('XADD', [stream, 'MAXLEN', '~', '1000000', '*', ...entry])).then((id) => {
+        this.#xadd.send(respPieces('XADD', own ? [stream, 'NOMKSTREAM', 'MAXLEN', '~', '1000000', '*', ...entry] : [stream, 'MAXLEN', '~', '1000000', '*', ...entry])).then((id) => {
+          if (id === null) {
+            // No such stream: its worker has stopped (or expired), as a registry read would soon say.
+            if (this.#waiting.get(requestKey) !== waiting) return;
+            clearTimeout(waiting.timer);
+            this.#waiting.delete(requestKey);
+            reject(Errors.unavailable(`the worker that held this sequence of model '${request.modelName}' is gone: start the sequence again`));
+            return;
+          }
           entryId = Buffer.isBuffer(id) ? id.toString() : typeof id === 'string' ? id : undefined;
           if (abandoned && entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
         }, (err: unknown) => {
