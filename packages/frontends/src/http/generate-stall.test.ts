@@ -12,7 +12,6 @@ import { InferenceServer, LocalBackplane, silentLogger } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { createHttpApp } from './http-server.js';
 import { startHttpServer, type HttpServerHandle } from './listen.js';
-import { __setSseStallMs } from './routes/generate.js';
 
 const STALL_MS = 3000;
 /** What three stalled clients may make the server hold, all together: about 40 MiB each (16 MiB of
@@ -41,12 +40,10 @@ beforeAll(async () => {
       }`,
   });
   server = await InferenceServer.create({ modelRepositories: [repo], backends: [new JavaScriptBackend({ clientStallMs: STALL_MS })], logger: silentLogger });
-  __setSseStallMs(STALL_MS);
-  http = await startHttpServer(createHttpApp(new LocalBackplane(server), { logger: silentLogger }), 0, '127.0.0.1');
+  http = await startHttpServer(createHttpApp(new LocalBackplane(server), { logger: silentLogger, sseStallMs: STALL_MS }), 0, '127.0.0.1');
 }, 30_000);
 
 afterAll(async () => {
-  __setSseStallMs(10_000);
   await http?.close(100);
   await server?.stop(1000);
 });

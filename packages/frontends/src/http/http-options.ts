@@ -33,6 +33,12 @@ export interface HttpOptions {
   restrictions?: Restrictions;
   /** `--http-header-forward-pattern`: request headers whose names match become request parameters. */
   headerForwardPattern?: RegExp;
+  /**
+   * How long a `generate_stream` client's connection may take no bytes at all before its response
+   * is given up (destroyed, the responses still waiting dropped). @default 10000 (as the
+   * JavaScript backend's wait for an untaken response)
+   */
+  sseStallMs?: number;
 }
 
 /** What every route needs. */
@@ -42,6 +48,8 @@ export interface HttpDeps {
   maxJsonOutputSize: number;
   tracer?: Tracer;
   headerForwardPattern?: RegExp;
+  /** See HttpOptions.sseStallMs. */
+  sseStallMs?: number;
 }
 
 /** Triton's default `--http-max-input-size`: 64 MiB. */

@@ -71,6 +71,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
     backplane, maxInputSize, maxJsonOutputSize,
     ...(options.tracer ? { tracer: options.tracer } : {}),
     ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
+    ...(options.sseStallMs !== undefined ? { sseStallMs: options.sseStallMs } : {}),
   };
   const app = new Hono();
   const lifecycle = options.lifecycle ?? new HttpLifecycle();

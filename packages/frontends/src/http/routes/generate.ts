@@ -78,13 +78,8 @@ function toJson(r: InferenceResponse, limit: number): string {
   return json + '}';
 }
 
-/** How long an SSE client may take no bytes at all before its response is given up. */
-let sseStallMs = 10_000;
-
-/** @internal For tests: sets how long an SSE client may take nothing (see `sseStallMs`). */
-export function __setSseStallMs(ms: number): void {
-  sseStallMs = ms;
-}
+/** How long an SSE client may take no bytes at all before its response is given up (HttpOptions.sseStallMs). */
+const SSE_STALL_MS = 10_000;
 
 /**
  * Resolves when what `out` was given has gone to the socket (or `out` closed). While it waits, a
@@ -123,7 +118,7 @@ async function drained(out: ServerResponse | undefined, stallMs: number, onStall
 }
 
 /** The generate routes. */
-export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize }: HttpDeps): Hono {
+export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize, sseStallMs = SSE_STALL_MS }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/generate')) {
     app.post(path, async (c) => {
