@@ -206,6 +206,18 @@ describe('--help, and the values Triode refuses', () => {
     expect(err!.stderr).toContain("option '--metrics-port <port>' argument '99999' is invalid. expected an integer from 0 to 65535");
   });
 
+  it('triode worker takes --rate-limit and --rate-limit-resource as serve does (README said a worker had its own limiter; it took neither flag)', async () => {
+    // Accepted flags lead to the first refused one; a resource past uint32 is refused with serve's words.
+    const err = await run(process.execPath, [TRIODE_BIN, 'worker', '--redis', 'redis://127.0.0.1:1', `--model-repository=${tmp}`,
+      '--rate-limit', 'EXECUTION_COUNT', '--rate-limit-resource', 'R1:4', '--rate-limit-resource', 'R2:99999999999'], { cwd: ROOT, timeout: 30_000 })
+      .then(() => undefined, (e: unknown) => e as { code: number; stderr: string });
+    expect(err).toMatchObject({ code: 1 });
+    expect(err!.stderr).toContain("expected <resource_name>:<count>[:<device>] with a count and device of at most 4294967295, got 'R2:99999999999'");
+    const help = await run(process.execPath, [TRIODE_BIN, 'worker', '--help'], { cwd: ROOT, timeout: 30_000 });
+    expect(help.stdout).toContain('--rate-limit <mode>');
+    expect(help.stdout).toContain('--rate-limit-resource <name:count[:device]>');
+  });
+
   it('--exit-on-error=true in explicit mode counts only the loads it tried: models not asked for do not stop it', async () => {
     const repo = makeRepository(['simple', 'simple_int8']);
     // Before: simple_int8 ('unloaded', never asked for) counted as a failure and the server exited 1.

@@ -11,7 +11,7 @@ import { HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, TraceSettings, heade
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
-import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort } from './serve-options.js';
+import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort, parseRateLimitResources, rateLimitResource } from './serve-options.js';
 import { logStream } from './log-file.js';
 import { findGpus } from './serve.js';
 
@@ -216,6 +216,8 @@ export function addClusterCommands(program: Command): void {
     .option('--cache-config <local,size=bytes>', 'this worker\'s response cache (models opt in with response_cache { enable: true })')
     .option('--max-instances-per-model <n>', 'most instances of one model version, over all its instance groups (default: max(16, 4 x CPUs))', parseInteger(1))
     .option('--model-load-timeout-secs <n>', 'a model version still loading after this fails UNAVAILABLE', parseDuration(1, 's'), 300)
+    .addOption(new Option('--rate-limit <mode>', 'this worker\'s rate limiter, as serve\'s: off, or execution_count (instances execute only while they hold the resources their rate_limiter lists, by priority)').argParser(oneOf(['off', 'execution_count'])).default('off'))
+    .addOption(new Option('--rate-limit-resource <name:count[:device]>', 'available count of a rate limiter resource on this worker, on one device or all (repeatable; default: the largest count an instance needs)').argParser(rateLimitResource))
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseDuration(0, 's'), 30)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
     .option('--reply-tls-ca <file>', 'PEM CA that gateways\' TLS reply channel certificates chain to (default: the system CAs)')
@@ -244,6 +246,8 @@ export function addClusterCommands(program: Command): void {
         responseCacheBytes: cacheBytesFrom(o),
         ...(o['maxInstancesPerModel'] !== undefined ? { maxInstancesPerModel: o['maxInstancesPerModel'] as number } : {}),
         modelLoadTimeoutMs: (o['modelLoadTimeoutSecs'] as number) * 1000,
+        rateLimit: o['rateLimit'] as 'off' | 'execution_count',
+        rateLimitResources: parseRateLimitResources(o['rateLimitResource'] as string[] | undefined),
         logger,
       });
       process.stderr.write(modelTable(server.repositoryIndex()) + '\n');

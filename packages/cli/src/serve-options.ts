@@ -276,7 +276,7 @@ export function parseRateLimitResources(entries: readonly string[] = []): RateLi
  * uint32 (a count past 2^53 reached the core as another number, and its check's message was
  * printed as the CLI's; review).
  */
-function rateLimitResource(v: string, prev: string[] = []): string[] {
+export function rateLimitResource(v: string, prev: string[] = []): string[] {
   const all = shaped(/^[^:]+:\d+(?::\d+)?$/, '<resource_name>:<count>[:<device>]')(v, prev);
   const [, count, device] = all[all.length - 1]!.split(':');
   if (Number(count) > 0xffffffff || (device !== undefined && Number(device) > 0xffffffff)) {
