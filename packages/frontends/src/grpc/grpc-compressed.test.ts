@@ -166,6 +166,24 @@ describe('compressed gRPC messages are inflated no further than their RPC allows
     await stillServes(limited.port);
   }, 60_000);
 
+  it('attack: with --grpc-max-message-size past what a Buffer can hold (8 GiB), a compressed ModelInfer is inflated and answered (zlib threw out of the read path; review)', async () => {
+    const big = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', maxMessageBytes: 8 * 1024 * MiB });
+    try {
+      const gz = (frame: Buffer) => {
+        const body = gzipSync(frame.subarray(5));
+        const out = Buffer.alloc(5 + body.byteLength);
+        out[0] = 1;
+        out.writeUInt32BE(body.byteLength, 1);
+        out.set(body, 5);
+        return out;
+      };
+      expect((await send(big.port, MODEL_INFER, 'gzip', gz(simpleInferFrame(1)))).status).toBe(status.OK);
+      await stillServes(big.port);
+    } finally {
+      await big.close(1000);
+    }
+  });
+
   it('a compressed message announcing more than its limit could compress to is refused from its prefix, the rest unread', async () => {
     const s = await openSession(grpc.port);
     try {

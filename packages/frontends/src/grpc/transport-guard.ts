@@ -11,6 +11,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants as bufferConstants } from 'node:buffer';
 import { gunzip, inflate } from 'node:zlib';
 import { TriodeError, type Logger } from '@triode/core';
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
@@ -227,6 +228,16 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
     }
   };
 
+  // Whatever the framing throws fails this call alone: it runs in the stream's read path, where a
+  // throw would reach the process.
+  const guarded = (f: () => void): void => {
+    try {
+      f();
+    } catch {
+      fail(GRPC_STATUS.INTERNAL, 'Failed to decompress message');
+    }
+  };
+
   const inflateMessage = (): void => {
     busy = true;
     pause.call(stream);
@@ -255,15 +266,22 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
       if (out.byteLength > 0) pass('data', out);
       while (!busy && !failed && backlog.length > 0) {
         const next = backlog.shift()!;
-        if (next === null) end();
-        else take(next);
+        if (next === null) guarded(end);
+        else guarded(() => take(next));
       }
       if (!busy && !failed && !grpcPaused) resume.call(stream);
     };
     // maxOutputLength: past it zlib stops and fails (ERR_BUFFER_TOO_LARGE), holding at most that much.
-    const options = { maxOutputLength: Math.max(1, limit.bytes) };
-    if (encoding === 'gzip') gunzip(body, options, done);
-    else inflate(body, options, done);
+    // No more than a Buffer can hold: past it zlib throws at once (a --grpc-max-message-size over
+    // 4 GiB on Node 20 made every compressed ModelInfer throw out of the stream's read path; review).
+    const options = { maxOutputLength: Math.max(1, Math.min(limit.bytes, bufferConstants.MAX_LENGTH)) };
+    try {
+      if (encoding === 'gzip') gunzip(body, options, done);
+      else inflate(body, options, done);
+    } catch {
+      busy = false;
+      fail(GRPC_STATUS.INTERNAL, 'Failed to decompress message');
+    }
   };
 
   /** Frames `chunk`: plain message bytes pass on, a compressed message is gathered, then inflated. */
@@ -323,14 +341,14 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
     if (event === 'data') {
       if (!failed) {
         if (busy || backlog.length > 0) backlog.push(args[0] as Buffer);
-        else take(args[0] as Buffer);
+        else guarded(() => take(args[0] as Buffer));
       }
       return true;
     }
     if (event === 'end') {
       if (!failed) {
         if (busy || backlog.length > 0) backlog.push(null);
-        else end();
+        else guarded(end);
       }
       return true;
     }
