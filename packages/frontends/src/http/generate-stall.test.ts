@@ -102,3 +102,34 @@ describe('generate_stream and a client that stops reading', () => {
     }
   }, 60_000);
 });
+
+describe('generate_stream: a client that reads slowly but steadily', () => {
+  it('gets a large event whole, however long it takes to send, as long as bytes keep going out (review: it was given up mid-event)', async () => {
+    // ~12.6 MB of JSON in one event, read at ~1 MB/s: ~12 s, four times the stall time.
+    const size = 4 * 1024 * 1024;
+    const body = JSON.stringify({ N: [1], SIZE: [size] });
+    const got = await new Promise<Buffer>((resolve) => {
+      const chunks: Buffer[] = [];
+      const s = connect(http.port, '127.0.0.1', () => {
+        s.write(`POST /v2/models/dec/generate_stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      });
+      s.on('data', (c: Buffer) => {
+        chunks.push(c);
+        s.pause();
+        setTimeout(() => s.resume(), Math.ceil(c.byteLength / 1000));
+      });
+      s.on('error', () => undefined);
+      s.on('close', () => resolve(Buffer.concat(chunks)));
+    });
+    const text = got.toString('latin1');
+    // The whole event and the chunked body's end: the response was not cut off.
+    expect(text.endsWith('0\r\n\r\n')).toBe(true);
+    const dechunked = text.slice(text.indexOf('\r\n\r\n') + 4).replace(/\r\n[0-9a-f]+\r\n/g, '').replace(/^[0-9a-f]+\r\n/, '');
+    const event = dechunked.slice(0, dechunked.indexOf('\n\n'));
+    expect(event.startsWith('data: {')).toBe(true);
+    // The generate extension's answer: the output by name, its values flat.
+    const answer = JSON.parse(event.slice('data: '.length)) as { model_name: string; OUT: number[] };
+    expect(answer.model_name).toBe('dec');
+    expect(answer.OUT).toHaveLength(size);
+  }, 60_000);
+});

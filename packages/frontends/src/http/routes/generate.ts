@@ -7,7 +7,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { Hono, type Context } from 'hono';
-import { streamSSE } from 'hono/streaming';
+import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
 import {
   Errors, configTypeToDataType, echo, elementCount,
   type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig, type Tensor,
@@ -81,33 +81,65 @@ function toJson(r: InferenceResponse, limit: number): string {
 /** How long an SSE client may take no bytes at all before its response is given up (HttpOptions.sseStallMs). */
 const SSE_STALL_MS = 10_000;
 
+/** The most bytes of an event written at once: Node counts a write as sent only once all of it is. */
+const SSE_PIECE_BYTES = 64 * 1024;
+
 /**
- * Resolves when what `out` was given has gone to the socket (or `out` closed). While it waits, a
- * socket that takes no bytes for `stallMs` makes it call `onStall` (which closes `out`).
- * Without Node's response (a fetch-style caller), resolves at once.
+ * Watches a response's socket while an event goes out: progress is a piece taken (written on) or
+ * the socket's unsent bytes going down; with none for `stallMs`, `onStall` (which closes `out`).
+ * A slow client that reads steadily keeps it going however large the event (review: one 3 MB
+ * event written whole showed no progress until all of it had gone, and a client reading at
+ * 2 Mbit/s was given up mid-event). Without Node's response (a fetch-style caller), it does nothing.
  */
-async function drained(out: ServerResponse | undefined, stallMs: number, onStall: () => void): Promise<void> {
+function stallWatch(out: ServerResponse | undefined, stallMs: number, onStall: () => void): { progress: () => void; stop: () => void } {
+  const socket = out?.socket;
+  if (!socket) return { progress: () => undefined, stop: () => undefined };
+  let length = socket.writableLength;
+  let since = Date.now();
+  const timer = setInterval(() => {
+    const now = Date.now();
+    const l = socket.writableLength;
+    if (l < length) since = now;
+    length = l;
+    if (now - since >= stallMs) {
+      clearInterval(timer);
+      onStall();
+    }
+  }, Math.max(10, Math.min(1000, Math.floor(stallMs / 4))));
+  return {
+    progress: () => {
+      since = Date.now();
+      length = socket.writableLength;
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
+/**
+ * Writes one SSE event (`data: <json>\n\n`, as Hono's writeSSE writes a one-line data), in pieces
+ * of SSE_PIECE_BYTES, each when the one before has been taken; stops early once `gone()`.
+ */
+async function writeEvent(stream: SSEStreamingApi, data: string, progress: () => void, gone: () => boolean): Promise<void> {
+  const text = `data: ${data}\n\n`;
+  if (text.length <= SSE_PIECE_BYTES / 3) {
+    await stream.write(text);
+    return;
+  }
+  const bytes = Buffer.from(text);
+  for (let at = 0; at < bytes.byteLength && !gone(); at += SSE_PIECE_BYTES) {
+    await stream.write(bytes.subarray(at, at + SSE_PIECE_BYTES));
+    progress();
+  }
+}
+
+/** Resolves when what `out` was given has gone to the socket (or `out` closed); at once without Node's response. */
+async function drained(out: ServerResponse | undefined): Promise<void> {
   if (!out) return;
   // The event reaches `out` a few turns after the stream took it (@hono/node-server's reader).
   await new Promise((r) => setImmediate(r));
   if (out.destroyed || !out.writableNeedDrain) return;
   await new Promise<void>((resolve) => {
-    const socket = out.socket;
-    let length = socket?.writableLength ?? 0;
-    let since = Date.now();
-    const timer = setInterval(() => {
-      const now = Date.now();
-      const l = socket?.writableLength ?? 0;
-      if (l < length) {
-        length = l;
-        since = now;
-      } else if (now - since >= stallMs) {
-        done();
-        onStall();
-      }
-    }, Math.max(10, Math.min(1000, Math.floor(stallMs / 4))));
     const done = (): void => {
-      clearInterval(timer);
       out.off('drain', done);
       out.off('close', done);
       resolve();
@@ -175,13 +207,15 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize, sse
               } catch (err) {
                 data = httpError(err).body;
               }
+              const watch = stallWatch(outgoing, sseStallMs, giveUp);
               try {
-                await stream.writeSSE({ data });
+                await writeEvent(stream, data, watch.progress, () => gone);
+                await drained(outgoing);
               } catch (err) {
                 failed ??= err;
-                return;
+              } finally {
+                watch.stop();
               }
-              await drained(outgoing, sseStallMs, giveUp);
             });
             return last;
           });
