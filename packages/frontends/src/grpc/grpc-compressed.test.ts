@@ -104,6 +104,16 @@ afterAll(async () => {
   await server?.stop(1000);
 });
 
+/** A gRPC message frame (prefix and body) with its body gzipped and the compressed flag set. */
+function gzipFrame(frame: Buffer): Buffer {
+  const body = gzipSync(frame.subarray(5));
+  const out = Buffer.alloc(5 + body.byteLength);
+  out[0] = 1;
+  out.writeUInt32BE(body.byteLength, 1);
+  out.set(body, 5);
+  return out;
+}
+
 /** Compressed calls that must still be served (the grpc-js client compresses every message with gzip). */
 async function stillServes(port: number): Promise<void> {
   const options = { 'grpc.default_compression_algorithm': 2 };
@@ -169,15 +179,7 @@ describe('compressed gRPC messages are inflated no further than their RPC allows
   it('attack: with --grpc-max-message-size past what a Buffer can hold (8 GiB), a compressed ModelInfer is inflated and answered (zlib threw out of the read path; review)', async () => {
     const big = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', maxMessageBytes: 8 * 1024 * MiB });
     try {
-      const gz = (frame: Buffer) => {
-        const body = gzipSync(frame.subarray(5));
-        const out = Buffer.alloc(5 + body.byteLength);
-        out[0] = 1;
-        out.writeUInt32BE(body.byteLength, 1);
-        out.set(body, 5);
-        return out;
-      };
-      expect((await send(big.port, MODEL_INFER, 'gzip', gz(simpleInferFrame(1)))).status).toBe(status.OK);
+      expect((await send(big.port, MODEL_INFER, 'gzip', gzipFrame(simpleInferFrame(1)))).status).toBe(status.OK);
       await stillServes(big.port);
     } finally {
       await big.close(1000);
@@ -199,15 +201,7 @@ describe('compressed gRPC messages are inflated no further than their RPC allows
   });
 
   it('a stream of gzip and plain messages, split anywhere across DATA frames, is answered in order; a bad one is INTERNAL', async () => {
-    const gz = (frame: Buffer) => {
-      const body = gzipSync(frame.subarray(5));
-      const out = Buffer.alloc(5 + body.byteLength);
-      out[0] = 1;
-      out.writeUInt32BE(body.byteLength, 1);
-      out.set(body, 5);
-      return out;
-    };
-    const all = Buffer.concat([gz(simpleInferFrame(1)), simpleInferFrame(2), gz(simpleInferFrame(3))]);
+    const all = Buffer.concat([gzipFrame(simpleInferFrame(1)), simpleInferFrame(2), gzipFrame(simpleInferFrame(3))]);
     const s = await openSession(grpc.port);
     try {
       const st = s.request(grpcHeaders(MODEL_STREAM_INFER, { 'grpc-encoding': 'gzip' }), { endStream: false });
