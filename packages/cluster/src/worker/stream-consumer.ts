@@ -402,8 +402,9 @@ export class StreamConsumer {
       // a sequence that started here to it.
       const own = [this.#keys.requests(m)];
       if (c.sequence_batching) {
-        own.push(this.#keys.workerRequests(m, this.workerId));
-        ownStreams.push(this.#keys.workerRequests(m, this.workerId));
+        const mine = this.#keys.workerRequests(m, this.workerId);
+        own.push(mine);
+        ownStreams.push(mine);
       }
       for (const s of own) {
         streams.push(s);
