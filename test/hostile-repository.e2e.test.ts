@@ -2,8 +2,8 @@
  * Issue #14 (scopes 2 and 4) against a `triode serve` child in explicit mode, over HTTP and gRPC:
  * hostile model names and override paths answer 400 / INVALID_ARGUMENT and nothing is created or
  * removed outside the override directory (TMPDIR points at a sandbox holding canary files); a huge
- * instance count is refused at once; a model whose initialize() never resolves times out, unloads,
- * and does not hold SIGTERM up.
+ * instance count is refused before any instance is made; a model whose initialize() never resolves
+ * times out, unloads, and does not hold SIGTERM up.
  */
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -149,15 +149,20 @@ describe('hostile model names and override paths (explicit mode)', () => {
 });
 
 describe('bounded model loading', () => {
-  it('instance_group { count: 100000 } answers 400 in under a second and the server does not grow', async () => {
+  it('instance_group { count: 100000 } is refused with a 400 before any instance is made, and the server does not grow', async () => {
+    // "At once" is not timed (a child on a loaded machine is slow either way): the error below is
+    // the config check's, made before any instance is, the RSS shows none was, and the loaded
+    // `simple` keeps its instances.
+    const config = async () => (await (await fetch(`${base}/v2/models/simple/config`)).json()) as { instance_group: { count: number }[] };
+    const groups = (await config()).instance_group;
+    expect(groups.length).toBeGreaterThan(0);
     const rss = rssKb(triode.proc.pid!);
-    const start = Date.now();
     const r = await post('/v2/repository/models/simple/load', { parameters: { config: JSON.stringify({ ...simpleConfig, name: 'simple', instance_group: [{ count: 100000, kind: 'KIND_CPU' }] }) } });
-    expect(Date.now() - start).toBeLessThan(1000);
     expect(r.status).toBe(400);
     expect(((await r.json()) as { error: string }).error).toMatch(/asks for 100000 instances, more than the limit of \d+ instances per model/);
     expect(rssKb(triode.proc.pid!) - rss).toBeLessThan(50 * 1024);
     expect((await fetch(`${base}/v2/models/simple/ready`)).status).toBe(200);
+    expect((await config()).instance_group).toEqual(groups);
   });
 
   it('a model whose initialize() never resolves fails UNAVAILABLE at --model-load-timeout-secs and can be unloaded', async () => {
