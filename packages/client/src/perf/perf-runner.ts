@@ -6,8 +6,7 @@
  * server-side breakdown from the statistics API, and the client's own CPU use.
  * Triton: perf_analyzer docs (measurements_metrics.md, cli.md)
  */
-import { performance } from 'node:perf_hooks';
-import type { ModelStatistics } from '@triode/core';
+import { systemClock, type Clock, type ModelStatistics } from '@triode/core';
 import type { InferenceClient, InferInput, PreparedInfer } from '../types.js';
 import { perfInputs, type InputDataSource } from './perf-inputs.js';
 
@@ -100,8 +99,13 @@ function sumStats(stats: readonly ModelStatistics[], version?: string): { succes
   return out;
 }
 
-/** Runs the measurements. `log` gets progress lines. */
-export async function runPerf(client: InferenceClient, options: PerfOptions, log: (line: string) => void = () => undefined): Promise<PerfResult[]> {
+/**
+ * Runs the measurements. `log` gets progress lines. `clock` times the windows, the latencies and
+ * the open loop's schedule (a test passes a manual one to make the counts exact).
+ */
+export async function runPerf(client: InferenceClient, options: PerfOptions, log: (line: string) => void = () => undefined, clock: Clock = systemClock): Promise<PerfResult[]> {
+  const nowMs = (): number => clock.nowNs() / 1e6;
+  const sleep = (ms: number): Promise<void> => new Promise((r) => { clock.setTimeout(r, ms); });
   const meta = await client.modelMetadata(options.model, options.version);
   const config = await client.modelConfig(options.model, options.version);
   const maxBatch = Number(config['max_batch_size'] ?? 0);
@@ -148,7 +152,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
   const results: PerfResult[] = [];
 
   for (const level of levels) {
-    let current: Window = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
+    let current: Window = { latencies: [], errors: 0, startMs: nowMs(), endMs: 0 };
     let stopping = false;
     let warm = 0;
     const warmupTotal = (options.warmupRequests ?? 100) * (level.concurrency ?? 1);
@@ -167,7 +171,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
         if (++warm === warmupTotal) warmed();
         return;
       }
-      if (ok) current.latencies.push((performance.now() - t0) * 1000);
+      if (ok) current.latencies.push((nowMs() - t0) * 1000);
       else {
         current.errors++;
         current.firstError ??= (err as Error)?.message ?? String(err);
@@ -180,7 +184,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
           const next = perWorker(w);
           tasks.push((async () => {
             while (!stopping) {
-              const t0 = performance.now();
+              const t0 = nowMs();
               try {
                 await next();
                 record(t0, true);
@@ -201,12 +205,12 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
         /** Resolves when a request in flight settles (the sender waits on it when --max-threads are out). */
         let freed: (() => void) | undefined;
         tasks.push((async () => {
-          const t00 = performance.now();
+          const t00 = nowMs();
           let sent = 0;
           while (!stopping) {
             const due = t00 + (sent * 1000) / rate;
-            const wait = due - performance.now();
-            if (wait > 1) await new Promise((r) => setTimeout(r, Math.floor(wait)));
+            const wait = due - nowMs();
+            if (wait > 1) await sleep(Math.floor(wait));
             if (outstanding >= maxOut) {
               // Waits for a request to settle (it spun on setImmediate: 91% of a core on the
               // load generator, taken from the server being measured on a small machine).
@@ -215,7 +219,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
             }
             sent++;
             outstanding++;
-            const t0 = performance.now();
+            const t0 = nowMs();
             next().then(() => record(t0, true), (err: unknown) => record(t0, false, err)).finally(() => {
               outstanding--;
               const f = freed;
@@ -223,7 +227,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
               f?.();
             });
           }
-          while (outstanding > 0) await new Promise((r) => setTimeout(r, 5));
+          while (outstanding > 0) await sleep(5);
         })());
       }
       if (warmupTotal > 0) await warmedUp;
@@ -231,14 +235,14 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
       const statsBefore = sumStats(await client.modelStatistics(options.model).catch(() => []), version);
       const statsAt: ReturnType<typeof sumStats>[] = [statsBefore];
       const cpu0 = process.cpuUsage();
-      const wall0 = performance.now();
+      const wall0 = nowMs();
       let stable = false;
-      current = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
+      current = { latencies: [], errors: 0, startMs: nowMs(), endMs: 0 };
       for (let trial = 0; trial < maxTrials; trial++) {
-        await new Promise((r) => setTimeout(r, interval));
-        current.endMs = performance.now();
+        await sleep(interval);
+        current.endMs = nowMs();
         windows.push(current);
-        current = { latencies: [], errors: 0, startMs: performance.now(), endMs: 0 };
+        current = { latencies: [], errors: 0, startMs: nowMs(), endMs: 0 };
         statsAt.push(sumStats(await client.modelStatistics(options.model).catch(() => []), version));
         const w = windows[windows.length - 1]!;
         const tput = (w.latencies.length * 1000) / (w.endMs - w.startMs);
@@ -258,7 +262,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
           }
         }
       }
-      const wall = performance.now() - wall0;
+      const wall = nowMs() - wall0;
       const cpu = process.cpuUsage(cpu0);
       stopping = true;
       await Promise.all(tasks);
