@@ -4,7 +4,7 @@
  * answer loses its connection after responseStallTimeoutMs (review: resource exhaustion).
  */
 import { connect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { silentLogger, type Backplane, type InferenceRequest } from '@triode/core';
 import { createHttpApp } from './http-server.js';
 import { MAX_PIPELINED, startHttpServer, type HttpServerHandle } from './listen.js';
@@ -12,6 +12,8 @@ import { MAX_PIPELINED, startHttpServer, type HttpServerHandle } from './listen.
 let http: HttpServerHandle;
 /** Request ids the backplane has started, in order. */
 const started: string[] = [];
+/** The cancel signal of each request started, by id: aborted once the server saw its client go. */
+const signals = new Map<string, InferenceRequest['signal']>();
 /** Releases the requests held so far. */
 let releaseAll: () => void = () => undefined;
 const held: (() => void)[] = [];
@@ -19,6 +21,7 @@ const held: (() => void)[] = [];
 const backplane = {
   infer: async (r: InferenceRequest) => {
     started.push(r.id ?? '');
+    signals.set(r.id ?? '', r.signal);
     if (r.id === 'big') return { modelName: 'm', modelVersion: '1', id: 'big', outputs: [{ name: 'o', datatype: 'UINT8', shape: [16 << 20], data: new Uint8Array(16 << 20) }] };
     await new Promise<void>((res) => held.push(res));
     return { modelName: 'm', modelVersion: '1', id: r.id, outputs: [] };
@@ -39,7 +42,7 @@ const request = (id: string, binary = false) => {
   const body = JSON.stringify({ id, inputs: [], ...(binary ? { parameters: { binary_data_output: true } } : {}) });
   return `POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 };
-const until = async (f: () => boolean, ms = 5000) => {
+const until = async (f: () => boolean, ms = 30_000) => {
   for (const end = Date.now() + ms; !f() && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
 };
 
@@ -70,8 +73,11 @@ describe('one request at a time a connection', () => {
     socket.write(Array.from({ length: 200 }, (_, i) => request(`q${i}`)).join(''));
     await until(() => started.length > 0);
     socket.destroy();
-    await new Promise((r) => setTimeout(r, 100));
+    // The server has seen the close once q0's answer was given up (its request cancelled): only
+    // then is "its client has gone" what releasing q0 tests (before that, q1 would rightly start).
+    await vi.waitFor(() => expect(signals.get('q0')?.aborted).toBe(true), { timeout: 30_000, interval: 20 });
     releaseAll();
+    // Nothing else starts: a negative check, a fixed wait is enough (a slow machine only passes it).
     await new Promise((r) => setTimeout(r, 300));
     releaseAll();
     expect(started).toEqual(['q0']);
