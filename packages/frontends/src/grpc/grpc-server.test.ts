@@ -6,10 +6,10 @@
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { constants as http2, type ClientHttp2Stream } from 'node:http2';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { Errors, InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backplane } from '@triode/core';
+import { Errors, InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backend, type Backplane } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset, simpleInferFrame } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
@@ -96,12 +96,52 @@ async function readLate(backplane: Backplane, requests: object[], whilePaused: (
   }
 }
 
+/** INPUT0 of each request the 'held' model has started, in order. */
+const heldRan: number[] = [];
+let openHeld: () => void = () => undefined;
+let heldGate = Promise.resolve();
+/** Holds the 'held' model's executions from now until the returned function is called. */
+const holdModel = (): (() => void) => {
+  heldRan.length = 0;
+  heldGate = new Promise<void>((r) => { openHeld = r; });
+  return () => openHeld();
+};
+/**
+ * In-process backend of the 'held' model: OUTPUT0 = INPUT0, each execution waits for the test to
+ * open the gate (so "the first call is running, the second queued" is a state, not a guess of
+ * how long a sleep lasts).
+ */
+const holding: Backend = {
+  name: 'holding',
+  async modelInitialize() {
+    return {
+      async instanceInitialize() {
+        return {
+          async execute(requests) {
+            for (const r of requests) heldRan.push((r.inputs[0]!.data as Int32Array)[0]!);
+            await heldGate;
+            return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUTPUT0' }] })) };
+          },
+          async finalize() {},
+        };
+      },
+      async finalize() {},
+    };
+  },
+};
+/** The 'held' model's queue depth (requests waiting, not executing). */
+const heldPending = (): number | undefined => server.metricsSnapshot().find((m) => m.name === 'held')?.pending;
+const heldReq = (v: number) => ({ model_name: 'held', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(v))] });
+const WAIT = { timeout: 30_000, interval: 10 };
+
 beforeAll(async () => {
   const repo = makeRepository(['simple', 'simple_int8', 'simple_string', 'simple_sequence', 'repeat_int32'], {
     'slow/config.pbtxt': 'name: "slow"\nbackend: "javascript"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\ninstance_group [ { count: 1, kind: KIND_CPU } ]\nparameters { key: "delay_ms" value: { string_value: "400" } }\n',
     'slow/1/model.mjs': readFileSync(new URL('../../../../model_repository/sleepy/1/model.mjs', import.meta.url), 'utf8'),
+    'held/config.pbtxt': 'name: "held"\nbackend: "holding"\nmax_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\ninstance_group [ { count: 1, kind: KIND_CPU } ]\n',
+    'held/1/.keep': '',
   });
-  server = await InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()] });
+  server = await InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend(), holding] });
   const logSettings = new LogSettings();
   grpc = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', logSettings });
   restricted = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', restrictions: parseRestrictions(['inference,model-repository:api-key=s3cret']) });
@@ -212,21 +252,30 @@ describe('ModelInfer', () => {
   });
 
   it('a cancelled call leaves the queue without running; the running one finishes', async () => {
-    const before = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
-    const req = (v: number) => ({ model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(v))] });
-    const first = call('ModelInfer', req(1));
-    await new Promise((r) => setTimeout(r, 50));
-    const second = client.makeUnaryRequest(`/inference.GRPCInferenceService/ModelInfer`, (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()), (b: Buffer) => b, req(2), (err) => {
-      expect(err?.code).toBe(status.CANCELLED);
-    });
-    await new Promise((r) => setTimeout(r, 50));
-    second.cancel();
-    expect(int32s(((await first)['raw_output_contents'] as Uint8Array[])[0]!)).toEqual([1]);
-    await new Promise((r) => setTimeout(r, 600));
-    const after = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
-    expect(Number(after['execution_count']) - Number(before['execution_count'])).toBe(1);
-    const fail = (s: Plain) => Number(((s['inference_stats'] as Plain)['fail'] as Plain)['count']);
-    expect(fail(after) - fail(before)).toBe(1);
+    const stats = async () => ((await call('ModelStatistics', { name: 'held' }))['model_stats'] as Plain[])[0]!;
+    const before = await stats();
+    const release = holdModel();
+    try {
+      const first = call('ModelInfer', heldReq(1));
+      await vi.waitFor(() => expect(heldRan).toEqual([1]), WAIT);
+      let secondDone: (err: ServiceError | null) => void = () => undefined;
+      const secondErr = new Promise<ServiceError | null>((r) => { secondDone = r; });
+      const second = client.makeUnaryRequest(`/inference.GRPCInferenceService/ModelInfer`, (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()), (b: Buffer) => b, heldReq(2), (err) => secondDone(err));
+      await vi.waitFor(() => expect(heldPending()).toBe(1), WAIT);
+      second.cancel();
+      // It left the queue (and counts as a failure) while the first still runs.
+      await vi.waitFor(() => expect(heldPending()).toBe(0), WAIT);
+      const fail = (s: Plain) => Number(((s['inference_stats'] as Plain)['fail'] as Plain)['count']);
+      await vi.waitFor(async () => expect(fail(await stats()) - fail(before)).toBe(1), WAIT);
+      expect((await secondErr)?.code).toBe(status.CANCELLED);
+      release();
+      expect(int32s(((await first)['raw_output_contents'] as Uint8Array[])[0]!)).toEqual([1]);
+      await vi.waitFor(async () => expect(Number((await stats())['execution_count']) - Number(before['execution_count'])).toBe(1), WAIT);
+      // The cancelled one never ran.
+      expect(heldRan).toEqual([1]);
+    } finally {
+      release();
+    }
   });
 });
 
@@ -804,16 +853,24 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
   }, 30_000);
 
   it('a cancelled call leaves the queue without running', async () => {
-    const before = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
-    const first = callWith(plainClient, slowReq(1));
-    await new Promise((r) => setTimeout(r, 50));
-    const second = plainClient.makeUnaryRequest('/inference.GRPCInferenceService/ModelInfer', (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()), (b: Buffer) => b, slowReq(2), () => undefined);
-    await new Promise((r) => setTimeout(r, 50));
-    second.cancel();
-    await first;
-    await new Promise((r) => setTimeout(r, 500));
-    const after = ((await call('ModelStatistics', { name: 'slow' }))['model_stats'] as Plain[])[0]!;
-    expect(Number(after['execution_count']) - Number(before['execution_count'])).toBe(1);
+    const stats = async () => ((await call('ModelStatistics', { name: 'held' }))['model_stats'] as Plain[])[0]!;
+    const before = await stats();
+    const release = holdModel();
+    try {
+      const first = callWith(plainClient, heldReq(1));
+      await vi.waitFor(() => expect(heldRan).toEqual([1]), WAIT);
+      const second = plainClient.makeUnaryRequest('/inference.GRPCInferenceService/ModelInfer', (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()), (b: Buffer) => b, heldReq(2), () => undefined);
+      await vi.waitFor(() => expect(heldPending()).toBe(1), WAIT);
+      second.cancel();
+      await vi.waitFor(() => expect(heldPending()).toBe(0), WAIT);
+      release();
+      await first;
+      await vi.waitFor(async () => expect(Number((await stats())['execution_count']) - Number(before['execution_count'])).toBe(1), WAIT);
+      // The cancelled one never ran.
+      expect(heldRan).toEqual([1]);
+    } finally {
+      release();
+    }
   });
 });
 
