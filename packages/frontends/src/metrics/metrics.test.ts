@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferStats, InferenceServer, type GpuDevice, type LatencyObservation, type ModelMetricSettings } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
@@ -160,18 +160,30 @@ describe('GPU metrics', () => {
   });
 
   it('energy is the power integrated over the sampling intervals, in J since start', async () => {
+    // Fake timers and Date: the sampler's ticks and the time between them are exact, where a
+    // pause of the event loop on a loaded machine made one real interval worth 50 J.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
     const registry = createMetricsRegistry(source([h100(0, { powerDrawW: 100 })]), { cpuMetrics: false, intervalMs: 100 });
     try {
-      await new Promise((r) => setTimeout(r, 350));
-      const joules = Number(/nv_energy_consumption\{gpu_uuid="GPU-0"\} ([\d.e+-]+)/.exec(await registry.metrics())?.[1]);
-      expect(joules).toBeGreaterThan(10); // >= 2 intervals of 0.1 s at 100 W
-      expect(joules).toBeLessThan(50);
+      const energy = async () => Number(/nv_energy_consumption\{gpu_uuid="GPU-0"\} ([\d.e+-]+)/.exec(await registry.metrics())?.[1]);
+      // The first sample, at start, has no interval before it.
+      expect(await energy()).toBe(0);
+      // Ticks at 100, 200 and 300 ms: three intervals of 0.1 s at 100 W.
+      await vi.advanceTimersByTimeAsync(350);
+      expect(await energy()).toBe(30);
+      // The clock jumps 200 ms with no tick (the event loop held): the next tick, at 400 ms on
+      // the timers, comes 300 ms after the last sample and counts all of it (30 J), not 0.1 s.
+      vi.setSystemTime(Date.now() + 200);
+      await vi.advanceTimersByTimeAsync(50);
+      expect(await energy()).toBe(60);
     } finally {
       registry.stopSampling();
+      vi.useRealTimers();
     }
   });
 
   it('a slow or stuck GPU reader never queues samples behind it: one at a time, and a scrape answers with the last readings', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
     let calls = 0;
     let release: (() => void) | undefined;
     const slow: MetricsSource = {
@@ -185,18 +197,20 @@ describe('GPU metrics', () => {
     };
     const registry = createMetricsRegistry(slow, { cpuMetrics: false, intervalMs: 100 });
     try {
-      await new Promise((r) => setTimeout(r, 600));
+      // Six ticks while the second sample hangs.
+      await vi.advanceTimersByTimeAsync(600);
       // Before, every tick chained one more sample behind the stuck one, and a scrape awaited them all.
       expect(calls).toBe(2);
-      const t0 = performance.now();
+      // The scrape answers while the reader is still stuck (no time passes, nothing is released:
+      // a scrape that waited for the stuck sample would never answer).
       expect(await registry.metrics()).toContain('nv_gpu_utilization{gpu_uuid="GPU-0"} 0.25');
-      expect(performance.now() - t0).toBeLessThan(1000);
       release?.();
-      await new Promise((r) => setTimeout(r, 250));
-      expect(calls).toBeGreaterThan(2);
+      await vi.advanceTimersByTimeAsync(100);
+      expect(calls).toBe(3);
     } finally {
       release?.();
       registry.stopSampling();
+      vi.useRealTimers();
     }
   });
 
