@@ -43,3 +43,24 @@ describe('validateModelConfig: sizes a config could make the server allocate', (
     expect(() => validateModelConfig(five, 'm')).toThrow(/implicit state 'S1' of m starts with \[60000000\] FP32 elements: its states would start with over the limit/);
   });
 });
+
+describe('validateModelConfig: sequence batching strategies (Triton ValidateModelConfig)', () => {
+  const seq = (sequence_batching: ModelConfig['sequence_batching']) => base({ sequence_batching } as never);
+
+  it('refuses an Oldest preferred_batch_size of 0 or less, with Triton text (review: 0 loaded, then spun a core and hung)', () => {
+    expect(() => validateModelConfig(seq({ oldest: { preferred_batch_size: [0] } }), 'm')).toThrow('sequence batching preferred batch size must be positive for m');
+    expect(() => validateModelConfig(seq({ oldest: { preferred_batch_size: [2, -1] } }), 'm')).toThrow('sequence batching preferred batch size must be positive for m');
+    expect(() => validateModelConfig(seq({ oldest: { preferred_batch_size: [2, 8] } }), 'm')).not.toThrow();
+  });
+
+  it('refuses an Oldest preferred_batch_size over max_batch_size, with Triton text', () => {
+    expect(() => validateModelConfig(seq({ oldest: { preferred_batch_size: [9] } }), 'm')).toThrow('sequence batching preferred batch size must be <= max batch size for m');
+  });
+
+  it('refuses a Direct minimum_slot_utilization outside [0, 1], with Triton text (0 passes, as in Triton)', () => {
+    for (const u of [-0.1, 1.5]) {
+      expect(() => validateModelConfig(seq({ direct: { minimum_slot_utilization: u } }), 'm'), String(u)).toThrow('sequence batching minimum slot utilization must be in range (0.0, 1.0] for m');
+    }
+    for (const u of [0, 0.5, 1]) expect(() => validateModelConfig(seq({ direct: { minimum_slot_utilization: u } }), 'm'), String(u)).not.toThrow();
+  });
+});

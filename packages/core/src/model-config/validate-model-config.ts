@@ -185,8 +185,20 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
       throw Errors.invalidArg(`instance group ${g.name ?? ''} of model ${config.name} has kind ${g.kind} but specifies one or more GPUs`);
     }
   }
+  const sb = config.sequence_batching;
+  // Triton's ValidateModelConfig: an Oldest preferred size of 0 made an empty batch that was
+  // dispatched for ever (a core spun, the request hung).
+  for (const p of sb?.oldest?.preferred_batch_size ?? []) {
+    if (p <= 0) throw Errors.invalidArg(`sequence batching preferred batch size must be positive for ${config.name}`);
+    if (p > mbs) throw Errors.invalidArg(`sequence batching preferred batch size must be <= max batch size for ${config.name}`);
+  }
+  // Triton's check and text: 0 passes (it means "off"), despite the message's open bound.
+  const utilization = sb?.direct?.minimum_slot_utilization ?? 0;
+  if (!(utilization >= 0 && utilization <= 1)) {
+    throw Errors.invalidArg(`sequence batching minimum slot utilization must be in range (0.0, 1.0] for ${config.name}`);
+  }
   let stateBytes = 0;
-  for (const s of config.sequence_batching?.state ?? []) {
+  for (const s of sb?.state ?? []) {
     // What each new sequence starts with: the initial state's dims, or the state's own with each
     // variable dim as 1 (sequence-state.ts, initialState).
     const init = s.initial_state?.[0];

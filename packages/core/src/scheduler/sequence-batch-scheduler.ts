@@ -117,7 +117,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
       // 0 (unset, as a config JSON from Triton carries it) is max_batch_size, as in Triton's Create.
       const candidates = c.oldest.max_candidate_sequences ?? 0;
       this.#capacity = candidates > 0 ? candidates : this.#maxBatch;
-      this.#preferred = [...new Set((c.oldest.preferred_batch_size ?? []).filter((p) => p <= this.#maxBatch))].sort((a, b) => b - a);
+      this.#preferred = [...new Set((c.oldest.preferred_batch_size ?? []).filter((p) => p > 0 && p <= this.#maxBatch))].sort((a, b) => b - a);
       this.#delayNs = (c.oldest.max_queue_delay_microseconds ?? 0) * 1000;
       this.#minSlotUtilization = 0;
     } else {
@@ -360,7 +360,8 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
         return undefined;
       }
     }
-    return ready.slice(0, n);
+    // Never an empty batch: it would be dispatched, run nothing, and be dispatched again for ever.
+    return n > 0 ? ready.slice(0, n) : undefined;
   }
 
   /** Rate limited: instance `inst` got its resources; it takes the batch its sequences form now. */
