@@ -433,12 +433,14 @@ export class ModelVersion implements Model {
   }
 
   #sequenceOf(req: InferenceRequest, batchSize: number): SequenceInfo {
+    // Batch size first, then the correlation id: Triton's SequenceBatchScheduler::Enqueue order,
+    // so a request wrong in both gets Triton's error.
+    if ((this.config.max_batch_size ?? 0) > 0 && batchSize !== 1) {
+      throw Errors.invalidArg(`inference request to model '${this.name}' must specify batch-size 1 due to requirements of sequence batcher`);
+    }
     const seq = sequenceParams(req.parameters);
     if (!seq) {
       throw Errors.invalidArg(`inference request to model '${this.name}' must specify a non-zero or non-empty correlation ID`);
-    }
-    if ((this.config.max_batch_size ?? 0) > 0 && batchSize !== 1) {
-      throw Errors.invalidArg(`inference request to model '${this.name}' must specify batch-size 1 due to requirements of sequence batcher`);
     }
     checkCorrelationId(this.config.sequence_batching!, seq.correlationId, this.name);
     return seq;
