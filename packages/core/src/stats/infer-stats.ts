@@ -73,8 +73,8 @@ export class InferStats {
    * hit (`lookupNs`); no execution, so no queue or compute time, but counted in them as Triton
    * counts them (its queue and compute counts are the success count: UpdateSuccessCacheHit).
    */
-  recordCacheHit(epochMs: number, requestNs: number, lookupNs: number): void {
-    this.#lastInference = epochMs;
+  recordCacheHit(_epochMs: number, requestNs: number, lookupNs: number): void {
+    // last_inference is not moved: nothing executed (Triton's UpdateSuccessCacheHit leaves it).
     add(this.#success, requestNs);
     add(this.#cacheHit, lookupNs);
     add(this.#queue, 0);
@@ -84,14 +84,19 @@ export class InferStats {
     this.observer?.({ requestNs, queueNs: 0, computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0, firstResponseNs: requestNs });
   }
 
-  /** A cache miss: the time spent looking up and inserting (`ns`). */
+  /**
+   * A cache miss: the time spent looking up and inserting (`ns`). It is part of the request's
+   * time too: added to the success duration (not its count, already made when the execution
+   * answered), as Triton's UpdateSuccessCacheMiss adds it to request_duration.
+   */
   recordCacheMiss(ns: number): void {
     add(this.#cacheMiss, ns);
+    this.#success.ns += Math.round(ns);
   }
 
   /** A request that failed after `requestNs`. */
-  recordFailure(epochMs: number, requestNs: number, reason: FailureReason = 'OTHER'): void {
-    this.#lastInference = epochMs;
+  recordFailure(_epochMs: number, requestNs: number, reason: FailureReason = 'OTHER'): void {
+    // last_inference is not moved (Triton's UpdateFailure leaves it): a refused request ran nothing.
     add(this.#fail, requestNs);
     this.failures[reason]++;
   }
