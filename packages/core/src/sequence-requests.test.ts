@@ -51,3 +51,15 @@ describe('sequence requests: the order of the checks', () => {
     await expect(s.infer(req([1]))).rejects.toThrow("inference request to model 'm' must specify a non-zero or non-empty correlation ID");
   });
 });
+
+describe('sequence requests: the idle timeout', () => {
+  it('counts from the last arrival: START runs 300 ms, the client waits 300 ms, the continuation is refused (Triton 400, Triode answered 200)', async () => {
+    const s = await serve('max_batch_size: 4\nsequence_batching { max_sequence_idle_microseconds: 500000 }\ninstance_group { count: 1 kind: KIND_CPU }', echoBackend(300));
+    await s.infer(req([1], { sequence_id: 5, sequence_start: true }));
+    await new Promise((r) => setTimeout(r, 300));
+    await expect(s.infer(req([2], { sequence_id: 5 }))).rejects.toMatchObject({
+      code: 'INVALID_ARG',
+      message: "inference request for sequence 5 to model 'm' must specify the START flag on the first request of the sequence",
+    });
+  });
+});

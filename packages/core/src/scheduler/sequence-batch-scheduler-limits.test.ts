@@ -39,3 +39,55 @@ describe('SequenceBatchScheduler: batch sizes', () => {
     expect(batches).toEqual([['1_0']]);
   });
 });
+
+describe('SequenceBatchScheduler: the idle timeout counts from the last arrival (Triton\'s reaper)', () => {
+  const MS = 1_000_000;
+
+  it('a sequence whose last request arrived over max_sequence_idle ago is force-ended even while that request runs', async () => {
+    const { s, batches, release, ended, clock } = harness({ max_sequence_idle_microseconds: 500_000 });
+    s.enqueue(r(1, 0, { start: true }));
+    await flush();
+    expect(batches).toEqual([['1_0']]);
+    // The START runs 300 ms, then the client waits 300 ms: 600 ms since its arrival.
+    clock.advance(300 * MS);
+    release.shift()!();
+    await flush();
+    clock.advance(300 * MS);
+    await flush();
+    expect(ended).toEqual(['n:1']);
+    expect(() => s.enqueue(r(1, 1, { at: clock.nowNs() }))).toThrow("inference request for sequence 1 to model 'm' must specify the START flag on the first request of the sequence");
+  });
+
+  it('force-ended while it runs: its running request completes, the slot is freed after it, a continuation meanwhile is refused', async () => {
+    const { s, batches, release, ended, clock } = harness({ max_sequence_idle_microseconds: 500_000 });
+    s.enqueue(r(1, 0, { start: true }));
+    await flush();
+    clock.advance(600 * MS);
+    await flush();
+    // Still running: not ended yet, but it takes nothing more.
+    expect(ended).toEqual([]);
+    expect(() => s.enqueue(r(1, 1, { at: clock.nowNs() }))).toThrow(/must specify the START flag/);
+    release.shift()!();
+    await flush();
+    expect(ended).toEqual(['n:1']);
+    expect(s.activeSequenceCount()).toBe(0);
+    // A new START of the id is a new sequence.
+    s.enqueue(r(1, 2, { start: true, at: clock.nowNs() }));
+    await flush();
+    expect(batches).toEqual([['1_0'], ['1_2']]);
+  });
+
+  it('a sequence whose requests keep arriving within the timeout is not ended, however long each runs', async () => {
+    const { s, batches, release, ended, clock } = harness({ max_sequence_idle_microseconds: 500_000 });
+    s.enqueue(r(1, 0, { start: true }));
+    await flush();
+    clock.advance(400 * MS);
+    s.enqueue(r(1, 1, { at: clock.nowNs() }));
+    clock.advance(400 * MS);
+    await flush();
+    expect(ended).toEqual([]);
+    release.shift()!();
+    await flush();
+    expect(batches).toEqual([['1_0'], ['1_1']]);
+  });
+});

@@ -51,8 +51,11 @@ interface Sequence<T> {
   instance: number;
   queue: T[];
   running: boolean;
-  /** Last arrival or completion (ns), for the idle timeout. */
-  lastActivityNs: number;
+  /**
+   * Arrival of its last request (ns), for the idle timeout: Triton's correlation_id_timestamps_,
+   * set in Enqueue only (an execution's end does not count).
+   */
+  lastArrivalNs: number;
   /** Set once its END request was queued: no more requests are accepted for it. */
   ending: boolean;
   /**
@@ -157,7 +160,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     }
     if (!seq) {
       if (!info.start) throw this.#noStart(info.correlationId);
-      seq = { key: info.key, instance: -1, queue: [], running: false, lastActivityNs: now, ending: false, expiresNs: 0 };
+      seq = { key: info.key, instance: -1, queue: [], running: false, lastArrivalNs: now, ending: false, expiresNs: 0 };
       this.#sequences.set(info.key, seq);
       this.#place(seq);
     } else if (seq.ending && !info.start) {
@@ -166,7 +169,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     if (info.end) seq.ending = true;
     if (seq.instance < 0 && (request.timeoutUs ?? 0) > 0) this.#expireAt(seq, now + request.timeoutUs! * 1000);
     seq.queue.push(request);
-    seq.lastActivityNs = now;
+    seq.lastArrivalNs = now;
     this.#queued++;
     this.#schedule();
   }
@@ -307,13 +310,19 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     const now = this.#clock.nowNs();
     let wake = 0;
     const later = (t: number) => { if (t > 0 && (wake === 0 || t < wake)) wake = t; };
-    // Idle sequences lose their slot (and their state). One in the backlog is never idle: it came
-    // with its START, and leaves the backlog only for a slot.
+    // Idle sequences lose their slot (and their state): idle counts from the last request's
+    // arrival, as Triton's reaper counts it, even while a request of it runs or waits. One in the
+    // backlog is never idle: it came with its START, and leaves the backlog only for a slot.
     for (const held of this.#held) for (const seq of [...held]) {
-      if (seq.running || seq.queue.length > 0) continue;
-      const at = seq.lastActivityNs + this.#idleNs;
-      if (at <= now) this.#release(seq);
-      else later(at);
+      // Ending already (END queued, or force-ended): its slot is freed after its last request.
+      if (seq.ending && (seq.running || seq.queue.length > 0)) continue;
+      const at = seq.lastArrivalNs + this.#idleNs;
+      if (at > now) later(at);
+      else if (!seq.running && seq.queue.length === 0) this.#release(seq);
+      // Force-ended, as Triton's reaper queues a null request behind what the slot holds: what it
+      // holds runs and is answered, then the slot is freed (dispatch's completion); a request that
+      // arrives for it meanwhile without START is refused (#noStart).
+      else seq.ending = true;
     }
     this.#expireBacklog(now, later);
     for (let inst = 0; inst < this.#busy.length; inst++) {
@@ -392,7 +401,6 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
         this.#inflight -= batch.length;
         chosen.forEach((s) => {
           s.running = false;
-          s.lastActivityNs = done;
           // Ended (its END ran, or the rest of it was cancelled) with nothing queued: the slot is free.
           if (s.ending && s.queue.length === 0 && this.#sequences.get(s.key) === s) this.#release(s);
         });
