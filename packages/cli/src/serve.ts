@@ -111,11 +111,16 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
       logger.info(`Waiting for in-flight requests to complete (timeout ${opts.exitTimeoutSecs} s)`);
       const deadline = Date.now() + opts.exitTimeoutSecs * 1000;
       server.beginShutdown();
-      // Requests the frontend already accepted finish first (their bodies may still be arriving) ...
-      await Promise.all([lifecycle.shutdown(opts.exitTimeoutSecs * 1000), grpc?.close(opts.exitTimeoutSecs * 1000)]);
-      // ... then the core stops, waiting for anything left in its queues until the deadline.
+      // The core stops first, with the HTTP and gRPC endpoints still serving, as Triton's main
+      // keeps them up until ServerStop returns: its schedulers refuse new requests (UNAVAILABLE)
+      // except those continuing a live sequence, and it waits until the deadline for the requests
+      // in flight and for live sequences to end (their END, or their idle timeout) ...
       const left = await server.stop(Math.max(0, deadline - Date.now()));
       if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
+      // ... then the frontends refuse what comes and finish what they still hold (responses
+      // being written, streams).
+      const rest = Math.max(0, deadline - Date.now());
+      await Promise.all([lifecycle.shutdown(rest), grpc?.close(rest)]);
       // Connections still busy at the deadline (a client still reading a stream) are closed.
       await http?.close(Math.max(0, deadline - Date.now()));
       await metrics?.close();

@@ -105,6 +105,8 @@ export class ModelVersion implements Model {
   readonly #backendModel: BackendModel;
   readonly #instances: BackendModelInstance[];
   readonly #scheduler: Scheduler<Pending>;
+  /** stopAccepting was called (a server shutdown): a cached model answers no new request. */
+  #refusing = false;
   readonly #clock: Clock;
   readonly #outputNames: string[];
   /** The BLS chain of a client's request: this model alone (shared: backends only read it). */
@@ -327,6 +329,11 @@ export class ModelVersion implements Model {
     }
     // Not ready (its instance was lost): the error, as on a miss, not a cached answer.
     if (this.#notReady) throw this.#notReady;
+    // Stopping: refused before the lookup, as Triton's dynamic batcher checks stop_ first.
+    if (this.#refusing) {
+      this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - start);
+      throw Errors.schedulerStopping();
+    }
     const key = ResponseCache.key(req, this.name, `${this.version}@${this.#loadId}`);
     const hit = cache.lookup(key);
     const lookupNs = this.#clock.nowNs() - start;
@@ -766,6 +773,20 @@ export class ModelVersion implements Model {
         resolve();
       };
     });
+  }
+
+  activeSequenceCount(): number {
+    return this.#scheduler.activeSequenceCount?.() ?? 0;
+  }
+
+  stopAccepting(): void {
+    this.#refusing = true;
+    this.#scheduler.stopAccepting();
+  }
+
+  quiesced(): Promise<void> {
+    const quiet = this.#scheduler.quiesced();
+    return this.#streaming.size === 0 ? quiet : quiet.then(() => this.#streamsEnded());
   }
 
   /** Resolves when nothing is queued or running. */

@@ -356,6 +356,13 @@ export class EnsembleModel implements Model {
     return new Promise((r) => this.#idle.push(r));
   }
 
+  /** Nothing to stop: its steps' models refuse what they no longer take (Triton's ensemble scheduler). */
+  stopAccepting(): void {}
+
+  quiesced(): Promise<void> {
+    return this.idle();
+  }
+
   /** A regular model's one response (an ensemble is never decoupled). */
   async inferStream(req: InferenceRequest, onResponse: ResponseHandler): Promise<void> {
     void onResponse(await this.infer(req));

@@ -65,6 +65,11 @@ export const Errors = {
   /** A request whose client went away (gRPC call cancelled) before it ran. */
   cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
+  /**
+   * A scheduler stopped by a server shutdown refuses a request (Triton's text): any request for
+   * the dynamic batcher, one that starts a sequence for the sequence batcher.
+   */
+  schedulerStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, scheduler for model has stopped accepting new inference requests'),
   /** A request whose queue timeout expired (Triton's wording; failure reason REJECTED). */
   requestTimeout: () => new TriodeError('UNAVAILABLE', 'Request timeout expired', { rejected: true }),
   /** A model instance that can run nothing more (its device was lost): see TriodeError.instanceLost. */

@@ -34,6 +34,15 @@ export interface Model {
   /** Resolves once nothing is waiting or running. */
   idle(): Promise<void>;
   /**
+   * A server shutdown began (Triton's StopAllModels): its scheduler refuses new requests, except
+   * those that continue a live sequence; what it holds runs on.
+   */
+  stopAccepting(): void;
+  /** Resolves once nothing is waiting or running and no sequence of it is live. */
+  quiesced(): Promise<void>;
+  /** Sequences live now (holding a slot or waiting for one); absent: none. */
+  activeSequenceCount?(): number;
+  /**
    * Stops taking requests, lets those it holds finish (at most `timeoutMs`, if given) and frees
    * what it holds (at most `releaseMs`). Resolves false when something did not finish in time.
    */

@@ -155,17 +155,34 @@ export class InferenceServer {
   readonly #lifecycle: ModelLifecycle;
   readonly #repository: ModelRepositoryManager;
   #stopping = false;
+  /**
+   * The wait of `stop` is over (models unloading): every request is refused. Before it, while
+   * stopping, requests still reach the models, whose schedulers refuse all but those continuing a
+   * live sequence (Triton's InferAsync accepts inference while the server exits).
+   */
+  #stopped = false;
   #draining = false;
   #inflight = 0;
   /** `infer`'s reactions, made once: they count an answered (or failed) request out. */
   readonly #answered = (response: InferenceResponse): InferenceResponse => {
-    this.#inflight--;
+    this.#countOut();
     return response;
   };
   readonly #failed = (err: unknown): never => {
-    this.#inflight--;
+    this.#countOut();
     throw err;
   };
+  /** What `stop` waits on: the last request in flight answered. */
+  #noneInflight: (() => void)[] = [];
+
+  #countOut(): void {
+    if (--this.#inflight === 0 && this.#noneInflight.length > 0) for (const w of this.#noneInflight.splice(0)) w();
+  }
+
+  /** Resolves once no request accepted by `infer` or `inferStream` is still unanswered. */
+  #answeredAll(): Promise<void> {
+    return this.#inflight === 0 ? Promise.resolve() : new Promise((r) => this.#noneInflight.push(r));
+  }
 
   private constructor(options: ServerOptions) {
     this.#opts = {
@@ -400,14 +417,14 @@ export class InferenceServer {
     // request out, instead of an async frame and an await around it.
     let response: Promise<InferenceResponse>;
     try {
-      if (this.#stopping) throw Errors.serverStopping();
+      if (this.#stopped) throw Errors.serverStopping();
       checkCallChain(request);
       const model = this.getModel(request.modelName, request.modelVersion);
       this.#inflight++;
       try {
         response = model.infer(request);
       } catch (err) {
-        this.#inflight--;
+        this.#countOut();
         throw err;
       }
     } catch (err) {
@@ -422,7 +439,7 @@ export class InferenceServer {
    * last response; rejects with a TriodeError.
    */
   async inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void> {
-    if (this.#stopping) throw Errors.serverStopping();
+    if (this.#stopped) throw Errors.serverStopping();
     checkCallChain(request);
     const model = this.getModel(request.modelName, request.modelVersion);
     if (model.config.model_transaction_policy?.decoupled) options?.onDecoupled?.();
@@ -430,7 +447,7 @@ export class InferenceServer {
     try {
       await model.inferStream(request, onResponse);
     } finally {
-      this.#inflight--;
+      this.#countOut();
     }
   }
 
@@ -450,7 +467,9 @@ export class InferenceServer {
   }
 
   /**
-   * Stops accepting requests, waits up to `timeoutMs` for those in flight, then unloads every model.
+   * Stops the models' schedulers (new requests are refused UNAVAILABLE, except those continuing a
+   * live sequence), waits up to `timeoutMs` for the requests in flight and for live sequences to
+   * end (their END, or their idle timeout), then unloads every model. Triton: InferenceServer::Stop.
    * Resolves to the number of requests still in flight when the timeout ran out.
    */
   async stop(timeoutMs = 30_000): Promise<number> {
@@ -459,7 +478,18 @@ export class InferenceServer {
     this.#lifecycle.abortLoads(undefined, Errors.unavailable('Server is stopping, model loads in progress were cancelled'));
     const models = [...this.#repository.entries()].flatMap((m) => [...m.versions.values()].map((v) => v.model).filter((x): x is LoadedModel => !!x));
     const deadline = Date.now() + timeoutMs;
-    await settleWithin(Promise.all(models.map((m) => m.idle())), timeoutMs);
+    for (const m of models) m.stopAccepting();
+    // Triton's exit loop logs what each model version still holds.
+    for (const m of models) {
+      const n = m.inflightCount() + (m.activeSequenceCount?.() ?? 0);
+      if (n > 0) this.logger.info(`Model '${m.name}' (version ${m.version}) has ${n} in-flight inferences`);
+    }
+    // The requests the server itself accepted too: a decoupled request is answered only after its
+    // last response is sent.
+    await settleWithin(Promise.all([...models.map((m) => m.quiesced()), this.#answeredAll()]), timeoutMs);
+    this.#stopped = true;
+    const live = models.reduce((n, m) => n + (m.activeSequenceCount?.() ?? 0), 0);
+    if (live > 0) this.logger.warning(`exit timeout expired with ${live} sequences still live`);
     const left = this.#inflight;
     if (left > 0) this.logger.warning(`exit timeout expired with ${left} inference requests in flight`);
     // What is still running after the timeout is not waited for again; releasing gets what is

@@ -60,6 +60,8 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   #batchDeadline = 0;
   readonly #idle = new IdleWaiters();
   #stopped = false;
+  /** stopAccepting was called: new requests are refused, what it holds runs. */
+  #refusing = false;
   /** Instances that get new batches: 0..active-1 (an instance count change moves it). */
   #active: number;
   /** Per instance: callbacks waiting for it to have nothing outstanding. */
@@ -88,7 +90,7 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
   }
 
   enqueue(request: T): void {
-    if (this.#stopped) throw Errors.serverStopping();
+    if (this.#stopped || this.#refusing) throw Errors.schedulerStopping();
     const now = this.#clock.nowNs();
     this.#queue.enqueue(request, now, request.priority ?? 0, request.timeoutUs ?? 0);
     this.#schedule(now);
@@ -110,6 +112,14 @@ export class DynamicBatchScheduler<T extends Schedulable> implements Scheduler<T
 
   idle(): Promise<void> {
     return this.#idle.wait(this.#queue.size === 0 && this.#inflight === 0);
+  }
+
+  stopAccepting(): void {
+    this.#refusing = true;
+  }
+
+  quiesced(): Promise<void> {
+    return this.idle();
   }
 
   async stop(): Promise<void> {

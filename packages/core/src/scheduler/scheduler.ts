@@ -58,6 +58,20 @@ export interface Scheduler<T extends Schedulable> {
   inflightInferenceCount(): number;
   /** Resolves once nothing is queued or executing. */
   idle(): Promise<void>;
+  /**
+   * Triton's Scheduler::Stop, for a server shutdown: new requests are refused UNAVAILABLE
+   * ("Server is stopping, scheduler for model has stopped accepting new inference requests"); the
+   * sequence batcher refuses only those that start a sequence, so live sequences can finish.
+   * Queued and running work, and the timers (batch delays, the sequence idle timeout), go on.
+   */
+  stopAccepting(): void;
+  /**
+   * Resolves once nothing is queued or executing and no sequence is live (what a server shutdown
+   * waits for: Triton's InflightInferenceCount counts a sequence batcher's live sequences).
+   */
+  quiesced(): Promise<void>;
+  /** Sequences live now (the sequence batcher). */
+  activeSequenceCount?(): number;
   /** Stops timers; queued requests are left to the caller (see `rejectAll`). */
   stop(): Promise<void>;
   /**

@@ -102,6 +102,10 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   readonly #timer: WakeTimer;
   readonly #idle = new IdleWaiters();
   #stopped = false;
+  /** stopAccepting was called: requests that start a sequence are refused. */
+  #refusing = false;
+  /** Waiters for no queued or running request and no live sequence. */
+  readonly #quiet = new IdleWaiters();
   readonly #gates: readonly InstanceGate[] | undefined;
   /** Rate limited: instances waiting for their resources. */
   readonly #staged: boolean[];
@@ -148,8 +152,10 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   }
 
   enqueue(request: T): void {
-    if (this.#stopped) throw Errors.serverStopping();
     const info = request.sequence;
+    // Stopping for a shutdown: only a request that starts a sequence is refused (Triton's
+    // "stop_ && seq_start"), so live sequences can run to their END while the server waits.
+    if (this.#stopped || (this.#refusing && info.start)) throw Errors.schedulerStopping();
     const now = this.#clock.nowNs();
     let seq = this.#sequences.get(info.key);
     if (seq && info.start) {
@@ -213,6 +219,18 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
 
   idle(): Promise<void> {
     return this.#idle.wait(this.#queued === 0 && this.#inflight === 0);
+  }
+
+  stopAccepting(): void {
+    this.#refusing = true;
+  }
+
+  quiesced(): Promise<void> {
+    return this.#quiet.wait(this.#isQuiet());
+  }
+
+  #isQuiet(): boolean {
+    return this.#queued === 0 && this.#inflight === 0 && this.#sequences.size === 0;
   }
 
   async stop(): Promise<void> {
@@ -287,6 +305,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   #release(seq: Sequence<T>): void {
     this.#sequences.delete(seq.key);
     this.#onEnd(seq.key);
+    this.#quiet.notify(this.#isQuiet());
     if (seq.instance < 0) {
       const i = this.#backlog.indexOf(seq);
       if (i >= 0) this.#backlog.splice(i, 1);
@@ -418,6 +437,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
 
   #notifyIdle(): void {
     this.#idle.notify(this.#queued === 0 && this.#inflight === 0);
+    this.#quiet.notify(this.#isQuiet());
   }
 
   rejectAll(error: TriodeError): void {
