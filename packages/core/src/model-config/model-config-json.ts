@@ -119,7 +119,8 @@ function readMessage(m: Record<string, unknown>, type: string, path: string): Re
     if (given !== name && Object.hasOwn(m, name)) {
       throw Errors.invalidArg(`failed to parse model configuration: "${p}" is given twice (as "${name}" and "${given}")`);
     }
-    if (v === null) continue;
+    // null is JSON's absent field; undefined is the same in an object a backend filled in.
+    if (v === null || v === undefined) continue;
     if (field.oneof) {
       const prev = oneofs.get(field.oneof);
       if (prev) throw Errors.invalidArg(`failed to parse model configuration: "${p}" and "${prev}" are both set (oneof ${field.oneof})`);

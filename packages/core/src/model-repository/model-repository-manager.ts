@@ -18,6 +18,7 @@ import { setConfigWarnings } from '../model-config/config-warnings.js';
 import type { Logger } from '../logger.js';
 import { pollFailure, removeOverride, writeOverrideFiles } from './load-override.js';
 import { loadFailed } from './load-error.js';
+import { readAutoCompletedConfig } from './autocomplete-result.js';
 import { checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
 import { findInRepositories, listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
@@ -195,7 +196,7 @@ export class ModelRepositoryManager {
   /** Reads, completes, normalizes and validates a model's config. */
   async #prepareConfig(entry: ModelEntry, override?: ModelConfig): Promise<{ config: ModelConfig; versions: number[] }> {
     const autoComplete = this.#opts.autoCompleteConfig;
-    const config = override ? structuredClone(override) : readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
+    let config = override ? structuredClone(override) : readModelConfig(entry.path, { configName: this.#opts.modelConfigName, autoComplete });
     if (!config.name) config.name = entry.name;
     // Agents see the files before anything reads them (Triton: TRITONREPOAGENT_ACTION_LOAD).
     await runRepositoryAgents(config, entry.path);
@@ -223,6 +224,8 @@ export class ModelRepositoryManager {
       } finally {
         clearTimeout(timer);
       }
+      // What the model's code returned is read again through the schema (no raw object goes on).
+      config = readAutoCompletedConfig(config, entry.name);
     }
     normalizeModelConfig(config);
     validateModelConfig(config, entry.name);
