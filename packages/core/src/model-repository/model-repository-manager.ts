@@ -8,8 +8,8 @@ import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Backend } from '../backend-api.js';
 import { abortable, timerMs } from '../clock.js';
-import { Errors, TriodeError, echo } from '../errors.js';
-import type { ModelConfig } from '../model-config/model-config.js';
+import { Errors, TriodeError, echo, thrownText } from '../errors.js';
+import type { EnsembleStep, ModelConfig } from '../model-config/model-config.js';
 import { PLATFORMS, autoCompleteBackendFields, normalizeModelConfig } from '../model-config/normalize-model-config.js';
 import { validateModelConfig } from '../model-config/validate-model-config.js';
 import { checkMetricReporterConfig } from '../model-config/metric-reporter-config.js';
@@ -147,8 +147,20 @@ export class ModelRepositoryManager {
         entry.error = this.#lifecycle.clientError(entry, m.error, 'INVALID_ARG');
         return;
       }
-      const versions = await this.#prepare(entry);
-      if (versions) entries.push({ entry, versions });
+      try {
+        const versions = await this.#prepare(entry);
+        if (versions) entries.push({ entry, versions });
+      } catch (err) {
+        this.#failedUnexpectedly(entry, err);
+      }
+    };
+    // One model's load must never fail the start (the others are served; --exit-on-error reads the index).
+    const load = async ({ entry, versions }: { entry: ModelEntry; versions: number[] }): Promise<void> => {
+      try {
+        await this.#lifecycle.loadVersions(entry, versions);
+      } catch (err) {
+        this.#failedUnexpectedly(entry, err);
+      }
     };
     await Promise.all([...found.values()].map(async (m) => {
       const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
@@ -162,7 +174,7 @@ export class ModelRepositoryManager {
     // Explicit mode: an ensemble asked for brings the models of its steps (Triton's PollModels
     // follows ensemble steps), and theirs, until none is left out.
     for (;;) {
-      const wanted = new Set(entries.flatMap((e) => (e.entry.config?.ensemble_scheduling?.step ?? []).map((st) => st.model_name ?? '')));
+      const wanted = new Set(entries.flatMap((e) => ensembleSteps(e.entry.config).map((st) => st.model_name ?? '')));
       const more = [...wanted].filter((n) => found.has(n) && this.#models.get(n)?.unloaded);
       if (more.length === 0) break;
       await Promise.all(more.map(async (n) => {
@@ -174,22 +186,40 @@ export class ModelRepositoryManager {
     }
     // Models first, then ensembles in dependency order (an ensemble checks its steps at load).
     const isEnsemble = (e: ModelEntry) => e.config?.platform === PLATFORMS.ensemble;
-    await Promise.all(entries.filter((e) => !isEnsemble(e.entry)).map((e) => this.#lifecycle.loadVersions(e.entry, e.versions)));
+    await Promise.all(entries.filter((e) => !isEnsemble(e.entry)).map(load));
     let pending = entries.filter((e) => isEnsemble(e.entry));
     while (pending.length > 0) {
       const names = new Set(pending.map((e) => e.entry.name));
-      const ready = pending.filter((e) => !(e.entry.config?.ensemble_scheduling?.step ?? []).some((s) => names.has(s.model_name ?? '')));
+      const ready = pending.filter((e) => !ensembleSteps(e.entry.config).some((s) => names.has(s.model_name ?? '')));
       if (ready.length === 0) {
         for (const e of pending) e.entry.error = Errors.invalidArg(`ensemble '${e.entry.name}' is part of a circular dependency between ensembles`);
         break;
       }
-      await Promise.all(ready.map((e) => this.#lifecycle.loadVersions(e.entry, e.versions)));
+      await Promise.all(ready.map(load));
       pending = pending.filter((e) => !ready.includes(e));
     }
     for (const row of this.repositoryIndex()) {
       if (row.reason === 'unloaded') continue;
       if (row.state !== 'READY') this.#logger.error(`failed to load '${row.name}'${row.version ? ` version ${row.version}` : ''}: ${row.reason}`, { model: row.name });
       else this.#logger.info(`successfully loaded '${row.name}' version ${row.version ?? ''}`, { model: row.name });
+    }
+  }
+
+  /**
+   * A throw no check foresaw (not a TriodeError from a check) while model `entry` was prepared or
+   * loaded at start: that model is UNAVAILABLE with an INTERNAL reason that names it, its
+   * versions not loaded with it; the detail goes to the log only (a TypeError's text tells a
+   * client nothing).
+   */
+  #failedUnexpectedly(entry: ModelEntry, err: unknown): void {
+    const e = err instanceof TriodeError ? err : Errors.internal(`failed to load '${entry.name}': an unexpected error occurred (see the server log)`, err);
+    if (!(err instanceof TriodeError)) this.#logger.error(`failed to load '${entry.name}': unexpected error: ${thrownText(err)}`, { model: entry.name });
+    entry.error = e;
+    for (const slot of entry.versions.values()) {
+      if (slot.state === 'READY') continue;
+      slot.state = 'UNAVAILABLE';
+      slot.reason = e.message;
+      slot.code = e.code;
     }
   }
 
@@ -438,7 +468,7 @@ export class ModelRepositoryManager {
     }
     if (config.platform !== PLATFORMS.ensemble) return;
     const next = new Set([...chain, name]);
-    const steps = [...new Set((config.ensemble_scheduling?.step ?? []).map((st) => st.model_name ?? ''))];
+    const steps = [...new Set(ensembleSteps(config).map((st) => st.model_name ?? ''))];
     for (const step of steps) {
       if (!step || next.has(step) || this.#hasReadyVersion(step) || modelNameProblem(step) !== undefined) continue;
       try {
@@ -593,7 +623,7 @@ export class ModelRepositoryManager {
       this.#logger.info(`successfully unloaded '${name}'`, { model: name });
     });
     if (options.unloadDependents) {
-      const dependents = [...this.#models.values()].filter((m) => !m.unloaded && (m.config?.ensemble_scheduling?.step ?? []).some((s) => s.model_name === name));
+      const dependents = [...this.#models.values()].filter((m) => !m.unloaded && ensembleSteps(m.config).some((s) => s.model_name === name));
       for (const d of dependents) await this.#unload(d.name, options);
     }
   }
@@ -643,6 +673,15 @@ export class ModelRepositoryManager {
       this.#polling = false;
     }
   }
+}
+
+/**
+ * An ensemble config's steps; none when it has no list of them. The config is schema-read, so
+ * this only guards against what a future path might let through unread.
+ */
+function ensembleSteps(config: ModelConfig | undefined): EnsembleStep[] {
+  const steps = config?.ensemble_scheduling?.step;
+  return Array.isArray(steps) ? steps : [];
 }
 
 /** The most entries a signature reads (a model directory holds a handful of files). */
