@@ -9,7 +9,7 @@ import { dirname } from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import {
-  Errors, TriodeError, abortable, arrayClassName, thrownText as coreThrownText, claimOwnership, echo, fromWireError, isDataOf, isDataType, resolveInside, toWireError, transferList,
+  Errors, TriodeError, abortable, arrayClassName, thrownText as coreThrownText, claimOwnership, echo, fromWireError, isDataOf, isDataType, readAutoCompletedConfig, resolveInside, toWireError, transferList,
   type AutoCompleteContext, type Backend, type BackendModel, type BackendModelInstance, type ExecuteRequest, type ExecuteResponse,
   type DataType, type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
@@ -442,16 +442,23 @@ export class JavaScriptBackend implements Backend {
     const file = modelFile(ctx.versionPath, config);
     if (!existsSync(file)) return;
     const p = pool((err) => this.#logger.warning(`auto-complete of model '${ctx.name}': its thread ended (${err.message})`, { model: ctx.name }));
+    let completed: unknown;
     try {
       // The signal ends the task's thread if the model's code never settles (the load timed out).
-      const completed = (await p.run({ op: 'autocomplete', file, config }, ctx.signal ? { signal: ctx.signal } : {})) as ModelConfig;
-      Object.assign(config, completed);
+      completed = await p.run({ op: 'autocomplete', file, config }, ctx.signal ? { signal: ctx.signal } : {});
     } catch (err) {
       if (ctx.signal?.aborted) throw ctx.signal.reason;
       throw Errors.invalidArg(`auto-complete of model '${ctx.name}' failed: ${thrownText(err)}`);
     } finally {
       await p.close({ force: true });
     }
+    // The model's own code made it: only what the config schema reads goes into the config (an
+    // own __proto__ key, assigned raw, set the config's prototype; 'abc' added fields 0, 1, 2).
+    if (typeof completed !== 'object' || completed === null || Array.isArray(completed)) {
+      const what = completed === null ? 'null' : Array.isArray(completed) ? 'an array' : `a ${typeof completed}`;
+      throw Errors.invalidArg(`auto-complete of model '${ctx.name}' returned an invalid config: autoCompleteConfig() returned ${what}, not a config object`);
+    }
+    Object.assign(config, readAutoCompletedConfig(completed, ctx.name));
   }
 
   async modelInitialize(ctx: ModelContext): Promise<BackendModel> {
