@@ -107,6 +107,8 @@ export class ModelRepositoryManager {
   /** Per model name: the entry its load in progress is making, once made (not yet serving). */
   readonly #candidates = new Map<string, ModelEntry>();
   #stopping = false;
+  /** Repository directories already warned of as not usable model names (warned once each). */
+  readonly #skippedDirs = new Set<string>();
 
   constructor(lifecycle: ModelLifecycle, options: ModelRepositoryManagerOptions) {
     this.#lifecycle = lifecycle;
@@ -121,7 +123,7 @@ export class ModelRepositoryManager {
   async start(): Promise<void> {
     await this.#loadAll();
     if (this.#opts.modelControlMode === 'poll') {
-      for (const m of scanRepositories(this.#opts.modelRepositories).values()) this.#signatures.set(m.name, signature(m.path));
+      for (const m of this.#scan().values()) this.#signatures.set(m.name, signature(m.path));
       this.#pollTimer = setInterval(() => { void this.pollRepository(); }, timerMs(this.#opts.repositoryPollMs));
       this.#pollTimer.unref();
     }
@@ -133,8 +135,23 @@ export class ModelRepositoryManager {
     clearInterval(this.#pollTimer);
   }
 
+  /**
+   * The models of the repositories; a directory whose name is not a usable model name is left out,
+   * with a warning the first time it is seen.
+   */
+  #scan(): Map<string, RepositoryModel> {
+    return scanRepositories(this.#opts.modelRepositories, {
+      onSkip: (name, repository, problem) => {
+        const key = `${repository}/${name}`;
+        if (this.#skippedDirs.has(key)) return;
+        this.#skippedDirs.add(key);
+        this.#logger.warning(`skipping directory '${echo(name)}' of model repository '${repository}': invalid model name: ${problem}`);
+      },
+    });
+  }
+
   async #loadAll(): Promise<void> {
-    const found = scanRepositories(this.#opts.modelRepositories);
+    const found = this.#scan();
     const entries: { entry: ModelEntry; versions: number[] }[] = [];
     const startup = this.#opts.startupModels;
     const selected = (name: string) => this.#opts.modelControlMode !== 'explicit' || startup.includes('*') || startup.includes(name);
@@ -650,7 +667,7 @@ export class ModelRepositoryManager {
     if (this.#polling || this.#stopping) return;
     this.#polling = true;
     try {
-      const found = scanRepositories(this.#opts.modelRepositories);
+      const found = this.#scan();
       for (const [name, m] of found) {
         const sig = signature(m.path);
         if (this.#signatures.get(name) === sig) continue;

@@ -7,6 +7,7 @@ import { basename, join, resolve, sep } from 'node:path';
 import { Errors, TriodeError } from '../errors.js';
 import type { ModelConfig, ModelVersionPolicy } from '../model-config/model-config.js';
 import { parsePbtxt } from '../model-config/pbtxt-parser.js';
+import { modelNameProblem } from './model-name.js';
 
 /** A model directory found in a repository, or the reason it cannot be used. */
 export interface RepositoryModel {
@@ -17,11 +18,23 @@ export interface RepositoryModel {
   error?: TriodeError;
 }
 
+/** Options of `scanRepositories`. */
+export interface ScanOptions {
+  /**
+   * Told of each directory left out because its name is not a usable model name (`modelNameProblem`:
+   * a control character, a backslash), with why. @default nothing is told
+   */
+  onSkip?: (name: string, repository: string, problem: string) => void;
+}
+
 /**
  * Lists the models of several repositories. A model name found in more than one repository is
- * returned once, with an error: Triton refuses such a model unless model namespacing is on.
+ * returned once, with an error: Triton refuses such a model unless model namespacing is on. A
+ * directory whose name the API would refuse as a model name is left out (`onSkip` is told): the
+ * name rule keeps control characters out of logs and metric labels, and a model loaded under such
+ * a name could never be unloaded.
  */
-export function scanRepositories(repositories: readonly string[]): Map<string, RepositoryModel> {
+export function scanRepositories(repositories: readonly string[], options: ScanOptions = {}): Map<string, RepositoryModel> {
   const found = new Map<string, RepositoryModel>();
   for (const repo of repositories) {
     const root = resolve(repo);
@@ -34,7 +47,10 @@ export function scanRepositories(repositories: readonly string[]): Map<string, R
     for (const name of entries.sort()) {
       if (name.startsWith('.')) continue;
       const path = join(root, name);
-      if (isDir(path)) addFound(found, name, root, path);
+      if (!isDir(path)) continue;
+      const problem = modelNameProblem(name);
+      if (problem === undefined) addFound(found, name, root, path);
+      else options.onSkip?.(name, repo, problem);
     }
   }
   return found;
@@ -53,7 +69,7 @@ export function findInRepositories(repositories: readonly string[], name: string
     } catch (err) {
       throw repositoryUnreadable(repo, err);
     }
-    if (name.startsWith('.')) continue;
+    if (name.startsWith('.') || modelNameProblem(name) !== undefined) continue;
     const path = join(root, name);
     if (isDir(path)) addFound(found, name, root, path);
   }
