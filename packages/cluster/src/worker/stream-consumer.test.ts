@@ -14,6 +14,7 @@ import { StreamConsumer } from './stream-consumer.js';
 import { ClusterAuth } from '../cluster-auth.js';
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 import { until } from '../../../../test/helpers/process.js';
+import { manualClock } from '../../../core/src/scheduler/test-clock.js';
 
 /** Test backend: 20 ms per execution whatever the batch, OUT = IN. */
 /** A test backend named `name` whose every instance runs `execute`. */
@@ -91,56 +92,123 @@ describe('StreamConsumer', () => {
     expect(consumer.readsTimedOutWithRoom - before).toBe(0);
   });
 
-  it('counts max_queue_delay from when the gateway queued the request, so time spent in Redis is not added to it', async () => {
-    const redisClient = new Redis(redis.url);
-    // A gateway's reply stream: workers add replies only to one that exists.
-    const replyTo = new ClusterKeys('t1').replies('test');
-    let last = (await redisClient.xadd(replyTo, '*', 'open', '1'))!;
-    // Puts a request on model c's stream as a gateway would, queued at `enqueuedMs`; resolves
-    // with how long its reply took to come back.
-    const roundTrip = async (key: string, enqueuedMs: number): Promise<number> => {
-      const [head, ...tensors] = encodeRequestParts({ modelName: 'c', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] },
-        { requestKey: key, replyTo, enqueuedMs, deadlineMs: Date.now() + 10_000 });
-      const t0 = performance.now();
-      await redisClient.xadd(new ClusterKeys('t1').requests('c'), '*', 'r', head!, ...tensors.flatMap((t) => ['t', t]));
-      for (;;) {
-        const reply = (await redisClient.xreadBuffer('BLOCK', 5000, 'STREAMS', replyTo, last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
-        for (const [, entries] of reply ?? []) {
-          for (const [id, fields] of entries) {
-            last = id.toString();
-            const r = decodeReply(fields[1]!);
-            if (r.requestKey === key) {
-              expect('response' in r).toBe(true);
-              return performance.now() - t0;
+  describe('model c\'s batcher on a clock the test moves', () => {
+    // Model c waits 600 ms (max_queue_delay) for a fuller batch, on a clock that moves only when
+    // the test moves it: what the batcher decides is exact, whatever the machine's speed.
+    const clock = manualClock();
+    /** IN of each request model c executed, in order. */
+    const ran: number[] = [];
+    const recorded = backendOf('recorded', async (requests) => {
+      for (const r of requests) ran.push((r.inputs[0]!.data as Int32Array)[0]!);
+      return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) };
+    });
+    const keys = new ClusterKeys('tclock');
+    let cServer: InferenceServer;
+    let cConsumer: StreamConsumer;
+    let cGateway: RedisBackplane;
+
+    beforeAll(async () => {
+      const repo = mkdtempSync(join(tmpdir(), 'triode-worker-clock-'));
+      mkdirSync(join(repo, 'c', '1'), { recursive: true });
+      writeFileSync(join(repo, 'c', 'config.pbtxt'), 'backend: "recorded"\nmax_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 600000 }\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n');
+      cServer = await InferenceServer.create({ modelRepositories: [repo], backends: [recorded], clock });
+      cConsumer = new StreamConsumer(cServer, { redis: redis.url, prefix: 'tclock' });
+      await cConsumer.start();
+      cGateway = new RedisBackplane({ redis: redis.url, prefix: 'tclock', registryRefreshMs: 50 });
+      await cGateway.start();
+    });
+
+    afterAll(async () => {
+      await cGateway?.stop();
+      await cConsumer?.stop(1000);
+      await cServer?.stop(1000);
+    });
+
+    /** Waits until model c's batcher holds a request for its delay: its timer is armed on the clock. */
+    const held = (timersBefore: number) => vi.waitFor(() => expect(clock.pendingTimers()).toBe(timersBefore + 1), { timeout: 30_000 });
+
+    it('counts max_queue_delay from when the gateway queued the request, so time spent in Redis is not added to it', async () => {
+      const redisClient = new Redis(redis.url);
+      // A gateway's reply stream: workers add replies only to one that exists.
+      const replyTo = keys.replies('test');
+      let last = (await redisClient.xadd(replyTo, '*', 'open', '1'))!;
+      // Puts a request (IN = value, key = value) on model c's stream as a gateway would, queued at
+      // `enqueuedMs` (the server's clock).
+      const put = async (value: number, enqueuedMs: number): Promise<void> => {
+        const [head, ...tensors] = encodeRequestParts({ modelName: 'c', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(value) }] },
+          { requestKey: String(value), replyTo, enqueuedMs, deadlineMs: Date.now() + 60_000 });
+        await redisClient.xadd(keys.requests('c'), '*', 'r', head!, ...tensors.flatMap((t) => ['t', t]));
+      };
+      // Resolves once the request's reply (a response) is on the reply stream.
+      const answered = async (value: number): Promise<void> => {
+        for (;;) {
+          const reply = (await redisClient.xreadBuffer('BLOCK', 5000, 'STREAMS', replyTo, last)) as [Buffer, [Buffer, Buffer[]][]][] | null;
+          for (const [, entries] of reply ?? []) {
+            for (const [id, fields] of entries) {
+              last = id.toString();
+              const r = decodeReply(fields[1]!);
+              if (r.requestKey === String(value)) {
+                expect('response' in r).toBe(true);
+                return;
+              }
             }
           }
         }
+      };
+      try {
+        const timers = clock.pendingTimers();
+        // Queued a second ago (e.g. waiting in Redis for a worker): its 600 ms delay is over, and it
+        // runs though the clock never moves (counted from its arrival, it would wait for good).
+        await put(1, clock.epochMs() - 1000);
+        await vi.waitFor(() => expect(ran).toEqual([1]), { timeout: 30_000 });
+        await answered(1);
+        expect(clock.pendingTimers()).toBe(timers);
+        // Queued 400 ms ago: the batcher waits the 200 ms left of its delay for company, no more.
+        await put(2, clock.epochMs() - 400);
+        await held(timers);
+        clock.advance(199e6);
+        expect(clock.pendingTimers()).toBe(timers + 1); // still held
+        clock.advance(1e6);
+        expect(clock.pendingTimers()).toBe(timers); // its batch went
+        await answered(2);
+        // Queued now: the batcher waits its whole 600 ms.
+        await put(3, clock.epochMs());
+        await held(timers);
+        clock.advance(599e6);
+        expect(clock.pendingTimers()).toBe(timers + 1);
+        clock.advance(1e6);
+        expect(clock.pendingTimers()).toBe(timers);
+        await answered(3);
+        expect(ran).toEqual([1, 2, 3]);
+      } finally {
+        redisClient.disconnect();
       }
-    };
-    try {
-      // Queued a second ago (e.g. waiting in Redis for a worker): its 600 ms delay is over, it runs at once.
-      expect(await roundTrip('waited', Date.now() - 1000)).toBeLessThan(400);
-      // Queued now: the batcher waits its 600 ms for company.
-      expect(await roundTrip('fresh', Date.now())).toBeGreaterThanOrEqual(550);
-    } finally {
-      redisClient.disconnect();
-    }
-  });
+    });
 
-  it('a request the gateway\'s client cancels leaves the worker\'s queue too (it ran for nobody)', async () => {
-    const stats = () => server.modelStatistics('c')[0]!.inference_stats;
-    const before = { success: stats().success.count, fail: stats().fail.count };
-    const abort = new AbortController();
-    // Model c waits 600 ms for a fuller batch: the request is still queued on the worker when cancelled.
-    const running = gateway.infer({ modelName: 'c', signal: abort.signal, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] });
-    const deadline = Date.now() + 3000;
-    await new Promise((r) => setTimeout(r, 150));
-    abort.abort();
-    await expect(running).rejects.toThrow(/cancelled/);
-    while (stats().fail.count === before.fail && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 700)); // past the batch delay: it would have run by now
-    expect(stats().fail.count).toBe(before.fail + 1);
-    expect(stats().success.count).toBe(before.success);
+    it('a request the gateway\'s client cancels leaves the worker\'s queue too (it ran for nobody)', async () => {
+      const stats = () => cServer.modelStatistics('c')[0]!.inference_stats;
+      const before = { success: stats().success.count, fail: stats().fail.count };
+      const timers = clock.pendingTimers();
+      const abort = new AbortController();
+      const running = cGateway.infer({ modelName: 'c', signal: abort.signal, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(9) }] });
+      // Queued on the worker, where model c's batcher holds it (the clock does not move) when it is cancelled.
+      await held(timers);
+      abort.abort();
+      await expect(running).rejects.toThrow(/cancelled/);
+      await vi.waitFor(() => expect(stats().fail.count).toBe(before.fail + 1), { timeout: 30_000 });
+      // Past the batch delay: still queued, it would run now.
+      clock.advance(600e6);
+      // A later request runs on the same (only) instance: a batch of the cancelled one would have
+      // run before it.
+      const next = cGateway.infer({ modelName: 'c', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(10) }] });
+      await held(timers);
+      clock.advance(600e6);
+      expect(Array.from((await next).outputs[0]!.data as Int32Array)).toEqual([10]);
+      expect(ran).not.toContain(9);
+      expect(ran.at(-1)).toBe(10);
+      expect(stats().fail.count).toBe(before.fail + 1);
+      expect(stats().success.count).toBe(before.success + 1);
+    });
   });
 
   it('junk on the cancel channel is ignored', async () => {
