@@ -759,7 +759,8 @@ describe('StreamConsumer', () => {
       await redisClient.set(keys.worker('junk'), '{}', 'PX', 60_000);
       await redisClient.set(keys.worker('junk2'), JSON.stringify({ workerId: 'junk2', heartbeatMs: Date.now(), models: [{ name: 'a', state: 'READY', stats: { name: 'a', version: '1' } }, 5] }), 'PX', 60_000);
       await redisClient.set(keys.worker('junk3'), JSON.stringify({ workerId: 'junk3', heartbeatMs: Date.now(), models: [{ name: 'b', version: '1', state: 'READY', stats: { name: 'b', version: '1', last_inference: 0, inference_count: 1, execution_count: 1, inference_stats: {}, batch_stats: [] } }] }), 'PX', 60_000);
-      await new Promise((res) => setTimeout(res, 100)); // past registryRefreshMs
+      // The gateway has read the registry with the junk in it (junk3 is the one it lists).
+      await vi.waitFor(async () => expect((await gateway.clusterWorkers()).map((w) => w.id)).toContain('junk3'), { timeout: 30_000 });
       const r = await gateway.infer({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(3) }] });
       expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual([3]);
       expect(await gateway.modelReady('a')).toBe(true);
@@ -1014,7 +1015,6 @@ describe('StreamConsumer: its own request streams (sequence models)', () => {
     writeFileSync(join(repo, 'a', 'config.pbtxt'), `backend: "slow"\nmax_batch_size: 8\n${io}`);
     return InferenceServer.create({ modelRepositories: [repo], backends: [slow] });
   }
-  const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 
   it('a worker\'s own stream has an expiry its heartbeat renews, is made again with its group if it goes while the worker lives, and is deleted when the worker stops; the same worker id started again makes it again (review: they stayed in Redis for good, one per sequence model per worker lifetime)', async () => {
     const keys = new ClusterKeys('own1');
@@ -1030,9 +1030,23 @@ describe('StreamConsumer: its own request streams (sequence models)', () => {
       const first = await r.pttl(own);
       expect(first).toBeGreaterThan(0);
       expect(first).toBeLessThanOrEqual(600);
-      // Past its expiry, renewed by the heartbeats.
-      await sleep(900);
-      expect(await r.pttl(own)).toBeGreaterThan(300);
+      // Renewed by the heartbeats: its expiry moves later while it stays the same stream (a
+      // marker group of the test's shows that: one made again after it expired would not have it).
+      // Waited for, not slept on: a loaded machine may be slow to send the next heartbeat.
+      await r.xgroup('CREATE', own, 'marker', '$');
+      let expiresAt = Number(await r.call('PEXPIRETIME', own));
+      await vi.waitFor(async () => {
+        const groups = ((await r.xinfo('GROUPS', own).catch(() => [])) as unknown[][]).map((row) => String(row[1]));
+        if (!groups.includes('marker')) {
+          // Expired and made again (the machine stalled past the expiry): watch the new one.
+          await r.xgroup('CREATE', own, 'marker', '$').catch(() => undefined);
+          expiresAt = Number(await r.call('PEXPIRETIME', own));
+          throw new Error('the stream was made again; waiting for a renewal');
+        }
+        expect(Number(await r.call('PEXPIRETIME', own))).toBeGreaterThan(expiresAt);
+      }, { timeout: 30_000 });
+      await r.xgroup('DESTROY', own, 'marker');
+      expect(await r.pttl(own)).toBeGreaterThan(0);
       // Only the worker's own streams expire: not the model's shared stream.
       expect(await r.pttl(keys.requests('sq'))).toBe(-1);
       // Gone while the worker lives (expired while Redis was paused): made again, group and expiry too.
