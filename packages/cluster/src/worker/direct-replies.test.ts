@@ -4,7 +4,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { FrameReader, confirmFrame, fetchRequest, tensorsFrameHead } from '../reply-frames.js';
 import { DirectReplies, MAX_FETCH_BYTES, parseDirectAddress, type ReplyOutcome } from './direct-replies.js';
@@ -28,10 +28,11 @@ describe('DirectReplies', () => {
     const d = new DirectReplies();
     try {
       expect(d.send({ address, token: 'tok' }, Buffer.from('first'), undefined, ignore)).toBe(false);
-      await new Promise((r) => setTimeout(r, 100));
+      // Open once the gateway has the token: the worker marks the connection open as it writes it.
+      await vi.waitFor(() => expect(got).toEqual(['tok']), { timeout: 30_000 });
       expect(d.send({ address, token: 'tok' }, Buffer.from('second'), undefined, ignore)).toBe(true);
-      await new Promise((r) => setTimeout(r, 100));
-      expect(got).toEqual(['tok', 'second']);
+      // 'first' never follows: it went elsewhere (another frame before 'second' would never match).
+      await vi.waitFor(() => expect(got).toEqual(['tok', 'second']), { timeout: 30_000 });
     } finally {
       d.close();
       server.close();
@@ -45,11 +46,14 @@ describe('DirectReplies', () => {
     const d = new DirectReplies();
     try {
       expect(d.send({ address, token: 'new' }, Buffer.from('opens'), undefined, ignore)).toBe(false);
-      await new Promise((r) => setTimeout(r, 100));
+      await vi.waitFor(() => expect(got).toEqual(['new']), { timeout: 30_000 });
       expect(d.send({ address, token: 'new' }, Buffer.from('for-new'), undefined, ignore)).toBe(true);
       expect(d.send({ address, token: 'old' }, Buffer.from('for-old'), undefined, ignore)).toBe(false);
-      await new Promise((r) => setTimeout(r, 100));
-      expect(got).toEqual(['new', 'for-new', 'old']);
+      // 'for-new' on the open connection, and the token of the one opened for the old gateway
+      // (two connections: in either order); 'for-old' nowhere.
+      await vi.waitFor(() => expect(got).toHaveLength(3), { timeout: 30_000 });
+      expect([...got].sort()).toEqual(['for-new', 'new', 'old']);
+      expect(got.indexOf('new')).toBeLessThan(got.indexOf('for-new'));
     } finally {
       d.close();
       server.close();
@@ -149,10 +153,12 @@ describe('DirectReplies', () => {
     const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
     const d = new DirectReplies();
     try {
-      const t0 = Date.now();
       await expect(d.fetch(direct, '1', undefined, 4e9)).rejects.toThrow(/over the limit of 67108864 bytes for a fetch/);
       await expect(d.fetch(direct, '1', undefined, 64 * 1024 * 1024 + 1)).rejects.toThrow(/over the limit/);
-      expect(Date.now() - t0).toBeLessThan(100);
+      // Refused without connecting: no connection was even opened (d.size: a connection is known
+      // from the moment it is opened), so the refusal could not have waited on one. The sleep is
+      // a negative check (a connection would reach the server by then); slowness only helps it pass.
+      expect(d.size).toBe(0);
       await new Promise((r) => setTimeout(r, 100));
       expect(connections).toBe(0);
       expect(d.size).toBe(0);
@@ -247,10 +253,10 @@ describe('DirectReplies', () => {
     try {
       const body = Buffer.from('reply');
       expect(d.send(direct, body, auth.mac('reply', ['g', body]), ignore)).toBe(false);
-      await new Promise((r) => setTimeout(r, 300));
+      // Open (TLS handshake done) once the gateway has the auth frame.
+      await vi.waitFor(() => expect(got).toHaveLength(1), { timeout: 30_000 });
       expect(d.send(direct, body, auth.mac('reply', ['g', body]), ignore)).toBe(true);
-      await new Promise((r) => setTimeout(r, 100));
-      expect(got).toHaveLength(2);
+      await vi.waitFor(() => expect(got).toHaveLength(2), { timeout: 30_000 });
       expect(got[0]!.equals(auth.mac('direct-auth', ['tok'])!)).toBe(true);
       expect(got[1]!.subarray(MAC_BYTES).toString()).toBe('reply');
       expect(auth.verify('reply', ['g', got[1]!.subarray(MAC_BYTES)], got[1]!.subarray(0, MAC_BYTES))).toBe(true);
@@ -275,22 +281,19 @@ describe('DirectReplies', () => {
     const outcome = (name: string): ReplyOutcome => ({ confirmed: () => seen.push(`${name} confirmed`), lost: () => seen.push(`${name} lost`) });
     try {
       expect(d.send(direct, Buffer.from('opening'), undefined, outcome('opening'))).toBe(false);
-      await new Promise((r) => setTimeout(r, 100));
+      await vi.waitFor(() => expect(got).toEqual(['tok']), { timeout: 30_000 });
       for (const n of ['a', 'b', 'c']) expect(d.send(direct, Buffer.from(n), undefined, outcome(n))).toBe(true);
-      await new Promise((r) => setTimeout(r, 100));
-      expect(got).toEqual(['tok', 'a', 'b', 'c']);
+      await vi.waitFor(() => expect(got).toEqual(['tok', 'a', 'b', 'c']), { timeout: 30_000 });
       expect(d.unconfirmed).toBe(3);
       // The gateway has taken two: a running count, split across writes as TCP may deliver it.
       const two = confirmFrame(2);
       peer!.write(two.subarray(0, 1));
       await new Promise((r) => setTimeout(r, 20));
       peer!.write(two.subarray(1));
-      await new Promise((r) => setTimeout(r, 50));
-      expect(seen).toEqual(['a confirmed', 'b confirmed']);
+      await vi.waitFor(() => expect(seen).toEqual(['a confirmed', 'b confirmed']), { timeout: 30_000 });
       expect(d.unconfirmed).toBe(1);
       peer!.destroy();
-      await new Promise((r) => setTimeout(r, 50));
-      expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']);
+      await vi.waitFor(() => expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']), { timeout: 30_000 });
       expect(d.unconfirmed).toBe(0);
     } finally {
       d.close();
@@ -300,27 +303,28 @@ describe('DirectReplies', () => {
 
   it('a reply the gateway does not confirm in time counts as lost; counts confirm the right replies', async () => {
     let peer: import('node:net').Socket | undefined;
-    const server = createServer((sock) => { peer = sock; sock.on('data', () => undefined); });
+    let received = 0;
+    const server = createServer((sock) => { peer = sock; sock.on('data', (c: Buffer) => { received += c.byteLength; }); });
     await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
     const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
-    const d = new DirectReplies({ confirmTimeoutMs: 200 });
+    // Long enough that a loaded machine confirms a and b in time; c is never confirmed.
+    const d = new DirectReplies({ confirmTimeoutMs: 1000 });
     const seen: string[] = [];
     const outcome = (name: string): ReplyOutcome => ({ confirmed: () => seen.push(`${name} confirmed`), lost: () => seen.push(`${name} lost`) });
     const count = (n: number) => { peer!.write(confirmFrame(n)); };
     try {
       d.send(direct, Buffer.from('x'), undefined, outcome('opening'));
-      await new Promise((r) => setTimeout(r, 100));
+      // Open once the gateway has the token (the connection is marked open as it is written).
+      await vi.waitFor(() => expect(received).toBeGreaterThan(0), { timeout: 30_000 });
       expect(d.send(direct, Buffer.from('a'), undefined, outcome('a'))).toBe(true);
       expect(d.send(direct, Buffer.from('b'), undefined, outcome('b'))).toBe(true);
       expect(d.send(direct, Buffer.from('c'), undefined, outcome('c'))).toBe(true);
       // The gateway's running count covers a and b (2), not c.
       count(2);
-      await new Promise((r) => setTimeout(r, 50));
-      expect(seen).toEqual(['a confirmed', 'b confirmed']);
+      await vi.waitFor(() => expect(seen).toEqual(['a confirmed', 'b confirmed']), { timeout: 30_000 });
       // Then it stays silent: c is handed back after the timeout, and the connection, which no
       // longer confirms, is closed and rests: later replies go through Redis (false).
-      await new Promise((r) => setTimeout(r, 450));
-      expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']);
+      await vi.waitFor(() => expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']), { timeout: 30_000 });
       expect(d.unconfirmed).toBe(0);
       expect(d.send(direct, Buffer.from('d'), undefined, outcome('d'))).toBe(false);
       expect(seen).toEqual(['a confirmed', 'b confirmed', 'c lost']);
@@ -332,14 +336,16 @@ describe('DirectReplies', () => {
 
   it('attack: a gateway that stops reading does not make the worker buffer every reply', async () => {
     // Accepts, reads the auth frame, then never reads again (a frozen gateway).
-    const server = createServer((sock) => { sock.once('data', () => sock.pause()); sock.on('error', () => undefined); });
+    let authed = false;
+    const server = createServer((sock) => { sock.once('data', () => { authed = true; sock.pause(); }); sock.on('error', () => undefined); });
     await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
     const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
     const d = new DirectReplies();
     const reply = Buffer.alloc(1024 * 1024);
     try {
       d.send(direct, reply, undefined, ignore);
-      await new Promise((r) => setTimeout(r, 100));
+      // Open once the gateway has read the token (and stopped reading).
+      await vi.waitFor(() => expect(authed).toBe(true), { timeout: 30_000 });
       let taken = 0;
       for (let i = 0; i < 96; i++) {
         if (d.send(direct, reply, undefined, ignore)) taken++;
