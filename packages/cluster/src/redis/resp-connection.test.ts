@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
@@ -27,13 +27,12 @@ describe('RespConnection', () => {
       expect(fields[3]!.equals(tensor)).toBe(true);
       // Nothing more: the read times out with nil.
       expect(await conn.xreadgroup('g', 'c1', 10, 50, ['s'])).toBeNull();
-      // CLIENT UNBLOCK from another connection ends a long block early.
-      const t = Date.now();
-      const blocked = conn.xreadgroup('g', 'c1', 10, 5000, ['s']);
-      await new Promise((r) => setTimeout(r, 50));
-      await admin.client('UNBLOCK', conn.clientId!);
+      // CLIENT UNBLOCK from another connection ends a long block early. Sent until Redis has the
+      // read blocked (UNBLOCK answers 1 then, 0 before the read got there); the read's block
+      // (an hour) is past the test's timeout, so only the UNBLOCK can have ended it.
+      const blocked = conn.xreadgroup('g', 'c1', 10, 3_600_000, ['s']);
+      await vi.waitFor(async () => expect(await admin.client('UNBLOCK', conn.clientId!)).toBe(1), { timeout: 30_000, interval: 20 });
       expect(await blocked).toBeNull();
-      expect(Date.now() - t).toBeLessThan(2000);
       // Errors come back as rejections (NOGROUP).
       await expect(conn.xreadgroup('nogroup', 'c1', 1, 10, ['s'])).rejects.toThrow(/NOGROUP/);
       // Redis goes away: reads fail at once; when it is back the connection is ready again.
