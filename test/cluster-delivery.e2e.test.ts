@@ -10,7 +10,7 @@
  */
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GrpcClient } from '@triode/client';
 import { makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, until, type Child } from './helpers/process.js';
@@ -73,12 +73,17 @@ describe('cluster delivery: at most once while the worker lives', () => {
     const stream = fetch(`${base}/v2/models/repeat_int32/generate_stream`, {
       method: 'POST', body: JSON.stringify({ IN, DELAY: IN.map(() => 1000), WAIT: [0] }),
     });
-    // While they run: the backlog metrics show one request held by a worker, and its age.
-    await new Promise((res) => setTimeout(res, 2500));
-    const metrics = await (await fetch(`http://127.0.0.1:${/Started Metrics Service at [^\s]*:(\d+)/.exec(gateway.output())![1]!}/metrics`)).text();
-    expect(metrics).toMatch(/^triode_cluster_pending_requests\{model="long"\} 1$/m);
-    expect(metrics).toMatch(/^triode_cluster_waiting_requests\{model="long"\} 0$/m);
-    expect(Number(/^triode_cluster_oldest_pending_age_seconds\{model="long"\} ([\d.]+)$/m.exec(metrics)?.[1])).toBeGreaterThan(1.5);
+    // While they run: the backlog metrics show one request held by a worker, and its age (waited
+    // for, not slept on: a loaded machine may take longer to get the request to a worker).
+    const metricsUrl = `http://127.0.0.1:${/Started Metrics Service at [^\s]*:(\d+)/.exec(gateway.output())![1]!}/metrics`;
+    const metrics = async (): Promise<string> => (await fetch(metricsUrl)).text();
+    await vi.waitFor(async () => expect(await metrics()).toMatch(/^triode_cluster_pending_requests\{model="long"\} 1$/m), { timeout: 30_000, interval: 200 });
+    await vi.waitFor(async () => {
+      const m = await metrics();
+      expect(m).toMatch(/^triode_cluster_pending_requests\{model="long"\} 1$/m);
+      expect(m).toMatch(/^triode_cluster_waiting_requests\{model="long"\} 0$/m);
+      expect(Number(/^triode_cluster_oldest_pending_age_seconds\{model="long"\} ([\d.]+)$/m.exec(m)?.[1])).toBeGreaterThan(1.5);
+    }, { timeout: 30_000, interval: 200 });
     const [r, s] = await Promise.all([long, stream]);
     expect(r.status).toBe(200);
     expect((await r.json() as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([42]);
@@ -86,7 +91,12 @@ describe('cluster delivery: at most once while the worker lives', () => {
     const events = (await s.text()).split('\n').filter((l) => l.startsWith('data:')).map((l) => JSON.parse(l.slice(5)) as { OUT: number; IDX: number });
     expect(events.map((e) => e.IDX)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(events.map((e) => e.OUT)).toEqual(IN);
-    // Statistics summed over both workers (the registry is refreshed every heartbeat).
+    // Statistics summed over both workers (the registry is refreshed every heartbeat): waited for
+    // until the runs show, then a heartbeat more (1.5 s, a negative check) for a second run to show.
+    await vi.waitFor(async () => {
+      expect((await stats('long')).execution_count).toBeGreaterThan(0);
+      expect((await stats('repeat_int32')).execution_count).toBeGreaterThan(0);
+    }, { timeout: 30_000, interval: 200 });
     await new Promise((res) => setTimeout(res, 1500));
     expect(await stats('long')).toMatchObject({ execution_count: 1, inference_count: 1 });
     expect((await stats('repeat_int32')).execution_count).toBe(1);
