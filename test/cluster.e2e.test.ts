@@ -501,3 +501,29 @@ describe('cluster: shutdown while Redis is gone', () => {
     expect(Date.now() - started).toBeLessThan(8000);
   });
 });
+
+describe('cluster: a worker stops without waiting for sequences it can no longer serve', () => {
+  it('SIGTERM with a live sequence: the worker leaves its streams and exits, not after the sequence idle time or the exit timeout', async () => {
+    const r10 = await startRedis();
+    const config = readFileSync(join(ROOT, 'model_repository', 'simple_sequence', 'config.pbtxt'), 'utf8')
+      .replace('sequence_batching {', 'sequence_batching {\n  max_sequence_idle_microseconds: 600000000');
+    const repo = makeRepository(['simple_sequence'], { 'simple_sequence/config.pbtxt': config });
+    const worker = await startTriode(['worker', '--metrics-port', '0', '--redis', r10.url, '--model-repository', repo, '--exit-timeout-secs', '600'], /Started worker/);
+    const port = await freePort();
+    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r10.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false']);
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      await until(async () => (await fetch(`${base}/v2/models/simple_sequence/ready`)).status === 200);
+      const start = await infer(base, 'simple_sequence', JSON.stringify({ parameters: { sequence_id: 77, sequence_start: true }, inputs: [{ name: 'INPUT', shape: [1, 1], datatype: 'INT32', data: [5] }] }));
+      expect(start.status, JSON.stringify(start.json)).toBe(200);
+      // Before: the worker's core waited for the sequence to end (its END could no longer reach
+      // the worker, which had left its streams), i.e. for its 600 s idle time capped by the 600 s
+      // exit timeout; stop() below SIGKILLs after 60 s and resolves null.
+      expect(await worker.stop(60_000)).toBe(0);
+      expect(worker.output()).not.toMatch(/sequences still live/);
+    } finally {
+      await Promise.all([gw.stop(), worker.stop()]);
+      await r10.stop();
+    }
+  }, 120_000);
+});

@@ -279,8 +279,13 @@ export function addClusterCommands(program: Command): void {
       if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can make this worker load models and run requests (README, Security)');
       onSignals(async () => {
         await metrics?.close();
-        await consumer.stop((o['exitTimeoutSecs'] as number) * 1000);
-        await server.stop((o['exitTimeoutSecs'] as number) * 1000);
+        const timeoutMs = (o['exitTimeoutSecs'] as number) * 1000;
+        const deadline = Date.now() + timeoutMs;
+        await consumer.stop(timeoutMs);
+        // The worker has left its streams: no continuation of a live sequence can reach it, so
+        // the core waits for what it holds, not for sequences to end (their idle timeout), and
+        // only for what is left of the exit timeout.
+        await server.stop(Math.max(0, deadline - Date.now()), { waitForSequences: false });
       });
     });
 }

@@ -471,8 +471,10 @@ export class InferenceServer {
    * live sequence), waits up to `timeoutMs` for the requests in flight and for live sequences to
    * end (their END, or their idle timeout), then unloads every model. Triton: InferenceServer::Stop.
    * Resolves to the number of requests still in flight when the timeout ran out.
+   * `waitForSequences` false: waits for the requests in flight only, not for live sequences (a
+   * cluster worker that has left its streams: no continuation can reach it any more).
    */
-  async stop(timeoutMs = 30_000): Promise<number> {
+  async stop(timeoutMs = 30_000, options: { waitForSequences?: boolean } = {}): Promise<number> {
     this.#stopping = true;
     this.#repository.stop();
     this.#lifecycle.abortLoads(undefined, Errors.unavailable('Server is stopping, model loads in progress were cancelled'));
@@ -486,10 +488,11 @@ export class InferenceServer {
     }
     // The requests the server itself accepted too: a decoupled request is answered only after its
     // last response is sent.
-    await settleWithin(Promise.all([...models.map((m) => m.quiesced()), this.#answeredAll()]), timeoutMs);
+    const waitSequences = options.waitForSequences ?? true;
+    await settleWithin(Promise.all([...models.map((m) => (waitSequences ? m.quiesced() : m.idle())), this.#answeredAll()]), timeoutMs);
     this.#stopped = true;
     const live = models.reduce((n, m) => n + (m.activeSequenceCount?.() ?? 0), 0);
-    if (live > 0) this.logger.warning(`exit timeout expired with ${live} sequences still live`);
+    if (live > 0 && waitSequences) this.logger.warning(`exit timeout expired with ${live} sequences still live`);
     const left = this.#inflight;
     if (left > 0) this.logger.warning(`exit timeout expired with ${left} inference requests in flight`);
     // What is still running after the timeout is not waited for again; releasing gets what is
