@@ -49,9 +49,19 @@ describe('metrics endpoint', () => {
 
   it('answers 404 elsewhere', async () => {
     expect((await fetch(`http://127.0.0.1:${metrics.port}/other`)).status).toBe(404);
+    expect((await fetch(`http://127.0.0.1:${metrics.port}/metricsx`)).status).toBe(404);
+    expect((await fetch(`http://127.0.0.1:${metrics.port}/metrics//`)).status).toBe(404);
     // As Triton: any method but GET is 405, on any path.
     expect((await fetch(`http://127.0.0.1:${metrics.port}/metrics`, { method: 'POST', body: 'x' })).status).toBe(405);
     expect((await fetch(`http://127.0.0.1:${metrics.port}/other`, { method: 'DELETE' })).status).toBe(405);
+  });
+
+  it('serves /metrics/ too, as Triton (its path pattern is `/metrics/?`); other methods there are 405', async () => {
+    const res = await fetch(`http://127.0.0.1:${metrics.port}/metrics/`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toContain('# TYPE nv_inference_request_success counter');
+    expect((await fetch(`http://127.0.0.1:${metrics.port}/metrics/?x=1`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${metrics.port}/metrics/`, { method: 'PUT', body: 'x' })).status).toBe(405);
   });
 });
 

@@ -399,7 +399,7 @@ export interface MetricsServerHandle {
 }
 
 /**
- * Serves `GET /metrics` on `address:port` (port 0 picks a free one), with the HTTP port's limits on
+ * Serves `GET /metrics` (and `GET /metrics/`, as Triton) on `address:port` (port 0 picks a free one), with the HTTP port's limits on
  * slow clients and header sizes (`options`; before, Node's defaults held a slow body for 300 s).
  */
 export function startMetricsServer(source: MetricsSource, port: number, address = '0.0.0.0', config: MetricsConfig = {}, options: HttpServerOptions = {}): Promise<MetricsServerHandle> {
@@ -417,7 +417,9 @@ export function startMetricsServer(source: MetricsSource, port: number, address 
       res.writeHead(405, { 'Content-Type': 'application/json' }).end('{"error":"Method Not Allowed"}');
       return;
     }
-    if ((req.url ?? '').split('?')[0] !== '/metrics') {
+    // Triton's metrics server matches the path against `/metrics/?`: a trailing slash is served too.
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/metrics' && path !== '/metrics/') {
       res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"Not Found"}');
       return;
     }
