@@ -84,6 +84,12 @@ describe('--metrics-config', () => {
       for (const f of ['request', 'queue', 'compute_input', 'compute_infer', 'compute_output']) {
         expect(text).toContain(`# TYPE nv_inference_${f}_summary_us summary`);
       }
+      // Triton's help texts, as a Triton scrape shows them: the compute summaries reuse the counters' texts.
+      expect(text).toContain('# HELP nv_inference_request_summary_us Summary of inference request duration in microseconds (includes cached requests)\n');
+      expect(text).toContain('# HELP nv_inference_queue_summary_us Summary of inference queuing duration in microseconds (includes cached requests)\n');
+      expect(text).toContain('# HELP nv_inference_compute_input_summary_us Cumulative compute input duration in microseconds (does not include cached requests)\n');
+      expect(text).toContain('# HELP nv_inference_compute_infer_summary_us Cumulative compute inference duration in microseconds (does not include cached requests)\n');
+      expect(text).toContain('# HELP nv_inference_compute_output_summary_us Cumulative inference compute output duration in microseconds (does not include cached requests)\n');
       expect(text).toContain('nv_inference_request_summary_us_count{model="simple",version="1"} 5');
       expect(text).toMatch(/nv_inference_request_summary_us\{quantile="0.99",model="simple",version="1"\} [\d.]+/);
       expect(text).toContain('# TYPE nv_inference_first_response_histogram_ms histogram');

@@ -368,9 +368,10 @@ function addLatencyDistributions(registry: Registry, source: MetricsSource, conf
   const summaries = config.summaryLatencies ? {
     request: summary(named('nv_inference_request_summary_us'), 'Summary of inference request duration in microseconds (includes cached requests)'),
     queue: summary(named('nv_inference_queue_summary_us'), 'Summary of inference queuing duration in microseconds (includes cached requests)'),
-    input: summary(named('nv_inference_compute_input_summary_us'), 'Summary of compute input duration in microseconds (does not include cached requests)'),
-    infer: summary(named('nv_inference_compute_infer_summary_us'), 'Summary of compute inference duration in microseconds (does not include cached requests)'),
-    output: summary(named('nv_inference_compute_output_summary_us'), 'Summary of inference compute output duration in microseconds (does not include cached requests)'),
+    // Triton registers these three with the help texts of the matching counters ("Cumulative ..."); scrapes show them so.
+    input: summary(named('nv_inference_compute_input_summary_us'), 'Cumulative compute input duration in microseconds (does not include cached requests)'),
+    infer: summary(named('nv_inference_compute_infer_summary_us'), 'Cumulative compute inference duration in microseconds (does not include cached requests)'),
+    output: summary(named('nv_inference_compute_output_summary_us'), 'Cumulative inference compute output duration in microseconds (does not include cached requests)'),
   } : undefined;
   const serverBuckets = config.histogramBucketsMs ?? [100, 500, 2000, 5000];
   const firstResponseName = named(FIRST_RESPONSE_HISTOGRAM);
