@@ -37,6 +37,11 @@ describe('tritonserver flags on triode serve (issue #15)', () => {
     expect(o.metricsConfig.cpuMetrics).toBe(false);
   });
 
+  it('--pinned-memory-pool-byte-size is the size nv_pinned_memory_pool_total_bytes reports (Triton\'s default without it)', () => {
+    expect(parse(['--model-repository=/m']).metricsConfig.pinnedMemoryPoolBytes).toBeUndefined();
+    expect(parse(['--model-repository=/m', '--pinned-memory-pool-byte-size=1048576']).metricsConfig.pinnedMemoryPoolBytes).toBe(1048576);
+  });
+
   it('--model-namespacing=false is accepted; true, --allow-sagemaker=true, --allow-vertex-ai=true are refused with the reason', () => {
     expect(parse(['--model-repository=/m', '--model-namespacing=false', '--allow-sagemaker=false', '--allow-vertex-ai=false']).notes).toEqual([]);
     expect(() => parse(['--model-repository=/m', '--model-namespacing=true'])).toThrow(/--model-namespacing=true is not supported: Triode needs model names unique/);

@@ -117,16 +117,18 @@ function collect(v: string, prev: string[] = []): string[] {
   return [...prev, v];
 }
 
-/** `--metrics-config` / `--metrics-interval-ms` into a MetricsConfig (errors name the flag). */
+/** `--metrics-config` / `--metrics-interval-ms` (and `--pinned-memory-pool-byte-size`, the pinned pool gauge) into a MetricsConfig (errors name the flag). */
 export function metricsConfigFrom(o: Record<string, unknown>): MetricsConfig {
   try {
     const cpu = o['allowCpuMetrics'] as boolean | undefined;
     const gpu = o['allowGpuMetrics'] as boolean | undefined;
+    const pinned = o['pinnedMemoryPoolByteSize'] as number | undefined;
     return {
       ...parseMetricsConfig((o['metricsConfig'] as string[] | undefined) ?? []),
       intervalMs: (o['metricsIntervalMs'] as number | undefined) ?? 2000,
       ...(cpu === false ? { cpuMetrics: false } : {}),
       ...(gpu === false ? { gpuMetrics: false } : {}),
+      ...(pinned !== undefined ? { pinnedMemoryPoolBytes: pinned } : {}),
     };
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message);

@@ -141,6 +141,28 @@ describe('response cache metrics', () => {
   });
 });
 
+describe('pinned memory pool gauges', () => {
+  const text = async (config: MetricsConfig) => {
+    const registry = createMetricsRegistry({ metricsSnapshot: () => [] }, config);
+    try {
+      return await registry.metrics();
+    } finally {
+      registry.stopSampling();
+    }
+  };
+
+  it("Triton's nv_pinned_memory_pool_* gauges: the configured pool size (Triton's 256 MiB by default) and 0 used, with or without CPU metrics", async () => {
+    const t = await text({ cpuMetrics: false });
+    expect(t).toContain('# HELP nv_pinned_memory_pool_total_bytes Pinned memory pool total memory size, in bytes\n# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 268435456\n');
+    expect(t).toContain('# HELP nv_pinned_memory_pool_used_bytes Pinned memory pool used memory size, in bytes\n# TYPE nv_pinned_memory_pool_used_bytes gauge\nnv_pinned_memory_pool_used_bytes 0\n');
+    expect(await text({ pinnedMemoryPoolBytes: 1048576 })).toContain('nv_pinned_memory_pool_total_bytes 1048576\n');
+  });
+
+  it('none on a gateway (its families are prefixed: it holds no tensors)', async () => {
+    expect(await text({ cpuMetrics: false, familyPrefix: 'triode_gateway_' })).not.toContain('pinned_memory');
+  });
+});
+
 describe('GPU metrics', () => {
   const MIB = 1024 * 1024;
   const h100 = (i: number, extra: Partial<GpuDevice> = {}): GpuDevice => ({

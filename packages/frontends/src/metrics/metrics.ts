@@ -69,6 +69,12 @@ export interface MetricsConfig {
   /** `--allow-gpu-metrics`: the `nv_gpu_*` gauges and `nv_energy_consumption`, when the source has `gpuStatus` (false: neither reported nor sampled). @default true */
   gpuMetrics?: boolean;
   /**
+   * `--pinned-memory-pool-byte-size`: what `nv_pinned_memory_pool_total_bytes` reports (Triode has
+   * no pinned pool: the gauge shows the size the flag configures, and the used gauge 0). A gateway
+   * (`familyPrefix`) reports neither. @default 268435456 (Triton's default pool size)
+   */
+  pinnedMemoryPoolBytes?: number;
+  /**
    * Family names start with this instead of `nv_inference_` / `nv_` (a gateway's are
    * `triode_gateway_*`: its view of requests it relayed is not counted again in a sum over the
    * workers' `nv_inference_*`). @default none: Triton's names
@@ -80,6 +86,9 @@ export interface MetricsConfig {
 function familyName(config: MetricsConfig, name: string): string {
   return config.familyPrefix ? config.familyPrefix + name.replace(/^nv_(inference_)?/, '') : name;
 }
+
+/** Triton's default `--pinned-memory-pool-byte-size` (256 MiB). */
+export const DEFAULT_PINNED_MEMORY_POOL_BYTES = 268435456;
 
 /** Triton's default summary quantiles and their allowed errors. */
 export const DEFAULT_SUMMARY_QUANTILES: [number, number][] = [[0.5, 0.05], [0.9, 0.01], [0.95, 0.001], [0.99, 0.001], [0.999, 0.001]];
@@ -227,6 +236,12 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
       labelNames: ['kind'], registers: [registry],
       collect() { this.reset(); for (const [kind, n] of rejected()) this.inc({ kind }, n); },
     });
+  }
+  if (!config.familyPrefix) {
+    // Triton (>= 24.01) reports its pinned memory pool; Triode has none, so these are the configured size and 0.
+    const pinned = config.pinnedMemoryPoolBytes ?? DEFAULT_PINNED_MEMORY_POOL_BYTES;
+    new Gauge({ name: 'nv_pinned_memory_pool_total_bytes', help: 'Pinned memory pool total memory size, in bytes', registers: [registry], collect() { this.set(pinned); } });
+    new Gauge({ name: 'nv_pinned_memory_pool_used_bytes', help: 'Pinned memory pool used memory size, in bytes', registers: [registry], collect() { this.set(0); } });
   }
   // CPU, memory and GPUs are sampled every interval (as Triton's per-interval metrics), not per scrape.
   const stopGpus = addGpuMetrics(registry, source, config);
