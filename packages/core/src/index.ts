@@ -68,7 +68,7 @@ export { FILE_OVERRIDE_PREFIX, overrideFilesToJson, overrideFilesFromJson } from
 export { readAutoCompletedConfig } from './model-repository/autocomplete-result.js';
 
 // Statistics and the response cache.
-export { InferStats, type ModelStatistics, type StatDuration, type FailureReason, type LatencyObservation } from './stats/infer-stats.js';
+export { InferStats, type ModelStatistics, type StatDuration, type FailureReason, type LatencyObservation, type RequestLatencies, type CacheMissLatency } from './stats/infer-stats.js';
 export type { ResponseCacheStats } from './cache/response-cache.js';
 
 // The protocol definitions both frontends and the client use.

@@ -393,17 +393,19 @@ export class InferenceServer {
   }
 
   /**
-   * Per loaded model version: its statistics and queue depth, and the labels and histogram
-   * buckets its config gives its metrics (`metric_tags`, `model_metrics`), for the metrics endpoint.
+   * Per loaded model version: its statistics and queue depth, and what its config says of its
+   * metrics (`metric_tags` labels, `model_metrics` buckets, decoupled, response cache), for the
+   * metrics endpoint.
    */
   metricsSnapshot(): ({ name: string; version: string; stats: ModelStatistics; failures: Record<string, number>; pending: number; loadSeconds?: number } & ModelMetricSettings)[] {
     const out: ReturnType<InferenceServer['metricsSnapshot']> = [];
     for (const m of this.#repository.entries()) {
       for (const [v, slot] of m.versions) {
         if (!slot.model) continue;
-        const { labels, histogramBuckets } = modelMetricSettings(slot.model.config);
+        const { labels, histogramBuckets, decoupled, responseCache } = modelMetricSettings(slot.model.config);
         out.push({
-          name: m.name, version: String(v), stats: slot.model.stats.toJson(m.name, String(v)), failures: { ...slot.model.stats.failures }, pending: slot.model.pendingCount(), labels, histogramBuckets,
+          name: m.name, version: String(v), stats: slot.model.stats.toJson(m.name, String(v)), failures: { ...slot.model.stats.failures }, pending: slot.model.pendingCount(),
+          labels, histogramBuckets, decoupled, responseCache,
           ...(slot.loadSeconds !== undefined ? { loadSeconds: slot.loadSeconds } : {}),
         });
       }

@@ -19,7 +19,17 @@ describe('metric_tags', () => {
 
   it('a config without tags or model_metrics has no labels and no buckets', () => {
     expect(check('')).toEqual([]);
-    expect(modelMetricSettings(config(''))).toEqual({ labels: {}, histogramBuckets: {} });
+    expect(modelMetricSettings(config(''))).toEqual({ labels: {}, histogramBuckets: {}, decoupled: false, responseCache: false });
+  });
+
+  it('decoupled and response cache: what decides which of Triton\'s per-model families a model has', () => {
+    expect(modelMetricSettings(config('model_transaction_policy { decoupled: true }')).decoupled).toBe(true);
+    expect(modelMetricSettings(config('response_cache { enable: true }')).responseCache).toBe(true);
+    expect(modelMetricSettings(config('response_cache { enable: false }')).responseCache).toBe(false);
+    // Where Triode does not apply the cache (the load warns), the model is not cache-enabled.
+    expect(modelMetricSettings(config('response_cache { enable: true }\nmodel_transaction_policy { decoupled: true }')).responseCache).toBe(false);
+    expect(modelMetricSettings(config('response_cache { enable: true }\nsequence_batching { }')).responseCache).toBe(false);
+    expect(modelMetricSettings(config('platform: "ensemble"\nresponse_cache { enable: true }\nensemble_scheduling { step [ ] }')).responseCache).toBe(false);
   });
 
   it.each([

@@ -26,6 +26,17 @@ export interface ModelMetricSettings {
    * model's bucket bounds from `model_metrics`. A family not here uses the server-wide buckets.
    */
   readonly histogramBuckets: Readonly<Record<string, readonly number[]>>;
+  /**
+   * `model_transaction_policy { decoupled: true }`: Triton gives only decoupled models the
+   * first-response histogram ("Only create response metrics if decoupled model").
+   */
+  readonly decoupled: boolean;
+  /**
+   * `response_cache { enable: true }` on a model Triode caches (not an ensemble, decoupled or
+   * sequence model). With a server cache, such a model has the per-model cache metrics and no
+   * request summary, as a Triton model whose cache is enabled.
+   */
+  readonly responseCache: boolean;
 }
 
 /** The histogram families whose buckets `model_metrics` may set (Triton: `metric_map_`). */
@@ -138,7 +149,10 @@ export function modelMetricSettings(config: ModelConfig): ModelMetricSettings {
     // A later entry for the same family wins, as in Triton (a map assignment).
     if (CUSTOMIZABLE_HISTOGRAM_FAMILIES.includes(family)) histogramBuckets[family] = [...(c.histogram_options?.buckets ?? [])];
   }
-  s = Object.freeze({ labels: Object.freeze(labels), histogramBuckets: Object.freeze(histogramBuckets) });
+  const decoupled = config.model_transaction_policy?.decoupled === true;
+  // As the load applies it (unimplemented-config.ts warns where it does not).
+  const responseCache = config.response_cache?.enable === true && !config.ensemble_scheduling && !decoupled && !config.sequence_batching;
+  s = Object.freeze({ labels: Object.freeze(labels), histogramBuckets: Object.freeze(histogramBuckets), decoupled, responseCache });
   settingsOf.set(config, s);
   return s;
 }

@@ -28,7 +28,7 @@ const zero = (): StatDuration => ({ count: 0, ns: 0 });
 export type FailureReason = 'REJECTED' | 'CANCELED' | 'BACKEND' | 'OTHER';
 
 /** One successful request's latencies (ns), for histograms and summaries. */
-export interface LatencyObservation {
+export interface RequestLatencies {
   requestNs: number;
   queueNs: number;
   computeInputNs: number;
@@ -36,7 +36,17 @@ export interface LatencyObservation {
   computeOutputNs: number;
   /** Time to the first response (the whole request for a regular model). */
   firstResponseNs: number;
+  /** A request answered from the response cache: the lookup's time. @default none: not a cache hit */
+  cacheHitNs?: number;
 }
+
+/** A response cache miss: the lookup and the insertion of the computed response (ns). */
+export interface CacheMissLatency {
+  cacheMissNs: number;
+}
+
+/** What `InferStats.observer` is called with: a request's latencies, or a cache miss's time. */
+export type LatencyObservation = RequestLatencies | CacheMissLatency;
 
 /** Accumulates a model version's statistics. Durations are cumulative and monotonic. */
 export class InferStats {
@@ -81,7 +91,7 @@ export class InferStats {
     add(this.#computeInput, 0);
     add(this.#computeInfer, 0);
     add(this.#computeOutput, 0);
-    this.observer?.({ requestNs, queueNs: 0, computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0, firstResponseNs: requestNs });
+    this.observer?.({ requestNs, queueNs: 0, computeInputNs: 0, computeInferNs: 0, computeOutputNs: 0, firstResponseNs: requestNs, cacheHitNs: lookupNs });
   }
 
   /**
@@ -92,6 +102,7 @@ export class InferStats {
   recordCacheMiss(ns: number): void {
     add(this.#cacheMiss, ns);
     this.#success.ns += Math.round(ns);
+    this.observer?.({ cacheMissNs: ns });
   }
 
   /** A request that failed after `requestNs`. */

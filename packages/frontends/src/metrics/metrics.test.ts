@@ -93,7 +93,9 @@ describe('--metrics-config', () => {
       expect(text).toContain('nv_inference_request_summary_us_count{model="simple",version="1"} 5');
       expect(text).toMatch(/nv_inference_request_summary_us\{quantile="0.99",model="simple",version="1"\} [\d.]+/);
       expect(text).toContain('# TYPE nv_inference_first_response_histogram_ms histogram');
-      expect(text).toContain('nv_inference_first_response_histogram_ms_bucket{le="100",model="simple",version="1"} 5');
+      // As Triton, only decoupled models have the histogram ("Only create response metrics if decoupled model").
+      expect(text).not.toContain('nv_inference_first_response_histogram_ms_count{model="simple"');
+      expect(text).not.toContain('nv_inference_first_response_histogram_ms_bucket{le="100",model="simple"');
       expect(text).toContain('nv_inference_first_response_histogram_ms_count{model="repeat_int32",version="1"} 1');
       expect(text).toContain('nv_inference_first_response_histogram_ms_bucket{le="100",model="repeat_int32",version="1"} 1');
       expect(text).not.toContain('nv_inference_request_duration_us');
@@ -112,15 +114,32 @@ describe('--metrics-config', () => {
 });
 
 describe('response cache metrics', () => {
-  it("Triton's nv_cache_* families when the server has a cache", async () => {
+  it("Triton's nv_cache_* families when the server has a cache; the per-model ones only for models that enable it", async () => {
     const { readFileSync } = await import('node:fs');
     const cfg = readFileSync(new URL('../../../../model_repository/simple/config.pbtxt', import.meta.url), 'utf8') + '\nresponse_cache { enable: true }\n';
-    const s = await InferenceServer.create({ modelRepositories: [makeRepository(['simple'], { 'simple/config.pbtxt': cfg })], backends: [new OnnxRuntimeBackend()], responseCacheBytes: 1 << 20 });
-    const m = await startMetricsServer(s, 0, '127.0.0.1');
+    const s = await InferenceServer.create({
+      modelRepositories: [makeRepository(['simple', 'custom_identity_int32'], { 'simple/config.pbtxt': cfg })], backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()], responseCacheBytes: 1 << 20,
+    });
+    const m = await startMetricsServer(s, 0, '127.0.0.1', { summaryLatencies: true });
+    const noCounters = createMetricsRegistry(s, { cpuMetrics: false, counterLatencies: false });
     try {
       const input = (n: string) => ({ name: n, datatype: 'INT32' as const, shape: [1, 16], data: new Int32Array(16) });
       for (let i = 0; i < 3; i++) await s.infer({ modelName: 'simple', inputs: [input('INPUT0'), input('INPUT1')] });
+      await s.infer({ modelName: 'custom_identity_int32', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 2], data: Int32Array.of(1, 2) }] });
       const text = await (await fetch(`http://127.0.0.1:${m.port}/metrics`)).text();
+      // A model without response_cache has none of the per-model cache series (Triton creates them only for cache-enabled models).
+      expect(text).not.toMatch(/^nv_cache_\w+_per_model\{model="custom_identity_int32"/m);
+      // Summaries: the cache-enabled model has the cache hit/miss summaries and no request summary (Triton disables it there).
+      expect(text).toContain('nv_cache_hit_summary_per_model_count{model="simple",version="1"} 2');
+      expect(text).toContain('nv_cache_miss_summary_per_model_count{model="simple",version="1"} 1');
+      expect(text).not.toContain('nv_cache_hit_summary_per_model_count{model="custom_identity_int32"');
+      expect(text).not.toContain('nv_inference_request_summary_us_count{model="simple"');
+      expect(text).toContain('nv_inference_request_summary_us_count{model="custom_identity_int32",version="1"} 1');
+      expect(text).toContain('nv_inference_queue_summary_us_count{model="simple",version="1"} 3');
+      // counter_latencies=false: Triton creates the per-model cache counters among the latency counters, so none.
+      const without = await noCounters.metrics();
+      expect(without).not.toMatch(/nv_cache_\w+_per_model\{/);
+      expect(without).toContain('nv_cache_num_hits 2');
       expect(text).toContain('nv_cache_num_hits_per_model{model="simple",version="1"} 2');
       expect(text).toContain('nv_cache_num_misses_per_model{model="simple",version="1"} 1');
       expect(text).toContain('# TYPE nv_cache_hit_duration_per_model counter');
@@ -135,6 +154,7 @@ describe('response cache metrics', () => {
       expect(text).toContain('nv_inference_count{model="simple",version="1"} 1');
       expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 3');
     } finally {
+      noCounters.stopSampling();
       await m.close();
       await s.stop(1000);
     }
@@ -259,8 +279,9 @@ describe('GPU metrics', () => {
 
 describe('metric_tags and model_metrics', () => {
   const FAMILY = 'nv_inference_first_response_histogram_ms';
-  const TAGGED: ModelMetricSettings = { labels: { _team: 'search', _tier: 'gold' }, histogramBuckets: { [FAMILY]: [1, 10] } };
-  const TAGS_ONLY: ModelMetricSettings = { labels: { _team: 'ads' }, histogramBuckets: {} };
+  // Decoupled, so that they have the first-response histogram; 'ads' enables the response cache.
+  const TAGGED: ModelMetricSettings = { labels: { _team: 'search', _tier: 'gold' }, histogramBuckets: { [FAMILY]: [1, 10] }, decoupled: true, responseCache: false };
+  const TAGS_ONLY: ModelMetricSettings = { labels: { _team: 'ads' }, histogramBuckets: {}, decoupled: true, responseCache: true };
   // Three versions: no config settings (as before tags existed), tags with buckets, tags only.
   const source = (): MetricsSource & { observe(name: string, ms: number, s?: ModelMetricSettings): void } => {
     const stats = new InferStats();
@@ -297,10 +318,15 @@ describe('metric_tags and model_metrics', () => {
     expect(block(text, 'nv_inference_request_duration_us')).toContain('nv_inference_request_duration_us{model="tagged",version="1",_team="search",_tier="gold"} 2000\n');
     // Every per-model family carries the tags.
     for (const f of ['nv_inference_count', 'nv_inference_exec_count', 'nv_inference_pending_request_count', 'nv_inference_request_duration_us', 'nv_inference_queue_duration_us',
-      'nv_inference_compute_input_duration_us', 'nv_inference_compute_infer_duration_us', 'nv_inference_compute_output_duration_us',
-      'nv_cache_num_hits_per_model', 'nv_cache_num_misses_per_model', 'nv_cache_hit_duration_per_model', 'nv_cache_miss_duration_per_model']) {
+      'nv_inference_compute_input_duration_us', 'nv_inference_compute_infer_duration_us', 'nv_inference_compute_output_duration_us']) {
       expect(block(text, f)).toContain(`${f}{model="tagged",version="1",_team="search",_tier="gold"} `);
       expect(block(text, f)).toContain(`${f}{model="plain",version="1"} `);
+    }
+    // The per-model cache counters: only the model that enables the cache has them (as Triton's reporter).
+    for (const f of ['nv_cache_num_hits_per_model', 'nv_cache_num_misses_per_model', 'nv_cache_hit_duration_per_model', 'nv_cache_miss_duration_per_model']) {
+      expect(block(text, f)).toContain(`${f}{model="ads",version="1",_team="ads"} `);
+      expect(text).not.toContain(`${f}{model="tagged"`);
+      expect(text).not.toContain(`${f}{model="plain"`);
     }
     expect(text.match(/^# TYPE nv_inference_request_success /gm)).toHaveLength(1);
   });
@@ -338,24 +364,28 @@ describe('metric_tags and model_metrics', () => {
 
   it('an InferenceServer gives the metrics its models\' tags and buckets (metricsSnapshot, observeLatencies)', async () => {
     const { readFileSync } = await import('node:fs');
-    const cfg = readFileSync(new URL('../../../../model_repository/custom_identity_int32/config.pbtxt', import.meta.url), 'utf8') +
+    const cfg = readFileSync(new URL('../../../../model_repository/repeat_int32/config.pbtxt', import.meta.url), 'utf8') +
       `\nmetric_tags [ { key: "team" value: "search" } ]\nmodel_metrics { metric_control { metric_identifier { family: "${FAMILY}" } histogram_options { buckets: [ 2, 4 ] } } }\n`;
     const s = await InferenceServer.create({
-      modelRepositories: [makeRepository(['simple', 'custom_identity_int32'], { 'custom_identity_int32/config.pbtxt': cfg })],
+      modelRepositories: [makeRepository(['simple', 'repeat_int32'], { 'repeat_int32/config.pbtxt': cfg })],
       backends: [new OnnxRuntimeBackend(), new JavaScriptBackend()],
     });
     const registry = createMetricsRegistry(s, { cpuMetrics: false, histogramLatencies: true });
     try {
-      expect(s.metricsSnapshot().map((m) => [m.name, m.labels, m.histogramBuckets])).toEqual([
-        ['custom_identity_int32', { _team: 'search' }, { [FAMILY]: [2, 4] }],
-        ['simple', {}, {}],
+      expect(s.metricsSnapshot().map((m) => [m.name, m.labels, m.histogramBuckets, m.decoupled, m.responseCache])).toEqual([
+        ['repeat_int32', { _team: 'search' }, { [FAMILY]: [2, 4] }, true, false],
+        ['simple', {}, {}, false, false],
       ]);
-      await s.infer({ modelName: 'custom_identity_int32', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 2], data: Int32Array.of(1, 2) }] });
+      await s.inferStream({ modelName: 'repeat_int32', inputs: [
+        { name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) },
+        { name: 'DELAY', datatype: 'UINT32', shape: [1], data: Uint32Array.of(0) },
+        { name: 'WAIT', datatype: 'UINT32', shape: [1], data: Uint32Array.of(0) },
+      ] }, () => undefined);
       const text = await registry.metrics();
-      expect(text).toContain('nv_inference_request_success{model="custom_identity_int32",version="1",_team="search"} 1');
+      expect(text).toContain('nv_inference_request_success{model="repeat_int32",version="1",_team="search"} 1');
       expect(text).toContain('nv_inference_request_success{model="simple",version="1"} 0');
-      expect(text).toContain(`${FAMILY}_bucket{le="4",model="custom_identity_int32",version="1",_team="search"} `);
-      expect(text).toContain(`${FAMILY}_count{model="custom_identity_int32",version="1",_team="search"} 1`);
+      expect(text).toContain(`${FAMILY}_bucket{le="4",model="repeat_int32",version="1",_team="search"} `);
+      expect(text).toContain(`${FAMILY}_count{model="repeat_int32",version="1",_team="search"} 1`);
     } finally {
       registry.stopSampling();
       await s.stop(1000);

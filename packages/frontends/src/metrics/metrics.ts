@@ -186,9 +186,12 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
   const named = (name: string) => familyName(config, name);
   const snapshot = oncePerTurn(() => source.metricsSnapshot());
   // Per model version, with its metric_tags labels: series of one family may differ in labels.
-  const perModel = (name: string, help: string, value: (m: ModelMetricsEntry) => number, type: 'counter' | 'gauge' = 'counter') => new SnapshotFamily(registry, {
-    name, help, type, read: () => snapshot().map((m) => ({ value: value(m), labels: modelLabels(m) })),
+  const perModel = (name: string, help: string, value: (m: ModelMetricsEntry) => number, type: 'counter' | 'gauge' = 'counter', only?: (m: ModelMetricsEntry) => boolean) => new SnapshotFamily(registry, {
+    name, help, type, read: () => (only ? snapshot().filter(only) : snapshot()).map((m) => ({ value: value(m), labels: modelLabels(m) })),
   });
+  // Triton's reporter treats a model as cache-enabled when its config enables the cache and the server has one.
+  const serverCache = source.responseCacheStats?.() !== undefined;
+  const cached = (m: Partial<ModelMetricSettings>) => serverCache && m.responseCache === true;
   perModel(named('nv_inference_request_success'), 'Number of successful inference requests, all batch sizes', (m) => m.stats.inference_stats.success.count);
   new SnapshotFamily(registry, {
     name: named('nv_inference_request_failure'), help: 'Number of failed inference requests, all batch sizes', type: 'counter',
@@ -212,12 +215,16 @@ export function createMetricsRegistry(source: MetricsSource, config: MetricsConf
     perModel(named('nv_inference_compute_infer_duration_us'), 'Cumulative compute inference duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_infer.ns * US));
     perModel(named('nv_inference_compute_output_duration_us'), 'Cumulative inference compute output duration in microseconds (does not include cached requests)', (m) => Math.round(s(m).compute_output.ns * US));
   }
-  addLatencyDistributions(registry, source, config, snapshot);
-  if (source.responseCacheStats?.()) {
-    perModel(named('nv_cache_num_hits_per_model'), 'Number of cache hits per model', (m) => m.stats.inference_stats.cache_hit.count);
-    perModel(named('nv_cache_num_misses_per_model'), 'Number of cache misses per model', (m) => m.stats.inference_stats.cache_miss.count);
-    perModel(named('nv_cache_hit_duration_per_model'), 'Total cache hit duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_hit.ns * US));
-    perModel(named('nv_cache_miss_duration_per_model'), 'Total cache miss (insert+lookup) duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_miss.ns * US));
+  addLatencyDistributions(registry, source, config, snapshot, cached);
+  // As Triton's reporter: per-model cache counters only for cache-enabled models, and only with
+  // the latency counters (they are created among them).
+  if (serverCache && config.counterLatencies !== false) {
+    perModel(named('nv_cache_num_hits_per_model'), 'Number of cache hits per model', (m) => m.stats.inference_stats.cache_hit.count, 'counter', cached);
+    perModel(named('nv_cache_num_misses_per_model'), 'Number of cache misses per model', (m) => m.stats.inference_stats.cache_miss.count, 'counter', cached);
+    perModel(named('nv_cache_hit_duration_per_model'), 'Total cache hit duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_hit.ns * US), 'counter', cached);
+    perModel(named('nv_cache_miss_duration_per_model'), 'Total cache miss (insert+lookup) duration per model, in microseconds', (m) => Math.round(m.stats.inference_stats.cache_miss.ns * US), 'counter', cached);
+  }
+  if (serverCache) {
     const cache = () => source.responseCacheStats?.() ?? { entries: 0, bytes: 0, capacity: 1, hits: 0, misses: 0, evictions: 0, lookupNs: 0, insertNs: 0 };
     // The local cache's server-wide gauges (Triton: local_cache.cc InitMetrics).
     new Gauge({ name: named('nv_cache_num_entries'), help: 'Number of responses stored in response cache', registers: [registry], collect() { this.set(cache().entries); } });
@@ -369,35 +376,48 @@ const FIRST_RESPONSE_HISTOGRAM = 'nv_inference_first_response_histogram_ms';
  * Summaries (µs) and the first-response histogram (ms), fed with each request's latencies; a
  * model's series carry its tags, and its `model_metrics` buckets replace the server-wide ones.
  */
-function addLatencyDistributions(registry: Registry, source: MetricsSource, config: MetricsConfig, live: () => Iterable<{ name: string; version: string }>): void {
+function addLatencyDistributions(
+  registry: Registry, source: MetricsSource, config: MetricsConfig, live: () => Iterable<{ name: string; version: string }>, cached: (m: Partial<ModelMetricSettings>) => boolean,
+): void {
   if (!config.summaryLatencies && !config.histogramLatencies) return;
   const named = (name: string) => familyName(config, name);
   if (!source.observeLatencies) return;
   const quantiles = config.summaryQuantiles ?? DEFAULT_SUMMARY_QUANTILES;
   // prometheus-cpp's summary (Triton's) keeps a sliding window of 60 s in 5 age buckets.
   // Series of versions that are no longer loaded go at the next scrape (Triton drops them at unload).
-  const summary = (name: string, help: string) => new DistributionFamily(registry, {
-    name, help, type: 'summary', live,
+  const summary = (name: string, help: string, applies?: (m: Partial<ModelMetricSettings>) => boolean) => new DistributionFamily(registry, {
+    name, help, type: 'summary', live, ...(applies ? { applies } : {}),
     create: (labelNames) => new Summary({ name, help, labelNames, registers: [], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5 }),
   });
   const summaries = config.summaryLatencies ? {
-    request: summary(named('nv_inference_request_summary_us'), 'Summary of inference request duration in microseconds (includes cached requests)'),
+    // Triton leaves the request summary out for cache-enabled models (cache management time would skew it).
+    request: summary(named('nv_inference_request_summary_us'), 'Summary of inference request duration in microseconds (includes cached requests)', (m) => !cached(m)),
     queue: summary(named('nv_inference_queue_summary_us'), 'Summary of inference queuing duration in microseconds (includes cached requests)'),
     // Triton registers these three with the help texts of the matching counters ("Cumulative ..."); scrapes show them so.
     input: summary(named('nv_inference_compute_input_summary_us'), 'Cumulative compute input duration in microseconds (does not include cached requests)'),
     infer: summary(named('nv_inference_compute_infer_summary_us'), 'Cumulative compute inference duration in microseconds (does not include cached requests)'),
     output: summary(named('nv_inference_compute_output_summary_us'), 'Cumulative inference compute output duration in microseconds (does not include cached requests)'),
+    // Triton's per-model cache summaries, for cache-enabled models.
+    cacheHit: summary(named('nv_cache_hit_summary_per_model'), 'Summary of cache hit duration per model, in microseconds', cached),
+    cacheMiss: summary(named('nv_cache_miss_summary_per_model'), 'Summary of cache miss (insert+lookup) duration per model, in microseconds', cached),
   } : undefined;
   const serverBuckets = config.histogramBucketsMs ?? [100, 500, 2000, 5000];
   const firstResponseName = named(FIRST_RESPONSE_HISTOGRAM);
   const firstResponseHelp = 'Duration from request to first response in milliseconds';
   const firstResponse = config.histogramLatencies ? new DistributionFamily(registry, {
     name: firstResponseName, help: firstResponseHelp, type: 'histogram', live,
+    // Triton: "Only create response metrics if decoupled model". A gateway does not know (no settings): it keeps them.
+    applies: (m) => m.decoupled !== false,
     create: (labelNames, buckets) => new Histogram({ name: firstResponseName, help: firstResponseHelp, labelNames, registers: [], buckets: [...(buckets ?? serverBuckets)] }),
   }) : undefined;
   source.observeLatencies((model, version, o, settings) => {
     const m = { name: model, version, labels: settings?.labels };
+    if ('cacheMissNs' in o) {
+      summaries?.cacheMiss.observe(m, o.cacheMissNs * US, settings);
+      return;
+    }
     if (summaries) {
+      if (o.cacheHitNs !== undefined) summaries.cacheHit.observe(m, o.cacheHitNs * US, settings);
       summaries.request.observe(m, o.requestNs * US, settings);
       summaries.queue.observe(m, o.queueNs * US, settings);
       summaries.input.observe(m, o.computeInputNs * US, settings);

@@ -77,9 +77,9 @@ describe('DistributionFamily', () => {
   it('a model version keeps one series: a reload with other labels or buckets starts a new one', async () => {
     const registry = new Registry();
     const h = histogram(registry);
-    const before: ModelMetricSettings = { labels: { _team: 'a' }, histogramBuckets: {} };
-    const same: ModelMetricSettings = { labels: { _team: 'a' }, histogramBuckets: {} };
-    const after: ModelMetricSettings = { labels: { _team: 'b' }, histogramBuckets: { h_ms: [5] } };
+    const before: ModelMetricSettings = { labels: { _team: 'a' }, histogramBuckets: {}, decoupled: false, responseCache: false };
+    const same: ModelMetricSettings = { labels: { _team: 'a' }, histogramBuckets: {}, decoupled: false, responseCache: false };
+    const after: ModelMetricSettings = { labels: { _team: 'b' }, histogramBuckets: { h_ms: [5] }, decoupled: false, responseCache: false };
     h.observe({ name: 'm', version: '1', labels: before.labels }, 0.5, before);
     // The same labels and buckets in another settings object (the model reloaded unchanged): same series.
     h.observe({ name: 'm', version: '1', labels: same.labels }, 0.5, same);

@@ -109,19 +109,27 @@ export class DistributionFamily implements RegistryMetric {
   readonly aggregator = 'sum' as const;
   readonly #create: SeriesFactory;
   readonly #live: (() => Iterable<{ name: string; version: string }>) | undefined;
+  readonly #applies: (settings: Partial<ModelMetricSettings>) => boolean;
   readonly #series = new Map<string, Series>();
 
   /**
    * @param options.live the model versions loaded now: at each scrape the series of any other
    * version are dropped (as Triton removes a model's metrics when it unloads), so reloads and
    * unloads do not pile series up. @default none: series are kept
+   * @param options.applies whether a model version with these settings has a series in this
+   * family (Triton gives some families only to some models: the first-response histogram to
+   * decoupled ones). A version with no settings (a gateway's) has `{}`. @default every version
    */
-  constructor(registry: Registry, options: { name: string; help: string; type: 'summary' | 'histogram'; create: SeriesFactory; live?: () => Iterable<{ name: string; version: string }> }) {
+  constructor(registry: Registry, options: {
+    name: string; help: string; type: 'summary' | 'histogram'; create: SeriesFactory;
+    live?: () => Iterable<{ name: string; version: string }>; applies?: (settings: Partial<ModelMetricSettings>) => boolean;
+  }) {
     this.name = options.name;
     this.help = options.help;
     this.type = options.type;
     this.#create = options.create;
     this.#live = options.live;
+    this.#applies = options.applies ?? (() => true);
     register(registry, this);
   }
 
@@ -130,6 +138,7 @@ export class DistributionFamily implements RegistryMetric {
    * `buckets` the bounds of this family for it (histograms; undefined: the factory's default).
    */
   observe(m: ModelSeries, value: number, settings?: ModelMetricSettings, buckets?: readonly number[]): void {
+    if (!this.#applies(settings ?? {})) return;
     const id = seriesId(m);
     const key = keyOf(settings);
     let s = this.#series.get(id);
