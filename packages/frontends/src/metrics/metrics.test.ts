@@ -393,6 +393,42 @@ describe('metric_tags and model_metrics', () => {
   });
 });
 
+describe('summaries and histograms before the first request', () => {
+  const FAMILY = 'nv_inference_first_response_histogram_ms';
+  it('each loaded version has its series from its load, as Triton adds them then: summaries count 0, sum 0, NaN quantiles; histogram buckets 0', async () => {
+    let settings: ModelMetricSettings = { labels: { _team: 'a' }, histogramBuckets: { [FAMILY]: [1, 2] }, decoupled: true, responseCache: false };
+    const plain: ModelMetricSettings = { labels: {}, histogramBuckets: {}, decoupled: false, responseCache: false };
+    const stats = new InferStats();
+    const entry = (name: string, s: ModelMetricSettings) => ({ name, version: '1', stats: stats.toJson(name, '1'), failures: { ...stats.failures }, pending: 0, ...s });
+    const src: MetricsSource = { metricsSnapshot: () => [entry('d', settings), entry('p', plain)], observeLatencies: () => undefined };
+    const registry = createMetricsRegistry(src, { cpuMetrics: false, summaryLatencies: true, histogramLatencies: true, summaryQuantiles: [[0.5, 0.05], [0.9, 0.01]] });
+    let text = await registry.metrics();
+    expect(text).toContain([
+      'nv_inference_queue_summary_us{quantile="0.5",model="p",version="1"} Nan',
+      'nv_inference_queue_summary_us{quantile="0.9",model="p",version="1"} Nan',
+      'nv_inference_queue_summary_us_sum{model="p",version="1"} 0',
+      'nv_inference_queue_summary_us_count{model="p",version="1"} 0',
+    ].join('\n'));
+    expect(text).toContain('nv_inference_request_summary_us_count{model="d",version="1",_team="a"} 0');
+    // The decoupled model's histogram, with its model_metrics buckets; none for the other.
+    expect(text).toContain([
+      `${FAMILY}_bucket{le="1",model="d",version="1",_team="a"} 0`,
+      `${FAMILY}_bucket{le="2",model="d",version="1",_team="a"} 0`,
+      `${FAMILY}_bucket{le="+Inf",model="d",version="1",_team="a"} 0`,
+      `${FAMILY}_sum{model="d",version="1",_team="a"} 0`,
+      `${FAMILY}_count{model="d",version="1",_team="a"} 0`,
+    ].join('\n'));
+    expect(text).not.toContain(`${FAMILY}_count{model="p"`);
+    // Reloaded with other tags: the new labels, before any request.
+    settings = { ...settings, labels: { _team: 'b' } };
+    await new Promise((r) => setImmediate(r));
+    text = await registry.metrics();
+    expect(text).toContain(`${FAMILY}_count{model="d",version="1",_team="b"} 0`);
+    expect(text).not.toContain('_team="a"');
+    registry.stopSampling();
+  });
+});
+
 describe('the metrics server\'s own errors', () => {
   it('attack: an error it emits after it listens is a warning, not the end of the process', async () => {
     const { servers, stop } = captureListens();

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, Summary } from 'prom-client';
 import type { GpuDevice, LatencyObservation, ModelMetricSettings, ModelStatistics, StreamBacklog } from '@triode/core';
 import { timerMs } from '@triode/core';
-import { DistributionFamily, SnapshotFamily, modelLabels, type FamilySample } from './model-metric-family.js';
+import { DistributionFamily, SnapshotFamily, modelLabels, type FamilySample, type LiveSeries } from './model-metric-family.js';
 import { keepServingOnError } from '../server-errors.js';
 import { checkedServerOptions, connectionGuard, type HttpServerOptions } from '../http/listen.js';
 
@@ -377,7 +377,7 @@ const FIRST_RESPONSE_HISTOGRAM = 'nv_inference_first_response_histogram_ms';
  * model's series carry its tags, and its `model_metrics` buckets replace the server-wide ones.
  */
 function addLatencyDistributions(
-  registry: Registry, source: MetricsSource, config: MetricsConfig, live: () => Iterable<{ name: string; version: string }>, cached: (m: Partial<ModelMetricSettings>) => boolean,
+  registry: Registry, source: MetricsSource, config: MetricsConfig, live: () => Iterable<LiveSeries>, cached: (m: Partial<ModelMetricSettings>) => boolean,
 ): void {
   if (!config.summaryLatencies && !config.histogramLatencies) return;
   const named = (name: string) => familyName(config, name);
@@ -388,6 +388,12 @@ function addLatencyDistributions(
   const summary = (name: string, help: string, applies?: (m: Partial<ModelMetricSettings>) => boolean) => new DistributionFamily(registry, {
     name, help, type: 'summary', live, ...(applies ? { applies } : {}),
     create: (labelNames) => new Summary({ name, help, labelNames, registers: [], percentiles: quantiles.map(([q]) => q), maxAgeSeconds: 60, ageBuckets: 5 }),
+    // Before its first observation, as prometheus-cpp shows a summary: NaN quantiles, count and sum 0 (in prom-client's order).
+    empty: (labels) => [
+      ...quantiles.map(([q]) => ({ labels: { quantile: q, ...labels }, value: NaN })),
+      { metricName: `${name}_sum`, labels, value: 0 },
+      { metricName: `${name}_count`, labels, value: 0 },
+    ],
   });
   const summaries = config.summaryLatencies ? {
     // Triton leaves the request summary out for cache-enabled models (cache management time would skew it).
@@ -408,6 +414,7 @@ function addLatencyDistributions(
     name: firstResponseName, help: firstResponseHelp, type: 'histogram', live,
     // Triton: "Only create response metrics if decoupled model". A gateway does not know (no settings): it keeps them.
     applies: (m) => m.decoupled !== false,
+    buckets: (m) => m.histogramBuckets?.[FIRST_RESPONSE_HISTOGRAM],
     create: (labelNames, buckets) => new Histogram({ name: firstResponseName, help: firstResponseHelp, labelNames, registers: [], buckets: [...(buckets ?? serverBuckets)] }),
   }) : undefined;
   source.observeLatencies((model, version, o, settings) => {

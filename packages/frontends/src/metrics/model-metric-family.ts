@@ -74,6 +74,9 @@ export class SnapshotFamily implements RegistryMetric {
   }
 }
 
+/** A loaded model version as `DistributionFamily`'s `live` lists it: names, labels, and what its config says of its metrics. */
+export type LiveSeries = ModelSeries & Omit<Partial<ModelMetricSettings>, 'labels'>;
+
 /** Makes the prom-client metric behind one model version's series (not registered anywhere). */
 export type SeriesFactory = (labelNames: string[], buckets: readonly number[] | undefined) => Summary<string> | Histogram<string>;
 
@@ -108,21 +111,30 @@ export class DistributionFamily implements RegistryMetric {
   readonly type: 'summary' | 'histogram';
   readonly aggregator = 'sum' as const;
   readonly #create: SeriesFactory;
-  readonly #live: (() => Iterable<{ name: string; version: string }>) | undefined;
+  readonly #live: (() => Iterable<LiveSeries>) | undefined;
   readonly #applies: (settings: Partial<ModelMetricSettings>) => boolean;
+  readonly #buckets: (settings: Partial<ModelMetricSettings>) => readonly number[] | undefined;
+  readonly #empty: ((labels: Record<string, string>) => FamilySample[]) | undefined;
   readonly #series = new Map<string, Series>();
 
   /**
    * @param options.live the model versions loaded now: at each scrape the series of any other
    * version are dropped (as Triton removes a model's metrics when it unloads), so reloads and
-   * unloads do not pile series up. @default none: series are kept
+   * unloads do not pile series up, and each of these versions the family applies to has a series
+   * before its first request (Triton adds them when the version loads: a histogram's buckets at 0,
+   * a summary's count and sum at 0). @default none: series are kept, and made by `observe`
+   * @param options.buckets a histogram's bounds for a version with these settings (its
+   * `model_metrics`), for a series made before its first request. @default the factory's
+   * @param options.empty a summary's samples before any observation (prom-client renders none).
+   * @default none
    * @param options.applies whether a model version with these settings has a series in this
    * family (Triton gives some families only to some models: the first-response histogram to
    * decoupled ones). A version with no settings (a gateway's) has `{}`. @default every version
    */
   constructor(registry: Registry, options: {
     name: string; help: string; type: 'summary' | 'histogram'; create: SeriesFactory;
-    live?: () => Iterable<{ name: string; version: string }>; applies?: (settings: Partial<ModelMetricSettings>) => boolean;
+    live?: () => Iterable<LiveSeries>; applies?: (settings: Partial<ModelMetricSettings>) => boolean;
+    buckets?: (settings: Partial<ModelMetricSettings>) => readonly number[] | undefined; empty?: (labels: Record<string, string>) => FamilySample[];
   }) {
     this.name = options.name;
     this.help = options.help;
@@ -130,6 +142,8 @@ export class DistributionFamily implements RegistryMetric {
     this.#create = options.create;
     this.#live = options.live;
     this.#applies = options.applies ?? (() => true);
+    this.#buckets = options.buckets ?? (() => undefined);
+    this.#empty = options.empty;
     register(registry, this);
   }
 
@@ -137,6 +151,17 @@ export class DistributionFamily implements RegistryMetric {
    * Observes `value` for model version `m`. `settings` is what its config says (labels, buckets);
    * `buckets` the bounds of this family for it (histograms; undefined: the factory's default).
    */
+  /** A series for loaded version `m` if it has none with its present labels and buckets (a reload may change them). */
+  #ensure(id: string, m: LiveSeries): void {
+    const key = m.labels === undefined && m.histogramBuckets === undefined ? '' : JSON.stringify([m.labels, m.histogramBuckets]);
+    const s = this.#series.get(id);
+    if (s && s.key === key) return;
+    const labels = modelLabels(m);
+    const metric = this.#create(Object.keys(labels), this.#buckets(m));
+    if ('zero' in metric) metric.zero(labels);
+    this.#series.set(id, { key, labels, metric });
+  }
+
   observe(m: ModelSeries, value: number, settings?: ModelMetricSettings, buckets?: readonly number[]): void {
     if (!this.#applies(settings ?? {})) return;
     const id = seriesId(m);
@@ -154,11 +179,18 @@ export class DistributionFamily implements RegistryMetric {
   async get(): ReturnType<RegistryMetric['get']> {
     if (this.#live) {
       const live = new Set<string>();
-      for (const m of this.#live()) live.add(seriesId(m));
+      for (const m of this.#live()) {
+        const id = seriesId(m);
+        live.add(id);
+        if (this.#applies(m)) this.#ensure(id, m);
+      }
       for (const id of this.#series.keys()) if (!live.has(id)) this.#series.delete(id);
     }
     const values: FamilySample[] = [];
-    for (const s of this.#series.values()) values.push(...((await s.metric.get()).values as FamilySample[]));
+    for (const s of this.#series.values()) {
+      const own = (await s.metric.get()).values as FamilySample[];
+      values.push(...(own.length === 0 && this.#empty ? this.#empty(s.labels) : own));
+    }
     return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
   }
 }
