@@ -45,7 +45,7 @@ export interface VersionSlot {
   code?: TriodeError['code'];
   /** Its load was given up (Triode's load timeout, an unload, a shutdown), not failed by the model. */
   interrupted?: boolean;
-  /** How long the version took to load (a backend model's), seconds. */
+  /** How long the version took to load, seconds (a backend model's; 0 for an ensemble, as Triton reports it). */
   loadSeconds?: number;
   model?: LoadedModel;
 }
@@ -192,6 +192,8 @@ export class ModelLifecycle {
           });
           const labels = readModelLabels(entry.path, config);
           slot.model = new EnsembleModel(config, version, infer, { clock: this.#opts.clock, labels, stepBatching });
+          // Triton gives every model, ensembles too, a reporter with the load-time gauge; only backend models set it.
+          slot.loadSeconds = 0;
           this.#observe(entry.name, version, slot.model);
         } else {
           if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported`);

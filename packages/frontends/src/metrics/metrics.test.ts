@@ -393,6 +393,21 @@ describe('metric_tags and model_metrics', () => {
   });
 });
 
+describe('nv_model_load_duration_secs', () => {
+  it('an ensemble reports 0, as Triton (every model has the gauge; only backend models set it)', async () => {
+    const s = await InferenceServer.create({ modelRepositories: [makeRepository(['custom_identity_int32', 'identity_chain'])], backends: [new JavaScriptBackend()] });
+    const registry = createMetricsRegistry(s, { cpuMetrics: false });
+    try {
+      const text = await registry.metrics();
+      expect(text).toContain('nv_model_load_duration_secs{model="identity_chain",version="1"} 0\n');
+      expect(Number(/^nv_model_load_duration_secs\{model="custom_identity_int32",version="1"\} ([\d.e-]+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
+    } finally {
+      registry.stopSampling();
+      await s.stop(1000);
+    }
+  });
+});
+
 describe('summaries and histograms before the first request', () => {
   const FAMILY = 'nv_inference_first_response_histogram_ms';
   it('each loaded version has its series from its load, as Triton adds them then: summaries count 0, sum 0, NaN quantiles; histogram buckets 0', async () => {

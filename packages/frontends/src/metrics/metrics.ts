@@ -22,7 +22,7 @@ export interface ModelMetricsEntry extends Partial<ModelMetricSettings> {
   stats: ModelStatistics;
   failures: Record<string, number>;
   pending: number;
-  /** How long the version took to load, seconds (a backend model's; not an ensemble's). */
+  /** How long the version took to load, seconds (0 for an ensemble, as Triton; none on a gateway). */
   loadSeconds?: number;
 }
 
