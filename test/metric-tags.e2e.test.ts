@@ -16,15 +16,22 @@ export default class Identity {
   execute(requests) { return requests.map((r) => ({ outputs: [tensor('OUT', 'INT32', r.input('IN').shape, r.input('IN').data)] })); }
 }
 `;
+// Decoupled: as in Triton, only decoupled models have the first-response histogram.
+const DECOUPLED_IDENTITY = `import { tensor } from 'triode';
+export default class Identity {
+  execute(requests) { for (const r of requests) { r.sender.send({ outputs: [tensor('OUT', 'INT32', r.input('IN').shape, r.input('IN').data)] }); r.sender.close(); } }
+}
+`;
+const DECOUPLED = 'model_transaction_policy { decoupled: true }\n';
 const IO = 'input { name: "IN" data_type: TYPE_INT32 dims: [ 2 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 2 ] }\n';
 const model = (name: string, config = ''): Record<string, string> => ({
   [`${name}/config.pbtxt`]: `name: "${name}"\nbackend: "javascript"\n${IO}${config}`,
-  [`${name}/1/model.mjs`]: IDENTITY,
+  [`${name}/1/model.mjs`]: config.includes(DECOUPLED) ? DECOUPLED_IDENTITY : IDENTITY,
 });
 const REPO = {
-  ...model('tagged', `metric_tags [ { key: "team" value: "search" }, { key: "tier" value: "gold" } ]
+  ...model('tagged', `${DECOUPLED}metric_tags [ { key: "team" value: "search" }, { key: "tier" value: "gold" } ]
 model_metrics { metric_control [ { metric_identifier { family: "${FAMILY}" } histogram_options { buckets: [ 1, 2.5, 10000 ] } } ] }`),
-  ...model('plain'),
+  ...model('plain', DECOUPLED),
   ...model('other_family', 'model_metrics { metric_control { metric_identifier { family: "nv_inference_queue_duration_us" } } }'),
   ...model('bad_tag', 'metric_tags { key: "team-a" value: "x" }'),
   ...model('bad_buckets', `model_metrics { metric_control { metric_identifier { family: "${FAMILY}" } histogram_options { buckets: [ 5, 1 ] } } }`),
@@ -48,7 +55,12 @@ afterAll(async () => {
   await triode?.stop();
 });
 
-const infer = (name: string) => fetch(`${base}/v2/models/${name}/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'IN', datatype: 'INT32', shape: [2], data: [1, 2] }] }) });
+/** One request to a decoupled model (generate_stream), read to its end. */
+const infer = async (name: string) => {
+  const r = await fetch(`${base}/v2/models/${name}/generate_stream`, { method: 'POST', body: JSON.stringify({ IN: [1, 2] }) });
+  await r.text();
+  return r;
+};
 /** The `le` bounds and counts of one model's histogram series. */
 const buckets = (text: string, labels: string) => [...text.matchAll(new RegExp(`^${FAMILY}_bucket\\{le="([^"]+)",${labels}\\} (\\d+)$`, 'gm'))].map((m) => [m[1], Number(m[2])]);
 
