@@ -11,6 +11,7 @@ import { Errors } from './errors.js';
 import type { InferenceRequest } from './infer-request.js';
 import { MAX_STATE_BYTES } from './model-config/validate-model-config.js';
 import { InferenceServer } from './server.js';
+import { backendWith, serveOneModel as serve, servers, stopOneModelServers } from './one-model-server.case.js';
 
 /**
  * A backend named "testing": OUT = IN (+ STATE_IN when the model has state, + 1000 * START), after
@@ -36,36 +37,7 @@ function testingBackend(delayMs = 0, executions: number[][] = []): Backend {
   });
 }
 
-/** A backend named "testing" whose every instance runs `execute`. */
-function backendWith(execute: (requests: ExecuteRequest[]) => Promise<ExecuteResult>): Backend {
-  return {
-    name: 'testing',
-    async modelInitialize() {
-      return {
-        async instanceInitialize() {
-          return { execute, async finalize() {} };
-        },
-        async finalize() {},
-      };
-    },
-  };
-}
-
-const servers: InferenceServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop(1000)));
-});
-
-async function serve(config: string, backend: Backend): Promise<InferenceServer> {
-  const repo = mkdtempSync(join(tmpdir(), 'triode-model-'));
-  mkdirSync(join(repo, 'm', '1'), { recursive: true });
-  writeFileSync(join(repo, 'm', 'config.pbtxt'), `backend: "testing"\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n${config}`);
-  const s = await InferenceServer.create({ modelRepositories: [repo], backends: [backend] });
-  servers.push(s);
-  const row = s.repositoryIndex()[0]!;
-  if (row.state !== 'READY') throw new Error(row.reason);
-  return s;
-}
+afterEach(() => stopOneModelServers(1000));
 
 const req = (v: number, parameters: InferenceRequest['parameters'] = {}): InferenceRequest => ({
   modelName: 'm', parameters, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(v) }],

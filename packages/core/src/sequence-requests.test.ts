@@ -2,43 +2,20 @@
  * What a sequence model answers to its requests through the server (the order of the request
  * checks, the idle timeout), as Triton's SequenceBatchScheduler answers them.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Backend, ExecuteRequest, ExecuteResult } from './backend-api.js';
 import type { InferenceRequest } from './infer-request.js';
-import { InferenceServer } from './server.js';
+import { backendWith, serveOneModel as serve, stopOneModelServers } from './one-model-server.case.js';
 
 /** A backend named "testing": OUT = IN, after `delayMs` a batch. */
 function echoBackend(delayMs = 0): Backend {
-  const execute = async (requests: ExecuteRequest[]): Promise<ExecuteResult> => {
+  return backendWith(async (requests: ExecuteRequest[]): Promise<ExecuteResult> => {
     if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
     return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs.find((t) => t.name === 'IN')!, name: 'OUT' }] })) };
-  };
-  return {
-    name: 'testing',
-    async modelInitialize() {
-      return { async instanceInitialize() { return { execute, async finalize() {} }; }, async finalize() {} };
-    },
-  };
+  });
 }
 
-const servers: InferenceServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((s) => s.stop(2000)));
-});
-
-async function serve(config: string, backend: Backend): Promise<InferenceServer> {
-  const repo = mkdtempSync(join(tmpdir(), 'triode-seqreq-'));
-  mkdirSync(join(repo, 'm', '1'), { recursive: true });
-  writeFileSync(join(repo, 'm', 'config.pbtxt'), `backend: "testing"\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n${config}`);
-  const s = await InferenceServer.create({ modelRepositories: [repo], backends: [backend] });
-  servers.push(s);
-  const row = s.repositoryIndex()[0]!;
-  if (row.state !== 'READY') throw new Error(row.reason);
-  return s;
-}
+afterEach(() => stopOneModelServers(2000));
 
 const req = (values: number[], parameters: InferenceRequest['parameters'] = {}): InferenceRequest => ({
   modelName: 'm', parameters, inputs: [{ name: 'IN', datatype: 'INT32', shape: [values.length, 1], data: Int32Array.from(values) }],
