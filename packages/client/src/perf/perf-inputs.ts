@@ -5,7 +5,7 @@
  * Triton: perf_analyzer docs/input_data.md
  */
 import { readFileSync } from 'node:fs';
-import type { DataType, ModelMetadata } from '@triode/core';
+import { dataTypeByteSize, viewBytesAs, type DataType, type ModelMetadata } from '@triode/core';
 import type { InferInput, InputData } from '../types.js';
 
 /** How the input data is made. */
@@ -68,7 +68,11 @@ function fileInputs(
     const fixed = o.shape ? withBatch(o.shape) : shapeOf(i.name, i.shape);
     if (o.b64 !== undefined) {
       const bytes = new Uint8Array(Buffer.from(o.b64, 'base64'));
-      return { name: i.name, datatype: i.datatype, shape: fixed, data: i.datatype === 'BYTES' ? [bytes] : bytes };
+      if (i.datatype === 'BYTES') return { name: i.name, datatype: i.datatype, shape: fixed, data: [bytes] };
+      // Raw little-endian elements: the client takes them as a typed array of the datatype.
+      const size = dataTypeByteSize(i.datatype);
+      if (bytes.byteLength % size !== 0) throw new Error(`${file}: data[${k}] '${i.name}': ${bytes.byteLength} bytes of b64 are not whole ${i.datatype} elements`);
+      return { name: i.name, datatype: i.datatype, shape: fixed, data: viewBytesAs(i.datatype, bytes) };
     }
     return { name: i.name, datatype: i.datatype, shape: fixed, data: (o.content ?? []).flat(Infinity as 1) as InputData };
   }));
