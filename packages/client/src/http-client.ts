@@ -13,7 +13,7 @@ import { InferenceServerError } from './errors.js';
 import { ResponseBuffer } from './response-buffer.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputTensorData, outputShape, outputTensor } from './tensor-data.js';
-import { markNonFinite, parseJson, stringifyJson } from './json-non-finite.js';
+import { markInteger, markNonFinite, parseJson, stringifyJson, type ParseJsonOptions } from './json-non-finite.js';
 import { InferResult, splitBytes, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
 
 /** Options of an HttpClient. */
@@ -22,6 +22,12 @@ export interface HttpClientOptions {
   maxSockets?: number;
   /** Per-call deadline in ms, from sending to the last byte of the answer (0: none). @default 0 */
   timeoutMs?: number;
+  /**
+   * Fails a call when its connection moves no byte for this many ms (0: never), as tritonclient's
+   * 60 s `network_timeout` does: a server that never answers does not hold a call forever.
+   * A model that computes longer than this before answering needs a larger value. @default 60000
+   */
+  idleTimeoutMs?: number;
   /** Largest response body accepted; a larger one fails the call. @default 1 GiB */
   maxResponseBytes?: number;
   /** Headers sent with every call (e.g. a restricted-API key). */
@@ -36,15 +42,13 @@ interface RawResponse {
   body: Buffer;
 }
 
-const clampBig = (x: bigint, lo: bigint, hi: bigint): bigint => (x < lo ? lo : x > hi ? hi : x);
-
 const JSON_ARRAY: Partial<Record<DataType, (v: unknown[]) => TensorData>> = {
   BOOL: (v) => Uint8Array.from(v as boolean[], (b) => (b ? 1 : 0)),
   UINT8: (v) => Uint8Array.from(v as number[]), UINT16: (v) => Uint16Array.from(v as number[]), UINT32: (v) => Uint32Array.from(v as number[]),
-  // A 64-bit extreme arrives rounded up to 2^63 / 2^64 (JSON.parse reads doubles): kept at the extreme, not wrapped.
-  UINT64: (v) => BigUint64Array.from(v as number[], (x) => clampBig(BigInt(x), 0n, 2n ** 64n - 1n)),
+  // Integers past 2^53 arrive as exact bigints (parseJson's exactIntegers), the others as numbers.
+  UINT64: (v) => BigUint64Array.from(v as (number | bigint)[], (x) => BigInt(x)),
   INT8: (v) => Int8Array.from(v as number[]), INT16: (v) => Int16Array.from(v as number[]), INT32: (v) => Int32Array.from(v as number[]),
-  INT64: (v) => BigInt64Array.from(v as number[], (x) => clampBig(BigInt(x), -(2n ** 63n), 2n ** 63n - 1n)),
+  INT64: (v) => BigInt64Array.from(v as (number | bigint)[], (x) => BigInt(x)),
   FP32: (v) => Float32Array.from(v as number[]), FP64: (v) => Float64Array.from(v as number[]),
   BYTES: (v) => serializeBytesTensor(v as string[]),
 };
@@ -62,10 +66,12 @@ const INT_RANGE: Partial<Record<DataType, readonly [bigint, bigint]>> = {
 function badJsonElement(datatype: DataType, flat: readonly unknown[]): number {
   const range = INT_RANGE[datatype];
   if (range) {
-    // Compared as doubles, as JSON.parse reads them: INT64's 2^63-1 arrives as 2^63.
-    const lo = Number(range[0]);
-    const hi = Number(range[1]);
-    return flat.findIndex((x) => typeof x !== 'number' || !Number.isInteger(x) || x < lo || x > hi);
+    // Compared exactly: integers past 2^53 come as bigints, the rest as numbers.
+    const [lo, hi] = range;
+    return flat.findIndex((x) => {
+      if (typeof x === 'number' && Number.isInteger(x)) x = BigInt(x);
+      return typeof x !== 'bigint' || x < lo || x > hi;
+    });
   }
   switch (datatype) {
     case 'BOOL': return flat.findIndex((x) => typeof x !== 'boolean');
@@ -76,16 +82,28 @@ function badJsonElement(datatype: DataType, flat: readonly unknown[]): number {
   }
 }
 
-/** JSON `data` for an input (BYTES as strings, 64-bit integers as numbers). */
-function jsonData(datatype: DataType, data: TensorData): unknown[] {
+/**
+ * JSON `data` for an input (BYTES as strings, 64-bit integers as exact digit tokens).
+ * @throws InferenceServerError when a BYTES element is not UTF-8 (JSON has no form for it).
+ */
+function jsonData(name: string, datatype: DataType, data: TensorData): unknown[] {
   if (datatype === 'BYTES') {
-    const utf8 = new TextDecoder();
-    return splitBytes(data as Uint8Array).map((b) => utf8.decode(b));
+    // Fatal: a lenient decoder sent U+FFFD in place of the bytes, silently (review).
+    const utf8 = new TextDecoder('utf-8', { fatal: true });
+    return splitBytes(data as Uint8Array).map((b, i) => {
+      try {
+        return utf8.decode(b);
+      } catch {
+        throw new InferenceServerError(`Failed to encode input '${name}' using UTF-8: element ${i} is not UTF-8 text; send it in binary (HttpClient option binary: true)`);
+      }
+    });
   }
   if (datatype === 'BOOL') return Array.from(data as Uint8Array, (x) => x !== 0);
   // NaN and infinities go as bare tokens, as tritonclient (Python's json) sends them.
   if (datatype === 'FP32' || datatype === 'FP64') return markNonFinite(Array.from(data as Float32Array));
-  return Array.from(data as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? Number(x) : x));
+  // Number() rounded INT64/UINT64 past 2^53 (review): their digits go as they are.
+  if (datatype === 'INT64' || datatype === 'UINT64') return Array.from(data as BigInt64Array, markInteger);
+  return Array.from(data as ArrayLike<number>);
 }
 
 /**
@@ -118,13 +136,27 @@ export class HttpClient implements InferenceClient {
    * call, and the body is bounded by `maxResponseBytes`: a server that trickles or never ends its
    * answer fails the call instead of holding it (and its memory) forever.
    */
-  #send(method: string, path: string, body?: Uint8Array | string, headers: Record<string, string | number> = {}): Promise<RawResponse> {
-    return new Promise((resolve, reject) => {
+  #send(method: string, path: string, body?: Uint8Array | string, headers: Record<string, string | number> = {}, signal?: AbortSignal): Promise<RawResponse> {
+    return new Promise((resolveCall, reject) => {
+      const aborted = () => new InferenceServerError(`HTTP ${method} ${path} aborted`, { cause: signal?.reason });
+      if (signal?.aborted) {
+        reject(aborted());
+        return;
+      }
       const max = this.#options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
       const failure = (err: Error) => (err instanceof InferenceServerError ? err : new InferenceServerError(`HTTP ${method} ${path} failed: ${err.message}`, { cause: err }));
       let timer: NodeJS.Timeout | undefined;
-      const fail = (err: Error) => {
+      const onAbort = () => req.destroy(aborted());
+      const settle = () => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const resolve = (r: RawResponse) => {
+        settle();
+        resolveCall(r);
+      };
+      const fail = (err: Error) => {
+        settle();
         reject(failure(err));
       };
       const req = (this.#https ? httpsRequest : httpRequest)({
@@ -158,15 +190,17 @@ export class HttpClient implements InferenceClient {
           }
         });
         res.on('end', () => {
-          clearTimeout(timer);
           resolve({ status: res.statusCode ?? 0, headers: res.headers, body: body.bytes() });
         });
         res.on('error', fail);
       });
+      const idle = this.#options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+      if (idle) req.setTimeout(timerMs(idle), () => req.destroy(new InferenceServerError(`HTTP ${method} ${path}: no answer for ${idle} ms (idleTimeoutMs)`)));
       if (this.#options.timeoutMs) {
         timer = setTimeout(() => req.destroy(new InferenceServerError(`HTTP ${method} ${path} timed out after ${this.#options.timeoutMs} ms`)), timerMs(this.#options.timeoutMs));
       }
       req.on('error', fail);
+      signal?.addEventListener('abort', onAbort, { once: true });
       if (body !== undefined) req.end(body);
       else req.end();
     });
@@ -259,7 +293,7 @@ export class HttpClient implements InferenceClient {
         chunks.push(bytes);
         return { name: input.name, datatype: input.datatype, shape: input.shape, parameters: { binary_data_size: bytes.byteLength } };
       }
-      return { name: input.name, datatype: input.datatype, shape: input.shape, data: jsonData(input.datatype, data) };
+      return { name: input.name, datatype: input.datatype, shape: input.shape, data: jsonData(input.name, input.datatype, data) };
     });
     const params: Record<string, ParameterValue> = requestParameters(options);
     if (binary) params['binary_data_output'] = true;
@@ -281,8 +315,9 @@ export class HttpClient implements InferenceClient {
     };
   }
 
+  /** Runs one inference request; `options.signal` aborts it (the call rejects at once). */
   async infer(model: string, options: InferOptions): Promise<InferResult> {
-    return this.inferPrepared(this.prepare(model, options));
+    return this.#infer(this.prepare(model, options), options.signal);
   }
 
   prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {
@@ -290,8 +325,12 @@ export class HttpClient implements InferenceClient {
     return { model, body, headers, path: `${modelPath(model, options.version)}/infer` };
   }
 
-  async inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
-    const r = await this.#send('POST', prepared.path ?? `${modelPath(prepared.model)}/infer`, prepared.body, prepared.headers);
+  inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
+    return this.#infer(prepared);
+  }
+
+  async #infer(prepared: PreparedInfer, signal?: AbortSignal): Promise<InferResult> {
+    const r = await this.#send('POST', prepared.path ?? `${modelPath(prepared.model)}/infer`, prepared.body, prepared.headers, signal);
     if (r.status !== 200) throw errorOf(r);
     return decodeInferResponse(r.body, r.headers['inference-header-content-length']);
   }
@@ -302,6 +341,7 @@ export class HttpClient implements InferenceClient {
 }
 
 const DEFAULT_MAX_RESPONSE_BYTES = 2 ** 30;
+const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
 
 /**
  * A model name or version as one path segment. `.` and `..` are refused: no escaping keeps them
@@ -318,10 +358,13 @@ function modelPath(model: string, version?: number | string): string {
   return `/v2/models/${pathSegment(model)}${v ? `/versions/${pathSegment(v)}` : ''}`;
 }
 
-/** Parameters as JSON (bigints as numbers when exact, else strings). */
+/**
+ * Parameters as JSON: a bigint is an integer, its digits written as they are (`stringifyJson`).
+ * As a string it was another kind of value: a string correlation id instead of a UINT64 one (review).
+ */
 function jsonParameters(params: Record<string, ParameterValue>): Record<string, string | number | boolean> {
   const out: Record<string, string | number | boolean> = {};
-  for (const [k, v] of Object.entries(params)) out[k] = typeof v === 'bigint' ? (Number.isSafeInteger(Number(v)) ? Number(v) : v.toString()) : v;
+  for (const [k, v] of Object.entries(params)) out[k] = typeof v === 'bigint' ? markInteger(v) : v;
   return out;
 }
 
@@ -349,14 +392,14 @@ function errorOf(r: RawResponse): InferenceServerError {
 const MAX_JSON_CONTAINERS = 1 << 20;
 
 /** A server's JSON answer, parsed once its objects and arrays are counted. */
-function parseServerJson(bytes: Buffer): unknown {
+function parseServerJson(bytes: Buffer, options: ParseJsonOptions = {}): unknown {
   let n = 0;
   for (const c of [0x7b, 0x5b]) {
     for (let i = bytes.indexOf(c); i >= 0; i = bytes.indexOf(c, i + 1)) {
       if (++n > MAX_JSON_CONTAINERS) throw new InferenceServerError(`malformed response: more than ${MAX_JSON_CONTAINERS} JSON objects and arrays (ask for binary outputs)`);
     }
   }
-  return parseJson(bytes.toString('utf8'));
+  return parseJson(bytes.toString('utf8'), options);
 }
 
 interface JsonOutput {
@@ -387,8 +430,9 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
   const hlText = Array.isArray(headerLength) ? headerLength[0] : headerLength;
   const hl = hlText === undefined ? body.byteLength : /^\d{1,15}$/.test(hlText) ? Number(hlText) : -1;
   if (hl < 0 || hl > body.byteLength) throw malformed(`Inference-Header-Content-Length '${hlText}' does not fit a ${body.byteLength}-byte body`);
-  // Triton writes non-finite floats as bare NaN / Infinity / -Infinity.
-  const doc = parseServerJson(body.subarray(0, hl));
+  // Triton writes non-finite floats as bare NaN / Infinity / -Infinity, and INT64 / UINT64 data
+  // as exact digits (read as bigints past 2^53: doubles rounded them).
+  const doc = parseServerJson(body.subarray(0, hl), { exactIntegers: true });
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw malformed('not a JSON object');
   const d = doc as { model_name?: unknown; model_version?: unknown; id?: unknown; parameters?: unknown; outputs?: unknown };
   if (d.outputs !== undefined && !Array.isArray(d.outputs)) throw malformed('outputs is not a list');
@@ -407,10 +451,12 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
     if (!Array.isArray(o.data)) throw malformed(`output '${String(o.name)}' has neither data nor binary_data_size`);
     const make = isDataType(o.datatype) ? JSON_ARRAY[o.datatype] : undefined;
     if (!make) throw malformed(`output '${String(o.name)}': ${String(o.datatype)} cannot come as JSON`);
-    const flat = o.data.flat(Infinity as 1) as unknown[];
+    let flat = o.data.flat(Infinity as 1) as unknown[];
     // The count first: millions of strings for a shape of [1] were all converted before it was told (review).
     const dims = outputShape(o.name, o.shape);
     if (flat.length !== elementCount(dims)) throw malformed(`output '${String(o.name)}' has ${flat.length} elements of JSON data, not ${elementCount(dims)} (shape [${dims.join(',')}])`);
+    // A float's long integer literal (read exactly) is that number.
+    if (o.datatype === 'FP32' || o.datatype === 'FP64') flat = flat.map((x) => (typeof x === 'bigint' ? Number(x) : x));
     const bad = badJsonElement(o.datatype, flat);
     if (bad >= 0) throw malformed(`output '${String(o.name)}': element ${bad} of its JSON data (${echo(String(flat[bad]), 64)}) is not a ${o.datatype} value`);
     return outputTensor(o.name, o.datatype, o.shape, dataBytes(make(flat)));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeInferResponse, HttpClient } from './http-client.js';
-import { parseJson, stringifyJson, markNonFinite } from './json-non-finite.js';
+import { markInteger, markNonFinite, parseJson, stringifyJson } from './json-non-finite.js';
 
 describe('NaN and infinities in JSON, as Triton writes and reads them', () => {
   it('reads bare NaN / Infinity / -Infinity tokens, and leaves strings that spell them alone', () => {
@@ -32,5 +32,20 @@ describe('NaN and infinities in JSON, as Triton writes and reads them', () => {
     expect(text).toContain('"data":[NaN,2,-Infinity]');
     expect(text).toContain('"data":[Infinity]');
     c.close();
+  });
+});
+
+describe('64-bit integers in JSON', () => {
+  it('exactIntegers reads integer literals past 2^53 as bigints, outside strings only', () => {
+    expect(parseJson('{"a":[9007199254740993,-9223372036854775808,9007199254740991,1.2345678901234567e30,12345678901234567.5],"s":"12345678901234567890","t":["\\\\",18446744073709551615]}', { exactIntegers: true })).toEqual({
+      a: [2n ** 53n + 1n, -(2n ** 63n), 2 ** 53 - 1, 1.2345678901234567e30, Number('12345678901234567.5')], s: '12345678901234567890', t: ['\\', 2n ** 64n - 1n],
+    });
+    expect(parseJson('[NaN,12345678901234567890]', { exactIntegers: true })).toEqual([NaN, 12345678901234567890n]);
+    expect(parseJson('[12345678901234567890]')).toEqual([Number('12345678901234567890')]);
+    expect(() => parseJson('[12345678901234567890-]', { exactIntegers: true })).toThrow(SyntaxError);
+  });
+
+  it('markInteger writes a bigint past 2^53 as its digits, and a safe one as a number', () => {
+    expect(stringifyJson({ a: [markInteger(2n ** 63n - 1n), markInteger(-5n)], s: '1' })).toBe('{"a":[9223372036854775807,-5],"s":"1"}');
   });
 });

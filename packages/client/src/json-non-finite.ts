@@ -1,29 +1,56 @@
 /**
- * @module NaN and infinities in KServe v2 JSON, as Triton writes and reads them: bare `NaN`,
- * `Infinity` and `-Infinity` tokens (rapidjson's kWriteNanAndInfFlag / kParseNanAndInfFlag;
- * Python's json does the same). JSON.parse and JSON.stringify know neither.
+ * @module Numbers JSON.parse and JSON.stringify cannot carry, as Triton writes and reads them:
+ * bare `NaN`, `Infinity` and `-Infinity` tokens (rapidjson's kWriteNanAndInfFlag /
+ * kParseNanAndInfFlag; Python's json does the same), and 64-bit integers past 2^53, which are
+ * plain digit tokens on the wire but doubles (rounded) in JSON.parse and strings in a bigint's
+ * JSON. tritonclient (Python's json, exact ints) keeps both.
  */
 import { randomUUID } from 'node:crypto';
 
-/** JSON.parse, also of text holding bare NaN / Infinity / -Infinity tokens (read as those numbers). */
-export function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    if (!/NaN|Infinity/.test(text)) throw err;
-  }
-  return JSON.parse(quoteNonFinite(text), (_key, v: unknown) => (typeof v === 'string' && v.startsWith(MARK) ? NON_FINITE[v.slice(MARK.length)] ?? v : v));
+/** Options of `parseJson`. */
+export interface ParseJsonOptions {
+  /**
+   * Read integer literals that are not safe integers (past 2^53) as exact bigints instead of
+   * rounded doubles. @default false
+   */
+  exactIntegers?: boolean;
 }
 
 /**
- * A prefix no string of a request or response holds (it has a random UUID): a non-finite number on
+ * JSON.parse, also of text holding bare NaN / Infinity / -Infinity tokens (read as those numbers),
+ * and with `exactIntegers` reading integers past 2^53 as bigints.
+ */
+export function parseJson(text: string, options: ParseJsonOptions = {}): unknown {
+  // A literal past 2^53 has at least 16 digits: text without such a run parses as it is.
+  const ints = options.exactIntegers === true && /\d{16}/.test(text);
+  if (!ints) {
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      if (!/NaN|Infinity/.test(text)) throw err;
+    }
+  }
+  return JSON.parse(quoteSpecialNumbers(text, ints), (_key, v: unknown) => (typeof v === 'string' && v.startsWith(MARK) ? unmark(v.slice(MARK.length)) : v));
+}
+
+/**
+ * A prefix no string of a request or response holds (it has a random UUID): a special number on
  * its way through JSON.parse or JSON.stringify is a string that starts with it.
  */
-const MARK = `triode-non-finite-${randomUUID()}:`;
+const MARK = `triode-json-number-${randomUUID()}:`;
 const NON_FINITE: Record<string, number> = { 'NaN': NaN, 'Infinity': Infinity, '-Infinity': -Infinity };
 
-/** The text with each bare NaN / Infinity / -Infinity token outside strings made a marked string. */
-function quoteNonFinite(text: string): string {
+function unmark(token: string): number | bigint {
+  return NON_FINITE[token] ?? BigInt(token);
+}
+
+const isDigit = (c: number): boolean => c >= 48 && c <= 57;
+
+/**
+ * The text with each bare NaN / Infinity / -Infinity token outside strings made a marked string,
+ * and (with `ints`) each integer literal that is not a safe integer too.
+ */
+function quoteSpecialNumbers(text: string, ints: boolean): string {
   let out = '';
   let run = 0;
   let inString = false;
@@ -36,6 +63,21 @@ function quoteNonFinite(text: string): string {
     }
     if (c === 34) {
       inString = true;
+      continue;
+    }
+    if (ints && (isDigit(c) || (c === 45 && isDigit(text.charCodeAt(i + 1))))) {
+      // A number token: outside strings, digits occur in nothing else.
+      let j = i + 1;
+      while (j < text.length && isDigit(text.charCodeAt(j))) j++;
+      const next = text.charCodeAt(j);
+      const integer = next !== 46 && next !== 101 && next !== 69; // no '.', 'e' or 'E' follows
+      while (j < text.length && /[0-9.eE+-]/.test(text[j]!)) j++;
+      const literal = text.slice(i, j);
+      if (integer && j - i > 15 && !Number.isSafeInteger(Number(literal)) && /^-?(0|[1-9]\d*)$/.test(literal)) {
+        out += `${text.slice(run, i)}"${MARK}${literal}"`;
+        run = j;
+      }
+      i = j - 1;
       continue;
     }
     if (c !== 78 && c !== 73 && c !== 45) continue; // N, I, -
@@ -53,9 +95,21 @@ export function markNonFinite(values: readonly number[]): (number | string)[] {
   return values.map((x) => (Number.isFinite(x) ? x : `${MARK}${String(x)}`));
 }
 
-/** JSON.stringify, writing the values `markNonFinite` marked as bare NaN / Infinity / -Infinity. */
+/**
+ * An integer for JSON.stringify: a number when it is exact as one, else marked so that
+ * `stringifyJson` writes its digits (a bigint has no JSON form of its own).
+ */
+export function markInteger(x: bigint): number | string {
+  const n = Number(x);
+  return Number.isSafeInteger(n) ? n : `${MARK}${x.toString()}`;
+}
+
+/** A marked value inside JSON text: its quotes and mark are dropped, the token stays. */
+const MARKED = new RegExp(`"${MARK.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}(NaN|-?Infinity|-?\\d+)"`, 'g');
+
+/** JSON.stringify, writing the values `markNonFinite` and `markInteger` marked as bare tokens. */
 export function stringifyJson(value: unknown): string {
   const text = JSON.stringify(value);
   if (!text.includes(MARK)) return text;
-  return text.replaceAll(`"${MARK}NaN"`, 'NaN').replaceAll(`"${MARK}Infinity"`, 'Infinity').replaceAll(`"${MARK}-Infinity"`, '-Infinity');
+  return text.replace(MARKED, '$1');
 }

@@ -3,6 +3,7 @@
  * results, and the management calls, in one interface.
  */
 import { deserializeBytesTensor } from '@triode/core';
+import { InferenceServerError } from './errors.js';
 import type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, ParameterValue, ServerMetadata, TensorData } from '@triode/core';
 
 export type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, ParameterValue, ServerMetadata, TensorData };
@@ -91,7 +92,7 @@ export class InferResult {
    */
   output(name: string): OutputTensor {
     const t = this.outputs.find((o) => o.name === name);
-    if (!t) throw new Error(`no output named '${name}' in the response (outputs: ${this.outputs.map((o) => o.name).join(', ')})`);
+    if (!t) throw new InferenceServerError(`no output named '${name}' in the response (outputs: ${this.outputs.map((o) => o.name).join(', ')})`);
     return t;
   }
 
