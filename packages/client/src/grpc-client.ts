@@ -30,8 +30,13 @@ export interface GrpcClientOptions {
   channelOptions?: ChannelOptions;
   /** Metadata sent with every call (e.g. `triton-grpc-protocol-<key>` for restricted protocols). */
   metadata?: Record<string, string>;
-  /** Per-call deadline in ms (0: none). @default 0 */
+  /** Per-call deadline in ms of unary calls (0: none); streams take `streamTimeoutMs`. @default 0 */
   timeoutMs?: number;
+  /**
+   * Deadline in ms of a whole ModelStreamInfer stream (0: none), tritonclient's `stream_timeout`:
+   * a stream outlives any one call. @default 0
+   */
+  streamTimeoutMs?: number;
   /** Largest response message accepted (`grpc.max_receive_message_length` unless that is set). @default 1 GiB */
   maxResponseBytes?: number;
   /**
@@ -42,7 +47,9 @@ export interface GrpcClientOptions {
   maxControlResponseBytes?: number;
   /**
    * Send ModelInfer calls over a lean node:http2 path instead of @grpc/grpc-js (same wire
-   * protocol, a third of the client CPU). Only on plaintext channels without compression.
+   * protocol, a third of the client CPU). Only for a plain `host:port` / `[v6]:port` address on a
+   * plaintext channel whose `channelOptions` are at most those in `LEAN_CHANNEL_OPTIONS`; any other
+   * address (`dns:///`, `ipv4:`, `unix:`) or option goes through grpc-js, which honours it.
    * @default true
    */
   leanInfer?: boolean;
@@ -152,13 +159,32 @@ function tryInferResult(m: InferResponseMessage): InferResult | InferenceServerE
   }
 }
 
+/**
+ * Channel options the lean path honours (`grpc.max_receive_message_length`) or that only tune
+ * grpc-js's own transport. Any other key (compression, keepalive, send limits, user agents,
+ * proxies, resolvers, ...) would be ignored by the lean path, so its calls go through grpc-js.
+ */
+export const LEAN_CHANNEL_OPTIONS: readonly string[] = ['grpc.max_receive_message_length', 'grpc-node.flow_control_window'];
+
+/** `host:port` or `[v6]:port` with nothing else: what `http://${address}` reaches as grpc-js would. */
+const PLAIN_ADDRESS = /^(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/;
+
+/** Whether ModelInfer may take the lean path for these constructor arguments. */
+function leanAllowed(address: string, options: GrpcClientOptions): boolean {
+  return options.leanInfer !== false && options.credentials === undefined && PLAIN_ADDRESS.test(address) &&
+    Object.keys(options.channelOptions ?? {}).every((k) => LEAN_CHANNEL_OPTIONS.includes(k));
+}
+
 function grpcFailure(err: ServiceError): InferenceServerError {
   return new InferenceServerError(err.details || err.message, { grpcCode: err.code, cause: err });
 }
 
 /** A ModelStreamInfer call: send requests, get responses (and in-band errors) through the callback. */
 export interface InferStream {
-  /** Sends one request on the stream. */
+  /**
+   * Sends one request on the stream.
+   * @throws InferenceServerError once the stream is closed (`end`, `cancel`, or the server ended it).
+   */
   infer(model: string, options: Omit<InferOptions, 'signal'>): void;
   /** Half-closes the stream; resolves when the server has sent everything and ended it. */
   end(): Promise<void>;
@@ -178,8 +204,10 @@ export interface InferStream {
 export class GrpcClient implements InferenceClient {
   readonly #client: Client & Record<string, Unary>;
   readonly #options: GrpcClientOptions;
-  /** The lean path for ModelInfer (plaintext, uncompressed channels only). */
+  /** The lean path for ModelInfer (see `leanInfer`). */
   readonly #h2: H2Unary | undefined;
+  /** The largest ModelInfer answer the lean path takes (grpc-js's limit, as configured). */
+  readonly #leanMaxBytes: number;
 
   /** @param address `host:port` of the server's gRPC endpoint. */
   constructor(address = '127.0.0.1:8001', options: GrpcClientOptions = {}) {
@@ -192,8 +220,10 @@ export class GrpcClient implements InferenceClient {
       ...options.channelOptions,
     }) as unknown as Client & Record<string, Unary>;
     this.#options = options;
-    const plain = options.credentials === undefined && options.channelOptions?.['grpc.default_compression_algorithm'] === undefined;
-    this.#h2 = plain && options.leanInfer !== false ? new H2Unary(address, options.connections ?? 2) : undefined;
+    this.#h2 = leanAllowed(address, options) ? new H2Unary(address, options.connections ?? 2) : undefined;
+    const limit = options.channelOptions?.['grpc.max_receive_message_length'] as unknown;
+    // -1 is grpc-js's "no limit": the most a gRPC message's 4-byte length prefix can say.
+    this.#leanMaxBytes = typeof limit === 'number' ? (limit < 0 ? 2 ** 32 - 1 : limit) : options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   }
 
   #metadata(): Metadata {
@@ -296,8 +326,7 @@ export class GrpcClient implements InferenceClient {
 
   inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
     if (this.#h2) {
-      return this.#h2.call(INFER_PATH, prepared.frame ?? H2Unary.frame(prepared.body), this.#options.metadata ?? {}, this.#options.timeoutMs,
-        this.#options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES)
+      return this.#h2.call(INFER_PATH, prepared.frame ?? H2Unary.frame(prepared.body), this.#options.metadata ?? {}, this.#options.timeoutMs, this.#leanMaxBytes)
         .then((b) => {
           let m: InferResponseMessage;
           try {
@@ -326,13 +355,17 @@ export class GrpcClient implements InferenceClient {
   /**
    * Opens a ModelStreamInfer stream. `onResponse` gets each response, or the in-band error of a
    * request (the stream stays open); with `grpcErrors` the server instead ends the stream at the
-   * first error, which `end()` then rejects with.
+   * first error. A failure of the stream itself (its status, a cancel, the deadline) also goes to
+   * `onResponse`, as tritonclient's callback gets it, and `end()` then rejects with it.
+   * The stream's deadline is `streamTimeoutMs` (`options.timeoutMs` for this stream).
    */
-  stream(onResponse: (error: InferenceServerError | undefined, result: InferResult | undefined) => void, options: { grpcErrors?: boolean } = {}): InferStream {
+  stream(onResponse: (error: InferenceServerError | undefined, result: InferResult | undefined) => void, options: { grpcErrors?: boolean; timeoutMs?: number } = {}): InferStream {
     const md = this.#metadata();
     if (options.grpcErrors) md.set('triton_grpc_error', 'true');
+    const timeoutMs = options.timeoutMs ?? this.#options.streamTimeoutMs;
+    let closed = false;
     const call = (this.#client as unknown as { ModelStreamInfer(md: Metadata, opts: object): ClientDuplexStream<object, { error_message: string; infer_response: InferResponseMessage | null }> })
-      .ModelStreamInfer(md, this.#callOptions());
+      .ModelStreamInfer(md, timeoutMs ? { deadline: Date.now() + timeoutMs } : {});
     const ended = new Promise<void>((resolve, reject) => {
       // A malformed response is reported to onResponse like an in-band error: throwing here
       // would be an uncaught exception in grpc-js's event.
@@ -346,20 +379,36 @@ export class GrpcClient implements InferenceClient {
           else onResponse(undefined, r);
         }
       });
-      call.on('end', () => resolve());
-      call.on('error', (err: ServiceError) => reject(grpcFailure(err)));
+      call.on('end', () => {
+        closed = true;
+        resolve();
+      });
+      // The status ending the stream reached only end(), so a caller waiting on the callback
+      // waited forever (review).
+      call.on('error', (err: ServiceError) => {
+        closed = true;
+        const failure = grpcFailure(err);
+        reject(failure);
+        onResponse(failure, undefined);
+      });
     });
     // The rejection is handed to whoever awaits end(); keep it from being reported as unhandled.
     ended.catch(() => undefined);
     return {
       infer: (model, o) => {
+        // A write after the end was dropped without a word (review); tritonclient raises.
+        if (closed) throw new InferenceServerError('stream is closed');
         call.write(inferRequest(model, o));
       },
       end: async () => {
-        call.end();
+        if (!closed) call.end();
+        closed = true;
         await ended;
       },
-      cancel: () => call.cancel(),
+      cancel: () => {
+        closed = true;
+        call.cancel();
+      },
     };
   }
 

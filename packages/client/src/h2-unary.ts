@@ -30,6 +30,35 @@ function statusOf(h: IncomingHttpHeaders): { code: number; message: string } | u
   return { code: Number(text), message };
 }
 
+/**
+ * The gRPC status of an HTTP status that came without a grpc-status (a proxy's or load balancer's
+ * own answer): gRPC's HTTP-to-status mapping (doc/http-grpc-status-mapping.md), as grpc-js has it.
+ */
+export function statusOfHttp(httpStatus: number): number {
+  switch (httpStatus) {
+    case 400: return 13; // INTERNAL
+    case 401: return 16; // UNAUTHENTICATED
+    case 403: return 7; // PERMISSION_DENIED
+    case 404: return 12; // UNIMPLEMENTED
+    case 429: case 502: case 503: case 504: return 14; // UNAVAILABLE
+    default: return 2; // UNKNOWN
+  }
+}
+
+/**
+ * Why response headers are not a gRPC answer, or undefined when they are: an HTTP status other
+ * than 200 without a grpc-status, or a content-type other than application/grpc*. Read as gRPC,
+ * a proxy's 503 page failed as a message "larger than 1073741824 bytes" (review).
+ */
+function notGrpc(h: IncomingHttpHeaders): { code: number; message: string } | undefined {
+  const http = Number(h[constants.HTTP2_HEADER_STATUS]);
+  if (h['grpc-status'] !== undefined) return undefined; // trailers-only: its status says it
+  if (http !== 200) return { code: statusOfHttp(http), message: `Received HTTP status code ${http}` };
+  const type = h[constants.HTTP2_HEADER_CONTENT_TYPE];
+  if (typeof type !== 'string' || !/^application\/grpc(?:$|[+;])/.test(type)) return { code: 2, message: `Received a response of content-type '${String(type)}', not application/grpc` };
+  return undefined;
+}
+
 /** Unary calls on one HTTP/2 connection (re-opened when it closes). */
 export class H2Unary {
   readonly #authority: string;
@@ -133,7 +162,15 @@ export class H2Unary {
           req.close(constants.NGHTTP2_CANCEL);
         }, timerMs(timeoutMs));
       }
-      req.on('response', (h) => { status = statusOf(h); });
+      req.on('response', (h) => {
+        const wrong = notGrpc(h);
+        if (wrong) {
+          reject(new InferenceServerError(`gRPC call ${path}: ${wrong.message}`, { grpcCode: wrong.code }));
+          req.close(constants.NGHTTP2_CANCEL);
+          return;
+        }
+        status = statusOf(h);
+      });
       req.on('trailers', (h) => { status = statusOf(h) ?? status; });
       req.on('data', (c: Buffer) => {
         let kept: boolean;

@@ -306,14 +306,14 @@ describe('gRPC infer responses are checked before they are trusted', () => {
     expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/more raw_output_contents than the 4096 a response may have/);
     h2Handler = grpcOk(frame(entries(5, 5000)));
     expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/more outputs than the 4096/);
-    // In a stream response: the stream ends with INTERNAL, nothing is decoded.
+    // In a stream response: the stream ends with INTERNAL, nothing is decoded; the callback gets that failure.
     const inner = entries(6, 5000);
     h2Handler = grpcOk(frame(Buffer.concat([Buffer.from([0x12]), Buffer.from(varint(inner.length)), inner])));
-    const got: string[] = [];
-    const stream = c.stream((err) => got.push(err?.message ?? 'ok'));
+    const got: (number | undefined)[] = [];
+    const stream = c.stream((err) => got.push(err?.grpcCode));
     stream.infer('m', { inputs });
     expect((await rejection(stream.end())).grpcCode).toBe(13);
-    expect(got).toEqual([]);
+    expect(got).toEqual([13]);
   });
 
   it('attack: packed bool contents (a byte on the wire, an array slot decoded) are counted before decoding', async () => {
