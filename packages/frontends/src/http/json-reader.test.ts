@@ -193,3 +193,14 @@ describe('readJson()', () => {
     expect(() => readJson(new Uint8Array([0x22, 0xff, 0xfe, 0x22]))).toThrow('Invalid UTF-8 in string');
   });
 });
+
+describe('readJson onMember', () => {
+  it('sees every member in document order, duplicates included, small documents too', () => {
+    const seen: [unknown, string, JsonValue][] = [];
+    const doc = readJson(new TextEncoder().encode('{"a":1,"p":{"x":"y"},"a":[2,3]}'), { onMember: (o, k, v) => seen.push([o, k, v]) }) as Record<string, JsonValue>;
+    expect(doc['a']).toEqual(new Float64Array([2, 3]));
+    expect(seen.map(([o, k, v]) => [o === doc ? 'top' : o === doc['p'] ? 'p' : '?', k, v])).toEqual([
+      ['top', 'a', 1], ['p', 'x', 'y'], ['top', 'p', { x: 'y' }], ['top', 'a', new Float64Array([2, 3])],
+    ]);
+  });
+});

@@ -212,17 +212,24 @@ export interface ReadJsonOptions {
    * documents still give Float64Arrays.
    */
   plainArrays?: boolean;
+  /**
+   * Called for every member of every object, in document order, duplicates included (the object
+   * keeps the last value of a duplicated key, as JSON.parse does). For a caller that must see
+   * what the object cannot hold: the generate route refuses an input named twice, as Triton does.
+   * The document then always goes through the reader, never JSON.parse.
+   */
+  onMember?: (object: object, key: string, value: JsonValue) => void;
 }
 
 /** See ReadJsonOptions. */
 export function readJson(bytes: Uint8Array, options: ReadJsonOptions = {}): JsonValue {
-  if (bytes.byteLength <= NATIVE_MAX_BYTES) {
+  if (bytes.byteLength <= NATIVE_MAX_BYTES && !options.onMember) {
     const v = readSmall(bytes, options.plainArrays ?? false);
     if (v !== undefined) return v;
   }
   exactNumbers = options.exact ?? false;
   try {
-    return new Reader(bytes).document();
+    return new Reader(bytes, options.onMember).document();
   } finally {
     docBytes = undefined;
     docText = '';
@@ -306,9 +313,11 @@ class Reader {
   #containers = 0;
   #members = 0;
   #scratch: Float64Array = new Float64Array(64);
+  readonly #onMember: ReadJsonOptions['onMember'];
 
-  constructor(b: Uint8Array) {
+  constructor(b: Uint8Array, onMember?: ReadJsonOptions['onMember']) {
     this.#b = b;
+    this.#onMember = onMember;
   }
 
   document(): JsonValue {
@@ -378,6 +387,7 @@ class Reader {
       // Like JSON.parse, "__proto__" is an own property, never the prototype.
       if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
       else out[key] = v;
+      if (this.#onMember) this.#onMember(out, key, v);
       this.#ws();
       const c = this.#b[this.#i];
       if (c === 44) { this.#i++; continue; }
