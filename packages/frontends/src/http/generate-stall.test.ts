@@ -77,7 +77,7 @@ describe('generate_stream and a client that stops reading', () => {
       const r = await fetch(`http://127.0.0.1:${http.port}/v2/models/dec/generate_stream`, { method: 'POST', body: JSON.stringify({ N: [2], SIZE: [4] }) });
       const text = await r.text();
       expect(r.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-      expect(text).toBe('data: {"model_name":"dec","model_version":"1","OUT":[65,65,65,65]}\n\n'.repeat(2));
+      expect(text).toBe('data: {"OUT":[65,65,65,65],"model_name":"dec","model_version":"1"}\n\n'.repeat(2));
       // Each stalled response is ended once its client took nothing for the stall time (the
       // backend's stall-cancel, then the server's): read now, the connection ends early, its
       // chunked body unfinished, and nothing like 200 events came.

@@ -20,7 +20,8 @@ function fakeBackplane(answer: (r: InferenceRequest) => InferenceResponse | Prom
     serverMetadata: async () => ({ name: 'triton', version: '0', extensions: [] }),
     modelReady: async () => true,
     modelMetadata: async (name: string) => ({ name, versions: ['1'], platform: 'x', inputs: [], outputs: [] }),
-    modelConfig: async (name: string) => ({ name, input: [{ name: 'N', data_type: 'TYPE_INT32', dims: [1] }] }),
+    // dims [-1]: a generate request's N of any length fits it (a nested one flattened).
+    modelConfig: async (name: string) => ({ name, input: [{ name: 'N', data_type: 'TYPE_INT32', dims: [-1] }] }),
     modelStatistics: async () => [],
     repositoryIndex: async () => [],
     infer: async (r: InferenceRequest) => answer(r),
@@ -340,8 +341,9 @@ describe('generate requests get the infer route\'s checks', () => {
   it('reserved triton_ parameters, parameters that are not values, and a non-string id are 400', async () => {
     const cases: [string, string][] = [
       ['{"N":1,"parameters":{"triton_enable_empty_final_response":true}}', "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."],
-      ['{"N":1,"parameters":{"x":{"y":1}}}', "parameter 'x' of the request must be a string, number or boolean"],
-      ['{"N":1,"parameters":[1]}', "'parameters' of the request must be a JSON object"],
+      // Triton's words (http_server.cc ConvertGenerateRequest, SetTritonParameterFromJsonParameter).
+      ['{"N":1,"parameters":{"x":{"y":1}}}', "Converting keyword: 'parameters': parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'."],
+      ['{"N":1,"parameters":[1]}', "Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object"],
       ['{"N":1,"id":7}', "request 'id' must be a string"],
     ];
     const before = seen.length;
@@ -355,7 +357,8 @@ describe('generate requests get the infer route\'s checks', () => {
 
   it('a 64-bit output is written exactly (was rounded through a double)', async () => {
     const r = await post(app, '/v2/models/m/generate', '{"N":1,"id":"a"}');
-    expect(await r.text()).toBe('{"id":"a","model_name":"m","model_version":"1","big":9223372036854775807}');
+    // In name order, as Triton writes the fields.
+    expect(await r.text()).toBe('{"big":9223372036854775807,"id":"a","model_name":"m","model_version":"1"}');
   });
 });
 

@@ -1,80 +1,47 @@
 /**
  * @module The generate extension: `POST .../generate` (one JSON answer) and `.../generate_stream`
  * (server-sent events, one event per response: what decoupled models need over HTTP). Request
- * fields other than `id` and `parameters` are the model's inputs by name; outputs come back as
- * fields, single values unwrapped.
+ * fields are the model's inputs by name, or else parameters (generate-request.ts); outputs come
+ * back as fields, single values unwrapped.
  * Triton: server/src/http_server.cc (HandleGenerate), docs/protocol/extension_generate.md
  */
 import type { ServerResponse } from 'node:http';
-import { Hono, type Context } from 'hono';
+import { Hono } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
-import {
-  Errors, configTypeToDataType, echo, elementCount,
-  type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig, type Tensor,
-} from '@triode/core';
-import { readBody } from '../body.js';
+import { Errors, elementCount, normalizeRequest, type InferenceResponse } from '@triode/core';
 import { httpError } from '../../error-mapping.js';
 import type { HttpDeps } from '../http-options.js';
-import { readJson } from '../json-reader.js';
-import { countLeaves, jsonToTensorData, tensorDataToJson } from '../json-tensor.js';
-import { checkJsonOutputSize, parameters } from '../infer-codec.js';
-import { checkReservedParameters } from '../../protocol-checks.js';
-import { modelParams, modelPaths } from './model-params.js';
-
-async function toRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<InferenceRequest> {
-  const model = modelParams(c);
-  const body = await readBody(c, maxInputSize);
-  // The infer route's reader: nesting is capped (no stack overflow), integers past 2^53 stay exact.
-  let doc: unknown;
-  try {
-    doc = readJson(body);
-  } catch (err) {
-    throw Errors.invalidArg(`failed to parse the request JSON buffer: ${echo((err as Error).message)}`);
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc) || doc instanceof Float64Array) throw Errors.invalidArg('the generate request must be a JSON object');
-  const fields = doc as Record<string, unknown>;
-  // The same checks as an infer request's parameters and id.
-  const params = parameters(fields['parameters'], () => 'the request');
-  checkReservedParameters(Object.keys(params));
-  const id = fields['id'];
-  if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
-  const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
-  const batching = (config.max_batch_size ?? 0) > 0;
-  const inputs: Tensor[] = [];
-  for (const inp of config.input ?? []) {
-    const value = fields[inp.name];
-    if (value === undefined) continue;
-    const datatype = configTypeToDataType(inp.data_type ?? '') ?? 'BYTES';
-    // Nested arrays are flattened (row-major): the input is a 1-D tensor of all their values.
-    const count = countLeaves(value);
-    const shape = batching ? [1, count] : [count];
-    inputs.push({ name: inp.name, datatype, shape, data: jsonToTensorData(value, datatype, count, inp.name), owned: true });
-  }
-  for (const k of Object.keys(fields)) {
-    if (k !== 'id' && k !== 'parameters' && !(config.input ?? []).some((i) => i.name === k)) {
-      throw Errors.invalidArg(`unexpected field '${echo(k)}' in the generate request: model '${echo(model.name)}' has no input of that name`);
-    }
-  }
-  const request: InferenceRequest = { modelName: model.name, inputs, parameters: params };
-  if (model.version !== undefined) request.modelVersion = model.version;
-  if (id !== undefined) request.id = id;
-  return request;
-}
+import { tensorDataToJson } from '../json-tensor.js';
+import { checkJsonOutputSize } from '../infer-codec.js';
+import { modelPaths } from './model-params.js';
+import { toGenerateRequest } from './generate-request.js';
 
 /**
- * One response as the generate extension writes it (JSON text): outputs as fields, a single value
- * unwrapped. Values are written as `/infer` writes them: 64-bit integers exact, FP16 as numbers.
+ * One response as the generate extension writes it (JSON text): `id`, `model_name`,
+ * `model_version`, each response parameter and each output as a field (a single value
+ * unwrapped). As Triton's: a name already taken keeps its first value (those fields, then the
+ * parameters, then the outputs), and the fields are in name order (Triton's std::map). Values are
+ * written as `/infer` writes them: 64-bit integers exact, FP16 as numbers.
  * @throws INVALID_ARG when the outputs as JSON could exceed `limit` bytes (nothing built).
  */
 function toJson(r: InferenceResponse, limit: number): string {
   checkJsonOutputSize(r.outputs, () => false, limit);
-  let json = '{';
-  if (r.id) json += `"id":${JSON.stringify(r.id)},`;
-  json += `"model_name":${JSON.stringify(r.modelName)},"model_version":${JSON.stringify(r.modelVersion)}`;
-  for (const o of r.outputs) {
-    const values = tensorDataToJson(o.data, o.datatype);
-    json += `,${JSON.stringify(o.name)}:${elementCount(o.shape) === 1 ? values.slice(1, -1) : values}`;
+  const fields = new Map<string, string>();
+  if (r.id) fields.set('id', JSON.stringify(r.id));
+  fields.set('model_name', JSON.stringify(r.modelName));
+  fields.set('model_version', JSON.stringify(r.modelVersion));
+  for (const [k, v] of Object.entries(r.parameters ?? {})) {
+    if (!fields.has(k)) fields.set(k, typeof v === 'bigint' ? String(v) : JSON.stringify(v));
   }
+  for (const o of r.outputs) {
+    if (fields.has(o.name)) continue;
+    const values = tensorDataToJson(o.data, o.datatype);
+    fields.set(o.name, elementCount(o.shape) === 1 ? values.slice(1, -1) : values);
+  }
+  const names = [...fields.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  let json = '{';
+  for (const k of names) json += `${json.length > 1 ? ',' : ''}${JSON.stringify(k)}:${fields.get(k)!}`;
   return json + '}';
 }
 
@@ -154,7 +121,7 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize, sse
   const app = new Hono();
   for (const path of modelPaths('/generate')) {
     app.post(path, async (c) => {
-      const request = await toRequest(c, backplane, maxInputSize);
+      const { request } = await toGenerateRequest(c, backplane, maxInputSize);
       // A client that goes away cancels the request, as on /infer: it holds no queue place or instance.
       request.signal = c.req.raw.signal;
       // The first response is kept, the rest only counted: a model streaming a million responses
@@ -166,63 +133,106 @@ export function generateRoutes({ backplane, maxInputSize, maxJsonOutputSize, sse
         count++;
       });
       if (count !== 1) {
-        throw Errors.invalidArg(`generate expects exactly one response from model '${request.modelName}', got ${count}: use generate_stream`);
+        // Triton's words (its status is 500, or 200 after a first response; the request is the client's mistake).
+        throw Errors.invalidArg('generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses');
       }
       return c.body(toJson(first!, maxJsonOutputSize), 200, { 'Content-Type': 'application/json' });
     });
   }
   for (const path of modelPaths('/generate_stream')) {
     app.post(path, async (c) => {
-      // Errors before the first response are ordinary JSON errors with Triton's status.
-      const request = await toRequest(c, backplane, maxInputSize);
+      const { request, config } = await toGenerateRequest(c, backplane, maxInputSize);
+      // Triton checks a request inside ServerInferAsync, before any response: one it refuses is an
+      // ordinary JSON error with its status. The same checks here, on a copy (the core checks the
+      // request again), so that a failure of inferStream below is the model's.
+      normalizeRequest({ ...request, inputs: request.inputs.map((t) => ({ ...t, shape: [...t.shape] })) }, config);
       // A client that goes away cancels the request: a decoupled model sees it (isCancelled) and stops.
       request.signal = c.req.raw.signal;
       const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+      const signal = c.req.raw.signal;
+      // Nothing is written until the first response (or the request's end): as Triton, its status
+      // is the response's, the status of its error when it is one (500 for a model's INTERNAL).
+      let sse: SSEStreamingApi | undefined;
+      let opened!: () => void;
+      const open = new Promise<void>((resolve) => { opened = resolve; });
+      let start!: (status: number) => void;
+      const started = new Promise<number>((resolve) => { start = resolve; });
+      // Given up (the client left, or took nothing for sseStallMs): the response is destroyed,
+      // and the responses still waiting are dropped unwritten, so what they held is freed.
+      let gone = false;
+      const giveUp = (): void => {
+        if (gone) return;
+        gone = true;
+        if (outgoing && !outgoing.destroyed) outgoing.destroy();
+        void sse?.abort();
+      };
+      let failed: unknown;
+      const send = async (data: string): Promise<void> => {
+        await open;
+        if (gone || failed !== undefined) return;
+        const watch = stallWatch(outgoing, sseStallMs, giveUp);
+        try {
+          await writeEvent(sse!, data, watch.progress, () => gone);
+          await drained(outgoing);
+        } catch (err) {
+          failed ??= err;
+        } finally {
+          watch.stop();
+        }
+      };
+      // One event at a time: a response is made JSON only when the one before has gone out
+      // (the socket drained), and its promise settles then. The model's next response waits
+      // on that (ResponseHandler), so a client that stops reading makes the server hold about
+      // one event, not the backend's 64 untaken (3 MB of JSON each for a 1 MiB output; review).
+      let last: Promise<void> = Promise.resolve();
+      let count = 0;
+      const done = backplane.inferStream(request, (r) => {
+        if (count++ === 0) {
+          // The first response sets the status: an output too large for JSON makes it 400, as
+          // Triton's FinalizeResponse error does.
+          let data: string;
+          try {
+            data = toJson(r, maxJsonOutputSize);
+            start(200);
+          } catch (err) {
+            const e = httpError(err);
+            data = e.body;
+            start(e.status);
+          }
+          last = last.then(() => send(data));
+          return last;
+        }
+        last = last.then(async () => {
+          if (gone || failed !== undefined) return;
+          let data: string;
+          try {
+            data = toJson(r, maxJsonOutputSize);
+          } catch (err) {
+            data = httpError(err).body;
+          }
+          await send(data);
+        });
+        return last;
+      });
+      // No response at all: 200 and no events (Triton's flag-only final response).
+      done.then(() => start(200), (err: unknown) => start(httpError(err).status));
+      c.status(await started as ContentfulStatusCode);
       const res = streamSSE(c, async (stream) => {
-        // Given up (the client left, or took nothing for sseStallMs): the response is destroyed,
-        // and the responses still waiting are dropped unwritten, so what they held is freed.
-        let gone = false;
-        const giveUp = (): void => {
-          if (gone) return;
-          gone = true;
-          if (outgoing && !outgoing.destroyed) outgoing.destroy();
-          void stream.abort();
-        };
-        const signal = c.req.raw.signal;
+        sse = stream;
+        opened();
         if (signal.aborted) giveUp();
         else signal.addEventListener('abort', giveUp, { once: true });
         try {
-          let failed: unknown;
-          // One event at a time: a response is made JSON only when the one before has gone out
-          // (the socket drained), and its promise settles then. The model's next response waits
-          // on that (ResponseHandler), so a client that stops reading makes the server hold about
-          // one event, not the backend's 64 untaken (3 MB of JSON each for a 1 MiB output; review).
-          let last: Promise<void> = Promise.resolve();
-          await backplane.inferStream(request, (r) => {
-            last = last.then(async () => {
-              if (gone || failed !== undefined) return;
-              let data: string;
-              try {
-                data = toJson(r, maxJsonOutputSize);
-              } catch (err) {
-                data = httpError(err).body;
-              }
-              const watch = stallWatch(outgoing, sseStallMs, giveUp);
-              try {
-                await writeEvent(stream, data, watch.progress, () => gone);
-                await drained(outgoing);
-              } catch (err) {
-                failed ??= err;
-              } finally {
-                watch.stop();
-              }
-            });
-            return last;
-          });
+          let error: unknown;
+          try {
+            await done;
+          } catch (err) {
+            error = err;
+          }
+          // The events already made go out before the error's.
           await last;
-          if (failed !== undefined) throw failed;
-        } catch (err) {
-          if (!gone) await stream.writeSSE({ data: httpError(err).body });
+          error ??= failed;
+          if (error !== undefined && !gone) await stream.writeSSE({ data: httpError(error).body });
         } finally {
           signal.removeEventListener('abort', giveUp);
         }
