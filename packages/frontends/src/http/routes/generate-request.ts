@@ -60,6 +60,13 @@ export function fitShape(dims: readonly number[], count: number, name: string): 
 const isObject = (v: unknown): v is Record<string, JsonValue> =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
 
+/** Whether every value of nested `v` passes `ok` (a number array's values are numbers). */
+function allLeaves(v: unknown, ok: (x: unknown) => boolean): boolean {
+  if (v instanceof Float64Array) return v.length === 0 || ok(0);
+  if (Array.isArray(v)) return v.every((x) => allLeaves(x, ok));
+  return ok(v);
+}
+
 /** Members of objects in document order, duplicates included (ReadJsonOptions.onMember). */
 type Members = Map<object, [string, JsonValue][]>;
 
@@ -78,6 +85,12 @@ function mapKey(
     // Nested arrays are flattened (row-major): the shape is fitted to all their values.
     const count = countLeaves(value);
     const shape = fitShape(spec.dims, count, name);
+    // Triton's words for a wrong JSON type where its tests match them (a string or boolean input);
+    // other wrong values get the infer route's message naming the element.
+    const want = spec.datatype === 'BYTES' ? 'string' : spec.datatype === 'BOOL' ? 'boolean' : undefined;
+    if (want && !allLeaves(value, (x) => typeof x === want)) {
+      throw Errors.invalidArg(`Unable to parse 'data': attempt to access JSON non-${want} as ${want}`);
+    }
     inputs.push({ name, datatype: spec.datatype, shape, data: jsonToTensorData(value, spec.datatype, count, name), owned: true });
     return;
   }

@@ -75,6 +75,27 @@ describe('generate with mock_llm (Triton\'s generate_endpoint_test.py)', () => {
     }
   });
 
+  it('test_invalid_input_types: Triton\'s words, in document order', async () => {
+    const string = "Unable to parse 'data': attempt to access JSON non-string as string";
+    const boolean = "Unable to parse 'data': attempt to access JSON non-boolean as boolean";
+    for (const [body, message] of [
+      ['{"PROMPT": 123, "STREAM": false}', string],
+      ['{"PROMPT": "hello", "STREAM": "false"}', boolean],
+      ['{"PROMPT": true, "STREAM": 123}', string],
+      ['{"STREAM": 123, "PROMPT": true}', boolean],
+      ['{"PROMPT": {"USER": "hello world", "BOT": "world hello"}, "STREAM": true}', string],
+    ] as const) {
+      for (const route of ['generate', 'generate_stream']) {
+        const r = await post(`mock_llm/${route}`, body);
+        expect(r.status, body).toBe(400);
+        expect(r.headers.get('content-type')).toBe('application/json');
+        expect(await errorOf(r)).toBe(message);
+      }
+    }
+    // A wrong value inside an array too (mock_nd's PROMPT has dims [-1]).
+    expect(await errorOf(await post('mock_nd/generate', { PROMPT: ['a', 1] }))).toBe(string);
+  });
+
   it('test_duplicate_inputs: an input named twice is refused, the first duplicate in document order', async () => {
     const cases = [
       ['{"PROMPT": "hello", "STREAM": false, "PROMPT": "duplicate"}', 'PROMPT'],
