@@ -64,7 +64,7 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
       const timeoutMs = o['requestTimeout'] as number;
       const client = grpc
         ? new GrpcClient(url.replace(/^\w+:\/\//, ''), { metadata: headers, timeoutMs })
-        : new HttpClient(url, { headers, binary: o['inputTensorFormat'] !== 'json', maxSockets: 1024, timeoutMs });
+        : new HttpClient(url, { headers, binary: o['inputTensorFormat'] !== 'json', maxSockets: 1024, timeoutMs, idleTimeoutMs: timeoutMs });
       const shapes: Record<string, number[]> = {};
       for (const s of o['shape'] as string[]) {
         const i = s.lastIndexOf(':');

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InferenceServerError } from './errors.js';
-import { HttpClient, decodeInferResponse, type HttpClientOptions } from './http-client.js';
+import { HttpClient, decodeInferResponse, idleTimeoutOf, type HttpClientOptions } from './http-client.js';
 import { InferResult, type InferInput } from './types.js';
 
 const inputs: InferInput[] = [{ name: 'IN', datatype: 'INT32', shape: [1], data: [1] }];
@@ -144,5 +144,16 @@ describe('InferResult', () => {
   it('output() of a missing name throws InferenceServerError, as documented', () => {
     const r = new InferResult({ modelName: 'm', modelVersion: '1', outputs: [] });
     expect(() => r.output('X')).toThrow(InferenceServerError);
+  });
+});
+
+describe('the idle timeout', () => {
+  it('is 60 s by default, the per-call deadline when that is longer, and what the caller sets (review: triode perf --request-timeout 120000 was cut at 60 s)', () => {
+    expect(idleTimeoutOf({})).toBe(60_000);
+    expect(idleTimeoutOf({ timeoutMs: 0 })).toBe(60_000);
+    expect(idleTimeoutOf({ timeoutMs: 5_000 })).toBe(60_000);
+    expect(idleTimeoutOf({ timeoutMs: 120_000 })).toBe(120_000);
+    expect(idleTimeoutOf({ timeoutMs: 120_000, idleTimeoutMs: 0 })).toBe(0);
+    expect(idleTimeoutOf({ idleTimeoutMs: 1_000 })).toBe(1_000);
   });
 });

@@ -25,7 +25,8 @@ export interface HttpClientOptions {
   /**
    * Fails a call when its connection moves no byte for this many ms (0: never), as tritonclient's
    * 60 s `network_timeout` does: a server that never answers does not hold a call forever.
-   * A model that computes longer than this before answering needs a larger value. @default 60000
+   * A model that computes longer than this before answering needs a larger value.
+   * @default 60000, or `timeoutMs` when that is larger (see idleTimeoutOf)
    */
   idleTimeoutMs?: number;
   /** Largest response body accepted; a larger one fails the call. @default 1 GiB */
@@ -194,7 +195,7 @@ export class HttpClient implements InferenceClient {
         });
         res.on('error', fail);
       });
-      const idle = this.#options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+      const idle = idleTimeoutOf(this.#options);
       if (idle) req.setTimeout(timerMs(idle), () => req.destroy(new InferenceServerError(`HTTP ${method} ${path}: no answer for ${idle} ms (idleTimeoutMs)`)));
       if (this.#options.timeoutMs) {
         timer = setTimeout(() => req.destroy(new InferenceServerError(`HTTP ${method} ${path} timed out after ${this.#options.timeoutMs} ms`)), timerMs(this.#options.timeoutMs));
@@ -342,6 +343,15 @@ export class HttpClient implements InferenceClient {
 
 const DEFAULT_MAX_RESPONSE_BYTES = 2 ** 30;
 const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+
+/**
+ * The idle timeout a client applies: `idleTimeoutMs` if given, else 60 s, or `timeoutMs` when that
+ * is larger (a caller that allows a call 120 s allows it to be idle that long; review: `triode
+ * perf --request-timeout 120000` was cut at 60 s).
+ */
+export function idleTimeoutOf(options: Pick<HttpClientOptions, 'idleTimeoutMs' | 'timeoutMs'>): number {
+  return options.idleTimeoutMs ?? Math.max(DEFAULT_IDLE_TIMEOUT_MS, options.timeoutMs ?? 0);
+}
 
 /**
  * A model name or version as one path segment. `.` and `..` are refused: no escaping keeps them

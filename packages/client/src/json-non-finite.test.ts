@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeInferResponse, HttpClient } from './http-client.js';
-import { markInteger, markNonFinite, parseJson, stringifyJson } from './json-non-finite.js';
+import { hasLongInteger, markInteger, markNonFinite, parseJson, stringifyJson } from './json-non-finite.js';
 
 describe('NaN and infinities in JSON, as Triton writes and reads them', () => {
   it('reads bare NaN / Infinity / -Infinity tokens, and leaves strings that spell them alone', () => {
@@ -47,5 +47,16 @@ describe('64-bit integers in JSON', () => {
 
   it('markInteger writes a bigint past 2^53 as its digits, and a safe one as a number', () => {
     expect(stringifyJson({ a: [markInteger(2n ** 63n - 1n), markInteger(-5n)], s: '1' })).toBe('{"a":[9223372036854775807,-5],"s":"1"}');
+  });
+});
+
+describe('which responses take the exact-integer path', () => {
+  it('doubles with 16 or more digits (FP32/FP64 outputs) do not, integer literals past 2^53 do (review: every float response took the 8-9x slower path)', () => {
+    expect(hasLongInteger('{"data":[0.6749623417854309,0.32503765821456909]}')).toBe(false);
+    expect(hasLongInteger('{"data":[1.2345678901234567e+30,-4.5e-1234567890123456]}')).toBe(false);
+    expect(hasLongInteger('{"data":[12345678901234567.5]}')).toBe(false);
+    expect(hasLongInteger('{"data":[9007199254740993]}')).toBe(true);
+    expect(hasLongInteger('{"data":[-9223372036854775807]}')).toBe(true);
+    expect(parseJson('{"data":[0.6749623417854309,9007199254740993]}', { exactIntegers: true })).toEqual({ data: [0.6749623417854309, 9007199254740993n] });
   });
 });

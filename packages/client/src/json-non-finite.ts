@@ -21,8 +21,10 @@ export interface ParseJsonOptions {
  * and with `exactIntegers` reading integers past 2^53 as bigints.
  */
 export function parseJson(text: string, options: ParseJsonOptions = {}): unknown {
-  // A literal past 2^53 has at least 16 digits: text without such a run parses as it is.
-  const ints = options.exactIntegers === true && /\d{16}/.test(text);
+  // A literal past 2^53 has at least 16 digits: text without such an integer parses as it is.
+  // (A double's digits, as FP32/FP64 outputs have, follow a '.' or precede one, an 'e' or 'E':
+  // those leave JSON.parse's fast path alone.)
+  const ints = options.exactIntegers === true && hasLongInteger(text);
   if (!ints) {
     try {
       return JSON.parse(text);
@@ -45,6 +47,21 @@ function unmark(token: string): number | bigint {
 }
 
 const isDigit = (c: number): boolean => c >= 48 && c <= 57;
+
+/** A run of 16 or more digits that is a whole integer token (not part of a double's mantissa or exponent). */
+const LONG_INTEGER = /(?<![\d.eE+]|[eE]-)\d{16,}(?![\d.eE])/;
+
+/**
+ * Whether `text` may hold an integer literal past 2^53 (outside strings or in: a string only costs
+ * the slow path). FP32/FP64 outputs written as doubles (`0.6749623417854309`) do not count: their
+ * 16 digits follow a '.', and with them every JSON response took the slow path (8-9x JSON.parse).
+ */
+export function hasLongInteger(text: string): boolean {
+  return LONG_INTEGER.test(text);
+}
+
+/** A character of a number token after its integer digits: digits, '.', 'e', 'E', '+', '-'. */
+const inNumber = (c: number): boolean => isDigit(c) || c === 46 || c === 101 || c === 69 || c === 43 || c === 45;
 
 /**
  * The text with each bare NaN / Infinity / -Infinity token outside strings made a marked string,
@@ -71,7 +88,7 @@ function quoteSpecialNumbers(text: string, ints: boolean): string {
       while (j < text.length && isDigit(text.charCodeAt(j))) j++;
       const next = text.charCodeAt(j);
       const integer = next !== 46 && next !== 101 && next !== 69; // no '.', 'e' or 'E' follows
-      while (j < text.length && /[0-9.eE+-]/.test(text[j]!)) j++;
+      while (j < text.length && inNumber(text.charCodeAt(j))) j++;
       const literal = text.slice(i, j);
       if (integer && j - i > 15 && !Number.isSafeInteger(Number(literal)) && /^-?(0|[1-9]\d*)$/.test(literal)) {
         out += `${text.slice(run, i)}"${MARK}${literal}"`;
