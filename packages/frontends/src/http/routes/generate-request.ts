@@ -97,7 +97,9 @@ function mapKey(
   if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean' && typeof value !== 'bigint') {
     throw Errors.invalidArg(`parameter '${echo(name)}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
   }
-  params[name] = value;
+  // "__proto__" is a parameter like any other (an own property, as the JSON reader makes it).
+  if (name === '__proto__') Object.defineProperty(params, name, { value, enumerable: true, writable: true, configurable: true });
+  else params[name] = value;
 }
 
 /**

@@ -193,6 +193,14 @@ describe('generate inputs get the model\'s shape', () => {
     expect(info.id).toBe('q');
   });
 
+  it('a parameter named __proto__ reaches the model (review: the rewrite dropped it)', async () => {
+    const r = await post('mock_nd/generate', { PROMPT: ['a'], parameters: { ['__proto__']: 'P', constructor: 'c' } });
+    expect(r.status).toBe(200);
+    const info = JSON.parse((await r.json() as { SHAPES: string }).SHAPES) as { params: Record<string, unknown> };
+    expect(Object.keys(info.params).sort()).toEqual(['__proto__', 'constructor']);
+    expect(Object.getOwnPropertyDescriptor(info.params, '__proto__')?.value).toBe('P');
+  });
+
   it('a Content-Encoding other than identity is 400 with Triton\'s words', async () => {
     for (const encoding of ['gzip', 'br']) {
       const r = await post('mock_llm/generate', gzipSync(JSON.stringify({ PROMPT: 'a', STREAM: false })), { 'Content-Encoding': encoding });
