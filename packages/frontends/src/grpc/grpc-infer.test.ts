@@ -5,12 +5,34 @@ import { inferRequestFromMessage, type ModelInferRequestMessage } from './grpc-i
 const decode = (m: object) => messageType('ModelInferRequest').decode(messageType('ModelInferRequest').encode(messageType('ModelInferRequest').fromObject(m)).finish()) as unknown as ModelInferRequestMessage;
 
 describe('ModelInferRequest to a request', () => {
-  it('an empty FP16 or BF16 input needs no data (as an empty input of any type); a non-empty one still needs raw contents', () => {
+  it('an empty FP16 or BF16 input takes empty (present) contents or an empty raw entry; a non-empty one needs raw bytes', () => {
     for (const datatype of ['FP16', 'BF16']) {
-      const { request } = inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype, shape: [2, 0] }] }));
-      expect(request.inputs[0]!.data.length).toBe(0);
-      expect(() => inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype, shape: [1] }] }))).toThrow(/unable to find data for input tensor 'x'/);
+      for (const data of [{ contents: {} }, { raw_input_contents: [Buffer.alloc(0)] }]) {
+        const msg = { model_name: 'm', inputs: [{ name: 'x', datatype, shape: [2, 0], ...('contents' in data ? data : {}) }], ...('contents' in data ? {} : data) };
+        expect(inferRequestFromMessage(decode(msg)).request.inputs[0]!.data.length).toBe(0);
+      }
+      expect(() => inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype, shape: [1], contents: {} }] })))
+        .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "input byte size mismatch for input 'x' for model 'm'. Expected 2, got 0" }));
     }
+  });
+
+  // Triton's InferGRPCToInput: each input without contents takes the next raw entry (review:
+  // any count but one per input was refused with Triode's own words).
+  const simple = (inputs: object[], raw: Buffer[]) => decode({ model_name: 'simple', inputs, raw_input_contents: raw });
+  const in0 = { name: 'INPUT0', datatype: 'INT32', shape: [1, 2] };
+  const in1 = { name: 'INPUT1', datatype: 'INT32', shape: [1, 2] };
+  const i32 = (...v: number[]) => Buffer.from(Int32Array.from(v).buffer);
+  it('raw_input_contents left over are ignored', () => {
+    const { request } = inferRequestFromMessage(simple([in0, in1], [i32(1, 2), i32(3, 4), i32(5)]));
+    expect(request.inputs.map((t) => Array.from(t.data as Int32Array))).toEqual([[1, 2], [3, 4]]);
+  });
+  it.each([
+    ['too few raw entries', [in0, in1], [i32(1, 2)], "unable to find data for input tensor 'INPUT1' for model 'simple' in request."],
+    ['no data at all, even for an empty input', [{ ...in0, shape: [0] }], [], "unable to find data for input tensor 'INPUT0' for model 'simple' in request."],
+    ['contents beside raw', [{ ...in0, contents: { int_contents: [1, 2] } }, in1], [i32(3, 4)], "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'simple'"],
+    ['present but empty contents beside raw', [{ ...in0, contents: {} }, in1], [i32(1, 2), i32(3, 4)], "contents field must not be specified when using raw_input_contents for 'INPUT0' for model 'simple'"],
+  ])('%s: Triton\'s words', (_what, inputs, raw, message) => {
+    expect(() => inferRequestFromMessage(simple(inputs, raw))).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
   });
 });
 
@@ -79,6 +101,16 @@ describe('typed contents', () => {
     ['FP16', { fp32_contents: [1] }, "unexpected explicit tensor data for input tensor 'x' for model 'm' of type 'FP32', expected datatype 'FP16'"],
   ])('%s with %j is refused with Triton\'s words (review: the other field was ignored)', (datatype, contents, message) => {
     expect(withContents(datatype, contents)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
+  });
+  // Triton packs the values into bytes and core checks them (review: Triode had its own words).
+  it.each([
+    ['INT32', { int_contents: [1, 2] }, [1, 16], "input byte size mismatch for input 'x' for model 'm'. Expected 64, got 8"],
+    ['INT8', { int_contents: [1, 2, 3] }, [2], "input byte size mismatch for input 'x' for model 'm'. Expected 2, got 3"],
+    ['FP64', { fp64_contents: [1] }, [2], "input byte size mismatch for input 'x' for model 'm'. Expected 16, got 8"],
+    ['BYTES', { bytes_contents: [Buffer.from('a')] }, [2], "expected 2 string elements for inference input 'x' for model 'm', got 1"],
+    ['BYTES', { bytes_contents: [Buffer.from('a'), Buffer.from('b')] }, [1], "unexpected number of string elements 2 for inference input 'x' for model 'm', expecting 1"],
+  ])('%s with %j for shape %j: core\'s words', (datatype, contents, shape, message) => {
+    expect(withContents(datatype, contents, shape)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
   });
   it('the datatype\'s own field is read (int_contents for INT8 and INT16, uint_contents for UINT8)', () => {
     expect(Array.from(withContents('INT8', { int_contents: [-3] })().request.inputs[0]!.data as Int8Array)).toEqual([-3]);

@@ -1,7 +1,8 @@
 /**
  * @module ModelInferRequest -> InferenceRequest and InferenceResponse -> ModelInferResponse, with
- * Triton's rules: raw_input_contents (one per input, in order, never mixed with typed contents)
- * or typed `contents`; responses always in raw_output_contents.
+ * Triton's rules: each input without `contents` takes the next raw_input_contents entry (entries
+ * left over are ignored), `contents` never mixed with raw_input_contents; responses always in
+ * raw_output_contents.
  * Triton: server/src/grpc/infer_handler.cc (InferGRPCToInput, InferResponseCompleteCommon)
  */
 import {
@@ -64,11 +65,6 @@ const FIELD_TYPES: readonly [keyof ContentsMessage, (dt: DataType) => DataType][
 /** The typed field that carries `dt` (FP16/BF16 have none: raw only). */
 const contentField = (dt: DataType): keyof ContentsMessage | undefined => FIELD_TYPES.find(([, carries]) => carries(dt) === dt)?.[0];
 
-function hasContents(c: ContentsMessage | null | undefined): boolean {
-  if (!c) return false;
-  return FIELD_TYPES.some(([f]) => ((c[f] as unknown[] | undefined)?.length ?? 0) > 0);
-}
-
 /**
  * Refuses typed contents in a field other than the datatype's, or in more than one field, with
  * Triton's words (InferGRPCToInputHelper). Ignored, a wrong field's values were dropped and the
@@ -84,16 +80,27 @@ function checkContentFields(c: ContentsMessage, dt: DataType, input: string, mod
   }
 }
 
-function typedContents(c: ContentsMessage, dt: DataType, count: number, input: string, model: string): TensorData {
+/**
+ * Typed contents as tensor data. As Triton, which packs them into bytes and lets core check the
+ * size, a wrong number of values is refused with core's words (checkTensorBytes), and a datatype
+ * with no typed field (FP16, BF16) reads as no bytes.
+ */
+function typedContents(c: ContentsMessage, dt: DataType, shape: readonly number[], input: string, model: string): TensorData {
   checkContentFields(c, dt, input, model);
   const field = contentField(dt);
-  // An empty FP16 / BF16 input needs no data, as an empty input of any other type.
-  if (!field && count === 0) return viewBytesAs(dt, new Uint8Array(0));
-  if (!field) throw Errors.invalidArg(`unable to find data for input tensor '${echo(input)}' for model '${echo(model)}' in request: ${dt} data must be sent in raw_input_contents`);
-  const values = (c[field] ?? []) as unknown[];
-  if (values.length !== count) {
-    throw Errors.invalidArg(`unexpected number of elements for input '${echo(input)}' for model '${echo(model)}': expected ${count} in '${field}', got ${values.length}`);
+  if (!field) {
+    const none = new Uint8Array(0);
+    checkTensorBytes(echo(input), dt, shape, none, echo(model));
+    return viewBytesAs(dt, none);
   }
+  const values = (c[field] ?? []) as unknown[];
+  const data = typedValues(dt, values);
+  // Only a wrong count pays for the check (its text is core's: byte sizes, or BYTES elements).
+  if (values.length !== elementCount(shape)) checkTensorBytes(echo(input), dt, shape, dataBytes(data), echo(model));
+  return data;
+}
+
+function typedValues(dt: DataType, values: unknown[]): TensorData {
   switch (dt) {
     case 'BOOL': return Uint8Array.from(values as boolean[], (b) => (b ? 1 : 0));
     case 'INT8': return Int8Array.from(values as number[]);
@@ -177,10 +184,10 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
   const model = m.model_name;
   const version = parseModelVersion(m.model_version);
   const raw = m.raw_input_contents;
-  if (raw.length > 0 && raw.length !== m.inputs.length) {
-    throw Errors.invalidArg(`expected ${m.inputs.length} raw_input_contents (one per input, in the order of 'inputs') for model '${echo(model)}', got ${raw.length}`);
-  }
-  const inputs: Tensor[] = m.inputs.map((inp, i) => {
+  // Triton's walk (InferGRPCToInput): each input without contents takes the next raw entry; one
+  // left without is refused, entries left over are ignored.
+  let next = 0;
+  const inputs: Tensor[] = m.inputs.map((inp) => {
     const { name, datatype } = inp;
     if (!isDataType(datatype)) {
       throw Errors.invalidArg(`invalid datatype '${echo(datatype)}' for input '${echo(name)}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
@@ -190,20 +197,21 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
       if (!Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
       return n;
     });
-    const count = elementCount(shape);
     sharedMemoryRegion(inp.parameters, name, () => `input '${echo(name)}'`);
-    if (raw.length > 0) {
-      if (hasContents(inp.contents)) {
+    // Present, even with no field set, is Triton's has_contents(): protobufjs leaves an absent
+    // message field null and decodes a present one, empty or not, to an object.
+    if (inp.contents != null) {
+      if (raw.length > 0) {
         throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${echo(name)}' for model '${echo(model)}'`);
       }
-      const bytes = raw[i]!;
-      checkTensorBytes(echo(name), datatype, shape, bytes, echo(model));
-      return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
+      return { name, datatype, shape, data: typedContents(inp.contents, datatype, shape, name, model) };
     }
-    if (!hasContents(inp.contents) && count > 0) {
+    const bytes = raw[next++];
+    if (bytes === undefined) {
       throw Errors.invalidArg(`unable to find data for input tensor '${echo(name)}' for model '${echo(model)}' in request.`);
     }
-    return { name, datatype, shape, data: typedContents(inp.contents ?? {}, datatype, count, name, model) };
+    checkTensorBytes(echo(name), datatype, shape, bytes, echo(model));
+    return { name, datatype, shape, data: viewBytesAs(datatype, bytes) };
   });
   const outputs: RequestedOutput[] = m.outputs.map((o) => {
     const ro: RequestedOutput = { name: o.name };
