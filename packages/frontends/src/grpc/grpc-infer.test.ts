@@ -36,6 +36,23 @@ describe('ModelInferRequest to a request', () => {
   });
 });
 
+describe('output parameters', () => {
+  const withOutput = (parameters: object) => () => inferRequestFromMessage(decode({ model_name: 'm', inputs: [{ name: 'x', datatype: 'INT32', shape: [1] }], raw_input_contents: [Buffer.alloc(4)], outputs: [{ name: 'y', parameters }] }));
+  it.each([
+    [{ classification: { uint64_param: 2 } }, "invalid value type for 'classification' parameter, expected int64_param"],
+    [{ classification: { double_param: 2 } }, "invalid value type for 'classification' parameter, expected int64_param"],
+    [{ classification: { bool_param: true } }, "invalid value type for 'classification' parameter, expected int64_param"],
+    [{ classification: {} }, "invalid value type for 'classification' parameter, expected int64_param"],
+    [{ classification: { int64_param: 0 } }, "invalid value for 'classification' parameter, expected >= 1"],
+    [{ classification: { int64_param: -1 } }, "invalid value for 'classification' parameter, expected >= 1"],
+  ])('%j is refused with Triton\'s words (ParseClassificationParams; review: 0 meant none, other kinds were read)', (parameters, message) => {
+    expect(withOutput(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
+  });
+  it('an int64 count of 1 or more is taken', () => {
+    expect(withOutput({ classification: { int64_param: 3 } })().request.outputs?.[0]?.classCount).toBe(3);
+  });
+});
+
 describe('shared memory parameters', () => {
   // Review: ignored, an output asked for in a region came back in raw_output_contents.
   const region = { shared_memory_region: { string_param: 'r1' }, shared_memory_byte_size: { int64_param: 4 } };

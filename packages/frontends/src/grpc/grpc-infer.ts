@@ -217,11 +217,7 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
     const ro: RequestedOutput = { name: o.name };
     sharedMemoryRegion(o.parameters, o.name, () => `output '${echo(o.name)}'`);
     const cls = o.parameters['classification'];
-    if (cls) {
-      const n = parameterValue(cls);
-      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`'classification' of output '${echo(o.name)}' must be a non-negative integer`);
-      if (n > 0) ro.classCount = n;
-    }
+    if (cls) ro.classCount = classCount(cls);
     return ro;
   });
   const { params, emptyFinal } = requestParameters(m.parameters);
@@ -230,6 +226,19 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
   if (m.id) request.id = m.id;
   if (outputs.length) request.outputs = outputs;
   return { request, emptyFinal };
+}
+
+/**
+ * An output's `classification` count, with Triton's types and words (ParseClassificationParams):
+ * an int64_param of at least 1. Before, 0 was taken as no classification and any numeric kind
+ * was read (review).
+ */
+function classCount(p: InferParameterMessage): number {
+  if (parameterKind(p) !== 'int64_param') throw Errors.invalidArg("invalid value type for 'classification' parameter, expected int64_param");
+  const n = parameterValue(p);
+  if ((typeof n === 'bigint' && n < 1n) || (typeof n === 'number' && n < 1)) throw Errors.invalidArg("invalid value for 'classification' parameter, expected >= 1");
+  // Past 2^53 no output has that many classes: core caps the count at the output's size.
+  return typeof n === 'bigint' ? Number.MAX_SAFE_INTEGER : (n as number);
 }
 
 /**
