@@ -22,11 +22,24 @@ export function checkTensorBytes(name: string, datatype: DataType, shape: readon
   }
 }
 
+/** How `checkReservedParameters` words its refusal. */
+export interface ReservedParameterOptions {
+  /**
+   * List the allowed keys in the message, as Triton's gRPC frontend does (SetInferenceRequestMetadata:
+   * "... Only the following keys starting with 'triton_' are allowed: <keys joined by spaces>");
+   * otherwise HTTP's text (http_server.cc: "... and should not be specified.").
+   * @default false
+   */
+  listAllowed?: boolean;
+}
+
 /** Refuses request parameters in Triton's reserved `triton_` namespace (except those allowed). */
-export function checkReservedParameters(keys: Iterable<string>, allowed: readonly string[] = []): void {
+export function checkReservedParameters(keys: Iterable<string>, allowed: readonly string[] = [], options: ReservedParameterOptions = {}): void {
   for (const k of keys) {
     if (k.startsWith('triton_') && !allowed.includes(k)) {
-      throw Errors.invalidArg(`parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.`);
+      throw Errors.invalidArg(options.listAllowed
+        ? `parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: ${allowed.join(' ')}`
+        : `parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.`);
     }
   }
 }

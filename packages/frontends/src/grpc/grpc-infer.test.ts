@@ -104,6 +104,7 @@ describe('the parameters Triton\'s gRPC frontend reads itself, with its types', 
     [{ timeout: { string_param: '5' } }, "invalid value type for 'timeout' parameter, expected int64_param."],
     [{ custom: { uint64_param: 5 } }, "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."],
     [{ custom: {} }, "invalid value type for 'custom' parameter, expected int64_param, bool_param, or string_param."],
+    [{ triton_x: { bool_param: true } }, "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following keys starting with 'triton_' are allowed: triton_enable_empty_final_response"],
   ])('%j is refused with Triton\'s words (review: several were accepted)', (parameters, message) => {
     expect(() => withParams(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
   });

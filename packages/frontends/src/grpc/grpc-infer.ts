@@ -162,7 +162,7 @@ function uint64Of(v: ParameterValue | undefined): ParameterValue | undefined {
 
 /** Request parameters; `triton_` keys are reserved (the empty-final-response flag excepted). */
 function requestParameters(map: Record<string, InferParameterMessage>): { params: Record<string, ParameterValue>; emptyFinal: boolean } {
-  checkReservedParameters(Object.keys(map), [EMPTY_FINAL]);
+  checkReservedParameters(Object.keys(map), [EMPTY_FINAL], { listAllowed: true });
   const params: Record<string, ParameterValue> = {};
   let emptyFinal = false;
   for (const [k, p] of Object.entries(map)) {
