@@ -989,6 +989,25 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     expect((await call('ModelInfer', simpleRequest(), new Metadata(), plainClient))['model_name']).toBe('simple');
   }, 10_000);
 
+  it('a ModelStreamInfer message over the limit is refused in gRPC C++\'s words "(N vs. L)", first or after a response (review: grpc-js\'s "(N vs L)")', async () => {
+    const s = await openSession(small.port);
+    const over = Buffer.from([0, 0, 0, 0, 0]);
+    over.writeUInt32BE(2000, 1);
+    try {
+      const first = s.request(grpcHeaders(MODEL_STREAM_INFER), { endStream: false });
+      first.write(Buffer.concat([over, Buffer.alloc(100)]));
+      expect(await firstStatus(first)).toEqual({ status: status.RESOURCE_EXHAUSTED, message: 'Received message larger than max (2000 vs. 1024)' });
+      const later = s.request(grpcHeaders(MODEL_STREAM_INFER), { endStream: false });
+      const answered = new Promise((resolve) => later.once('data', resolve));
+      later.write(simpleInferFrame());
+      await answered;
+      later.write(Buffer.concat([over, Buffer.alloc(100)]));
+      expect(await firstStatus(later)).toEqual({ status: status.RESOURCE_EXHAUSTED, message: 'Received message larger than max (2000 vs. 1024)' });
+    } finally {
+      s.destroy();
+    }
+  }, 10_000);
+
   it('attack: entries that decode into millions of objects are INVALID_ARGUMENT before decoding (fast path and grpc-js, gzip)', async () => {
     const encode = (m: object) => Buffer.from(messageType('ModelInferRequest').encode(messageType('ModelInferRequest').fromObject(m)).finish());
     const head = encode({ model_name: 'simple' });

@@ -158,7 +158,9 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       try {
         if (opts.fastPath?.(stream, headers)) return;
         const encoding = headers['grpc-encoding'];
-        if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, opts.inflateLimit(rpc));
+        const limit = opts.inflateLimit(rpc);
+        if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, limit);
+        if (!limit.control) sizeRefusalInGrpcWords(stream);
         for (const handler of grpcHandlers) handler.call(h2, stream, headers, flags);
       } catch (err) {
         // A throw here would reach nghttp2's callback and end the process: this call alone fails.
@@ -167,6 +169,34 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       }
     });
   }
+}
+
+/** grpc-js's text for a received message over the limit, as it sends it (encodeURI'd grpc-message). */
+const GRPC_JS_TOO_LARGE = /^(Received%20message%20larger%20than%20max%20\(\d+%20vs)(%20\d+\))$/;
+
+/**
+ * Words grpc-js's refusal of an uncompressed message over the limit as gRPC C++ (Triton, and
+ * Triode's fast path) does: "Received message larger than max (5185 vs. 4096)"; grpc-js writes
+ * "(5185 vs 4096)", and a client matching Triton's text missed it on ModelStreamInfer (review).
+ * grpc-js sends its status in the response headers (trailers-only) or in trailers, each once per
+ * call: both pass here, so the cost is two wrappers a call, not a look at each message.
+ */
+function sizeRefusalInGrpcWords(stream: ServerHttp2Stream): void {
+  const reword = <H>(headers: H): H => {
+    const m = (headers as Record<string, unknown> | undefined)?.['grpc-message'];
+    if (typeof m === 'string' && m.startsWith('Received%20message%20larger')) {
+      (headers as Record<string, unknown>)['grpc-message'] = m.replace(GRPC_JS_TOO_LARGE, '$1.$2');
+    }
+    return headers;
+  };
+  const respond = stream.respond;
+  const sendTrailers = stream.sendTrailers;
+  stream.respond = function (this: ServerHttp2Stream, headers, options) {
+    return respond.call(this, reword(headers), options);
+  } as ServerHttp2Stream['respond'];
+  stream.sendTrailers = function (this: ServerHttp2Stream, headers) {
+    return sendTrailers.call(this, reword(headers));
+  } as ServerHttp2Stream['sendTrailers'];
 }
 
 /** gRPC's message prefix: a compressed flag byte and a 4-byte big-endian length. */
