@@ -61,7 +61,7 @@ describe('HeaderCache: a binary request whose header was seen skips its parse, w
     ]);
     expect(second.request.parameters).toEqual({ priority: 2 });
     expect(second.request.outputs).toEqual([{ name: 'OUTPUT0' }, { name: 'OUTPUT1' }]);
-    expect([...second.encoding.binary]).toEqual([['OUTPUT0', true]]);
+    expect([...second.encoding.binary]).toEqual([['OUTPUT0', true], ['OUTPUT1', false]]);
     // Its own tensors, not the first request's.
     expect((second.request.inputs[0]!.data as Int32Array).buffer).not.toBe((first.request.inputs[0]!.data as Int32Array).buffer);
   });
@@ -179,6 +179,25 @@ describe("the parameters Triton's HTTP frontend reads itself, checked for every 
     ['{"timeout":0.5}', "Unable to parse 'timeout': attempt to access JSON non-unsigned-integer as unsigned-integer"],
   ])('%s is refused with Triton\'s words (400)', (parameters, message) => {
     expect(() => params(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
+  });
+});
+
+describe('binary_data_output', () => {
+  const out = (name: string, v: number) => ({ name, datatype: 'INT32' as const, shape: [1], data: Int32Array.of(v) });
+  const answer = (header: object) => {
+    const { encoding } = parseInferRequest(Buffer.from(JSON.stringify(header)), undefined, model);
+    const { body, headerLength } = encodeInferResponse({ modelName: 'simple', modelVersion: '1', outputs: [out('OUTPUT0', 7), out('OUTPUT1', 8)] }, encoding);
+    const text = Buffer.from(body).subarray(0, headerLength).toString();
+    return JSON.parse(text) as { outputs: { name: string; data?: number[]; parameters?: object }[] };
+  };
+  const inputs = [{ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [1] }];
+
+  it("is the kind of the outputs the request does not list; a listed one is binary only with its own binary_data: true (Triton's CheckBinaryOutputData)", () => {
+    const listed = answer({ inputs, parameters: { binary_data_output: true }, outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT1', parameters: { binary_data: true } }] });
+    expect(listed.outputs[0]).toEqual({ name: 'OUTPUT0', datatype: 'INT32', shape: [1], data: [7] });
+    expect(listed.outputs[1]!.parameters).toEqual({ binary_data_size: 4 });
+    const all = answer({ inputs, parameters: { binary_data_output: true } });
+    expect(all.outputs.map((o) => o.parameters)).toEqual([{ binary_data_size: 4 }, { binary_data_size: 4 }]);
   });
 });
 

@@ -192,7 +192,7 @@ function mentionsFp64(json: Uint8Array): boolean {
   return Buffer.from(json.buffer, json.byteOffset, json.byteLength).indexOf(FP64_NAME) >= 0;
 }
 
-/** The encoding of a request that names no output's `binary_data`: one map for all (it is only read). */
+/** The encoding of a request that lists no output: one map for all (it is only read). */
 const NO_BINARY_OUTPUTS: ReadonlyMap<string, boolean> = new Map();
 
 /** The checks of a request header's outputs and the encoding they ask for. */
@@ -219,10 +219,12 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
       }
       if (n > 0) ro.classCount = n;
     }
-    if (op['binary_data'] !== undefined) {
-      if (typeof op['binary_data'] !== 'boolean') throw Errors.invalidArg(`'binary_data' of output '${echo(name)}' must be a boolean`);
-      binary.set(name, op['binary_data']);
+    if (op['binary_data'] !== undefined && typeof op['binary_data'] !== 'boolean') {
+      throw Errors.invalidArg(`'binary_data' of output '${echo(name)}' must be a boolean`);
     }
+    // A listed output is binary only when it says so: `binary_data_output` is the kind of the
+    // outputs the request does not list (Triton: CheckBinaryOutputData, default false).
+    binary.set(name, op['binary_data'] === true);
     return ro;
   });
   return { outputs, encoding: { binary: binary.size > 0 ? binary : NO_BINARY_OUTPUTS, defaultBinary } };
