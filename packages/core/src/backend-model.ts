@@ -310,7 +310,7 @@ export class ModelVersion implements Model {
   /** Validates and queues a request; resolves with its response. */
   infer(req: InferenceRequest): Promise<InferenceResponse> {
     if (this.decoupled) {
-      return Promise.reject(Errors.unsupported(`model '${this.name}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`));
+      return Promise.reject(Errors.decoupledInfer(this.name));
     }
     if (this.responseCache && !this.config.sequence_batching) return this.#cachedInfer(req, this.responseCache);
     return this.#enqueue(req);

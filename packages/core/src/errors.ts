@@ -62,6 +62,9 @@ export const Errors = {
   internal: (message: string, cause?: unknown) => new TriodeError('INTERNAL', message, { cause }),
   unavailable: (message: string) => new TriodeError('UNAVAILABLE', message),
   unsupported: (message: string) => new TriodeError('UNSUPPORTED', message),
+  /** A single-answer infer request (HTTP /infer, gRPC ModelInfer) to a decoupled model. */
+  decoupledInfer: (name: string) =>
+    new TriodeError('UNSUPPORTED', `model '${name}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`),
   /** A request whose client went away (gRPC call cancelled) before it ran. */
   cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),

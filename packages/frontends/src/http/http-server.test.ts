@@ -1,7 +1,7 @@
 import { gunzipSync, gzipSync, deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OnnxRuntimeBackend } from '@triode/backends';
-import { Errors, InferenceServer, LocalBackplane, LogSettings, deserializeBytesTensor, serializeBytesTensor, type AsyncInference } from '@triode/core';
+import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
+import { Errors, InferenceServer, LocalBackplane, LogSettings, silentLogger, deserializeBytesTensor, serializeBytesTensor, type AsyncInference } from '@triode/core';
 import { binaryBody, makeRepository, splitBinary } from '../../../../test/helpers/repository.js';
 import { HTTP_EXTENSIONS, createHttpApp } from './http-server.js';
 
@@ -460,6 +460,39 @@ describe('POST infer errors', () => {
     const j = await r.json() as { error: string };
     if (typeof message === 'string') expect(j.error).toContain(message);
     else expect(j.error).toMatch(message);
+  });
+
+  it("answers an unknown model or version, or a decoupled model, before the body's faults, as Triton's HandleInfer (review: a bad body to 'nope' got 400)", async () => {
+    const bodies: [string, Record<string, string>][] = [
+      ['{"inputs": [', {}],
+      [JSON.stringify(simpleJson()), { 'Content-Encoding': 'br' }],
+      [JSON.stringify(simpleJson()), { 'Content-Encoding': 'gzip' }],
+      [JSON.stringify(simpleJson()), { 'Inference-Header-Content-Length': '99999' }],
+      [JSON.stringify({ inputs: 1 }), {}],
+      ['x'.repeat((1 << 20) + 1), {}],
+    ];
+    for (const [body, headers] of bodies) {
+      let r = await post('/v2/models/nope/infer', body, headers);
+      expect(r.status).toBe(404);
+      expect(await r.json()).toEqual({ error: "Request for unknown model: 'nope' is not found" });
+      r = await post('/v2/models/simple/versions/7/infer', body, headers);
+      expect(r.status).toBe(404);
+      expect(await r.json()).toEqual({ error: "Request for unknown model: 'simple' version 7 is not found" });
+    }
+    const repo = makeRepository([], {
+      'dec/config.pbtxt': 'backend: "javascript"\nmodel_transaction_policy { decoupled: true }\n'
+        + 'input [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n',
+      'dec/1/model.mjs': 'export default class { execute(requests) { for (const r of requests) r.sender.close(); } }',
+    });
+    const dec = await InferenceServer.create({ modelRepositories: [repo], backends: [new JavaScriptBackend()], logger: silentLogger });
+    try {
+      const a = createHttpApp(new LocalBackplane(dec));
+      const r = await post('/v2/models/dec/infer', '{"inputs": [', {}, a);
+      expect(r.status).toBe(501);
+      expect(await r.json()).toEqual({ error: Errors.decoupledInfer('dec').message });
+    } finally {
+      await dec.stop(1000);
+    }
   });
 
   it('rejects binary data shorter or longer than declared', async () => {

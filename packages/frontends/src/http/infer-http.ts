@@ -3,7 +3,7 @@
  * async endpoints (`/infer_async`, `/v2/jobs/{id}/result`), which take and give the same bodies.
  */
 import type { Context } from 'hono';
-import { Errors, configTypeToDataType, echo, releaseOwnedBuffers, type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { Errors, TriodeError, configTypeToDataType, echo, releaseOwnedBuffers, type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig } from '@triode/core';
 import { traceNow, type ActiveTrace, type Tracer } from '../control/tracer.js';
 import { compress, compressionOf, header, readBody } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
@@ -45,12 +45,40 @@ export function readInferBody(
 ): Promise<ParsedInfer> {
   let headerLength: number | undefined;
   if (h !== undefined) {
-    if (!/^\d+$/.test(h.trim())) return Promise.reject(Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${echo(h)}'`));
+    if (!/^\d+$/.test(h.trim())) return modelFirst(Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${echo(h)}'`), model, backplane);
     headerLength = Number(h);
   }
-  // One hop after the body (not an async function's two): issue #18's lone small request.
-  if (headerLength !== 0) return read(headerLength).then((body) => parseInferRequest(body, headerLength, model));
-  return read(0).then((body) => readRawBinary(body, model, backplane));
+  const failed = (err: unknown) => modelFirst(err, model, backplane);
+  // One hop after the body (not an async function's two): issue #18's lone small request. The
+  // try costs a request that parses nothing.
+  if (headerLength !== 0) {
+    return read(headerLength).then((body) => {
+      try {
+        return parseInferRequest(body, headerLength, model);
+      } catch (err) {
+        return failed(err);
+      }
+    }, failed);
+  }
+  return read(0).then((body) => readRawBinary(body, model, backplane), failed);
+}
+
+/**
+ * The error of a request whose body could not be read or parsed (`err`), or, before it, what
+ * Triton's HandleInfer answers before it reads the body: an unknown model or version (404), a
+ * model not ready, a decoupled one (its transaction policy). Run on the failure path only.
+ * Triton: server/src/http_server.cc HandleInfer (CheckTransactionPolicy before DecompressBuffer)
+ */
+async function modelFirst(err: unknown, model: { name: string; version?: number }, backplane: Backplane): Promise<never> {
+  let config: Record<string, unknown>;
+  try {
+    config = await backplane.modelConfig(model.name, model.version);
+  } catch (modelErr) {
+    const known = modelErr instanceof TriodeError && (modelErr.code === 'NOT_FOUND' || modelErr.code === 'UNAVAILABLE');
+    throw known ? modelErr : err;
+  }
+  if ((config as ModelConfig).model_transaction_policy?.decoupled === true) throw Errors.decoupledInfer(model.name);
+  throw err;
 }
 
 /** A raw binary request (header length 0): the body is the model's one input, as its config says. */
