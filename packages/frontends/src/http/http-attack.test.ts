@@ -239,7 +239,7 @@ describe('error messages', () => {
     const app = createHttpApp(bigOutput, { logSettings: new LogSettings(), logger: silentLogger });
     const long = 'A'.repeat(10_000);
     const cases: Response[] = [
-      await post(app, '/v2/models/m/infer', JSON.stringify(request), { 'inference-header-content-length': long }),
+      await post(app, '/v2/models/m/infer', JSON.stringify(request), { 'inference-header-content-length': `99999999${long}` }),
       await post(app, '/v2/models/m/infer', JSON.stringify(request), { 'content-encoding': long }),
       await post(app, '/v2/logging', JSON.stringify({ log_format: long })),
       await post(app, '/v2/trace/setting', JSON.stringify({ trace_rate: long })),

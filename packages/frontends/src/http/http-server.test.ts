@@ -450,7 +450,11 @@ describe('POST infer errors', () => {
     ['a binary_data_output that is not a boolean', '/v2/models/simple/infer', simpleJson({ parameters: { binary_data_output: 'true' } }), {}, 400, "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean"],
     ['a reserved parameter', '/v2/models/simple/infer', simpleJson({ parameters: { triton_x: 1 } }), {}, 400, "parameter keys starting with 'triton_' are reserved"],
     ['an unknown output', '/v2/models/simple/infer', simpleJson({ outputs: [{ name: 'OUT' }] }), {}, 400, "unexpected inference output 'OUT' for model 'simple'"],
-    ['a header length past the body', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '99999' }, 400, /^Inference header size should be in range/],
+    ['a header length past the body', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '99999' }, 400, /^inference header size should be in range \(0, \d+\), got: 99999$/],
+    ['a negative header length', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '-5' }, 400, /^inference header size should be in range \(0, \d+\), got: -5$/],
+    ['a header length of leading zeros past the body', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '0099999' }, 400, /^inference header size should be in range \(0, \d+\), got: 0099999$/],
+    ['a header length with no digits (atoi: 0, a raw binary request)', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': 'x' }, 400, /^Raw request must only have 1 input \(found 1\)/],
+    ['a header length that wraps to 0 as an int (atoi)', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '4294967296' }, 400, /^Raw request must only have 1 input \(found 1\)/],
     ['a body that is too large', '/v2/models/simple/infer', 'x'.repeat((1 << 20) + 1), {}, 400, /exceeds the maximum allowed value of 1048576 bytes. Use --http-max-input-size/],
     ['a model that is not ready', '/v2/models/broken/infer', simpleJson(), {}, 503, /^Request for unknown model: 'broken' is not ready/],
   ];
@@ -492,6 +496,14 @@ describe('POST infer errors', () => {
       expect(await r.json()).toEqual({ error: Errors.decoupledInfer('dec').message });
     } finally {
       await dec.stop(1000);
+    }
+  });
+
+  it("reads Inference-Header-Content-Length as Triton's atoi: a sign, then the digits that lead", async () => {
+    const { body, headerLength } = binaryBody({ inputs: [simpleJson().inputs[0], { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } }] }, [IN1]);
+    for (const h of [`+${headerLength}`, `${headerLength}abc`, `${headerLength}.5`]) {
+      const r = await post('/v2/models/simple/infer', new Uint8Array(body), { 'Inference-Header-Content-Length': h });
+      expect(r.status, h).toBe(200);
     }
   });
 

@@ -297,7 +297,7 @@ export function parseInferRequest(
   cache: HeaderCache = headerCache,
 ): ParsedInfer {
   if (headerLength !== undefined && (headerLength < 0 || headerLength > body.byteLength)) {
-    throw Errors.invalidArg(`Inference header size should be in range (0, ${body.byteLength}), got: ${headerLength}`);
+    throw Errors.invalidArg(`inference header size should be in range (0, ${body.byteLength}), got: ${headerLength}`);
   }
   if (headerLength === 0) return parseRawBinary(body, model, rawInput);
   const jsonBytes = headerLength === undefined ? body : body.subarray(0, headerLength);

@@ -43,17 +43,17 @@ export function readInferBody(
   read: (headerLength: number | undefined) => Promise<Uint8Array>,
   backplane: Backplane,
 ): Promise<ParsedInfer> {
-  let headerLength: number | undefined;
-  if (h !== undefined) {
-    if (!/^\d+$/.test(h.trim())) return modelFirst(Errors.invalidArg(`Inference-Header-Content-Length must be a non-negative integer, got '${echo(h)}'`), model, backplane);
-    headerLength = Number(h);
-  }
+  const headerLength = h === undefined ? undefined : /^\d{1,9}$/.test(h) ? Number(h) : atoi(h);
   const failed = (err: unknown) => modelFirst(err, model, backplane);
+  if (headerLength !== undefined && headerLength < 0) {
+    return read(undefined).then((body) => failed(headerSizeError(body.byteLength, h!)), failed);
+  }
   // One hop after the body (not an async function's two): issue #18's lone small request. The
   // try costs a request that parses nothing.
   if (headerLength !== 0) {
     return read(headerLength).then((body) => {
       try {
+        if (headerLength !== undefined && headerLength > body.byteLength) throw headerSizeError(body.byteLength, h!);
         return parseInferRequest(body, headerLength, model);
       } catch (err) {
         return failed(err);
@@ -62,6 +62,25 @@ export function readInferBody(
   }
   return read(0).then((body) => readRawBinary(body, model, backplane), failed);
 }
+
+/**
+ * An `Inference-Header-Content-Length` as C's `atoi` reads it, which Triton uses (glibc: `strtol`
+ * cut to an int): leading white space, a sign, the digits that follow; no digits is 0 (a raw
+ * binary request). Only headers that are not 1-9 plain digits come here.
+ * Triton: server/src/http_server.cc GetInferenceHeaderLength
+ */
+function atoi(h: string): number {
+  const [, sign, digits] = /^[ \t\n\v\f\r]*([+-]?)(\d*)/.exec(h)!;
+  if (!digits) return 0;
+  const LONG_MAX = 2n ** 63n - 1n;
+  let v = BigInt(digits);
+  if (v > LONG_MAX) v = sign === '-' ? LONG_MAX + 1n : LONG_MAX;
+  return Number(BigInt.asIntN(32, sign === '-' ? -v : v));
+}
+
+/** Triton's words for a header length outside the (decompressed) body, with the header as sent. */
+const headerSizeError = (length: number, h: string) =>
+  Errors.invalidArg(`inference header size should be in range (0, ${length}), got: ${echo(h)}`);
 
 /**
  * The error of a request whose body could not be read or parsed (`err`), or, before it, what
