@@ -182,6 +182,29 @@ describe("the parameters Triton's HTTP frontend reads itself, checked for every 
   });
 });
 
+describe('parameter types', () => {
+  const input = (parameters?: object) => ({ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [1], ...(parameters ? { parameters } : {}) });
+  const parse = (doc: object) => () => parseInferRequest(Buffer.from(JSON.stringify(doc)), undefined, model);
+
+  it("a request parameter that is null, an object or an array gets Triton's words (SetTritonParameterFromJsonParameter)", () => {
+    for (const v of [null, { a: 1 }, [1]]) {
+      expect(parse({ inputs: [input()], parameters: { x: v } })).toThrow(/^parameter 'x' has invalid type\. It should be either 'int', 'bool', or 'string'\.$/);
+    }
+    // The keys Triton reads itself keep their own words.
+    expect(parse({ inputs: [input()], parameters: { sequence_start: null } })).toThrow("Unable to parse 'sequence_start': attempt to access JSON non-boolean as boolean");
+    expect(parse({ inputs: [input()], parameters: { binary_data_output: null } })).toThrow("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
+    expect(parse({ inputs: [input()], parameters: { triton_x: null } })).toThrow(/^parameter keys starting with 'triton_' are reserved/);
+  });
+
+  it('an input or output parameter Triton does not read is ignored, whatever its type; those it reads are still checked', () => {
+    const ok = parse({ inputs: [input({ note: null, extra: { a: [1] } })], outputs: [{ name: 'OUTPUT0', parameters: { tag: null, more: [] } }] })();
+    expect(ok.request.inputs[0]!.name).toBe('INPUT0');
+    expect(ok.request.outputs).toEqual([{ name: 'OUTPUT0' }]);
+    expect(parse({ inputs: [input()], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: null } }] })).toThrow(/binary_data/);
+    expect(parse({ inputs: [input()], outputs: [{ name: 'OUTPUT0', parameters: { classification: null } }] })).toThrow(/classification/);
+  });
+});
+
 describe('binary_data_output', () => {
   const out = (name: string, v: number) => ({ name, datatype: 'INT32' as const, shape: [1], data: Int32Array.of(v) });
   const answer = (header: object) => {

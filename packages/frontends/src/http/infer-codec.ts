@@ -28,26 +28,47 @@ const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && 
 /** The most keys one `parameters` object may have (Triton: no limit). */
 export const MAX_PARAMETERS = 4096;
 
-/**
- * A parameters object (as `readJson` gives it: an integer past 2^53 is a bigint, so a uint64
- * `sequence_id` stays exact); `where` names its owner in an error (made only then: it is on every
- * request's path).
- */
-export function parameters(v: unknown, where: () => string): Record<string, ParameterValue> {
-  if (v === undefined) return {};
+/** A `parameters` object (`v`), bounded in keys; `where` names its owner in an error (made only then). */
+function parametersObject(v: unknown, where: () => string): Json {
   if (!isObj(v)) throw Errors.invalidArg(`'parameters' of ${where()} must be a JSON object`);
   // Counted before they are read: 6.5 million keys (a 60 MB body) held the server 41 s (review).
   let count = 0;
   for (const _ in v) {
     if (++count > MAX_PARAMETERS) throw Errors.invalidArg(`'parameters' of ${where()} has more than ${MAX_PARAMETERS} keys`);
   }
-  for (const [k, x] of Object.entries(v)) {
-    if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean' && typeof x !== 'bigint') {
-      throw Errors.invalidArg(`parameter '${echo(k)}' of ${where()} must be a string, number or boolean`);
+  return v;
+}
+
+/** The request parameters Triton's HTTP frontend reads itself, each refused with its own words when of the wrong type. */
+const TRITON_READ = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output']);
+
+/**
+ * A request's parameters object (as `readJson` gives it: an integer past 2^53 is a bigint, so a
+ * uint64 `sequence_id` stays exact). A custom parameter that is not a string, number or boolean
+ * is refused with Triton's words (SetTritonParameterFromJsonParameter); the keys Triton reads
+ * itself, and `triton_` ones, are left to checkTritonParameters and checkReservedParameters.
+ */
+export function parameters(v: unknown): Record<string, ParameterValue> {
+  if (v === undefined) return {};
+  const params = parametersObject(v, () => 'the request');
+  for (const [k, x] of Object.entries(params)) {
+    if (typeof x !== 'string' && typeof x !== 'number' && typeof x !== 'boolean' && typeof x !== 'bigint' && !TRITON_READ.has(k) && !k.startsWith('triton_')) {
+      throw Errors.invalidArg(`parameter '${echo(k)}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
     }
   }
-  return v as Record<string, ParameterValue>;
+  return params as Record<string, ParameterValue>;
 }
+
+/**
+ * An input's or output's parameters: Triton reads only its own keys there (`binary_data_size`,
+ * `binary_data`, `classification`, `shared_memory_*`), each checked where it is read, and
+ * ignores the others whatever their type.
+ */
+function tensorParameters(v: unknown, where: () => string): Json {
+  return v === undefined ? NO_PARAMETERS : parametersObject(v, where);
+}
+
+const NO_PARAMETERS: Json = Object.freeze({});
 
 const MAX_UINT64 = 2n ** 64n - 1n;
 
@@ -113,8 +134,7 @@ interface HeaderTemplate extends RequestHeader {
 
 /**
  * A tensor's `shared_memory_region` parameter (`v`: its `parameters`, not yet checked), refused
- * with Triton's words when it is not a string: null, an object or an array too, so it is read
- * before parameters() refuses those with words of its own.
+ * with Triton's words when it is not a string: null, an object or an array too.
  * Triton: server/src/http_server.cc CheckSharedMemoryData
  */
 function sharedMemoryRegion(v: unknown): string | undefined {
@@ -140,7 +160,7 @@ function inputHeader(inp: unknown, i: number): InputHeader {
   }
   const count = elementCount(shape as number[]);
   const region = sharedMemoryRegion(inp['parameters']);
-  const ip = parameters(inp['parameters'], () => `input '${echo(name)}'`);
+  const ip = tensorParameters(inp['parameters'], () => `input '${echo(name)}'`);
   refuseSharedMemory(region, () => `input '${echo(name)}'`);
   const size = ip['binary_data_size'];
   if (size !== undefined) {
@@ -209,7 +229,7 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
     if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
     const name = o['name'];
     const region = sharedMemoryRegion(o['parameters']);
-    const op = parameters(o['parameters'], () => `output '${echo(name)}'`);
+    const op = tensorParameters(o['parameters'], () => `output '${echo(name)}'`);
     refuseSharedMemory(region, () => `output '${echo(name)}'`);
     const ro: RequestedOutput = { name };
     if (op['classification'] !== undefined) {
@@ -317,7 +337,7 @@ export function parseInferRequest(
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
   }
   if (!isObj(doc)) throw Errors.invalidArg('failed to parse the request JSON buffer: the request must be a JSON object');
-  const params = parameters(doc['parameters'], () => 'the request');
+  const params = parameters(doc['parameters']);
   checkReservedParameters(Object.keys(params));
   checkTritonParameters(params);
   const id = doc['id'];
