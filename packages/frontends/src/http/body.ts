@@ -154,9 +154,11 @@ export function header(c: Context, name: string): string | undefined {
 
 /** The checks made from the headers before a byte of the body is read. */
 function bodyHead(get: (name: string) => string | undefined, limit: number): { encoding: string; declared: number | undefined } {
-  const encoding = (get('content-encoding') ?? 'identity').trim().toLowerCase();
+  // Compared as sent, as Triton's GetRequestCompressionType does: `GZIP` is not gzip; empty is identity.
+  const sent = get('content-encoding');
+  const encoding = sent === undefined || sent === '' ? 'identity' : sent;
   if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== 'deflate') {
-    throw new UnsupportedEncodingError(`unsupported Content-Encoding '${echo(encoding)}'`);
+    throw new UnsupportedEncodingError('Unsupported compression type');
   }
   const cl = get('content-length');
   const declared = cl !== undefined && /^\d+$/.test(cl) ? Number(cl) : undefined;

@@ -312,11 +312,14 @@ describe('compression', () => {
     }
   });
 
-  it('answers 501 with Accept-Encoding for an unknown Content-Encoding', async () => {
-    const r = await post('/v2/models/simple/infer', simpleJson(), { 'Content-Encoding': 'br' });
-    expect(r.status).toBe(501);
-    expect(r.headers.get('accept-encoding')).toBe('gzip, deflate');
-    expect((await r.json() as { error: string }).error).toMatch("unsupported Content-Encoding 'br'");
+  it("answers 501 with Accept-Encoding and Triton's words for a Content-Encoding other than gzip, deflate or identity, compared as sent (GetRequestCompressionType)", async () => {
+    for (const encoding of ['br', 'GZIP', 'Deflate', 'IDENTITY']) {
+      const r = await post('/v2/models/simple/infer', simpleJson(), { 'Content-Encoding': encoding });
+      expect(r.status, encoding).toBe(501);
+      expect(r.headers.get('accept-encoding')).toBe('gzip, deflate');
+      expect(await r.json()).toEqual({ error: 'Unsupported compression type' });
+    }
+    expect((await post('/v2/models/simple/infer', simpleJson(), { 'Content-Encoding': '' })).status).toBe(200);
   });
 });
 

@@ -25,7 +25,7 @@ export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize, header
       // takes two or three times its raw size), so a JSON body is measured once read, by submit.
       const length = Number(c.req.header('content-length') ?? 0);
       const headerLength = Number(c.req.header('inference-header-content-length') ?? Number.NaN);
-      const identity = (c.req.header('content-encoding') ?? 'identity').trim().toLowerCase() === 'identity';
+      const identity = (c.req.header('content-encoding') || 'identity') === 'identity';
       if (identity && Number.isSafeInteger(headerLength) && headerLength >= 0 && length - headerLength > jobs.maxRequestBytes) {
         throw Errors.invalidArg(`async request of ${length - headerLength} tensor bytes is over the limit of ${jobs.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
       }

@@ -112,8 +112,9 @@ export async function toGenerateRequest(c: Context, backplane: Backplane, maxInp
   const model = modelParams(c);
   // Triton reads the model's metadata first: an unknown model is 404 whatever the body.
   const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
-  const encoding = c.req.header('content-encoding')?.trim().toLowerCase();
-  if (encoding !== undefined && encoding !== 'identity') {
+  // Compared as sent (Triton's GetRequestCompressionType): `IDENTITY` is not identity.
+  const encoding = c.req.header('content-encoding');
+  if (encoding !== undefined && encoding !== '' && encoding !== 'identity') {
     throw Errors.invalidArg(`Unsupported content-encoding, only 'identity' is supported.`);
   }
   const body = await readBody(c, maxInputSize);

@@ -202,7 +202,8 @@ describe('generate inputs get the model\'s shape', () => {
   });
 
   it('a Content-Encoding other than identity is 400 with Triton\'s words', async () => {
-    for (const encoding of ['gzip', 'br']) {
+    // Compared as sent, as Triton's GetRequestCompressionType: IDENTITY is not identity.
+    for (const encoding of ['gzip', 'br', 'IDENTITY']) {
       const r = await post('mock_llm/generate', gzipSync(JSON.stringify({ PROMPT: 'a', STREAM: false })), { 'Content-Encoding': encoding });
       expect(r.status, encoding).toBe(400);
       expect(await errorOf(r)).toBe("Unsupported content-encoding, only 'identity' is supported.");
