@@ -56,8 +56,9 @@ export const Errors = {
       'UNAVAILABLE',
       `Request for unknown model: '${echo(name)}'${version !== undefined && version !== '' ? ` version ${echo(version)}` : ''} is not ready${reason ? `: ${reason}` : ''}`,
     ),
-  badVersion: (version: string) =>
-    new TriodeError('INVALID_ARG', `failed to get model version from specified version string '${echo(version)}'`),
+  /** `details`: what Triton's GetModelVersionFromString adds after it (`stol`, what std::stol threw). */
+  badVersion: (version: string, details?: string) =>
+    new TriodeError('INVALID_ARG', `failed to get model version from specified version string '${echo(version)}'${details === undefined ? '' : ` (details: ${details}), version should be an integral value > 0`}`),
   invalidArg: (message: string) => new TriodeError('INVALID_ARG', message),
   internal: (message: string, cause?: unknown) => new TriodeError('INTERNAL', message, { cause }),
   unavailable: (message: string) => new TriodeError('UNAVAILABLE', message),

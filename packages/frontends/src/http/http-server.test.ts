@@ -510,6 +510,20 @@ describe('POST infer errors', () => {
     }
   });
 
+  it("reads an infer route's version as Triton's std::stol: past 2^53 not found, past int64 refused with Triton's words", async () => {
+    const answers: [string, number, string][] = [
+      ['/v2/models/simple/versions/9007199254740993/infer', 404, "Request for unknown model: 'simple' version 9007199254740993 is not found"],
+      ['/v2/models/simple/versions/09223372036854775807/infer', 404, "Request for unknown model: 'simple' version 9223372036854775807 is not found"],
+      ['/v2/models/nope/versions/9007199254740993/infer', 404, "Request for unknown model: 'nope' is not found"],
+      ['/v2/models/simple/versions/9223372036854775808/infer', 400, "failed to get model version from specified version string '9223372036854775808' (details: stol), version should be an integral value > 0"],
+    ];
+    for (const [path, status, error] of answers) {
+      const r = await post(path, simpleJson());
+      expect(r.status, path).toBe(status);
+      expect(await r.json()).toEqual({ error });
+    }
+  });
+
   it('rejects binary data shorter or longer than declared', async () => {
     const short = binaryBody({ inputs: [simpleJson().inputs[0], { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } }] }, [new Int32Array(8)]);
     let r = await post('/v2/models/simple/infer', new Uint8Array(short.body), { 'Inference-Header-Content-Length': String(short.headerLength) });

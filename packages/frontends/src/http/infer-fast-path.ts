@@ -13,7 +13,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '@triode/core';
-import { CancelToken, parseModelVersion } from '@triode/core';
+import { CancelToken } from '@triode/core';
+import { inferModelVersion, versionNotFound } from './routes/model-params.js';
 import { httpError } from '../error-mapping.js';
 import { traceNow } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
@@ -107,7 +108,8 @@ function drainIncoming(incoming: IncomingMessage): void {
 async function serve(req: IncomingMessage, res: ServerResponse, name: string, version: string | undefined, deps: HttpDeps): Promise<InferAnswer> {
   const { backplane, maxInputSize, maxJsonOutputSize, tracer } = deps;
   const recvStart = tracer?.active ? traceNow() : 0;
-  const v = parseModelVersion(version);
+  const v = inferModelVersion(version);
+  if (typeof v === 'bigint') return versionNotFound(name, v, backplane);
   const model = v === undefined ? { name } : { name, version: v };
   const h = incomingHeader(req, 'inference-header-content-length');
   const { request, encoding } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength), backplane);

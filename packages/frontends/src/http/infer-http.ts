@@ -7,7 +7,7 @@ import { Errors, TriodeError, configTypeToDataType, echo, releaseOwnedBuffers, t
 import { traceNow, type ActiveTrace, type Tracer } from '../control/tracer.js';
 import { compress, compressionOf, header, readBody } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
-import { modelParams } from './routes/model-params.js';
+import { inferModelVersion, versionNotFound } from './routes/model-params.js';
 
 /**
  * A traced request's infer and write (both infer routes): HTTP_RECV_END before the infer,
@@ -30,7 +30,11 @@ export async function tracedInfer<T>(backplane: Backplane, request: InferenceReq
 
 /** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
 export function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<ParsedInfer> {
-  return readInferBody(modelParams(c), header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength), backplane);
+  const name = c.req.param('model') ?? '';
+  const version = inferModelVersion(c.req.param('version'));
+  if (typeof version === 'bigint') return versionNotFound(name, version, backplane);
+  const model = version === undefined ? { name } : { name, version };
+  return readInferBody(model, header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength), backplane);
 }
 
 /**
