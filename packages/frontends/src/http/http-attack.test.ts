@@ -366,15 +366,18 @@ describe('shared memory parameters on an infer request', () => {
   // client reading the region read stale memory. No region is ever registered: Triton's NOT_FOUND.
   const echoModel = fakeBackplane(() => ({ modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }));
   it.each([
-    ['an input', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 4 } }] }, 404, "Unable to find shared memory region: 'r1'"],
+    ['an input', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 4 } }] }, 404, "Unable to find shared memory region: 'r1'"],
+    // Triton's ValidateInputContentType, before the region is looked up (review: 404).
+    ['an input with data too', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: 'r1' } }] }, 400,
+      "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But set 'data' 'shared_memory_region'"],
     ['an output', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 64, shared_memory_offset: -5 } }] }, 404, "Unable to find shared memory region: 'r1'"],
     // Triton's words (http_server.cc CheckSharedMemoryData), on inputs and outputs alike.
     ['a region that is not a string', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 7 } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
-    ['an input region that is not a string', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: true } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    ['an input region that is not a string', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], parameters: { shared_memory_region: true } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
     // null, an object or an array too (null had "parameter 'shared_memory_region' of input 'N' must be a string, number or boolean").
-    ['an input region that is null', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: null } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    ['an input region that is null', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], parameters: { shared_memory_region: null } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
     ['an output region that is null', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: null } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
-    ['an input region that is an object', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: { a: 1 } } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
+    ['an input region that is an object', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], parameters: { shared_memory_region: { a: 1 } } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
     ['an output region that is an array', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: ['r1'] } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
   ])('%s in a region is refused, not served inline', async (_what, body, status, message) => {
     const r = await post(createHttpApp(echoModel), '/v2/models/m/infer', JSON.stringify(body));

@@ -442,9 +442,9 @@ describe('POST infer errors', () => {
   const cases: [string, string, unknown, Record<string, string>, number, string | RegExp][] = [
     ['unknown model', '/v2/models/nope/infer', simpleJson(), {}, 404, "Request for unknown model: 'nope' is not found"],
     ['bad JSON', '/v2/models/simple/infer', '{"inputs": [', {}, 400, /^failed to parse the request JSON buffer: /],
-    ['no inputs array', '/v2/models/simple/infer', { outputs: [] }, {}, 400, "Request JSON must contain 'inputs' array"],
+    ['no inputs array', '/v2/models/simple/infer', { outputs: [] }, {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"],
     ['wrong datatype', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'FP32', data: Array.from(IN0) }, simpleJson().inputs[1]] }, {}, 400, "inference input 'INPUT0' data-type is 'FP32', but model 'simple' expects 'INT32'"],
-    ['unknown datatype', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'FLOAT', data: [] }] }, {}, 400, "invalid datatype 'FLOAT' for input 'INPUT0'"],
+    ['unknown datatype', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'FLOAT', data: [] }] }, {}, 400, "invalid datatype for input INPUT0"],
     ['wrong shape', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 8], datatype: 'INT32', data: [1, 2, 3, 4, 5, 6, 7, 8] }, simpleJson().inputs[1]] }, {}, 400, "unexpected shape for input 'INPUT0' for model 'simple'. Expected [-1,16], got [1,8]."],
     ['missing input', '/v2/models/simple/infer', { inputs: [simpleJson().inputs[0]] }, {}, 400, "missing required input(s) ['INPUT1']"],
     ['data count not matching the shape', '/v2/models/simple/infer', { inputs: [{ name: 'INPUT0', shape: [1, 16], datatype: 'INT32', data: [1, 2] }, simpleJson().inputs[1]] }, {}, 400, "Unable to parse 'data': Shape does not match true shape of 'data' field for input 'INPUT0'"],

@@ -138,7 +138,7 @@ describe('parseInferRequest', () => {
       const large = Buffer.from(JSON.stringify({ ...doc, pad: 'x'.repeat(5000) }));
       const withExponent = Buffer.from(JSON.stringify(doc).replace('{', '{"e":1e0,'));
       const messages = [small, large, withExponent].map((b) => String(parse(new HeaderCache(), b, undefined)));
-      expect(messages[0]).toMatch(/must be a JSON object/);
+      expect(messages[0]).toMatch(/^TriodeError: (Input must set only one of the following fields: .* But no field is set|Unable to parse 'name': attempt to access non-existing object member 'name')$/);
       expect(new Set(messages).size, messages.join(' | ')).toBe(1);
     }
   });
@@ -202,6 +202,40 @@ describe('parameter types', () => {
     expect(ok.request.outputs).toEqual([{ name: 'OUTPUT0' }]);
     expect(parse({ inputs: [input()], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: null } }] })).toThrow(/binary_data/);
     expect(parse({ inputs: [input()], outputs: [{ name: 'OUTPUT0', parameters: { classification: null } }] })).toThrow(/classification/);
+  });
+});
+
+describe("Triton's words for fields it cannot read (ParseJsonTritonIO, ValidateInputContentType)", () => {
+  const input = (extra: object = {}) => ({ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [1], ...extra });
+  const error = (doc: object) => {
+    try {
+      parseInferRequest(Buffer.from(JSON.stringify(doc)), undefined, model);
+    } catch (err) {
+      return (err as Error).message;
+    }
+    return 'no error';
+  };
+  const only = "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But ";
+  const cases: [object, string][] = [
+    [{ inputs: [input({ parameters: { binary_data_size: 4 } })] }, `${only}set 'data' 'binary_data_size'`],
+    [{ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }] }, `${only}no field is set`],
+    [{ inputs: [input({ parameters: { shared_memory_region: 'r' } })] }, `${only}set 'data' 'shared_memory_region'`],
+    [{ inputs: [7] }, `${only}no field is set`],
+    [{ inputs: [{ datatype: 'INT32', shape: [1], data: [1] }] }, "Unable to parse 'name': attempt to access non-existing object member 'name'"],
+    [{ inputs: [{ name: 'INPUT0', shape: [1], data: [1] }] }, "Unable to parse 'datatype': attempt to access non-existing object member 'datatype'"],
+    [{ inputs: [input({ datatype: 'FLOAT' })] }, 'invalid datatype for input INPUT0'],
+    [{ inputs: [{ name: 'INPUT0', datatype: 'INT32', data: [1] }] }, "Unable to parse 'shape': attempt to access non-existing object member 'shape'"],
+    [{ inputs: [input({ shape: [-1] })] }, "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+    [{ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 'x' } }] }, "Unable to parse 'binary_data_size': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+    [{ inputs: [input()], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: 1 } }] }, "Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean"],
+    [{ inputs: [input()], outputs: [{ name: 'OUTPUT0', parameters: { classification: -1 } }] }, "Unable to set 'classification': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+    [{ outputs: [] }, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"],
+    [{ inputs: {} }, "Unable to parse 'inputs': attempt to access JSON non-array as array"],
+    [{ inputs: [input()], outputs: {} }, "Unable to parse 'outputs': attempt to access JSON non-array as array"],
+    [{ inputs: [input()], id: 7 }, "Unable to parse 'id': attempt to access JSON non-string as string"],
+  ];
+  it.each(cases)('%j', (doc, message) => {
+    expect(error(doc)).toBe(message);
   });
 });
 

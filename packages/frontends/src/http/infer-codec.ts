@@ -5,7 +5,7 @@
  * server docs/protocol/extension_binary_data.md, extension_classification.md
  */
 import {
-  Errors, dataTypeByteSize, echo, elementCount, isDataType, viewBytesAs,
+  Errors, TriodeError, dataTypeByteSize, echo, elementCount, isDataType, viewBytesAs,
   type DataType, type InferenceRequest, type InferenceResponse, type OutputEncoding, type ParameterValue, type RequestedOutput, type Tensor,
 } from '@triode/core';
 import { readJson } from './json-reader.js';
@@ -145,32 +145,49 @@ function sharedMemoryRegion(v: unknown): string | undefined {
   return region;
 }
 
-/** The checks of one input's header (`inp`, the request's input `i`). */
+/**
+ * Triton's words for a request field it could not read (`v`: its value, undefined when missing;
+ * `what`: the JSON type it wanted, e.g. `non-string as string`). Triton answers them 500; they
+ * are the client's mistake: 400.
+ * Triton: server/src/http_server.cc ParseJsonTritonIO, RETURN_MSG_IF_ERR over TritonJson
+ */
+function unableToParse(key: string, v: unknown, what: string, verb = 'parse'): TriodeError {
+  return Errors.invalidArg(v === undefined
+    ? `Unable to ${verb} '${key}': attempt to access non-existing object member '${key}'`
+    : `Unable to ${verb} '${key}': attempt to access JSON ${what}`);
+}
+
+const NON_UINT = 'non-unsigned-integer as unsigned-integer';
+
+/** Triton's ValidateInputContentType: an input has exactly one of `data`, `binary_data_size`, `shared_memory_region`. */
+function contentTypeError(data: boolean, size: boolean, region: boolean): TriodeError {
+  const set = `${data ? " 'data'" : ''}${size ? " 'binary_data_size'" : ''}${region ? " 'shared_memory_region'" : ''}`;
+  return Errors.invalidArg("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+    + `'shared_memory_region' in 'parameters'. But ${set ? `set${set}` : 'no field is set'}`);
+}
+
+/** The checks of one input's header (`inp`, the request's input `i`), in Triton's order and words. */
 function inputHeader(inp: unknown, i: number): InputHeader {
-  if (!isObj(inp)) throw Errors.invalidArg(`input ${i} must be a JSON object`);
+  if (!isObj(inp)) throw contentTypeError(false, false, false);
   const name = inp['name'];
-  if (typeof name !== 'string') throw Errors.invalidArg(`input ${i} must have a string 'name'`);
-  const datatype = inp['datatype'];
-  if (!isDataType(datatype)) {
-    throw Errors.invalidArg(`invalid datatype '${echo(datatype)}' for input '${echo(name)}' (expected one of BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32, FP64, BYTES)`);
-  }
-  const shape = jsonArray(inp['shape']);
-  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-    throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
-  }
-  const count = elementCount(shape as number[]);
-  const region = sharedMemoryRegion(inp['parameters']);
-  const ip = tensorParameters(inp['parameters'], () => `input '${echo(name)}'`);
-  refuseSharedMemory(region, () => `input '${echo(name)}'`);
+  const ip = tensorParameters(inp['parameters'], () => (typeof name === 'string' ? `input '${echo(name)}'` : `input ${i}`));
+  const hasData = inp['data'] !== undefined;
   const size = ip['binary_data_size'];
+  const hasRegion = ip['shared_memory_region'] !== undefined;
+  if (+hasData + +(size !== undefined) + +hasRegion !== 1) throw contentTypeError(hasData, size !== undefined, hasRegion);
+  if (typeof name !== 'string') throw unableToParse('name', name, 'non-string as string');
+  const datatype = inp['datatype'];
+  if (typeof datatype !== 'string') throw unableToParse('datatype', datatype, 'non-string as string');
+  if (!isDataType(datatype)) throw Errors.invalidArg(`invalid datatype for input ${echo(name)}`);
+  const shape = jsonArray(inp['shape']);
+  if (!Array.isArray(shape)) throw unableToParse('shape', shape, 'non-array as array');
+  if (!shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw unableToParse('shape', shape, NON_UINT);
+  const count = elementCount(shape as number[]);
   if (size !== undefined) {
-    if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
-      throw Errors.invalidArg(`'binary_data_size' of input '${echo(name)}' must be a non-negative integer`);
-    }
-    if (inp['data'] !== undefined) throw Errors.invalidArg(`input '${echo(name)}' has both 'data' and 'binary_data_size'`);
+    if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) throw unableToParse('binary_data_size', size, NON_UINT);
     return { name, datatype, shape: shape as number[], count, size };
   }
-  if (inp['data'] === undefined) throw Errors.invalidArg(`must specify valid 'data' field or 'binary_data_size' parameter for input '${echo(name)}'`);
+  if (hasRegion) refuseSharedMemory(sharedMemoryRegion(ip), () => `input '${echo(name)}'`);
   return { name, datatype, shape: shape as number[], count, data: inp['data'] };
 }
 
@@ -223,25 +240,22 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
   const defaultBinary = bdo === true;
   const outputsJson = jsonArray(doc['outputs']);
   if (outputsJson === undefined) return { outputs: undefined, encoding: { binary: NO_BINARY_OUTPUTS, defaultBinary } };
-  if (!Array.isArray(outputsJson)) throw Errors.invalidArg(`'outputs' must be an array`);
+  if (!Array.isArray(outputsJson)) throw unableToParse('outputs', outputsJson, 'non-array as array');
   const binary = new Map<string, boolean>();
-  const outputs = outputsJson.map((o: unknown, i) => {
-    if (!isObj(o) || typeof o['name'] !== 'string') throw Errors.invalidArg(`output ${i} must be a JSON object with a string 'name'`);
-    const name = o['name'];
-    const region = sharedMemoryRegion(o['parameters']);
-    const op = tensorParameters(o['parameters'], () => `output '${echo(name)}'`);
+  const outputs = outputsJson.map((o: unknown) => {
+    const name = isObj(o) ? o['name'] : undefined;
+    if (typeof name !== 'string') throw unableToParse('name', name, 'non-string as string');
+    const params = (o as Json)['parameters'];
+    const region = sharedMemoryRegion(params);
+    const op = tensorParameters(params, () => `output '${echo(name)}'`);
     refuseSharedMemory(region, () => `output '${echo(name)}'`);
     const ro: RequestedOutput = { name };
     if (op['classification'] !== undefined) {
       const n = op['classification'];
-      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
-        throw Errors.invalidArg(`'classification' of output '${echo(name)}' must be a non-negative integer`);
-      }
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw unableToParse('classification', n, NON_UINT, 'set');
       if (n > 0) ro.classCount = n;
     }
-    if (op['binary_data'] !== undefined && typeof op['binary_data'] !== 'boolean') {
-      throw Errors.invalidArg(`'binary_data' of output '${echo(name)}' must be a boolean`);
-    }
+    if (op['binary_data'] !== undefined && typeof op['binary_data'] !== 'boolean') throw unableToParse('binary_data', op['binary_data'], 'non-boolean as boolean');
     // A listed output is binary only when it says so: `binary_data_output` is the kind of the
     // outputs the request does not list (Triton: CheckBinaryOutputData, default false).
     binary.set(name, op['binary_data'] === true);
@@ -341,9 +355,9 @@ export function parseInferRequest(
   checkReservedParameters(Object.keys(params));
   checkTritonParameters(params);
   const id = doc['id'];
-  if (id !== undefined && typeof id !== 'string') throw Errors.invalidArg(`request 'id' must be a string`);
+  if (id !== undefined && typeof id !== 'string') throw unableToParse('id', id, 'non-string as string');
   const inputsJson = jsonArray(doc['inputs']);
-  if (!Array.isArray(inputsJson)) throw Errors.invalidArg(`Request JSON must contain 'inputs' array`);
+  if (!Array.isArray(inputsJson)) throw unableToParse('inputs', inputsJson, 'non-array as array');
   const headers: InputHeader[] = [];
   const inputs = inputTensors(inputsJson, (inp, i) => {
     const h = inputHeader(inp, i);
