@@ -3,7 +3,7 @@
  * `[u32 LE header length][header JSON][tensor bytes, in header order]`. Tensor data never goes
  * through JSON; a tensor's bytes are viewed in place on decode when aligned.
  */
-import { Errors } from '@triode/core';
+import { Errors, setOwn } from '@triode/core';
 import type { InferenceRequest, InferenceResponse, ParameterValue, RequestedOutput } from '@triode/core';
 import { countBytesElements, dataBytes, dataTypeByteSize, elementCount, isDataType, viewBytesAs } from '@triode/core';
 import { isTransferable } from '@triode/core';
@@ -156,8 +156,8 @@ function checkParameters(v: unknown, what: string): void {
     // A gateway or worker of an earlier version tags a bigint value as {"$bigint": digits}: read
     // as a value only (a parameter value is a scalar), never as a map a client keyed so.
     if (isObject(x) && typeof x['$bigint'] === 'string' && Object.keys(x).length === 1 && BIGINT_TEXT.test(x['$bigint'])) {
-      // defineProperty: an own '__proto__' key (JSON.parse makes one) is set as a value, not a prototype.
-      Object.defineProperty(v, k, { value: BigInt(x['$bigint']), writable: true, enumerable: true, configurable: true });
+      // setOwn: an own '__proto__' key (JSON.parse makes one) is set as a value, not a prototype.
+      setOwn(v, k, BigInt(x['$bigint']));
     } else if (!isParamValue(x)) malformed(`${what} parameters`);
   }
 }

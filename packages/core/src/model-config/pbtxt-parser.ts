@@ -6,6 +6,7 @@
  * and numbers with sign, exponent, hex and `inf`/`nan`.
  * Triton: google::protobuf::TextFormat::Parse as used by core/src/model_config_utils.cc
  */
+import { setOwn } from '../own-property.js';
 import { ENUMS, INT_RANGES, MESSAGES, wideIntegerNote, type FieldSpec, type ScalarType, type ValueType } from './model-config-schema.js';
 import type { ModelConfig } from './model-config.js';
 
@@ -167,7 +168,7 @@ class Parser {
       for (const entry of values as Msg[]) {
         const key = entry['key'] ?? (field.mapKey === 'string' ? '' : 0);
         // An own entry even for the key "__proto__" (assigning it would set the map's prototype).
-        Object.defineProperty(m, String(key), { value: entry['value'] ?? (isMsg ? {} : ''), enumerable: true, writable: true, configurable: true });
+        setOwn(m, String(key), entry['value'] ?? (isMsg ? {} : ''));
       }
     } else if (field.repeated) {
       // One by one: spreading 100k+ values overflows the stack.

@@ -11,7 +11,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
-  Errors, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, silentLogger, toPlain,
+  Errors, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, setOwn, silentLogger, toPlain,
   type Backplane, type GrpcMethodDefinition, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
@@ -219,7 +219,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       const params: Record<string, LoadParameter> = {};
       for (const [k, v] of Object.entries((req['parameters'] ?? {}) as Record<string, Plain>)) {
         const value = oneofValue(v);
-        if (value !== undefined) Object.defineProperty(params, k, { value, enumerable: true, writable: true, configurable: true });
+        if (value !== undefined) setOwn(params, k, value);
       }
       await backplane.loadModel(name, loadOptionsFrom(name, params));
       return {};

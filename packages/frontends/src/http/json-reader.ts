@@ -8,7 +8,7 @@
  * `Inf` and `Infinity` (signed or not) as numbers and refuses a number past the largest double.
  * See `readJson` for how exactly other numbers are read.
  */
-import { echo } from '@triode/core';
+import { echo, setOwn } from '@triode/core';
 
 /** A JSON value as this reader returns it. */
 export type JsonValue = null | boolean | number | bigint | string | Float64Array | JsonValue[] | { [k: string]: JsonValue };
@@ -385,7 +385,7 @@ class Reader {
       this.#i++;
       const v = this.#value(depth);
       // Like JSON.parse, "__proto__" is an own property, never the prototype.
-      if (key === '__proto__') Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      if (key === '__proto__') setOwn(out, key, v);
       else out[key] = v;
       if (this.#onMember) this.#onMember(out, key, v);
       this.#ws();

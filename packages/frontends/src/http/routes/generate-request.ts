@@ -8,7 +8,7 @@
  */
 import type { Context } from 'hono';
 import {
-  Errors, configTypeToDataType, echo,
+  Errors, configTypeToDataType, echo, setOwn,
   type Backplane, type DataType, type InferenceRequest, type ModelConfig, type ParameterValue, type Tensor,
 } from '@triode/core';
 import { readBody } from '../body.js';
@@ -98,7 +98,7 @@ function mapKey(
     throw Errors.invalidArg(`parameter '${echo(name)}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
   }
   // "__proto__" is a parameter like any other (an own property, as the JSON reader makes it).
-  if (name === '__proto__') Object.defineProperty(params, name, { value, enumerable: true, writable: true, configurable: true });
+  if (name === '__proto__') setOwn(params, name, value);
   else params[name] = value;
 }
 
