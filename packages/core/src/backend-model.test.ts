@@ -457,6 +457,19 @@ describe('response cache', () => {
     expect(executions.flat()).toEqual([5, 5]);
   });
 
+  it('attack: a load whose config names a 5,000-character backend says so in at most MAX_ECHO_CHARS of it (fuzz seed 2031 case 11247)', async () => {
+    const repo = cachedModelRepo('triode-long-backend-');
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [testingBackend()], modelControlMode: 'explicit', startupModels: ['m'] });
+    servers.push(s);
+    const long = 'x'.repeat(5000);
+    for (const field of ['backend', 'platform']) {
+      const { backend: _b, platform: _p, ...rest } = s.modelConfig('m') as unknown as Record<string, unknown>;
+      const err = await s.loadModel('m', { config: { ...rest, [field]: long } as never }).then(() => undefined, (e: Error) => e);
+      expect(err?.message, field).toContain(`backend 'xxxx`);
+      expect(err!.message.length, field).toBeLessThan(600);
+    }
+  });
+
   it('attack: an invalid request is refused on a hit as on a miss (the hit skipped the checks)', async () => {
     const executions: number[][] = [];
     const repo = cachedModelRepo('triode-cache-check-');

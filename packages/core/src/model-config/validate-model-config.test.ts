@@ -64,3 +64,19 @@ describe('validateModelConfig: sequence batching strategies (Triton ValidateMode
     for (const u of [0, 0.5, 1]) expect(() => validateModelConfig(seq({ direct: { minimum_slot_utilization: u } }), 'm'), String(u)).not.toThrow();
   });
 });
+
+describe('validateModelConfig: a config sent with a load request is client input', () => {
+  it('attack: a 5,000-character input name or data type is repeated at most MAX_ECHO_CHARS (fuzz seed 2031 case 11247)', () => {
+    const long = 'x'.repeat(5000);
+    for (const config of [
+      base({ input: [{ name: long, data_type: 'TYPE_INT32', dims: [1] }, { name: long, data_type: 'TYPE_INT32', dims: [1] }] }),
+      base({ input: [{ name: 'IN', data_type: long, dims: [1] }] as never }),
+      base({ input: [{ name: long, data_type: 'TYPE_INT32', dims: [0] }] }),
+    ]) {
+      let message = '';
+      try { validateModelConfig(config, 'm'); } catch (e) { message = (e as Error).message; }
+      expect(message).toContain('xxxx');
+      expect(message.length).toBeLessThan(400);
+    }
+  });
+});

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Backend } from '../backend-api.js';
 import type { Clock } from '../clock.js';
-import { Errors, TriodeError } from '../errors.js';
+import { Errors, TriodeError, echo } from '../errors.js';
 import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
 import { ModelVersion } from '../backend-model.js';
 import { abortable } from '../clock.js';
@@ -196,7 +196,7 @@ export class ModelLifecycle {
           slot.loadSeconds = 0;
           this.#observe(entry.name, version, slot.model);
         } else {
-          if (!backend) throw Errors.unsupported(`backend '${config.backend || config.platform || ''}' is not supported`);
+          if (!backend) throw Errors.unsupported(`backend '${echo(config.backend || config.platform || '')}' is not supported`);
           const model = await this.#withLoadSlot(signal, async () => {
             // From when its load starts (not while it waits for a load slot), as Triton's nv_model_load_duration_secs.
             const t0 = performance.now();

@@ -251,7 +251,7 @@ export class ModelRepositoryManager {
     const available = listVersions(entry.path);
     const backend = config.backend ? this.#opts.backends.get(config.backend) : undefined;
     if (config.backend && !backend && config.platform !== 'ensemble') {
-      throw Errors.invalidArg(`unable to find backend '${config.backend}' for model '${entry.name}'`);
+      throw Errors.invalidArg(`unable to find backend '${echo(config.backend)}' for model '${entry.name}'`);
     }
     if (autoComplete && backend?.autoCompleteConfig) {
       const latest = available[available.length - 1];
