@@ -68,6 +68,19 @@ describe('start-up only file settings over gRPC', () => {
     expect(logs.log_file).toBe(join(dir, 'triode.log'));
   });
 
+  it("LogSettings refuses a SettingValue of the wrong kind with Triton's words, in its order (RegisterLogging), and takes bool_param false", async () => {
+    expect(await call('LogSettings', 'LogSettingsRequest', { settings: { log_format: { string_param: 'json' }, log_warning: { uint32_param: 1 } } }))
+      .toEqual({ status: 3, message: "expect boolean for 'log_warning'" });
+    expect(await call('LogSettings', 'LogSettingsRequest', { settings: { log_verbose_level: { string_param: '1' } } })).toEqual({ status: 3, message: "expect int32 for 'log_verbose_level'" });
+    expect(await call('LogSettings', 'LogSettingsRequest', { settings: { log_format: { bool_param: true } } })).toEqual({ status: 3, message: "expect string for 'log_format'" });
+    expect(await call('LogSettings', 'LogSettingsRequest', { settings: { log_format: { string_param: 'json' } } })).toEqual({ status: 3, message: 'invalid argument for log_format, got: json' });
+    expect(await call('LogSettings', 'LogSettingsRequest', { settings: { log_error: {} } })).toEqual({ status: 3, message: "expect boolean for 'log_error'" });
+    expect(logs.log_warning).toBe(true);
+    expect((await call('LogSettings', 'LogSettingsRequest', { settings: { log_warning: { bool_param: false } } })).status).toBe(0);
+    expect(logs.log_warning).toBe(false);
+    logs.log_warning = true;
+  });
+
   it('updateLogSettings refuses log_file even when it names the current file', () => {
     expect(() => updateLogSettings(logs, { log_file: logs.log_file })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }) as Error);
   });

@@ -6,8 +6,8 @@ describe('TraceSettings', () => {
     const t = new TraceSettings({ trace_file: '/tmp/never-written.json' });
     expect(t.update({ trace_rate: '5', trace_level: ['TIMESTAMPS'] })).toMatchObject({ trace_rate: '5', trace_level: ['TIMESTAMPS'] });
     expect(t.active).toBe(true);
-    t.update({ trace_count: '-1', log_frequency: '4294967295' }, 'm');
-    expect(t.get('m')).toMatchObject({ trace_rate: '5', trace_count: '-1', log_frequency: '4294967295' });
+    t.update({ trace_count: '-1', log_frequency: '2147483647' }, 'm');
+    expect(t.get('m')).toMatchObject({ trace_rate: '5', trace_count: '-1', log_frequency: '2147483647' });
     t.update({ log_frequency: null }, 'm');
     expect(t.get('m')['log_frequency']).toBe('0');
     // Levels are kept once each, in Triton's order.
@@ -49,13 +49,65 @@ describe('TraceSettings', () => {
     expect(new TraceSettings().update({ trace_rate: '0' })['trace_rate']).toBe('0');
   });
 
-  it('attack: integer settings out of their range, or not integers, are refused with Triton\'s words', () => {
+  it('attack: integer settings out of their range, or not integers, are refused with Triton\'s words (std::stoi: int32, whatever the setting\'s type)', () => {
     const t = new TraceSettings();
-    expect(() => t.update({ trace_count: '99999999999999999999999' })).toThrow("Unable to parse 'trace_count', value is out of range [ -2147483648, 2147483647 ], got: 99999999999999999999999");
-    expect(() => t.update({ trace_count: '-2' })).toThrow("Unable to parse 'trace_count'. Expecting value >= -1, got: -2");
+    // Triton: stoi's out_of_range, with the setting's own range in the words (trace_count's is [ -1, int32 max ]).
+    expect(() => t.update({ trace_count: '99999999999999999999999' })).toThrow("Unable to parse 'trace_count', value is out of range [ -1, 2147483647 ], got: 99999999999999999999999");
+    expect(() => t.update({ trace_count: '-3000000000' })).toThrow("Unable to parse 'trace_count', value is out of range [ -1, 2147483647 ], got: -3000000000");
+    expect(() => t.update({ trace_rate: '4294967295' })).toThrow("Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 4294967295");
+    expect(() => t.update({ log_frequency: '2147483648' })).toThrow("Unable to parse 'log_frequency', value is out of range [ 0, 4294967295 ], got: 2147483648");
+    // HTTP writes no space after 'got:' here (http_server.cc HandleTrace); gRPC does (grpc_server.cc).
+    expect(() => t.update({ trace_count: '-2' })).toThrow("Unable to parse 'trace_count'. Expecting value >= -1, got:-2");
+    expect(() => t.update({ trace_count: ['-2'] }, undefined, 'grpc')).toThrow("Unable to parse 'trace_count'. Expecting value >= -1, got: -2");
+    // What Triton would take as something else than was sent is refused: a wrapped negative, trailing characters.
     expect(() => t.update({ log_frequency: '-1' })).toThrow("Unable to parse 'log_frequency', value is out of range [ 0, 4294967295 ], got: -1");
-    expect(() => t.update({ trace_rate: '4294967296' })).toThrow("Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 4294967296");
+    expect(() => t.update({ trace_rate: '12abc' })).toThrow("Unable to parse 'trace_rate', got: 12abc");
     expect(() => t.update({ trace_rate: 'often' })).toThrow("Unable to parse 'trace_rate', got: often");
     expect(t.get()).toMatchObject({ trace_count: '-1', log_frequency: '0', trace_rate: '1000' });
+    // stoi takes leading white space and a sign.
+    expect(t.update({ trace_rate: ' +5', trace_count: '\t-1' })).toMatchObject({ trace_rate: '5', trace_count: '-1' });
+  });
+
+  it('HTTP values of the wrong JSON type get TritonJson\'s words (before: Triode\'s own)', () => {
+    const t = new TraceSettings();
+    expect(() => t.update({ trace_rate: 5 })).toThrow('attempt to access JSON non-string as string');
+    expect(() => t.update({ log_frequency: true })).toThrow('attempt to access JSON non-string as string');
+    expect(() => t.update({ trace_level: 'TIMESTAMPS' })).toThrow('attempt to access JSON non-array as array');
+    expect(() => t.update({ trace_level: [1] })).toThrow('attempt to access JSON non-string as string');
+    // A level name Triton does not know (it ignores it) is refused.
+    expect(() => t.update({ trace_level: ['LOUD'] })).toThrow("'trace_level' must be a list of OFF, TIMESTAMPS, TENSORS, got: LOUD");
+  });
+
+  it('checks the fields in Triton\'s order (trace_level, trace_rate, trace_count, log_frequency), whatever the order sent (before: the order sent)', () => {
+    const t = new TraceSettings();
+    expect(() => t.update({ log_frequency: 'x', trace_count: 'y', trace_rate: 'z', trace_level: ['OFF', 'TIMESTAMPS'] })).toThrow("Expect only one trace level 'OFF' is specified");
+    expect(() => t.update({ log_frequency: 'x', trace_count: 'y', trace_rate: 'z' })).toThrow("Unable to parse 'trace_rate', got: z");
+    // gRPC: a list for a single-valued setting is refused at its turn, after the settings Triton reads before it.
+    expect(() => t.update({ trace_rate: ['1', '2'], trace_level: ['OFF', 'TIMESTAMPS'] }, undefined, 'grpc')).toThrow("Expect only one trace level 'OFF' is specified");
+    expect(() => t.update({ log_frequency: ['1', '2'], trace_rate: ['x'] }, undefined, 'grpc')).toThrow("Unable to parse 'trace_rate', got: x");
+    expect(() => t.update({ log_frequency: ['1', '2'], trace_rate: ['3'] }, undefined, 'grpc')).toThrow("expect only 1 value for 'log_frequency'");
+    expect(t.get()['trace_rate']).toBe('1000');
+  });
+
+  it('null clears a global setting back to its start-up value, as Triton\'s global_default_ (before: Triode\'s defaults)', () => {
+    const t = new TraceSettings({ trace_file: '/tmp/never-written.json', trace_level: ['TIMESTAMPS'], trace_rate: '7', trace_count: '20' });
+    t.update({ trace_rate: '9', trace_level: ['OFF'], trace_count: '3' });
+    expect(t.update({ trace_rate: null, trace_level: null, trace_count: null })).toMatchObject({ trace_rate: '7', trace_level: ['TIMESTAMPS'], trace_count: '20', log_frequency: '0' });
+    // gRPC clears with an empty list.
+    t.update({ trace_rate: ['9'] }, undefined, 'grpc');
+    expect(t.update({ trace_rate: [] }, undefined, 'grpc')['trace_rate']).toBe('7');
+  });
+
+  it('a model whose own settings are all cleared follows the global ones again, sampled with them (Triton drops its setting)', () => {
+    const t = new TraceSettings();
+    t.update({ trace_count: '3', trace_rate: '5' }, 'm');
+    expect(t.scope('m').key).toBe('m');
+    t.update({ trace_count: null }, 'm');
+    expect(t.scope('m').key).toBe('m');
+    t.update({ trace_rate: null }, 'm');
+    expect(t.scope('m').key).toBe('');
+    // An update with nothing in it gives a model no setting of its own.
+    t.update({}, 'n');
+    expect(t.scope('n').key).toBe('');
   });
 });

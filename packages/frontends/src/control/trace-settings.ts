@@ -1,7 +1,7 @@
 /**
  * @module Trace settings, global and per model, as Triton keeps and reports them (string values;
- * `trace_level` a list). Emitting traces is not implemented: the settings are stored and
- * reported so tools that set them keep working. Shared by the HTTP and gRPC frontends.
+ * `trace_level` a list); tracer.ts samples and writes traces under them. Shared by the HTTP
+ * and gRPC frontends.
  * Triton: docs/protocol/extension_trace.md, server/src/tracer.cc
  */
 import { Errors, echo, type Backplane } from '@triode/core';
@@ -9,13 +9,11 @@ import { Errors, echo, type Backplane } from '@triode/core';
 /** Trace settings as reported: every value a string except `trace_level`. */
 export type TraceSettingValues = Record<string, string | string[]>;
 
-/** A settings update: `null` resets a field (per model: to the global value). */
+/** A settings update: `null` resets a field (globally: to its start-up value; per model: to the global value). */
 export type TraceSettingUpdate = Record<string, string | string[] | null>;
 
 const DEFAULTS: TraceSettingValues = { trace_file: '', trace_level: ['OFF'], trace_rate: '1000', trace_count: '-1', log_frequency: '0' };
 const LEVELS = ['OFF', 'TIMESTAMPS', 'TENSORS'];
-/** The type range of each integer setting: Triton keeps trace_count as int32 (at least -1, no limit), the others as uint32. */
-const RANGES: Record<string, [number, number]> = { trace_rate: [0, 2 ** 32 - 1], log_frequency: [0, 2 ** 32 - 1], trace_count: [-(2 ** 31), 2 ** 31 - 1] };
 
 /**
  * Triton's refusal of a trace file chosen over the network (PR 7092): the location is a start-up
@@ -31,33 +29,85 @@ export async function checkTraceModel(backplane: Backplane, model: string): Prom
   if (!(await backplane.modelReady(model))) throw Errors.invalidArg(`Request for unknown model : ${echo(model)}`);
 }
 
+/** Which frontend an update came from: Triton reads and words it differently on each. */
+export type TraceSettingsProtocol = 'http' | 'grpc';
+
+/** The settings Triton reads from an update, in the order it reads them (its first error is the one reported). */
+const FIELDS = ['trace_level', 'trace_rate', 'trace_count', 'log_frequency'] as const;
+
+/** The smallest trace_count (Triton's TraceManager::MIN_TRACE_COUNT_VALUE). */
+const MIN_TRACE_COUNT = -1;
+
 /**
- * The settings of an update Triton reads, checked; throws INVALID_ARG naming the first bad field,
- * with Triton's words (tracer.cc / grpc_server.cc: "Unable to parse ..."). Keys it does not read
- * are left out, as Triton ignores them (own keys only: 'constructor' or '__proto__' are in every
- * object, not settings).
+ * An integer setting as Triton reads it with `std::stoi`: leading white space and a sign are
+ * taken, no digits is "Unable to parse", a value outside int32 is out of range (whatever type
+ * the setting has, so a trace_rate past 2^31-1 is refused though the words say 4294967295).
+ * Where Triton would take a value that is not what was sent, Triode refuses it with the same
+ * words: trailing characters ("12abc" is 12 there) and a negative trace_rate or log_frequency
+ * (it wraps to a uint32 there).
  */
-function check(update: Readonly<Record<string, unknown>>): TraceSettingUpdate {
+function parseInteger(k: string, s: string, protocol: TraceSettingsProtocol): string {
+  const m = /^[ \t\n\v\f\r]*([+-]?\d+)$/.exec(s);
+  if (!m) throw Errors.invalidArg(`Unable to parse '${k}', got: ${echo(s, 32)}`);
+  const n = Number(m[1]);
+  const min = k === 'trace_count' ? MIN_TRACE_COUNT : 0;
+  const max = k === 'trace_count' ? 2 ** 31 - 1 : 2 ** 32 - 1;
+  const range = () => Errors.invalidArg(`Unable to parse '${k}', value is out of range [ ${min}, ${max} ], got: ${echo(s, 32)}`);
+  if (n < -(2 ** 31) || n > 2 ** 31 - 1) throw range();
+  if (k === 'trace_count' && n < MIN_TRACE_COUNT) {
+    // HTTP writes no space after "got:" (http_server.cc HandleTrace); gRPC does.
+    throw Errors.invalidArg(`Unable to parse 'trace_count'. Expecting value >= ${MIN_TRACE_COUNT}, got:${protocol === 'http' ? '' : ' '}${echo(s, 32)}`);
+  }
+  if (n < min) throw range();
+  return String(n);
+}
+
+/**
+ * The settings of an update Triton reads, checked in its order (trace_level, trace_rate,
+ * trace_count, log_frequency); throws INVALID_ARG with Triton's words for the protocol
+ * (http_server.cc HandleTrace, grpc_server.cc RegisterTrace). HTTP values are JSON (null clears a
+ * field, a wrong type gets TritonJson's words); gRPC values are lists of strings (an empty one
+ * clears a field, more than one for a single-valued setting is refused). Keys Triton does not
+ * read are left out, as it ignores them (own keys only: 'constructor' or '__proto__' are in every
+ * object, not settings). Unlike Triton, a level name it does not know is refused, not ignored.
+ */
+function check(update: Readonly<Record<string, unknown>>, protocol: TraceSettingsProtocol): TraceSettingUpdate {
   const known: TraceSettingUpdate = {};
-  for (const [k, v] of Object.entries(update)) {
-    if (!Object.hasOwn(DEFAULTS, k)) continue;
-    if (v !== null) {
-      if (k === 'trace_level') {
-        if (!Array.isArray(v) || !v.every((x) => typeof x === 'string' && LEVELS.includes(x))) {
-          throw Errors.invalidArg(`'trace_level' must be a list of ${LEVELS.join(', ')}`);
-        }
-        if (v.includes('OFF') && v.length > 1) throw Errors.invalidArg("Expect only one trace level 'OFF' is specified");
-      } else if (k === 'trace_file') {
-        if (typeof v !== 'string') throw Errors.invalidArg(`'trace_file' must be a string`);
-      } else if (typeof v !== 'string' || !/^-?\d+$/.test(v)) {
-        throw Errors.invalidArg(`Unable to parse '${k}', got: ${echo(String(v), 32)}`);
-      } else if (k === 'trace_count' && Number(v) < -1) {
-        throw Errors.invalidArg(`Unable to parse 'trace_count'. Expecting value >= -1, got: ${echo(v, 32)}`);
-      } else if (Number(v) < RANGES[k]![0] || Number(v) > RANGES[k]![1]) {
-        throw Errors.invalidArg(`Unable to parse '${k}', value is out of range [ ${RANGES[k]!.join(', ')} ], got: ${echo(v, 32)}`);
-      }
+  for (const k of FIELDS) {
+    if (!Object.hasOwn(update, k)) continue;
+    let v = update[k];
+    if (protocol === 'grpc') {
+      const values = Array.isArray(v) ? (v as unknown[]) : [];
+      if (values.length === 0) v = null;
+      else if (k === 'trace_level') v = values;
+      else if (values.length > 1) throw Errors.invalidArg(`expect only 1 value for '${k}'`);
+      else v = values[0];
     }
-    known[k] = v as string | string[] | null;
+    if (v === null) {
+      known[k] = null;
+    } else if (k === 'trace_level') {
+      if (!Array.isArray(v)) throw Errors.invalidArg('attempt to access JSON non-array as array');
+      for (const level of v as unknown[]) {
+        if (typeof level !== 'string') throw Errors.invalidArg('attempt to access JSON non-string as string');
+        if (level === 'OFF' && v.length > 1) throw Errors.invalidArg("Expect only one trace level 'OFF' is specified");
+        if (!LEVELS.includes(level)) throw Errors.invalidArg(`'trace_level' must be a list of ${LEVELS.join(', ')}, got: ${echo(level, 32)}`);
+      }
+      known[k] = v as string[];
+    } else {
+      if (typeof v !== 'string') throw Errors.invalidArg('attempt to access JSON non-string as string');
+      known[k] = parseInteger(k, v, protocol);
+    }
+  }
+  return known;
+}
+
+/** The start-up settings (`--trace-config`), checked; `trace_file` is taken only here. */
+function checkStartup(startup: Readonly<Record<string, unknown>>): TraceSettingUpdate {
+  const known = check(startup, 'http');
+  const file = startup['trace_file'];
+  if (file !== undefined && file !== null) {
+    if (typeof file !== 'string') throw Errors.invalidArg("'trace_file' must be a string");
+    known['trace_file'] = file;
   }
   return known;
 }
@@ -101,6 +151,8 @@ export interface TraceScope {
 
 /** The global trace settings and each model's own. */
 export class TraceSettings {
+  /** The start-up settings: what clearing a global field (null) goes back to (Triton's global_default_). */
+  readonly #startup: TraceSettingValues = { ...DEFAULTS };
   readonly #global: TraceSettingValues = { ...DEFAULTS };
   readonly #perModel = new Map<string, TraceSettingValues>();
   #active = false;
@@ -112,7 +164,8 @@ export class TraceSettings {
    * @throws INVALID_ARG naming a bad field.
    */
   constructor(startup: Readonly<Record<string, unknown>> = {}) {
-    for (const [k, v] of Object.entries(check(startup))) this.#setGlobal(k, v);
+    for (const [k, v] of Object.entries(checkStartup(startup))) this.#setGlobal(k, v);
+    Object.assign(this.#startup, this.#global);
     this.#refresh();
   }
 
@@ -121,9 +174,9 @@ export class TraceSettings {
     return this.#active;
   }
 
-  /** Sets a global field from a checked value (null: its default; an empty level list: no change). */
+  /** Sets a global field from a checked value (null: its start-up value; an empty level list: no change). */
   #setGlobal(k: string, v: string | string[] | null): void {
-    this.#global[k] = v === null ? DEFAULTS[k]! : normalized(k, v) ?? this.#global[k]!;
+    this.#global[k] = v === null ? this.#startup[k]! : normalized(k, v) ?? this.#global[k]!;
   }
 
   #refresh(): void {
@@ -144,11 +197,13 @@ export class TraceSettings {
 
   /**
    * Applies an update from a client (checked first, all or nothing) and returns the settings in
-   * effect. `trace_file` is refused (UNSUPPORTED, as Triton), globally and per model.
+   * effect. `trace_file` is refused (UNSUPPORTED, as Triton), globally and per model. A model
+   * left with no setting of its own follows the global settings again, sampled with them (Triton
+   * drops its setting). `protocol` chooses Triton's reading and words (see check).
    */
-  update(request: Readonly<Record<string, unknown>>, model?: string): TraceSettingValues {
+  update(request: Readonly<Record<string, unknown>>, model?: string, protocol: TraceSettingsProtocol = 'http'): TraceSettingValues {
     if (Object.hasOwn(request, 'trace_file')) throw traceFileUnsupported();
-    const update = check(request);
+    const update = check(request, protocol);
     if (!model) {
       const before = { ...this.#global };
       for (const [k, v] of Object.entries(update)) this.#setGlobal(k, v);
@@ -169,6 +224,11 @@ export class TraceSettings {
       else if (value !== undefined) own[k] = value;
     }
     checkValid({ ...this.#global, ...own });
+    if (Object.keys(own).length === 0) {
+      this.#perModel.delete(model);
+      this.#refresh();
+      return this.get(model);
+    }
     this.#perModel.set(model, own);
     this.#modelGeneration.set(model, (this.#modelGeneration.get(model) ?? 0) + 1);
     this.#refresh();

@@ -240,25 +240,18 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
     TraceSetting: unary('TraceSetting', 'TraceSettingRequest', async (req) => {
       const model = String(req['model_name'] ?? '') || undefined;
       if (model) await checkTraceModel(backplane, model);
-      const update: Record<string, string | string[] | null> = {};
-      const settings = (req['settings'] ?? {}) as Record<string, { value?: string[] }>;
-      for (const [k, v] of Object.entries(settings)) {
-        const values = v.value ?? [];
-        // Triton refuses a list for a single-valued setting (after its trace_file check, which update() makes).
-        if (values.length > 1 && SINGLE_VALUED_TRACE_SETTINGS.includes(k) && !Object.hasOwn(settings, 'trace_file')) {
-          throw Errors.invalidArg(`expect only 1 value for '${k}'`);
-        }
-        update[k] = values.length === 0 ? null : k === 'trace_level' ? values : values[0]!;
-      }
-      const now = Object.keys(update).length ? traces.update(update, model) : traces.get(model);
+      // Each setting's list of values, read as Triton's RegisterTrace reads them (TraceSettings.update).
+      const update: Record<string, string[]> = {};
+      for (const [k, v] of Object.entries((req['settings'] ?? {}) as Record<string, { value?: string[] }>)) setOwn(update, k, v.value ?? []);
+      const now = Object.keys(update).length ? traces.update(update, model, 'grpc') : traces.get(model);
       return { settings: Object.fromEntries(Object.entries(now).map(([k, v]) => [k, { value: Array.isArray(v) ? v : [v] }])) };
     }),
     LogSettings: unary('LogSettings', 'LogSettingsRequest', async (req) => {
       const settings = options.logSettings;
       if (!settings) throw Errors.unsupported('log settings are not available here');
       const update: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries((req['settings'] ?? {}) as Record<string, Plain>)) update[k] = oneofValue(v);
-      if (Object.keys(update).length) updateLogSettings(settings, update);
+      for (const [k, v] of Object.entries((req['settings'] ?? {}) as Record<string, Plain>)) setOwn(update, k, oneofValue(v));
+      if (Object.keys(update).length) updateLogSettings(settings, update, 'grpc');
       return { settings: Object.fromEntries(Object.entries(settings.toJson()).map(([k, v]) => [k, logValue(v)])) };
     }),
     ModelInfer: (call: ServerUnaryCall<ModelInferRequestMessage, ModelInferResponseMessage>, callback: sendUnaryData<ModelInferResponseMessage>) => {
@@ -601,9 +594,6 @@ class StreamInferSession {
     }
   }
 }
-
-/** TraceSetting keys that take one value (grpc_server.cc: "expect only 1 value for ..."). */
-const SINGLE_VALUED_TRACE_SETTINGS = ['trace_rate', 'trace_count', 'log_frequency'];
 
 /** HTTP/2 flow-control window of each stream and connection (bytes in flight before the client waits). */
 export const GRPC_FLOW_CONTROL_WINDOW = 8 * 1024 * 1024;

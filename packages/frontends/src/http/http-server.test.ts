@@ -332,8 +332,8 @@ describe('log settings', () => {
     expect(r.status).toBe(200);
     expect(await r.json()).toMatchObject({ log_info: false, log_verbose_level: 2, log_format: 'ISO8601' });
     expect(settings.log_verbose_level).toBe(2);
-    for (const [body, message] of [[{ log_info: 'yes' }, "expect boolean for 'log_info'"], [{ log_format: 'json' }, "invalid log format 'json'"],
-      [{ log_verbose_level: 1e300 }, "expect an integer in [0, 2147483647] for 'log_verbose_level'"], [{ log_verbose_level: 2 ** 32 }, 'log_verbose_level']] as const) {
+    for (const [body, message] of [[{ log_info: 'yes' }, 'attempt to access JSON non-boolean as boolean'], [{ log_format: 'json' }, 'invalid argument for --log_format, got: json'],
+      [{ log_verbose_level: -1 }, 'attempt to access JSON non-unsigned-integer as unsigned-integer'], [{ log_verbose_level: 2 ** 32 }, "expect an integer in [0, 2147483647] for 'log_verbose_level'"]] as const) {
       const bad = await a.request('/v2/logging', { method: 'POST', body: JSON.stringify(body) });
       expect(bad.status).toBe(400);
       expect((await bad.json() as { error: string }).error).toContain(message);
@@ -345,6 +345,24 @@ describe('log settings', () => {
       expect(ok.status).toBe(200);
     }
     expect(settings.toJson()).toMatchObject({ log_info: false, log_warning: true, log_verbose_level: 2 });
+  });
+
+  it('POST /v2/logging and /v2/trace/setting read the body as Triton: an empty one is refused with rapidjson\'s words, JSON that is not an object changes nothing (before: {} and 400)', async () => {
+    const settings = new LogSettings();
+    const a = createHttpApp(new LocalBackplane(server), { logSettings: settings });
+    for (const path of ['/v2/logging', '/v2/trace/setting', '/v2/models/simple/trace/setting']) {
+      for (const body of ['', '  \n']) {
+        const r = await a.request(path, { method: 'POST', body });
+        expect(r.status, path).toBe(400);
+        expect(await r.json()).toEqual({ error: `failed to parse the request JSON buffer: The document is empty. at ${body.length}` });
+      }
+      const before = await (await a.request(path)).json();
+      for (const body of ['[]', '"x"', '7', 'null', '[{"log_info":false,"trace_rate":"1"}]']) {
+        const r = await a.request(path, { method: 'POST', body });
+        expect(r.status, `${path} ${body}`).toBe(200);
+        expect(await r.json()).toEqual(before);
+      }
+    }
   });
 });
 

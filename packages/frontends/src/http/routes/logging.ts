@@ -3,8 +3,9 @@
  * Triton: server/src/http_server.cc HandleLogging, docs/protocol/extension_logging.md
  */
 import { Hono } from 'hono';
-import { Errors, echo, type LogSettings } from '@triode/core';
+import { Errors, type LogSettings } from '@triode/core';
 import { updateLogSettings } from '../../control/log-settings-update.js';
+import { readSettingsBody } from './settings-body.js';
 
 /** The logging routes; without settings (none given) they answer 501. */
 export function loggingRoutes(settings?: LogSettings): Hono {
@@ -15,14 +16,7 @@ export function loggingRoutes(settings?: LogSettings): Hono {
   });
   app.post('/v2/logging', async (c) => {
     if (!settings) throw Errors.unsupported('log settings are not available here');
-    let body: unknown;
-    try {
-      body = JSON.parse(await c.req.text() || '{}');
-    } catch (err) {
-      throw Errors.invalidArg(`failed to parse the request JSON buffer: ${echo((err as Error).message)}`);
-    }
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw Errors.invalidArg('log settings must be a JSON object');
-    updateLogSettings(settings, body as Record<string, unknown>);
+    updateLogSettings(settings, await readSettingsBody(c), 'http');
     return c.json(settings.toJson());
   });
   return app;
