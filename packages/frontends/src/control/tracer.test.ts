@@ -10,7 +10,22 @@ import { createHttpApp } from '../http/http-server.js';
 import { startHttpServer } from '../http/listen.js';
 import { startGrpcServer, type GrpcServerHandle } from '../grpc/grpc-server.js';
 import { TraceSettings } from './trace-settings.js';
-import { MAX_HELD_TRACES, MAX_TRACE_ID_CHARS, Tracer, type TraceRecord } from './tracer.js';
+import { MAX_HELD_TRACES, MAX_TRACE_ID_CHARS, Tracer, type TraceFileEntry, type TraceRecord } from './tracer.js';
+
+/**
+ * A trace file read back into one record per trace, grouped by id in file order as Triton's
+ * qa/common/trace_summary.py groups them (the file holds Triton's entries: see traceFileEntries).
+ */
+function readTraces(path: string): TraceRecord[] {
+  const byId = new Map<number, TraceRecord>();
+  for (const e of JSON.parse(readFileSync(path, 'utf8')) as (TraceFileEntry & Partial<TraceRecord>)[]) {
+    let r = byId.get(e.id);
+    if (!r) byId.set(e.id, (r = { id: e.id, model_name: '', model_version: 0, request_id: '', timestamps: [] }));
+    if ('model_name' in e) Object.assign(r, { model_name: e.model_name, model_version: e.model_version, request_id: e.request_id ?? '' });
+    if ('timestamps' in e) r.timestamps.push(...e.timestamps!);
+  }
+  return [...byId.values()];
+}
 
 let server: InferenceServer;
 let grpc: GrpcServerHandle;
@@ -65,7 +80,7 @@ describe('trace emission', () => {
     }
     session.close();
     // 6 requests, rate 2: 3 traced; log_frequency 2: one file of 2 now, the third at flush.
-    const first = JSON.parse(readFileSync(`${file}.0`, 'utf8')) as TraceRecord[];
+    const first = readTraces(`${file}.0`);
     expect(first).toHaveLength(2);
     expect(first[0]).toMatchObject({ model_name: 'simple', model_version: 1, request_id: 'r' });
     expect(first[0]!.timestamps.map((t) => t.name)).toEqual([
@@ -75,7 +90,7 @@ describe('trace emission', () => {
     const ns = first[0]!.timestamps.map((t) => t.ns);
     expect([...ns].sort((a, b) => a - b)).toEqual(ns);
     tracer.flush();
-    const rest = JSON.parse(readFileSync(`${file}.1`, 'utf8')) as TraceRecord[];
+    const rest = readTraces(`${file}.1`);
     expect(rest).toHaveLength(1);
     expect(rest[0]!.request_id).toBe('g');
     expect(rest[0]!.timestamps.map((t) => t.name)).toContain('GRPC_WAITREAD_START');
@@ -85,12 +100,12 @@ describe('trace emission', () => {
     settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '2' });
     for (let i = 0; i < 3; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
     tracer.flush();
-    expect((JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[]).length).toBe(2);
+    expect(readTraces(file).length).toBe(2);
   });
 
   it('trace_rate N traces the N-th request, then every N-th, as Triton (++sample % rate == 0; before: the first)', async () => {
     tracer.flush();
-    const read = (): TraceRecord[] => (existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[] : []);
+    const read = (): TraceRecord[] => (existsSync(file) ? readTraces(file) : []);
     const before = read().length;
     settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '3', log_frequency: '0', trace_count: '-1' });
     for (const id of ['b1', 'b2', 'b3', 'b4', 'b5', 'b6', 'b7']) {
@@ -108,7 +123,7 @@ describe('trace emission on the direct HTTP path (a listening server, not Hono)'
     const http = await startHttpServer(app, 0, '127.0.0.1');
     try {
       tracer.flush();
-      const read = (): TraceRecord[] => (existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as TraceRecord[] : []);
+      const read = (): TraceRecord[] => (existsSync(file) ? readTraces(file) : []);
       const before = read().length;
       settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '1' });
       const post = (model: string) => fetch(`http://127.0.0.1:${http.port}/v2/models/${model}/infer`, { method: 'POST', body });
@@ -146,13 +161,42 @@ describe('trace records held in memory (review: log_frequency 0 held every recor
       const t = new Tracer(s);
       for (let i = 0; i < MAX_HELD_TRACES + 5; i++) t.finish(t.start('simple')!, '1', i === 0 ? 'x'.repeat(MAX_TRACE_ID_CHARS + 10) : String(i));
       // The first MAX_HELD_TRACES went to <file>.0 once that many were held; 5 are still held.
-      const first = JSON.parse(readFileSync(`${f}.0`, 'utf8')) as TraceRecord[];
+      const first = readTraces(`${f}.0`);
       expect(first).toHaveLength(MAX_HELD_TRACES);
       expect(first[0]!.request_id).toBe(`${'x'.repeat(MAX_TRACE_ID_CHARS)}...`);
       t.flush();
-      const rest = JSON.parse(readFileSync(logFrequency === '0' ? f : `${f}.1`, 'utf8')) as TraceRecord[];
+      const rest = readTraces(logFrequency === '0' ? f : `${f}.1`);
       expect(rest.map((r) => r.request_id)).toEqual(['10000', '10001', '10002', '10003', '10004']);
     }
+  });
+});
+
+describe('trace file layout', () => {
+  it("is Triton's (TraceActivity): an entry per timestamp in order, the model entry before REQUEST_START, request_id only when there is one, compact JSON (before: one entry per trace, indented)", () => {
+    const f = join(mkdtempSync(join(tmpdir(), 'triode-trace-layout-')), 't.json');
+    const s = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1' });
+    const t = new Tracer(s);
+    for (const requestId of ['r1', '']) {
+      const a = t.start('simple')!;
+      for (const [name, ns] of [['HTTP_RECV_START', 1], ['REQUEST_START', 2], ['REQUEST_END', 3], ['HTTP_SEND_END', 4]] as const) a.trace.timestamps.push({ name, ns });
+      t.finish(a, '3', requestId);
+    }
+    t.flush();
+    const text = readFileSync(f, 'utf8');
+    expect(text).not.toMatch(/\s/);
+    expect(JSON.parse(text)).toEqual([
+      { id: 1, timestamps: [{ name: 'HTTP_RECV_START', ns: 1 }] },
+      { id: 1, model_name: 'simple', model_version: 3, request_id: 'r1' },
+      { id: 1, timestamps: [{ name: 'REQUEST_START', ns: 2 }] },
+      { id: 1, timestamps: [{ name: 'REQUEST_END', ns: 3 }] },
+      { id: 1, timestamps: [{ name: 'HTTP_SEND_END', ns: 4 }] },
+      { id: 2, timestamps: [{ name: 'HTTP_RECV_START', ns: 1 }] },
+      { id: 2, model_name: 'simple', model_version: 3 },
+      { id: 2, timestamps: [{ name: 'REQUEST_START', ns: 2 }] },
+      { id: 2, timestamps: [{ name: 'REQUEST_END', ns: 3 }] },
+      { id: 2, timestamps: [{ name: 'HTTP_SEND_END', ns: 4 }] },
+    ]);
+    expect(Object.keys(JSON.parse(text)[1] as object)).toEqual(['id', 'model_name', 'model_version', 'request_id']);
   });
 });
 
@@ -202,6 +246,6 @@ describe('trace sampling per settings scope', () => {
     for (let i = 0; i < 3; i++) expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
     t.flush();
     // Before: the two 404s used up the count and nothing was traced.
-    expect((JSON.parse(readFileSync(f, 'utf8')) as TraceRecord[]).map((r) => r.model_name)).toEqual(['simple', 'simple']);
+    expect(readTraces(f).map((r) => r.model_name)).toEqual(['simple', 'simple']);
   });
 });

@@ -3,13 +3,16 @@
  * N, trace_count: how many more, per model settings over the global ones), and writing the
  * records to trace_file as Triton does: a JSON array per file, `<file>.<k>` every log_frequency
  * traces, or one `<file>` with everything when log_frequency is 0 (written at flush / exit).
- * Triton: server/src/tracer.cc, docs/user_guide/trace.md
+ * In the file a trace is Triton's entries (TraceManager::TraceActivity, CaptureTimestamp): one
+ * `{"id","timestamps":[{"name","ns"}]}` per timestamp, in the order taken, and the trace's
+ * `{"id","model_name","model_version"[,"request_id"]}` just before its REQUEST_START.
+ * Triton: server/src/tracer.cc, docs/user_guide/trace.md (JSON Trace Output)
  */
 import { writeFileSync } from 'node:fs';
 import { TriodeError, type RequestTrace } from '@triode/core';
 import type { TraceSettings } from './trace-settings.js';
 
-/** One trace record, in Triton's JSON shape. */
+/** One trace as it is held: Triton's fields, all its timestamps together (see traceFileEntries). */
 export interface TraceRecord {
   id: number;
   model_name: string;
@@ -34,6 +37,26 @@ export interface ActiveTrace {
   readonly trace: RequestTrace;
   /** The scope whose trace_count this trace used. */
   readonly sampling: Sampling;
+}
+
+/** An entry of a trace file, as Triton writes it: a trace's model, or one of its timestamps. */
+export type TraceFileEntry =
+  | { id: number; model_name: string; model_version: number; request_id?: string }
+  | { id: number; timestamps: [{ name: string; ns: number }] };
+
+/**
+ * A trace as Triton writes it: one entry per timestamp, in the order taken, and the model entry
+ * just before REQUEST_START (first, if the trace has none); `request_id` only when the request
+ * had one (Triton writes it only when it is not empty). Before, one entry held all of it, which
+ * Triton's trace_summary.py reads, but a script that counts entries or reads only the first
+ * entry of an id did not.
+ */
+export function traceFileEntries(r: TraceRecord): TraceFileEntry[] {
+  const model: TraceFileEntry = { id: r.id, model_name: r.model_name, model_version: r.model_version, ...(r.request_id ? { request_id: r.request_id } : {}) };
+  const entries: TraceFileEntry[] = r.timestamps.map((t) => ({ id: r.id, timestamps: [{ name: t.name, ns: t.ns }] }));
+  const at = r.timestamps.findIndex((t) => t.name === 'REQUEST_START');
+  entries.splice(Math.max(at, 0), 0, model);
+  return entries;
 }
 
 /** The clock traces use: the core's (`performance.now()` in ns). */
@@ -135,7 +158,7 @@ export class Tracer {
 
   #write(path: string, records: TraceRecord[]): void {
     try {
-      writeFileSync(path, JSON.stringify(records, null, 1));
+      writeFileSync(path, JSON.stringify(records.flatMap(traceFileEntries)));
     } catch {
       // A trace file that cannot be written must not fail requests.
     }
