@@ -110,4 +110,40 @@ describe('TraceSettings', () => {
     t.update({}, 'n');
     expect(t.scope('n').key).toBe('');
   });
+
+  it("keeps the trace_count left per scope as Triton's count_: reported by get, kept by an update of another field once a client set it, else back to the start-up value", () => {
+    const t = new TraceSettings({ trace_count: '5' });
+    const left = (m?: string) => t.get(m)['trace_count'];
+    expect([t.takeCount(''), t.takeCount('')]).toEqual([true, true]);
+    expect(left()).toBe('3');
+    // Not set by a client (count_specified_ false): another field's update starts from the start-up value.
+    t.update({ trace_rate: '7' });
+    expect(left()).toBe('5');
+    t.update({ trace_count: '4' });
+    t.takeCount('');
+    t.update({ trace_rate: '8' });
+    expect(left()).toBe('3');
+    // A model with settings of its own but no count starts from what the global scope has left, and counts apart.
+    t.update({ trace_rate: '2' }, 'm');
+    expect(left('m')).toBe('3');
+    t.takeCount('m');
+    expect([left('m'), left()]).toEqual(['2', '3']);
+    // A global update makes it again from the global count left; a model's own count stays.
+    t.update({ log_frequency: '1' });
+    expect(left('m')).toBe('3');
+    t.update({ trace_count: '1' }, 'n');
+    t.takeCount('n');
+    expect(t.takeCount('n')).toBe(false);
+    t.update({ log_frequency: '2' });
+    expect(left('n')).toBe('0');
+    // A count given back under settings that have changed since is not given back.
+    const scope = t.scope('m');
+    t.takeCount('m');
+    t.update({ trace_rate: '3' }, 'm');
+    expect(left('m')).toBe('3');
+    t.giveBackCount('m', scope);
+    expect(left('m')).toBe('3');
+    t.giveBackCount('m', t.scope('m'));
+    expect(left('m')).toBe('4');
+  });
 });

@@ -142,7 +142,8 @@ function checkValid(s: TraceSettingValues): void {
 /**
  * Which settings a request of a model is sampled under: its own when it has any, else the
  * global ones; `generation` changes with every update of them (Triton makes a new setting
- * object on each update, and its sampling and trace_count start over).
+ * object on each update, and its sampling starts over; its trace_count goes on from what is left
+ * when a client set it, see TraceSettings).
  */
 export interface TraceScope {
   key: string;
@@ -158,6 +159,14 @@ export class TraceSettings {
   #active = false;
   #globalGeneration = 0;
   readonly #modelGeneration = new Map<string, number>();
+  /**
+   * Each scope's trace_count left ('' the global one, else a model with settings of its own):
+   * Triton's count_, which each sampled trace takes one of and which GET reports ("the number
+   * of remaining traces to be sampled", extension_trace.md). -1: no limit.
+   */
+  readonly #remaining = new Map<string, number>();
+  /** Whether a client set the global trace_count (Triton's count_specified_; see #nextGlobalCount). */
+  #globalCountSet = false;
 
   /**
    * @param startup the start-up settings (`--trace-config`): the only place `trace_file` can be set.
@@ -166,7 +175,41 @@ export class TraceSettings {
   constructor(startup: Readonly<Record<string, unknown>> = {}) {
     for (const [k, v] of Object.entries(checkStartup(startup))) this.#setGlobal(k, v);
     Object.assign(this.#startup, this.#global);
+    this.#remaining.set('', Number(this.#global['trace_count']));
     this.#refresh();
+  }
+
+  /**
+   * The global trace_count left after an update, as Triton's UpdateTraceSettingInternal makes
+   * it: the value sent; the start-up value when cleared (null); else what is left when a client
+   * set it before, or the start-up value when none did.
+   */
+  #nextGlobalCount(update: TraceSettingUpdate): { left: number; set: boolean } {
+    const v = update['trace_count'];
+    if (typeof v === 'string') return { left: Number(v), set: true };
+    if (v === null || !this.#globalCountSet) return { left: Number(this.#startup['trace_count']), set: false };
+    return { left: this.#remaining.get('')!, set: true };
+  }
+
+  /** The trace_count left in a scope (see scope()). */
+  countLeft(key: string): number {
+    return this.#remaining.get(key) ?? this.#remaining.get('')!;
+  }
+
+  /** Takes one trace of a scope's trace_count for a sampled request; false when none is left. */
+  takeCount(key: string): boolean {
+    const left = this.countLeft(key);
+    if (left === 0) return false;
+    if (left > 0) this.#remaining.set(this.#remaining.has(key) ? key : '', left - 1);
+    return true;
+  }
+
+  /** Gives back a trace taken by takeCount, while the scope's settings are still those it was taken under. */
+  giveBackCount(model: string, scope: TraceScope): void {
+    const now = this.scope(model);
+    if (now.key !== scope.key || now.generation !== scope.generation) return;
+    const left = this.countLeft(scope.key);
+    if (left >= 0) this.#remaining.set(this.#remaining.has(scope.key) ? scope.key : '', left + 1);
   }
 
   /** True when some setting (global or a model's) has a trace level other than OFF: a cheap check per request. */
@@ -192,7 +235,9 @@ export class TraceSettings {
 
   /** The settings in effect (for a model: the global ones with its own on top), with `trace_mode` as Triton reports it. */
   get(model?: string): TraceSettingValues {
-    return { ...this.#global, ...(model ? this.#perModel.get(model) : {}), trace_mode: 'triton' };
+    const values: TraceSettingValues = { ...this.#global, ...(model ? this.#perModel.get(model) : {}), trace_mode: 'triton' };
+    values['trace_count'] = String(this.countLeft(this.scope(model ?? '').key));
+    return values;
   }
 
   /**
@@ -213,6 +258,12 @@ export class TraceSettings {
         Object.assign(this.#global, before);
         throw err;
       }
+      const count = this.#nextGlobalCount(update);
+      this.#globalCountSet = count.set;
+      this.#remaining.set('', count.left);
+      // Models with settings of their own are made again with it (Triton's fallback_used_models_):
+      // one with no trace_count of its own starts from what the global scope has left.
+      for (const [m, own] of this.#perModel) if (!Object.hasOwn(own, 'trace_count')) this.#remaining.set(m, count.left);
       this.#globalGeneration++;
       this.#refresh();
       return this.get();
@@ -226,9 +277,15 @@ export class TraceSettings {
     checkValid({ ...this.#global, ...own });
     if (Object.keys(own).length === 0) {
       this.#perModel.delete(model);
+      this.#remaining.delete(model);
       this.#refresh();
       return this.get(model);
     }
+    // Its trace_count: the value sent; else what it has left when it has its own; else what the
+    // global scope has left (Triton's fallback setting's count_).
+    const count = update['trace_count'];
+    if (typeof count === 'string') this.#remaining.set(model, Number(own['trace_count']));
+    else if (count === null || !Object.hasOwn(own, 'trace_count') || !this.#remaining.has(model)) this.#remaining.set(model, this.#remaining.get('')!);
     this.#perModel.set(model, own);
     this.#modelGeneration.set(model, (this.#modelGeneration.get(model) ?? 0) + 1);
     this.#refresh();

@@ -100,7 +100,31 @@ describe('trace emission', () => {
     settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '2' });
     for (let i = 0; i < 3; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
     tracer.flush();
-    expect(readTraces(file).length).toBe(2);
+    // Used up with every request traced: written to <file>.<k> at once (below), not to <file>.
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it("as Triton: GET reports the trace_count left; used up (every request traced), the traces go to <file>.<k> at once; an update of another field keeps what is left (before: the count set, <file> at exit, the count started over)", async () => {
+    const f = join(mkdtempSync(join(tmpdir(), 'triode-trace-count-')), 't.json');
+    const s = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1' });
+    const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: new Tracer(s) });
+    const count = async () => ((await (await a.request('/v2/trace/setting')).json()) as Record<string, string>)['trace_count'];
+    expect(await count()).toBe('-1');
+    s.update({ trace_count: '3' });
+    expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
+    expect(await count()).toBe('2');
+    // Another field: what is left stays (Triton copies count_ when a client set it).
+    s.update({ log_frequency: '0' });
+    expect(await count()).toBe('2');
+    for (let i = 0; i < 3; i++) expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
+    expect(await count()).toBe('0');
+    // Used up, and the last request the setting saw has finished: what is held for the file goes to
+    // <file>.0 (Triton had written the trace taken before the update to <file> when it replaced that setting).
+    expect(readTraces(`${f}.0`)).toHaveLength(3);
+    expect(existsSync(f)).toBe(false);
+    // Cleared: back to the start-up value (-1, no limit).
+    s.update({ trace_count: null });
+    expect(await count()).toBe('-1');
   });
 
   it('trace_rate N traces the N-th request, then every N-th, as Triton (++sample % rate == 0; before: the first)', async () => {

@@ -10,7 +10,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { TriodeError, type RequestTrace } from '@triode/core';
-import type { TraceSettings } from './trace-settings.js';
+import type { TraceScope, TraceSettings } from './trace-settings.js';
 
 /** One trace as it is held: Triton's fields, all its timestamps together (see traceFileEntries). */
 export interface TraceRecord {
@@ -21,11 +21,13 @@ export interface TraceRecord {
   timestamps: { name: string; ns: number }[];
 }
 
-/** Sampling state of one settings scope (a model's own settings, or the global ones). */
+/** Sampling state of one settings scope (a model's own settings, or the global ones): Triton's sample_ and collected_. */
 interface Sampling {
   generation: string;
+  /** Requests that came while some trace_count was left. */
   seen: number;
-  used: number;
+  /** Traces finished. */
+  collected: number;
 }
 
 /** A request being traced: the frontend and the core add timestamps to `trace`. */
@@ -35,7 +37,9 @@ export interface ActiveTrace {
   readonly file: string;
   readonly logFrequency: number;
   readonly trace: RequestTrace;
-  /** The scope whose trace_count this trace used. */
+  /** The scope whose trace_count this trace took (when `counted`). */
+  readonly scope: TraceScope;
+  readonly counted: boolean;
   readonly sampling: Sampling;
 }
 
@@ -112,16 +116,17 @@ export class Tracer {
     // A rate of 0 samples nothing (Triton: an invalid setting; an update to one is refused).
     const rate = Number(s['trace_rate'] ?? 1000);
     if (rate === 0) return undefined;
-    const count = Number(s['trace_count'] ?? -1);
-    // A new setting (any update of the scope) starts sampling and trace_count over.
+    // A new setting (any update of the scope) starts sampling over.
     const scope = this.#settings.scope(model);
     let sampling = this.#sampling.get(scope.key);
-    if (!sampling || sampling.generation !== scope.generation) this.#sampling.set(scope.key, (sampling = { generation: scope.generation, seen: 0, used: 0 }));
+    if (!sampling || sampling.generation !== scope.generation) this.#sampling.set(scope.key, (sampling = { generation: scope.generation, seen: 0, collected: 0 }));
+    // No trace_count left: not sampled, not counted (Triton: the setting is no longer Valid()).
+    const left = this.#settings.countLeft(scope.key);
+    if (left === 0) return undefined;
     // The rate-th request of the scope, then every rate-th (Triton: ++sample_ % rate_ == 0).
     if (++sampling.seen % rate !== 0) return undefined;
-    if (count >= 0 && sampling.used >= count) return undefined;
-    sampling.used++;
-    return { id: this.#nextId++, model, file, logFrequency: Math.max(0, Number(s['log_frequency'] ?? 0)), trace: { timestamps: [] }, sampling };
+    this.#settings.takeCount(scope.key);
+    return { id: this.#nextId++, model, file, logFrequency: Math.max(0, Number(s['log_frequency'] ?? 0)), trace: { timestamps: [] }, scope, counted: left > 0, sampling };
   }
 
   /**
@@ -130,7 +135,7 @@ export class Tracer {
    * does not use up what real requests are traced with.
    */
   failed(t: ActiveTrace, err: unknown): void {
-    if (err instanceof TriodeError && err.code === 'NOT_FOUND' && t.sampling.used > 0) t.sampling.used--;
+    if (err instanceof TriodeError && err.code === 'NOT_FOUND' && t.counted) this.#settings.giveBackCount(t.model, t.scope);
   }
 
   /** Records a finished trace; writes a file when log_frequency traces are waiting. */
@@ -139,13 +144,14 @@ export class Tracer {
     const record: TraceRecord = { id: t.id, model_name: t.model, model_version: Number(modelVersion) || -1, request_id: id, timestamps: t.trace.timestamps.map((x) => ({ name: x.name, ns: Math.round(x.ns) })) };
     let f = this.#files.get(t.file);
     if (!f) this.#files.set(t.file, (f = { pending: [], all: [], next: 0 }));
-    if (t.logFrequency > 0) {
-      f.pending.push(record);
-      if (f.pending.length >= Math.min(t.logFrequency, MAX_HELD_TRACES)) this.#write(`${t.file}.${f.next++}`, f.pending.splice(0));
-    } else {
-      f.all.push(record);
-      if (f.all.length >= MAX_HELD_TRACES) this.#write(`${t.file}.${f.next++}`, f.all.splice(0));
-    }
+    if (t.logFrequency > 0) f.pending.push(record);
+    else f.all.push(record);
+    // Triton's WriteTrace: once trace_count is used up and every request the setting saw was traced
+    // and has finished, what is held goes to <file>.<k> whatever log_frequency says.
+    const now = this.#settings.scope(t.model);
+    const done = ++t.sampling.collected === t.sampling.seen && now.key === t.scope.key && now.generation === t.scope.generation && this.#settings.countLeft(t.scope.key) === 0;
+    if (f.pending.length && (done || f.pending.length >= Math.min(t.logFrequency, MAX_HELD_TRACES))) this.#write(`${t.file}.${f.next++}`, f.pending.splice(0));
+    if (f.all.length && (done || f.all.length >= MAX_HELD_TRACES)) this.#write(`${t.file}.${f.next++}`, f.all.splice(0));
   }
 
   /** Writes what is waiting (at exit, or when asked). */
