@@ -233,11 +233,14 @@ export class TraceSettings {
     return { key: model, generation: `${this.#globalGeneration}.${this.#modelGeneration.get(model) ?? 0}` };
   }
 
-  /** The settings in effect (for a model: the global ones with its own on top), with `trace_mode` as Triton reports it. */
+  /** The settings in effect (for a model: the global ones with its own on top), with `trace_mode`, as Triton reports them (its field order too). */
   get(model?: string): TraceSettingValues {
-    const values: TraceSettingValues = { ...this.#global, ...(model ? this.#perModel.get(model) : {}), trace_mode: 'triton' };
-    values['trace_count'] = String(this.countLeft(this.scope(model ?? '').key));
-    return values;
+    const v: TraceSettingValues = { ...this.#global, ...(model ? this.#perModel.get(model) : {}) };
+    // In the order HandleTrace writes them.
+    return {
+      trace_level: v['trace_level']!, trace_rate: v['trace_rate']!, trace_count: String(this.countLeft(this.scope(model ?? '').key)),
+      log_frequency: v['log_frequency']!, trace_file: v['trace_file']!, trace_mode: 'triton',
+    };
   }
 
   /**
