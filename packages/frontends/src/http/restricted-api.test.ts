@@ -19,6 +19,12 @@ describe('--http-restricted-api', () => {
     expect(restrictedGroupOf('/v2/repository/models/m/load')).toBe('model-repository');
     expect(restrictedGroupOf('/v2/models/m/trace/setting')).toBe('trace');
     expect(restrictedGroupOf('/v2/logging')).toBe('logging');
+    expect(restrictedGroupOf('/v2/systemsharedmemory/status')).toBe('shared-memory');
+    expect(restrictedGroupOf('/v2/cudasharedmemory/region/r/unregister')).toBe('shared-memory');
+    // Not a shared-memory path in Triton (its regex is matched whole): 404, not 403 (before: any path under the prefix).
+    for (const p of ['/v2/systemsharedmemoryx/status', '/v2/systemsharedmemory/region/r/status/x', '/v2/cudasharedmemory/region/a/b/status', '/v2/systemsharedmemory']) {
+      expect(restrictedGroupOf(p), p).toBeUndefined();
+    }
   });
 
   it('answers 403 with Triton\'s message without the header, and serves with it; other groups stay open', async () => {

@@ -20,7 +20,8 @@ const GROUPS: [RegExp, RestrictedGroup][] = [
   [/^\/v2\/cluster\//, 'model-repository'],
   [/^\/v2\/(?:models\/[^/]+\/)?trace\/setting$/, 'trace'],
   [/^\/v2\/logging$/, 'logging'],
-  [/^\/v2\/(?:system|cuda)sharedmemory/, 'shared-memory'],
+  // Triton's systemsharedmemory_regex_ / cudasharedmemory_regex_: other paths are 404 Not Found whatever the headers.
+  [/^\/v2\/(?:system|cuda)sharedmemory(?:\/region\/[^/]+)?\/(?:status|register|unregister)$/, 'shared-memory'],
   [new RegExp(`^(?:/v2|${MODEL})$`), 'metadata'],
 ];
 
