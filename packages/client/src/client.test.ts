@@ -120,6 +120,8 @@ describe.each(['http', 'http-json', 'grpc'])('%s client', (kind) => {
     const stats = await c().modelStatistics('simple');
     expect(stats[0]!.inference_stats.success.count).toBeGreaterThan(0);
     expect((await c().repositoryIndex()).map((m) => m.name)).toContain('simple_identity');
+    // The server leaves an empty reason out, as Triton; the client gives '' as over gRPC.
+    expect((await c().repositoryIndex()).find((m) => m.state === 'READY')).toMatchObject({ reason: '' });
     await c().unloadModel('simple_identity');
     expect(await c().isModelReady('simple_identity')).toBe(false);
     await c().loadModel('simple_identity', { config: { max_batch_size: '4', backend: 'javascript', input: [{ name: 'INPUT0', data_type: 'TYPE_STRING', dims: [-1] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_STRING', dims: [-1] }] } });

@@ -256,8 +256,11 @@ export class HttpClient implements InferenceClient {
     return stats as ModelStatistics[];
   }
 
-  repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
-    return this.#json('POST', '/v2/repository/index', readyOnly ? { ready: true } : {});
+  /** The index rows; `reason` is '' where the server leaves it out (Triton does when it is empty), as over gRPC. */
+  async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
+    const rows = await this.#json<ModelIndexEntry[]>('POST', '/v2/repository/index', readyOnly ? { ready: true } : {});
+    if (!Array.isArray(rows)) throw new InferenceServerError('malformed response to POST /v2/repository/index: not a list');
+    return rows.map((r) => ({ ...r, reason: r.reason ?? '' }));
   }
 
   async loadModel(model: string, options: LoadModelOptions = {}): Promise<void> {

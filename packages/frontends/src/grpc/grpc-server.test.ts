@@ -452,6 +452,40 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     }
   });
 
+  it('RepositoryModelLoad/Unload check parameter types as Triton: config a string_param, file: a bytes_param, no other name; unload_dependents a bool_param (review: a base64 string_param file was decoded, unknown names ignored, and the texts were Triode\'s)', async () => {
+    const loads: unknown[] = [];
+    const unloads: unknown[] = [];
+    const backplane = {
+      loadModel: async (_name: string, o: unknown) => { loads.push(o); },
+      unloadModel: async (_name: string, o: unknown) => { unloads.push(o); },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    const load = (parameters: Record<string, unknown>) => call('RepositoryModelLoad', { model_name: 'm', parameters }, new Metadata(), c);
+    const unload = (parameters: Record<string, unknown>) => call('RepositoryModelUnload', { model_name: 'm', parameters }, new Metadata(), c);
+    const invalid = (details: string) => ({ code: status.INVALID_ARGUMENT, details });
+    try {
+      await expect(load({ config: { bytes_param: Buffer.from('{}') } })).rejects.toMatchObject(invalid("invalid value type for load parameter 'config', expected string_param."));
+      await expect(load({ config: {} })).rejects.toMatchObject(invalid("invalid value type for load parameter 'config', expected string_param."));
+      await expect(load({ config: { string_param: '{}' }, 'file:1/model.onnx': { string_param: 'AAAA' } })).rejects.toMatchObject(invalid("invalid value type for load parameter 'file:1/model.onnx', expected bytes_param."));
+      await expect(load({ foo: { string_param: 'bar' } })).rejects.toMatchObject(invalid("unrecognized load parameter 'foo'."));
+      await expect(load({ unload_dependents: { bool_param: true } })).rejects.toMatchObject(invalid("unrecognized load parameter 'unload_dependents'."));
+      expect(loads).toEqual([]);
+      await load({ config: { string_param: '{}' } });
+      expect(loads).toHaveLength(1);
+      await expect(unload({ unload_dependents: { string_param: 'true' } })).rejects.toMatchObject(invalid("invalid value type for 'unload_dependents' parameter, expected bool_param."));
+      await expect(unload({ unload_dependents: {} })).rejects.toMatchObject(invalid("invalid value type for 'unload_dependents' parameter, expected bool_param."));
+      expect(unloads).toEqual([]);
+      // Other names are ignored by an unload, as Triton's.
+      await unload({ unload_dependents: { bool_param: true }, other: { int64_param: 1 } });
+      await unload({});
+      expect(unloads).toEqual([{ unloadDependents: true }, { unloadDependents: false }]);
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  });
+
   it('a repository named in RepositoryIndex, load or unload is refused as Triton refuses it (UNIMPLEMENTED), and nothing is done', async () => {
     const refused = { code: status.UNIMPLEMENTED, details: "'repository_name' specification is not supported" };
     await expect(call('RepositoryIndex', { repository_name: 'any' })).rejects.toMatchObject(refused);

@@ -11,7 +11,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
-  Errors, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, setOwn, silentLogger, toPlain,
+  Errors, FILE_OVERRIDE_PREFIX, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, setOwn, silentLogger, toPlain,
   type Backplane, type GrpcMethodDefinition, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
@@ -143,7 +143,42 @@ function metadataEntries(md: Metadata): [string, string][] {
   return Object.entries(md.getMap()).filter((e): e is [string, string] => typeof e[1] === 'string');
 }
 
-/** The value of a repository/log parameter oneof, as a plain value. */
+/**
+ * RepositoryModelLoad's parameters as Triton's handler takes them: `config` must be a
+ * string_param, a `file:<path>` a bytes_param, and any other name is refused (INVALID_ARG), the
+ * first wrong one in the order of the map answering. Triton: grpc_server.cc
+ * (RegisterRepositoryModelLoad).
+ */
+function grpcLoadParameters(parameters: Readonly<Record<string, Plain>> | undefined): Record<string, LoadParameter> {
+  const params: Record<string, LoadParameter> = {};
+  for (const [k, p] of Object.entries(parameters ?? {})) {
+    if (k === 'config') {
+      const v = p?.['string_param'];
+      if (typeof v !== 'string') throw Errors.invalidArg("invalid value type for load parameter 'config', expected string_param.");
+      setOwn(params, k, v);
+    } else if (k.startsWith(FILE_OVERRIDE_PREFIX)) {
+      const v = p?.['bytes_param'];
+      if (!(v instanceof Uint8Array)) throw Errors.invalidArg(`invalid value type for load parameter '${echo(k)}', expected bytes_param.`);
+      setOwn(params, k, v);
+    } else {
+      throw Errors.invalidArg(`unrecognized load parameter '${echo(k)}'.`);
+    }
+  }
+  return params;
+}
+
+/**
+ * RepositoryModelUnload's `unload_dependents`, which must be a bool_param when given.
+ * Triton: grpc_server.cc (RegisterRepositoryModelUnload).
+ */
+function grpcUnloadDependents(parameters: Readonly<Record<string, Plain>> | undefined): boolean {
+  if (!parameters || !Object.hasOwn(parameters, 'unload_dependents')) return false;
+  const v = parameters['unload_dependents']?.['bool_param'];
+  if (typeof v !== 'boolean') throw Errors.invalidArg("invalid value type for 'unload_dependents' parameter, expected bool_param.");
+  return v;
+}
+
+/** The value of a log setting's oneof, as a plain value. */
 function oneofValue(p: Plain | undefined): LoadParameter | undefined {
   if (!p) return undefined;
   for (const k of ['bool_param', 'int64_param', 'uint32_param', 'string_param', 'bytes_param']) {
@@ -216,19 +251,12 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
     RepositoryModelLoad: unary('RepositoryModelLoad', 'RepositoryModelLoadRequest', async (req) => {
       refuseRepositoryName(req['repository_name'] as string | undefined);
       const name = String(req['model_name'] ?? '');
-      const params: Record<string, LoadParameter> = {};
-      for (const [k, v] of Object.entries((req['parameters'] ?? {}) as Record<string, Plain>)) {
-        const value = oneofValue(v);
-        if (value !== undefined) setOwn(params, k, value);
-      }
-      await backplane.loadModel(name, loadOptionsFrom(name, params));
+      await backplane.loadModel(name, loadOptionsFrom(name, grpcLoadParameters(req['parameters'] as Record<string, Plain> | undefined)));
       return {};
     }),
     RepositoryModelUnload: unary('RepositoryModelUnload', 'RepositoryModelUnloadRequest', async (req) => {
       refuseRepositoryName(req['repository_name'] as string | undefined);
-      const dependents = oneofValue(((req['parameters'] ?? {}) as Record<string, Plain>)['unload_dependents']);
-      if (dependents !== undefined && typeof dependents !== 'boolean') throw Errors.invalidArg("'unload_dependents' must be a bool_param");
-      await backplane.unloadModel(String(req['model_name'] ?? ''), { unloadDependents: dependents === true });
+      await backplane.unloadModel(String(req['model_name'] ?? ''), { unloadDependents: grpcUnloadDependents(req['parameters'] as Record<string, Plain> | undefined) });
       return {};
     }),
     SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', undefined, shmUnsupported),

@@ -8,7 +8,7 @@ let server: InferenceServer;
 let app: ReturnType<typeof createHttpApp>;
 
 const post = (path: string, body?: unknown) => app.request(path, { method: 'POST', ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-const index = async () => (await (await post('/v2/repository/index')).json()) as { name: string; version?: string; state: string; reason: string }[];
+const index = async () => (await (await post('/v2/repository/index')).json()) as { name: string; version?: string; state: string; reason?: string }[];
 const simpleBody = JSON.stringify({ inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT32', data: new Array(16).fill(1) })) });
 
 beforeAll(async () => {
@@ -26,11 +26,37 @@ describe('model repository extension (explicit mode)', () => {
     expect(await index()).toEqual([
       { name: 'custom_identity_int32', state: 'UNAVAILABLE', reason: 'unloaded' },
       { name: 'identity_chain', state: 'UNAVAILABLE', reason: 'unloaded' },
-      { name: 'simple', version: '1', state: 'READY', reason: '' },
+      // As Triton (TRITONSERVER_ServerModelIndex): no 'reason' when it is empty.
+      { name: 'simple', version: '1', state: 'READY' },
       { name: 'simple_int8', state: 'UNAVAILABLE', reason: 'unloaded' },
     ]);
     expect(((await (await post('/v2/repository/index', { ready: true })).json()) as unknown[]).length).toBe(1);
     expect((await app.request('/v2/health/ready')).status).toBe(200);
+  });
+
+  it('reads request bodies as Triton: a non-object body is no parameters; wrong types get its JSON reader\'s words (review: Triode\'s own texts, and a number or boolean load parameter was accepted)', async () => {
+    const error = async (path: string, body: unknown) => {
+      const r = await app.request(path, { method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body) });
+      return [r.status, await r.json()];
+    };
+    // Triton's TritonJson finds no member in a value that is not an object.
+    for (const body of ['[]', '3', '"x"', 'null']) expect((await post('/v2/repository/index', JSON.parse(body))).status, body).toBe(200);
+    expect(await error('/v2/repository/index', { ready: 1 })).toEqual([400, { error: 'attempt to access JSON non-boolean as boolean' }]);
+    expect(await error('/v2/repository/index', { ready: null })).toEqual([400, { error: 'attempt to access JSON non-boolean as boolean' }]);
+    const load = '/v2/repository/models/simple/load';
+    expect(await error(load, { parameters: [] })).toEqual([400, { error: 'attempt to get members for non-object' }]);
+    expect(await error(load, { parameters: 3 })).toEqual([400, { error: 'attempt to get members for non-object' }]);
+    expect(await error(load, { parameters: { config: 5 } })).toEqual([400, { error: 'attempt to access JSON non-string as string' }]);
+    expect(await error(load, { parameters: { 'file:1/model.onnx': true } })).toEqual([400, { error: 'attempt to access JSON non-string as string' }]);
+    expect(await error(load, { parameters: { other: 1 } })).toEqual([400, { error: 'attempt to access JSON non-string as string' }]);
+    expect(await error(load, { parameters: { other: 'x' } })).toEqual([400, { error: 'unexpected error on creating Triton parameter' }]);
+    const unload = '/v2/repository/models/simple/unload';
+    expect(await error(unload, { parameters: { unload_dependents: 'true' } })).toEqual([400, { error: "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean" }]);
+    // None of these did anything; a load whose body is not an object loads, an unload whose
+    // 'parameters' is not an object reads no unload_dependents, as Triton's.
+    expect((await app.request('/v2/models/simple/ready')).status).toBe(200);
+    expect((await post(load, [])).status).toBe(200);
+    expect((await app.request('/v2/models/simple/ready')).status).toBe(200);
   });
 
   it('loads a model, which then serves', async () => {

@@ -5,11 +5,15 @@
  * docs/protocol/extension_model_repository.md
  */
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
-import { Errors, checkModelName, echo } from '@triode/core';
-import { loadOptionsFrom, type LoadParameter } from '../../control/load-parameters.js';
+import { Errors, FILE_OVERRIDE_PREFIX, checkModelName, type ModelIndexEntry } from '@triode/core';
+import { loadOptionsFrom } from '../../control/load-parameters.js';
 import type { HttpDeps } from '../http-options.js';
 import { refuseRepositoryName } from '../../control/repository-name.js';
 
+/**
+ * The request body as Triton's TritonJson reads it: empty is no body; a JSON value that is not an
+ * object has no members, so it is read as an empty object (Triton's Find on it finds nothing).
+ */
 async function body(c: Context): Promise<Record<string, unknown>> {
   const text = await c.req.text();
   if (!text.trim()) return {};
@@ -19,15 +23,48 @@ async function body(c: Context): Promise<Record<string, unknown>> {
   } catch (err) {
     throw Errors.invalidArg(`failed to parse the request JSON buffer: ${(err as Error).message}`);
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw Errors.invalidArg('the request must be a JSON object');
-  return doc as Record<string, unknown>;
+  return isObject(doc) ? doc : {};
 }
 
-function parameters(doc: Record<string, unknown>): Record<string, unknown> {
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * A load request's parameters as Triton's HandleRepositoryControl reads them, member by member in
+ * the order sent: every value must be a string ("attempt to access JSON non-string as string"),
+ * `config` is the config JSON, `file:<path>` the file's base64 contents, and any other name is
+ * refused ("unexpected error on creating Triton parameter"). Triton answers these 500 (its JSON
+ * reader's and its own INTERNAL); Triode 400, the client's mistake (README).
+ */
+function loadParameters(doc: Record<string, unknown>): Record<string, string> {
   const p = doc['parameters'];
   if (p === undefined) return {};
-  if (typeof p !== 'object' || p === null || Array.isArray(p)) throw Errors.invalidArg("'parameters' must be a JSON object");
-  return p as Record<string, unknown>;
+  if (!isObject(p)) throw Errors.invalidArg('attempt to get members for non-object');
+  for (const [k, v] of Object.entries(p)) {
+    if (typeof v !== 'string') throw Errors.invalidArg('attempt to access JSON non-string as string');
+    if (k !== 'config' && !k.startsWith(FILE_OVERRIDE_PREFIX)) throw Errors.invalidArg('unexpected error on creating Triton parameter');
+  }
+  return p as Record<string, string>;
+}
+
+/**
+ * An unload request's `unload_dependents`, as Triton reads it: looked up only when `parameters` is
+ * an object, and then it must be a boolean (Triton: 500; Triode 400, README).
+ */
+function unloadDependents(doc: Record<string, unknown>): boolean {
+  const p = doc['parameters'];
+  if (!isObject(p) || !Object.hasOwn(p, 'unload_dependents')) return false;
+  const v = p['unload_dependents'];
+  if (typeof v !== 'boolean') throw Errors.invalidArg("Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean");
+  return v;
+}
+
+/** An index row as Triton writes it: `version` when the row has one, `reason` when not empty. */
+function indexRow(e: ModelIndexEntry): Record<string, string> {
+  const row: Record<string, string> = { name: e.name };
+  if (e.version !== undefined) row['version'] = e.version;
+  row['state'] = e.state;
+  if (e.reason) row['reason'] = e.reason;
+  return row;
 }
 
 /** A model load/unload path; group 1 is the model name as sent (percent-encoded). */
@@ -58,32 +95,27 @@ export function repositoryRoutes({ backplane }: HttpDeps): Hono {
   const app = new Hono();
   for (const prefix of ['/v2/repository', '/v2/repository/:repository']) {
     app.post(`${prefix}/index`, async (c) => {
-      const ready = (await body(c))['ready'];
-      if (ready !== undefined && typeof ready !== 'boolean') throw Errors.invalidArg("'ready' must be a boolean");
-      return c.json(await backplane.repositoryIndex(ready === true));
+      const doc = await body(c);
+      const ready = doc['ready'];
+      // Triton: AsBool's INTERNAL (500); Triode 400 (README).
+      if (Object.hasOwn(doc, 'ready') && typeof ready !== 'boolean') throw Errors.invalidArg('attempt to access JSON non-boolean as boolean');
+      return c.json((await backplane.repositoryIndex(ready === true)).map(indexRow));
     });
     app.post(`${prefix}/models/:model/load`, async (c) => {
       refuseRepositoryName(c.req.param('repository'));
       const name = c.req.param('model');
       // A hostile name is refused before the body (which may be large) is read.
       checkModelName(name);
-      const params = parameters(await body(c));
-      for (const [k, v] of Object.entries(params)) {
-        if (typeof v !== 'string' && typeof v !== 'number' && typeof v !== 'boolean') {
-          throw Errors.invalidArg(`failed to load '${name}': parameter '${echo(k)}' must be a string, number or boolean`);
-        }
-      }
-      await backplane.loadModel(name, loadOptionsFrom(name, params as Record<string, LoadParameter>));
+      const params = loadParameters(await body(c));
+      await backplane.loadModel(name, loadOptionsFrom(name, params));
       return c.body('', 200, { 'Content-Type': 'application/json' });
     });
     app.post(`${prefix}/models/:model/unload`, async (c) => {
       refuseRepositoryName(c.req.param('repository'));
       const name = c.req.param('model');
       checkModelName(name);
-      const params = parameters(await body(c));
-      const dependents = params['unload_dependents'];
-      if (dependents !== undefined && typeof dependents !== 'boolean') throw Errors.invalidArg("'unload_dependents' must be a boolean");
-      await backplane.unloadModel(name, { unloadDependents: dependents === true });
+      const dependents = unloadDependents(await body(c));
+      await backplane.unloadModel(name, { unloadDependents: dependents });
       return c.body('', 200, { 'Content-Type': 'application/json' });
     });
   }
