@@ -359,8 +359,9 @@ describe('javascript backend', () => {
     try {
       const reasons = Object.fromEntries(s.repositoryIndex().map((r) => [r.name, r.reason]));
       // Before: "[object Object]" and "undefined".
+      // A version's reason carries its code, as Triton's (Status::AsString).
       expect(reasons['obj']).toBe("auto-complete of model 'obj' failed: {\"code\":7,\"why\":\"bad\"}");
-      expect(reasons['str']).toBe("failed to initialize model 'str': plain string");
+      expect(reasons['str']).toBe("Internal: failed to initialize model 'str': plain string");
     } finally {
       await s.stop(1000);
     }

@@ -1143,10 +1143,13 @@ export class RedisBackplane implements Backplane {
         for (const [w, e] of failed) this.#opts.logger?.warning(`worker ${w} failed to ${action} '${name}': ${e.message}`);
         const first = failed[0]![1];
         const code = (isErrorCode(first.code) ? first.code : 'INTERNAL');
-        const message = [...new Set(failed.map(([, e]) => String(e.message)))].join('; ');
+        const messages = [...new Set(failed.map(([, e]) => String(e.message)))];
         // Every worker failed alike: the embedded server's answer as it is. Some did: which ones.
         const which = failed.length < asked ? ` (on ${failed.length} of ${asked} workers: ${failed.map(([w]) => echo(w, 64)).join(', ')})` : '';
-        throw new TriodeError(code, message + which);
+        // One answer as it is (a failed load's ends in Triton's newline); several, or one with the
+        // workers named, on one line.
+        const message = messages.length === 1 && !which ? messages[0]! : messages.map((m) => m.replace(/\n$/, '')).join('; ') + which;
+        throw new TriodeError(code, message);
       }
       if (answers.size < workers.length) {
         throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${workers.length - answers.size} of ${asked} workers did not answer within ${timeoutMs / 1000} s`);

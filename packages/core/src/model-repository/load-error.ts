@@ -26,8 +26,34 @@ export function clientLoadMessage(message: string, dirs: readonly string[] = [])
 
 /**
  * Triton's answer to a load whose model failed to load (every version, or its config): INVALID_ARG
- * "load failed for model '<m>': <why>".
+ * "load failed for model '<m>': <why>\n", the line ending included (LoadUnloadModels ends each
+ * model's line with one). The reason alone is kept as `why` (an ensemble's failure names it).
  */
 export function loadFailed(name: string, why: string, code: TriodeError['code'] = 'INVALID_ARG'): TriodeError {
-  return new TriodeError(code, `load failed for model '${echo(name)}': ${why}`);
+  return Object.assign(new TriodeError(code, `load failed for model '${echo(name)}': ${why}\n`), { [LOAD_FAILURE_REASON]: why });
+}
+
+const LOAD_FAILURE_REASON = Symbol('load failure reason');
+
+/**
+ * Why a load failed, as Triton's lifecycle reports it to the model repository manager: the reason
+ * of a `loadFailed` error without its "load failed for model" line, or the error's message.
+ */
+export function loadFailureReason(err: unknown): string {
+  const why = (err as { [LOAD_FAILURE_REASON]?: unknown } | null)?.[LOAD_FAILURE_REASON];
+  return typeof why === 'string' ? why : err instanceof Error ? err.message : String(err);
+}
+
+/** Triton's names of the error codes, as its Status::AsString writes them (common src/error.cc Error::CodeString). */
+const CODE_STRINGS: Record<TriodeError['code'], string> = {
+  UNKNOWN: 'Unknown', INTERNAL: 'Internal', NOT_FOUND: 'Not found', INVALID_ARG: 'Invalid argument',
+  UNAVAILABLE: 'Unavailable', UNSUPPORTED: 'Unsupported', ALREADY_EXISTS: 'Already exists', CANCELLED: '<invalid code>',
+};
+
+/**
+ * A failed version's reason as Triton keeps it (model_lifecycle.cc CreateModel: the status's
+ * AsString): "<Code>: <message>", e.g. "Internal: onnx runtime error ...".
+ */
+export function statusString(code: TriodeError['code'], message: string): string {
+  return `${CODE_STRINGS[code] ?? '<invalid code>'}: ${message}`;
 }

@@ -24,6 +24,7 @@ import type { Logger } from '../logger.js';
 import type { LatencyObservation } from '../stats/infer-stats.js';
 import { modelMetricSettings, type ModelMetricSettings } from '../model-config/metric-reporter-config.js';
 import { removeOverride } from './load-override.js';
+import { statusString } from './load-error.js';
 import { clientLoadMessage } from './load-error.js';
 import { readModelLabels } from './label-provider.js';
 
@@ -214,7 +215,8 @@ export class ModelLifecycle {
       } catch (err) {
         const e = this.clientError(entry, err, 'INTERNAL');
         slot.state = 'UNAVAILABLE';
-        slot.reason = e.message;
+        // As Triton's CreateModel keeps it: the status with its code ("Internal: ...").
+        slot.reason = statusString(e.code, e.message);
         slot.code = e.code;
         slot.interrupted = interruptions.has(err as object);
       }

@@ -17,7 +17,7 @@ import { checkUnimplementedConfig } from '../model-config/unimplemented-config.j
 import { setConfigWarnings } from '../model-config/config-warnings.js';
 import type { Logger } from '../logger.js';
 import { pollFailure, removeOverride, writeOverrideFiles } from './load-override.js';
-import { loadFailed } from './load-error.js';
+import { loadFailed, loadFailureReason, statusString } from './load-error.js';
 import { readAutoCompletedConfig } from './autocomplete-result.js';
 import { checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
@@ -235,7 +235,7 @@ export class ModelRepositoryManager {
     for (const slot of entry.versions.values()) {
       if (slot.state === 'READY') continue;
       slot.state = 'UNAVAILABLE';
-      slot.reason = e.message;
+      slot.reason = statusString(e.code, e.message);
       slot.code = e.code;
     }
   }
@@ -491,7 +491,7 @@ export class ModelRepositoryManager {
       try {
         await this.#load(step, {}, next, true);
       } catch (err) {
-        throw loadFailed(name, `ensemble '${name}' depends on '${step}' which has no loaded version. Model '${step}' loading failed with error: ${(err as Error).message}`);
+        throw loadFailed(name, `ensemble '${name}' depends on '${step}' which has no loaded version. Model '${step}' loading failed with error: ${loadFailureReason(err)}`);
       }
     }
   }
@@ -523,7 +523,7 @@ export class ModelRepositoryManager {
       const failed = [...entry.versions.entries()].filter(([, v]) => v.state !== 'READY');
       if (failed.length > 0) {
         const code = failed.every(([, v]) => v.interrupted && v.code === 'UNAVAILABLE') ? 'UNAVAILABLE' : 'INVALID_ARG';
-        throw loadFailed(name, failed.map(([v, slot]) => `version ${v} is at ${slot.state} state: ${slot.reason};`).join(' '), code);
+        throw loadFailed(name, failed.map(([v, slot]) => `version ${v} is at ${slot.state} state: ${slot.reason};`).join(''), code);
       }
       // An unload that came while the versions loaded wins: they are not installed.
       signal.throwIfAborted();
