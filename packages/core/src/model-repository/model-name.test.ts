@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Errors, TriodeError, echo } from '../errors.js';
-import { checkModelName, modelNameProblem } from './model-name.js';
+import { checkLoadModelName, checkModelName, modelNameProblem } from './model-name.js';
 
 describe('checkModelName()', () => {
   it.each(['simple', 'ppocr_cls', 'a.b-c', 'модель', 'x'.repeat(255)])('accepts %j', (name) => {
@@ -8,7 +8,7 @@ describe('checkModelName()', () => {
   });
 
   it.each([
-    ['', 'empty'], ['.', 'relative'], ['..', 'relative'], ['../escaped', 'separator'], ['a/b', 'separator'],
+    ['', 'model name must not be empty'], ['.', 'relative'], ['..', 'must not contain path traversal characters'], ['../escaped', 'must not contain path traversal characters'], ['a/b', 'must not contain path traversal characters'],
     ['a\\b', 'separator'], ['a\u0000b', 'control'], ['a\nb', 'control'], ['x'.repeat(256), 'longer than 255'],
     ['é'.repeat(128), 'longer than 255'],
   ])('refuses %j with INVALID_ARG (%s)', (name, why) => {
@@ -18,6 +18,26 @@ describe('checkModelName()', () => {
     expect((err as TriodeError).code).toBe('INVALID_ARG');
     expect((err as TriodeError).message).toContain(why);
     expect((err as TriodeError).message.length).toBeLessThan(400);
+  });
+});
+
+describe('checkLoadModelName()', () => {
+  const refusal = (name: string) => {
+    try {
+      checkLoadModelName(name);
+    } catch (e) {
+      return [(e as TriodeError).code, (e as TriodeError).message];
+    }
+    return undefined;
+  };
+
+  it('refuses what Triton\'s load refuses, in its words (ValidateModelName)', () => {
+    expect(refusal('')).toEqual(['INVALID_ARG', 'model name must not be empty']);
+    expect(refusal('   ')).toEqual(['INVALID_ARG', 'model name must not contain only whitespace characters']);
+    expect(refusal('a..b')).toEqual(['INVALID_ARG', "invalid model name 'a..b', model name must not contain path traversal characters"]);
+    expect(refusal('../x')).toEqual(['INVALID_ARG', "invalid model name '../x', model name must not contain path traversal characters"]);
+    expect(refusal('a b')).toBeUndefined();
+    expect(refusal('a.b')).toBeUndefined();
   });
 });
 

@@ -23,10 +23,28 @@ export function modelNameProblem(name: string): string | undefined {
 /**
  * Throws INVALID_ARG (HTTP 400, gRPC INVALID_ARGUMENT) unless `name` is a usable model name:
  * not empty, not `.` or `..`, no `/` or `\`, no NUL or control characters, at most 255 UTF-8 bytes.
+ * An empty name, and one that is `..` or holds a `/`, get the words Triton's load gives them
+ * (core model_repository_manager.cc ValidateModelName); the others Triode's own.
  */
 export function checkModelName(name: string): void {
   const problem = modelNameProblem(name);
-  if (problem) throw new TriodeError('INVALID_ARG', `invalid model name '${echo(name)}': ${problem}`);
+  if (!problem) return;
+  if (name === '') throw new TriodeError('INVALID_ARG', 'model name must not be empty');
+  if (name === '..' || name.includes('/')) throw traversal(name);
+  throw new TriodeError('INVALID_ARG', `invalid model name '${echo(name)}': ${problem}`);
+}
+
+const traversal = (name: string) => new TriodeError('INVALID_ARG', `invalid model name '${echo(name)}', model name must not contain path traversal characters`);
+
+/**
+ * What Triton's explicit load refuses beyond `checkModelName` (ValidateModelName, checked after the
+ * model control mode): a name of only whitespace, and one holding `..` anywhere (`a..b`). A
+ * repository directory so named still loads at start, as in Triton.
+ */
+export function checkLoadModelName(name: string): void {
+  checkModelName(name);
+  if (!/[^ \t\n\v\f\r]/.test(name)) throw new TriodeError('INVALID_ARG', 'model name must not contain only whitespace characters');
+  if (name.includes('..')) throw traversal(name);
 }
 
 /**

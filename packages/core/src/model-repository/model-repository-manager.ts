@@ -19,7 +19,7 @@ import type { Logger } from '../logger.js';
 import { pollFailure, removeOverride, writeOverrideFiles } from './load-override.js';
 import { loadFailed, loadFailureReason, statusString } from './load-error.js';
 import { readAutoCompletedConfig } from './autocomplete-result.js';
-import { checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
+import { checkLoadModelName, checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
 import { findInRepositories, listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
 import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState, VersionSlot } from './model-lifecycle.js';
@@ -428,6 +428,7 @@ export class ModelRepositoryManager {
   async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
     checkModelName(name);
     this.#checkControl();
+    checkLoadModelName(name);
     await this.#load(name, options);
   }
 

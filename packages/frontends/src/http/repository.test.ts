@@ -102,8 +102,15 @@ describe('model repository extension (explicit mode)', () => {
         const body = new ReadableStream<Uint8Array>({ start(c) { c.enqueue(new TextEncoder().encode('{"parameters": {')); } });
         const r = await app.request(`/v2/repository/models/${name}/${action}`, { method: 'POST', body, duplex: 'half' } as RequestInit);
         expect(r.status, `${action} ${name}`).toBe(400);
-        expect((await r.json() as { error: string }).error).toMatch(/^invalid model name '.*': the name (contains a path separator|contains a control character|is longer than 255 bytes)$/);
+        expect((await r.json() as { error: string }).error).toMatch(/^invalid model name '.*'(, model name must not contain path traversal characters|: the name (contains a path separator|contains a control character|is longer than 255 bytes))$/);
       }
+    }
+  });
+
+  it('refuses a load of a name Triton\'s load refuses, with its words, after the model control mode (review: a..b and a blank name were looked for and answered 500)', async () => {
+    for (const [name, error] of [['a..b', "invalid model name 'a..b', model name must not contain path traversal characters"], ['%20%20', 'model name must not contain only whitespace characters']]) {
+      const r = await post(`/v2/repository/models/${name}/load`);
+      expect([r.status, await r.json()]).toEqual([400, { error }]);
     }
   });
 
