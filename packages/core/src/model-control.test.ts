@@ -437,8 +437,8 @@ describe('model names and file overrides (issue #14)', () => {
       for (const name of ['o1', 'o2', 'a']) await s.loadModel(name, { config: overrideConfig, files: { '1/weights.bin': new Uint8Array(4) } });
       expect(s.repositoryIndex().map((r) => r.name)).toEqual(['a', 'o1', 'o2']);
       for (const name of ['o1', 'o2', 'a']) await s.unloadModel(name);
-      // As Triton's index: the models of the repository directories.
-      expect(s.repositoryIndex()).toEqual([{ name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' }]);
+      // As Triton's index: the models of the repository directories; one unloaded lists the versions it had.
+      expect(s.repositoryIndex()).toEqual([{ name: 'a', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' }]);
       expect(before).toEqual([{ name: 'a', state: 'UNAVAILABLE', reason: 'unloaded' }]);
       expect(() => s.getModel('o1')).toThrow(expect.objectContaining({ code: 'NOT_FOUND' }));
       expect(s.modelStatistics().map((m) => m.name)).toEqual([]);
@@ -880,6 +880,56 @@ describe('the repository index during and after an explicit load', () => {
       await expect(s.loadModel('nowhere', { config: { backend: 'echo', max_batch_size: -3 }, files: { '1/x': new Uint8Array(1) } })).rejects.toMatchObject({ code: 'INVALID_ARG' });
       expect(row('nowhere')).toEqual([]);
     } finally {
+      await s.stop(1000);
+    }
+  });
+});
+
+describe('the repository index during and after an explicit unload (Triton: the lifecycle keeps each version)', () => {
+  it('lists each version UNLOADING while it finishes its requests, then UNAVAILABLE \'unloaded\' (review: the rows lost their version, and UNLOADING never showed)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-index-unload-'));
+    addModel(root, 'm', `${config(0)}version_policy { all { } }\n`);
+    mkdirSync(join(root, 'm', '2'));
+    let release = (): void => undefined;
+    const held = new Promise<void>((r) => { release = r; });
+    const backend: Backend = {
+      name: 'echo',
+      async modelInitialize(ctx) {
+        const inner = await echo.modelInitialize(ctx);
+        return {
+          ...inner,
+          async instanceInitialize(...args) {
+            const instance = await inner.instanceInitialize(...args);
+            return { ...instance, async execute(requests) { await held; return instance.execute(requests); } };
+          },
+        };
+      },
+    };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [backend], modelControlMode: 'explicit', startupModels: ['m'] });
+    try {
+      const inflight = s.infer({ modelName: 'm', modelVersion: 2, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] });
+      await new Promise((r) => setTimeout(r, 20));
+      const unload = s.unloadModel('m');
+      await new Promise((r) => setTimeout(r, 20));
+      expect(s.repositoryIndex()).toEqual([
+        { name: 'm', version: '1', state: 'UNLOADING', reason: '' },
+        { name: 'm', version: '2', state: 'UNLOADING', reason: '' },
+      ]);
+      expect(s.isReady()).toBe(true);
+      release();
+      await inflight;
+      await unload;
+      expect(s.repositoryIndex()).toEqual([
+        { name: 'm', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
+        { name: 'm', version: '2', state: 'UNAVAILABLE', reason: 'unloaded' },
+      ]);
+      expect(s.repositoryIndex(true)).toEqual([]);
+      await expect(s.infer({ modelName: 'm', modelVersion: 1, inputs: [] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: "Request for unknown model: 'm' version 1 is not ready" });
+      // Loaded again, it serves; the rows are its own again.
+      await s.loadModel('m');
+      expect(s.repositoryIndex().map((r) => `${r.version}:${r.state}`)).toEqual(['1:READY', '2:READY']);
+    } finally {
+      release();
       await s.stop(1000);
     }
   });

@@ -682,7 +682,7 @@ export class RedisBackplane implements Backplane {
       // Linear in the index: a registry entry of 100,000 models (a forged or broken worker) held
       // the event loop 21 s a readiness probe when each name searched the whole index (review).
       const ready = new Set(index.filter((r) => r.state === 'READY').map((r) => r.name));
-      return index.every((r) => r.reason === 'unloaded' || ready.has(r.name));
+      return index.every((r) => r.reason === 'unloaded' || r.state === 'UNLOADING' || ready.has(r.name));
     } catch {
       return false;
     }

@@ -339,7 +339,10 @@ export class ModelRepositoryManager {
       const m = this.#models.get(name);
       if (!m) continue;
       if (m.unloaded) {
-        if (!readyOnly) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: 'unloaded' });
+        if (readyOnly) continue;
+        // One never loaded is listed by name (Triton: by name only, README); one unloaded by version.
+        if (m.versions.size === 0) rows.push({ name: m.name, state: 'UNAVAILABLE', reason: UNLOADED });
+        for (const [v, slot] of [...m.versions.entries()].sort((a, b) => a[0] - b[0])) rows.push({ name: m.name, version: String(v), state: slot.state, reason: slot.reason });
         continue;
       }
       if (m.error && m.versions.size === 0) {
@@ -385,7 +388,7 @@ export class ModelRepositoryManager {
     if (version !== undefined && version !== -1) {
       const slot = m.versions.get(version);
       if (!slot) throw Errors.unknownModel(name, version);
-      if (slot.state !== 'READY' || !slot.model) throw Errors.modelNotReady(name, version, slot.reason);
+      if (slot.state !== 'READY' || !slot.model) throw Errors.modelNotReady(name, version, m.unloaded ? undefined : slot.reason);
       return slot.model;
     }
     // The highest ready version, without sorting on every request.
@@ -397,7 +400,7 @@ export class ModelRepositoryManager {
         highest = v;
       }
     }
-    if (!ready) throw Errors.modelNotReady(name, undefined, m.error?.message ?? [...m.versions.values()][0]?.reason);
+    if (!ready) throw Errors.modelNotReady(name, undefined, m.unloaded ? undefined : m.error?.message ?? [...m.versions.values()][0]?.reason);
     return ready;
   }
 
@@ -636,8 +639,16 @@ export class ModelRepositoryManager {
       // models of the repository directories.
       const inRepository = this.#inRepository(name);
       if (inRepository === false) this.#models.delete(name);
-      else this.#models.set(name, { name, path: typeof inRepository === 'string' ? inRepository : old.path, versions: new Map(), unloaded: true });
-      await this.#lifecycle.retire(old);
+      // Its versions stay listed as in Triton's index (its lifecycle keeps each version it has
+      // loaded): UNLOADING while those serving finish what they hold, then UNAVAILABLE 'unloaded'
+      // (review: the rows lost their version, and UNLOADING was never shown).
+      const versions = unloadingVersions(old);
+      if (inRepository !== false) this.#models.set(name, { name, path: typeof inRepository === 'string' ? inRepository : old.path, versions, unloaded: true });
+      try {
+        await this.#lifecycle.retire(old);
+      } finally {
+        for (const slot of versions.values()) Object.assign(slot, { state: 'UNAVAILABLE', reason: UNLOADED });
+      }
       this.#logger.info(`successfully unloaded '${name}'`, { model: name });
     });
     if (options.unloadDependents) {
@@ -691,6 +702,17 @@ export class ModelRepositoryManager {
       this.#polling = false;
     }
   }
+}
+
+/** The index's reason for a model, or version, that is not loaded. */
+const UNLOADED = 'unloaded';
+
+/**
+ * The versions a model being unloaded lists (no model held): each one it had, UNLOADING where one
+ * was serving, else UNAVAILABLE 'unloaded'.
+ */
+function unloadingVersions(old: ModelEntry): Map<number, VersionSlot> {
+  return new Map([...old.versions].map(([v, slot]) => [v, slot.model ? { state: 'UNLOADING', reason: '' } : { state: 'UNAVAILABLE', reason: UNLOADED }]));
 }
 
 /**

@@ -163,7 +163,11 @@ describe('model repository extension (explicit mode)', () => {
     expect((await app.request('/v2/models/identity_chain/ready')).status).toBe(400);
     expect((await post('/v2/repository/models/simple_int8/unload')).status).toBe(200);
     expect((await app.request('/v2/models/simple_int8/ready')).status).toBe(400);
-    expect((await index()).find((r) => r.name === 'simple_int8')).toEqual({ name: 'simple_int8', state: 'UNAVAILABLE', reason: 'unloaded' });
+    // As Triton's index after an unload: each version it had, UNAVAILABLE 'unloaded' (review: the version was dropped).
+    expect((await index()).filter((r) => r.name === 'simple_int8')).toEqual([{ name: 'simple_int8', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' }]);
+    // A request for that version is refused as for a version not ready (Triton: UNAVAILABLE), without 'unloaded' repeated.
+    const r = await post('/v2/models/simple_int8/versions/1/infer', { inputs: [] });
+    expect([r.status, await r.json()]).toEqual([503, { error: "Request for unknown model: 'simple_int8' version 1 is not ready" }]);
   });
 
   it('refuses load / unload when the model control mode is none', async () => {
