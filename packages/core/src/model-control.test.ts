@@ -98,6 +98,34 @@ describe('explicit mode: an ensemble brings the models of its steps (as Triton)'
     }
   });
 
+  it('unload follows Triton\'s dependency graph: an ensemble whose step goes goes too; unload_dependents also unloads the steps it brought that nothing else uses (review: it unloaded the ensembles using the model instead)', async () => {
+    const ready = (s: InferenceServer) => ['a', 'b', 'inner', 'outer'].filter((m) => s.modelReady(m));
+    for (const startup of [[], ['outer']]) {
+      const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit', startupModels: startup });
+      try {
+        if (startup.length === 0) await s.loadModel('outer');
+        // Without unload_dependents the steps stay.
+        await s.unloadModel('outer');
+        expect(ready(s), 'plain unload').toEqual(['a', 'b', 'inner']);
+        await s.loadModel('outer');
+        // With it, the steps loaded only for it go, down the chain; one asked for ('a') stays.
+        await s.loadModel('a');
+        await s.unloadModel('outer', { unloadDependents: true });
+        expect(ready(s), 'unload_dependents').toEqual(['a']);
+        expect(s.repositoryIndex().filter((r) => r.name === 'b' || r.name === 'inner')).toEqual([
+          { name: 'b', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
+          { name: 'inner', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
+        ]);
+        // A step unloaded takes the ensembles using it with it, whatever unload_dependents says.
+        await s.loadModel('outer');
+        await s.unloadModel('b');
+        expect(ready(s), 'step unloaded').toEqual(['a']);
+      } finally {
+        await s.stop(1000);
+      }
+    }
+  });
+
   it('--load-model of an ensemble at start loads the models of its steps too', async () => {
     const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit', startupModels: ['outer'] });
     try {

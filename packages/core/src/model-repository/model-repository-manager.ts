@@ -64,6 +64,12 @@ export interface ModelEntry extends LifecycleModel {
   unloaded?: boolean;
   /** Signature of the model's files other than its config, when it was prepared. */
   filesSig?: string;
+  /**
+   * Loaded because it was asked for (a load request or a startup model naming it, or any model in
+   * modes none and poll), not only as a step of an ensemble being loaded; an unload with
+   * unload_dependents leaves such a step loaded. Triton: ModelInfo::explicitly_load_.
+   */
+  explicit?: boolean;
 }
 
 /** The repository manager's slice of the server options (`ServerOptions`, defaults applied). */
@@ -180,7 +186,7 @@ export class ModelRepositoryManager {
       }
     };
     await Promise.all([...found.values()].map(async (m) => {
-      const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map() };
+      const entry: ModelEntry = { name: m.name, path: m.path, versions: new Map(), explicit: selected(m.name) };
       this.#models.set(m.name, entry);
       if (!selected(m.name)) {
         entry.unloaded = true;
@@ -459,7 +465,7 @@ export class ModelRepositoryManager {
         }
         await this.#serialize(name, async () => {
           if (ifNotReady && this.#hasReadyVersion(name)) return;
-          await this.#loadNow(name, options, signal);
+          await this.#loadNow(name, options, signal, !ifNotReady);
         });
       });
     } finally {
@@ -505,7 +511,7 @@ export class ModelRepositoryManager {
     return !!m && !m.unloaded && [...m.versions.values()].some((v) => v.state === 'READY');
   }
 
-  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal): Promise<void> {
+  async #loadNow(name: string, options: LoadOptions, signal: AbortSignal, explicit: boolean): Promise<void> {
     signal.throwIfAborted();
     let entry: ModelEntry;
     try {
@@ -518,7 +524,11 @@ export class ModelRepositoryManager {
     try {
       const versions = await this.#prepare(entry, options.config);
       if (!versions) throw Errors.invalidArg(`failed to load '${name}': ${entry.error?.message ?? 'no version to load'}`);
-      if (await this.#updateInstancesInPlace(entry, versions)) return;
+      if (await this.#updateInstancesInPlace(entry, versions)) {
+        const served = this.#models.get(name);
+        if (explicit && served) served.explicit = true;
+        return;
+      }
       signal.throwIfAborted();
       await this.#lifecycle.loadVersions(entry, versions, signal);
       // As Triton's OnLoadFinal: a version that failed fails the load, whatever the others did;
@@ -532,6 +542,8 @@ export class ModelRepositoryManager {
       // An unload that came while the versions loaded wins: they are not installed.
       signal.throwIfAborted();
       const old = this.#models.get(name);
+      // Once asked for, a model stays asked for across reloads (Triton: explicitly_load_ |=).
+      entry.explicit = explicit || (!!old && !old.unloaded && !!old.explicit);
       this.#models.set(name, entry);
       this.#logger.info(`successfully loaded '${name}'`, { model: name });
       // The old versions finish what they hold, then go.
@@ -629,11 +641,14 @@ export class ModelRepositoryManager {
   async #unload(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     // A load of this model still in progress is given up rather than waited for.
     this.#lifecycle.abortLoads(name, Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`));
+    let old: ModelEntry | undefined;
     await this.#serialize(name, async () => {
-      const old = this.#models.get(name);
+      old = this.#models.get(name);
       // Nothing by that name: nothing to unload, and it succeeds, as Triton's does (LoadUnloadModels
       // skips names it does not know; tritonserver.h: unloading a model not loaded "has no affect").
-      if (!old) return;
+      const unloading = old;
+      // An unloaded model stays so (and keeps its rows).
+      if (!unloading || unloading.unloaded) return;
       // review: a model that exists only through 'file:' overrides is forgotten (each uniquely
       // named override load stayed listed as unloaded for good); as in Triton, the index lists the
       // models of the repository directories.
@@ -642,18 +657,29 @@ export class ModelRepositoryManager {
       // Its versions stay listed as in Triton's index (its lifecycle keeps each version it has
       // loaded): UNLOADING while those serving finish what they hold, then UNAVAILABLE 'unloaded'
       // (review: the rows lost their version, and UNLOADING was never shown).
-      const versions = unloadingVersions(old);
-      if (inRepository !== false) this.#models.set(name, { name, path: typeof inRepository === 'string' ? inRepository : old.path, versions, unloaded: true });
+      const versions = unloadingVersions(unloading);
+      if (inRepository !== false) this.#models.set(name, { name, path: typeof inRepository === 'string' ? inRepository : unloading.path, versions, unloaded: true });
       try {
-        await this.#lifecycle.retire(old);
+        await this.#lifecycle.retire(unloading);
       } finally {
         for (const slot of versions.values()) Object.assign(slot, { state: 'UNAVAILABLE', reason: UNLOADED });
       }
       this.#logger.info(`successfully unloaded '${name}'`, { model: name });
     });
+    // As Triton's dependency graph: an ensemble with a step no longer loaded can no longer be
+    // served, and is unloaded too (its steps are left as they are).
+    const users = [...this.#models.values()].filter((m) => !m.unloaded && ensembleSteps(m.config).some((st) => st.model_name === name));
+    for (const u of users) await this.#unload(u.name);
+    // unload_dependents: the models this one brought with it, as Triton's cascading removal: each
+    // step loaded only for an ensemble (not asked for) that no loaded model uses any more.
     if (options.unloadDependents) {
-      const dependents = [...this.#models.values()].filter((m) => !m.unloaded && ensembleSteps(m.config).some((s) => s.model_name === name));
-      for (const d of dependents) await this.#unload(d.name, options);
+      const unloaded = old as ModelEntry | undefined;
+      for (const step of new Set(ensembleSteps(unloaded?.config).map((st) => st.model_name ?? ''))) {
+        const m = this.#models.get(step);
+        if (!m || m.unloaded || m.explicit) continue;
+        if ([...this.#models.values()].some((o) => !o.unloaded && ensembleSteps(o.config).some((st) => st.model_name === step))) continue;
+        await this.#unload(step, options);
+      }
     }
   }
 
