@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_TIMER_MS, settleWithin, systemClock, timerMs } from './clock.js';
+import { MAX_TIMER_MS, monotonicNs, settleWithin, systemClock, timerMs } from './clock.js';
 
 describe('settleWithin', () => {
   it('is true when the work settles in time, resolved or rejected', async () => {
@@ -23,5 +23,19 @@ describe('systemClock timers', () => {
     expect(fired).toBe(0);
     expect(timerMs(3e12)).toBe(MAX_TIMER_MS);
     expect(timerMs(5)).toBe(5);
+  });
+});
+
+describe('monotonicNs', () => {
+  it('is process.hrtime (CLOCK_MONOTONIC: ns since boot, one clock for every process of a host), not performance.now() since this process began', () => {
+    const before = Number(process.hrtime.bigint());
+    const now = systemClock.nowNs();
+    const after = Number(process.hrtime.bigint());
+    expect(systemClock.nowNs).toBe(monotonicNs);
+    // Within a millisecond of the bracket (the origin is taken to about a microsecond).
+    expect(now).toBeGreaterThan(before - 1e6);
+    expect(now).toBeLessThan(after + 1e6);
+    // performance.now() alone counts from this process's start: far below ns since boot.
+    expect(now - performance.now() * 1e6).toBeGreaterThan(1e6);
   });
 });

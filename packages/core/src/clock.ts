@@ -2,7 +2,10 @@
 
 /** A source of time and timers. */
 export interface Clock {
-  /** Monotonic time in nanoseconds (a float; microsecond precision is enough). */
+  /**
+   * Monotonic time in nanoseconds (a float; microsecond precision is enough). The real clock's is
+   * CLOCK_MONOTONIC (see monotonicNs): trace timestamps are these values.
+   */
   nowNs(): number;
   /** Wall-clock time in milliseconds since the epoch. */
   epochMs(): number;
@@ -20,9 +23,40 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
  */
 export const timerMs = (ms: number): number => Math.min(ms, MAX_TIMER_MS);
 
+/**
+ * Where `performance.now()` starts on the process's monotonic clock (`process.hrtime`, which is
+ * CLOCK_MONOTONIC on Linux: time since boot, the same in every process of a host), in ns. Both
+ * read the same clock (libuv's uv_hrtime), so the difference is fixed; it is taken from the
+ * narrowest of a few brackets of a `process.hrtime.bigint()` between two `performance.now()`s
+ * (within about a microsecond).
+ */
+const MONOTONIC_ORIGIN_NS = ((): number => {
+  let best = Number.POSITIVE_INFINITY;
+  let origin = 0;
+  for (let i = 0; i < 8; i++) {
+    const before = performance.now();
+    const hr = process.hrtime.bigint();
+    const after = performance.now();
+    if (after - before < best) {
+      best = after - before;
+      origin = Number(hr) - ((before + after) / 2) * 1e6;
+    }
+  }
+  return origin;
+})();
+
+/**
+ * Now on CLOCK_MONOTONIC (ns since boot on Linux), as `Number(process.hrtime.bigint())` reads it
+ * but without a BigInt per call. Triton stamps its traces with std::chrono::steady_clock, the
+ * same clock (core src/infer_trace.h InferenceTrace::ReportNow, server src/tracer.h
+ * TraceManager::CaptureTimestamp), so trace timestamps of a gateway and of its workers on one
+ * host compare, and are the kind of values Triton writes. Across hosts they do not compare.
+ */
+export const monotonicNs = (): number => performance.now() * 1e6 + MONOTONIC_ORIGIN_NS;
+
 /** The real clock. */
 export const systemClock: Clock = {
-  nowNs: () => performance.now() * 1e6,
+  nowNs: monotonicNs,
   epochMs: () => Date.now(),
   setTimeout: (fn, ms) => setTimeout(fn, timerMs(ms)),
   clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),

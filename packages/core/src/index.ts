@@ -8,7 +8,7 @@
 // Errors, clocks, logging.
 export { TriodeError, Errors, echo, isErrorCode, toWireError, fromWireError, thrownText, MAX_ECHO_CHARS, type ErrorCode, type WireError } from './errors.js';
 export { setOwn } from './own-property.js';
-export { MAX_TIMER_MS, systemClock, settleWithin, abortable, timerMs, type Clock } from './clock.js';
+export { MAX_TIMER_MS, monotonicNs, systemClock, settleWithin, abortable, timerMs, type Clock } from './clock.js';
 export { createLogger, silentLogger, LogSettings, type Logger, type LoggerOptions, type LogLevel } from './logger.js';
 
 // The server, its models and their lifecycle.

@@ -9,7 +9,7 @@
  * Triton: server/src/tracer.cc, docs/user_guide/trace.md (JSON Trace Output)
  */
 import { writeFileSync } from 'node:fs';
-import { TriodeError, type RequestTrace } from '@triode/core';
+import { TriodeError, monotonicNs, type RequestTrace } from '@triode/core';
 import type { TraceScope, TraceSettings } from './trace-settings.js';
 
 /** One trace as it is held: Triton's fields, all its timestamps together (see traceFileEntries). */
@@ -63,8 +63,11 @@ export function traceFileEntries(r: TraceRecord): TraceFileEntry[] {
   return entries;
 }
 
-/** The clock traces use: the core's (`performance.now()` in ns). */
-export const traceNow = (): number => performance.now() * 1e6;
+/**
+ * The clock traces use: the core's (CLOCK_MONOTONIC in ns, as Triton's steady_clock), so the
+ * timestamps a cluster worker's core takes compare with its gateway's on one host.
+ */
+export const traceNow = monotonicNs;
 
 interface FileState {
   pending: TraceRecord[];
