@@ -7,11 +7,11 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, queryGpus, selectGpus, type Logger } from '@triode/core';
-import { HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, TraceSettings, headerPattern, createHttpApp, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
+import { HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, TraceSettings, Tracer, headerPattern, createHttpApp, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
-import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort, parseRateLimitResources, rateLimitResource } from './serve-options.js';
+import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort, parseRateLimitResources, rateLimitResource, traceConfigFrom, traceConfigOption } from './serve-options.js';
 import { logStream } from './log-file.js';
 import { findGpus } from './serve.js';
 
@@ -130,7 +130,10 @@ export function addClusterCommands(program: Command): void {
     .option('--async-max-jobs <n>', 'async jobs kept in Redis at once (waiting, running, finished); more are refused with 503', parseInteger(1), 256)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseDuration(0, 's'), 30)
+    .addOption(traceConfigOption())
     .action(async (o: Record<string, unknown>) => {
+      // Read before anything starts: a bad --trace-config fails the command, as it does serve.
+      const traceSettings = new TraceSettings(traceConfigFrom(o));
       const logSettings = settingsFrom(o);
       const logger = loggerFrom(o, logSettings);
       if (Boolean(o['replyTlsCert']) !== Boolean(o['replyTlsKey'])) throw new Error('--reply-tls-cert and --reply-tls-key go together');
@@ -177,14 +180,16 @@ export function addClusterCommands(program: Command): void {
       const metrics = o['allowMetrics'] ? await startMetricsServer(source, o['metricsPort'] as number, metricsAddress, { ...metricsConfigFrom(o), familyPrefix: GATEWAY_METRICS_PREFIX }) : undefined;
       if (metrics) logger.info(`Started Metrics Service at ${metricsAddress}:${metrics.port}`);
       const lifecycle = new HttpLifecycle();
-      const traceSettings = new TraceSettings();
+      // As triode serve: the gateway samples and writes the traces; its workers add the core's
+      // timestamps to the requests it marks traced (README, Cluster mode: tracing).
+      const tracer = new Tracer(traceSettings);
       const restrictions = httpRestrictionsFrom(o['httpRestrictedApi'] as string[]);
       const http = await startHttpServer(createHttpApp(measured, {
-        maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings, logger,
+        maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings, tracer, logger,
         ...(restrictions ? { restrictions } : {}),
         ...(o['httpHeaderForwardPattern'] ? { headerForwardPattern: headerPattern(o['httpHeaderForwardPattern'] as string)! } : {}),
       }), o['httpPort'] as number, o['httpAddress'] as string);
-      const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger);
+      const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger, tracer);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${redactRedisUrl(o['redis'] as string)}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}${secret ? ', cluster secret set' : ''}`);
       if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can forge replies and control messages (README, Security)');
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
@@ -196,6 +201,7 @@ export function addClusterCommands(program: Command): void {
         await asyncJobs.stop();
         await metrics?.close();
         await backplane.stop();
+        tracer.flush();
       });
     });
 

@@ -379,6 +379,15 @@ function addCompatFlags(cmd: Command): Command {
     .addOption(hidden('--trace-log-frequency <n>', 'deprecated form of --trace-config triton,log-frequency=<n>', parseInteger(0)));
 }
 
+/**
+ * `--trace-config`, as `triode serve` and `triode gateway` take it (read with traceConfigFrom):
+ * a gateway traces the requests it relays, with the core's timestamps from their workers.
+ */
+export function traceConfigOption(): Option {
+  return new Option('--trace-config <[triton,]key=value>', 'trace settings: file, level (OFF, TIMESTAMPS, TENSORS), rate, count, log_frequency, mode=triton (repeatable)')
+    .argParser(collect).default([]);
+}
+
 /** Adds the serve flags to a commander command. */
 export function addServeFlags(cmd: Command): Command {
   return addCompatFlags(addGrpcFlags(cmd))
@@ -421,7 +430,7 @@ export function addServeFlags(cmd: Command): Command {
     .option('--log-file <file>', 'write log lines to this file (appended) instead of stderr')
     .option('--cache-config <local,size=bytes>', 'the response cache (models opt in with response_cache { enable: true })')
     .addOption(new Option('--response-cache-byte-size <bytes>', 'deprecated form of --cache-config local,size=<bytes>').argParser(parseInteger(0)).hideHelp())
-    .option('--trace-config <[triton,]key=value>', 'trace settings: file, level (OFF, TIMESTAMPS, TENSORS), rate, count, log_frequency, mode=triton (repeatable)', collect, []);
+    .addOption(traceConfigOption());
 }
 
 /** Commander's parsed values into ServeOptions. */

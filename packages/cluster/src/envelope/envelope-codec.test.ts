@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor } from '@triode/core';
 import { isOwned, markTransferable } from '@triode/core';
-import { decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts, requestEnvelope } from './envelope-codec.js';
+import { MAX_REPLY_TRACE_TIMESTAMPS, decodeReply, decodeRequest, decodeRequestParts, encodeReply, encodeRequest, encodeRequestParts, requestEnvelope } from './envelope-codec.js';
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
 describe('tensor codec (gateway <-> worker)', () => {
@@ -239,5 +239,63 @@ describe('tensor codec (gateway <-> worker)', () => {
     ]) {
       expect(() => decodeReply(rawMessage(meta)), JSON.stringify(meta)).toThrow(/malformed message/);
     }
+  });
+});
+
+describe('tracing across the cluster (a traced request\'s envelope flag, the core\'s timestamps in its reply)', () => {
+  const env = { requestKey: '1', replyTo: 'triode:reply:g', enqueuedMs: 1, deadlineMs: 2 };
+  const header = (b: Buffer) => b.subarray(4, 4 + b.readUInt32LE(0)).toString();
+  const response = { modelName: 'm', modelVersion: '1', outputs: [] };
+  const core = [
+    { name: 'REQUEST_START', ns: 1000 }, { name: 'QUEUE_START', ns: 1000 }, { name: 'COMPUTE_START', ns: 2000 }, { name: 'COMPUTE_INPUT_END', ns: 2100 },
+    { name: 'COMPUTE_OUTPUT_START', ns: 2900 }, { name: 'COMPUTE_END', ns: 3000 }, { name: 'REQUEST_END', ns: 3100.5 },
+  ];
+
+  it('a traced request says so in its envelope; an untraced one carries nothing more (and its trace never crosses)', () => {
+    const req = { modelName: 'm', inputs: [], trace: { timestamps: [{ name: 'HTTP_RECV_START', ns: 5 }] } };
+    const traced = encodeRequestParts(req, { ...env, trace: true })[0]!;
+    expect(decodeRequestParts([traced]).env.trace).toBe(true);
+    expect(decodeRequest(encodeRequest(req, { ...env, trace: true })).env.trace).toBe(true);
+    expect(decodeRequestParts([traced]).request.trace).toBeUndefined();
+    const plain = encodeRequestParts(req, env)[0]!;
+    expect(header(plain)).not.toContain('trace');
+    expect(decodeRequestParts([plain]).env).toEqual(env);
+    for (const trace of [false, 1, 'yes', {}]) {
+      expect(() => decodeRequest(rawMessage({ modelName: 'm', tensors: [], env: { ...env, trace } })), JSON.stringify(trace)).toThrow(/malformed message: envelope trace/);
+    }
+  });
+
+  it('a reply carries the core\'s timestamps back, names and ns in their order; a reply without them has no trace field', () => {
+    const r = decodeReply(encodeReply({ requestKey: '1', response, trace: core }));
+    expect('response' in r && r.trace).toEqual(core);
+    const plain = encodeReply({ requestKey: '1', response });
+    expect(header(plain)).not.toContain('trace');
+    expect('trace' in decodeReply(plain)).toBe(false);
+  });
+
+  it('attack: a reply\'s trace is hostile: over the bound it is dropped whole; entries with an unknown name or an ns that is not a finite number are dropped; the reply is still answered', () => {
+    const forged = (trace: unknown) => decodeReply(rawMessage({ requestKey: '1', response: { modelName: 'm', modelVersion: '1' }, tensors: [], trace }));
+    const answered = (trace: unknown) => {
+      const r = forged(trace);
+      expect('response' in r && r.response.modelName).toBe('m');
+      return 'response' in r ? r.trace : undefined;
+    };
+    // Too many: a worker's core takes 7; a list past the bound is junk, dropped whole.
+    expect(answered(new Array(MAX_REPLY_TRACE_TIMESTAMPS + 1).fill({ name: 'REQUEST_START', ns: 1 }))).toBeUndefined();
+    expect(answered(new Array(MAX_REPLY_TRACE_TIMESTAMPS).fill({ name: 'REQUEST_START', ns: 1 }))).toHaveLength(MAX_REPLY_TRACE_TIMESTAMPS);
+    // Not a list, or nothing left once the bad entries are dropped.
+    for (const t of ['REQUEST_START', 5, null, { name: 'REQUEST_START', ns: 1 }, [], [null, 'x', 7]]) expect(answered(t), JSON.stringify(t)).toBeUndefined();
+    // Only the known names (the frontend's are the gateway's own), with a finite ns >= 0; extra keys are not kept.
+    const kept = answered([
+      { name: 'REQUEST_START', ns: 10, extra: 'x'.repeat(100) },
+      { name: 'HTTP_SEND_END', ns: 11 }, { name: '__proto__', ns: 11 }, { name: 'request_end', ns: 11 }, { name: ['COMPUTE_END'], ns: 11 },
+      { name: 'COMPUTE_START', ns: '12' }, { name: 'COMPUTE_START', ns: -1 }, { name: 'COMPUTE_START', ns: [0, 'number', 'NaN'] },
+      { name: 'COMPUTE_START', ns: [0, 'number', 'Infinity'] }, { name: 'COMPUTE_START', ns: [0, 'bigint', '12'] }, { name: 'COMPUTE_START' },
+      { name: 'REQUEST_END', ns: 13 },
+    ]);
+    expect(kept).toEqual([{ name: 'REQUEST_START', ns: 10 }, { name: 'REQUEST_END', ns: 13 }]);
+    // A trace on an error or the end of a stream is no part of them.
+    const err = decodeReply(rawMessage({ requestKey: '1', error: { code: 'INTERNAL', message: 'x' }, tensors: [], trace: core }));
+    expect(err).toEqual({ requestKey: '1', error: { code: 'INTERNAL', message: 'x' } });
   });
 });

@@ -100,7 +100,7 @@ function envJson(env: WireEnvelope): string {
   if (envTail?.replyTo !== env.replyTo || envTail.direct !== env.direct) {
     envTail = { replyTo: env.replyTo, direct: env.direct, json: `,"replyTo":${JSON.stringify(env.replyTo)}${env.direct ? `,"direct":${JSON.stringify(env.direct)}` : ''}}` };
   }
-  return `{"requestKey":${JSON.stringify(env.requestKey)},"enqueuedMs":${JSON.stringify(env.enqueuedMs)},"deadlineMs":${JSON.stringify(env.deadlineMs)}${envTail.json}`;
+  return `{"requestKey":${JSON.stringify(env.requestKey)},"enqueuedMs":${JSON.stringify(env.enqueuedMs)},"deadlineMs":${JSON.stringify(env.deadlineMs)}${env.trace ? ',"trace":true' : ''}${envTail.json}`;
 }
 
 function parseHeader(bytes: Uint8Array): Record<string, unknown> {
@@ -213,6 +213,7 @@ function checkEnvelope(env: unknown): WireEnvelope {
   // A gateway's token is a UUID: anything else would be bytes a hostile envelope has a worker send
   // to the address it names (review: up to 128 chosen bytes, CRLF included, to any host and port).
   if (direct !== undefined && (!isObject(direct) || !isShortText(direct['address'], MAX_KEY_CHARS) || typeof direct['token'] !== 'string' || !DIRECT_TOKEN.test(direct['token']))) malformed('envelope direct');
+  if (env['trace'] !== undefined && env['trace'] !== true) malformed('envelope trace');
   return env as unknown as WireEnvelope;
 }
 
@@ -267,6 +268,11 @@ export interface WireEnvelope {
    * replies go there, and to `replyTo` when it cannot be reached.
    */
   direct?: { address: string; token: string };
+  /**
+   * The gateway traces this request: its worker gives the core's timestamps back with the reply
+   * (WireReply `trace`). Absent on a request not traced (nothing more on the wire).
+   */
+  trace?: true;
 }
 
 /**
@@ -382,7 +388,7 @@ export type WireReply =
    * `seq`: a decoupled response's number within its request (0, 1, ...), so a gateway drops one
    * it has already taken (a replayed reply stream entry, signed as it was) instead of streaming it twice.
    */
-  | { requestKey: string; response: InferenceResponse; more?: boolean; seq?: number }
+  | { requestKey: string; response: InferenceResponse; more?: boolean; seq?: number; trace?: TraceTimestamp[] }
   /**
    * `unfetched`: the worker could not fetch the request's tensors from its gateway (not reached,
    * the connection failed, no answer in time): the gateway sends the request again with them, or,
@@ -390,6 +396,40 @@ export type WireReply =
    */
   | { requestKey: string; error: WireReplyError }
   | { requestKey: string; end: true };
+
+/** A timestamp of a traced request: Triton's activity name, ns on CLOCK_MONOTONIC (core clock.ts monotonicNs). */
+export interface TraceTimestamp {
+  name: string;
+  ns: number;
+}
+
+/**
+ * The timestamps the core takes of a request (core backend-model.ts), the only names a reply's
+ * `trace` may hold: the frontend's (HTTP_*, GRPC_*) are the gateway's own.
+ */
+const CORE_TRACE_NAMES: ReadonlySet<string> = new Set(['REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'COMPUTE_INPUT_END', 'COMPUTE_OUTPUT_START', 'COMPUTE_END', 'REQUEST_END']);
+
+/**
+ * The most timestamps a reply's `trace` may hold: the core takes 7 of a request; a longer list is
+ * not a worker's, and is dropped whole (a hostile one must not grow the trace file).
+ */
+export const MAX_REPLY_TRACE_TIMESTAMPS = 32;
+
+/**
+ * A reply's `trace`, checked: a list of at most MAX_REPLY_TRACE_TIMESTAMPS, of which only the
+ * entries with a core timestamp name and a finite, non-negative `ns` are kept (in their order).
+ * Anything else is dropped, never the reply: the request is answered whatever its trace holds.
+ */
+function replyTrace(v: unknown): TraceTimestamp[] | undefined {
+  if (!Array.isArray(v) || v.length > MAX_REPLY_TRACE_TIMESTAMPS) return undefined;
+  const out: TraceTimestamp[] = [];
+  for (const x of v as unknown[]) {
+    if (!isObject(x)) continue;
+    const { name, ns } = x;
+    if (typeof name === 'string' && CORE_TRACE_NAMES.has(name) && typeof ns === 'number' && Number.isFinite(ns) && ns >= 0) out.push({ name, ns });
+  }
+  return out.length > 0 ? out : undefined;
+}
 
 /** A reply's error as it crosses Redis. */
 export interface WireReplyError {
@@ -404,7 +444,9 @@ export function encodeReply(reply: WireReply): Buffer {
   if ('error' in reply) return encode({ requestKey: reply.requestKey, error: reply.error }, []);
   if ('end' in reply) return encode({ requestKey: reply.requestKey, end: true }, []);
   const { outputs, ...rest } = reply.response;
-  return encode({ requestKey: reply.requestKey, response: rest, ...(reply.more ? { more: true } : {}), ...(reply.seq !== undefined ? { seq: reply.seq } : {}) }, outputs);
+  const meta: Record<string, unknown> = { requestKey: reply.requestKey, response: rest, ...(reply.more ? { more: true } : {}), ...(reply.seq !== undefined ? { seq: reply.seq } : {}) };
+  if (reply.trace) meta['trace'] = reply.trace;
+  return encode(meta, outputs);
 }
 
 /**
@@ -437,6 +479,10 @@ export function decodeReply(buf: Uint8Array): WireReply {
   if (meta['seq'] !== undefined) {
     if (!Number.isSafeInteger(meta['seq']) || (meta['seq'] as number) < 0) malformed('seq');
     reply.seq = meta['seq'] as number;
+  }
+  if (meta['trace'] !== undefined) {
+    const trace = replyTrace(meta['trace']);
+    if (trace) reply.trace = trace;
   }
   return reply;
 }

@@ -12,6 +12,7 @@ import { ClusterAuth } from '../cluster-auth.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
 import { ROOT } from '../../../../test/helpers/repository.js';
 import { captureListens } from '../../../../test/helpers/servers.js';
+import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
 /** What a test gets while a gateway waits for the reply to one request of model 'm' (the test plays the worker). */
 interface Pending {
@@ -491,6 +492,40 @@ describe('RedisBackplane', () => {
         expect(got.outputs).toEqual([]);
       });
     }
+  });
+
+  it('a traced request asks its worker for the core\'s timestamps and gets them after its own; a reply\'s hostile trace is dropped and the request still answered; an untraced one asks nothing', async () => {
+    await withFakeWorker('traced', { requestTimeoutMs: 20_000, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {
+      const respond = async (trace: unknown) => {
+        const { request, env } = await firstRequest(r, keys);
+        await r.del(keys.requests('m'));
+        const reply = encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } });
+        // The worker's reply with `trace` as a (possibly hostile) worker writes it.
+        const json = JSON.parse(reply.subarray(4, 4 + reply.readUInt32LE(0)).toString()) as Record<string, unknown>;
+        await r.xadd(env.replyTo, '*', 'r', rawMessage(trace === undefined ? json : { ...json, trace }));
+        return env;
+      };
+      const core = [{ name: 'REQUEST_START', ns: 2 }, { name: 'QUEUE_START', ns: 2 }, { name: 'COMPUTE_START', ns: 3 }, { name: 'REQUEST_END', ns: 4 }];
+      const traced = { timestamps: [{ name: 'HTTP_RECV_START', ns: 0 }, { name: 'HTTP_RECV_END', ns: 1 }] };
+      let answer = gateway.infer({ modelName: 'm', inputs: [], trace: traced });
+      expect((await respond(core)).trace).toBe(true);
+      await answer;
+      expect(traced.timestamps.map((t) => t.name)).toEqual(['HTTP_RECV_START', 'HTTP_RECV_END', 'REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'REQUEST_END']);
+      // Hostile: too many, unknown names, ns that are not finite numbers: dropped; answered all the same.
+      for (const hostile of [new Array(1000).fill(core[0]), [{ name: 'HTTP_SEND_END', ns: 1 }, { name: 'REQUEST_END', ns: 'x' }, { name: 'REQUEST_END', ns: [0, 'number', 'NaN'] }], 'junk']) {
+        const t = { timestamps: [{ name: 'HTTP_RECV_START', ns: 0 }] };
+        answer = gateway.infer({ modelName: 'm', inputs: [], trace: t });
+        await respond(hostile);
+        expect(await answer).toMatchObject({ modelName: 'm' });
+        expect(t.timestamps).toEqual([{ name: 'HTTP_RECV_START', ns: 0 }]);
+      }
+      // Not traced: no flag, and a trace a reply carries anyway goes nowhere.
+      const plain = { modelName: 'm', inputs: [] };
+      answer = gateway.infer(plain);
+      expect('trace' in (await respond(core))).toBe(false);
+      await answer;
+      expect('trace' in plain).toBe(false);
+    });
   });
 
   it('attack: strict readiness and statistics stay linear in a forged registry entry of 200,000 models and 40,000 batch sizes (review: 21 s a readiness probe, 2 s a statistics call, the event loop held)', async () => {

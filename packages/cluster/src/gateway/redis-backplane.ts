@@ -10,14 +10,14 @@ import { networkInterfaces } from 'node:os';
 import type { Redis } from 'ioredis';
 import { GATEWAY_COMMAND_TIMEOUT_MS, openRedis } from '../redis/redis-connection.js';
 import {
-  CancelToken, Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
+  CancelToken, Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type RequestTrace, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
 import { FrameBudget, FrameReader, MAX_AUTH_FRAME_BYTES, confirmFrame, fetchKeyOf, tensorsFrameHead } from '../reply-frames.js';
 import { corkForTurn } from '../cork-for-turn.js';
 import { RateLimitedWarning } from '../rate-limited-warning.js';
-import { decodeReply, encodeRequestParts } from '../envelope/envelope-codec.js';
+import { decodeReply, encodeRequestParts, type WireEnvelope } from '../envelope/envelope-codec.js';
 import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo, registryEntryProblem } from '../registry.js';
 import { type StreamEntries, fieldsOf, respPieces } from '../redis/resp.js';
 import { RespConnection } from '../redis/resp-connection.js';
@@ -141,6 +141,8 @@ interface Waiting {
    * false when that answer is the request's.
    */
   unfetched?: () => boolean;
+  /** A traced request's trace: the core's timestamps its worker sends back are added to it. */
+  trace?: RequestTrace;
 }
 
 /** The first non-loopback IPv4 address of this host (what workers on other nodes can reach), else 127.0.0.1. */
@@ -362,7 +364,12 @@ export class RedisBackplane implements Backplane {
       clearTimeout(w.timer);
       if (error) w.reject(error);
       else if ('end' in r) w.resolve(streamEnd());
-      else w.resolve((r as { response: InferenceResponse }).response);
+      else {
+        // The core's timestamps (checked by decodeReply), after the frontend's so far: the order
+        // embedded mode records them in (HTTP_RECV_END, REQUEST_START ... REQUEST_END, HTTP_SEND_START).
+        if (w.trace && 'trace' in r && r.trace) w.trace.timestamps.push(...r.trace);
+        w.resolve((r as { response: InferenceResponse }).response);
+      }
     } catch (err) {
       // Dropped, and the request waits on: junk a peer adds to the reply stream (request keys are
       // easy to guess) must not take the place of the worker's answer.
@@ -896,10 +903,13 @@ export class RedisBackplane implements Backplane {
     const requestKey = `${this.#next++}`;
     const now = Date.now();
     // The header and each tensor as separate stream fields: tensor bytes are not copied into one message.
-    const [head, ...tensors] = encodeRequestParts(request, {
+    const env: WireEnvelope = {
       requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs,
       ...(this.#direct ? { direct: this.#direct } : {}),
-    });
+    };
+    // Traced (the frontend's Tracer sampled it): the worker is asked for the core's timestamps.
+    if (request.trace) env.trace = true;
+    const [head, ...tensors] = encodeRequestParts(request, env);
     const fields: (string | Buffer)[] = ['r', head!];
     let bytes = 0;
     for (const t of tensors) bytes += t.byteLength;
@@ -959,6 +969,7 @@ export class RedisBackplane implements Backplane {
         cancelOnWorker();
       };
       const waiting: Waiting = { resolve, reject, timer: setTimeout(expire, this.#opts.requestTimeoutMs) };
+      if (request.trace) waiting.trace = request.trace;
       if (decoupled && onResponse) {
         waiting.onResponse = onResponse;
         // A stream that goes on sending is waited for; the timeout counts from its last response.

@@ -286,6 +286,39 @@ describe('StreamConsumer', () => {
     }
   });
 
+  it('a request its gateway traces (envelope `trace`) is answered with the core\'s timestamps, in order, on CLOCK_MONOTONIC; an untraced one with none', async () => {
+    const admin = new Redis(redis.url);
+    const keys = new ClusterKeys('traced');
+    const worker = new StreamConsumer(server, { redis: redis.url, prefix: 'traced' });
+    try {
+      await worker.start();
+      const replyTo = keys.replies('g');
+      await admin.xadd(replyTo, '*', 'open', '1');
+      const before = Number(process.hrtime.bigint());
+      for (const [requestKey, trace] of [['1', true], ['2', false]] as const) {
+        const [head, ...tensors] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(3) }] },
+          { requestKey, replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + 20_000, ...(trace ? { trace } : {}) });
+        await admin.xadd(keys.requests('a'), '*', 'r', head!, ...tensors.flatMap((t) => ['t', t]));
+      }
+      const replies = async () => (await admin.xrangeBuffer(replyTo, '-', '+')).flatMap(([, f]) => (f[0]!.toString() === 'r' ? [decodeReply(f[1]!)] : []));
+      const deadline = Date.now() + 10_000;
+      while ((await replies()).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const after = Number(process.hrtime.bigint());
+      const byKey = new Map((await replies()).map((r) => [r.requestKey, r]));
+      const traced = byKey.get('1') as Extract<WireReply, { response: unknown }>;
+      expect(traced.trace!.map((t) => t.name)).toEqual(['REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'COMPUTE_INPUT_END', 'COMPUTE_OUTPUT_START', 'COMPUTE_END', 'REQUEST_END']);
+      for (const t of traced.trace!) {
+        expect(t.ns).toBeGreaterThanOrEqual(before - 1e6);
+        expect(t.ns).toBeLessThanOrEqual(after + 1e6);
+      }
+      expect(byKey.get('2')).toMatchObject({ response: { modelName: 'a' } });
+      expect('trace' in byKey.get('2')!).toBe(false);
+    } finally {
+      await worker.stop(1000);
+      admin.disconnect();
+    }
+  });
+
   it('attack: with a cluster secret, a signed request added again (a replay) is dropped, not run twice', async () => {
     const admin = new Redis(redis.url);
     const keys = new ClusterKeys('replay-req');

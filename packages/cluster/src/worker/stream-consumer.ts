@@ -830,6 +830,8 @@ export class StreamConsumer {
     }
     // The batchers' max_queue_delay counts from when the gateway queued it (DESIGN: cluster batching).
     request.queuedSinceMs = env.enqueuedMs;
+    // Traced by its gateway: the core adds its timestamps here, and the reply takes them back.
+    if (env.trace) request.trace = { timestamps: [] };
     const now = Date.now();
     if (env.deadlineMs < now) {
       // Its gateway stopped waiting: running it would only waste an instance.
@@ -899,7 +901,7 @@ export class StreamConsumer {
           cancel.cancel();
         }, () => cancel.cancel());
       }).then(() => ({ requestKey: env.requestKey, end: true as const }))
-      : this.#server.infer(request).then((response) => ({ requestKey: env.requestKey, response }));
+      : this.#server.infer(request).then((response): WireReply => (request.trace ? { requestKey: env.requestKey, response, trace: request.trace.timestamps } : { requestKey: env.requestKey, response }));
     // A request the server refuses by throwing (not by rejecting) is answered the same way.
     let run: Promise<WireReply>;
     try {
