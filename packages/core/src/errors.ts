@@ -59,6 +59,9 @@ export const Errors = {
   /** `details`: what Triton's GetModelVersionFromString adds after it (`stol`, what std::stol threw). */
   badVersion: (version: string, details?: string) =>
     new TriodeError('INVALID_ARG', `failed to get model version from specified version string '${echo(version)}'${details === undefined ? '' : ` (details: ${details}), version should be an integral value > 0`}`),
+  /** A version std::stol reads as negative (Triton's GetModelVersionFromString; its space before the comma kept). */
+  negativeVersion: (version: string) =>
+    new TriodeError('INVALID_ARG', `invalid model version specified '${echo(version)}' , version should be an integral value > 0`),
   invalidArg: (message: string) => new TriodeError('INVALID_ARG', message),
   internal: (message: string, cause?: unknown) => new TriodeError('INTERNAL', message, { cause }),
   unavailable: (message: string) => new TriodeError('UNAVAILABLE', message),

@@ -25,6 +25,7 @@ import { configTypeToDataType, type DataType } from './tensor/data-type.js';
 // Declared beside the concept that owns them; part of the server's API, so exported from here too.
 export { onlyLastInstanceCountDiffers, type LoadedModel, type ModelReadyState } from './model-repository/model-lifecycle.js';
 export { instanceCountOf, type LoadOptions, type ModelIndexEntry } from './model-repository/model-repository-manager.js';
+export { parseModelVersion } from './model-version.js';
 
 /** Model metadata as the KServe v2 protocol reports it. */
 export interface ModelMetadata {
@@ -506,11 +507,4 @@ export class InferenceServer {
     for (const b of this.#backends.values()) await b.finalize?.();
     return left;
   }
-}
-
-/** Parses a version string: "" means the policy's choice; anything but digits is an error. */
-export function parseModelVersion(version: string | undefined): number | undefined {
-  if (version === undefined || version === '') return undefined;
-  if (!/^\d+$/.test(version) || !Number.isSafeInteger(Number(version))) throw Errors.badVersion(version);
-  return Number(version);
 }

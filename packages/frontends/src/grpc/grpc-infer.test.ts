@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { messageType } from '@triode/core';
-import { inferRequestFromMessage, type ModelInferRequestMessage } from './grpc-infer.js';
+import { inferRequestFromMessage as fromMessage, type ModelInferRequestMessage } from './grpc-infer.js';
+
+/** The request a message reads as (every message here names a version a model can have). */
+function inferRequestFromMessage(m: ModelInferRequestMessage) {
+  const read = fromMessage(m);
+  if ('unknownVersion' in read) throw new Error(`version ${read.unknownVersion} read as one no model has`);
+  return read;
+}
 
 const decode = (m: object) => messageType('ModelInferRequest').decode(messageType('ModelInferRequest').encode(messageType('ModelInferRequest').fromObject(m)).finish()) as unknown as ModelInferRequestMessage;
 

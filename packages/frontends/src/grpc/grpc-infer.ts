@@ -177,12 +177,17 @@ function requestParameters(map: Record<string, InferParameterMessage>): { params
   return { params, emptyFinal };
 }
 
-/** A decoded ModelInferRequest as an InferenceRequest (plus the stream's empty-final flag). */
-export function inferRequestFromMessage(m: ModelInferRequestMessage): { request: InferenceRequest; emptyFinal: boolean } {
+/**
+ * A decoded ModelInferRequest as an InferenceRequest (plus the stream's empty-final flag); or,
+ * for a version past 2^53 (which no model has), that version alone: Triton looks the model up
+ * before it reads the inputs, so the caller answers it with `versionNotFound`.
+ */
+export function inferRequestFromMessage(m: ModelInferRequestMessage): { request: InferenceRequest; emptyFinal: boolean } | { unknownVersion: bigint } {
   // A message the wire check refused (grpc-js path): its error, answered as any other.
   if (REFUSED in m) throw (m as unknown as { [REFUSED]: Error })[REFUSED];
   const model = m.model_name;
   const version = parseModelVersion(m.model_version);
+  if (typeof version === 'bigint') return { unknownVersion: version };
   const raw = m.raw_input_contents;
   // Triton's walk (InferGRPCToInput): each input without contents takes the next raw entry; one
   // left without is refused, entries left over are ignored.

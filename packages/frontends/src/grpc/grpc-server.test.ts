@@ -189,8 +189,34 @@ describe('health, metadata, config', () => {
     expect(cfg).toMatchObject({ name: 'simple', platform: 'onnxruntime_onnx', backend: 'onnxruntime', max_batch_size: 8 });
     expect((cfg['input'] as Plain[])[0]).toMatchObject({ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [16] });
     await expect(call('ModelConfig', { name: 'simple_int8', version: 'wrong_specification' })).rejects.toMatchObject({
-      code: status.INVALID_ARGUMENT, details: "failed to get model version from specified version string 'wrong_specification'",
+      code: status.INVALID_ARGUMENT, details: "failed to get model version from specified version string 'wrong_specification' (details: stol), version should be an integral value > 0",
     });
+  });
+
+  it('a version is read as Triton reads it (std::stol) by every RPC', async () => {
+    const stol = (v: string) => `failed to get model version from specified version string '${v}' (details: stol), version should be an integral value > 0`;
+    // White space, a sign, leading zeros and what follows the digits: still version 1.
+    for (const version of [' 1', '\t+01', '1abc', '1 2']) {
+      expect(await call('ModelReady', { name: 'simple', version })).toEqual({ ready: true });
+      expect(await call('ModelMetadata', { name: 'simple', version })).toMatchObject({ versions: ['1'] });
+      expect((await call('ModelConfig', { name: 'simple', version }))['config']).toMatchObject({ name: 'simple' });
+      expect((await call('ModelStatistics', { name: 'simple', version }))['model_stats']).toMatchObject([{ version: '1' }]);
+    }
+    // Past 2^53 (in int64): no model has it, not found; the model's own error first.
+    const big = '9007199254740993';
+    expect(await call('ModelReady', { name: 'simple', version: big })).toEqual({ ready: false });
+    for (const rpc of ['ModelMetadata', 'ModelConfig', 'ModelStatistics']) {
+      await expect(call(rpc, { name: 'simple', version: big })).rejects.toMatchObject({ code: status.NOT_FOUND, details: `Request for unknown model: 'simple' version ${big} is not found` });
+      await expect(call(rpc, { name: 'nope', version: big })).rejects.toMatchObject({ code: status.NOT_FOUND, details: "Request for unknown model: 'nope' is not found" });
+    }
+    // No digits, past int64, negative: INVALID_ARGUMENT with Triton's texts, ModelReady too.
+    for (const [version, details] of [['x1', stol('x1')], ['-', stol('-')], ['9223372036854775808', stol('9223372036854775808')], [`1${'0'.repeat(5000)}`, stol(`1${'0'.repeat(255)}...`)],
+      ['-1', "invalid model version specified '-1' , version should be an integral value > 0"]] as const) {
+      for (const rpc of ['ModelReady', 'ModelMetadata', 'ModelConfig', 'ModelStatistics']) {
+        await expect(call(rpc, { name: 'simple', version })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details });
+      }
+    }
+    expect(await call('ModelReady', { name: 'simple', version: '-0' })).toEqual({ ready: false });
   });
 });
 
@@ -242,9 +268,19 @@ describe('ModelInfer', () => {
       code: status.INVALID_ARGUMENT, details: "unable to find data for input tensor 'INPUT0' for model 'simple' in request.",
     });
     await expect(call('ModelInfer', simpleRequest({ model_name: 'nope' }))).rejects.toMatchObject({ code: status.NOT_FOUND });
-    await expect(call('ModelInfer', simpleRequest({ model_version: 'x1' }))).rejects.toMatchObject({
-      code: status.INVALID_ARGUMENT, details: "failed to get model version from specified version string 'x1'",
-    });
+    for (const c of [client, plainClient]) {
+      await expect(call('ModelInfer', simpleRequest({ model_version: 'x1' }), undefined, c)).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT, details: "failed to get model version from specified version string 'x1' (details: stol), version should be an integral value > 0",
+      });
+      // As Triton's std::stol reads it: version 1; past 2^53, not found (the model's error first, before the inputs are read).
+      expect(await call('ModelInfer', simpleRequest({ model_version: ' 01x' }), undefined, c)).toMatchObject({ model_version: '1' });
+      await expect(call('ModelInfer', simpleRequest({ model_version: '9007199254740993' }), undefined, c)).rejects.toMatchObject({
+        code: status.NOT_FOUND, details: "Request for unknown model: 'simple' version 9007199254740993 is not found",
+      });
+      await expect(call('ModelInfer', { model_name: 'nope', model_version: '9007199254740993', inputs: [{ name: 'x' }] }, undefined, c)).rejects.toMatchObject({
+        code: status.NOT_FOUND, details: "Request for unknown model: 'nope' is not found",
+      });
+    }
   });
 
   it('ModelInfer on a decoupled model is UNIMPLEMENTED', async () => {
@@ -316,6 +352,22 @@ describe('ModelStreamInfer', () => {
     const outs = (seq: string) => got.filter((g) => String((g['infer_response'] as Plain)['id']).startsWith(seq)).map((g) => int32s(((g['infer_response'] as Plain)['raw_output_contents'] as Uint8Array[])[0]!)[0]);
     expect(outs('1000_')).toEqual([1, 11, 7, 5, 3, 2, 0, 1]);
     expect(outs('1001_')).toEqual([101, -11, -7, -5, -3, -2, 0, -1]);
+  });
+
+  it('a version past 2^53 is not found in-band, the model\'s own error first; one past int64 is refused', async () => {
+    const { s, done } = stream();
+    s.write({ ...simpleRequest({ id: 'big', model_version: '9007199254740993' }) });
+    s.write({ model_name: 'nope', id: 'nope', model_version: '9007199254740993', inputs: [] });
+    s.write({ ...simpleRequest({ id: 'int64', model_version: '9223372036854775808' }) });
+    s.write({ ...simpleRequest({ id: 'ok', model_version: '+1' }) });
+    s.end();
+    const got = await done;
+    expect(got.map((g) => [(g['infer_response'] as Plain)['id'], g['error_message']])).toEqual([
+      ['big', "Request for unknown model: 'simple' version 9007199254740993 is not found"],
+      ['nope', "Request for unknown model: 'nope' is not found"],
+      ['int64', "failed to get model version from specified version string '9223372036854775808' (details: stol), version should be an integral value > 0"],
+      ['ok', ''],
+    ]);
   });
 
   it('a decoupled model streams 0..N responses marked triton_final_response; an empty final on request', async () => {

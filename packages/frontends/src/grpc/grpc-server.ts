@@ -11,7 +11,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
-  Errors, FILE_OVERRIDE_PREFIX, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, setOwn, silentLogger, toPlain,
+  Errors, FILE_OVERRIDE_PREFIX, TriodeError, echo, messageType, serviceDefinition, setOwn, silentLogger, toPlain,
   type Backplane, type GrpcMethodDefinition, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
@@ -21,6 +21,7 @@ import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
 import { TraceSettings, checkTraceModel } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
+import { requestedVersion, versionNotFound, versionReady } from '../model-version.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
@@ -221,7 +222,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       f(req, call).then((r) => callback(null, r), (err: unknown) => callback(grpcError(err, logger) as ServiceError));
     };
   };
-  const versionOf = (req: Plain) => parseModelVersion(String(req['version'] ?? ''));
+  const versionOf = (req: Plain) => requestedVersion(String(req['name'] ?? ''), String(req['version'] ?? ''), backplane);
   const shmUnsupported = async (): Promise<object> => {
     throw Errors.unsupported('shared memory is not supported by Triode: send tensors in the request (raw_input_contents)');
   };
@@ -230,19 +231,19 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
   return {
     ServerLive: unary('ServerLive', undefined, async () => ({ live: await backplane.isLive() })),
     ServerReady: unary('ServerReady', undefined, async () => ({ ready: await backplane.isReady() })),
-    ModelReady: unary('ModelReady', 'ModelReadyRequest', async (req) => ({ ready: await backplane.modelReady(String(req['name'] ?? ''), versionOf(req)) })),
+    ModelReady: unary('ModelReady', 'ModelReadyRequest', async (req) => ({ ready: await versionReady(String(req['name'] ?? ''), String(req['version'] ?? ''), backplane) })),
     ServerMetadata: unary('ServerMetadata', undefined, async () => backplane.serverMetadata()),
     ModelMetadata: unary('ModelMetadata', 'ModelMetadataRequest', async (req) => {
-      const m = await backplane.modelMetadata(String(req['name'] ?? ''), versionOf(req));
+      const m = await backplane.modelMetadata(String(req['name'] ?? ''), await versionOf(req));
       return { name: m.name, versions: m.versions, platform: m.platform, inputs: m.inputs, outputs: m.outputs };
     }),
     ModelConfig: unary('ModelConfig', 'ModelConfigRequest', async (req) => {
-      const json = await backplane.modelConfig(String(req['name'] ?? ''), versionOf(req));
+      const json = await backplane.modelConfig(String(req['name'] ?? ''), await versionOf(req));
       return { config: configType.fromObject(json) };
     }),
     ModelStatistics: unary('ModelStatistics', 'ModelStatisticsRequest', async (req) => {
       const name = String(req['name'] ?? '');
-      return { model_stats: await backplane.modelStatistics(name || undefined, name ? versionOf(req) : undefined) };
+      return { model_stats: await backplane.modelStatistics(name || undefined, name ? await versionOf(req) : undefined) };
     }),
     RepositoryIndex: unary('RepositoryIndex', 'RepositoryIndexRequest', async (req) => {
       refuseRepositoryName(req['repository_name'] as string | undefined);
@@ -292,7 +293,9 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       });
       void (async () => {
         guard('ModelInfer', call.metadata);
-        const { request } = inferRequestFromMessage(call.request);
+        const read = inferRequestFromMessage(call.request);
+        if ('unknownVersion' in read) return versionNotFound(call.request.model_name, read.unknownVersion, backplane);
+        const { request } = read;
         request.signal = abort.signal;
         if (options.headerForwardPattern) forwardHeaders(request, metadataEntries(call.metadata), options.headerForwardPattern);
         return inferResponseToMessage(await backplane.infer(request));
@@ -520,7 +523,9 @@ class StreamInferSession {
   async #run(m: ModelInferRequestMessage, slot: StreamSlot): Promise<void> {
     const id = m.id ?? '';
     try {
-      const { request, emptyFinal } = inferRequestFromMessage(m);
+      const read = inferRequestFromMessage(m);
+      if ('unknownVersion' in read) return await versionNotFound(m.model_name, read.unknownVersion, this.#backplane);
+      const { request, emptyFinal } = read;
       request.signal = this.#abort.signal;
       if (this.#forward) forwardHeaders(request, metadataEntries(this.#call.metadata), this.#forward);
       let sawFinal = false;

@@ -18,6 +18,7 @@ import { GRPC_STATUS, grpcError } from './grpc-status.js';
 import { refuse } from './transport-guard.js';
 import { traceNow, type Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
+import { versionNotFound } from '../model-version.js';
 
 /** The RPC this path serves. */
 export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
@@ -132,7 +133,9 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       } catch (err) {
         throw new TriodeError('INTERNAL', 'malformed ModelInferRequest (the message does not decode)', { cause: err });
       }
-      const { request } = inferRequestFromMessage(message);
+      const read = inferRequestFromMessage(message);
+      if ('unknownVersion' in read) return versionNotFound(message.model_name, read.unknownVersion, opts.backplane);
+      const { request } = read;
       request.signal = abort;
       if (opts.headerForwardPattern) {
         forwardHeaders(request, metadataOf(headers), opts.headerForwardPattern);

@@ -543,6 +543,31 @@ describe('POST infer errors', () => {
     }
   });
 
+  it("reads every model route's version as Triton's std::stol: past 2^53 not found (not ready), past int64 refused with Triton's words", async () => {
+    const big = '9007199254740993';
+    const stol = "failed to get model version from specified version string '9223372036854775808' (details: stol), version should be an integral value > 0";
+    for (const suffix of ['', '/config', '/stats']) {
+      const answers: [string, number, string][] = [
+        [`/v2/models/simple/versions/${big}${suffix}`, 404, `Request for unknown model: 'simple' version ${big} is not found`],
+        [`/v2/models/simple/versions/0${big}${suffix}`, 404, `Request for unknown model: 'simple' version ${big} is not found`],
+        [`/v2/models/nope/versions/${big}${suffix}`, 404, "Request for unknown model: 'nope' is not found"],
+        [`/v2/models/simple/versions/9223372036854775808${suffix}`, 400, stol],
+        [`/v2/models/simple/versions/0001${suffix}`, 200, ''],
+      ];
+      for (const [path, status, error] of answers) {
+        const r = await app.request(path);
+        expect(r.status, path).toBe(status);
+        if (status !== 200) expect(await r.json(), path).toEqual({ error });
+      }
+    }
+    let r = await app.request(`/v2/models/simple/versions/${big}/ready`);
+    expect([r.status, await r.json()]).toEqual([400, { error: 'Model version not ready' }]);
+    r = await app.request('/v2/models/simple/versions/9223372036854775808/ready');
+    expect([r.status, await r.json()]).toEqual([400, { error: stol }]);
+    r = await post(`/v2/models/simple/versions/${big}/generate`, { INPUT0: [1] });
+    expect([r.status, await r.json()]).toEqual([404, { error: `Request for unknown model: 'simple' version ${big} is not found` }]);
+  });
+
   it('rejects binary data shorter or longer than declared', async () => {
     const short = binaryBody({ inputs: [simpleJson().inputs[0], { name: 'INPUT1', shape: [1, 16], datatype: 'INT32', parameters: { binary_data_size: 64 } }] }, [new Int32Array(8)]);
     let r = await post('/v2/models/simple/infer', new Uint8Array(short.body), { 'Inference-Header-Content-Length': String(short.headerLength) });

@@ -13,8 +13,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '@triode/core';
-import { CancelToken } from '@triode/core';
-import { inferModelVersion, versionNotFound } from './routes/model-params.js';
+import { CancelToken, parseModelVersion } from '@triode/core';
+import { versionNotFound } from '../model-version.js';
 import { httpError } from '../error-mapping.js';
 import { traceNow } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
@@ -108,7 +108,7 @@ function drainIncoming(incoming: IncomingMessage): void {
 async function serve(req: IncomingMessage, res: ServerResponse, name: string, version: string | undefined, deps: HttpDeps): Promise<InferAnswer> {
   const { backplane, maxInputSize, maxJsonOutputSize, tracer } = deps;
   const recvStart = tracer?.active ? traceNow() : 0;
-  const v = inferModelVersion(version);
+  const v = parseModelVersion(version);
   if (typeof v === 'bigint') return versionNotFound(name, v, backplane);
   const model = v === undefined ? { name } : { name, version: v };
   const h = incomingHeader(req, 'inference-header-content-length');

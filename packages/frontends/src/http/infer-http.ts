@@ -3,11 +3,11 @@
  * async endpoints (`/infer_async`, `/v2/jobs/{id}/result`), which take and give the same bodies.
  */
 import type { Context } from 'hono';
-import { Errors, TriodeError, configTypeToDataType, echo, releaseOwnedBuffers, type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { Errors, TriodeError, configTypeToDataType, echo, parseModelVersion, releaseOwnedBuffers, type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig } from '@triode/core';
 import { traceNow, type ActiveTrace, type Tracer } from '../control/tracer.js';
 import { compress, compressionOf, header, readBody } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
-import { inferModelVersion, versionNotFound } from './routes/model-params.js';
+import { versionNotFound } from '../model-version.js';
 
 /**
  * A traced request's infer and write (both infer routes): HTTP_RECV_END before the infer,
@@ -31,7 +31,7 @@ export async function tracedInfer<T>(backplane: Backplane, request: InferenceReq
 /** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
 export function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<ParsedInfer> {
   const name = c.req.param('model') ?? '';
-  const version = inferModelVersion(c.req.param('version'));
+  const version = parseModelVersion(c.req.param('version'));
   if (typeof version === 'bigint') return versionNotFound(name, version, backplane);
   const model = version === undefined ? { name } : { name, version };
   return readInferBody(model, header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength), backplane);

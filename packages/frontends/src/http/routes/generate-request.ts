@@ -109,7 +109,7 @@ function mapKey(
  * @throws INVALID_ARG with Triton's words where it has them
  */
 export async function toGenerateRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<{ request: InferenceRequest; config: ModelConfig }> {
-  const model = modelParams(c);
+  const model = await modelParams(c, backplane);
   // Triton reads the model's metadata first: an unknown model is 404 whatever the body.
   const config = (await backplane.modelConfig(model.name, model.version)) as ModelConfig;
   // Compared as sent (Triton's GetRequestCompressionType): `IDENTITY` is not identity.

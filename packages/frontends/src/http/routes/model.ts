@@ -4,6 +4,7 @@
  */
 import { Hono } from 'hono';
 import type { HttpDeps } from '../http-options.js';
+import { versionReady } from '../../model-version.js';
 import { modelParams, modelPaths } from './model-params.js';
 
 /** `GET /v2/models/{m}[/versions/{v}]`, `.../ready` and `.../config`. */
@@ -11,20 +12,19 @@ export function modelRoutes({ backplane }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/ready')) {
     app.get(path, async (c) => {
-      const { name, version } = modelParams(c);
-      if (await backplane.modelReady(name, version)) return c.body('', 200);
+      if (await versionReady(c.req.param('model') ?? '', c.req.param('version'), backplane)) return c.body('', 200);
       return c.json({ error: 'Model version not ready' }, 400);
     });
   }
   for (const path of modelPaths('/config')) {
     app.get(path, async (c) => {
-      const { name, version } = modelParams(c);
+      const { name, version } = await modelParams(c, backplane);
       return c.json(await backplane.modelConfig(name, version));
     });
   }
   for (const path of modelPaths('')) {
     app.get(path, async (c) => {
-      const { name, version } = modelParams(c);
+      const { name, version } = await modelParams(c, backplane);
       return c.json(await backplane.modelMetadata(name, version));
     });
   }

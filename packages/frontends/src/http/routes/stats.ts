@@ -9,7 +9,7 @@ export function statsRoutes({ backplane }: HttpDeps): Hono {
   app.get('/v2/models/stats', async (c) => c.json({ model_stats: await backplane.modelStatistics() }));
   for (const path of modelPaths('/stats')) {
     app.get(path, async (c) => {
-      const { name, version } = modelParams(c);
+      const { name, version } = await modelParams(c, backplane);
       return c.json({ model_stats: await backplane.modelStatistics(name, version) });
     });
   }

@@ -1,0 +1,30 @@
+/**
+ * @module The version a client names in a route or an RPC, as Triton reads it, for both protocols.
+ * Triton: server/src/common.cc GetModelVersionFromString; core/src/model_repository_manager GetModel
+ */
+import { Errors, parseModelVersion, type Backplane } from '@triode/core';
+
+/**
+ * Triton's answer to a version past 2^53 (read as a bigint: no model has one, version folders are
+ * safe integers): the model's own error (unknown, or none of it ready), or its version not found.
+ */
+export async function versionNotFound(name: string, version: bigint, backplane: Backplane): Promise<never> {
+  await backplane.modelConfig(name);
+  throw Errors.unknownModel(name, String(version));
+}
+
+/**
+ * The version named by `text` for a model's metadata, config or statistics: undefined for the
+ * version policy's choice; one past 2^53 is answered not found.
+ * @throws INVALID_ARG with Triton's words for a version it cannot read
+ */
+export async function requestedVersion(name: string, text: string | undefined, backplane: Backplane): Promise<number | undefined> {
+  const version = parseModelVersion(text);
+  return typeof version === 'bigint' ? versionNotFound(name, version, backplane) : version;
+}
+
+/** Whether the model version named by `text` is ready: a version past 2^53 is not (no model has one). */
+export async function versionReady(name: string, text: string | undefined, backplane: Backplane): Promise<boolean> {
+  const version = parseModelVersion(text);
+  return typeof version === 'bigint' ? false : backplane.modelReady(name, version);
+}
