@@ -21,6 +21,32 @@ describe('modelConfigToJson()', () => {
     expect(j['instance_group']).toEqual([{ name: 'm', kind: 'KIND_CPU', count: 2, gpus: [], secondary_devices: [], profile: [], passive: false, host_policy: '' }]);
     expect(j['optimization']).toMatchObject({ priority: 'PRIORITY_DEFAULT', input_pinned_memory: { enable: true }, output_pinned_memory: { enable: true } });
   });
+
+  it('prints 64-bit integers as numbers, but the three Triton never turns from protobuf\'s strings', () => {
+    const c = normalizeModelConfig(parsePbtxt(`name: "s" backend: "onnxruntime" max_batch_size: 2
+      input { name: "x" data_type: TYPE_FP32 dims: [-1, 3] reshape { shape: [3] } }
+      version_policy { specific { versions: [1, 3] } }
+      sequence_batching {
+        max_sequence_idle_microseconds: 5000000
+        state { input_name: "i" output_name: "o" data_type: TYPE_INT32 dims: [2, 4] initial_state { name: "z" data_type: TYPE_INT32 dims: [2, 4] zero_data: true } }
+      }
+      instance_group { kind: KIND_GPU gpus: [0] secondary_devices { kind: KIND_NVDLA device_id: 1 } }
+      optimization { cuda { graph_spec { batch_size: 2 input { key: "x" value { dim: [3] } } graph_lower_bound { batch_size: 1 input { key: "x" value { dim: [1] } } } } } }`));
+    const j = modelConfigToJson(c);
+    /** The value at a path of keys and indexes. */
+    const at = (...path: (string | number)[]): unknown => path.reduce<unknown>((x, k) => (x as Record<string | number, unknown>)[k], j);
+    expect(at('input', 0)).toMatchObject({ dims: [-1, 3], reshape: { shape: [3] } });
+    expect(at('version_policy')).toEqual({ specific: { versions: [1, 3] } });
+    expect(at('sequence_batching', 'max_sequence_idle_microseconds')).toBe(5000000);
+    expect(at('sequence_batching', 'state', 0, 'dims')).toEqual([2, 4]);
+    expect(at('sequence_batching', 'state', 0, 'initial_state', 0)).toEqual({ data_type: 'TYPE_INT32', dims: ['2', '4'], zero_data: true, name: 'z' });
+    expect(at('instance_group', 0, 'secondary_devices')).toEqual([{ kind: 'KIND_NVDLA', device_id: '1' }]);
+    expect(at('optimization', 'cuda', 'graph_spec', 0)).toEqual({ batch_size: 2, input: { x: { dim: ['3'] } }, graph_lower_bound: { batch_size: 1, input: { x: { dim: ['1'] } } } });
+    // Read back as Triton reads them (protobuf's JSON parser takes integers as strings).
+    const back = modelConfigFromJson(j);
+    expect(back.sequence_batching?.state?.[0]?.initial_state?.[0]?.dims).toEqual([2, 4]);
+    expect(back.instance_group?.[0]?.secondary_devices?.[0]?.device_id).toBe(1);
+  });
 });
 
 describe('modelConfigFromJson()', () => {

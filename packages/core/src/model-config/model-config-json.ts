@@ -1,7 +1,8 @@
 /**
  * @module ModelConfig <-> JSON. The writer prints what Triton's `ModelConfigToJson` prints: proto
  * field names, every scalar, repeated and map field (defaults included), set messages only, enums
- * by name, 64-bit integers as numbers. The reader takes the JSON a client sends as a load override
+ * by name, 64-bit integers as numbers but the three it leaves as protobuf prints them, strings
+ * (see STRING_INT64). The reader takes the JSON a client sends as a load override
  * as protobuf's JsonStringToMessage does with Triton's options: integers may be strings
  * (`{"max_batch_size": "16"}`), a field may be named by its proto name or its lowerCamelCase JSON
  * name (`maxBatchSize`), and enum names match whatever their case (`kind_gpu`).
@@ -12,6 +13,19 @@ import { ENUMS, INT_RANGES, MESSAGES, defaultScalar, wideIntegerNote, type Field
 import type { ModelConfig } from './model-config.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+
+/**
+ * The 64-bit fields Triton's ModelConfigToJson leaves as protobuf's JSON printer writes them,
+ * strings (`"dims": ["2"]`): it turns the others into numbers one by one, and these it never
+ * reaches. `InitialState.dims` it means to (its fixup looks for `initial_state` in
+ * `sequence_batching` instead of in each `state`), so a sequence model's config shows them so.
+ * Triton: core/src/model_config_utils.cc ModelConfigToJson, ValidateModelConfigInt64
+ */
+const STRING_INT64: ReadonlySet<string> = new Set([
+  'ModelInstanceGroup.SecondaryDevice.device_id',
+  'ModelOptimizationPolicy.Cuda.GraphSpec.Shape.dim',
+  'ModelSequenceBatching.InitialState.dims',
+]);
 
 function writeValue(v: unknown, type: ValueType): Json {
   if (typeof type === 'object' && 'message' in type) return writeMessage(v as Record<string, unknown>, type.message);
@@ -24,7 +38,9 @@ function writeMessage(m: Record<string, unknown>, type: string): { [k: string]: 
   for (const [name, field] of Object.entries(spec)) {
     const v = m[name];
     const isMsg = typeof field.type === 'object' && 'message' in field.type;
-    if (field.mapKey !== undefined) {
+    if (STRING_INT64.has(`${type}.${name}`)) {
+      out[name] = field.repeated ? ((v ?? []) as unknown[]).map(String) : String(v ?? 0);
+    } else if (field.mapKey !== undefined) {
       const entries = Object.entries((v ?? {}) as Record<string, unknown>);
       out[name] = Object.fromEntries(entries.map(([k, x]) => [k, writeValue(x, field.type)]));
     } else if (field.repeated) {
