@@ -106,6 +106,14 @@ describe('health and metadata', () => {
     expect((await app.request('/v2/models/simple/infer')).status).toBe(405);
   });
 
+  it('answers HEAD as Triton does, whose GET handlers take GET only: 405 on a path it routes, 404 elsewhere (review: Hono served HEAD as GET, 200)', async () => {
+    for (const p of ['/v2', '/v2/health/live', '/v2/health/ready', '/v2/models/simple', '/v2/models/simple/versions/1/ready', '/v2/models/simple/config', '/v2/models/stats', '/v2/models/simple/stats', '/v2/models/simple/infer']) {
+      expect((await app.request(p, { method: 'HEAD' })).status, p).toBe(405);
+    }
+    expect((await app.request('/v2/nothing', { method: 'HEAD' })).status).toBe(404);
+    expect((await app.request('/v2/models/simple/versions/x/ready', { method: 'HEAD' })).status).toBe(404);
+  });
+
   it('the shared-memory paths answer 501 with why (before: a bare 404), 405 for the wrong method', async () => {
     const cases: [string, string][] = [
       ['GET', '/v2/systemsharedmemory/status'], ['GET', '/v2/cudasharedmemory/region/r0/status'],

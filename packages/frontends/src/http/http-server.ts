@@ -46,6 +46,11 @@ const KNOWN_PATHS = [
   ...SHARED_MEMORY_PATHS.map(([, path]) => path),
 ];
 
+/** The answer to HEAD: 405 on a path Triton routes (no handler takes it), 404 elsewhere. */
+const headAnswer = new Hono();
+for (const p of KNOWN_PATHS) headAnswer.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
+headAnswer.notFound((c) => c.json({ error: 'Not Found' }, 404));
+
 /** Routes that read their own body, with `--http-max-input-size` (inference). */
 const INFER_ROUTE = /^\/v2\/models\/[^/]+(?:\/versions\/[^/]+)?\/(?:infer|infer_async|generate|generate_stream)$/;
 /** Model load: its body may carry model files (`file:` overrides), so it gets `--http-max-input-size`. */
@@ -77,6 +82,9 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   const lifecycle = options.lifecycle ?? new HttpLifecycle();
   app.use(lifecycle.middleware());
   if (options.restrictions?.size) app.use(restrictedApi(options.restrictions));
+  // Hono serves HEAD with the GET route; Triton's handlers take only their own method (HEAD on a
+  // GET path is 405, as POST is), after the restriction check.
+  app.use(async (c, next) => (c.req.method === 'HEAD' ? headAnswer.fetch(c.req.raw) : next()));
   // A hostile model name in a load/unload path is refused before the body is read (issue #14).
   app.use(modelNameGuard());
   // After the restriction check: a refused request's body is never read.
