@@ -3,6 +3,7 @@
  * InferenceServer (embedded mode); the gateway's RedisBackplane reaches workers through Redis
  * (cluster mode). Frontends only ever talk to a Backplane.
  */
+import { Errors } from './errors.js';
 import type { InferenceRequest, InferenceResponse, InferStreamOptions, ResponseHandler } from './infer-request.js';
 import type { InferenceServer, LoadOptions, ModelIndexEntry, ModelMetadata, ServerMetadata } from './server.js';
 import type { ModelStatistics } from './stats/infer-stats.js';
@@ -73,12 +74,19 @@ export class LocalBackplane implements Backplane {
     return this.server.metadata();
   }
 
+  // While the server exits, Triton's ModelIsReady and ModelReadyVersions (which its model metadata
+  // and statistics call) answer UNAVAILABLE "Server not ready"; GetModel, and so the config, still
+  // answers. Triton: core/src/server.cc InferenceServer::ModelIsReady, ModelReadyVersions.
   async modelReady(name: string, version?: number): Promise<boolean> {
+    if (this.server.exiting) throw Errors.serverNotReady();
     return this.server.modelReady(name, version);
   }
 
   async modelMetadata(name: string, version?: number): Promise<ModelMetadata> {
-    return this.server.modelMetadata(name, version);
+    // The model is looked up first (an unknown one is NOT_FOUND), then its ready versions.
+    const metadata = this.server.modelMetadata(name, version);
+    if (this.server.exiting) throw Errors.serverNotReady();
+    return metadata;
   }
 
   async modelConfig(name: string, version?: number): Promise<Record<string, unknown>> {
@@ -86,6 +94,7 @@ export class LocalBackplane implements Backplane {
   }
 
   async modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]> {
+    if (this.server.exiting) throw Errors.serverNotReady();
     return this.server.modelStatistics(name, version);
   }
 

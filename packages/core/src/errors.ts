@@ -71,6 +71,8 @@ export const Errors = {
     new TriodeError('UNSUPPORTED', `model '${name}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`),
   /** A request whose client went away (gRPC call cancelled) before it ran. */
   cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
+  /** A readiness, metadata or statistics question while the server exits (Triton's ModelIsReady, ModelReadyVersions). */
+  serverNotReady: () => new TriodeError('UNAVAILABLE', 'Server not ready'),
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
   /**
    * A scheduler stopped by a server shutdown refuses a request (Triton's text): any request for

@@ -258,6 +258,14 @@ export class InferenceServer {
     return this.#opts.logger;
   }
 
+  /**
+   * Shutting down (`beginShutdown` or `stop` called): Triton's SERVER_EXITING, in which it still
+   * serves a model's config but refuses readiness, metadata and statistics ("Server not ready").
+   */
+  get exiting(): boolean {
+    return this.#stopping || this.#draining;
+  }
+
   /** The server is live until `stop` is called. */
   isLive(): boolean {
     return !this.#stopping;
