@@ -217,6 +217,9 @@ describe('health, metadata, config', () => {
       }
     }
     expect(await call('ModelReady', { name: 'simple', version: '-0' })).toEqual({ ready: false });
+    // Every model's statistics: the version is read all the same, then ignored.
+    await expect(call('ModelStatistics', { version: 'x1' })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: stol('x1') });
+    expect(((await call('ModelStatistics', { version: big }))['model_stats'] as Plain[]).length).toBeGreaterThan(1);
   });
 });
 

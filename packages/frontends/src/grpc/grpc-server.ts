@@ -11,7 +11,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
-  Errors, FILE_OVERRIDE_PREFIX, TriodeError, echo, messageType, serviceDefinition, setOwn, silentLogger, toPlain,
+  Errors, FILE_OVERRIDE_PREFIX, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, setOwn, silentLogger, toPlain,
   type Backplane, type GrpcMethodDefinition, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
@@ -243,7 +243,10 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
     }),
     ModelStatistics: unary('ModelStatistics', 'ModelStatisticsRequest', async (req) => {
       const name = String(req['name'] ?? '');
-      return { model_stats: await backplane.modelStatistics(name || undefined, name ? await versionOf(req) : undefined) };
+      if (name) return { model_stats: await backplane.modelStatistics(name, await versionOf(req)) };
+      // Every model's: Triton reads the version all the same (one it cannot read is refused), then ignores it.
+      parseModelVersion(String(req['version'] ?? ''));
+      return { model_stats: await backplane.modelStatistics() };
     }),
     RepositoryIndex: unary('RepositoryIndex', 'RepositoryIndexRequest', async (req) => {
       refuseRepositoryName(req['repository_name'] as string | undefined);
