@@ -215,7 +215,9 @@ export function runBackplaneCases(c: BackplaneCase): void {
       const count = async () => (await b.modelStatistics('sleepy'))[0]!.inference_stats.success.count;
       if (c.eventualStatistics) await eventually(async () => (await count()) === before + 5);
       expect(await count()).toBe(before + 5);
-      expect(await failure(b.modelStatistics('nope'))).toEqual({ code: 'NOT_FOUND', message: "Request for unknown model: 'nope' is not found" });
+      // Triton's TRITONSERVER_ServerModelStatistics words (INVALID_ARG) for a model or version with nothing ready.
+      expect(await failure(b.modelStatistics('nope'))).toEqual({ code: 'INVALID_ARG', message: "requested model 'nope' is not available" });
+      expect(await failure(b.modelStatistics('sleepy', 7))).toEqual({ code: 'INVALID_ARG', message: "requested model version is not available for model 'sleepy'" });
     });
 
     it('load and unload: Triton\'s answers, readiness follows', async () => {

@@ -8,7 +8,7 @@
 import { availableParallelism } from 'node:os';
 import type { Backend } from './backend-api.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
-import { Errors } from './errors.js';
+import { Errors, echo } from './errors.js';
 import type { InferenceRequest, InferenceResponse, InferStreamOptions, ResponseHandler } from './infer-request.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
 import { withConfigWarnings } from './model-config/config-warnings.js';
@@ -338,26 +338,28 @@ export class InferenceServer {
     return withConfigWarnings(modelConfigToJson(config), config);
   }
 
-  /** Statistics of every loaded version, of one model, or of one version. */
+  /**
+   * Statistics of every ready version of every model, of one model, or of one version. As Triton's
+   * TRITONSERVER_ServerModelStatistics, a model with no ready version (an unknown one too) and a
+   * version that is not ready are INVALID_ARG, in its words.
+   */
   modelStatistics(name?: string, version?: number): ModelStatistics[] {
+    const ready = (m: { versions: Map<number, { state: string; model?: LoadedModel }> }) =>
+      [...m.versions.entries()].filter(([, s]) => s.state === 'READY' && s.model).sort((a, b) => a[0] - b[0]);
     if (name === undefined || name === '') {
       const out: ModelStatistics[] = [];
       for (const m of [...this.#repository.entries()].sort((a, b) => compareModelNames(a.name, b.name))) {
-        for (const [v, s] of [...m.versions.entries()].sort((a, b) => a[0] - b[0])) {
-          if (s.model) out.push(s.model.stats.toJson(m.name, String(v)));
-        }
+        for (const [v, s] of ready(m)) out.push(s.model!.stats.toJson(m.name, String(v)));
       }
       return out;
     }
-    const m = this.#repository.entry(name);
-    if (version !== undefined) {
-      const s = m.versions.get(version);
-      if (!s?.model) throw Errors.unknownModel(name, version);
-      return [s.model.stats.toJson(name, String(version))];
-    }
-    const rows = [...m.versions.entries()].filter(([, s]) => s.model).sort((a, b) => a[0] - b[0]);
-    if (rows.length === 0) throw Errors.modelNotReady(name);
-    return rows.map(([v, s]) => s.model!.stats.toJson(name, String(v)));
+    const m = [...this.#repository.entries()].find((e) => e.name === name);
+    const rows = m ? ready(m) : [];
+    if (rows.length === 0) throw Errors.invalidArg(`requested model '${echo(name)}' is not available`);
+    if (version === undefined || version === -1) return rows.map(([v, s]) => s.model!.stats.toJson(name, String(v)));
+    const row = rows.find(([v]) => v === version);
+    if (!row) throw Errors.invalidArg(`requested model version is not available for model '${echo(name)}'`);
+    return [row[1].model!.stats.toJson(name, String(version))];
   }
 
   /**

@@ -23,6 +23,16 @@ export async function requestedVersion(name: string, text: string | undefined, b
   return typeof version === 'bigint' ? versionNotFound(name, version, backplane) : version;
 }
 
+/**
+ * The version named by `text` for a model's statistics, which answer a version that is not ready
+ * in their own words: one past 2^53 as an (inexact) number past 2^53, which no model has.
+ * @throws INVALID_ARG with Triton's words for a version it cannot read
+ */
+export function statisticsVersion(text: string | undefined): number | undefined {
+  const version = parseModelVersion(text);
+  return typeof version === 'bigint' ? Number(version) : version;
+}
+
 /** Whether the model version named by `text` is ready: a version past 2^53 is not (no model has one). */
 export async function versionReady(name: string, text: string | undefined, backplane: Backplane): Promise<boolean> {
   const version = parseModelVersion(text);

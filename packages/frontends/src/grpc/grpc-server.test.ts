@@ -205,10 +205,13 @@ describe('health, metadata, config', () => {
     // Past 2^53 (in int64): no model has it, not found; the model's own error first.
     const big = '9007199254740993';
     expect(await call('ModelReady', { name: 'simple', version: big })).toEqual({ ready: false });
-    for (const rpc of ['ModelMetadata', 'ModelConfig', 'ModelStatistics']) {
+    for (const rpc of ['ModelMetadata', 'ModelConfig']) {
       await expect(call(rpc, { name: 'simple', version: big })).rejects.toMatchObject({ code: status.NOT_FOUND, details: `Request for unknown model: 'simple' version ${big} is not found` });
       await expect(call(rpc, { name: 'nope', version: big })).rejects.toMatchObject({ code: status.NOT_FOUND, details: "Request for unknown model: 'nope' is not found" });
     }
+    // Statistics say it in their own words (Triton's TRITONSERVER_ServerModelStatistics).
+    await expect(call('ModelStatistics', { name: 'simple', version: big })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: "requested model version is not available for model 'simple'" });
+    await expect(call('ModelStatistics', { name: 'nope', version: big })).rejects.toMatchObject({ code: status.INVALID_ARGUMENT, details: "requested model 'nope' is not available" });
     // No digits, past int64, negative: INVALID_ARGUMENT with Triton's texts, ModelReady too.
     for (const [version, details] of [['x1', stol('x1')], ['-', stol('-')], ['9223372036854775808', stol('9223372036854775808')], [`1${'0'.repeat(5000)}`, stol(`1${'0'.repeat(255)}...`)],
       ['-1', "invalid model version specified '-1' , version should be an integral value > 0"]] as const) {

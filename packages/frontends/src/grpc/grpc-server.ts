@@ -11,7 +11,7 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js';
 import {
-  Errors, FILE_OVERRIDE_PREFIX, TriodeError, echo, messageType, parseModelVersion, serviceDefinition, setOwn, silentLogger, toPlain,
+  Errors, FILE_OVERRIDE_PREFIX, TriodeError, echo, messageType, serviceDefinition, setOwn, silentLogger, toPlain,
   type Backplane, type GrpcMethodDefinition, type InferenceResponse, type LogSettings, type Logger,
 } from '@triode/core';
 import { loadOptionsFrom, type LoadParameter } from '../control/load-parameters.js';
@@ -21,7 +21,7 @@ import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
 import { TraceSettings, checkTraceModel } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
-import { requestedVersion, versionNotFound, versionReady } from '../model-version.js';
+import { requestedVersion, statisticsVersion, versionNotFound, versionReady } from '../model-version.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
@@ -243,10 +243,9 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
     }),
     ModelStatistics: unary('ModelStatistics', 'ModelStatisticsRequest', async (req) => {
       const name = String(req['name'] ?? '');
-      if (name) return { model_stats: await backplane.modelStatistics(name, await versionOf(req)) };
-      // Every model's: Triton reads the version all the same (one it cannot read is refused), then ignores it.
-      parseModelVersion(String(req['version'] ?? ''));
-      return { model_stats: await backplane.modelStatistics() };
+      // Read whatever the name (one Triton cannot read is refused), ignored for every model's.
+      const version = statisticsVersion(String(req['version'] ?? ''));
+      return { model_stats: await backplane.modelStatistics(name || undefined, name ? version : undefined) };
     }),
     RepositoryIndex: unary('RepositoryIndex', 'RepositoryIndexRequest', async (req) => {
       refuseRepositoryName(req['repository_name'] as string | undefined);

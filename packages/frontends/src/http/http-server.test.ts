@@ -554,7 +554,7 @@ describe('POST infer errors', () => {
   it("reads every model route's version as Triton's std::stol: past 2^53 not found (not ready), past int64 refused with Triton's words", async () => {
     const big = '9007199254740993';
     const stol = "failed to get model version from specified version string '9223372036854775808' (details: stol), version should be an integral value > 0";
-    for (const suffix of ['', '/config', '/stats']) {
+    for (const suffix of ['', '/config']) {
       const answers: [string, number, string][] = [
         [`/v2/models/simple/versions/${big}${suffix}`, 404, `Request for unknown model: 'simple' version ${big} is not found`],
         [`/v2/models/simple/versions/0${big}${suffix}`, 404, `Request for unknown model: 'simple' version ${big} is not found`],
@@ -568,6 +568,19 @@ describe('POST infer errors', () => {
         if (status !== 200) expect(await r.json(), path).toEqual({ error });
       }
     }
+    // Statistics answer a version that is not ready, and a model with none, in their own words (400).
+    const statsAnswers: [string, number, string][] = [
+      [`/v2/models/simple/versions/${big}/stats`, 400, "requested model version is not available for model 'simple'"],
+      ['/v2/models/simple/versions/7/stats', 400, "requested model version is not available for model 'simple'"],
+      [`/v2/models/nope/versions/${big}/stats`, 400, "requested model 'nope' is not available"],
+      ['/v2/models/nope/stats', 400, "requested model 'nope' is not available"],
+      ['/v2/models/simple/versions/9223372036854775808/stats', 400, stol],
+    ];
+    for (const [path, status, error] of statsAnswers) {
+      const res = await app.request(path);
+      expect([path, res.status, await res.json()]).toEqual([path, status, { error }]);
+    }
+    expect((await app.request('/v2/models/simple/versions/0001/stats')).status).toBe(200);
     let r = await app.request(`/v2/models/simple/versions/${big}/ready`);
     expect([r.status, await r.json()]).toEqual([400, { error: 'Model version not ready' }]);
     r = await app.request('/v2/models/simple/versions/9223372036854775808/ready');
