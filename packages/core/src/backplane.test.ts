@@ -7,7 +7,7 @@ import { echoBackend } from './echo-backend.case.js';
 import { InferenceServer } from './server.js';
 
 describe('LocalBackplane while the server exits (Triton: InferenceServer::ModelIsReady, ModelReadyVersions)', () => {
-  it('readiness, metadata and statistics are UNAVAILABLE "Server not ready"; the config still answers; an unknown model\'s metadata is NOT_FOUND first', async () => {
+  it('liveness and readiness are UNAVAILABLE "Server exiting"; model readiness, metadata and statistics "Server not ready"; the config still answers; an unknown model\'s metadata is NOT_FOUND first', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-exiting-'));
     mkdirSync(join(root, 'm', '1'), { recursive: true });
     writeFileSync(join(root, 'm', 'config.pbtxt'), 'backend: "echo"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
@@ -16,7 +16,10 @@ describe('LocalBackplane while the server exits (Triton: InferenceServer::ModelI
     try {
       expect(await b.modelReady('m')).toBe(true);
       expect((await b.modelMetadata('m')).versions).toEqual(['1']);
+      expect([await b.isLive(), await b.isReady()]).toEqual([true, true]);
       s.beginShutdown();
+      await expect(b.isLive()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server exiting' });
+      await expect(b.isReady()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server exiting' });
       const notReady = { code: 'UNAVAILABLE', message: 'Server not ready' };
       await expect(b.modelReady('m')).rejects.toMatchObject(notReady);
       await expect(b.modelReady('nope')).rejects.toMatchObject(notReady);

@@ -62,11 +62,15 @@ export class LocalBackplane implements Backplane {
     this.server = server;
   }
 
+  // While the server exits, Triton's IsLive and IsReady answer UNAVAILABLE "Server exiting" (HTTP
+  // 503 with it as the error, gRPC UNAVAILABLE), not false. Triton: core/src/server.cc.
   async isLive(): Promise<boolean> {
+    if (this.server.exiting) throw Errors.serverExiting();
     return this.server.isLive();
   }
 
   async isReady(): Promise<boolean> {
+    if (this.server.exiting) throw Errors.serverExiting();
     return this.server.isReady();
   }
 

@@ -73,6 +73,8 @@ export const Errors = {
   cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
   /** A readiness, metadata or statistics question while the server exits (Triton's ModelIsReady, ModelReadyVersions). */
   serverNotReady: () => new TriodeError('UNAVAILABLE', 'Server not ready'),
+  /** A liveness or readiness question while the server exits (Triton's IsLive, IsReady). */
+  serverExiting: () => new TriodeError('UNAVAILABLE', 'Server exiting'),
   serverStopping: () => new TriodeError('UNAVAILABLE', 'Server is stopping, no new inference requests are accepted'),
   /**
    * A scheduler stopped by a server shutdown refuses a request (Triton's text): any request for
