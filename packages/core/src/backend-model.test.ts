@@ -615,7 +615,7 @@ describe('ModelVersion with a lost instance (issue #17: a GPU lost mid-run)', ()
     // The batch that ran on the other instance finished; what was queued fails with why.
     expect(await out(running)).toBe(1);
     for (const q of await Promise.all(queued)) {
-      expect(q).toMatchObject({ code: 'UNAVAILABLE', message: `Request for unknown model: 'm' version 1 is not ready: ${LOST}` });
+      expect(q).toMatchObject({ code: 'UNAVAILABLE', message: `Request for unknown model: 'm' version 1 is not at ready state: ${LOST}` });
     }
     expect(executions.sort()).toEqual([-3, 1]);
 
@@ -624,7 +624,8 @@ describe('ModelVersion with a lost instance (issue #17: a GPU lost mid-run)', ()
     expect(s.modelReady('m', 1)).toBe(false);
     expect(s.isReady()).toBe(false);
     expect(s.repositoryIndex()).toEqual([{ name: 'm', version: '1', state: 'UNAVAILABLE', reason: LOST }]);
-    await expect(s.infer(req(5))).rejects.toMatchObject({ code: 'UNAVAILABLE', message: `Request for unknown model: 'm' is not ready: ${LOST}` });
+    await expect(s.infer(req(5))).rejects.toMatchObject({ code: 'NOT_FOUND', message: `Request for unknown model: 'm' has no available versions: ${LOST}` });
+    await expect(s.infer({ ...req(5), modelVersion: 1 })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: `Request for unknown model: 'm' version 1 is not at ready state: ${LOST}` });
     expect(executions).toHaveLength(2);
 
     // Loading it again makes new instances: ready again.

@@ -51,11 +51,16 @@ export const Errors = {
         ? `Request for unknown model: '${echo(name)}' is not found`
         : `Request for unknown model: '${echo(name)}' version ${echo(version)} is not found`,
     ),
+  /**
+   * A model none of whose versions is ready (no `version`: NOT_FOUND "... has no available
+   * versions"), or a version that is not ready (UNAVAILABLE "... version N is not at ready state"),
+   * in Triton's words and codes; Triode adds why after them when it knows (a failed load, a lost
+   * device). Triton: core/src/model_lifecycle.cc ModelLifeCycle::GetModel, ModelRepositoryManager::GetModel
+   */
   modelNotReady: (name: string, version?: string | number, reason?: string) =>
-    new TriodeError(
-      'UNAVAILABLE',
-      `Request for unknown model: '${echo(name)}'${version !== undefined && version !== '' ? ` version ${echo(version)}` : ''} is not ready${reason ? `: ${reason}` : ''}`,
-    ),
+    version === undefined || version === ''
+      ? new TriodeError('NOT_FOUND', `Request for unknown model: '${echo(name)}' has no available versions${reason ? `: ${reason}` : ''}`)
+      : new TriodeError('UNAVAILABLE', `Request for unknown model: '${echo(name)}' version ${echo(version)} is not at ready state${reason ? `: ${reason}` : ''}`),
   /** `details`: what Triton's GetModelVersionFromString adds after it (`stol`, what std::stol threw). */
   badVersion: (version: string, details?: string) =>
     new TriodeError('INVALID_ARG', `failed to get model version from specified version string '${echo(version)}'${details === undefined ? '' : ` (details: ${details}), version should be an integral value > 0`}`),

@@ -829,7 +829,7 @@ describe('bounded model loading (issue #14 scope 4)', () => {
       await new Promise((r) => setTimeout(r, 20));
       expect(s.modelReady('ens')).toBe(false);
       expect(s.repositoryIndex().find((r) => r.name === 'ens')).toMatchObject({ state: 'UNAVAILABLE', reason: 'unloaded' });
-      await expect(s.infer(x)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      await expect(s.infer(x)).rejects.toMatchObject({ code: 'NOT_FOUND', message: expect.stringMatching(/^Request for unknown model: 'ens' has no available versions/) });
       // With the step ready, the ensemble loads and serves.
       await s.loadModel('ens');
       expect(Array.from((await s.infer(x)).outputs[0]!.data as Int32Array)).toEqual([5]);

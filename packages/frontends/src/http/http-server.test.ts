@@ -156,10 +156,10 @@ describe('health and metadata', () => {
     expect(j['parameters']).toEqual({ intra_op_thread_count: { string_value: '1' } });
   });
 
-  it('a model whose config does not parse is UNAVAILABLE with the reason, the others serve', async () => {
+  it('a model whose config does not parse has no available versions (404, Triton\'s words), with the reason; the others serve', async () => {
     const r = await app.request('/v2/models/broken');
-    expect(r.status).toBe(503);
-    expect((await r.json() as { error: string }).error).toMatch(/failed to read text proto .*3:17: Expected integer, got: oops/);
+    expect(r.status).toBe(404);
+    expect((await r.json() as { error: string }).error).toMatch(/^Request for unknown model: 'broken' has no available versions: .*failed to read text proto .*3:17: Expected integer, got: oops/);
     expect(server.repositoryIndex().find((m) => m.name === 'broken')).toMatchObject({ state: 'UNAVAILABLE' });
   });
 });
@@ -486,7 +486,8 @@ describe('POST infer errors', () => {
     ['a header length with no digits (atoi: 0, a raw binary request)', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': 'x' }, 400, /^Raw request must only have 1 input \(found 1\)/],
     ['a header length that wraps to 0 as an int (atoi)', '/v2/models/simple/infer', simpleJson(), { 'Inference-Header-Content-Length': '4294967296' }, 400, /^Raw request must only have 1 input \(found 1\)/],
     ['a body that is too large', '/v2/models/simple/infer', 'x'.repeat((1 << 20) + 1), {}, 400, /exceeds the maximum allowed value of 1048576 bytes. Use --http-max-input-size/],
-    ['a model that is not ready', '/v2/models/broken/infer', simpleJson(), {}, 503, /^Request for unknown model: 'broken' is not ready/],
+    // Triton's words and codes (ModelLifeCycle::GetModel), Triode's why after them.
+    ['a model with no ready version', '/v2/models/broken/infer', simpleJson(), {}, 404, /^Request for unknown model: 'broken' has no available versions: /],
   ];
   it.each(cases)('%s', async (_what, path, body, headers, status, message) => {
     const r = await post(path, body, headers);

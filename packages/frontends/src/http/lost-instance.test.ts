@@ -62,8 +62,11 @@ describe('a lost GPU mid-run (HTTP)', () => {
     // The server is still live; the model answers why it is not ready.
     expect((await app.request('/v2/health/live')).status).toBe(200);
     const refused = await infer(1);
-    expect(refused.status).toBe(503);
-    expect(await refused.json()).toEqual({ error: `Request for unknown model: 'm' is not ready: ${LOST}` });
+    expect(refused.status).toBe(404);
+    expect(await refused.json()).toEqual({ error: `Request for unknown model: 'm' has no available versions: ${LOST}` });
+    // Named, the version is not at ready state (503).
+    const named = await app.request('/v2/models/m/versions/1/infer', { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: [1] }] }) });
+    expect([named.status, await named.json()]).toEqual([503, { error: `Request for unknown model: 'm' version 1 is not at ready state: ${LOST}` }]);
 
     expect((await app.request('/v2/repository/models/m/load', { method: 'POST' })).status).toBe(200);
     expect((await app.request('/v2/models/m/ready')).status).toBe(200);
