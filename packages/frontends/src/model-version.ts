@@ -14,8 +14,8 @@ export async function versionNotFound(name: string, version: bigint, backplane: 
 }
 
 /**
- * The version named by `text` for a model's metadata, config or statistics: undefined for the
- * version policy's choice; one past 2^53 is answered not found.
+ * The version named by `text` for a model's metadata or config, or a generate request: undefined
+ * for the version policy's choice; one past 2^53 is answered not found.
  * @throws INVALID_ARG with Triton's words for a version it cannot read
  */
 export async function requestedVersion(name: string, text: string | undefined, backplane: Backplane): Promise<number | undefined> {
@@ -24,17 +24,12 @@ export async function requestedVersion(name: string, text: string | undefined, b
 }
 
 /**
- * The version named by `text` for a model's statistics, which answer a version that is not ready
- * in their own words: one past 2^53 as an (inexact) number past 2^53, which no model has.
+ * The version named by `text` as a number, for the questions that answer a version no model has in
+ * their own words (readiness: not ready; statistics: not available): one past 2^53 becomes an
+ * inexact number past 2^53, which no model has either.
  * @throws INVALID_ARG with Triton's words for a version it cannot read
  */
-export function statisticsVersion(text: string | undefined): number | undefined {
+export function versionNumber(text: string | undefined): number | undefined {
   const version = parseModelVersion(text);
   return typeof version === 'bigint' ? Number(version) : version;
-}
-
-/** Whether the model version named by `text` is ready: a version past 2^53 is not (no model has one). */
-export async function versionReady(name: string, text: string | undefined, backplane: Backplane): Promise<boolean> {
-  const version = parseModelVersion(text);
-  return typeof version === 'bigint' ? false : backplane.modelReady(name, version);
 }

@@ -21,7 +21,7 @@ import type { RestrictedGroup, Restrictions } from '../control/restricted.js';
 import { TraceSettings, checkTraceModel } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
-import { requestedVersion, statisticsVersion, versionNotFound, versionReady } from '../model-version.js';
+import { requestedVersion, versionNotFound, versionNumber } from '../model-version.js';
 import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
 import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
@@ -231,7 +231,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
   return {
     ServerLive: unary('ServerLive', undefined, async () => ({ live: await backplane.isLive() })),
     ServerReady: unary('ServerReady', undefined, async () => ({ ready: await backplane.isReady() })),
-    ModelReady: unary('ModelReady', 'ModelReadyRequest', async (req) => ({ ready: await versionReady(String(req['name'] ?? ''), String(req['version'] ?? ''), backplane) })),
+    ModelReady: unary('ModelReady', 'ModelReadyRequest', async (req) => ({ ready: await backplane.modelReady(String(req['name'] ?? ''), versionNumber(String(req['version'] ?? ''))) })),
     ServerMetadata: unary('ServerMetadata', undefined, async () => backplane.serverMetadata()),
     ModelMetadata: unary('ModelMetadata', 'ModelMetadataRequest', async (req) => {
       const m = await backplane.modelMetadata(String(req['name'] ?? ''), await versionOf(req));
@@ -244,7 +244,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
     ModelStatistics: unary('ModelStatistics', 'ModelStatisticsRequest', async (req) => {
       const name = String(req['name'] ?? '');
       // Read whatever the name (one Triton cannot read is refused), ignored for every model's.
-      const version = statisticsVersion(String(req['version'] ?? ''));
+      const version = versionNumber(String(req['version'] ?? ''));
       return { model_stats: await backplane.modelStatistics(name || undefined, name ? version : undefined) };
     }),
     RepositoryIndex: unary('RepositoryIndex', 'RepositoryIndexRequest', async (req) => {

@@ -4,7 +4,7 @@
  */
 import { Hono } from 'hono';
 import type { HttpDeps } from '../http-options.js';
-import { versionReady } from '../../model-version.js';
+import { versionNumber } from '../../model-version.js';
 import { modelParams, modelPaths } from './model-params.js';
 
 /** `GET /v2/models/{m}[/versions/{v}]`, `.../ready` and `.../config`. */
@@ -12,7 +12,7 @@ export function modelRoutes({ backplane }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/ready')) {
     app.get(path, async (c) => {
-      if (await versionReady(c.req.param('model') ?? '', c.req.param('version'), backplane)) return c.body('', 200);
+      if (await backplane.modelReady(c.req.param('model') ?? '', versionNumber(c.req.param('version')))) return c.body('', 200);
       return c.json({ error: 'Model version not ready' }, 400);
     });
   }
