@@ -194,6 +194,7 @@ export function addClusterCommands(program: Command): void {
       if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can forge replies and control messages (README, Security)');
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
+        backplane.beginExit();
         const timeoutMs = (o['exitTimeoutSecs'] as number) * 1000;
         const deadline = Date.now() + timeoutMs;
         await Promise.all([lifecycle.shutdown(timeoutMs), grpc?.close(timeoutMs)]);

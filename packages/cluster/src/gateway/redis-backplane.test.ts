@@ -106,6 +106,21 @@ describe('RedisBackplane', () => {
     });
   });
 
+  it('an exiting gateway answers health "Server exiting" and model readiness, metadata and statistics "Server not ready", the config still (as triode serve and Triton; it kept answering live and ready while it drained)', async () => {
+    await withFakeWorker('exit', { requestTimeoutMs: 5000, registryRefreshMs: 50 }, async ({ gateway }) => {
+      expect(await gateway.isLive()).toBe(true);
+      expect(await gateway.modelReady('m')).toBe(true);
+      gateway.beginExit();
+      await expect(gateway.isLive()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server exiting' });
+      await expect(gateway.isReady()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server exiting' });
+      await expect(gateway.modelReady('m')).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server not ready' });
+      await expect(gateway.modelMetadata('m')).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server not ready' });
+      await expect(gateway.modelStatistics()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server not ready' });
+      await expect(gateway.modelMetadata('nope')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+      expect(await gateway.modelConfig('m')).toMatchObject({ name: 'm' });
+    });
+  });
+
   it('waitingRequests: the group\'s lag, capped by the entries not read and held; without a lag, those entries', () => {
     expect(waitingRequests(24, 0, 0)).toBe(0);
     expect(waitingRequests(4, 10, 3)).toBe(4);

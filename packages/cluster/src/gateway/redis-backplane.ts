@@ -671,7 +671,20 @@ export class RedisBackplane implements Backplane {
     return r;
   }
 
+  /**
+   * The gateway is exiting (SIGTERM: `triode gateway` calls this before it drains): as `triode
+   * serve` and Triton's SERVER_EXITING, health answers UNAVAILABLE "Server exiting" and model
+   * readiness, metadata and statistics "Server not ready", so a load balancer stops sending here
+   * while the requests already in flight finish. The config still answers (Triton's GetModel).
+   */
+  beginExit(): void {
+    this.#exiting = true;
+  }
+
+  #exiting = false;
+
   async isLive(): Promise<boolean> {
+    if (this.#exiting) throw Errors.serverExiting();
     return this.#running;
   }
 
@@ -681,6 +694,7 @@ export class RedisBackplane implements Backplane {
    * mode a cluster with any subset loaded, or none, is ready.
    */
   async isReady(): Promise<boolean> {
+    if (this.#exiting) throw Errors.serverExiting();
     if (!this.#running || this.#cmd.status !== 'ready' || this.#xadd.status !== 'ready') return false;
     try {
       if ((await this.#registry()).length === 0) return false;
@@ -700,6 +714,7 @@ export class RedisBackplane implements Backplane {
   }
 
   async modelReady(name: string, version?: number): Promise<boolean> {
+    if (this.#exiting) throw Errors.serverNotReady();
     try {
       await this.#ready(name, version);
       return true;
@@ -710,6 +725,7 @@ export class RedisBackplane implements Backplane {
 
   async modelMetadata(name: string, version?: number): Promise<ModelMetadata> {
     const r = await this.#ready(name, version);
+    if (this.#exiting) throw Errors.serverNotReady();
     const versions = [...new Set((await this.#entries(name)).filter((e) => e.state === 'READY').map((e) => e.version ?? ''))].sort((a, b) => Number(a) - Number(b));
     return { ...r.metadata!, versions: version !== undefined ? [String(version)] : versions };
   }
@@ -720,6 +736,7 @@ export class RedisBackplane implements Backplane {
 
   /** Statistics summed over the workers. */
   async modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]> {
+    if (this.#exiting) throw Errors.serverNotReady();
     const sums = new Map<string, ModelStatistics>();
     for (const w of await this.#registry()) {
       for (const m of w.models) {
