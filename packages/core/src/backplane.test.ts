@@ -7,7 +7,7 @@ import { echoBackend } from './echo-backend.case.js';
 import { InferenceServer } from './server.js';
 
 describe('LocalBackplane while the server exits (Triton: InferenceServer::ModelIsReady, ModelReadyVersions)', () => {
-  it('liveness and readiness are UNAVAILABLE "Server exiting"; model readiness, metadata and statistics "Server not ready"; the config still answers; an unknown model\'s metadata is NOT_FOUND first', async () => {
+  it('liveness and readiness are UNAVAILABLE "Server exiting"; model readiness, metadata, statistics and the repository extension "Server not ready"; the config still answers; an unknown model\'s metadata is NOT_FOUND first', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-exiting-'));
     mkdirSync(join(root, 'm', '1'), { recursive: true });
     writeFileSync(join(root, 'm', 'config.pbtxt'), 'backend: "echo"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
@@ -28,6 +28,11 @@ describe('LocalBackplane while the server exits (Triton: InferenceServer::ModelI
       await expect(b.modelStatistics('m')).rejects.toMatchObject(notReady);
       await expect(b.modelStatistics()).rejects.toMatchObject(notReady);
       expect(await b.modelConfig('m')).toMatchObject({ name: 'm' });
+      // The repository extension too (Triton's RepositoryIndex, LoadModel, UnloadModel): a load
+      // started here would race the models being stopped.
+      await expect(b.repositoryIndex()).rejects.toMatchObject(notReady);
+      await expect(b.loadModel('m')).rejects.toMatchObject(notReady);
+      await expect(b.unloadModel('m')).rejects.toMatchObject(notReady);
     } finally {
       await s.stop(1000);
     }

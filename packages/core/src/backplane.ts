@@ -102,7 +102,11 @@ export class LocalBackplane implements Backplane {
     return this.server.modelStatistics(name, version);
   }
 
+  // The repository extension too: Triton's RepositoryIndex, LoadModel and UnloadModel answer
+  // UNAVAILABLE "Server not ready" once the server is not SERVER_READY (core/src/server.cc), so no
+  // load starts while the models are being stopped.
   async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
+    if (this.server.exiting) throw Errors.serverNotReady();
     return this.server.repositoryIndex(readyOnly);
   }
 
@@ -114,11 +118,13 @@ export class LocalBackplane implements Backplane {
     return this.server.inferStream(request, onResponse, options);
   }
 
-  loadModel(name: string, options?: LoadOptions): Promise<void> {
+  async loadModel(name: string, options?: LoadOptions): Promise<void> {
+    if (this.server.exiting) throw Errors.serverNotReady();
     return this.server.loadModel(name, options);
   }
 
-  unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void> {
+  async unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void> {
+    if (this.server.exiting) throw Errors.serverNotReady();
     return this.server.unloadModel(name, options);
   }
 }

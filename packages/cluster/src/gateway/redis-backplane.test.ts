@@ -106,7 +106,7 @@ describe('RedisBackplane', () => {
     });
   });
 
-  it('an exiting gateway answers health "Server exiting" and model readiness, metadata and statistics "Server not ready", the config still (as triode serve and Triton; it kept answering live and ready while it drained)', async () => {
+  it('an exiting gateway answers health "Server exiting" and model readiness, metadata, statistics and the repository extension "Server not ready", the config still (as triode serve and Triton; it kept answering live and ready while it drained)', async () => {
     await withFakeWorker('exit', { requestTimeoutMs: 5000, registryRefreshMs: 50 }, async ({ gateway }) => {
       expect(await gateway.isLive()).toBe(true);
       expect(await gateway.modelReady('m')).toBe(true);
@@ -117,6 +117,9 @@ describe('RedisBackplane', () => {
       await expect(gateway.modelMetadata('m')).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server not ready' });
       await expect(gateway.modelStatistics()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server not ready' });
       await expect(gateway.modelMetadata('nope')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+      for (const call of [() => gateway.repositoryIndex(), () => gateway.loadModel('m'), () => gateway.unloadModel('m')]) {
+        await expect(call()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server not ready' });
+      }
       expect(await gateway.modelConfig('m')).toMatchObject({ name: 'm' });
     });
   });

@@ -674,7 +674,7 @@ export class RedisBackplane implements Backplane {
   /**
    * The gateway is exiting (SIGTERM: `triode gateway` calls this before it drains): as `triode
    * serve` and Triton's SERVER_EXITING, health answers UNAVAILABLE "Server exiting" and model
-   * readiness, metadata and statistics "Server not ready", so a load balancer stops sending here
+   * readiness, metadata and statistics and the repository extension "Server not ready", so a load balancer stops sending here
    * while the requests already in flight finish. The config still answers (Triton's GetModel).
    */
   beginExit(): void {
@@ -757,6 +757,7 @@ export class RedisBackplane implements Backplane {
 
   /** The union of the workers' indexes: a version is READY if it is ready on some live worker. */
   async repositoryIndex(readyOnly = false): Promise<ModelIndexEntry[]> {
+    if (this.#exiting) throw Errors.serverNotReady();
     const rows = new Map<string, ModelIndexEntry>();
     for (const w of await this.#registry()) {
       for (const m of w.models) {
@@ -1200,6 +1201,7 @@ export class RedisBackplane implements Backplane {
   }
 
   async loadModel(name: string, options: LoadOptions = {}): Promise<void> {
+    if (this.#exiting) throw Errors.serverNotReady();
     await this.#control('load', name, {
       ...(options.config ? { config: options.config } : {}),
       ...(options.files ? { files: overrideFilesToJson(options.files) } : {}),
@@ -1207,6 +1209,7 @@ export class RedisBackplane implements Backplane {
   }
 
   async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+    if (this.#exiting) throw Errors.serverNotReady();
     await this.#control('unload', name, { unloadDependents: options.unloadDependents === true });
   }
 
