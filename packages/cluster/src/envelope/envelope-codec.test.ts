@@ -291,6 +291,8 @@ describe('tracing across the cluster (a traced request\'s envelope flag, the cor
       { name: 'HTTP_SEND_END', ns: 11 }, { name: '__proto__', ns: 11 }, { name: 'request_end', ns: 11 }, { name: ['COMPUTE_END'], ns: 11 },
       { name: 'COMPUTE_START', ns: '12' }, { name: 'COMPUTE_START', ns: -1 }, { name: 'COMPUTE_START', ns: [0, 'number', 'NaN'] },
       { name: 'COMPUTE_START', ns: [0, 'number', 'Infinity'] }, { name: 'COMPUTE_START', ns: [0, 'bigint', '12'] }, { name: 'COMPUTE_START' },
+      // Past uint64 ns (review: 1e300 was kept and written as "ns":1e+300).
+      { name: 'COMPUTE_END', ns: 1e300 }, { name: 'COMPUTE_END', ns: 2 ** 64 },
       { name: 'REQUEST_END', ns: 13 },
     ]);
     expect(kept).toEqual([{ name: 'REQUEST_START', ns: 10 }, { name: 'REQUEST_END', ns: 13 }]);

@@ -415,18 +415,22 @@ const CORE_TRACE_NAMES: ReadonlySet<string> = new Set(['REQUEST_START', 'QUEUE_S
  */
 export const MAX_REPLY_TRACE_TIMESTAMPS = 32;
 
+/** Past CLOCK_MONOTONIC's range (uint64 ns): a forged value, not a time (NaN and Infinity fail too). */
+const MAX_TRACE_NS = 2 ** 64;
+
 /**
  * A reply's `trace`, checked: a list of at most MAX_REPLY_TRACE_TIMESTAMPS, of which only the
- * entries with a core timestamp name and a finite, non-negative `ns` are kept (in their order).
+ * entries with a core timestamp name and an `ns` from 0 to under 2^64 are kept (in their order).
  * Anything else is dropped, never the reply: the request is answered whatever its trace holds.
  */
+
 function replyTrace(v: unknown): TraceTimestamp[] | undefined {
   if (!Array.isArray(v) || v.length > MAX_REPLY_TRACE_TIMESTAMPS) return undefined;
   const out: TraceTimestamp[] = [];
   for (const x of v as unknown[]) {
     if (!isObject(x)) continue;
     const { name, ns } = x;
-    if (typeof name === 'string' && CORE_TRACE_NAMES.has(name) && typeof ns === 'number' && Number.isFinite(ns) && ns >= 0) out.push({ name, ns });
+    if (typeof name === 'string' && CORE_TRACE_NAMES.has(name) && typeof ns === 'number' && ns >= 0 && ns < MAX_TRACE_NS) out.push({ name, ns });
   }
   return out.length > 0 ? out : undefined;
 }

@@ -1,5 +1,5 @@
 /** Trace emission: sampling, Triton's record shape and timestamp names, the files written. */
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -147,8 +147,12 @@ describe('trace emission on the direct HTTP path (a listening server, not Hono)'
     const http = await startHttpServer(app, 0, '127.0.0.1');
     try {
       tracer.flush();
-      const read = (): TraceRecord[] => (existsSync(file) ? readTraces(file) : []);
-      const before = read().length;
+      // What the shared tracer wrote: <file> at exit and <file>.<k> in order.
+      const read = (): TraceRecord[] => [
+        ...(existsSync(file) ? readTraces(file) : []),
+        ...readdirSync(dir).filter((n) => /^trace\.json\.\d+$/.test(n)).sort((x, y) => Number(x.split('.').pop()) - Number(y.split('.').pop())).flatMap((n) => readTraces(join(dir, n))),
+      ];
+      const before = new Set(read().map((r) => r.id));
       settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '1' });
       const post = (model: string) => fetch(`http://127.0.0.1:${http.port}/v2/models/${model}/infer`, { method: 'POST', body });
       const missing = await post('nothing_here');
@@ -158,8 +162,9 @@ describe('trace emission on the direct HTTP path (a listening server, not Hono)'
       expect(ok.status).toBe(200);
       await ok.arrayBuffer();
       tracer.flush();
-      // trace_count 1: the failed lookup gave its place back, so the request to simple took it.
-      const records = read().slice(before);
+      // trace_count 1: the failed lookup gave its place back, so the request to simple took it (and,
+      // the count used up with every request it saw traced, wrote it to the next <file>.<k> at once).
+      const records = read().filter((r) => !before.has(r.id));
       expect(records).toHaveLength(1);
       expect(records[0]).toMatchObject({ model_name: 'simple', model_version: 1, request_id: 'r' });
       expect(records[0]!.timestamps.map((t) => t.name)).toEqual([
@@ -268,8 +273,24 @@ describe('trace sampling per settings scope', () => {
     const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: t });
     for (const m of ['nope1', 'nope2']) expect((await a.request(`/v2/models/${m}/infer`, { method: 'POST', body })).status).toBe(404);
     for (let i = 0; i < 3; i++) expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
-    t.flush();
-    // Before: the two 404s used up the count and nothing was traced.
-    expect(readTraces(f).map((r) => r.model_name)).toEqual(['simple', 'simple']);
+    // Before: the two 404s used up the count and nothing was traced. They are not counted as seen
+    // either, so the count used up by the two traced requests writes them at once.
+    expect(readTraces(`${f}.0`).map((r) => r.model_name)).toEqual(['simple', 'simple']);
+    expect(existsSync(f)).toBe(false);
+  });
+
+  it('a traced request that fails is recorded with the timestamps it got, so the count used up still writes at once (review: one failure and the write never came until exit)', async () => {
+    const f = join(dir, 'failed.json');
+    const s = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1', trace_count: '2', log_frequency: '0' });
+    const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: new Tracer(s) });
+    const bad = body.replace('"INT32"', '"FP32"');
+    expect(bad).not.toBe(body);
+    expect((await a.request('/v2/models/simple/infer', { method: 'POST', body: bad })).status).toBe(400);
+    expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
+    const traces = readTraces(`${f}.0`);
+    expect(traces).toHaveLength(2);
+    expect(traces[0]!.timestamps.map((x) => x.name)).toContain('HTTP_RECV_START');
+    expect(traces[0]!.timestamps.map((x) => x.name)).not.toContain('HTTP_SEND_START');
+    expect(traces[1]!.timestamps.map((x) => x.name)).toContain('HTTP_SEND_END');
   });
 });

@@ -133,12 +133,22 @@ export class Tracer {
   }
 
   /**
-   * Called with why a traced request failed: when it never reached a model (NOT_FOUND: an
-   * unknown name) the trace_count it took is given back, so a client sending made-up names
-   * does not use up what real requests are traced with.
+   * Called with why a traced request failed. When it never reached a model (NOT_FOUND: an unknown
+   * name) the trace_count it took is given back and the request no longer counts as seen, so a
+   * client sending made-up names does not use up what real requests are traced with. Any other
+   * failure is recorded with the timestamps it got (Triton releases a failed request's trace and
+   * writes it), so it counts as collected and the write when the count is used up still happens.
    */
-  failed(t: ActiveTrace, err: unknown): void {
-    if (err instanceof TriodeError && err.code === 'NOT_FOUND' && t.counted) this.#settings.giveBackCount(t.model, t.scope);
+  failed(t: ActiveTrace, err: unknown, requestId = '', modelVersion = ''): void {
+    if (err instanceof TriodeError && err.code === 'NOT_FOUND' && t.counted) {
+      const now = this.#settings.scope(t.model);
+      if (now.key === t.scope.key && now.generation === t.scope.generation) {
+        this.#settings.giveBackCount(t.model, t.scope);
+        t.sampling.seen--;
+        return;
+      }
+    }
+    this.finish(t, modelVersion, requestId);
   }
 
   /** Records a finished trace; writes a file when log_frequency traces are waiting. */

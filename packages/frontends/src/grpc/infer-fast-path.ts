@@ -145,7 +145,7 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       t.trace.timestamps.push({ name: 'GRPC_WAITREAD_START', ns: waitStart }, { name: 'GRPC_WAITREAD_END', ns: traceNow() });
       request.trace = t.trace;
       const response = await opts.backplane.infer(request).catch((err: unknown) => {
-        opts.tracer!.failed(t, err);
+        opts.tracer!.failed(t, err, request.id ?? '', String(request.modelVersion ?? ''));
         throw err;
       });
       t.trace.timestamps.push({ name: 'GRPC_SEND_START', ns: traceNow() });

@@ -18,11 +18,17 @@ export async function tracedInfer<T>(backplane: Backplane, request: InferenceReq
   t.trace.timestamps.push({ name: 'HTTP_RECV_END', ns: traceNow() });
   request.trace = t.trace;
   const response = await backplane.infer(request).catch((err: unknown) => {
-    tracer.failed(t, err);
+    tracer.failed(t, err, request.id ?? '', String(request.modelVersion ?? ''));
     throw err;
   });
   t.trace.timestamps.push({ name: 'HTTP_SEND_START', ns: traceNow() });
-  const written = await write(response);
+  let written: T;
+  try {
+    written = await write(response);
+  } catch (err) {
+    tracer.failed(t, err, request.id ?? '', response.modelVersion);
+    throw err;
+  }
   t.trace.timestamps.push({ name: 'HTTP_SEND_END', ns: traceNow() });
   tracer.finish(t, response.modelVersion, request.id ?? '');
   return written;
