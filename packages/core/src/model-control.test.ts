@@ -952,7 +952,7 @@ describe('the repository index during and after an explicit unload (Triton: the 
         { name: 'm', version: '2', state: 'UNAVAILABLE', reason: 'unloaded' },
       ]);
       expect(s.repositoryIndex(true)).toEqual([]);
-      await expect(s.infer({ modelName: 'm', modelVersion: 1, inputs: [] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: "Request for unknown model: 'm' version 1 is not ready" });
+      await expect(s.infer({ modelName: 'm', modelVersion: 1, inputs: [] })).rejects.toMatchObject({ code: 'UNAVAILABLE', message: "Request for unknown model: 'm' version 1 is not at ready state" });
       // Loaded again, it serves; the rows are its own again.
       await s.loadModel('m');
       expect(s.repositoryIndex().map((r) => `${r.version}:${r.state}`)).toEqual(['1:READY', '2:READY']);

@@ -167,7 +167,7 @@ describe('model repository extension (explicit mode)', () => {
     expect((await index()).filter((r) => r.name === 'simple_int8')).toEqual([{ name: 'simple_int8', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' }]);
     // A request for that version is refused as for a version not ready (Triton: UNAVAILABLE), without 'unloaded' repeated.
     const r = await post('/v2/models/simple_int8/versions/1/infer', { inputs: [] });
-    expect([r.status, await r.json()]).toEqual([503, { error: "Request for unknown model: 'simple_int8' version 1 is not ready" }]);
+    expect([r.status, await r.json()]).toEqual([503, { error: "Request for unknown model: 'simple_int8' version 1 is not at ready state" }]);
   });
 
   it('refuses load / unload when the model control mode is none', async () => {
