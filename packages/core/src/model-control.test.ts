@@ -62,6 +62,12 @@ describe('explicit mode: an ensemble brings the models of its steps (as Triton)'
       // The step's reason as Triton's lifecycle gives it, without a 'load failed for model' line of its own.
       await expect(s.loadModel('bad')).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringMatching(/^load failed for model 'bad': ensemble 'bad' depends on 'broken' which has no loaded version\. Model 'broken' loading failed with error: (?!load failed)[^\n]*\n$/) });
       expect(s.modelReady('bad')).toBe(false);
+      // Its index row and not-ready text carry the reason alone, as Triton's node status (review:
+      // they repeated the 'load failed for model' line).
+      const row = s.repositoryIndex().find((r) => r.name === 'bad');
+      expect(row).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/^ensemble 'bad' depends on 'broken' which has no loaded version\./) });
+      expect(() => s.modelConfig('bad')).toThrow(/^Request for unknown model: 'bad' .*: ensemble 'bad' depends on 'broken'/);
+      expect(() => s.modelConfig('bad')).not.toThrow(/load failed for model/);
     } finally {
       await s.stop(1000);
     }

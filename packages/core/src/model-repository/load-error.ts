@@ -44,6 +44,16 @@ export function loadFailureReason(err: unknown): string {
   return typeof why === 'string' ? why : err instanceof Error ? err.message : String(err);
 }
 
+/**
+ * The error a failed model shows (its index reason, its not-ready text): a `loadFailed` error's
+ * reason alone, with its code (Triton's node status has no "load failed for model" line), or the
+ * error as it is.
+ */
+export function failureOfModel(err: unknown): unknown {
+  const why = (err as { [LOAD_FAILURE_REASON]?: unknown } | null)?.[LOAD_FAILURE_REASON];
+  return typeof why === 'string' && err instanceof TriodeError ? new TriodeError(err.code, why) : err;
+}
+
 /** Triton's names of the error codes, as its Status::AsString writes them (common src/error.cc Error::CodeString). */
 const CODE_STRINGS: Record<TriodeError['code'], string> = {
   UNKNOWN: 'Unknown', INTERNAL: 'Internal', NOT_FOUND: 'Not found', INVALID_ARG: 'Invalid argument',

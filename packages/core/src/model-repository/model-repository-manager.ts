@@ -17,7 +17,7 @@ import { checkUnimplementedConfig } from '../model-config/unimplemented-config.j
 import { setConfigWarnings } from '../model-config/config-warnings.js';
 import type { Logger } from '../logger.js';
 import { pollFailure, removeOverride, writeOverrideFiles } from './load-override.js';
-import { loadFailed, loadFailureReason, statusString } from './load-error.js';
+import { failureOfModel, loadFailed, loadFailureReason, statusString } from './load-error.js';
 import { readAutoCompletedConfig } from './autocomplete-result.js';
 import { checkLoadModelName, checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
@@ -609,7 +609,7 @@ export class ModelRepositoryManager {
     }
     if (!found) return;
     const entry: ModelEntry = { name, path: found.path, versions: found.error ? new Map() : versions };
-    if (found.error || versions.size === 0) entry.error = this.#lifecycle.clientError(entry, found.error ?? err, 'INVALID_ARG');
+    if (found.error || versions.size === 0) entry.error = this.#lifecycle.clientError(entry, found.error ?? failureOfModel(err), 'INVALID_ARG');
     const old = this.#models.get(name);
     this.#models.set(name, entry);
     // What the entry it replaces still holds (a version no longer ready, say) is released.
