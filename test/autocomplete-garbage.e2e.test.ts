@@ -65,8 +65,10 @@ describe('a javascript model whose autoCompleteConfig returns garbage (default m
       expect(row!.reason).not.toMatch(RAW);
       expect((await fetch(`${server.base}/v2/models/${name}/ready`)).status).not.toBe(200);
       const infer = await fetch(`${server.base}/v2/models/${name}/infer`, { method: 'POST', body: JSON.stringify(simpleInfer) });
-      // Not ready: 503 UNAVAILABLE, as Triton answers a model that failed to load (before: 500).
-      expect(infer.status, name).toBe(503);
+      // No ready version: 404 NOT_FOUND, as Triton answers a model that failed to load (its
+      // GetModel: 'has no available versions', or 'is not found' when its config never got as far
+      // as the lifecycle); before: 500, then 503.
+      expect(infer.status, name).toBe(404);
       expect((await infer.json() as { error: string }).error).not.toMatch(RAW);
       expect((await fetch(`${server.base}/v2/models/${name}/config`)).status, name).not.toBe(500);
     }
