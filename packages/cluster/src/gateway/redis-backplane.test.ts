@@ -231,6 +231,18 @@ describe('RedisBackplane', () => {
     });
   });
 
+  it('a model no worker knows is "\'x\' is not found" whatever version is named, and a known model\'s missing version names it, as triode serve (Triton\'s ModelLifeCycle::GetModel; bench/parity-diff.mjs: the gateway said "\'x\' version 1 is not found")', async () => {
+    await withFakeWorker('unknownver', { requestTimeoutMs: 5000, registryRefreshMs: 50 }, async ({ gateway }) => {
+      for (const v of [undefined, 0, 1, 2]) {
+        await expect(gateway.modelMetadata('x', v)).rejects.toMatchObject({ code: 'NOT_FOUND', message: "Request for unknown model: 'x' is not found" });
+        await expect(gateway.modelConfig('x', v)).rejects.toMatchObject({ code: 'NOT_FOUND', message: "Request for unknown model: 'x' is not found" });
+        await expect(gateway.infer({ modelName: 'x', modelVersion: v, inputs: [], outputs: [] } as never)).rejects.toMatchObject({ code: 'NOT_FOUND', message: "Request for unknown model: 'x' is not found" });
+      }
+      await expect(gateway.modelMetadata('m', 2)).rejects.toMatchObject({ code: 'NOT_FOUND', message: "Request for unknown model: 'm' version 2 is not found" });
+      await expect(gateway.infer({ modelName: 'm', modelVersion: 2, inputs: [], outputs: [] } as never)).rejects.toMatchObject({ code: 'NOT_FOUND', message: "Request for unknown model: 'm' version 2 is not found" });
+    });
+  });
+
   it('attack: a reply stream entry whose field name is longer than V8\'s longest string is dropped; the gateway reads on', async () => {
     await withPendingRequest('long', 45_000, ['--proto-max-bulk-len', '1gb'], async ({ r, answer, replyTo, reply }) => {
       // 0x1fffffe8 + 24 bytes: past V8's string limit (2^29 - 24 characters).

@@ -663,7 +663,9 @@ export class RedisBackplane implements Backplane {
     if (entries.length === 0) {
       // With no live worker at all (starting up, or Redis just came back), nothing is known yet.
       if (this.#workers.length === 0) throw Errors.unavailable(`no live worker is registered in the cluster, so model '${name}' cannot be served now`);
-      throw Errors.unknownModel(name, version);
+      // As triode serve (Triton's ModelLifeCycle::GetModel): a name no worker knows is "'m' is not
+      // found" whatever the version named; only a known model's missing version names the version.
+      throw Errors.unknownModel(name, version === undefined || this.#entriesNow(name).length === 0 ? undefined : version);
     }
     const r = entries[0]!;
     // As triode serve answers: the index's 'unloaded' is a state, not a reason to repeat.
