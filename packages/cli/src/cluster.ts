@@ -197,7 +197,15 @@ export function addClusterCommands(program: Command): void {
         backplane.beginExit();
         const timeoutMs = (o['exitTimeoutSecs'] as number) * 1000;
         const deadline = Date.now() + timeoutMs;
-        await Promise.all([lifecycle.shutdown(timeoutMs), grpc?.close(timeoutMs)]);
+        // As triode serve (Triton's main keeps its endpoints up until ServerStop returns): new
+        // requests are refused in the stopping schedulers' words and health, readiness, metadata,
+        // statistics and the repository extension answer as an exiting server, over HTTP and gRPC,
+        // while the requests in flight finish; only then do the endpoints close (before, they
+        // refused at once: POSTs in the frontend's own words, gRPC connections not at all).
+        const left = await backplane.drain(timeoutMs);
+        if (left > 0) logger.warning(`${left} requests were still in flight at exit`);
+        const rest = Math.max(0, deadline - Date.now());
+        await Promise.all([lifecycle.shutdown(rest), grpc?.close(rest)]);
         await http.close(Math.max(0, deadline - Date.now()));
         await asyncJobs.stop();
         await metrics?.close();

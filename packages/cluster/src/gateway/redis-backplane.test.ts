@@ -22,6 +22,7 @@ interface Pending {
   replyTo: string;
   /** The reply the request waits for, encoded. */
   reply: Buffer;
+  gateway: RedisBackplane;
 }
 
 /** A worker's registry entry serving model 'm' (`config`: its config), with no worker behind it. */
@@ -76,7 +77,7 @@ async function withPendingRequest(prefix: string, requestTimeoutMs: number, redi
     answer.catch(() => undefined);
     const { request, env } = await firstRequest(r, keys);
     const reply = encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } });
-    await f({ r, answer, replyTo: env.replyTo, reply });
+    await f({ r, answer, replyTo: env.replyTo, reply, gateway });
   } finally {
     await gateway.stop();
     r.disconnect();
@@ -121,6 +122,19 @@ describe('RedisBackplane', () => {
         await expect(call()).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server not ready' });
       }
       expect(await gateway.modelConfig('m')).toMatchObject({ name: 'm' });
+    });
+  });
+
+  it('an exiting gateway refuses new requests in the stopping schedulers\' words (as triode serve) and drain waits for the one in flight (bench/parity-diff.mjs: the gateway closed its endpoints at once, so POSTs got the frontend\'s words and gRPC no connection)', async () => {
+    await withPendingRequest('drain', 10_000, [], async ({ r, answer, replyTo, reply, gateway }) => {
+      gateway.beginExit();
+      await expect(gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never)).rejects.toMatchObject({ code: 'UNAVAILABLE', message: 'Server is stopping, scheduler for model has stopped accepting new inference requests' });
+      await expect(gateway.infer({ modelName: 'nope', inputs: [], outputs: [] } as never)).rejects.toMatchObject({ code: 'NOT_FOUND' });
+      expect(await gateway.drain(100)).toBe(1);
+      const drained = gateway.drain(10_000);
+      await r.xadd(replyTo, '*', 'r', reply);
+      expect(await drained).toBe(0);
+      expect(await answer).toMatchObject({ modelName: 'm' });
     });
   });
 

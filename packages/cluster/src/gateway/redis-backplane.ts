@@ -873,8 +873,31 @@ export class RedisBackplane implements Backplane {
    */
   readonly #sequenceTail = new Map<string, Promise<void>>();
 
+  /** Requests in #send now (what `drain` waits for), and who waits for the count to reach 0. */
+  #inflight = 0;
+  #drained: (() => void)[] = [];
+
+  /**
+   * Waits up to `timeoutMs` for the requests in flight to be answered (call `beginExit` first, so
+   * no new ones start): triode serve's core drains so before its endpoints close. Resolves to the
+   * number still in flight when it stopped waiting.
+   */
+  async drain(timeoutMs: number): Promise<number> {
+    if (this.#inflight > 0) await settleWithin(new Promise<void>((r) => this.#drained.push(r)), timeoutMs);
+    return this.#inflight;
+  }
+
   async #send(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, onDecoupled?: () => void): Promise<InferenceResponse> {
     if (!this.#running) throw Errors.serverStopping();
+    this.#inflight++;
+    try {
+      return await this.#sendCounted(request, onResponse, onDecoupled);
+    } finally {
+      if (--this.#inflight === 0 && this.#drained.length > 0) for (const r of this.#drained.splice(0)) r();
+    }
+  }
+
+  #sendCounted(request: InferenceRequest, onResponse?: (r: InferenceResponse) => void, onDecoupled?: () => void): Promise<InferenceResponse> {
     let seq: ReturnType<typeof sequenceParams>;
     try {
       seq = sequenceParams(request.parameters);
@@ -882,6 +905,11 @@ export class RedisBackplane implements Backplane {
       seq = undefined; // the worker answers the bad parameter
     }
     if (!seq) return this.#dispatch(request, onResponse, undefined, seq, onDecoupled);
+    return this.#sendInSequence(request, seq, onResponse, onDecoupled);
+  }
+
+  /** A sequence's request, routed after the one before it. */
+  async #sendInSequence(request: InferenceRequest, seq: NonNullable<ReturnType<typeof sequenceParams>>, onResponse?: (r: InferenceResponse) => void, onDecoupled?: () => void): Promise<InferenceResponse> {
     const key = `${request.modelName}\u0000${seq.key}`;
     const before = this.#sequenceTail.get(key);
     let routed!: () => void;
@@ -906,6 +934,7 @@ export class RedisBackplane implements Backplane {
     if (decoupled && !onResponse) {
       throw Errors.unsupported(`model '${request.modelName}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`);
     }
+    if (this.#exiting) this.#refuseWhileExiting(request, model, parsed);
     if (decoupled) onDecoupled?.();
     // A model without sequences goes to its shared stream: no promise to wait for.
     const { stream, undoEnd } = hasSequences(model) ? await this.#streamFor(request, model, parsed) : { stream: this.#keys.requests(request.modelName), undoEnd: undefined };
@@ -917,6 +946,22 @@ export class RedisBackplane implements Backplane {
       await undoEnd();
       throw err;
     }
+  }
+
+  /**
+   * While the gateway exits, as triode serve's stopping schedulers (Triton's Scheduler::Stop): a
+   * new request is refused UNAVAILABLE in their words, except one that continues a sequence, so
+   * live sequences can still end. A request whose sequence parameters cannot be read goes on (its
+   * worker answers the error, as when not exiting).
+   */
+  #refuseWhileExiting(request: InferenceRequest, model: RegistryModel, parsed: Parsed): void {
+    let seq: ReturnType<typeof sequenceParams>;
+    try {
+      seq = sequenceBatching(model) ? (parsed === NOT_PARSED ? sequenceParams(request.parameters) : parsed) : undefined;
+    } catch {
+      return;
+    }
+    if (!seq || seq.start) throw Errors.schedulerStopping();
   }
 
   /** Adds a routed request to `stream` and waits for its reply. */
