@@ -630,7 +630,8 @@ export class ModelRepositoryManager {
 
   /**
    * Unloads a model (explicit mode): it stops taking requests at once and finishes those it holds.
-   * With `unloadDependents`, the ensembles that use it are unloaded too.
+   * An ensemble using it is unloaded too; with `unloadDependents`, so are the steps it brought
+   * with it (loaded only as its steps, used by no other loaded model), as Triton's dependency graph.
    */
   async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     checkModelName(name);
