@@ -319,7 +319,7 @@ export const NO_EFFECT_FLAGS: readonly { flag: string; key: string; because: str
   { flag: '--buffer-manager-thread-count', key: 'bufferManagerThreadCount', because: 'tensors are copied by the thread that handles them (no buffer manager threads)' },
   { flag: '--host-policy', key: 'hostPolicy', because: 'model instances are not pinned to NUMA nodes or CPU cores' },
   { flag: '--backend-directory', key: 'backendDirectory', because: 'the backends (onnxruntime, javascript) are built in; no backend libraries are loaded' },
-  { flag: '--repoagent-directory', key: 'repoagentDirectory', because: 'Triode has no repository agents' },
+  { flag: '--repoagent-directory', key: 'repoagentDirectory', because: 'repository agents are built in (checksum); no agent libraries are loaded' },
   { flag: '--cache-directory', key: 'cacheDirectory', because: 'the response cache is built in (--cache-config local,size=<bytes>); no cache libraries are loaded' },
   { flag: '--http-thread-count', key: 'httpThreadCount', because: 'HTTP is served on the event loop (model instances have their own threads: instance_group count)' },
   { flag: '--reuse-http-port', key: 'reuseHttpPort', because: 'Node 20 cannot set SO_REUSEPORT: run one server per port (or triode gateway and workers to scale out)', same: [false], warn: true },
@@ -357,7 +357,7 @@ function addCompatFlags(cmd: Command): Command {
     .addOption(hidden('--buffer-manager-thread-count <n>', 'no effect', parseInteger(0)))
     .addOption(hidden('--host-policy <name,key=value>', 'no effect', shaped(/^[^,=]+,[^,=]+=.+$/, '<policy_name>,<setting>=<value>')))
     .addOption(hidden('--backend-directory <dir>', 'no effect (backends are built in)', String))
-    .addOption(hidden('--repoagent-directory <dir>', 'no effect (no repository agents)', String))
+    .addOption(hidden('--repoagent-directory <dir>', 'no effect (repository agents are built in)', String))
     .addOption(hidden('--cache-directory <dir>', 'no effect (the response cache is built in)', String))
     .addOption(new Option('--rate-limit <mode>', 'off: instances execute as soon as they are free; execution_count: only while they hold the resources their rate_limiter lists, by priority').argParser(oneOf(['off', 'execution_count'])))
     .addOption(new Option('--rate-limit-resource <name:count[:device]>', 'available count of a rate limiter resource, on one device or all (repeatable; default: the largest count an instance needs)').argParser(rateLimitResource))

@@ -2,7 +2,10 @@
 import { Hono } from 'hono';
 import type { HttpDeps } from '../http-options.js';
 
-/** `GET /v2/health/live`, `GET /v2/health/ready` (200 or 400, empty body) and `GET /v2`. */
+/**
+ * `GET /v2/health/live`, `GET /v2/health/ready` (200 or 400, empty body; while the server exits the
+ * backplane refuses them, 503 `{"error":"Server exiting"}`) and `GET /v2`.
+ */
 export function healthRoutes({ backplane }: HttpDeps): Hono {
   const app = new Hono();
   app.get('/v2/health/live', async (c) => c.body('', (await backplane.isLive()) ? 200 : 400));
