@@ -21,6 +21,10 @@ describe('inputTensorData', () => {
     expect(data('FP16', Uint16Array.of(0x3c00), [1])).toEqual(Uint16Array.of(0x3c00));
     expect(data('INT64', [1n, 2n ** 62n])).toEqual(BigInt64Array.of(1n, 2n ** 62n));
     expect(data('INT64', [-2, 2 ** 53 - 1])).toEqual(BigInt64Array.of(-2n, 2n ** 53n - 1n));
+    // Numbers and bigints in one array: the type admits what the code takes (review: it did not).
+    const mixed: (number | bigint)[] = [1, 2n ** 60n];
+    expect(data('INT64', mixed)).toEqual(BigInt64Array.of(1n, 2n ** 60n));
+    expect(data('UINT64', mixed)).toEqual(BigUint64Array.of(1n, 2n ** 60n));
   });
 
   it('converts numbers to FP16 / BF16 bits, rounding to nearest even (they were cut to integer words)', () => {

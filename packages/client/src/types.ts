@@ -11,10 +11,11 @@ export type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, Paramet
 /**
  * Tensor data a client accepts: a typed array matching the datatype (Int32Array for INT32,
  * BigInt64Array for INT64, Uint16Array holding raw half floats for FP16/BF16, Uint8Array of 0/1 for
- * BOOL), a plain array of numbers / booleans / bigints (converted), or for BYTES an array of
+ * BOOL), a plain array of numbers / booleans (converted), for INT64/UINT64 numbers and/or bigints
+ * (a number must be an exact integer: give values past 2^53 as bigints), or for BYTES an array of
  * strings (UTF-8) and/or byte arrays.
  */
-export type InputData = TensorData | readonly number[] | readonly boolean[] | readonly bigint[] | readonly (string | Uint8Array)[];
+export type InputData = TensorData | readonly number[] | readonly boolean[] | readonly (number | bigint)[] | readonly (string | Uint8Array)[];
 
 /** One input tensor of a request. */
 export interface InferInput {
