@@ -3,7 +3,7 @@
  * Triton: onnxruntime_backend/src/onnxruntime.cc AutoCompleteConfig, AutoCompleteMaxBatch, AutoCompleteIO
  */
 import { Worker } from 'node:worker_threads';
-import { Errors, dataTypeToConfigType, type ModelConfig, type ModelInput, type ModelOutput } from '@triode/core';
+import { Errors, dataTypeToConfigType, echo, type ModelConfig, type ModelInput, type ModelOutput } from '@triode/core';
 import { ortTypeToDataType } from './onnxruntime-utils.js';
 import type { OnnxIo } from './model-io-check.js';
 import { threadFile } from '../common/thread-file.js';
@@ -46,52 +46,66 @@ function readIo(file: string, signal: AbortSignal | undefined): Promise<{ ins: O
 type IoMeta = ReturnType<typeof meta>[number];
 
 /**
+ * `default-max-batch-size` as Triton's ParseIntValue reads it (std::stoi: leading blanks, a sign
+ * and the digits that follow; the rest ignored), 4 when not given, and never below 0
+ * (AutoCompleteMaxBatch takes max(value, 0)). A value with no number refuses the load.
+ * Triton: backend/src/backend_common.cc ParseIntValue; onnxruntime.cc TRITONBACKEND_Initialize
+ */
+export function defaultMaxBatchSize(backendConfig: Record<string, string>): number {
+  const raw = backendConfig['default-max-batch-size'];
+  if (raw === undefined) return 4;
+  const m = /^\s*([+-]?\d+)/.exec(raw);
+  const n = m ? Number(m[1]) : NaN;
+  if (!Number.isSafeInteger(n) || n > 2 ** 31 - 1 || n < -(2 ** 31)) {
+    throw Errors.invalidArg(`failed to convert '${echo(raw)}' to integral number`);
+  }
+  return Math.max(n, 0);
+}
+
+/** One autocompleted input or output, as Triton's AutoCompleteIO writes it. */
+function completeIo(m: IoMeta, maxBatchSize: number): ModelInput & ModelOutput {
+  const io: ModelInput & ModelOutput = { name: m.name };
+  const dt = ortTypeToDataType(m.type);
+  if (dt) io.data_type = dataTypeToConfigType(dt);
+  const dims = maxBatchSize > 0 ? m.dims.slice(1) : m.dims;
+  if (dims.length > 0) {
+    io.dims = dims;
+  } else {
+    io.dims = [1];
+    // A batching model's tensor that is the batch dim alone: [1] per request, reshaped to [].
+    // Without batching an empty reshape is invalid (a model scalar takes dims [1] as it is).
+    if (maxBatchSize > 0) io.reshape = { shape: [] };
+  }
+  return io;
+}
+
+/**
  * Fills inputs, outputs, max_batch_size and `dynamic_batching` as Triton's onnxruntime backend
- * does. Skipped when the config lists both inputs and outputs. The session is opened in a
- * thread of its own (readIo) and released there at once (the instances open their own).
+ * does: nothing when the config lists both inputs (or batch inputs) and outputs; otherwise
+ * max_batch_size from the model when it is 0 or absent, `dynamic_batching {}` for a batching
+ * model without a scheduler, and the side(s) the config leaves empty, listed in full from the
+ * model (a side the config gives is kept as given). The session is opened in a thread of its
+ * own (readIo) and released there at once (the instances open their own).
  */
 export async function autoCompleteOnnxConfig(config: ModelConfig, file: string, backendConfig: Record<string, string>, signal?: AbortSignal): Promise<void> {
-  const haveIn = (config.input ?? []).length > 0;
-  const haveOut = (config.output ?? []).length > 0;
-  if (haveIn && haveOut && config.max_batch_size !== undefined) return;
+  const inputCount = (config.input?.length ?? 0) + (config.batch_input?.length ?? 0);
+  const outputCount = config.output?.length ?? 0;
+  if (inputCount > 0 && outputCount > 0) return;
+  const defaultMbs = defaultMaxBatchSize(backendConfig);
   const io = await readIo(file, signal);
   const ins = meta(io.ins);
   const outs = meta(io.outs);
-  const all = [...ins, ...outs];
-  const batchable = all.length > 0 && all.every((m) => m.dims.length > 0 && m.dims[0] === -1);
-  const defaultMbs = Number(backendConfig['default-max-batch-size'] ?? 4);
-  if (config.max_batch_size === undefined) {
-    config.max_batch_size = batchable ? defaultMbs : 0;
-    if (batchable && config.max_batch_size > 1 && !config.dynamic_batching && !config.sequence_batching && !config.ensemble_scheduling) {
-      config.dynamic_batching = {};
-    }
-  } else if (config.max_batch_size > 0 && !batchable && (!haveIn || !haveOut)) {
+  const batchable = [...ins, ...outs].every((m) => m.dims.length > 0 && m.dims[0] === -1);
+  let mbs = config.max_batch_size ?? 0;
+  if (batchable) {
+    if (mbs === 0) mbs = defaultMbs;
+    config.max_batch_size = mbs;
+    if (mbs > 1 && !config.sequence_batching && !config.dynamic_batching) config.dynamic_batching = {};
+  } else if (mbs !== 0) {
     throw Errors.invalidArg(
       `autofill failed for model '${config.name ?? ''}': model does not support batching while non-zero max_batch_size is specified`,
     );
   }
-  const strip = (config.max_batch_size ?? 0) > 0;
-  const complete = <T extends ModelInput | ModelOutput>(have: T[] | undefined, found: IoMeta[]): T[] => {
-    const out = have?.length ? have : found.map((m) => ({ name: m.name }) as T);
-    for (const io of out) {
-      const m = found.find((f) => f.name === io.name);
-      if (!m) continue;
-      if (!io.data_type) {
-        const dt = ortTypeToDataType(m.type);
-        if (dt) io.data_type = dataTypeToConfigType(dt);
-      }
-      if (!io.dims?.length && !io.reshape) {
-        const dims = strip ? m.dims.slice(1) : m.dims;
-        if (dims.length === 0) {
-          io.dims = [1];
-          io.reshape = { shape: [] };
-        } else {
-          io.dims = dims;
-        }
-      }
-    }
-    return out;
-  };
-  config.input = complete(config.input, ins);
-  config.output = complete(config.output, outs);
+  if (inputCount === 0) config.input = ins.map((m) => completeIo(m, mbs));
+  if (outputCount === 0) config.output = outs.map((m) => completeIo(m, mbs));
 }

@@ -6,7 +6,8 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { InferenceServer, markTransferable, serializeBytesTensor, type ExecuteRequest, type ModelConfig } from '@triode/core';
 import * as ort from 'onnxruntime-node';
 import { EXAMPLES, makeRepository } from '../../../../test/helpers/repository.js';
-import { autoCompleteOnnxConfig } from './autocomplete-config.js';
+import { T, model, node, valueInfo } from '../../../../scripts/onnx-writer.mjs';
+import { autoCompleteOnnxConfig, defaultMaxBatchSize } from './autocomplete-config.js';
 import { OnnxRuntimeBackend, transferList } from './onnxruntime-backend.js';
 import { sessionSettings } from './onnxruntime-utils.js';
 import { OnnxSession } from './onnxruntime-session.js';
@@ -71,6 +72,67 @@ describe('ONNX auto-complete', () => {
       { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: new Int32Array(16).fill(3) },
     ] });
     expect(Array.from(r.outputs[0]!.data as Int32Array)).toEqual(new Array(16).fill(5));
+  });
+
+  /** Y = Identity(X), FP32, of the given dims (a string dim is symbolic: -1). */
+  const identity = (dims: (number | string)[]): Uint8Array => model('id', [node('Identity', ['X'], ['Y'], 'n')], [valueInfo(11, 'X', T.FLOAT, dims)], [valueInfo(12, 'Y', T.FLOAT, dims)]);
+  const repoOf = (models: Record<string, { onnx: Uint8Array; config?: string }>): string => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-ac-'));
+    for (const [name, m] of Object.entries(models)) {
+      mkdirSync(join(repo, name, '1'), { recursive: true });
+      writeFileSync(join(repo, name, '1', 'model.onnx'), m.onnx);
+      if (m.config !== undefined) writeFileSync(join(repo, name, 'config.pbtxt'), m.config);
+    }
+    return repo;
+  };
+
+  it("completes as Triton's AutoCompleteConfig: inputs and outputs given skip it, max_batch_size 0 is filled, dynamic_batching comes with any max_batch_size > 1, a scalar without batching has no reshape", async () => {
+    const io = 'input [ { name: "X" data_type: TYPE_FP32 dims: [ -1, 4 ] } ] output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]';
+    const s = await serve(repoOf({
+      // Before: auto-complete ran, gave max_batch_size 4 and the load failed on the dims.
+      full: { onnx: identity(['N', 4]), config: io },
+      // Before: UNAVAILABLE, "cannot have empty reshape for non-batching model".
+      scalar: { onnx: identity([]) },
+      // Before: no dynamic_batching.
+      eight: { onnx: identity(['N', 4]), config: 'max_batch_size: 8' },
+      // Before: max_batch_size stayed 0 and the dims kept the batch dim.
+      zero: { onnx: identity(['N', 4]), config: 'max_batch_size: 0' },
+      one: { onnx: identity(['N']), config: 'max_batch_size: 1' },
+    }));
+    expect(s.repositoryIndex().map((r) => [r.name, r.state, r.reason])).toEqual(
+      ['eight', 'full', 'one', 'scalar', 'zero'].map((n) => [n, 'READY', '']));
+    expect(s.modelConfig('full')).toMatchObject({ max_batch_size: 0, input: [{ dims: [-1, 4] }], output: [{ dims: [-1, 4] }] });
+    expect(s.modelConfig('full').dynamic_batching).toBeUndefined();
+    const scalar = s.modelConfig('scalar') as ModelConfig;
+    expect(scalar).toMatchObject({ max_batch_size: 0, input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [1] }], output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [1] }] });
+    expect(scalar.input![0]!.reshape).toBeUndefined();
+    expect(scalar.output![0]!.reshape).toBeUndefined();
+    expect(s.modelConfig('eight')).toMatchObject({ max_batch_size: 8, dynamic_batching: { preferred_batch_size: [8] }, input: [{ dims: [4] }] });
+    expect(s.modelConfig('zero')).toMatchObject({ max_batch_size: 4, dynamic_batching: { preferred_batch_size: [4] }, input: [{ dims: [4] }], output: [{ dims: [4] }] });
+    const one = s.modelConfig('one') as ModelConfig;
+    expect(one).toMatchObject({ max_batch_size: 1, input: [{ dims: [1], reshape: { shape: [] } }] });
+    expect(one.dynamic_batching).toBeUndefined();
+    const r = await s.infer({ modelName: 'full', inputs: [{ name: 'X', datatype: 'FP32', shape: [2, 4], data: new Float32Array(8).fill(1.5) }] });
+    expect(r.outputs[0]!.shape).toEqual([2, 4]);
+    const r2 = await s.infer({ modelName: 'scalar', inputs: [{ name: 'X', datatype: 'FP32', shape: [1], data: new Float32Array([2.5]) }] });
+    expect(r2.outputs[0]).toMatchObject({ name: 'Y', shape: [1] });
+    expect(Array.from(r2.outputs[0]!.data as Float32Array)).toEqual([2.5]);
+  });
+
+  it('keeps a side the config gives as given and lists the other in full (Triton fills only an empty side)', async () => {
+    const c: ModelConfig = { name: 'm', input: [{ name: 'x' }] };
+    await autoCompleteOnnxConfig(c, join(EXAMPLES, 'ppocr_cls/1/model.onnx'), {});
+    expect(c.input).toEqual([{ name: 'x' }]);
+    expect(c.output).toEqual([{ name: 'softmax_0.tmp_0', data_type: 'TYPE_FP32', dims: [2] }]);
+  });
+
+  it("reads default-max-batch-size as Triton's ParseIntValue (std::stoi), never below 0, and refuses one with no number (before: NaN or a negative max_batch_size)", () => {
+    expect(defaultMaxBatchSize({})).toBe(4);
+    expect(defaultMaxBatchSize({ 'default-max-batch-size': '8' })).toBe(8);
+    expect(defaultMaxBatchSize({ 'default-max-batch-size': ' 16x' })).toBe(16);
+    expect(defaultMaxBatchSize({ 'default-max-batch-size': '-3' })).toBe(0);
+    expect(() => defaultMaxBatchSize({ 'default-max-batch-size': 'abc' })).toThrow("failed to convert 'abc' to integral number");
+    expect(() => defaultMaxBatchSize({ 'default-max-batch-size': '99999999999' })).toThrow('to integral number');
   });
 
   it('with auto-complete disabled, a model without a complete config is unavailable and others stay up', async () => {
