@@ -32,6 +32,11 @@ describe('normalizeModelConfig()', () => {
     expect(c.instance_group).toEqual([{ name: 'm', kind: 'KIND_CPU', count: 2 }]);
   });
 
+  it("keeps a version policy given; latest {} is num_versions 0, as Triton reads it (before: 1)", () => {
+    expect(normalizeModelConfig({ name: 'm', backend: 'onnxruntime', version_policy: { latest: {} } }).version_policy).toEqual({ latest: { num_versions: 0 } });
+    expect(normalizeModelConfig({ name: 'm', backend: 'onnxruntime', version_policy: { all: {} } }).version_policy).toEqual({ all: {} });
+  });
+
   it('keeps given preferred sizes and instance counts, and uses count 1 for other backends', () => {
     const c = normalizeModelConfig({ name: 'm', backend: 'javascript', max_batch_size: 8, dynamic_batching: { preferred_batch_size: [4] }, instance_group: [{ kind: 'KIND_AUTO' }, { count: 3, name: 'g' }] });
     expect(c.dynamic_batching?.preferred_batch_size).toEqual([4]);

@@ -57,7 +57,8 @@ export function normalizeModelConfig(config: ModelConfig, options: { gpuCount?: 
   config.input ??= [];
   config.output ??= [];
   config.version_policy ??= { latest: { num_versions: 1 } };
-  if (config.version_policy.latest) config.version_policy.latest.num_versions ??= 1;
+  // `latest {}` is num_versions 0 (proto3), which loads no version, as in Triton.
+  if (config.version_policy.latest) config.version_policy.latest.num_versions ??= 0;
 
   const db = config.dynamic_batching;
   if (db) {

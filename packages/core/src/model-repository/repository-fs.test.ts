@@ -29,6 +29,13 @@ describe('model repository', () => {
     expect(selectVersions([1, 2, 3], { specific: { versions: [1, 3, 7] } })).toEqual([1, 3]);
   });
 
+  it("selects as Triton's VersionsToLoad: latest with num_versions 0 or none given selects none, a policy of no kind selects all (before: 1 and none)", () => {
+    expect(selectVersions([1, 2, 3], { latest: { num_versions: 0 } })).toEqual([]);
+    expect(selectVersions([1, 2, 3], { latest: {} })).toEqual([]);
+    expect(selectVersions([1, 2, 3], {})).toEqual([1, 2, 3]);
+    expect(selectVersions([1, 2, 3], { specific: {} })).toEqual([]);
+  });
+
   it('marks a model found in two repositories as an error for that model only', () => {
     const a = repo({ 'm/1/x': '', 'only_a/1/x': '' });
     const b = repo({ 'm/1/x': '', 'only_b/1/x': '' });

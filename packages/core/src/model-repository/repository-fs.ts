@@ -118,15 +118,23 @@ export function listVersionFiles(modelPath: string): string[] {
   return [...names];
 }
 
-/** The versions a policy selects from those present, ascending. */
+/**
+ * The versions a policy selects from those present, ascending: as Triton's VersionsToLoad,
+ * `specific` its versions present, `latest` the newest `num_versions` (0, or none given, selects
+ * none), anything else (`all`, or a policy naming no kind) every version. No policy: the newest.
+ * Triton: core src/model_repository_manager.cc VersionsToLoad
+ */
 export function selectVersions(available: readonly number[], policy: ModelVersionPolicy | undefined): number[] {
-  if (!policy || policy.latest) {
-    const n = Math.max(1, policy?.latest?.num_versions ?? 1);
-    return available.slice(-n);
+  if (!policy) return available.slice(-1);
+  if (policy.specific) {
+    const wanted = new Set(policy.specific.versions ?? []);
+    return available.filter((v) => wanted.has(v));
   }
-  if (policy.all) return [...available];
-  const wanted = new Set(policy.specific?.versions ?? []);
-  return available.filter((v) => wanted.has(v));
+  if (policy.latest) {
+    const n = policy.latest.num_versions ?? 0;
+    return n > 0 ? available.slice(-n) : [];
+  }
+  return [...available];
 }
 
 /** Where a model's config file is: `configs/<name>.pbtxt` when that exists, else `config.pbtxt`. */
