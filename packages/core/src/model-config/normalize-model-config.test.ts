@@ -16,6 +16,23 @@ describe('autoCompleteBackendFields()', () => {
     expect(c.backend).toBe('onnxruntime');
   });
 
+  it("takes onnxruntime from default_model_filename 'model.onnx' only, as Triton (before: any *.onnx name)", () => {
+    const c: ModelConfig = { name: 'm', default_model_filename: 'x.onnx' };
+    autoCompleteBackendFields(c, ['x.onnx']);
+    expect(c.backend).toBeUndefined();
+    const d: ModelConfig = { name: 'm', default_model_filename: 'model.onnx' };
+    autoCompleteBackendFields(d, []);
+    expect(d).toMatchObject({ backend: 'onnxruntime', platform: 'onnxruntime_onnx' });
+  });
+
+  it("with nothing to go by, takes the backend from a model named <x>.<backend>, else refuses with Triton's text (before: 'must specify platform or backend')", () => {
+    const c: ModelConfig = { name: 'add.identity' };
+    autoCompleteBackendFields(c, []);
+    expect(c).toMatchObject({ backend: 'identity', default_model_filename: 'model.identity' });
+    expect(() => autoCompleteBackendFields({ name: 'nob' }, ['weights.bin'])).toThrow(
+      "Invalid model name: Could not determine backend for model 'nob' with no backend in model configuration. Expected model name of the form 'model.<backend_name>'.");
+  });
+
   it('detects the javascript backend from model.mjs', () => {
     const c: ModelConfig = {};
     autoCompleteBackendFields(c, ['model.mjs']);

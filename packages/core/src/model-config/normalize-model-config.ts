@@ -3,6 +3,7 @@
  * Triton: core/src/model_config_utils.cc AutoCompleteBackendFields, NormalizeModelConfig,
  * NormalizeInstanceGroup
  */
+import { Errors, echo } from '../errors.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config.js';
 
 /** Platform and backend names Triode knows. */
@@ -20,15 +21,29 @@ export const DEFAULT_MODEL_FILENAMES: Record<string, string> = {
 /**
  * Fills `platform`/`backend`/`default_model_filename` from each other, or from the files found in
  * the version folders when neither is set (`model.onnx` -> onnxruntime, `model.js` -> javascript).
+ * With nothing to go by, Triton's custom-backend rule: a model named `<x>.<backend>` gets that
+ * backend and `model.<backend>`; any other name is refused.
+ * Triton: core src/model_config_utils.cc AutoCompleteBackendFields
  * @param versionFiles names of the files and folders inside the model's version folders
+ * @throws TriodeError INVALID_ARG when no backend can be told, with Triton's text
  */
 export function autoCompleteBackendFields(config: ModelConfig, versionFiles: readonly string[]): void {
   if (!config.backend && !config.platform) {
     const fname = config.default_model_filename;
-    if (fname?.endsWith('.onnx') || versionFiles.includes('model.onnx')) {
+    // Triton takes onnxruntime from the exact name model.onnx only (kOnnxRuntimeOnnxFilename);
+    // model.js / *.mjs are Triode's own (the javascript backend).
+    if (fname === 'model.onnx' || (!fname && versionFiles.includes('model.onnx'))) {
       config.backend = 'onnxruntime';
     } else if (fname?.endsWith('.js') || fname?.endsWith('.mjs') || versionFiles.includes('model.js') || versionFiles.includes('model.mjs')) {
       config.backend = 'javascript';
+    } else if (!fname) {
+      const name = config.name ?? '';
+      const dot = name.indexOf('.');
+      if (dot < 0) {
+        throw Errors.invalidArg(`Invalid model name: Could not determine backend for model '${echo(name)}' with no backend in model configuration. Expected model name of the form 'model.<backend_name>'.`);
+      }
+      config.backend = name.slice(dot + 1);
+      config.default_model_filename = `model.${config.backend}`;
     }
   }
   if (!config.backend && config.platform === PLATFORMS.onnx) config.backend = 'onnxruntime';
