@@ -62,11 +62,20 @@ export function defaultMaxBatchSize(backendConfig: Record<string, string>): numb
   return Math.max(n, 0);
 }
 
-/** One autocompleted input or output, as Triton's AutoCompleteIO writes it. */
-function completeIo(m: IoMeta, maxBatchSize: number): ModelInput & ModelOutput {
-  const io: ModelInput & ModelOutput = { name: m.name };
+/**
+ * One autocompleted input or output, as Triton's AutoCompleteIO writes it. A tensor whose type has
+ * no Triton data type (INT4, UINT4; onnxruntime-node refuses BFLOAT16 and the others when the model
+ * is read) refuses the load by name: Triton writes TYPE_INVALID there and fails later with
+ * "must specify 'data_type'", which named neither the cause nor the type.
+ * Triton: onnxruntime_backend/src/onnxruntime_utils.cc OnnxDataTypeToModelConfigDataType
+ */
+function completeIo(model: string, kind: 'input' | 'output', m: IoMeta, maxBatchSize: number): ModelInput & ModelOutput {
   const dt = ortTypeToDataType(m.type);
-  if (dt) io.data_type = dataTypeToConfigType(dt);
+  if (!dt) {
+    const type = m.type ? `ONNX type ${m.type.toUpperCase()}` : 'a value that is not a tensor';
+    throw Errors.invalidArg(`unable to autofill model '${model}': ${kind} '${m.name}' of the model has ${type}, which the onnxruntime backend does not support`);
+  }
+  const io: ModelInput & ModelOutput = { name: m.name, data_type: dataTypeToConfigType(dt) };
   const dims = maxBatchSize > 0 ? m.dims.slice(1) : m.dims;
   if (dims.length > 0) {
     io.dims = dims;
@@ -106,6 +115,7 @@ export async function autoCompleteOnnxConfig(config: ModelConfig, file: string, 
       `autofill failed for model '${config.name ?? ''}': model does not support batching while non-zero max_batch_size is specified`,
     );
   }
-  if (inputCount === 0) config.input = ins.map((m) => completeIo(m, mbs));
-  if (outputCount === 0) config.output = outs.map((m) => completeIo(m, mbs));
+  const model = config.name ?? '';
+  if (inputCount === 0) config.input = ins.map((m) => completeIo(model, 'input', m, mbs));
+  if (outputCount === 0) config.output = outs.map((m) => completeIo(model, 'output', m, mbs));
 }

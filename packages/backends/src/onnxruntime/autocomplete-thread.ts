@@ -5,12 +5,13 @@
  * Posts `{ ins, outs }` or `{ error }`, then ends.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import * as ort from 'onnxruntime-node';
 import { onnxIo } from './model-io-check.js';
+import { OnnxLoader } from './onnxruntime-loader.js';
 
 const { file } = workerData as { file: string };
 try {
-  const session = await ort.InferenceSession.create(file, { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'disabled' });
+  // The instances' loader: a tensor of a type onnxruntime-node cannot pass is refused by name.
+  const session = await OnnxLoader.create(file, { intraOpNumThreads: 1, interOpNumThreads: 1, graphOptimizationLevel: 'disabled' });
   try {
     parentPort?.postMessage({ ins: onnxIo(session.inputMetadata), outs: onnxIo(session.outputMetadata) });
   } finally {

@@ -119,6 +119,16 @@ describe('ONNX auto-complete', () => {
     expect(Array.from(r2.outputs[0]!.data as Float32Array)).toEqual([2.5]);
   });
 
+  it("refuses a BFLOAT16 tensor naming it and its ONNX type (before: \"Unsupported data type: 16\"; Triton's ConvertFromOnnxDataType maps BFLOAT16 to no type either)", async () => {
+    const BFLOAT16 = 16; // TensorProto.DataType
+    const bf16 = model('id', [node('Identity', ['X'], ['Y'], 'n')], [valueInfo(11, 'X', BFLOAT16, ['N', 4])], [valueInfo(12, 'Y', BFLOAT16, ['N', 4])]);
+    const io = 'max_batch_size: 4 input [ { name: "X" data_type: TYPE_BF16 dims: [ 4 ] } ] output [ { name: "Y" data_type: TYPE_BF16 dims: [ 4 ] } ]';
+    const s = await serve(repoOf({ auto: { onnx: bf16 }, given: { onnx: bf16, config: io } }));
+    const reasons = Object.fromEntries(s.repositoryIndex().map((r) => [r.name, r.reason]));
+    expect(reasons['auto']).toContain("input 'X' of the model has ONNX type BFLOAT16, which the onnxruntime backend does not support");
+    expect(reasons['given']).toContain("input 'X' of the model has ONNX type BFLOAT16, which the onnxruntime backend does not support");
+  });
+
   it('keeps a side the config gives as given and lists the other in full (Triton fills only an empty side)', async () => {
     const c: ModelConfig = { name: 'm', input: [{ name: 'x' }] };
     await autoCompleteOnnxConfig(c, join(EXAMPLES, 'ppocr_cls/1/model.onnx'), {});

@@ -99,12 +99,28 @@ const TYPES: readonly (ort.Tensor.Type | undefined)[] = [
   'uint32', 'uint64', undefined, undefined, undefined, undefined, undefined, undefined, undefined, 'uint4', 'int4',
 ];
 
-/** Raw metadata as onnxruntime-common's session shows it (a symbolic dim by its name). */
-function metadata(raw: readonly RawMetadata[]): ort.InferenceSession.ValueMetadata[] {
+/** ONNX's names of its tensor element types (TensorProto.DataType), by code. */
+const ONNX_TYPE_NAMES: readonly string[] = [
+  'UNDEFINED', 'FLOAT', 'UINT8', 'INT8', 'UINT16', 'INT16', 'INT32', 'INT64', 'STRING', 'BOOL', 'FLOAT16', 'DOUBLE',
+  'UINT32', 'UINT64', 'COMPLEX64', 'COMPLEX128', 'BFLOAT16', 'FLOAT8E4M3FN', 'FLOAT8E4M3FNUZ', 'FLOAT8E5M2',
+  'FLOAT8E5M2FNUZ', 'UINT4', 'INT4', 'FLOAT4E2M1',
+];
+
+/** An ONNX element type by its name (`BFLOAT16`), or its code where ONNX names it after this list. */
+export function onnxTypeName(code: number): string {
+  return ONNX_TYPE_NAMES[code] ?? `element type ${code}`;
+}
+
+/**
+ * Raw metadata as onnxruntime-common's session shows it (a symbolic dim by its name). A tensor
+ * of a type onnxruntime-node cannot pass (BFLOAT16, COMPLEX64, FLOAT8...) refuses the session
+ * naming the tensor and its type (onnxruntime-node's own error said `Unsupported data type: 16`).
+ */
+function metadata(raw: readonly RawMetadata[], kind: 'input' | 'output'): ort.InferenceSession.ValueMetadata[] {
   return raw.map((m) => {
     if (!m.isTensor) return { name: m.name, isTensor: false };
     const type = TYPES[m.type];
-    if (type === undefined) throw new Error(`Unsupported data type: ${m.type}`);
+    if (type === undefined) throw new Error(`${kind} '${m.name}' of the model has ONNX type ${onnxTypeName(m.type)}, which the onnxruntime backend does not support`);
     const shape = m.shape.map((d, i) => {
       if (d === -1) return m.symbolicDimensions[i]!;
       if (d >= 0) return d;
@@ -139,8 +155,8 @@ class NativeOrtSession implements ImmediateOrtSession {
 
   constructor(native: NativeSession) {
     this.#native = native;
-    this.inputMetadata = metadata(native.inputMetadata);
-    this.outputMetadata = metadata(native.outputMetadata);
+    this.inputMetadata = metadata(native.inputMetadata, 'input');
+    this.outputMetadata = metadata(native.outputMetadata, 'output');
     this.inputNames = this.inputMetadata.map((m) => m.name);
     this.outputNames = this.outputMetadata.map((m) => m.name);
   }
