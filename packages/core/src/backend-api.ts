@@ -40,7 +40,7 @@ export interface ModelContext {
 export interface AutoCompleteContext {
   name: string;
   modelPath: string;
-  /** Version folder to read the model from (the highest present), if any. */
+  /** Version folder to read the model from (the newest the version policy loads), if any. */
   versionPath: string | undefined;
   backendConfig: Record<string, string>;
   /** Aborts when the load's time (`--model-load-timeout-secs`) is up: stop, and free what was started. */

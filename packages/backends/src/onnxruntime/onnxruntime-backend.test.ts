@@ -129,6 +129,16 @@ describe('ONNX auto-complete', () => {
     expect(reasons['given']).toContain("input 'X' of the model has ONNX type BFLOAT16, which the onnxruntime backend does not support");
   });
 
+  it("completes from the newest version the version policy loads, as Triton reads the loaded version's own file (before: the newest on disk, so version 1 failed its load)", async () => {
+    const repo = repoOf({ two: { onnx: identity(['N', 4]), config: 'version_policy: { specific: { versions: [ 1 ] } }' } });
+    const int32 = model('id', [node('Identity', ['X'], ['Y'], 'n')], [valueInfo(11, 'X', T.INT32, ['N', 8])], [valueInfo(12, 'Y', T.INT32, ['N', 8])]);
+    mkdirSync(join(repo, 'two', '2'));
+    writeFileSync(join(repo, 'two', '2', 'model.onnx'), int32);
+    const s = await serve(repo);
+    expect(s.repositoryIndex().map((r) => [r.name, r.version, r.state, r.reason])).toEqual([['two', '1', 'READY', '']]);
+    expect(s.modelConfig('two')).toMatchObject({ input: [{ name: 'X', data_type: 'TYPE_FP32', dims: [4] }], output: [{ name: 'Y', data_type: 'TYPE_FP32', dims: [4] }] });
+  });
+
   it('keeps a side the config gives as given and lists the other in full (Triton fills only an empty side)', async () => {
     const c: ModelConfig = { name: 'm', input: [{ name: 'x' }] };
     await autoCompleteOnnxConfig(c, join(EXAMPLES, 'ppocr_cls/1/model.onnx'), {});

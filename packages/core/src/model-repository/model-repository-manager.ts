@@ -260,7 +260,12 @@ export class ModelRepositoryManager {
       throw Errors.invalidArg(`unable to find backend '${echo(config.backend)}' for model '${entry.name}'`);
     }
     if (autoComplete && backend?.autoCompleteConfig) {
-      const latest = available[available.length - 1];
+      // The newest version the policy loads (none: no file is read; the load fails below for want
+      // of a version). Triton completes each loaded version from its own file (the backend's
+      // ModelState::AutoCompleteConfig -> LoadModel reads <repo>/<Version()>/<file>); Triode keeps
+      // one config per model, so the newest loaded version speaks for all (README, Differences).
+      // The newest on disk was read before, a version the policy may not load at all.
+      const latest = selectVersions(available, config.version_policy).at(-1);
       // Bounded like the load itself: a model's auto-complete code that never settles must not
       // hold the load (and every later load or unload of the model) for good.
       const ms = this.#opts.modelLoadTimeoutMs ?? 300_000;
