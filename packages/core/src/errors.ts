@@ -76,6 +76,12 @@ export const Errors = {
     new TriodeError('UNSUPPORTED', `model '${name}' is decoupled (0..N responses per request): use a streaming endpoint (gRPC ModelStreamInfer, HTTP generate_stream)`),
   /** A request whose client went away (gRPC call cancelled) before it ran. */
   cancelled: (what = 'request') => new TriodeError('CANCELLED', `${what} was cancelled by the client before it ran`),
+  /**
+   * Statistics asked of a model with no ready version (or unknown), or of a version that is not
+   * ready: INVALID_ARG in Triton's words (TRITONSERVER_ServerModelStatistics), both backplanes.
+   */
+  statsModelNotAvailable: (name: string) => new TriodeError('INVALID_ARG', `requested model '${echo(name)}' is not available`),
+  statsVersionNotAvailable: (name: string) => new TriodeError('INVALID_ARG', `requested model version is not available for model '${echo(name)}'`),
   /** A readiness, metadata or statistics question while the server exits (Triton's ModelIsReady, ModelReadyVersions). */
   serverNotReady: () => new TriodeError('UNAVAILABLE', 'Server not ready'),
   /** A liveness or readiness question while the server exits (Triton's IsLive, IsReady). */

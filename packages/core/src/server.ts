@@ -8,7 +8,7 @@
 import { availableParallelism } from 'node:os';
 import type { Backend } from './backend-api.js';
 import { settleWithin, systemClock, type Clock } from './clock.js';
-import { Errors, echo } from './errors.js';
+import { Errors } from './errors.js';
 import type { InferenceRequest, InferenceResponse, InferStreamOptions, ResponseHandler } from './infer-request.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
 import { withConfigWarnings } from './model-config/config-warnings.js';
@@ -355,10 +355,10 @@ export class InferenceServer {
     }
     const m = [...this.#repository.entries()].find((e) => e.name === name);
     const rows = m ? ready(m) : [];
-    if (rows.length === 0) throw Errors.invalidArg(`requested model '${echo(name)}' is not available`);
-    if (version === undefined || version === -1) return rows.map(([v, s]) => s.model!.stats.toJson(name, String(v)));
+    if (rows.length === 0) throw Errors.statsModelNotAvailable(name);
+    if (version === undefined) return rows.map(([v, s]) => s.model!.stats.toJson(name, String(v)));
     const row = rows.find(([v]) => v === version);
-    if (!row) throw Errors.invalidArg(`requested model version is not available for model '${echo(name)}'`);
+    if (!row) throw Errors.statsVersionNotAvailable(name);
     return [row[1].model!.stats.toJson(name, String(version))];
   }
 

@@ -752,7 +752,7 @@ export class RedisBackplane implements Backplane {
       // As triode serve (Triton's TRITONSERVER_ServerModelStatistics): INVALID_ARG in Triton's words.
       if (this.#workers.length === 0) await this.#ready(name, version);
       const ready = (await this.#entries(name)).some((e) => e.state === 'READY');
-      throw Errors.invalidArg(ready ? `requested model version is not available for model '${echo(name)}'` : `requested model '${echo(name)}' is not available`);
+      throw ready ? Errors.statsVersionNotAvailable(name) : Errors.statsModelNotAvailable(name);
     }
     return [...sums.values()].sort((a, b) => compareModelNames(a.name, b.name) || Number(a.version) - Number(b.version));
   }
