@@ -7,11 +7,11 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, queryGpus, selectGpus, type Logger } from '@triode/core';
-import { HTTP_EXTENSIONS, HttpLifecycle, MeasuredBackplane, TraceSettings, Tracer, headerPattern, createHttpApp, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
+import { HttpLifecycle, MeasuredBackplane, SystemSharedMemory, TraceSettings, Tracer, headerPattern, createHttpApp, serverExtensions, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
-import { cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort, parseRateLimitResources, rateLimitResource, traceConfigFrom, traceConfigOption } from './serve-options.js';
+import { ALLOW_CLIENT_SHM_HELP, cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort, parseRateLimitResources, rateLimitResource, traceConfigFrom, traceConfigOption } from './serve-options.js';
 import { logStream } from './log-file.js';
 import { findGpus } from './serve.js';
 
@@ -130,6 +130,7 @@ export function addClusterCommands(program: Command): void {
     .option('--async-max-jobs <n>', 'async jobs kept in Redis at once (waiting, running, finished); more are refused with 503', parseInteger(1), 256)
     .option('--cluster-secret <secret>', CLUSTER_SECRET_HELP)
     .option('--exit-timeout-secs <n>', 'how long shutdown waits for requests in flight', parseDuration(0, 's'), 30)
+    .option('--allow-client-shm <bool>', `${ALLOW_CLIENT_SHM_HELP} (regions on this gateway's host)`, parseBool, false)
     .addOption(traceConfigOption())
     .action(async (o: Record<string, unknown>) => {
       // Read before anything starts: a bad --trace-config fails the command, as it does serve.
@@ -143,7 +144,7 @@ export function addClusterCommands(program: Command): void {
         prefix: o['redisPrefix'] as string,
         requestTimeoutMs: (o['requestTimeoutSecs'] as number) * 1000,
         id: o['id'] as string,
-        extensions: HTTP_EXTENSIONS,
+        extensions: serverExtensions({ systemSharedMemory: o['allowClientShm'] === true }),
         strictReadiness: o['strictReadiness'] as boolean,
         directReplies: o['directReplies'] === false ? false : {
           ...(o['replyAddress'] ? { host: o['replyAddress'] as string } : {}),
@@ -184,12 +185,16 @@ export function addClusterCommands(program: Command): void {
       // timestamps to the requests it marks traced (README, Cluster mode: tracing).
       const tracer = new Tracer(traceSettings);
       const restrictions = httpRestrictionsFrom(o['httpRestrictedApi'] as string[]);
+      // Regions live on the gateway's host: a client names them there, and the gateway reads the
+      // inputs and writes the outputs; workers see ordinary tensors.
+      const sharedMemory = o['allowClientShm'] === true ? new SystemSharedMemory() : undefined;
       const http = await startHttpServer(createHttpApp(measured, {
         maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings, tracer, logger,
         ...(restrictions ? { restrictions } : {}),
+        ...(sharedMemory ? { sharedMemory } : {}),
         ...(o['httpHeaderForwardPattern'] ? { headerForwardPattern: headerPattern(o['httpHeaderForwardPattern'] as string)! } : {}),
       }), o['httpPort'] as number, o['httpAddress'] as string);
-      const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger, tracer);
+      const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger, tracer, sharedMemory);
       logger.info(`gateway ${backplane.gatewayId} on Redis ${redactRedisUrl(o['redis'] as string)}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}${secret ? ', cluster secret set' : ''}`);
       if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can forge replies and control messages (README, Security)');
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
@@ -210,6 +215,7 @@ export function addClusterCommands(program: Command): void {
         await asyncJobs.stop();
         await metrics?.close();
         await backplane.stop();
+        sharedMemory?.close();
         tracer.flush();
       });
     });

@@ -80,9 +80,14 @@ describe('tritonserver flags on triode serve (issue #15)', () => {
       { level: 'info', text: '--cuda-memory-pool-byte-size=0:67108864 --cuda-memory-pool-byte-size=1:67108864: accepted, no effect here because Triode keeps no CUDA memory pools: GPU instances run through the onnxruntime execution providers, which allocate device memory themselves' },
       { level: 'info', text: '--backend-directory=/opt/tritonserver/backends: accepted, no effect here because the backends (onnxruntime, javascript) are built in; no backend libraries are loaded' },
       { level: 'info', text: '--http-thread-count=8: accepted, no effect here because HTTP is served on the event loop (model instances have their own threads: instance_group count)' },
-      { level: 'warning', text: '--allow-client-shm=true: accepted, no effect here because Triode has no shared-memory support: the shared-memory APIs answer UNIMPLEMENTED' },
     ]);
     expect(parse(['--model-repository=/m', '--rate-limit=OFF']).notes).toEqual([]);
+  });
+
+  it('--allow-client-shm is served, off by default as in Triton 26.04+ (before: accepted with no effect, true logged as a warning)', () => {
+    expect(parse(['--model-repository=/m']).allowClientShm).toBe(false);
+    expect(parse(['--model-repository=/m', '--allow-client-shm=true'])).toMatchObject({ allowClientShm: true, notes: [] });
+    expect(parse(['--model-repository=/m', '--allow-client-shm=off']).allowClientShm).toBe(false);
   });
 
   it('--rate-limit and --rate-limit-resource become the rate limiter options, with no note', () => {

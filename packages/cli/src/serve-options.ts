@@ -11,6 +11,8 @@ import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 export interface ServeOptions {
   modelRepositories: string[];
   allowHttp: boolean;
+  /** `--allow-client-shm`: clients may register system shared memory regions and name them in infer requests. */
+  allowClientShm: boolean;
   httpPort: number;
   httpAddress: string;
   httpMaxInputSize: number;
@@ -300,6 +302,9 @@ function shapedOne(re: RegExp, form: string) {
   return (v: string): string => shaped(re, form)(v)[0]!;
 }
 
+/** `--allow-client-shm`'s help (serve and gateway). */
+export const ALLOW_CLIENT_SHM_HELP = 'let clients register system shared memory regions (POSIX shm objects in /dev/shm) and name them in infer requests instead of sending tensors; CUDA shared memory is not supported';
+
 const CPU_ONLY = 'Triode keeps no CUDA memory pools: GPU instances run through the onnxruntime execution providers, which allocate device memory themselves';
 const NO_SAGEMAKER = 'Triode has no SageMaker frontend (--allow-sagemaker=true is refused)';
 const NO_VERTEX = 'Triode has no Vertex AI frontend (--allow-vertex-ai=true is refused)';
@@ -323,7 +328,6 @@ export const NO_EFFECT_FLAGS: readonly { flag: string; key: string; because: str
   { flag: '--cache-directory', key: 'cacheDirectory', because: 'the response cache is built in (--cache-config local,size=<bytes>); no cache libraries are loaded' },
   { flag: '--http-thread-count', key: 'httpThreadCount', because: 'HTTP is served on the event loop (model instances have their own threads: instance_group count)' },
   { flag: '--reuse-http-port', key: 'reuseHttpPort', because: 'Node 20 cannot set SO_REUSEPORT: run one server per port (or triode gateway and workers to scale out)', same: [false], warn: true },
-  { flag: '--allow-client-shm', key: 'allowClientShm', because: 'Triode has no shared-memory support: the shared-memory APIs answer UNIMPLEMENTED', same: [false], warn: true },
   { flag: '--sagemaker-port', key: 'sagemakerPort', because: NO_SAGEMAKER },
   { flag: '--sagemaker-safe-port-range', key: 'sagemakerSafePortRange', because: NO_SAGEMAKER },
   { flag: '--sagemaker-thread-count', key: 'sagemakerThreadCount', because: NO_SAGEMAKER },
@@ -363,7 +367,6 @@ function addCompatFlags(cmd: Command): Command {
     .addOption(new Option('--rate-limit-resource <name:count[:device]>', 'available count of a rate limiter resource, on one device or all (repeatable; default: the largest count an instance needs)').argParser(rateLimitResource))
     .addOption(hidden('--http-thread-count <n>', 'no effect (one event loop)', parseInteger(1)))
     .addOption(hidden('--reuse-http-port <bool>', 'no effect (no SO_REUSEPORT on Node 20)', parseBool))
-    .addOption(hidden('--allow-client-shm <bool>', 'no effect (no shared memory)', parseBool))
     .addOption(hidden('--allow-sagemaker <bool>', 'SageMaker frontend: not available (true is refused)', parseBool))
     .addOption(hidden('--sagemaker-port <port>', 'no effect (no SageMaker frontend)', parsePort))
     .addOption(hidden('--sagemaker-safe-port-range <from-to>', 'no effect (no SageMaker frontend)', shapedOne(/^\d+-\d+$/, '<integer>-<integer>')))
@@ -394,6 +397,7 @@ export function addServeFlags(cmd: Command): Command {
     .option('--model-repository <path>', 'model repository path (repeatable; required)', collect)
     .addOption(new Option('--model-store <path>', 'deprecated alias of --model-repository').argParser(collect).hideHelp())
     .option('--allow-http <bool>', 'serve the HTTP/REST API', parseBool, true)
+    .option('--allow-client-shm <bool>', ALLOW_CLIENT_SHM_HELP, parseBool, false)
     .option('--http-port <port>', 'HTTP port', parsePort, 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
@@ -455,6 +459,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
   return {
     modelRepositories: repos,
     allowHttp: o['allowHttp'] as boolean,
+    allowClientShm: o['allowClientShm'] === true,
     httpPort: o['httpPort'] as number,
     httpAddress: o['httpAddress'] as string,
     httpMaxInputSize: o['httpMaxInputSize'] as number,

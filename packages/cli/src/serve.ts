@@ -6,7 +6,7 @@
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, createLogger, queryGpus, type GpuInventory, type Logger } from '@triode/core';
 import {
-  HTTP_EXTENSIONS, HttpLifecycle, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
+  HttpLifecycle, SystemSharedMemory, serverExtensions, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle, type MetricsSource,
 } from '@triode/frontends';
 import { startGrpc } from './grpc-options.js';
@@ -48,7 +48,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     backends: [new OnnxRuntimeBackend({ gpus, logger }), new JavaScriptBackend({ logger })],
     id: opts.id,
     version: '0.1.0',
-    extensions: HTTP_EXTENSIONS,
+    extensions: serverExtensions({ systemSharedMemory: opts.allowClientShm }),
     strictReadiness: opts.strictReadiness,
     autoCompleteConfig: opts.autoCompleteConfig,
     modelControlMode: opts.modelControlMode,
@@ -92,16 +92,19 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   const restrictions = httpRestrictionsFrom(opts.httpRestrictedApi);
   const traceSettings = new TraceSettings(opts.traceConfig);
   const tracer = new Tracer(traceSettings);
+  // One set of regions for both frontends, as Triton's shared memory manager.
+  const sharedMemory = opts.allowClientShm ? new SystemSharedMemory() : undefined;
   if (opts.allowHttp) {
     const app = createHttpApp(new LocalBackplane(server), {
       maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer, logger,
       ...(restrictions ? { restrictions } : {}),
+      ...(sharedMemory ? { sharedMemory } : {}),
       ...(opts.httpHeaderForwardPattern ? { headerForwardPattern: headerPattern(opts.httpHeaderForwardPattern)! } : {}),
     });
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
   }
-  const grpc = await startGrpc(new LocalBackplane(server), opts.grpc, logSettings, traceSettings, logger, tracer);
+  const grpc = await startGrpc(new LocalBackplane(server), opts.grpc, logSettings, traceSettings, logger, tracer, sharedMemory);
   let closing: Promise<void> | undefined;
   return {
     server,
@@ -124,6 +127,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
       // Connections still busy at the deadline (a client still reading a stream) are closed.
       await http?.close(Math.max(0, deadline - Date.now()));
       await metrics?.close();
+      sharedMemory?.close();
       tracer.flush();
       logger.info('Server stopped');
     })()),

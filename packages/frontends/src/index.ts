@@ -1,5 +1,6 @@
 /** @module @triode/frontends: the frontends (HTTP now; gRPC and the Redis backplane follow). */
-export { createHttpApp, HTTP_EXTENSIONS } from './http/http-server.js';
+export { createHttpApp, HTTP_EXTENSIONS, serverExtensions } from './http/http-server.js';
+export { SystemSharedMemory, RequestSharedMemory, DEFAULT_MAX_SHARED_MEMORY_REGIONS, type SystemSharedMemoryOptions, type SystemSharedMemoryRegionStatus, type SharedMemoryWindow } from './shared-memory/system-shared-memory.js';
 export { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpOptions } from './http/http-options.js';
 export { HTTP_STATUS, httpError } from './error-mapping.js';
 export { parseInferRequest, encodeInferResponse, DEFAULT_MAX_JSON_OUTPUT_SIZE, type OutputEncoding, type ParsedInfer, type EncodedResponse } from './http/infer-codec.js';

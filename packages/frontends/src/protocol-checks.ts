@@ -2,7 +2,7 @@
  * @module Checks both frontends make the same way (HTTP binary extension, gRPC raw contents),
  * with Triton's messages. Triton: server/src/http_server.cc, grpc/infer_handler.cc
  */
-import { Errors, TriodeError, checkBytesElements, dataTypeByteSize, echo, elementCount, elementCountExact, type DataType } from '@triode/core';
+import { Errors, checkBytesElements, dataTypeByteSize, elementCount, elementCountExact, type DataType } from '@triode/core';
 
 /**
  * Checks that raw tensor bytes fit the elements of `shape` in `datatype` (BYTES: that many
@@ -14,11 +14,16 @@ export function checkTensorBytes(name: string, datatype: DataType, shape: readon
     checkBytesElements(bytes, shape, name, model);
     return;
   }
+  checkTensorByteSize(name, datatype, shape, bytes.byteLength, model);
+}
+
+/** The byte size check of a tensor of fixed-size elements (not BYTES), in core's words. */
+export function checkTensorByteSize(name: string, datatype: DataType, shape: readonly number[], byteLength: number, model: string): void {
   const size = dataTypeByteSize(datatype);
-  if (bytes.byteLength !== elementCount(shape) * size) {
+  if (byteLength !== elementCount(shape) * size) {
     // Exact: past 2^53 bytes the double product rounds (4294967296 x 4294967296 FP32 printed 73786976294838210000).
     const want = elementCountExact(shape) * BigInt(size);
-    throw Errors.invalidArg(`input byte size mismatch for input '${name}' for model '${model}'. Expected ${want}, got ${bytes.byteLength}`);
+    throw Errors.invalidArg(`input byte size mismatch for input '${name}' for model '${model}'. Expected ${want}, got ${byteLength}`);
   }
 }
 
@@ -44,17 +49,3 @@ export function checkReservedParameters(keys: Iterable<string>, allowed: readonl
   }
 }
 
-/**
- * Refuses an input or output that points at a shared memory region (`shared_memory_region`, with
- * its offset and byte size). Triode registers no region (the shared memory routes answer 501), so
- * every region is unknown, and Triton answers an unknown one NOT_FOUND with these words. Ignored,
- * an output asked for in a region came back inline, and a client reading the region read stale
- * memory (review).
- * @param region the parameter's value, as the frontend read it
- * @param what `input 'x'` or `output 'y'`, for the message
- */
-export function refuseSharedMemory(region: unknown, what: () => string): void {
-  if (region === undefined) return;
-  if (typeof region !== 'string') throw Errors.invalidArg(`'shared_memory_region' of ${what()} must be a string`);
-  throw new TriodeError('NOT_FOUND', `Unable to find shared memory region: '${echo(region)}'`);
-}

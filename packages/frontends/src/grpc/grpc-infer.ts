@@ -11,7 +11,8 @@ import {
   type DataType, type InferParameterMessage, type InferenceRequest, type InferenceResponse, type ParameterValue,
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
 } from '@triode/core';
-import { checkReservedParameters, checkTensorBytes, refuseSharedMemory } from '../protocol-checks.js';
+import { checkReservedParameters, checkTensorByteSize, checkTensorBytes } from '../protocol-checks.js';
+import { RequestSharedMemory, type SharedMemoryWindow } from '../shared-memory/system-shared-memory.js';
 import { REFUSED } from './infer-request-scan.js';
 
 /** InferTensorContents as decoded. */
@@ -177,20 +178,48 @@ function requestParameters(map: Record<string, InferParameterMessage>): { params
   return { params, emptyFinal };
 }
 
+/** Makes a request's hold on the shared memory regions it names (the frontend's regions and input limit). */
+export type GrpcSharedMemoryFactory = () => RequestSharedMemory;
+
+/** A decoded request, read: its InferenceRequest, the stream's empty-final flag, the regions it holds. */
+export interface ReadInferMessage {
+  request: InferenceRequest;
+  emptyFinal: boolean;
+  /**
+   * The shared memory windows its inputs were read from and its outputs go to: the caller writes
+   * the outputs (`writeOutputs`) before answering and calls `release` once done, failed or not.
+   */
+  sharedMemory?: RequestSharedMemory;
+}
+
 /**
  * A decoded ModelInferRequest as an InferenceRequest (plus the stream's empty-final flag); or,
  * for a version past 2^53 (which no model has), that version alone: Triton looks the model up
- * before it reads the inputs, so the caller answers it with `versionNotFound`.
+ * before it reads the inputs, so the caller answers it with `versionNotFound`. `sharedMemory` makes
+ * the request's hold on regions (none given: every region is unknown).
  */
-export function inferRequestFromMessage(m: ModelInferRequestMessage): { request: InferenceRequest; emptyFinal: boolean } | { unknownVersion: bigint } {
+export function inferRequestFromMessage(m: ModelInferRequestMessage, sharedMemory?: GrpcSharedMemoryFactory): ReadInferMessage | { unknownVersion: bigint } {
   // A message the wire check refused (grpc-js path): its error, answered as any other.
   if (REFUSED in m) throw (m as unknown as { [REFUSED]: Error })[REFUSED];
   const model = m.model_name;
   const version = parseModelVersion(m.model_version);
   if (typeof version === 'bigint') return { unknownVersion: version };
+  let shm: RequestSharedMemory | undefined;
+  const use = (): RequestSharedMemory => (shm ??= sharedMemory ? sharedMemory() : new RequestSharedMemory(undefined, 0));
+  try {
+    const read = readMessage(m, model, version, use);
+    return shm ? { ...read, sharedMemory: shm } : read;
+  } catch (err) {
+    // What it held of regions before it was refused is given back.
+    (shm as RequestSharedMemory | undefined)?.release();
+    throw err;
+  }
+}
+
+function readMessage(m: ModelInferRequestMessage, model: string, version: number | undefined, shm: () => RequestSharedMemory): { request: InferenceRequest; emptyFinal: boolean } {
   const raw = m.raw_input_contents;
-  // Triton's walk (InferGRPCToInput): each input without contents takes the next raw entry; one
-  // left without is refused, entries left over are ignored.
+  // Triton's walk (InferGRPCToInput): each input without contents or a region takes the next raw
+  // entry; one left without is refused, entries left over are ignored.
   let next = 0;
   const inputs: Tensor[] = m.inputs.map((inp) => {
     const { name, datatype } = inp;
@@ -202,9 +231,20 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
       if (!Number.isSafeInteger(n) || n < 0) throw Errors.invalidArg(`input '${echo(name)}' must have a 'shape' of non-negative integers`);
       return n;
     });
-    sharedMemoryRegion(inp.parameters, name, () => `input '${echo(name)}'`);
+    const window = sharedMemoryWindow(inp.parameters, name);
     // Present, even with no field set, is Triton's has_contents(): protobufjs leaves an absent
     // message field null and decodes a present one, empty or not, to an object.
+    if (window) {
+      if (inp.contents != null) {
+        throw Errors.invalidArg(`unexpected 'content' provided when using shared memory for input tensor '${echo(name)}' for model '${echo(model)}'`);
+      }
+      // Copied out of the region (the request owns the copy), its size checked before the copy.
+      const bytes = shm().readInput(window, (n) => {
+        if (datatype !== 'BYTES') checkTensorByteSize(echo(name), datatype, shape, n, echo(model));
+      });
+      checkTensorBytes(echo(name), datatype, shape, bytes, echo(model));
+      return { name, datatype, shape, data: viewBytesAs(datatype, bytes), owned: true };
+    }
     if (inp.contents != null) {
       if (raw.length > 0) {
         throw Errors.invalidArg(`contents field must not be specified when using raw_input_contents for '${echo(name)}' for model '${echo(model)}'`);
@@ -220,8 +260,10 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage): { request:
   });
   const outputs: RequestedOutput[] = m.outputs.map((o) => {
     const ro: RequestedOutput = { name: o.name };
-    sharedMemoryRegion(o.parameters, o.name, () => `output '${echo(o.name)}'`);
+    const window = sharedMemoryWindow(o.parameters, o.name);
     const cls = o.parameters['classification'];
+    if (window && cls) throw Errors.invalidArg("output can't set both 'shared_memory_region' and 'classification'");
+    if (window) shm().holdOutput(o.name, window);
     if (cls) ro.classCount = classCount(cls);
     return ro;
   });
@@ -247,29 +289,47 @@ function classCount(p: InferParameterMessage): number {
 }
 
 /**
- * Refuses a tensor that names a `shared_memory_region` (see refuseSharedMemory), and one whose
- * region is not a string_param as Triton does, whatever it holds: before, a region with no value
- * set was read as no region, and the output came back inline (review).
- * Triton: server/src/grpc/infer_handler.cc ParseSharedMemoryParams
+ * A tensor's shared memory window, or undefined when its parameters name no region, read as
+ * Triton's ParseSharedMemoryParams reads it (order and words): the region a string_param, the
+ * offset (default 0) and the byte size (required) int64_params, neither without a region. A
+ * negative int64 is the uint64 Triton's size_t makes of it (refused by the window's checks).
+ * Triton: server/src/grpc/grpc_utils.h ParseSharedMemoryParams
  */
-function sharedMemoryRegion(params: Record<string, InferParameterMessage>, tensor: string, what: () => string): void {
+function sharedMemoryWindow(params: Record<string, InferParameterMessage>, tensor: string): SharedMemoryWindow | undefined {
   const region = params['shared_memory_region'];
-  if (region === undefined) return;
-  if (parameterKind(region) !== 'string_param') {
-    throw Errors.invalidArg(`invalid value type for 'shared_memory_region' parameter for tensor '${echo(tensor)}', expected string_param.`);
+  const offset = params['shared_memory_offset'];
+  const size = params['shared_memory_byte_size'];
+  const t = echo(tensor);
+  if (region !== undefined && parameterKind(region) !== 'string_param') {
+    throw Errors.invalidArg(`invalid value type for 'shared_memory_region' parameter for tensor '${t}', expected string_param.`);
   }
-  refuseSharedMemory(parameterValue(region), what);
+  const int64 = (p: InferParameterMessage | undefined, key: string): number | bigint | undefined => {
+    if (p === undefined) return undefined;
+    if (region === undefined) throw Errors.invalidArg(`'${key}' can not be specified without 'shared_memory_region' parameter for tensor '${t}'`);
+    if (parameterKind(p) !== 'int64_param') throw Errors.invalidArg(`invalid value type for '${key}' parameter for tensor '${t}', expected int64_param.`);
+    return uint64Of(parameterValue(p)) as number | bigint;
+  };
+  const o = int64(offset, 'shared_memory_offset') ?? 0;
+  const b = int64(size, 'shared_memory_byte_size');
+  if (region === undefined) return undefined;
+  if (b === undefined) throw Errors.invalidArg(`'shared_memory_byte_size' must be specified along with 'shared_memory_region' parameter for tensor '${t}'`);
+  return { region: String(parameterValue(region)), offset: o, byteSize: b };
 }
 
 /** An InferenceResponse as a ModelInferResponse: every output's bytes in raw_output_contents. */
-export function inferResponseToMessage(r: InferenceResponse, extra?: Record<string, ParameterValue>): ModelInferResponseMessage {
+export function inferResponseToMessage(r: InferenceResponse, extra?: Record<string, ParameterValue>, shm?: RequestSharedMemory): ModelInferResponseMessage {
+  // Outputs asked for in shared memory go to their regions (one that does not fit fails the
+  // request, INTERNAL as Triton's allocator) and leave an empty raw entry, as Triton's.
+  if (shm) shm.writeOutputs(r.outputs.map((t) => ({ name: t.name, data: dataBytes(t.data) })));
   return {
     model_name: r.modelName,
     model_version: r.modelVersion,
     id: r.id ?? '',
     parameters: parametersToMessage(extra ? { ...r.parameters, ...extra } : r.parameters),
     outputs: r.outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape })),
-    raw_output_contents: r.outputs.map((t) => dataBytes(t.data)),
+    raw_output_contents: r.outputs.map((t) => (shm?.outputs.has(t.name) ? EMPTY_BYTES : dataBytes(t.data))),
   };
 }
+
+const EMPTY_BYTES = new Uint8Array(0);
 

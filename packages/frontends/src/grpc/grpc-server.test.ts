@@ -596,9 +596,14 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     await call('TraceSetting', { settings: { trace_count: { value: [] } } });
   });
 
-  it('shared-memory RPCs answer UNIMPLEMENTED with a clear message', async () => {
-    for (const rpc of ['SystemSharedMemoryStatus', 'SystemSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
-      await expect(call(rpc)).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('shared memory is not supported') });
+  it('without client shared memory: system status lists nothing, register and unregister say it is disabled (UNIMPLEMENTED), CUDA is not supported', async () => {
+    await expect(call('SystemSharedMemoryStatus', {})).resolves.toMatchObject({ regions: {} });
+    await expect(call('SystemSharedMemoryStatus', { name: 'r0' })).rejects.toMatchObject({ code: status.NOT_FOUND, details: "Unable to find system shared memory region: 'r0'" });
+    for (const rpc of ['SystemSharedMemoryRegister', 'SystemSharedMemoryUnregister']) {
+      await expect(call(rpc, { name: 'r0', key: 'k', byte_size: 64 })).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('client shared memory is disabled') });
+    }
+    for (const rpc of ['CudaSharedMemoryStatus', 'CudaSharedMemoryRegister', 'CudaSharedMemoryUnregister']) {
+      await expect(call(rpc)).rejects.toMatchObject({ code: status.UNIMPLEMENTED, details: expect.stringContaining('CUDA shared memory is not supported') });
     }
   });
 

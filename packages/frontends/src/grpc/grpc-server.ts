@@ -22,7 +22,8 @@ import { TraceSettings, checkTraceModel } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
 import { requestedVersion, versionNotFound, versionNumber } from '../model-version.js';
-import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
+import { inferRequestFromMessage, inferResponseToMessage, type GrpcSharedMemoryFactory, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
+import { NO_REGIONS, RequestSharedMemory, clientShmDisabled, type SystemSharedMemory } from '../shared-memory/system-shared-memory.js';
 import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
 import { inferFastPath } from './infer-fast-path.js';
@@ -111,6 +112,13 @@ export interface GrpcServerOptions {
    * (each stream also stops at MAX_STREAM_PENDING_BYTES). @default 1 GiB
    */
   maxStreamPendingBytes?: number;
+  /**
+   * The system shared memory regions clients may register and name in infer requests
+   * (`--allow-client-shm=true`; shared with the HTTP frontend). Without them register and
+   * unregister are refused as disabled, and a request naming a region is refused as naming an
+   * unknown one.
+   */
+  sharedMemory?: SystemSharedMemory;
 }
 
 /** A running gRPC server. */
@@ -195,6 +203,20 @@ function logValue(v: unknown): Plain {
   return { string_param: String(v) };
 }
 
+/** A request's hold on the regions it names, its inputs up to the largest message; none without regions. */
+function sharedMemoryFactory(options: GrpcServerOptions): GrpcSharedMemoryFactory | undefined {
+  const regions = options.sharedMemory;
+  const limit = options.maxMessageBytes ?? 2147483647;
+  return regions ? () => new RequestSharedMemory(regions, limit) : undefined;
+}
+
+/** A proto uint64 field as decoded (number, string or Long), exact: offsets and sizes past 2^53 stay what the client sent. */
+function uint64Field(v: unknown): number | bigint {
+  if (v === undefined || v === null) return 0;
+  if (typeof v === 'number' || typeof v === 'bigint') return v;
+  return BigInt(String(v));
+}
+
 /** The RPC implementations over a backplane. */
 function inferenceService(backplane: Backplane, options: GrpcServerOptions, guard: (rpc: string, md: Metadata) => void): UntypedServiceImplementation {
   const traces = options.traceSettings ?? new TraceSettings();
@@ -223,8 +245,14 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
     };
   };
   const versionOf = (req: Plain) => requestedVersion(String(req['name'] ?? ''), String(req['version'] ?? ''), backplane);
-  const shmUnsupported = async (): Promise<object> => {
-    throw Errors.unsupported('shared memory is not supported by Triode: send tensors in the request (raw_input_contents)');
+  const regions = options.sharedMemory;
+  const shmFactory = sharedMemoryFactory(options);
+  const cudaUnsupported = async (): Promise<object> => {
+    throw Errors.unsupported('CUDA shared memory is not supported by Triode: use system shared memory, or send tensors in the request (raw_input_contents)');
+  };
+  const enabled = (): SystemSharedMemory => {
+    if (!regions) throw clientShmDisabled();
+    return regions;
   };
   const configType = messageType('ModelConfig');
 
@@ -262,12 +290,25 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       await backplane.unloadModel(String(req['model_name'] ?? ''), { unloadDependents: grpcUnloadDependents(req['parameters'] as Record<string, Plain> | undefined) });
       return {};
     }),
-    SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', undefined, shmUnsupported),
-    SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', undefined, shmUnsupported),
-    SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', undefined, shmUnsupported),
-    CudaSharedMemoryStatus: unary('CudaSharedMemoryStatus', undefined, shmUnsupported),
-    CudaSharedMemoryRegister: unary('CudaSharedMemoryRegister', undefined, shmUnsupported),
-    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', undefined, shmUnsupported),
+    // Triton's CommonHandler: the same manager calls as HTTP's; an empty name is all regions
+    // (status, unregister) and a name like any other to register.
+    SystemSharedMemoryStatus: unary('SystemSharedMemoryStatus', 'SystemSharedMemoryStatusRequest', async (req) => {
+      const name = String(req['name'] ?? '');
+      const list = (regions ?? NO_REGIONS).status(name === '' ? undefined : name);
+      return { regions: Object.fromEntries(list.map((r) => [r.name, r])) };
+    }),
+    SystemSharedMemoryRegister: unary('SystemSharedMemoryRegister', 'SystemSharedMemoryRegisterRequest', async (req) => {
+      enabled().register(String(req['name'] ?? ''), String(req['key'] ?? ''), uint64Field(req['offset']), uint64Field(req['byte_size']));
+      return {};
+    }),
+    SystemSharedMemoryUnregister: unary('SystemSharedMemoryUnregister', 'SystemSharedMemoryUnregisterRequest', async (req) => {
+      const name = String(req['name'] ?? '');
+      enabled().unregister(name === '' ? undefined : name);
+      return {};
+    }),
+    CudaSharedMemoryStatus: unary('CudaSharedMemoryStatus', undefined, cudaUnsupported),
+    CudaSharedMemoryRegister: unary('CudaSharedMemoryRegister', undefined, cudaUnsupported),
+    CudaSharedMemoryUnregister: unary('CudaSharedMemoryUnregister', undefined, cudaUnsupported),
     TraceSetting: unary('TraceSetting', 'TraceSettingRequest', async (req) => {
       const model = String(req['model_name'] ?? '') || undefined;
       if (model) await checkTraceModel(backplane, model);
@@ -295,12 +336,17 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       });
       void (async () => {
         guard('ModelInfer', call.metadata);
-        const read = inferRequestFromMessage(call.request);
+        const read = inferRequestFromMessage(call.request, shmFactory);
         if ('unknownVersion' in read) return versionNotFound(call.request.model_name, read.unknownVersion, backplane);
-        const { request } = read;
-        request.signal = abort.signal;
-        if (options.headerForwardPattern) forwardHeaders(request, metadataEntries(call.metadata), options.headerForwardPattern);
-        return inferResponseToMessage(await backplane.infer(request));
+        const { request, sharedMemory: shm } = read;
+        try {
+          request.signal = abort.signal;
+          if (options.headerForwardPattern) forwardHeaders(request, metadataEntries(call.metadata), options.headerForwardPattern);
+          return inferResponseToMessage(await backplane.infer(request), undefined, shm);
+        } finally {
+          // The regions it names are held until it is answered or failed.
+          shm?.release();
+        }
       })().then((r) => {
         answered = true;
         callback(null, r);
@@ -316,7 +362,7 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         call.emit('error', grpcError(err, logger));
         return;
       }
-      new StreamInferSession(backplane, call, logger, streamBudget, options.headerForwardPattern).start();
+      new StreamInferSession(backplane, call, logger, streamBudget, options.headerForwardPattern, shmFactory).start();
     },
   };
 }
@@ -446,7 +492,10 @@ class StreamInferSession {
   /** Resumes reading when the server's budget has room again (registered while it paused this stream). */
   readonly #reflow = (): void => this.#flow();
 
-  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, budget: StreamBudget, forward?: RegExp) {
+  readonly #sharedMemory: GrpcSharedMemoryFactory | undefined;
+
+  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, budget: StreamBudget, forward?: RegExp, sharedMemory?: GrpcSharedMemoryFactory) {
+    this.#sharedMemory = sharedMemory;
     this.#forward = forward;
     this.#budget = budget;
     this.#backplane = backplane;
@@ -524,10 +573,14 @@ class StreamInferSession {
 
   async #run(m: ModelInferRequestMessage, slot: StreamSlot): Promise<void> {
     const id = m.id ?? '';
+    // The regions the request names, held until its last response is written (each response of a
+    // decoupled model writes its outputs to them, as Triton's).
+    let shm: RequestSharedMemory | undefined;
     try {
-      const read = inferRequestFromMessage(m);
+      const read = inferRequestFromMessage(m, this.#sharedMemory);
       if ('unknownVersion' in read) return await versionNotFound(m.model_name, read.unknownVersion, this.#backplane);
       const { request, emptyFinal } = read;
+      shm = read.sharedMemory;
       request.signal = this.#abort.signal;
       if (this.#forward) forwardHeaders(request, metadataEntries(this.#call.metadata), this.#forward);
       let sawFinal = false;
@@ -541,7 +594,7 @@ class StreamInferSession {
       await this.#backplane.inferStream(request, (r: InferenceResponse) => {
         if (r.final === undefined) {
           // A regular model: one response, in request order, final (Triton marks every stream response).
-          const msg = { infer_response: inferResponseToMessage(r, { triton_final_response: true }) };
+          const msg = this.#responseMessage(m, r, true, shm);
           const n = responseBytes(msg);
           slot.queued.push(msg);
           slot.queuedBytes += n;
@@ -550,7 +603,7 @@ class StreamInferSession {
         }
         if (r.final) sawFinal = true;
         streaming();
-        this.#write({ infer_response: inferResponseToMessage(r, { triton_final_response: r.final }) });
+        this.#write(this.#responseMessage(m, r, r.final, shm));
         // The client is not reading: the model's next response waits until it does.
         return this.#drained;
       }, { onDecoupled: streaming });
@@ -572,6 +625,21 @@ class StreamInferSession {
       // A decoupled request no longer holds a place in the order: its error goes out at once.
       if (slot.streaming) this.#write(error);
       else slot.queued.push(error);
+    } finally {
+      shm?.release();
+    }
+  }
+
+  /**
+   * A response as the stream's message; an output its shared memory region cannot hold makes it
+   * an error message instead (the model ran: its model and final flag come back, as for any
+   * failure in the model).
+   */
+  #responseMessage(m: ModelInferRequestMessage, r: InferenceResponse, final: boolean, shm: RequestSharedMemory | undefined): object {
+    try {
+      return { infer_response: inferResponseToMessage(r, { triton_final_response: final }, shm) };
+    } catch (err) {
+      return { error_message: grpcError(err, this.#logger).details, infer_response: { model_name: m.model_name, model_version: m.model_version, id: m.id ?? '', parameters: { triton_final_response: { bool_param: final } } } };
     }
   }
 
@@ -793,6 +861,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
         ...(level !== undefined ? { compressionLevel: level } : {}),
         ...(options.tracer ? { tracer: options.tracer } : {}),
         ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
+        ...(options.sharedMemory ? { sharedMemory: sharedMemoryFactory(options)! } : {}),
       }),
     } : {}),
   });

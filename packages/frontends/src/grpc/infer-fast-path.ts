@@ -12,7 +12,7 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { gzipSync } from 'node:zlib';
 import { CancelToken, TriodeError, messageType, type Backplane, type Logger } from '@triode/core';
-import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
+import { inferRequestFromMessage, inferResponseToMessage, type GrpcSharedMemoryFactory, type ModelInferRequestMessage } from './grpc-infer.js';
 import { checkInferRequestWire } from './infer-request-scan.js';
 import { GRPC_STATUS, grpcError } from './grpc-status.js';
 import { refuse } from './transport-guard.js';
@@ -34,6 +34,8 @@ export interface FastPathOptions {
   headerForwardPattern?: RegExp;
   /** Where errors the client is not shown (stacks, paths) go. */
   logger?: Logger;
+  /** Makes a request's hold on the shared memory regions it names (GrpcServerOptions.sharedMemory). */
+  sharedMemory?: GrpcSharedMemoryFactory;
 }
 
 const requestType = messageType('ModelInferRequest');
@@ -133,26 +135,37 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       } catch (err) {
         throw new TriodeError('INTERNAL', 'malformed ModelInferRequest (the message does not decode)', { cause: err });
       }
-      const read = inferRequestFromMessage(message);
+      const read = inferRequestFromMessage(message, opts.sharedMemory);
       if ('unknownVersion' in read) return versionNotFound(message.model_name, read.unknownVersion, opts.backplane);
-      const { request } = read;
-      request.signal = abort;
-      if (opts.headerForwardPattern) {
-        forwardHeaders(request, metadataOf(headers), opts.headerForwardPattern);
+      const { request, sharedMemory: shm } = read;
+      try {
+        request.signal = abort;
+        if (opts.headerForwardPattern) {
+          forwardHeaders(request, metadataOf(headers), opts.headerForwardPattern);
+        }
+        const t = opts.tracer?.start(request.modelName);
+        if (!t) return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request), undefined, shm)).finish();
+        t.trace.timestamps.push({ name: 'GRPC_WAITREAD_START', ns: waitStart }, { name: 'GRPC_WAITREAD_END', ns: traceNow() });
+        request.trace = t.trace;
+        const response = await opts.backplane.infer(request).catch((err: unknown) => {
+          opts.tracer!.failed(t, err, request.id ?? '', String(request.modelVersion ?? ''));
+          throw err;
+        });
+        t.trace.timestamps.push({ name: 'GRPC_SEND_START', ns: traceNow() });
+        let encoded: Uint8Array;
+        try {
+          encoded = responseType.encode(inferResponseToMessage(response, undefined, shm)).finish();
+        } catch (err) {
+          opts.tracer!.failed(t, err, request.id ?? '', response.modelVersion);
+          throw err;
+        }
+        t.trace.timestamps.push({ name: 'GRPC_SEND_END', ns: traceNow() });
+        opts.tracer!.finish(t, response.modelVersion, request.id ?? '');
+        return encoded;
+      } finally {
+        // The regions it names are held until it is answered or failed.
+        shm?.release();
       }
-      const t = opts.tracer?.start(request.modelName);
-      if (!t) return responseType.encode(inferResponseToMessage(await opts.backplane.infer(request))).finish();
-      t.trace.timestamps.push({ name: 'GRPC_WAITREAD_START', ns: waitStart }, { name: 'GRPC_WAITREAD_END', ns: traceNow() });
-      request.trace = t.trace;
-      const response = await opts.backplane.infer(request).catch((err: unknown) => {
-        opts.tracer!.failed(t, err, request.id ?? '', String(request.modelVersion ?? ''));
-        throw err;
-      });
-      t.trace.timestamps.push({ name: 'GRPC_SEND_START', ns: traceNow() });
-      const encoded = responseType.encode(inferResponseToMessage(response)).finish();
-      t.trace.timestamps.push({ name: 'GRPC_SEND_END', ns: traceNow() });
-      opts.tracer!.finish(t, response.modelVersion, request.id ?? '');
-      return encoded;
     })().then((encoded) => {
       if (answered) return;
       answered = true;

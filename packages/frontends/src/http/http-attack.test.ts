@@ -363,14 +363,18 @@ describe('generate requests get the infer route\'s checks', () => {
 
 describe('shared memory parameters on an infer request', () => {
   // Review: they were ignored, so an output asked for in a region came back inline with 200, and a
-  // client reading the region read stale memory. No region is ever registered: Triton's NOT_FOUND.
+  // client reading the region read stale memory. No region is registered (client shared memory not
+  // allowed here): Triton's NOT_FOUND.
   const echoModel = fakeBackplane(() => ({ modelName: 'm', modelVersion: '1', outputs: [{ name: 'y', datatype: 'INT32', shape: [1], data: Int32Array.of(1) }] }));
   it.each([
     ['an input', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 4 } }] }, 404, "Unable to find shared memory region: 'r1'"],
     // Triton's ValidateInputContentType, before the region is looked up (review: 404).
     ['an input with data too', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], data: [1], parameters: { shared_memory_region: 'r1' } }] }, 400,
       "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But set 'data' 'shared_memory_region'"],
-    ['an output', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 64, shared_memory_offset: -5 } }] }, 404, "Unable to find shared memory region: 'r1'"],
+    ['an output', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 64 } }] }, 404, "Unable to find shared memory region: 'r1'"],
+    // The offset is read before the region is looked up (CheckSharedMemoryData, then GetMemoryInfo).
+    ['an output with a negative offset', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 'r1', shared_memory_byte_size: 64, shared_memory_offset: -5 } }] }, 400,
+      "Unable to parse 'shared_memory_offset': attempt to access JSON non-unsigned-integer as unsigned-integer"],
     // Triton's words (http_server.cc CheckSharedMemoryData), on inputs and outputs alike.
     ['a region that is not a string', { ...request, outputs: [{ name: 'y', parameters: { shared_memory_region: 7 } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],
     ['an input region that is not a string', { inputs: [{ name: 'N', datatype: 'INT32', shape: [1], parameters: { shared_memory_region: true } }] }, 400, "Unable to parse 'shared_memory_region': attempt to access JSON non-string as string"],

@@ -5,6 +5,8 @@ import type { AsyncInference } from '@triode/core';
 import type { TraceSettings } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
+import type { SystemSharedMemory } from '../shared-memory/system-shared-memory.js';
+import type { SharedMemoryFactory } from './infer-codec.js';
 
 /** Options of `createHttpApp`. */
 export interface HttpOptions {
@@ -39,6 +41,12 @@ export interface HttpOptions {
    * JavaScript backend's wait for an untaken response)
    */
   sseStallMs?: number;
+  /**
+   * The system shared memory regions clients may register and name in infer requests
+   * (`--allow-client-shm=true`; shared with the gRPC frontend). Without them no region can be
+   * registered, and a request naming one is refused as naming an unknown region.
+   */
+  sharedMemory?: SystemSharedMemory;
 }
 
 /** What every route needs. */
@@ -50,6 +58,8 @@ export interface HttpDeps {
   headerForwardPattern?: RegExp;
   /** See HttpOptions.sseStallMs. */
   sseStallMs?: number;
+  /** Makes a request's hold on the regions it names (HttpOptions.sharedMemory, inputs up to maxInputSize). */
+  sharedMemory?: SharedMemoryFactory;
 }
 
 /** Triton's default `--http-max-input-size`: 64 MiB. */

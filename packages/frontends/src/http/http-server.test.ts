@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { Errors, InferenceServer, LocalBackplane, LogSettings, silentLogger, deserializeBytesTensor, serializeBytesTensor, type AsyncInference } from '@triode/core';
 import { binaryBody, makeRepository, splitBinary } from '../../../../test/helpers/repository.js';
-import { HTTP_EXTENSIONS, createHttpApp } from './http-server.js';
+import { HTTP_EXTENSIONS, createHttpApp, serverExtensions } from './http-server.js';
 
 let server: InferenceServer;
 let app: ReturnType<typeof createHttpApp>;
@@ -114,16 +114,19 @@ describe('health and metadata', () => {
     expect((await app.request('/v2/models/simple/versions/x/ready', { method: 'HEAD' })).status).toBe(404);
   });
 
-  it('the shared-memory paths answer 501 with why (before: a bare 404), 405 for the wrong method', async () => {
-    const cases: [string, string][] = [
-      ['GET', '/v2/systemsharedmemory/status'], ['GET', '/v2/cudasharedmemory/region/r0/status'],
-      ['POST', '/v2/systemsharedmemory/region/r0/register'], ['POST', '/v2/cudasharedmemory/region/r0/register'],
-      ['POST', '/v2/systemsharedmemory/unregister'], ['POST', '/v2/cudasharedmemory/region/r0/unregister'],
-    ];
-    for (const [method, path] of cases) {
-      const r = await app.request(path, { method, ...(method === 'POST' ? { body: '{"key":"k","offset":0,"byte_size":64}' } : {}) });
+  it('without client shared memory: system status lists nothing, register and unregister say it is disabled (501), CUDA is not supported (501), 405 for the wrong method', async () => {
+    expect([(await app.request('/v2/systemsharedmemory/status')).status, await (await app.request('/v2/systemsharedmemory/status')).json()]).toEqual([200, []]);
+    const one = await app.request('/v2/systemsharedmemory/region/r0/status');
+    expect([one.status, await one.json()]).toEqual([404, { error: "Unable to find system shared memory region: 'r0'" }]);
+    for (const path of ['/v2/systemsharedmemory/region/r0/register', '/v2/systemsharedmemory/unregister', '/v2/systemsharedmemory/region/r0/unregister']) {
+      const r = await app.request(path, { method: 'POST', body: '{"key":"k","offset":0,"byte_size":64}' });
       expect([path, r.status]).toEqual([path, 501]);
-      expect((await r.json() as { error: string }).error).toMatch(/^shared memory is not supported by Triode/);
+      expect((await r.json() as { error: string }).error).toMatch(/^client shared memory is disabled: start the server with --allow-client-shm=true/);
+    }
+    for (const [method, path] of [['GET', '/v2/cudasharedmemory/region/r0/status'], ['POST', '/v2/cudasharedmemory/region/r0/register'], ['POST', '/v2/cudasharedmemory/region/r0/unregister']] as const) {
+      const r = await app.request(path, { method, ...(method === 'POST' ? { body: '{}' } : {}) });
+      expect([path, r.status]).toEqual([path, 501]);
+      expect((await r.json() as { error: string }).error).toMatch(/^CUDA shared memory is not supported by Triode/);
     }
     expect((await app.request('/v2/systemsharedmemory/status', { method: 'POST' })).status).toBe(405);
     expect((await app.request('/v2/cudasharedmemory/region/r0/register')).status).toBe(405);
@@ -135,6 +138,12 @@ describe('health and metadata', () => {
       'classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy', 'model_configuration',
       'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging', 'generate',
     ]);
+    // With client shared memory allowed: system_shared_memory in Triton's place (never cuda_shared_memory).
+    expect(serverExtensions({ systemSharedMemory: true })).toEqual([
+      'classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy', 'model_configuration',
+      'system_shared_memory', 'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging', 'generate',
+    ]);
+    expect(serverExtensions({ systemSharedMemory: false })).toEqual(HTTP_EXTENSIONS);
   });
 
   it('GET .../ready is 200 for a ready model, 400 otherwise', async () => {

@@ -24,16 +24,25 @@ import { modelRoutes } from './routes/model.js';
 import { modelPaths } from './routes/model-params.js';
 import { statsRoutes } from './routes/stats.js';
 import { SHARED_MEMORY_PATHS, sharedMemoryRoutes } from './routes/shared-memory.js';
+import { RequestSharedMemory } from '../shared-memory/system-shared-memory.js';
 
 /**
  * The extensions Triode implements, for the server metadata: Triton's list in Triton's order (less
- * the shared-memory ones, which Triode does not serve), then `generate`, which Triton serves but
- * does not list. Triton: core/src/server.cc
+ * the shared-memory ones), then `generate`, which Triton serves but does not list. A server that
+ * lets clients use system shared memory lists it too (serverExtensions); CUDA shared memory is
+ * never served. Triton: core/src/server.cc
  */
 export const HTTP_EXTENSIONS = [
   'classification', 'sequence', 'model_repository', 'model_repository(unload_dependents)', 'schedule_policy', 'model_configuration',
   'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging', 'generate',
 ];
+
+/** The server metadata's extensions: HTTP_EXTENSIONS, with `system_shared_memory` in Triton's place when clients may use it. */
+export function serverExtensions(options: { systemSharedMemory: boolean }): string[] {
+  if (!options.systemSharedMemory) return [...HTTP_EXTENSIONS];
+  const at = HTTP_EXTENSIONS.indexOf('model_configuration') + 1;
+  return [...HTTP_EXTENSIONS.slice(0, at), 'system_shared_memory', ...HTTP_EXTENSIONS.slice(at)];
+}
 
 /** Paths Triton routes; any other method on them is 405. */
 const KNOWN_PATHS = [
@@ -78,6 +87,8 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
     ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
     ...(options.sseStallMs !== undefined ? { sseStallMs: options.sseStallMs } : {}),
   };
+  const regions = options.sharedMemory;
+  if (regions) deps.sharedMemory = () => new RequestSharedMemory(regions, maxInputSize);
   const app = new Hono();
   const lifecycle = options.lifecycle ?? new HttpLifecycle();
   app.use(lifecycle.middleware());
@@ -99,7 +110,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   app.route('/', repositoryRoutes(deps));
   app.route('/', clusterRoutes(deps));
   app.route('/', modelRoutes(deps));
-  app.route('/', sharedMemoryRoutes());
+  app.route('/', sharedMemoryRoutes(regions));
   for (const p of KNOWN_PATHS) app.all(p, (c) => c.json({ error: 'Method Not Allowed' }, 405));
   app.notFound((c) => c.json({ error: 'Not Found' }, 404));
   app.onError((err, c) => {

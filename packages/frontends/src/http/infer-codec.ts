@@ -10,7 +10,8 @@ import {
 } from '@triode/core';
 import { readJson } from './json-reader.js';
 import { jsonSizeBound, jsonToTensorData, tensorDataToJson } from './json-tensor.js';
-import { checkReservedParameters, checkTensorBytes, refuseSharedMemory } from '../protocol-checks.js';
+import { checkReservedParameters, checkTensorByteSize, checkTensorBytes } from '../protocol-checks.js';
+import { RequestSharedMemory, type SharedMemoryWindow } from '../shared-memory/system-shared-memory.js';
 
 export type { OutputEncoding };
 
@@ -18,7 +19,16 @@ export type { OutputEncoding };
 export interface ParsedInfer {
   request: InferenceRequest;
   encoding: OutputEncoding;
+  /**
+   * The shared memory regions the request reads inputs from or writes outputs to, held until it is
+   * answered: the caller writes the outputs (`writeOutputs`) and calls `release` once done, failed
+   * or not. Absent when it names no region.
+   */
+  sharedMemory?: RequestSharedMemory;
 }
+
+/** Makes a request's RequestSharedMemory when it names a region (the frontend's regions and input limit). */
+export type SharedMemoryFactory = () => RequestSharedMemory;
 
 type Json = Record<string, unknown>;
 
@@ -117,6 +127,8 @@ interface InputHeader {
   size?: number;
   /** Its JSON `data` (when not binary). */
   data?: unknown;
+  /** The shared memory window its bytes are in (`shared_memory_region`). */
+  shm?: SharedMemoryWindow;
 }
 
 /** A request's header (its JSON, or the JSON part of a binary body), checked, less its inputs. */
@@ -125,6 +137,8 @@ interface RequestHeader {
   params: Record<string, ParameterValue>;
   outputs: RequestedOutput[] | undefined;
   encoding: OutputEncoding;
+  /** Outputs written to shared memory, with their windows. */
+  shmOutputs?: [string, SharedMemoryWindow][];
 }
 
 /** A header whose inputs are all binary: what a request with the same header bytes reuses (HeaderCache). */
@@ -133,16 +147,23 @@ interface HeaderTemplate extends RequestHeader {
 }
 
 /**
- * A tensor's `shared_memory_region` parameter (`v`: its `parameters`, not yet checked), refused
- * with Triton's words when it is not a string: null, an object or an array too.
+ * A tensor's shared memory window (`p`: its `parameters`, checked to be an object), or undefined
+ * when it names no `shared_memory_region`: the region a string, `shared_memory_offset` (default 0)
+ * and `shared_memory_byte_size` (default 0, which no tensor but an empty one fits) uint64s, each
+ * refused with Triton's words (its status for them is 500; they are the client's mistake: 400).
  * Triton: server/src/http_server.cc CheckSharedMemoryData
  */
-function sharedMemoryRegion(v: unknown): string | undefined {
-  const region = isObj(v) && Object.hasOwn(v, 'shared_memory_region') ? v['shared_memory_region'] : undefined;
-  if (region !== undefined && typeof region !== 'string') {
-    throw Errors.invalidArg("Unable to parse 'shared_memory_region': attempt to access JSON non-string as string");
-  }
-  return region;
+function sharedMemoryWindow(p: Json): SharedMemoryWindow | undefined {
+  const region = Object.hasOwn(p, 'shared_memory_region') ? p['shared_memory_region'] : undefined;
+  if (region === undefined) return undefined;
+  if (typeof region !== 'string') throw Errors.invalidArg("Unable to parse 'shared_memory_region': attempt to access JSON non-string as string");
+  const uint = (key: string): number | bigint => {
+    const v = Object.hasOwn(p, key) ? p[key] : undefined;
+    if (v === undefined) return 0;
+    if (!isUint64(v as ParameterValue)) throw unableToParse(key, v, NON_UINT);
+    return v as number | bigint;
+  };
+  return { region, offset: uint('shared_memory_offset'), byteSize: uint('shared_memory_byte_size') };
 }
 
 /**
@@ -187,7 +208,8 @@ function inputHeader(inp: unknown, i: number): InputHeader {
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) throw unableToParse('binary_data_size', size, NON_UINT);
     return { name, datatype, shape: shape as number[], count, size };
   }
-  if (hasRegion) refuseSharedMemory(sharedMemoryRegion(ip), () => `input '${echo(name)}'`);
+  const shm = hasRegion ? sharedMemoryWindow(ip) : undefined;
+  if (shm) return { name, datatype, shape: shape as number[], count, shm };
   return { name, datatype, shape: shape as number[], count, data: inp['data'] };
 }
 
@@ -195,10 +217,19 @@ function inputHeader(inp: unknown, i: number): InputHeader {
  * The tensor of input header `h`: its JSON data, or its binary bytes at `at.offset` of `body`
  * (checked against the body's length and the datatype; `at.offset` moves past them).
  */
-function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, model: string): Tensor {
+function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, model: string, shm: SharedMemoryAccess): Tensor {
   const { name, datatype, count } = h;
   // A fresh array: the request may be changed on its way (the header's may serve other requests).
   const shape = h.shape.slice();
+  if (h.shm) {
+    // Copied out of the region (a buffer the request owns): the size is checked before the copy,
+    // so a window far larger than the tensor is refused without reading it.
+    const bytes = shm.use().readInput(h.shm, (n) => {
+      if (datatype !== 'BYTES') checkTensorByteSize(name, datatype, shape, n, model);
+    });
+    checkTensorBytes(name, datatype, shape, bytes, model);
+    return { name, datatype, shape, data: viewBytesAs(datatype, bytes), owned: true };
+  }
   if (h.size === undefined) {
     // A new array made from the JSON: the request owns it (it may move to an instance thread).
     return { name, datatype, shape, data: jsonToTensorData(h.data, datatype, count, name, shape), owned: true };
@@ -216,8 +247,8 @@ function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, m
  * The tensors of a request's inputs, each checked (`header` of it) and then read before the next
  * (as Triton: the first fault is reported), and the body read to its end.
  */
-function inputTensors<T>(inputs: readonly T[], header: (inp: T, i: number) => InputHeader, body: Uint8Array, at: { offset: number }, model: string): Tensor[] {
-  const tensors = inputs.map((inp, i) => inputTensor(header(inp, i), body, at, model));
+function inputTensors<T>(inputs: readonly T[], header: (inp: T, i: number) => InputHeader, body: Uint8Array, at: { offset: number }, model: string, shm: SharedMemoryAccess): Tensor[] {
+  const tensors = inputs.map((inp, i) => inputTensor(header(inp, i), body, at, model, shm));
   if (at.offset !== body.byteLength) throw Errors.invalidArg(`unexpected additional input data for model '${echo(model)}'`);
   return tensors;
 }
@@ -233,7 +264,7 @@ function mentionsFp64(json: Uint8Array): boolean {
 const NO_BINARY_OUTPUTS: ReadonlyMap<string, boolean> = new Map();
 
 /** The checks of a request header's outputs and the encoding they ask for. */
-function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { outputs: RequestedOutput[] | undefined; encoding: OutputEncoding } {
+function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { outputs: RequestedOutput[] | undefined; encoding: OutputEncoding; shmOutputs?: [string, SharedMemoryWindow][] } {
   const bdo = params['binary_data_output'];
   // Triton's words (its status for this is INTERNAL, 500; a client's mistake is 400 here).
   if (bdo !== undefined && typeof bdo !== 'boolean') throw Errors.invalidArg("Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean");
@@ -242,13 +273,16 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
   if (outputsJson === undefined) return { outputs: undefined, encoding: { binary: NO_BINARY_OUTPUTS, defaultBinary } };
   if (!Array.isArray(outputsJson)) throw unableToParse('outputs', outputsJson, 'non-array as array');
   const binary = new Map<string, boolean>();
+  const shmOutputs: [string, SharedMemoryWindow][] = [];
   const outputs = outputsJson.map((o: unknown) => {
     const name = isObj(o) ? o['name'] : undefined;
     if (typeof name !== 'string') throw unableToParse('name', name, 'non-string as string');
-    const params = (o as Json)['parameters'];
-    const region = sharedMemoryRegion(params);
-    const op = tensorParameters(params, () => `output '${echo(name)}'`);
-    refuseSharedMemory(region, () => `output '${echo(name)}'`);
+    const op = tensorParameters((o as Json)['parameters'], () => `output '${echo(name)}'`);
+    // Triton's ValidateOutputParameter: a region excludes classification and binary data.
+    if (op['shared_memory_region'] !== undefined) {
+      if (op['classification'] !== undefined) throw Errors.invalidArg("Output can't set both 'shared_memory_region' and 'classification'");
+      if (op['binary_data'] === true) throw Errors.invalidArg("Output can't set both 'shared_memory_region' and 'binary_data'");
+    }
     const ro: RequestedOutput = { name };
     if (op['classification'] !== undefined) {
       const n = op['classification'];
@@ -259,19 +293,40 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
     // A listed output is binary only when it says so: `binary_data_output` is the kind of the
     // outputs the request does not list (Triton: CheckBinaryOutputData, default false).
     binary.set(name, op['binary_data'] === true);
+    const shm = sharedMemoryWindow(op);
+    if (shm) shmOutputs.push([name, shm]);
     return ro;
   });
-  return { outputs, encoding: { binary: binary.size > 0 ? binary : NO_BINARY_OUTPUTS, defaultBinary } };
+  const header = { outputs, encoding: { binary: binary.size > 0 ? binary : NO_BINARY_OUTPUTS, defaultBinary } };
+  return shmOutputs.length ? { ...header, shmOutputs } : header;
 }
 
-/** The request of a checked header and its inputs' tensors. */
-function inferRequest(h: RequestHeader, inputs: Tensor[], model: { name: string; version?: number }): ParsedInfer {
+/**
+ * The shared memory of one request, made when it first names a region. Without a factory (the
+ * frontend has no regions: client shared memory not allowed) every region is unknown.
+ */
+class SharedMemoryAccess {
+  readonly #factory: SharedMemoryFactory | undefined;
+  made: RequestSharedMemory | undefined;
+
+  constructor(factory: SharedMemoryFactory | undefined) {
+    this.#factory = factory;
+  }
+
+  use(): RequestSharedMemory {
+    return (this.made ??= this.#factory ? this.#factory() : new RequestSharedMemory(undefined, 0));
+  }
+}
+
+/** The request of a checked header and its inputs' tensors (the output windows held now, after the inputs', as Triton). */
+function inferRequest(h: RequestHeader, inputs: Tensor[], model: { name: string; version?: number }, shm: SharedMemoryAccess): ParsedInfer {
   // Fresh objects: the header's may serve other requests (HeaderCache); `encoding` is only read.
   const request: InferenceRequest = { modelName: model.name, inputs, parameters: { ...h.params } };
   if (model.version !== undefined) request.modelVersion = model.version;
   if (h.id !== undefined) request.id = h.id;
   if (h.outputs?.length) request.outputs = h.outputs.map((o) => ({ ...o }));
-  return { request, encoding: h.encoding };
+  if (h.shmOutputs) for (const [name, w] of h.shmOutputs) shm.use().holdOutput(name, w);
+  return shm.made ? { request, encoding: h.encoding, sharedMemory: shm.made } : { request, encoding: h.encoding };
 }
 
 /** The largest JSON header HeaderCache keeps (that of a small request's binary tensors is ~100-300 bytes). */
@@ -329,6 +384,25 @@ export function parseInferRequest(
   model: { name: string; version?: number },
   rawInput?: { name: string; datatype: string; shape: number[] },
   cache: HeaderCache = headerCache,
+  sharedMemory?: SharedMemoryFactory,
+): ParsedInfer {
+  const shm = new SharedMemoryAccess(sharedMemory);
+  try {
+    return parseBody(body, headerLength, model, rawInput, cache, shm);
+  } catch (err) {
+    // What the request held of regions before it was refused is given back.
+    shm.made?.release();
+    throw err;
+  }
+}
+
+function parseBody(
+  body: Uint8Array,
+  headerLength: number | undefined,
+  model: { name: string; version?: number },
+  rawInput: { name: string; datatype: string; shape: number[] } | undefined,
+  cache: HeaderCache,
+  shm: SharedMemoryAccess,
 ): ParsedInfer {
   if (headerLength !== undefined && (headerLength < 0 || headerLength > body.byteLength)) {
     throw Errors.invalidArg(`inference header size should be in range (0, ${body.byteLength}), got: ${headerLength}`);
@@ -339,7 +413,7 @@ export function parseInferRequest(
   const cached = key === undefined ? undefined : cache.get(key);
   const at = { offset: headerLength ?? body.byteLength };
   if (cached) {
-    return inferRequest(cached, inputTensors(cached.inputs, (h) => h, body, at, model.name), model);
+    return inferRequest(cached, inputTensors(cached.inputs, (h) => h, body, at, model.name, shm), model, shm);
   }
   let doc: unknown;
   try {
@@ -363,10 +437,10 @@ export function parseInferRequest(
     const h = inputHeader(inp, i);
     headers.push(h);
     return h;
-  }, body, at, model.name);
+  }, body, at, model.name, shm);
   const header: HeaderTemplate = { id, params, ...outputsHeader(doc, params), inputs: headers };
   if (key !== undefined && headers.every((h) => h.size !== undefined)) cache.set(key, header);
-  return inferRequest(header, inputs, model);
+  return inferRequest(header, inputs, model, shm);
 }
 
 function parseRawBinary(
@@ -451,11 +525,17 @@ export function checkJsonOutputSize(outputs: readonly Tensor[], isBinary: (name:
 }
 
 /**
- * Encodes a response, each output as JSON `data` or as a binary chunk per the client's wishes.
+ * Encodes a response, each output as JSON `data` or as a binary chunk per the client's wishes; an
+ * output in `inSharedMemory` (written to its region by the caller) carries no data.
  * @throws INVALID_ARG when the JSON outputs could exceed `maxJsonOutputSize` bytes (nothing built).
  */
-export function encodeInferResponse(res: InferenceResponse, encoding: OutputEncoding, maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE): EncodedResponse {
-  checkJsonOutputSize(res.outputs, (name) => encoding.binary.get(name) ?? encoding.defaultBinary, maxJsonOutputSize);
+export function encodeInferResponse(
+  res: InferenceResponse,
+  encoding: OutputEncoding,
+  maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE,
+  inSharedMemory?: ReadonlyMap<string, unknown>,
+): EncodedResponse {
+  checkJsonOutputSize(res.outputs, (name) => inSharedMemory?.has(name) === true || (encoding.binary.get(name) ?? encoding.defaultBinary), maxJsonOutputSize);
   let json = '{';
   if (res.id !== undefined && res.id !== '') json += `"id":${JSON.stringify(res.id)},`;
   json += `"model_name":${JSON.stringify(res.modelName)},"model_version":${JSON.stringify(res.modelVersion)}`;
@@ -466,7 +546,10 @@ export function encodeInferResponse(res: InferenceResponse, encoding: OutputEnco
     if (i) json += ',';
     json += `{"name":${JSON.stringify(o.name)},"datatype":"${o.datatype}","shape":[${o.shape.join(',')}]`;
     const binary = encoding.binary.get(o.name) ?? encoding.defaultBinary;
-    if (binary) {
+    if (inSharedMemory?.has(o.name)) {
+      // Written to its region already: name, datatype and shape only (Triton's FinalizeResponse).
+      json += '}';
+    } else if (binary) {
       const bytes = new Uint8Array(o.data.buffer, o.data.byteOffset, o.data.byteLength);
       // An empty output adds no chunk: with nothing but empty ones the answer is plain JSON, as
       // Triton's (it adds a buffer, and so the header length, only for a non-empty output).

@@ -112,16 +112,22 @@ async function serve(req: IncomingMessage, res: ServerResponse, name: string, ve
   if (typeof v === 'bigint') return versionNotFound(name, v, backplane);
   const model = v === undefined ? { name } : { name, version: v };
   const h = incomingHeader(req, 'inference-header-content-length');
-  const { request, encoding } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength), backplane);
-  const t = tracer?.start(name);
-  t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
-  // A client that goes away before its answer cancels the request: a queued one leaves the queue
-  // (it held its memory until it ran), a decoupled model can stop.
-  const cancel = new CancelToken();
-  request.signal = cancel;
-  res.once('close', () => { if (!res.writableFinished) cancel.cancel(); });
-  if (!t) return inferResponseBody(await backplane.infer(request), encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'));
-  return tracedInfer(backplane, request, tracer!, t, (r) => inferResponseBody(r, encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding')));
+  const { request, encoding, sharedMemory: shm } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength), backplane, deps.sharedMemory);
+  try {
+    const t = tracer?.start(name);
+    t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
+    // A client that goes away before its answer cancels the request: a queued one leaves the queue
+    // (it held its memory until it ran), a decoupled model can stop.
+    const cancel = new CancelToken();
+    request.signal = cancel;
+    res.once('close', () => { if (!res.writableFinished) cancel.cancel(); });
+    // The shared memory outputs are written before the answer is made (compressed or not).
+    if (!t) return inferResponseBody(await backplane.infer(request), encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'), shm);
+    return await tracedInfer(backplane, request, tracer!, t, (r) => inferResponseBody(r, encoding, maxJsonOutputSize, incomingHeader(req, 'accept-encoding'), shm));
+  } finally {
+    // The regions the request names are held until it is answered or failed.
+    shm?.release();
+  }
 }
 
 /** Fast paths of the apps `createHttpApp` built, for `startHttpServer`. */

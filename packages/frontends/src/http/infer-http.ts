@@ -3,10 +3,11 @@
  * async endpoints (`/infer_async`, `/v2/jobs/{id}/result`), which take and give the same bodies.
  */
 import type { Context } from 'hono';
-import { Errors, TriodeError, configTypeToDataType, echo, parseModelVersion, releaseOwnedBuffers, type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig } from '@triode/core';
+import { Errors, TriodeError, configTypeToDataType, dataBytes, echo, parseModelVersion, releaseOwnedBuffers, type Backplane, type InferenceRequest, type InferenceResponse, type ModelConfig } from '@triode/core';
 import { traceNow, type ActiveTrace, type Tracer } from '../control/tracer.js';
 import { compress, compressionOf, header, readBody } from './body.js';
-import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer } from './infer-codec.js';
+import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer, type SharedMemoryFactory } from './infer-codec.js';
+import type { RequestSharedMemory } from '../shared-memory/system-shared-memory.js';
 import { versionNotFound } from '../model-version.js';
 
 /**
@@ -35,12 +36,12 @@ export async function tracedInfer<T>(backplane: Backplane, request: InferenceReq
 }
 
 /** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
-export function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number): Promise<ParsedInfer> {
+export function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number, sharedMemory?: SharedMemoryFactory): Promise<ParsedInfer> {
   const name = c.req.param('model') ?? '';
   const version = parseModelVersion(c.req.param('version'));
   if (typeof version === 'bigint') return versionNotFound(name, version, backplane);
   const model = version === undefined ? { name } : { name, version };
-  return readInferBody(model, header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength), backplane);
+  return readInferBody(model, header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength), backplane, sharedMemory);
 }
 
 /**
@@ -52,6 +53,7 @@ export function readInferBody(
   h: string | undefined,
   read: (headerLength: number | undefined) => Promise<Uint8Array>,
   backplane: Backplane,
+  sharedMemory?: SharedMemoryFactory,
 ): Promise<ParsedInfer> {
   const headerLength = h === undefined ? undefined : /^\d{1,9}$/.test(h) ? Number(h) : atoi(h);
   const failed = (err: unknown) => modelFirst(err, model, backplane);
@@ -64,7 +66,7 @@ export function readInferBody(
     return read(headerLength).then((body) => {
       try {
         if (headerLength !== undefined && headerLength > body.byteLength) throw headerSizeError(body.byteLength, h!);
-        return parseInferRequest(body, headerLength, model);
+        return parseInferRequest(body, headerLength, model, undefined, undefined, sharedMemory);
       } catch (err) {
         return failed(err);
       }
@@ -133,8 +135,8 @@ async function readRawBinary(body: Uint8Array, model: { name: string; version?: 
  * Writes an infer response (JSON, or JSON header + binary), compressed when the client accepts it.
  * @throws INVALID_ARG when its JSON outputs could exceed `maxJsonOutputSize` bytes.
  */
-export async function writeInferResponse(c: Context, response: InferenceResponse, encoding: OutputEncoding, maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE): Promise<Response> {
-  const { body, headers } = await inferResponseBody(response, encoding, maxJsonOutputSize, header(c, 'accept-encoding'));
+export async function writeInferResponse(c: Context, response: InferenceResponse, encoding: OutputEncoding, maxJsonOutputSize = DEFAULT_MAX_JSON_OUTPUT_SIZE, shm?: RequestSharedMemory): Promise<Response> {
+  const { body, headers } = await inferResponseBody(response, encoding, maxJsonOutputSize, header(c, 'accept-encoding'), shm);
   return c.body(body as Uint8Array<ArrayBuffer> | string, 200, headers);
 }
 
@@ -154,13 +156,18 @@ export function inferResponseBody(
   encoding: OutputEncoding,
   maxJsonOutputSize: number,
   acceptEncoding: string | undefined,
+  shm?: RequestSharedMemory,
 ): InferAnswer | Promise<InferAnswer> {
   let encoded: ReturnType<typeof encodeInferResponse>;
   try {
-    encoded = encodeInferResponse(response, encoding, maxJsonOutputSize);
+    // Outputs asked for in shared memory go to their regions first: one that does not fit fails
+    // the request (INTERNAL, as Triton's allocator), the others are not written then.
+    if (shm) shm.writeOutputs(response.outputs.map((o) => ({ name: o.name, data: dataBytes(o.data) })));
+    encoded = encodeInferResponse(response, encoding, maxJsonOutputSize, shm?.outputs);
   } catch (err) {
-    // Refused for its size: the outputs (possibly hundreds of MB) are given back now, not at V8's
-    // next collection, which an idle server may not run for a long time.
+    // Refused (for its size, or an output its region cannot hold): the outputs (possibly hundreds
+    // of MB) are given back now, not at V8's next collection, which an idle server may not run for
+    // a long time.
     releaseOwnedBuffers(response.outputs);
     throw err;
   }

@@ -29,7 +29,8 @@ export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize, header
       if (identity && Number.isSafeInteger(headerLength) && headerLength >= 0 && length - headerLength > jobs.maxRequestBytes) {
         throw Errors.invalidArg(`async request of ${length - headerLength} tensor bytes is over the limit of ${jobs.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
       }
-      const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
+      // A job outlives its request: a region it names could be gone (or reused) when it runs.
+      const { request, encoding } = await readInferRequest(c, backplane, maxInputSize, asyncShmRefused);
       // The headers /infer forwards to the model go with the job (review: they were left out).
       if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
       const id = await jobs.submit(request, encoding);
@@ -56,3 +57,8 @@ export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize, header
   });
   return app;
 }
+
+/** An async request naming a shared memory region is refused. */
+const asyncShmRefused = (): never => {
+  throw Errors.invalidArg('shared memory regions cannot be used by async inference requests: send the tensors in the request, or use the infer endpoint');
+};

@@ -10,19 +10,24 @@ import { traceNow } from '../../control/tracer.js';
 import { forwardHeaders } from '../../control/header-forward.js';
 
 /** The infer routes. */
-export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer, headerForwardPattern }: HttpDeps): Hono {
+export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer, headerForwardPattern, sharedMemory }: HttpDeps): Hono {
   const app = new Hono();
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
       const recvStart = tracer?.active ? traceNow() : 0;
-      const { request, encoding } = await readInferRequest(c, backplane, maxInputSize);
-      const t = tracer?.start(request.modelName);
-      t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
-      if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
-      // A client that goes away before its answer cancels the request (as on the fast path).
-      request.signal = c.req.raw.signal;
-      if (!t) return writeInferResponse(c, await backplane.infer(request), encoding, maxJsonOutputSize);
-      return tracedInfer(backplane, request, tracer!, t, (r) => writeInferResponse(c, r, encoding, maxJsonOutputSize));
+      const { request, encoding, sharedMemory: shm } = await readInferRequest(c, backplane, maxInputSize, sharedMemory);
+      try {
+        const t = tracer?.start(request.modelName);
+        t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
+        if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
+        // A client that goes away before its answer cancels the request (as on the fast path).
+        request.signal = c.req.raw.signal;
+        if (!t) return await writeInferResponse(c, await backplane.infer(request), encoding, maxJsonOutputSize, shm);
+        return await tracedInfer(backplane, request, tracer!, t, (r) => writeInferResponse(c, r, encoding, maxJsonOutputSize, shm));
+      } finally {
+        // The regions it names are held until it is answered or failed.
+        shm?.release();
+      }
     });
   }
   return app;
