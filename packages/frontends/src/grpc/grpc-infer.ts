@@ -186,8 +186,9 @@ export interface ReadInferMessage {
   request: InferenceRequest;
   emptyFinal: boolean;
   /**
-   * The shared memory windows its inputs were read from and its outputs go to: the caller writes
-   * the outputs (`writeOutputs`) before answering and calls `release` once done, failed or not.
+   * The shared memory windows its inputs were read from and its outputs go to: the caller awaits
+   * `load` (large inputs are read then), writes the outputs before answering and calls `release`
+   * once done, failed or not.
    */
   sharedMemory?: RequestSharedMemory;
 }
@@ -239,10 +240,10 @@ function readMessage(m: ModelInferRequestMessage, model: string, version: number
         throw Errors.invalidArg(`unexpected 'content' provided when using shared memory for input tensor '${echo(name)}' for model '${echo(model)}'`);
       }
       // Copied out of the region (the request owns the copy), its size checked before the copy.
+      // A large window is read later (off the event loop: the caller awaits `load`), and then checked.
       const bytes = shm().readInput(window, (n) => {
         if (datatype !== 'BYTES') checkTensorByteSize(echo(name), datatype, shape, n, echo(model));
-      });
-      checkTensorBytes(echo(name), datatype, shape, bytes, echo(model));
+      }, (b) => checkTensorBytes(echo(name), datatype, shape, b, echo(model)));
       return { name, datatype, shape, data: viewBytesAs(datatype, bytes), owned: true };
     }
     if (inp.contents != null) {

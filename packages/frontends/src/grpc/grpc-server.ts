@@ -340,6 +340,8 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         if ('unknownVersion' in read) return versionNotFound(call.request.model_name, read.unknownVersion, backplane);
         const { request, sharedMemory: shm } = read;
         try {
+          // Large inputs in shared memory are read now, off the event loop.
+          if (shm) await shm.load();
           request.signal = abort.signal;
           if (options.headerForwardPattern) forwardHeaders(request, metadataEntries(call.metadata), options.headerForwardPattern);
           return inferResponseToMessage(await backplane.infer(request), undefined, shm);
@@ -576,11 +578,20 @@ class StreamInferSession {
     // The regions the request names, held until its last response is written (each response of a
     // decoupled model writes its outputs to them, as Triton's).
     let shm: RequestSharedMemory | undefined;
+    let shmBytes = 0;
     try {
       const read = inferRequestFromMessage(m, this.#sharedMemory);
       if ('unknownVersion' in read) return await versionNotFound(m.model_name, read.unknownVersion, this.#backplane);
       const { request, emptyFinal } = read;
       shm = read.sharedMemory;
+      if (shm) {
+        // What it copies out of regions counts against the stream's and the server's budgets, as
+        // tensors in the message do (it costs the message nothing).
+        shmBytes = shm.inputBytes;
+        this.#hold(shmBytes);
+        this.#flow();
+        await shm.load();
+      }
       request.signal = this.#abort.signal;
       if (this.#forward) forwardHeaders(request, metadataEntries(this.#call.metadata), this.#forward);
       let sawFinal = false;
@@ -595,6 +606,7 @@ class StreamInferSession {
         if (r.final === undefined) {
           // A regular model: one response, in request order, final (Triton marks every stream response).
           const msg = this.#responseMessage(m, r, true, shm);
+          if (!msg) return;
           const n = responseBytes(msg);
           slot.queued.push(msg);
           slot.queuedBytes += n;
@@ -603,7 +615,8 @@ class StreamInferSession {
         }
         if (r.final) sawFinal = true;
         streaming();
-        this.#write(this.#responseMessage(m, r, r.final, shm));
+        const msg = this.#responseMessage(m, r, r.final, shm);
+        if (msg) this.#write(msg);
         // The client is not reading: the model's next response waits until it does.
         return this.#drained;
       }, { onDecoupled: streaming });
@@ -627,18 +640,24 @@ class StreamInferSession {
       else slot.queued.push(error);
     } finally {
       shm?.release();
+      this.#hold(-shmBytes);
     }
   }
 
   /**
    * A response as the stream's message; an output its shared memory region cannot hold makes it
    * an error message instead (the model ran: its model and final flag come back, as for any
-   * failure in the model).
+   * failure in the model), or, with `triton_grpc_error`, ends the call (undefined: nothing to send).
    */
-  #responseMessage(m: ModelInferRequestMessage, r: InferenceResponse, final: boolean, shm: RequestSharedMemory | undefined): object {
+  #responseMessage(m: ModelInferRequestMessage, r: InferenceResponse, final: boolean, shm: RequestSharedMemory | undefined): object | undefined {
     try {
       return { infer_response: inferResponseToMessage(r, { triton_final_response: final }, shm) };
     } catch (err) {
+      // With `triton_grpc_error`, the first error ends the call with its status, as any other.
+      if (this.#grpcErrors) {
+        this.#fail(err);
+        return undefined;
+      }
       return { error_message: grpcError(err, this.#logger).details, infer_response: { model_name: m.model_name, model_version: m.model_version, id: m.id ?? '', parameters: { triton_final_response: { bool_param: final } } } };
     }
   }

@@ -139,6 +139,8 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       if ('unknownVersion' in read) return versionNotFound(message.model_name, read.unknownVersion, opts.backplane);
       const { request, sharedMemory: shm } = read;
       try {
+        // Large inputs in shared memory are read now, off the event loop.
+        if (shm) await shm.load();
         request.signal = abort;
         if (opts.headerForwardPattern) {
           forwardHeaders(request, metadataOf(headers), opts.headerForwardPattern);

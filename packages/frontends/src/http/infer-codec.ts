@@ -21,8 +21,8 @@ export interface ParsedInfer {
   encoding: OutputEncoding;
   /**
    * The shared memory regions the request reads inputs from or writes outputs to, held until it is
-   * answered: the caller writes the outputs (`writeOutputs`) and calls `release` once done, failed
-   * or not. Absent when it names no region.
+   * answered: the caller awaits `load` (large inputs are read then), writes the outputs
+   * (`writeOutputs`) and calls `release` once done, failed or not. Absent when it names no region.
    */
   sharedMemory?: RequestSharedMemory;
 }
@@ -224,10 +224,10 @@ function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, m
   if (h.shm) {
     // Copied out of the region (a buffer the request owns): the size is checked before the copy,
     // so a window far larger than the tensor is refused without reading it.
+    // A large window is read later (off the event loop: the caller awaits `load`), and then checked.
     const bytes = shm.use().readInput(h.shm, (n) => {
       if (datatype !== 'BYTES') checkTensorByteSize(name, datatype, shape, n, model);
-    });
-    checkTensorBytes(name, datatype, shape, bytes, model);
+    }, (b) => checkTensorBytes(name, datatype, shape, b, model));
     return { name, datatype, shape, data: viewBytesAs(datatype, bytes), owned: true };
   }
   if (h.size === undefined) {

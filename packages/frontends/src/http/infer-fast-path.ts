@@ -114,6 +114,8 @@ async function serve(req: IncomingMessage, res: ServerResponse, name: string, ve
   const h = incomingHeader(req, 'inference-header-content-length');
   const { request, encoding, sharedMemory: shm } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength), backplane, deps.sharedMemory);
   try {
+    // Large inputs in shared memory are read now, off the event loop.
+    if (shm) await shm.load();
     const t = tracer?.start(name);
     t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
     // A client that goes away before its answer cancels the request: a queued one leaves the queue

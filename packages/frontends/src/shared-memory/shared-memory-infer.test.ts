@@ -5,17 +5,17 @@
  * and perf_analyzer --shared-memory=system use them. Objects live in a directory of the test's
  * own (a stand-in for /dev/shm).
  */
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, messageType, serviceDefinition } from '@triode/core';
+import { InferenceServer, LocalBackplane, messageType, serviceDefinition, type Backplane, type InferenceRequest, type InferenceResponse } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { createHttpApp } from '../http/http-server.js';
 import { startHttpServer, type HttpServerHandle } from '../http/listen.js';
-import { startGrpcServer, type GrpcServerHandle } from '../grpc/grpc-server.js';
+import { MAX_STREAM_PENDING_BYTES, startGrpcServer, type GrpcServerHandle } from '../grpc/grpc-server.js';
 import { PAGE_SIZE, SystemSharedMemory } from './system-shared-memory.js';
 
 type Plain = Record<string, unknown>;
@@ -234,4 +234,104 @@ describe('system shared memory over gRPC', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(regions.status()).toEqual([]);
   });
+});
+
+describe('large windows and budgets', () => {
+  /** A backplane whose model returns its input `x` as output `y` (or holds every request until `release`). */
+  function echo(hold?: Promise<void>): { backplane: Backplane; started: () => number } {
+    let started = 0;
+    const answer = async (r: InferenceRequest): Promise<InferenceResponse> => {
+      started++;
+      if (hold) await hold;
+      const x = r.inputs[0]!;
+      return { modelName: r.modelName, modelVersion: '1', outputs: [{ name: 'y', datatype: x.datatype, shape: x.shape, data: x.data }] };
+    };
+    const backplane = {
+      isLive: async () => true, isReady: async () => true, modelReady: async () => true,
+      serverMetadata: async () => ({ name: 'triton', version: '0', extensions: [] }),
+      modelConfig: async (name: string) => ({ name }),
+      infer: answer,
+      inferStream: async (r: InferenceRequest, on: (x: InferenceResponse) => void) => { on(await answer(r)); },
+    };
+    return { backplane: backplane as unknown as Backplane, started: () => started };
+  }
+
+  it('a window over 1 MiB is read off the event loop and written back, over HTTP (both paths) and gRPC (both paths)', async () => {
+    const n = (1 << 20) + 3 * PAGE_SIZE;
+    const object = Buffer.alloc(2 * n + PAGE_SIZE);
+    for (let i = 0; i < n; i++) object[i] = (i * 7) & 0xff;
+    writeFileSync(join(dir, 'big'), object);
+    const own = new SystemSharedMemory({ directory: dir });
+    own.register('big', 'big', 0, object.byteLength);
+    const { backplane } = echo();
+    const bigApp = createHttpApp(backplane, { sharedMemory: own, maxInputSize: 4 << 20 });
+    const h = await startHttpServer(bigApp, 0, '127.0.0.1');
+    const g = await startGrpcServer(backplane, { address: '127.0.0.1:0', sharedMemory: own });
+    const out = n + PAGE_SIZE;
+    const written = () => readFileSync(join(dir, 'big')).subarray(out, out + n);
+    const clear = () => {
+      const fd = openSync(join(dir, 'big'), 'r+');
+      writeSync(fd, Buffer.alloc(n), 0, n, out);
+      closeSync(fd);
+    };
+    const win = (offset: number) => ({ shared_memory_region: 'big', shared_memory_offset: offset, shared_memory_byte_size: n });
+    const body = JSON.stringify({ inputs: [{ name: 'x', datatype: 'UINT8', shape: [n], parameters: win(0) }], outputs: [{ name: 'y', parameters: win(out) }] });
+    const clients = [new Service(`127.0.0.1:${g.port}`, credentials.createInsecure()), new Service(`127.0.0.1:${g.port}`, credentials.createInsecure(), { 'grpc.default_compression_algorithm': 2 })] as unknown as (Client & Record<string, Unary>)[];
+    try {
+      for (const send of [
+        () => fetch(`http://127.0.0.1:${h.port}/v2/models/m/infer`, { method: 'POST', body }).then((r) => r.status),
+        async () => (await bigApp.request('/v2/models/m/infer', { method: 'POST', body })).status,
+      ]) {
+        clear();
+        expect(await send()).toBe(200);
+        expect(written().equals(object.subarray(0, n))).toBe(true);
+      }
+      const g64 = (offset: number) => ({ shared_memory_region: { string_param: 'big' }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: n } });
+      for (const c of clients) {
+        clear();
+        await call(c, 'ModelInfer', { model_name: 'm', inputs: [{ name: 'x', datatype: 'UINT8', shape: [n], parameters: g64(0) }], outputs: [{ name: 'y', parameters: g64(out) }] });
+        expect(written().equals(object.subarray(0, n))).toBe(true);
+      }
+      expect(own.inflightInputBytes).toBe(0);
+      own.unregister();
+      expect(own.status()).toEqual([]);
+    } finally {
+      for (const c of clients) c.close();
+      await g.close(500);
+      await h.close(500);
+      own.close();
+    }
+  });
+
+  it('attack: inputs read from regions count against a gRPC stream\'s budget (review: 40 requests naming 16 MiB windows all started, 640 MiB against 64)', async () => {
+    const size = 16 << 20;
+    writeFileSync(join(dir, 'huge'), '');
+    truncateSync(join(dir, 'huge'), size);
+    const own = new SystemSharedMemory({ directory: dir, maxInflightInputBytes: 4 * 2 ** 30 });
+    own.register('huge', 'huge', 0, size);
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    const { backplane, started } = echo(held);
+    const g = await startGrpcServer(backplane, { address: '127.0.0.1:0', sharedMemory: own });
+    const c = new Service(`127.0.0.1:${g.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, object> };
+    try {
+      const stream = c.ModelStreamInfer();
+      stream.on('data', () => undefined);
+      stream.on('error', () => undefined);
+      const req = { model_name: 'm', inputs: [{ name: 'x', datatype: 'UINT8', shape: [size], parameters: { shared_memory_region: { string_param: 'huge' }, shared_memory_byte_size: { int64_param: size } } }] };
+      for (let i = 0; i < 40; i++) stream.write(req);
+      await new Promise((r) => setTimeout(r, 1500));
+      // Paused once 64 MiB are held (MAX_STREAM_PENDING_BYTES): 4 requests, the fifth read before the pause.
+      expect(started()).toBeGreaterThan(0);
+      expect(started() * size).toBeLessThanOrEqual(MAX_STREAM_PENDING_BYTES + size);
+      release();
+      stream.end();
+      await new Promise((r) => stream.on('end', r).on('close', r));
+    } finally {
+      release();
+      c.close();
+      await g.close(500);
+      own.close();
+    }
+  }, 20_000);
 });

@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TriodeError } from '@triode/core';
-import { PAGE_SIZE, RequestSharedMemory, SystemSharedMemory, objectName } from './system-shared-memory.js';
+import { PAGE_SIZE, RequestSharedMemory, SYNC_READ_MAX_BYTES, SystemSharedMemory, objectName } from './system-shared-memory.js';
 
 /** A stand-in for /dev/shm: a directory of this test's own (the code opens only names inside it). */
 let dir: string;
@@ -145,6 +145,57 @@ describe('SystemSharedMemory', () => {
     expect(readFileSync(join(dir, 'obj')).byteLength).toBe(16);
   });
 
+  it('a key whose object was removed and made again is the new object (review: the first registration\'s descriptor read the removed one)', () => {
+    object('k', Buffer.alloc(PAGE_SIZE, 1));
+    shm.register('old', 'k', 0, PAGE_SIZE);
+    unlinkSync(join(dir, 'k'));
+    object('k', Buffer.alloc(2 * PAGE_SIZE, 2));
+    shm.register('new', 'k', 0, 2 * PAGE_SIZE);
+    const lease = shm.hold('new', 0, 4);
+    expect([...lease.read()]).toEqual([2, 2, 2, 2]);
+    lease.write(Uint8Array.of(7));
+    expect(readFileSync(join(dir, 'k'))[0]).toBe(7);
+    lease.release();
+    // The old region still reads its own (removed) object, as its mapping would.
+    const old = shm.hold('old', 0, 4);
+    expect([...old.read()]).toEqual([1, 1, 1, 1]);
+    old.release();
+  });
+
+  it('attack: a window a request still holds when the server closes refuses to read or write (review: its descriptor number went to another file)', () => {
+    object('k', PAGE_SIZE);
+    shm.register('r', 'k', 0, PAGE_SIZE);
+    const lease = shm.hold('r', 0, 4);
+    shm.close();
+    object('victim', PAGE_SIZE);
+    const fd = openSync(join(dir, 'victim'), 'r+');
+    try {
+      expect(failure(() => lease.write(Uint8Array.of(9, 9, 9, 9)))).toEqual({ code: 'UNAVAILABLE', message: "shared memory region 'r' is closed: the server is stopping" });
+      expect(failure(() => lease.read()).code).toBe('UNAVAILABLE');
+      expect([...readFileSync(join(dir, 'victim')).subarray(0, 4)]).toEqual([0, 0, 0, 0]);
+    } finally {
+      closeSync(fd);
+    }
+    lease.release();
+    expect(shm.status()).toEqual([]);
+  });
+
+  it('attack: a window past 2^53 bytes is refused at registration (review: kept as a rounded double, 1 byte past its end got through)', () => {
+    // A sparse object of 2^60 bytes: tmpfs (/dev/shm) holds one, most disk file systems cannot.
+    const name = `triode-test-huge-${process.pid}`;
+    const real = new SystemSharedMemory();
+    try {
+      writeFileSync(`/dev/shm/${name}`, '');
+      execFileSync('truncate', ['-s', String(2n ** 60n), `/dev/shm/${name}`]);
+      expect(failure(() => real.register('r', name, 0, 2n ** 54n - 1n))).toEqual({ code: 'INVALID_ARG', message: "failed to register shared memory region 'r': invalid args" });
+      real.register('r', name, 0, 2 ** 40);
+      expect(real.status()).toEqual([{ name: 'r', key: name, offset: 0, byte_size: 2 ** 40 }]);
+    } finally {
+      real.close();
+      rmSync(`/dev/shm/${name}`, { force: true });
+    }
+  });
+
   it('attack: regions are capped (each may hold a descriptor)', () => {
     const few = new SystemSharedMemory({ directory: dir, maxRegions: 2 });
     try {
@@ -168,10 +219,10 @@ describe('RequestSharedMemory', () => {
     shm.register('out', 'obj', PAGE_SIZE, 16);
     const use = new RequestSharedMemory(shm, 20);
     const sizes: number[] = [];
-    expect(use.readInput({ region: 'in', offset: 4, byteSize: 8 }, (n) => sizes.push(n)).toString()).toBe('456789ab');
+    expect(use.readInput({ region: 'in', offset: 4, byteSize: 8 }, (n) => sizes.push(n), () => undefined).toString()).toBe('456789ab');
     expect(sizes).toEqual([8]);
-    expect(() => use.readInput({ region: 'in', offset: 0, byteSize: 16 }, () => { throw new Error('size refused'); })).toThrow('size refused');
-    expect(failure(() => use.readInput({ region: 'in', offset: 0, byteSize: 16 }, () => undefined))).toEqual({
+    expect(() => use.readInput({ region: 'in', offset: 0, byteSize: 16 }, () => { throw new Error('size refused'); }, () => undefined)).toThrow('size refused');
+    expect(failure(() => use.readInput({ region: 'in', offset: 0, byteSize: 16 }, () => undefined, () => undefined))).toEqual({
       code: 'INVALID_ARG', message: 'inputs read from shared memory total more than 20 bytes, the request size limit of this frontend',
     });
     use.holdOutput('y', { region: 'out', offset: 0, byteSize: 4 });
@@ -184,6 +235,50 @@ describe('RequestSharedMemory', () => {
     expect(shm.status().map((r) => r.name)).toEqual(['in', 'out']);
     use.release();
     expect(shm.status()).toEqual([]);
+  });
+
+  it('a window larger than SYNC_READ_MAX_BYTES is read by load(), off the event loop, then verified', async () => {
+    const big = SYNC_READ_MAX_BYTES + PAGE_SIZE;
+    const bytes = Buffer.alloc(big);
+    for (let i = 0; i < big; i += 4096) bytes[i] = (i / 4096) & 0xff;
+    object('big', bytes);
+    shm.register('big', 'big', 0, big);
+    const use = new RequestSharedMemory(shm, 1 << 30);
+    const verified: number[] = [];
+    const buf = use.readInput({ region: 'big', offset: 0, byteSize: big }, () => undefined, (b) => verified.push(b.byteLength));
+    expect(verified).toEqual([]);
+    await use.load();
+    expect(verified).toEqual([big]);
+    expect(buf.equals(bytes)).toBe(true);
+    // A verification that fails after the read fails load.
+    const bad = new RequestSharedMemory(shm, 1 << 30);
+    bad.readInput({ region: 'big', offset: 0, byteSize: big }, () => undefined, () => { throw new Error('unexpected number of string elements'); });
+    await expect(bad.load()).rejects.toThrow('unexpected number of string elements');
+    bad.release();
+    use.release();
+  });
+
+  it('attack: what the requests in flight copy out of regions is bounded server-wide (review: tiny requests naming a sparse 2 GiB object each allocated 2 GiB)', () => {
+    const small = new SystemSharedMemory({ directory: dir, maxInflightInputBytes: 100 });
+    try {
+      object('obj', PAGE_SIZE);
+      small.register('r', 'obj', 0, PAGE_SIZE);
+      const a = new RequestSharedMemory(small, 1 << 20);
+      a.readInput({ region: 'r', offset: 0, byteSize: 60 }, () => undefined, () => undefined);
+      const b = new RequestSharedMemory(small, 1 << 20);
+      expect(failure(() => b.readInput({ region: 'r', offset: 0, byteSize: 60 }, () => undefined, () => undefined))).toEqual({
+        code: 'UNAVAILABLE', message: 'shared memory inputs of the requests in flight would total more than 100 bytes: retry later, or send smaller requests',
+      });
+      b.release();
+      expect(small.inflightInputBytes).toBe(60);
+      a.release();
+      expect(small.inflightInputBytes).toBe(0);
+      const c = new RequestSharedMemory(small, 1 << 20);
+      c.readInput({ region: 'r', offset: 0, byteSize: 60 }, () => undefined, () => undefined);
+      c.release();
+    } finally {
+      small.close();
+    }
   });
 
   it('without regions (client shared memory not allowed) every region is unknown', () => {

@@ -13,7 +13,7 @@
  * gets an error where Triton's mapping would take SIGBUS). Regions are capped.
  * Triton: server/src/shared_memory_manager.cc (SharedMemoryManager)
  */
-import { closeSync, constants, fstatSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, read, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Errors, TriodeError, echo } from '@triode/core';
 
@@ -29,8 +29,15 @@ export interface SystemSharedMemoryRegionStatus {
 export interface SystemSharedMemoryOptions {
   /** Where shm_open's objects live. @default '/dev/shm' */
   directory?: string;
-  /** The most regions registered at once (each may hold a descriptor). @default 4096 */
+  /** The most regions registered at once (each may hold a descriptor). @default 1024 */
   maxRegions?: number;
+  /**
+   * The most bytes the requests in flight may hold copied out of regions, together: a request
+   * naming a large window costs its client nothing (a sparse object), so without this bound a few
+   * small requests could make the server allocate without limit. Past it a request is refused
+   * (UNAVAILABLE), not queued. @default 1 GiB
+   */
+  maxInflightInputBytes?: number;
 }
 
 /** An open shared memory object, shared by the regions registered on its key. */
@@ -39,6 +46,8 @@ interface ObjectFile {
   fd: number;
   /** Regions using it, unregistered ones still held by a request included. */
   users: number;
+  /** Closed by `close` (the server stopped): a request still holding a window of it is refused. */
+  closed: boolean;
 }
 
 interface Region {
@@ -60,6 +69,8 @@ export interface SharedMemoryLease {
   readonly byteSize: number;
   /** The window's bytes, copied into a buffer of their own. @throws INTERNAL when the object no longer holds the window */
   read(): Buffer;
+  /** The same, copied into `into` (the window's size) off the event loop (libuv's thread pool). */
+  readAsync(into: Buffer): Promise<void>;
   /** Writes `data` at the window's start. @throws INTERNAL when the object no longer holds the window */
   write(data: Uint8Array): void;
   /** Gives the hold up (once; later calls do nothing). */
@@ -74,8 +85,15 @@ export const RESERVED_KEY_PREFIX = 'triton_python_backend_shm_region_';
 /** The page size mmap aligns a window's offset to (x86-64 and most arm64 Linux). */
 export const PAGE_SIZE = 4096;
 
-/** The default cap on registered regions. */
-export const DEFAULT_MAX_SHARED_MEMORY_REGIONS = 4096;
+/** The default cap on registered regions (each may hold a descriptor). */
+export const DEFAULT_MAX_SHARED_MEMORY_REGIONS = 1024;
+
+/** Windows up to this size are read at once on the event loop; larger ones off it, in chunks of ASYNC_READ_CHUNK. */
+export const SYNC_READ_MAX_BYTES = 1 << 20;
+
+/** The default bound on bytes copied out of regions for the requests in flight. */
+export const DEFAULT_MAX_INFLIGHT_INPUT_BYTES = 1 << 30;
+const ASYNC_READ_CHUNK = 16 << 20;
 
 /** What a shm_open key names in the directory, or undefined when shm_open would refuse it (EINVAL). */
 export function objectName(key: string): string | undefined {
@@ -88,17 +106,36 @@ export function objectName(key: string): string | undefined {
 export class SystemSharedMemory {
   readonly #directory: string;
   readonly #maxRegions: number;
+  readonly #maxInflight: number;
+  #inflight = 0;
   readonly #regions = new Map<string, Region>();
   readonly #files = new Map<string, ObjectFile>();
 
   constructor(options: SystemSharedMemoryOptions = {}) {
     this.#directory = options.directory ?? '/dev/shm';
     this.#maxRegions = options.maxRegions ?? DEFAULT_MAX_SHARED_MEMORY_REGIONS;
+    this.#maxInflight = options.maxInflightInputBytes ?? DEFAULT_MAX_INFLIGHT_INPUT_BYTES;
   }
 
   /** Regions registered now. */
   get size(): number {
     return this.#regions.size;
+  }
+
+  /** Bytes the requests in flight hold copied out of regions. */
+  get inflightInputBytes(): number {
+    return this.#inflight;
+  }
+
+  /**
+   * Counts `n` more bytes copied out of regions for a request (negative: given back).
+   * @throws UNAVAILABLE when that would pass maxInflightInputBytes (nothing counted)
+   */
+  charge(n: number): void {
+    if (n > 0 && this.#inflight + n > this.#maxInflight) {
+      throw Errors.unavailable(`shared memory inputs of the requests in flight would total more than ${this.#maxInflight} bytes: retry later, or send smaller requests`);
+    }
+    this.#inflight = Math.max(0, this.#inflight + n);
   }
 
   /**
@@ -115,7 +152,7 @@ export class SystemSharedMemory {
     if (this.#regions.size >= this.#maxRegions) {
       throw Errors.unavailable(`failed to register shared memory region '${echo(name)}': ${this.#maxRegions} regions are registered, the most this server holds`);
     }
-    const file = this.#files.get(key) ?? this.#open(key);
+    const file = this.#openObject(key);
     let size: number;
     try {
       size = fstatSync(file.fd).size;
@@ -125,7 +162,8 @@ export class SystemSharedMemory {
     }
     const o = BigInt(offset);
     const b = BigInt(byteSize);
-    if (o < 0n || b < 0n || o + b > BigInt(size)) {
+    // Past 2^53 a window cannot be addressed here (file positions are doubles): refused as one past its object.
+    if (o < 0n || b < 0n || o + b > BigInt(size) || o + b > BigInt(Number.MAX_SAFE_INTEGER)) {
       this.#drop(file);
       throw Errors.invalidArg(`failed to register shared memory region '${echo(name)}': invalid args`);
     }
@@ -137,6 +175,25 @@ export class SystemSharedMemory {
     file.users++;
     this.#files.set(key, file);
     this.#regions.set(name, { name, key, offset: Number(o), byteSize: Number(b), file, holds: 0, unregistered: false });
+  }
+
+  /**
+   * The open object `key` names: the one regions registered on the key share, unless the client
+   * removed it and made another under the same name since (a descriptor would still read the
+   * removed one): then the new one, opened.
+   */
+  #openObject(key: string): ObjectFile {
+    const known = this.#files.get(key);
+    if (!known) return this.#open(key);
+    const name = objectName(key);
+    try {
+      const now = lstatSync(join(this.#directory, name!));
+      const held = fstatSync(known.fd);
+      if (now.dev === held.dev && now.ino === held.ino) return known;
+    } catch {
+      // Gone, or not the same: opened again below (which reports what is wrong with it).
+    }
+    return this.#open(key);
   }
 
   /** Opens the object `key` names (not yet counted as used). */
@@ -156,13 +213,14 @@ export class SystemSharedMemory {
       closeSync(fd);
       throw err instanceof TriodeError ? err : fail();
     }
-    return { key, fd, users: 0 };
+    return { key, fd, users: 0, closed: false };
   }
 
   /** Closes an object no region uses. */
   #drop(file: ObjectFile): void {
-    if (file.users > 0) return;
+    if (file.users > 0 || file.closed) return;
     if (this.#files.get(file.key) === file) this.#files.delete(file.key);
+    file.closed = true;
     try {
       closeSync(file.fd);
     } catch {
@@ -231,6 +289,8 @@ export class SystemSharedMemory {
     const at = r.offset + o;
     const check = () => {
       if (!held) throw Errors.internal(`shared memory region '${echo(name)}' was used after its request released it`);
+      // Closed with the server: its descriptor number may belong to another file by now.
+      if (r.file.closed) throw Errors.unavailable(`shared memory region '${echo(name)}' is closed: the server is stopping`);
     };
     return {
       region: name,
@@ -251,6 +311,22 @@ export class SystemSharedMemory {
         }
         if (done !== n) throw shrunk(name);
         return out;
+      },
+      readAsync: async (into) => {
+        let done = 0;
+        while (done < n) {
+          check();
+          let got: number;
+          try {
+            got = await new Promise<number>((resolve, reject) => {
+              read(r.file.fd, into, done, Math.min(n - done, ASYNC_READ_CHUNK), at + done, (err, bytes) => (err ? reject(err) : resolve(bytes)));
+            });
+          } catch {
+            throw shrunk(name);
+          }
+          if (got === 0) throw shrunk(name);
+          done += got;
+        }
       },
       write: (data) => {
         check();
@@ -283,9 +359,11 @@ export class SystemSharedMemory {
 
   /** Unregisters every region and closes every descriptor (the server stops). */
   close(): void {
-    for (const r of this.#regions.values()) r.holds = 0;
-    this.unregister();
-    for (const f of this.#files.values()) {
+    // Requests still holding windows keep their leases, which refuse from now on (`closed`).
+    const files = new Set([...this.#files.values(), ...[...this.#regions.values()].map((r) => r.file)]);
+    this.#regions.clear();
+    this.#files.clear();
+    for (const f of files) {
       f.users = 0;
       this.#drop(f);
     }
@@ -328,6 +406,8 @@ export class RequestSharedMemory {
   readonly #maxInputBytes: number;
   readonly #leases: SharedMemoryLease[] = [];
   #inputBytes = 0;
+  /** Input windows to read (larger than SYNC_READ_MAX_BYTES), into their buffers. */
+  readonly #pending: { lease: SharedMemoryLease; into: Buffer; verify: (bytes: Buffer) => void }[] = [];
   /** Output name -> the window it is written to. */
   readonly outputs = new Map<string, SharedMemoryLease>();
 
@@ -350,17 +430,45 @@ export class RequestSharedMemory {
   }
 
   /**
-   * The bytes of input window `w`. `check` sees the window's size before anything is read (to
-   * refuse a size the tensor cannot have without copying it).
+   * The buffer of input window `w`. `check` sees the window's size before anything is read (to
+   * refuse a size the tensor cannot have without copying it), and `verify` the bytes once they are
+   * in (a BYTES tensor's elements). A window up to SYNC_READ_MAX_BYTES is read now; a larger one
+   * is read by `load`, off the event loop: the buffer is not filled (nor verified) until then.
+   * @throws INVALID_ARG past the request's limit, UNAVAILABLE past the server's (maxInflightInputBytes)
    */
-  readInput(w: SharedMemoryWindow, check: (byteSize: number) => void): Buffer {
+  readInput(w: SharedMemoryWindow, check: (byteSize: number) => void, verify: (bytes: Buffer) => void): Buffer {
     const lease = this.#hold(w);
-    check(lease.byteSize);
-    if (this.#inputBytes + lease.byteSize > this.#maxInputBytes) {
+    const n = lease.byteSize;
+    check(n);
+    if (this.#inputBytes + n > this.#maxInputBytes) {
       throw Errors.invalidArg(`inputs read from shared memory total more than ${this.#maxInputBytes} bytes, the request size limit of this frontend`);
     }
-    this.#inputBytes += lease.byteSize;
-    return lease.read();
+    this.#manager!.charge(n);
+    this.#inputBytes += n;
+    if (n <= SYNC_READ_MAX_BYTES) {
+      const bytes = lease.read();
+      verify(bytes);
+      return bytes;
+    }
+    const into = Buffer.allocUnsafe(n);
+    this.#pending.push({ lease, into, verify });
+    return into;
+  }
+
+  /** Bytes its inputs copied (or are copying) out of regions. */
+  get inputBytes(): number {
+    return this.#inputBytes;
+  }
+
+  /**
+   * Reads the input windows `readInput` left for later, each then verified: to be awaited before
+   * the request runs. Resolves at once when none is left.
+   */
+  async load(): Promise<void> {
+    for (const { lease, into, verify } of this.#pending.splice(0)) {
+      await lease.readAsync(into);
+      verify(into);
+    }
   }
 
   /** Output `name` is written to window `w` (checked now, as Triton checks it when parsing). */
@@ -388,8 +496,11 @@ export class RequestSharedMemory {
     for (const o of outputs) this.outputs.get(o.name)?.write(o.data);
   }
 
-  /** Gives every window back (once). */
+  /** Gives every window back, and the bytes its inputs were counted for (once). */
   release(): void {
     for (const l of this.#leases.splice(0)) l.release();
+    this.#pending.length = 0;
+    this.#manager?.charge(-this.#inputBytes);
+    this.#inputBytes = 0;
   }
 }

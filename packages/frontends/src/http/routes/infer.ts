@@ -17,6 +17,8 @@ export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer
       const recvStart = tracer?.active ? traceNow() : 0;
       const { request, encoding, sharedMemory: shm } = await readInferRequest(c, backplane, maxInputSize, sharedMemory);
       try {
+        // Large inputs in shared memory are read now, off the event loop.
+        if (shm) await shm.load();
         const t = tracer?.start(request.modelName);
         t?.trace.timestamps.push({ name: 'HTTP_RECV_START', ns: recvStart });
         if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
