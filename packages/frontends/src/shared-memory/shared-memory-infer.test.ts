@@ -236,6 +236,27 @@ describe('system shared memory over gRPC', () => {
   });
 });
 
+describe('ModelStreamInfer with triton_grpc_error', () => {
+  it('an output its region cannot hold ends the call with INTERNAL, as any error on such a stream (before: sent in the stream, the call went on)', async () => {
+    regions.register('io', 'io', 0, PAGE_SIZE);
+    const md = new Metadata();
+    md.set('triton_grpc_error', 'true');
+    const stream = slow.makeBidiStreamRequest('/inference.GRPCInferenceService/ModelStreamInfer',
+      (m: object) => Buffer.from(messageType('ModelInferRequest').encode(messageType('ModelInferRequest').fromObject(m)).finish()),
+      (b: Buffer) => messageType('ModelStreamInferResponse').toObject(messageType('ModelStreamInferResponse').decode(b), { longs: Number, defaults: true }) as Plain, md);
+    const data: Plain[] = [];
+    stream.on('data', (m: Plain) => data.push(m));
+    const ended = new Promise<ServiceError>((resolve) => stream.once('error', resolve));
+    stream.write(grpcRequest(16));
+    const err = await ended;
+    expect([err.code, err.details]).toEqual([status.INTERNAL, "shared memory size specified with the request for output 'OUTPUT0' (16 bytes) should be at least 64 bytes to hold the results"]);
+    expect(data).toEqual([]);
+    await new Promise((r) => setTimeout(r, 50));
+    regions.unregister();
+    expect(regions.status()).toEqual([]);
+  });
+});
+
 describe('large windows and budgets', () => {
   /** A backplane whose model returns its input `x` as output `y` (or holds every request until `release`). */
   function echo(hold?: Promise<void>): { backplane: Backplane; started: () => number } {
