@@ -8,6 +8,8 @@
 #      (appended to http.log: the device tool brings back 8 files); not in the default parts (about
 #      2.5 minutes: `bash bench/device.sh handoff`),
 #   (large) bench/large-tensor.mjs: what ppocr_det-sized requests cost Triode outside the model,
+#   (shm) bench/shared-memory.mjs: a 1.7 MB tensor in the body against one in a system shared memory
+#      region, with ppocr_cls's instant stand-in (appended to large.log); not in the default parts,
 #   (cluster) issue #16 scope 7: bench/cluster.mjs --workers 1,2,4,8 --gateways 1,2, pinned (Redis on
 #      cpu 0, gateways on two cpus each, one cpu per worker, wrk on the rest), with ppocr_cls (x linear;
 #      also embedded vs one worker) and with simple (one gateway vs its frontend floor); about 4.5
@@ -19,7 +21,7 @@
 # Env: HTTP_C (http's concurrencies, default 1,16,64,256), CLUSTER_WORKERS (default 1,2,4,8),
 # CLUSTER_COMPARE=no (skip cluster.mjs's embedded comparison).
 # Prepare here: npm install && npm run build && bash ../shared/device/pack.sh; then run it there
-# with .device carried:   source .device/setup.sh && bash bench/device.sh [http,handoff,cls,large,gpu] [quick]
+# with .device carried:   source .device/setup.sh && bash bench/device.sh [http,handoff,cls,large,shm,gpu] [quick]
 # Logs and JSON go to $OUT (or bench/out/device): 8 files, the most the device tool brings back;
 # the tables are printed last.
 set -uo pipefail
@@ -77,6 +79,12 @@ if has large; then
   echo "== bench/large-tensor.mjs"
   timeout 120 node bench/large-tensor.mjs --seconds $S --rounds $R > "$O/large.log" 2>&1
   echo "rc=$?"; grep -v '^{' "$O/large.log" | tail -8
+fi
+
+if has shm; then
+  echo "== bench/shared-memory.mjs --model instant --batch 16" | tee -a "$O/large.log"
+  timeout 150 node bench/shared-memory.mjs --seconds $S --warmup $W --settle 3 --rounds $R --concurrency 1,16 --model instant --batch 16 >> "$O/large.log" 2>&1
+  echo "rc=$?"; sed -n '/== bench\/shared-memory.mjs/,$p' "$O/large.log" | tail -8
 fi
 
 if has gpu; then
