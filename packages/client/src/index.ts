@@ -11,6 +11,7 @@ export {
   type DataType, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ParameterValue, type ServerMetadata, type TensorData,
 } from './types.js';
 export { inputTensorData } from './tensor-data.js';
+export { SharedMemoryError, SystemSharedMemoryRegion, sharedMemoryObjectName, type SystemSharedMemoryRegionOptions } from './system-shared-memory.js';
 export { runPerf, type PerfOptions, type PerfResult } from './perf/perf-runner.js';
 export { perfInputs, type InputDataSource } from './perf/perf-inputs.js';
 export { perfTable, perfCsv } from './perf/perf-report.js';
