@@ -17,7 +17,12 @@ import { checkInferResponseWire, checkStreamResponseWire } from './response-scan
 import { H2Unary } from './h2-unary.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputBytes, outputTensor } from './tensor-data.js';
-import { InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
+import {
+  checkRegistration, inputWindow, outputWindow, regionStatuses, sharedMemoryOutput, sharedMemoryOutputs, windowParameters, type SharedMemoryOutputs,
+} from './shared-memory-params.js';
+import {
+  InferResult, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer, type SystemSharedMemoryRegionStatus,
+} from './types.js';
 
 /** Options of a GrpcClient. */
 export interface GrpcClientOptions {
@@ -122,37 +127,57 @@ function grpcParameters(o: InferOptions): ReturnType<typeof parametersToMessage>
   return params;
 }
 
-/** A ModelInferRequest for the options. */
+/**
+ * A ModelInferRequest for the options. An input in shared memory names its window in its
+ * parameters and takes no raw_input_contents entry (Triton's InferGRPCToInput gives the entries,
+ * in order, to the inputs that name no region).
+ */
 function inferRequest(model: string, o: InferOptions): object {
+  const raw: Uint8Array[] = [];
+  const inputs = o.inputs.map((i) => {
+    const window = inputWindow(i);
+    if (!window) raw.push(inputBytes(i));
+    return { name: i.name, datatype: i.datatype, shape: i.shape, parameters: window ? parametersToMessage(windowParameters(window)) : {} };
+  });
   return {
     model_name: model,
     model_version: versionString(o.version),
     id: o.id ?? '',
     parameters: grpcParameters(o),
-    inputs: o.inputs.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape })),
-    outputs: (o.outputs ?? []).map((r) => ({ name: r.name, parameters: r.classCount ? { classification: { int64_param: r.classCount } } : {} })),
-    raw_input_contents: o.inputs.map(inputBytes),
+    inputs,
+    outputs: (o.outputs ?? []).map((r) => {
+      const window = outputWindow(r);
+      if (window) return { name: r.name, parameters: parametersToMessage(windowParameters(window)) };
+      return { name: r.name, parameters: r.classCount ? { classification: { int64_param: r.classCount } } : {} };
+    }),
+    raw_input_contents: raw,
   };
 }
 
 /**
  * An InferResult from a decoded ModelInferResponse: one raw content per output, each holding
- * exactly its shape's elements.
+ * exactly its shape's elements, except that an output asked for in shared memory (`shm`) has an
+ * empty one (Triton's: the bytes are in the region).
  * @throws InferenceServerError when the response does not add up.
  */
-function inferResult(m: InferResponseMessage): InferResult {
-  const r = tryInferResult(m);
+function inferResult(m: InferResponseMessage, shm?: SharedMemoryOutputs): InferResult {
+  const r = tryInferResult(m, shm);
   if (r instanceof InferenceServerError) throw r;
   return r;
 }
 
 /** `inferResult`, or the reason it failed, for callbacks that must not throw. */
-function tryInferResult(m: InferResponseMessage): InferResult | InferenceServerError {
+function tryInferResult(m: InferResponseMessage, shm?: SharedMemoryOutputs): InferResult | InferenceServerError {
   try {
     if (m.raw_output_contents.length !== m.outputs.length) {
       throw new InferenceServerError(`malformed response: ${m.outputs.length} outputs with ${m.raw_output_contents.length} raw_output_contents`);
     }
-    const outputs: OutputTensor[] = m.outputs.map((o, i) => outputTensor(o.name, o.datatype, o.shape.map(toNumber), m.raw_output_contents[i]!));
+    const outputs: OutputTensor[] = m.outputs.map((o, i) => {
+      const raw = m.raw_output_contents[i]!;
+      const window = raw.byteLength === 0 ? shm?.get(o.name) : undefined;
+      const shape = o.shape.map(toNumber);
+      return window ? sharedMemoryOutput(o.name, o.datatype, shape, window) : outputTensor(o.name, o.datatype, shape, raw);
+    });
     return new InferResult({ modelName: m.model_name, modelVersion: m.model_version, id: m.id, parameters: parametersFromMessage(m.parameters), outputs });
   } catch (err) {
     return err instanceof InferenceServerError ? err : new InferenceServerError(`malformed response: ${(err as Error).message}`, { cause: err });
@@ -304,6 +329,22 @@ export class GrpcClient implements InferenceClient {
     await this.#unary('RepositoryModelUnload', { model_name: model, parameters: options.unloadDependents ? { unload_dependents: { bool_param: true } } : {} });
   }
 
+  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0): Promise<void> {
+    checkRegistration(name, key, byteSize, offset);
+    await this.#unary('SystemSharedMemoryRegister', { name, key, offset, byte_size: byteSize });
+  }
+
+  /** Over gRPC a name of '' is every region too. */
+  async systemSharedMemoryStatus(name?: string): Promise<SystemSharedMemoryRegionStatus[]> {
+    const regions = (await this.#plain('SystemSharedMemoryStatus', { name: name ?? '' }))['regions'];
+    return regionStatuses('SystemSharedMemoryStatus', Object.values(typeof regions === 'object' && regions !== null ? regions : {}));
+  }
+
+  /** Over gRPC a name of '' is every region too. */
+  async unregisterSystemSharedMemory(name?: string): Promise<void> {
+    await this.#unary('SystemSharedMemoryUnregister', { name: name ?? '' });
+  }
+
   /** Reads (no update) or changes the log settings. */
   async logSettings(update: Record<string, boolean | number | string> = {}): Promise<Record<string, boolean | number | string>> {
     const settings: Record<string, object> = {};
@@ -316,12 +357,14 @@ export class GrpcClient implements InferenceClient {
 
   async infer(model: string, options: InferOptions): Promise<InferResult> {
     if (this.#h2 && !options.signal) return this.inferPrepared(this.prepare(model, options));
-    return inferResult(await this.#unary<InferResponseMessage>('ModelInfer', inferRequest(model, options), options.signal));
+    const request = inferRequest(model, options);
+    return inferResult(await this.#unary<InferResponseMessage>('ModelInfer', request, options.signal), sharedMemoryOutputs(options.outputs));
   }
 
   prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {
     const frame = H2Unary.frame(messageType('ModelInferRequest').encode(inferRequest(model, options)).finish());
-    return { model, frame, body: frame.subarray(5) };
+    const shm = sharedMemoryOutputs(options.outputs);
+    return { model, frame, body: frame.subarray(5), ...(shm ? { sharedMemoryOutputs: shm } : {}) };
   }
 
   inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
@@ -335,7 +378,7 @@ export class GrpcClient implements InferenceClient {
             if (err instanceof InferenceServerError) throw err;
             throw new InferenceServerError(`malformed response: ${(err as Error).message}`, { grpcCode: 13, cause: err });
           }
-          return inferResult(m);
+          return inferResult(m, prepared.sharedMemoryOutputs);
         });
     }
     return new Promise((resolve, reject) => {
@@ -345,7 +388,7 @@ export class GrpcClient implements InferenceClient {
             reject(grpcFailure(err));
             return;
           }
-          const r = tryInferResult(res!);
+          const r = tryInferResult(res!, prepared.sharedMemoryOutputs);
           if (r instanceof InferenceServerError) reject(r);
           else resolve(r);
         });
@@ -358,12 +401,28 @@ export class GrpcClient implements InferenceClient {
    * first error. A failure of the stream itself (its status, a cancel, the deadline) also goes to
    * `onResponse`, as tritonclient's callback gets it, and `end()` then rejects with it.
    * The stream's deadline is `streamTimeoutMs` (`options.timeoutMs` for this stream).
+   * Outputs asked for in shared memory come back marked (`OutputTensor.sharedMemory`) by matching
+   * each response to its request by `id`: requests in flight that share an id are matched in order.
    */
   stream(onResponse: (error: InferenceServerError | undefined, result: InferResult | undefined) => void, options: { grpcErrors?: boolean; timeoutMs?: number } = {}): InferStream {
     const md = this.#metadata();
     if (options.grpcErrors) md.set('triton_grpc_error', 'true');
     const timeoutMs = options.timeoutMs ?? this.#options.streamTimeoutMs;
     let closed = false;
+    // The outputs each request in flight asked for in shared memory, by request id in send order
+    // (kept only for ids that ever had some): a response is matched to its request by the id it
+    // echoes, and its final response (or an error) ends the request.
+    const pending = new Map<string, (SharedMemoryOutputs | undefined)[]>();
+    const shmOf = (id: string, final: boolean): SharedMemoryOutputs | undefined => {
+      const q = pending.get(id);
+      if (!q) return undefined;
+      const shm = q[0];
+      if (final) {
+        q.shift();
+        if (q.length === 0) pending.delete(id);
+      }
+      return shm;
+    };
     const call = (this.#client as unknown as { ModelStreamInfer(md: Metadata, opts: object): ClientDuplexStream<object, { error_message: string; infer_response: InferResponseMessage | null }> })
       .ModelStreamInfer(md, timeoutMs ? { deadline: Date.now() + timeoutMs } : {});
     const ended = new Promise<void>((resolve, reject) => {
@@ -371,10 +430,12 @@ export class GrpcClient implements InferenceClient {
       // would be an uncaught exception in grpc-js's event.
       call.on('data', (m) => {
         if (m.error_message) {
+          if (m.infer_response) shmOf(m.infer_response.id, true);
           const r = m.infer_response ? tryInferResult({ ...m.infer_response, outputs: [], raw_output_contents: [] }) : undefined;
           onResponse(new InferenceServerError(m.error_message), r instanceof InferenceServerError ? undefined : r);
         } else if (m.infer_response) {
-          const r = tryInferResult(m.infer_response);
+          const final = parametersFromMessage(m.infer_response.parameters)['triton_final_response'] !== false;
+          const r = tryInferResult(m.infer_response, shmOf(m.infer_response.id, final));
           if (r instanceof InferenceServerError) onResponse(r, undefined);
           else onResponse(undefined, r);
         }
@@ -398,7 +459,15 @@ export class GrpcClient implements InferenceClient {
       infer: (model, o) => {
         // A write after the end was dropped without a word (review); tritonclient raises.
         if (closed) throw new InferenceServerError('stream is closed');
-        call.write(inferRequest(model, o));
+        const request = inferRequest(model, o);
+        const shm = sharedMemoryOutputs(o.outputs);
+        const id = o.id ?? '';
+        if (shm || pending.has(id)) {
+          const q = pending.get(id) ?? [];
+          q.push(shm);
+          pending.set(id, q);
+        }
+        call.write(request);
       },
       end: async () => {
         if (!closed) call.end();

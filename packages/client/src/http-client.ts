@@ -13,8 +13,14 @@ import { InferenceServerError } from './errors.js';
 import { ResponseBuffer } from './response-buffer.js';
 import { requestParameters, versionString } from './request-parameters.js';
 import { inputTensorData, outputShape, outputTensor } from './tensor-data.js';
+import {
+  checkRegistration, inputWindow, outputWindow, regionStatuses, sharedMemoryOutput, sharedMemoryOutputs, windowParameters, type SharedMemoryOutputs,
+} from './shared-memory-params.js';
 import { markInteger, markNonFinite, parseJson, stringifyJson, type ParseJsonOptions } from './json-non-finite.js';
-import { InferResult, splitBytes, type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer } from './types.js';
+import {
+  InferResult, splitBytes,
+  type InferenceClient, type InferOptions, type LoadModelOptions, type OutputTensor, type PreparedInfer, type SystemSharedMemoryRegionStatus,
+} from './types.js';
 
 /** Options of an HttpClient. */
 export interface HttpClientOptions {
@@ -274,6 +280,22 @@ export class HttpClient implements InferenceClient {
     await this.#json('POST', `/v2/repository/models/${pathSegment(model)}/unload`, options.unloadDependents ? { parameters: { unload_dependents: true } } : {});
   }
 
+  async registerSystemSharedMemory(name: string, key: string, byteSize: number, offset = 0): Promise<void> {
+    checkRegistration(name, key, byteSize, offset);
+    await this.#json('POST', `${shmPath(name, 'register')}/register`, { key, offset, byte_size: byteSize });
+  }
+
+  async systemSharedMemoryStatus(name?: string): Promise<SystemSharedMemoryRegionStatus[]> {
+    const path = `${shmPath(name, 'status')}/status`;
+    return regionStatuses(`GET ${path}`, await this.#json<unknown>('GET', path));
+  }
+
+  async unregisterSystemSharedMemory(name?: string): Promise<void> {
+    // An empty body, as tritonclient sends.
+    const r = await this.#send('POST', `${shmPath(name, 'unregister')}/unregister`, '');
+    if (r.status < 200 || r.status >= 300) throw errorOf(r);
+  }
+
   /** GET (no update) or POST `/v2/logging`. */
   async logSettings(update?: Record<string, boolean | number | string>): Promise<Record<string, unknown>> {
     return update ? this.#json('POST', '/v2/logging', update) : this.#json('GET', '/v2/logging');
@@ -290,6 +312,9 @@ export class HttpClient implements InferenceClient {
     const binary = this.#options.binary !== false;
     const chunks: Uint8Array[] = [];
     const inputs = options.inputs.map((input) => {
+      // A region instead of data: the parameters say where, the body carries nothing for it.
+      const window = inputWindow(input);
+      if (window) return { name: input.name, datatype: input.datatype, shape: input.shape, parameters: windowParameters(window) };
       const data = inputTensorData(input);
       // FP16/BF16 have no JSON form: always binary.
       if (binary || input.datatype === 'FP16' || input.datatype === 'BF16') {
@@ -306,6 +331,9 @@ export class HttpClient implements InferenceClient {
     if (Object.keys(params).length) header['parameters'] = jsonParameters(params);
     if (options.outputs?.length) {
       header['outputs'] = options.outputs.map((o) => {
+        // Never binary_data with a region (Triton refuses both together).
+        const window = outputWindow(o);
+        if (window) return { name: o.name, parameters: windowParameters(window) };
         const p: Record<string, unknown> = { binary_data: o.binary ?? binary };
         if (o.classCount) p['classification'] = o.classCount;
         return { name: o.name, parameters: p };
@@ -326,7 +354,8 @@ export class HttpClient implements InferenceClient {
 
   prepare(model: string, options: Omit<InferOptions, 'signal'>): PreparedInfer {
     const { body, headers } = this.encodeInfer(options);
-    return { model, body, headers, path: `${modelPath(model, options.version)}/infer` };
+    const shm = sharedMemoryOutputs(options.outputs);
+    return { model, body, headers, path: `${modelPath(model, options.version)}/infer`, ...(shm ? { sharedMemoryOutputs: shm } : {}) };
   }
 
   inferPrepared(prepared: PreparedInfer): Promise<InferResult> {
@@ -336,7 +365,7 @@ export class HttpClient implements InferenceClient {
   async #infer(prepared: PreparedInfer, signal?: AbortSignal): Promise<InferResult> {
     const r = await this.#send('POST', prepared.path ?? `${modelPath(prepared.model)}/infer`, prepared.body, prepared.headers, signal);
     if (r.status !== 200) throw errorOf(r);
-    return decodeInferResponse(r.body, r.headers['inference-header-content-length']);
+    return decodeInferResponse(r.body, r.headers['inference-header-content-length'], prepared.sharedMemoryOutputs);
   }
 
   close(): void {
@@ -364,6 +393,19 @@ export function idleTimeoutOf(options: Pick<HttpClientOptions, 'idleTimeoutMs' |
 function pathSegment(s: string): string {
   if (s === '.' || s === '..') throw new InferenceServerError(`'${s}' is not a valid model name or version`);
   return encodeURIComponent(s);
+}
+
+/**
+ * `/v2/systemsharedmemory`, with `/region/{name}` for a region; no name, or '' (gRPC's and
+ * tritonclient's "all"), is every region, except to register, which needs one.
+ */
+function shmPath(name: string | undefined, call: 'register' | 'status' | 'unregister'): string {
+  if (!name) {
+    if (call === 'register') throw new InferenceServerError('registering a system shared memory region over HTTP needs a region name');
+    return '/v2/systemsharedmemory';
+  }
+  if (name === '.' || name === '..') throw new InferenceServerError(`'${name}' is not a valid shared memory region name over HTTP`);
+  return `/v2/systemsharedmemory/region/${encodeURIComponent(name)}`;
 }
 
 function modelPath(model: string, version?: number | string): string {
@@ -426,19 +468,21 @@ interface JsonOutput {
 /**
  * Decodes an infer response body (JSON, or JSON header + binary outputs). Nothing in it is
  * trusted: the header length and each `binary_data_size` must lie inside the body, and each
- * output's data must hold exactly its shape's elements.
+ * output's data must hold exactly its shape's elements. An output named in `sharedMemoryOutputs`
+ * (asked for in a shared memory window) may come without data, as Triton sends it: it is
+ * returned with `sharedMemory` set and empty `data`.
  * @throws InferenceServerError when the body is not a well-formed answer.
  */
-export function decodeInferResponse(body: Buffer, headerLength: string | string[] | undefined): InferResult {
+export function decodeInferResponse(body: Buffer, headerLength: string | string[] | undefined, sharedMemoryOutputs?: SharedMemoryOutputs): InferResult {
   try {
-    return decodeResponse(body, headerLength);
+    return decodeResponse(body, headerLength, sharedMemoryOutputs);
   } catch (err) {
     if (err instanceof InferenceServerError) throw err;
     throw new InferenceServerError(`malformed infer response: ${(err as Error).message}`, { cause: err });
   }
 }
 
-function decodeResponse(body: Buffer, headerLength: string | string[] | undefined): InferResult {
+function decodeResponse(body: Buffer, headerLength: string | string[] | undefined, shm: SharedMemoryOutputs | undefined): InferResult {
   const malformed = (what: string) => new InferenceServerError(`malformed infer response: ${what}`);
   const hlText = Array.isArray(headerLength) ? headerLength[0] : headerLength;
   const hl = hlText === undefined ? body.byteLength : /^\d{1,15}$/.test(hlText) ? Number(hlText) : -1;
@@ -460,6 +504,11 @@ function decodeResponse(body: Buffer, headerLength: string | string[] | undefine
       const bytes = body.subarray(offset, offset + (size as number));
       offset += size as number;
       return outputTensor(o.name, o.datatype, o.shape, bytes);
+    }
+    if (o.data === undefined && typeof o.name === 'string') {
+      // Written to its region: Triton sends only name, datatype and shape.
+      const window = shm?.get(o.name);
+      if (window) return sharedMemoryOutput(o.name, o.datatype, o.shape, window);
     }
     if (!Array.isArray(o.data)) throw malformed(`output '${String(o.name)}' has neither data nor binary_data_size`);
     const make = isDataType(o.datatype) ? JSON_ARRAY[o.datatype] : undefined;

@@ -7,7 +7,8 @@ export { GrpcClient, type GrpcClientOptions, type InferStream } from './grpc-cli
 export { InferenceServerError } from './errors.js';
 export {
   InferResult, splitBytes,
-  type InferenceClient, type InferInput, type InferOptions, type InputData, type LoadModelOptions, type OutputTensor, type PreparedInfer, type RequestedOutput, type SequenceOptions,
+  type InferenceClient, type InferInput, type InferInputInSharedMemory, type InferInputWithData, type InferOptions, type InputData, type LoadModelOptions,
+  type OutputTensor, type PreparedInfer, type RequestedOutput, type SequenceOptions, type SharedMemoryWindow, type SystemSharedMemoryRegionStatus,
   type DataType, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ParameterValue, type ServerMetadata, type TensorData,
 } from './types.js';
 export { inputTensorData } from './tensor-data.js';

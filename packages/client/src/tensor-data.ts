@@ -51,6 +51,7 @@ function exactInteger(name: string, x: number | bigint, i: number): bigint {
  */
 export function inputTensorData(input: InferInput): TensorData {
   const { name, datatype, data } = input;
+  if (data === undefined) throw new InferenceServerError(`input '${name}' has no data (it names a shared memory region)`);
   const count = elementCount(input.shape);
   const shape = `shape [${input.shape.join(',')}]`;
   if (isTyped(data) && !(data instanceof TYPED_ARRAY[datatype])) {

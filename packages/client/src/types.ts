@@ -17,21 +17,65 @@ export type { DataType, ModelIndexEntry, ModelMetadata, ModelStatistics, Paramet
  */
 export type InputData = TensorData | readonly number[] | readonly boolean[] | readonly (number | bigint)[] | readonly (string | Uint8Array)[];
 
-/** One input tensor of a request. */
-export interface InferInput {
+/**
+ * A window of a system shared memory region registered with `registerSystemSharedMemory`: what
+ * the extension's `shared_memory_region`, `shared_memory_offset` and `shared_memory_byte_size`
+ * parameters say (tritonclient's `set_shared_memory(region_name, byte_size, offset)`).
+ */
+export interface SharedMemoryWindow {
+  /** The name the region was registered under (not its key). */
+  region: string;
+  /** The window's size in bytes: an input's exact size (BYTES: its serialization's), an output's room. */
+  byteSize: number;
+  /** Where the window starts, in bytes from the region's start. @default 0 */
+  offset?: number;
+}
+
+interface InferInputBase {
   name: string;
   datatype: DataType;
   shape: readonly number[];
-  data: InputData;
 }
+
+/** An input whose data travels in the request. */
+export interface InferInputWithData extends InferInputBase {
+  data: InputData;
+  sharedMemory?: undefined;
+}
+
+/**
+ * An input the server reads from a registered system shared memory region (write it there first,
+ * e.g. with SystemSharedMemoryRegion): the request carries no data for it.
+ */
+export interface InferInputInSharedMemory extends InferInputBase {
+  sharedMemory: SharedMemoryWindow;
+  data?: undefined;
+}
+
+/** One input tensor of a request: its `data`, or the `sharedMemory` window that holds it. */
+export type InferInput = InferInputWithData | InferInputInSharedMemory;
 
 /** An output to ask for. */
 export interface RequestedOutput {
   name: string;
   /** Classification extension: the top `classCount` classes as "score:index[:label]" strings. */
   classCount?: number;
-  /** HTTP only: ask for this output in binary (default) or as JSON. */
+  /** HTTP only: ask for this output in binary (default) or as JSON. Ignored with `sharedMemory`. */
   binary?: boolean;
+  /**
+   * Have the server write this output into a registered system shared memory region instead of
+   * the response (not with `classCount`). The response's output then carries no data: it comes
+   * with `sharedMemory` set and an empty `data`; read the region (SystemSharedMemoryRegion.read).
+   */
+  sharedMemory?: SharedMemoryWindow;
+}
+
+/** One registered system shared memory region, as the status calls list it. */
+export interface SystemSharedMemoryRegionStatus {
+  name: string;
+  key: string;
+  offset: number;
+  byteSize: number;
 }
 
 /** Sequence parameters of a request to a stateful model. */
@@ -67,8 +111,17 @@ export interface OutputTensor {
   name: string;
   datatype: DataType;
   shape: number[];
-  /** The elements as a typed array (BYTES: the 4-byte-length-prefixed serialization). */
+  /**
+   * The elements as a typed array (BYTES: the 4-byte-length-prefixed serialization). Empty (of
+   * the datatype's kind) for an output the server wrote to shared memory: see `sharedMemory`.
+   */
   data: TensorData;
+  /**
+   * Set when the output was asked for in a shared memory window and the server wrote it there
+   * (the response then carries no data for it): read `shape`'s elements from the region, e.g.
+   * `region.read(datatype, shape, offset)`.
+   */
+  sharedMemory?: Required<SharedMemoryWindow>;
 }
 
 /** The response to an infer call. */
@@ -144,6 +197,8 @@ export interface PreparedInfer {
   readonly headers?: Record<string, string | number>;
   /** gRPC: `body` with gRPC's 5-byte message prefix in front (`body` is a view of it). */
   readonly frame?: Uint8Array;
+  /** The outputs asked for in shared memory, by name: their answers carry no data. */
+  readonly sharedMemoryOutputs?: ReadonlyMap<string, Required<SharedMemoryWindow>>;
 }
 
 /** Calls both clients offer. Every method rejects with InferenceServerError. */
@@ -166,6 +221,16 @@ export interface InferenceClient {
   repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]>;
   loadModel(model: string, options?: LoadModelOptions): Promise<void>;
   unloadModel(model: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  /**
+   * Registers `byteSize` bytes at `offset` of the POSIX shared memory object `key` (shm_open's
+   * name, e.g. `/input0`) as system shared memory region `name`. The server maps the window, so
+   * Triton wants `offset` a multiple of the page size and `byteSize` above 0.
+   */
+  registerSystemSharedMemory(name: string, key: string, byteSize: number, offset?: number): Promise<void>;
+  /** The registered system shared memory regions (one, by `name`), ordered by name. */
+  systemSharedMemoryStatus(name?: string): Promise<SystemSharedMemoryRegionStatus[]>;
+  /** Unregisters system shared memory region `name`, or all of them (an unknown name is no error). */
+  unregisterSystemSharedMemory(name?: string): Promise<void>;
   /** Closes connections. */
   close(): void;
 }
