@@ -1,7 +1,7 @@
 // System shared memory against binary tensors in the body: one `triode serve --allow-client-shm=true`
 // serving ppocr_cls (its input is 110,592 bytes), one region in /dev/shm holding that input and the
 // output's 8 bytes, and wrk sending in turn the binary request (JSON header + the tensor's bytes) and
-// the shared-memory request (a ~400-byte JSON body naming the region for the input and the output).
+// the shared-memory request (a ~310-byte JSON body naming the region for the input and the output).
 // Each round measures both (the order rotates), so the machine's drift lands on both alike; the
 // table gives medians of the rounds: req/s, latency, and the server's CPU a request (all its threads,
 // and its main thread: where HTTP and the copy out of the region run).

@@ -298,7 +298,9 @@ export class SystemSharedMemory {
       byteSize: n,
       read: () => {
         check();
-        const out = Buffer.allocUnsafe(n);
+        // A buffer of its own (allocUnsafe gives a small one a slice of Node's shared pool): the
+        // request owns it, and an owned buffer is transferred to an instance thread.
+        const out = Buffer.allocUnsafeSlow(n);
         let done = 0;
         try {
           while (done < n) {
@@ -450,7 +452,7 @@ export class RequestSharedMemory {
       verify(bytes);
       return bytes;
     }
-    const into = Buffer.allocUnsafe(n);
+    const into = Buffer.allocUnsafeSlow(n);
     this.#pending.push({ lease, into, verify });
     return into;
   }
