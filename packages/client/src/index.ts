@@ -16,3 +16,4 @@ export { SharedMemoryError, SystemSharedMemoryRegion, sharedMemoryObjectName, ty
 export { runPerf, type PerfOptions, type PerfResult } from './perf/perf-runner.js';
 export { perfInputs, type InputDataSource } from './perf/perf-inputs.js';
 export { perfTable, perfCsv } from './perf/perf-report.js';
+export { DEFAULT_OUTPUT_SHARED_MEMORY_SIZE } from './perf/perf-shared-memory.js';

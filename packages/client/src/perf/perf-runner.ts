@@ -7,8 +7,9 @@
  * Triton: perf_analyzer docs (measurements_metrics.md, cli.md)
  */
 import { systemClock, type Clock, type ModelStatistics } from '@triode/core';
-import type { InferenceClient, InferInput, PreparedInfer } from '../types.js';
+import type { InferenceClient, InferInput, PreparedInfer, RequestedOutput } from '../types.js';
 import { perfInputs, type InputDataSource } from './perf-inputs.js';
+import { DEFAULT_OUTPUT_SHARED_MEMORY_SIZE, PerfSharedMemory } from './perf-shared-memory.js';
 
 /** What `triode perf` is asked to do. */
 export interface PerfOptions {
@@ -35,6 +36,19 @@ export interface PerfOptions {
   sequenceLength?: number;
   /** Open loop: most requests outstanding at once. @default 1000 */
   maxOutstanding?: number;
+  /**
+   * perf_analyzer's `--shared-memory`: `system` puts every input set in a system shared memory
+   * region (registered before measuring, unregistered and removed after, also when the run fails
+   * or is aborted) and has the server write the outputs to regions; requests carry no tensor data.
+   * The server must allow client shared memory and share this host. @default 'none'
+   */
+  sharedMemory?: 'none' | 'system';
+  /** perf_analyzer's `--output-shared-memory-size`: room per output whose size is not known from the model (BYTES, variable dims), times the batch size. @default 102400 */
+  outputSharedMemorySize?: number;
+  /** Where shm_open's objects live (the server's directory for them). @default '/dev/shm' */
+  sharedMemoryDirectory?: string;
+  /** Ends the run early: it rejects with the signal's reason once its regions are released. */
+  signal?: AbortSignal;
 }
 
 /** The result of one concurrency level or request rate. */
@@ -104,8 +118,67 @@ function sumStats(stats: readonly ModelStatistics[], version?: string): { succes
  * the open loop's schedule (a test passes a manual one to make the counts exact).
  */
 export async function runPerf(client: InferenceClient, options: PerfOptions, log: (line: string) => void = () => undefined, clock: Clock = systemClock): Promise<PerfResult[]> {
+  const kind = options.sharedMemory ?? 'none';
+  if (kind !== 'none' && kind !== 'system') throw new Error(`shared memory '${String(kind)}' is not supported: use none or system`);
+  const shm = kind === 'system' ? new PerfSharedMemory(client, options.sharedMemoryDirectory) : undefined;
+  try {
+    return await measure(client, options, log, clock, shm);
+  } finally {
+    // Whatever happened (a refused registration, a failed window, an abort), nothing of this run
+    // stays registered or in /dev/shm.
+    for (const problem of (await shm?.release()) ?? []) log(`warning: ${problem}`);
+  }
+}
+
+/** The reason an aborted signal gives, as an Error. */
+function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error('the run was aborted');
+}
+
+async function measure(client: InferenceClient, options: PerfOptions, log: (line: string) => void, clock: Clock, shm: PerfSharedMemory | undefined): Promise<PerfResult[]> {
   const nowMs = (): number => clock.nowNs() / 1e6;
-  const sleep = (ms: number): Promise<void> => new Promise((r) => { clock.setTimeout(r, ms); });
+  const signal = options.signal;
+  const checkAborted = (): void => {
+    if (signal?.aborted) throw abortReason(signal);
+  };
+  /** Waits `ms` (the workers' pauses: they end when the run stops). */
+  const pause = (ms: number): Promise<void> => new Promise((r) => { clock.setTimeout(r, ms); });
+  /** `p`, or a rejection as soon as the run is aborted. */
+  const orAbort = <T>(p: Promise<T>): Promise<T> => {
+    if (!signal) return p;
+    return new Promise<T>((resolve, reject) => {
+      if (signal.aborted) {
+        reject(abortReason(signal));
+        return;
+      }
+      const onAbort = () => reject(abortReason(signal));
+      signal.addEventListener('abort', onAbort, { once: true });
+      p.then((v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      }, (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      });
+    });
+  };
+  /** Waits `ms`; rejects at once (the timer cleared) when the run is aborted. */
+  const sleep = (ms: number): Promise<void> => new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(abortReason(signal));
+      return;
+    }
+    const onAbort = () => {
+      clock.clearTimeout(timer);
+      reject(abortReason(signal!));
+    };
+    const timer = clock.setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  checkAborted();
   const meta = await client.modelMetadata(options.model, options.version);
   const config = await client.modelConfig(options.model, options.version);
   const maxBatch = Number(config['max_batch_size'] ?? 0);
@@ -115,12 +188,19 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
   if ((config['model_transaction_policy'] as { decoupled?: boolean } | undefined)?.decoupled) {
     throw new Error(`model '${options.model}' is decoupled: triode perf measures request/response models only`);
   }
-  const sets = perfInputs(meta, maxBatch, batch, options.inputData ?? 'random', options.shapes ?? {});
+  const dataSets = perfInputs(meta, maxBatch, batch, options.inputData ?? 'random', options.shapes ?? {});
   const sequences = config['sequence_batching'] !== undefined;
   const version = options.version;
+  checkAborted();
+  // With shared memory the data goes into regions once, here; the requests name windows of them.
+  const layout = shm ? await shm.setUp(dataSets, meta, maxBatch, batch, options.outputSharedMemorySize ?? DEFAULT_OUTPUT_SHARED_MEMORY_SIZE) : undefined;
+  if (shm) log(`  system shared memory: ${shm.registered.length} regions registered (${shm.prefix}_*)`);
+  const sets = layout?.sets ?? dataSets;
+  const outputs: { outputs?: RequestedOutput[] } = layout?.outputs.length ? { outputs: layout.outputs } : {};
+  checkAborted();
   // Encoding every input set once up front turns bad data (or a datatype the client cannot
   // encode) into one error here, before any load is sent.
-  const prepared: PreparedInfer[] = sets.map((inputs) => client.prepare(options.model, { inputs, ...(version ? { version } : {}), ...(sequences ? { sequence: { id: 1, start: true } } : {}) }));
+  const prepared: PreparedInfer[] = sets.map((inputs) => client.prepare(options.model, { inputs, ...outputs, ...(version ? { version } : {}), ...(sequences ? { sequence: { id: 1, start: true } } : {}) }));
   const seqLength = options.sequenceLength ?? 20;
   let nextSequence = 1;
 
@@ -139,7 +219,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
       const inputs: InferInput[] = sets[k % sets.length]!;
       const start = pos === 0;
       const end = ++pos === seqLength;
-      return client.infer(options.model, { inputs, sequence: { id: seqId, start, end }, ...(version ? { version } : {}) });
+      return client.infer(options.model, { inputs, ...outputs, sequence: { id: seqId, start, end }, ...(version ? { version } : {}) });
     };
   };
 
@@ -152,6 +232,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
   const results: PerfResult[] = [];
 
   for (const level of levels) {
+    checkAborted();
     let current: Window = { latencies: [], errors: 0, startMs: nowMs(), endMs: 0 };
     let stopping = false;
     let warm = 0;
@@ -210,7 +291,7 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
           while (!stopping) {
             const due = t00 + (sent * 1000) / rate;
             const wait = due - nowMs();
-            if (wait > 1) await sleep(Math.floor(wait));
+            if (wait > 1) await pause(Math.floor(wait));
             if (outstanding >= maxOut) {
               // Waits for a request to settle (it spun on setImmediate: 91% of a core on the
               // load generator, taken from the server being measured on a small machine).
@@ -227,10 +308,12 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
               f?.();
             });
           }
-          while (outstanding > 0) await sleep(5);
+          while (outstanding > 0) await pause(5);
         })());
       }
-      if (warmupTotal > 0) await warmedUp;
+      if (warmupTotal > 0) {
+        await orAbort(warmedUp);
+      }
       const windows: Window[] = [];
       const statsBefore = sumStats(await client.modelStatistics(options.model).catch(() => []), version);
       const statsAt: ReturnType<typeof sumStats>[] = [statsBefore];
@@ -300,9 +383,11 @@ export async function runPerf(client: InferenceClient, options: PerfOptions, log
       }
       results.push(result);
     } finally {
-      // On an error too (the statistics call, a window): the workers must not go on sending.
+      // On an error too (the statistics call, a window, an abort): the workers must not go on
+      // sending, and the run ends when their last requests have (its regions are released after).
       stopping = true;
       warmed();
+      await Promise.allSettled(tasks);
     }
   }
   return results;
