@@ -4,7 +4,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { GrpcClient, HttpClient, perfCsv, perfTable, runPerf, type InputDataSource, type PerfOptions } from '@triode/client';
+import { DEFAULT_OUTPUT_SHARED_MEMORY_SIZE, GrpcClient, HttpClient, perfCsv, perfTable, runPerf, type InputDataSource, type PerfOptions } from '@triode/client';
 import { parseInteger } from './serve-options.js';
 
 /** `start:end:step` of whole numbers (concurrency levels). */
@@ -39,6 +39,8 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
     .option('-b, --batch-size <n>', 'batch size of each request', parseInteger(1), 1)
     .option('--input-data <source>', 'random, zero, or a JSON file in perf_analyzer\'s format', 'random')
     .option('--shape <name:dims>', 'shape of a variable input without the batch dim, e.g. IN:3,224,224 (repeatable)', collect, [])
+    .addOption(new Option('--shared-memory <type>', 'put the input and output tensors in shared memory (system: POSIX shm objects in /dev/shm, registered with a server on this host started with --allow-client-shm=true; cuda is not supported)').choices(['none', 'system', 'cuda']).default('none'))
+    .option('--output-shared-memory-size <bytes>', 'with --shared-memory system: room per output (times the batch size) when its size is not known from the model (BYTES, variable dims)', parseInteger(1), DEFAULT_OUTPUT_SHARED_MEMORY_SIZE)
     .addOption(new Option('--input-tensor-format <format>', 'HTTP: tensors as binary (extension) or JSON').choices(['binary', 'json']).default('binary'))
     .option('-p, --measurement-interval <ms>', 'length of one measurement window', parseInteger(100), 5000)
     .option('-s, --stability-percentage <pct>', 'windows agree within this percentage', parseInteger(1), 10)
@@ -51,6 +53,12 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
     .option('-f, --latency-report-file <file>', 'write the results as CSV')
     .option('--json <file>', 'write the results as JSON')
     .action(async (o: Record<string, unknown>) => {
+      if (o['sharedMemory'] === 'cuda') {
+        // Refused before any client is made: nothing to release.
+        process.stderr.write('triode perf: --shared-memory cuda is not supported: Triode has no CUDA shared memory (use --shared-memory system, or none)\n');
+        setExit(1);
+        return;
+      }
       const grpc = o['protocol'] === 'grpc';
       const url = (o['url'] as string | undefined) ?? (grpc ? 'localhost:8001' : 'localhost:8000');
       const headers: Record<string, string> = {};
@@ -87,8 +95,19 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
         warmupRequests: o['warmupRequestCount'] as number,
         sequenceLength: o['sequenceLength'] as number,
         maxOutstanding: o['maxThreads'] as number,
+        sharedMemory: o['sharedMemory'] as 'none' | 'system',
+        outputSharedMemorySize: o['outputSharedMemorySize'] as number,
       };
-      process.stdout.write(`*** Measurement Settings ***\n  Model: ${options.model}  Protocol: ${grpc ? 'gRPC' : `HTTP (${o['inputTensorFormat'] as string})`}  Batch size: ${options.batchSize}\n  Window: ${options.measurementIntervalMs} ms, stable when 3 windows agree within ${options.stabilityPercentage}% (at most ${options.maxTrials})\n\n`);
+      // Ctrl-C ends the run the way an error does: the workers stop and this run's shared memory
+      // regions are unregistered and removed before the process exits (a second Ctrl-C kills it).
+      const interrupt = new AbortController();
+      options.signal = interrupt.signal;
+      const onSigint = () => {
+        process.stderr.write('triode perf: interrupted, stopping (Ctrl-C again to kill)\n');
+        interrupt.abort(new Error('interrupted (SIGINT)'));
+      };
+      process.once('SIGINT', onSigint);
+      process.stdout.write(`*** Measurement Settings ***\n  Model: ${options.model}  Protocol: ${grpc ? 'gRPC' : `HTTP (${o['inputTensorFormat'] as string})`}  Batch size: ${options.batchSize}  Shared memory: ${options.sharedMemory}\n  Window: ${options.measurementIntervalMs} ms, stable when 3 windows agree within ${options.stabilityPercentage}% (at most ${options.maxTrials})\n\n`);
       try {
         const results = await runPerf(client, options, (line) => process.stdout.write(line + '\n'));
         process.stdout.write('\n' + perfTable(results) + '\n');
@@ -100,8 +119,9 @@ export function addPerfCommand(program: Command, setExit: (code: number) => void
         setExit(results.some((r) => r.requests === 0 || r.errors > 0) ? 1 : 0);
       } catch (err) {
         process.stderr.write(`triode perf: ${(err as Error).message}\n`);
-        setExit(1);
+        setExit(interrupt.signal.aborted ? 130 : 1);
       } finally {
+        process.removeListener('SIGINT', onSigint);
         client.close();
       }
     });
