@@ -1,6 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { serializeBytesTensor, type InferenceResponse } from '@triode/core';
-import { HeaderCache, MAX_PARAMETERS, encodeInferResponse, parseInferRequest } from './infer-codec.js';
+import { HeaderCache, MAX_PARAMETERS, encodeInferResponse, parseInferRequest, type ParsedInfer } from './infer-codec.js';
+import { RequestSharedMemory, SystemSharedMemory } from '../shared-memory/system-shared-memory.js';
 
 const model = { name: 'simple' };
 
@@ -39,6 +43,45 @@ function parse(cache: HeaderCache, body: Uint8Array, headerLength: number | unde
     return err;
   }
 }
+
+describe('HeaderCache and shared memory: a JSON body naming regions is kept as a header, its windows read and held again for each request', () => {
+  it('the second request with the same body skips its parse, reads the region as it is now, and holds its windows itself', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'triode-codec-shm-'));
+    const regions = new SystemSharedMemory({ directory: dir });
+    try {
+      writeFileSync(join(dir, 'io'), Buffer.concat([Buffer.from(int32s(0)), Buffer.from(int32s(100)), Buffer.alloc(4096 - 128)]));
+      regions.register('io', 'io', 0, 4096);
+      const window = (offset: number) => ({ shared_memory_region: 'io', shared_memory_offset: offset, shared_memory_byte_size: 64 });
+      const body = Buffer.from(JSON.stringify({
+        inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: window(0) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: window(64) }],
+        outputs: [{ name: 'OUTPUT0', parameters: window(128) }],
+      }));
+      const cache = new CountingCache();
+      const factory = () => new RequestSharedMemory(regions, 1 << 20);
+      const first = parseInferRequest(body, undefined, model, undefined, cache, factory);
+      writeFileSync(join(dir, 'io'), Buffer.from(int32s(7)), { flag: 'r+' });
+      const second = parseInferRequest(body, undefined, model, undefined, cache, factory);
+      expect(cache.hits).toBe(1);
+      const input0 = (p: ParsedInfer) => Array.from(p.request.inputs[0]!.data as Int32Array);
+      expect(input0(first)).toEqual(Array.from(new Int32Array(int32s(0).buffer)));
+      expect(input0(second)).toEqual(Array.from(new Int32Array(int32s(7).buffer)));
+      expect([first.sharedMemory?.outputs.has('OUTPUT0'), second.sharedMemory?.outputs.has('OUTPUT0')]).toEqual([true, true]);
+      regions.unregister('io');
+      first.sharedMemory!.release();
+      expect(regions.status().map((r) => r.name)).toEqual(['io']);
+      second.sharedMemory!.release();
+      expect(regions.status()).toEqual([]);
+      // A JSON body with data is not kept (its tensors are in it).
+      const json = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 1], data: [1] }] }));
+      parseInferRequest(json, undefined, model, undefined, cache);
+      parseInferRequest(json, undefined, model, undefined, cache);
+      expect(cache.hits).toBe(1);
+    } finally {
+      regions.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('HeaderCache: a binary request whose header was seen skips its parse, with the same answer', () => {
   it('the second request with the same header is read from the cache, with its own tensors and objects', () => {

@@ -254,6 +254,12 @@ function inputTensors<T>(inputs: readonly T[], header: (inp: T, i: number) => In
 }
 
 const FP64_NAME = Buffer.from('"FP64"');
+const REGION_NAME = Buffer.from('shared_memory_region');
+
+/** Whether a JSON document may name a shared memory region (a byte search, before parsing). */
+function mentionsRegion(json: Uint8Array): boolean {
+  return Buffer.from(json.buffer, json.byteOffset, json.byteLength).indexOf(REGION_NAME) >= 0;
+}
 
 /** Whether a JSON document names the FP64 datatype anywhere (a byte search, before parsing). */
 function mentionsFp64(json: Uint8Array): boolean {
@@ -340,7 +346,10 @@ const CACHED_HEADER_MAX_BYTES = 4096;
  * match one here gets the same header; only its body's bytes are checked again (their length, and
  * a BYTES tensor's elements), in the same order. Bounded: `max` headers of at most
  * CACHED_HEADER_MAX_BYTES, the oldest dropped first; only headers that passed every check, and
- * only those whose inputs are all binary (a JSON `data` input is a request's own).
+ * only those whose inputs are all binary or in shared memory regions (a JSON `data` input is a
+ * request's own; a region's window is plain data, read again, and held again, for each request).
+ * A whole-JSON body counts as a header when it names a region (perf_analyzer --shared-memory sends
+ * the same one with every request).
  */
 export class HeaderCache {
   readonly #max: number;
@@ -409,7 +418,9 @@ function parseBody(
   }
   if (headerLength === 0) return parseRawBinary(body, model, rawInput);
   const jsonBytes = headerLength === undefined ? body : body.subarray(0, headerLength);
-  const key = headerLength === undefined ? undefined : cache.key(jsonBytes);
+  // A whole-JSON body is kept only when it names a shared memory region (its tensors are not in
+  // it): looked for first, so JSON requests with data pay a byte search, not a key.
+  const key = headerLength !== undefined || mentionsRegion(jsonBytes) ? cache.key(jsonBytes) : undefined;
   const cached = key === undefined ? undefined : cache.get(key);
   const at = { offset: headerLength ?? body.byteLength };
   if (cached) {
@@ -439,7 +450,7 @@ function parseBody(
     return h;
   }, body, at, model.name, shm);
   const header: HeaderTemplate = { id, params, ...outputsHeader(doc, params), inputs: headers };
-  if (key !== undefined && headers.every((h) => h.size !== undefined)) cache.set(key, header);
+  if (key !== undefined && headers.every((h) => h.size !== undefined || h.shm !== undefined)) cache.set(key, header);
   return inferRequest(header, inputs, model, shm);
 }
 
