@@ -22,7 +22,7 @@
 // Needs wrk, taskset and `npm run build`. Run by hand:
 //   node bench/cls-raw.mjs [--seconds 4] [--warmup 1] [--settle 10] [--rounds 3] [--concurrency 16] [--variants shipped,instance]
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -30,7 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuCount, layout, machine as describeMachine, taskset } from './pinning.mjs';
 import { fmt, freePort, median, perRequest, start, stop, threadStats, wrk } from './harness.mjs';
-import { T, int, model as onnxModel, msg, node, str, valueInfo } from '../scripts/onnx-writer.mjs';
+import { makeInstant } from './instant-model.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: {
@@ -75,15 +75,6 @@ function raw() {
   return JSON.parse(execFileSync(cmd, rest, { cwd: ROOT, encoding: 'utf8' }).trim().split('\n').at(-1)).inferencesPerSec;
 }
 
-/** ppocr_cls's input and output names, but one ReduceMax over each sample: an answer at once. */
-function instantModel() {
-  const axes = msg(5, [str(1, 'axes'), ...[1, 2, 3].map((a) => int(8, a)), int(20, 7)]);
-  const keep = msg(5, [str(1, 'keepdims'), int(3, 1), int(20, 2)]);
-  const flat = msg(5, [str(1, 'axis'), int(3, 1), int(20, 2)]);
-  return onnxModel('instant', [node('ReduceMax', ['x'], ['r'], 'max', [axes, keep]), node('Flatten', ['r'], ['softmax_0.tmp_0'], 'flat', [flat])],
-    [valueInfo(11, 'x', T.FLOAT, ['b', 3, 48, 192])], [valueInfo(12, 'softmax_0.tmp_0', T.FLOAT, ['b', 1])]);
-}
-
 const stats = (port) => new Promise((res, rej) => {
   get({ host: '127.0.0.1', port, path: '/v2/models/ppocr_cls/stats', agent: false }, (r) => {
     let b = '';
@@ -108,11 +99,7 @@ try {
     const repo = join(dir, v);
     cpSync(join(ROOT, 'model_repository', 'ppocr_cls'), join(repo, 'ppocr_cls'), { recursive: true });
     if (EXTRA[v]) appendFileSync(join(repo, 'ppocr_cls', 'config.pbtxt'), `\n${EXTRA[v]}\n`);
-    if (v === 'instant') {
-      writeFileSync(join(repo, 'ppocr_cls', '1', 'model.onnx'), instantModel());
-      const config = join(repo, 'ppocr_cls', 'config.pbtxt');
-      writeFileSync(config, readFileSync(config, 'utf8').replace('dims: [ 2 ]', 'dims: [ 1 ]'));
-    }
+    if (v === 'instant') makeInstant(join(repo, 'ppocr_cls'));
     const proc = await start(PIN.server, [join(ROOT, 'packages/cli/bin/triode.js'), 'serve', '--model-repository', repo, '--http-port', String(port),
       '--http-address', '127.0.0.1', '--allow-grpc=false', '--allow-metrics=false'], /Started HTTPService at/, ROOT);
     servers.push({ variant: v, port, proc });

@@ -12,14 +12,14 @@
 // upper half against the lower. Needs wrk, taskset, /dev/shm and `npm run build`. Run by hand:
 //   node bench/shared-memory.mjs [--seconds 4] [--warmup 1] [--settle 6] [--rounds 3] [--concurrency 1,16]
 //     [--batch 1] [--model ppocr_cls|instant]
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { cpuCount, layout, machine as describeMachine } from './pinning.mjs';
 import { fmt, freePort, median, perRequest, start, stop, threadStats, wrk } from './harness.mjs';
-import { T, int, model as onnxModel, msg, node, str, valueInfo } from '../scripts/onnx-writer.mjs';
+import { makeInstant } from './instant-model.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: {
@@ -52,16 +52,8 @@ for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130)
 const dir = mkdtempSync(join(tmpdir(), 'triode-shm-bench-'));
 const repo = join(dir, 'repo');
 cpSync(join(ROOT, 'model_repository', 'ppocr_cls'), join(repo, 'ppocr_cls'), { recursive: true });
-if (args.model === 'instant') {
-  // bench/cls-raw.mjs's instant model: the same input, an answer at once.
-  const axes = msg(5, [str(1, 'axes'), ...[1, 2, 3].map((a) => int(8, a)), int(20, 7)]);
-  const keep = msg(5, [str(1, 'keepdims'), int(3, 1), int(20, 2)]);
-  const flat = msg(5, [str(1, 'axis'), int(3, 1), int(20, 2)]);
-  writeFileSync(join(repo, 'ppocr_cls', '1', 'model.onnx'), onnxModel('instant', [node('ReduceMax', ['x'], ['r'], 'max', [axes, keep]), node('Flatten', ['r'], ['softmax_0.tmp_0'], 'flat', [flat])],
-    [valueInfo(11, 'x', T.FLOAT, ['b', 3, 48, 192])], [valueInfo(12, 'softmax_0.tmp_0', T.FLOAT, ['b', 1])]));
-  const config = join(repo, 'ppocr_cls', 'config.pbtxt');
-  writeFileSync(config, readFileSync(config, 'utf8').replace('dims: [ 2 ]', 'dims: [ 1 ]'));
-}
+// bench/cls-raw.mjs's instant model: the same input, an answer at once.
+if (args.model === 'instant') makeInstant(join(repo, 'ppocr_cls'));
 const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'x', datatype: 'FP32', shape: [BATCH, 3, 48, 192], parameters: { binary_data_size: INPUT_BYTES } }], outputs: [{ name: 'softmax_0.tmp_0', parameters: { binary_data: true } }] }));
 writeFileSync(join(dir, 'binary.bin'), Buffer.concat([header, Buffer.from(input.buffer)]));
 const window = (offset, size) => ({ shared_memory_region: 'cls', shared_memory_offset: offset, shared_memory_byte_size: size });
