@@ -12,7 +12,7 @@ import {
   type ProtoLong, type RequestedOutput, type Tensor, type TensorData,
 } from '@triode/core';
 import { checkReservedParameters, checkTensorByteSize, checkTensorBytes } from '../protocol-checks.js';
-import { RequestSharedMemory, type SharedMemoryWindow } from '../shared-memory/system-shared-memory.js';
+import { LazySharedMemory, type RequestSharedMemory, type SharedMemoryFactory, type SharedMemoryWindow } from '../shared-memory/system-shared-memory.js';
 import { REFUSED } from './infer-request-scan.js';
 
 /** InferTensorContents as decoded. */
@@ -178,8 +178,6 @@ function requestParameters(map: Record<string, InferParameterMessage>): { params
   return { params, emptyFinal };
 }
 
-/** Makes a request's hold on the shared memory regions it names (the frontend's regions and input limit). */
-export type GrpcSharedMemoryFactory = () => RequestSharedMemory;
 
 /** A decoded request, read: its InferenceRequest, the stream's empty-final flag, the regions it holds. */
 export interface ReadInferMessage {
@@ -199,20 +197,19 @@ export interface ReadInferMessage {
  * before it reads the inputs, so the caller answers it with `versionNotFound`. `sharedMemory` makes
  * the request's hold on regions (none given: every region is unknown).
  */
-export function inferRequestFromMessage(m: ModelInferRequestMessage, sharedMemory?: GrpcSharedMemoryFactory): ReadInferMessage | { unknownVersion: bigint } {
+export function inferRequestFromMessage(m: ModelInferRequestMessage, sharedMemory?: SharedMemoryFactory): ReadInferMessage | { unknownVersion: bigint } {
   // A message the wire check refused (grpc-js path): its error, answered as any other.
   if (REFUSED in m) throw (m as unknown as { [REFUSED]: Error })[REFUSED];
   const model = m.model_name;
   const version = parseModelVersion(m.model_version);
   if (typeof version === 'bigint') return { unknownVersion: version };
-  let shm: RequestSharedMemory | undefined;
-  const use = (): RequestSharedMemory => (shm ??= sharedMemory ? sharedMemory() : new RequestSharedMemory(undefined, 0));
+  const shm = new LazySharedMemory(sharedMemory);
   try {
-    const read = readMessage(m, model, version, use);
-    return shm ? { ...read, sharedMemory: shm } : read;
+    const read = readMessage(m, model, version, () => shm.use());
+    return shm.made ? { ...read, sharedMemory: shm.made } : read;
   } catch (err) {
     // What it held of regions before it was refused is given back.
-    (shm as RequestSharedMemory | undefined)?.release();
+    shm.made?.release();
     throw err;
   }
 }

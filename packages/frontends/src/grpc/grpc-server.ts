@@ -22,8 +22,8 @@ import { TraceSettings, checkTraceModel } from '../control/trace-settings.js';
 import type { Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
 import { requestedVersion, versionNotFound, versionNumber } from '../model-version.js';
-import { inferRequestFromMessage, inferResponseToMessage, type GrpcSharedMemoryFactory, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
-import { NO_REGIONS, RequestSharedMemory, clientShmDisabled, type SystemSharedMemory } from '../shared-memory/system-shared-memory.js';
+import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage, type ModelInferResponseMessage } from './grpc-infer.js';
+import { NO_REGIONS, RequestSharedMemory, clientShmDisabled, type SharedMemoryFactory, type SystemSharedMemory } from '../shared-memory/system-shared-memory.js';
 import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
 import { inferFastPath } from './infer-fast-path.js';
@@ -203,10 +203,13 @@ function logValue(v: unknown): Plain {
   return { string_param: String(v) };
 }
 
+/** Triton's default largest gRPC message (INT32_MAX). */
+const DEFAULT_MAX_MESSAGE_BYTES = 2147483647;
+
 /** A request's hold on the regions it names, its inputs up to the largest message; none without regions. */
-function sharedMemoryFactory(options: GrpcServerOptions): GrpcSharedMemoryFactory | undefined {
+function sharedMemoryFactory(options: GrpcServerOptions): SharedMemoryFactory | undefined {
   const regions = options.sharedMemory;
-  const limit = options.maxMessageBytes ?? 2147483647;
+  const limit = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   return regions ? () => new RequestSharedMemory(regions, limit) : undefined;
 }
 
@@ -494,9 +497,9 @@ class StreamInferSession {
   /** Resumes reading when the server's budget has room again (registered while it paused this stream). */
   readonly #reflow = (): void => this.#flow();
 
-  readonly #sharedMemory: GrpcSharedMemoryFactory | undefined;
+  readonly #sharedMemory: SharedMemoryFactory | undefined;
 
-  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, budget: StreamBudget, forward?: RegExp, sharedMemory?: GrpcSharedMemoryFactory) {
+  constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, budget: StreamBudget, forward?: RegExp, sharedMemory?: SharedMemoryFactory) {
     this.#sharedMemory = sharedMemory;
     this.#forward = forward;
     this.#budget = budget;
@@ -795,7 +798,7 @@ function checkedDecoding(def: Record<string, GrpcMethodDefinition>): Record<stri
 /** Starts the gRPC frontend over a backplane. */
 export async function startGrpcServer(backplane: Backplane, options: GrpcServerOptions = {}): Promise<GrpcServerHandle> {
   const ka = options.keepalive ?? {};
-  const maxBytes = options.maxMessageBytes ?? 2147483647;
+  const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const server = new Server({
     'grpc.max_receive_message_length': maxBytes,
     'grpc.max_send_message_length': maxBytes,

@@ -12,7 +12,8 @@
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { gzipSync } from 'node:zlib';
 import { CancelToken, TriodeError, messageType, type Backplane, type Logger } from '@triode/core';
-import { inferRequestFromMessage, inferResponseToMessage, type GrpcSharedMemoryFactory, type ModelInferRequestMessage } from './grpc-infer.js';
+import type { SharedMemoryFactory } from '../shared-memory/system-shared-memory.js';
+import { inferRequestFromMessage, inferResponseToMessage, type ModelInferRequestMessage } from './grpc-infer.js';
 import { checkInferRequestWire } from './infer-request-scan.js';
 import { GRPC_STATUS, grpcError } from './grpc-status.js';
 import { refuse } from './transport-guard.js';
@@ -35,7 +36,7 @@ export interface FastPathOptions {
   /** Where errors the client is not shown (stacks, paths) go. */
   logger?: Logger;
   /** Makes a request's hold on the shared memory regions it names (GrpcServerOptions.sharedMemory). */
-  sharedMemory?: GrpcSharedMemoryFactory;
+  sharedMemory?: SharedMemoryFactory;
 }
 
 const requestType = messageType('ModelInferRequest');

@@ -11,7 +11,7 @@ import {
 import { readJson } from './json-reader.js';
 import { jsonSizeBound, jsonToTensorData, tensorDataToJson } from './json-tensor.js';
 import { checkReservedParameters, checkTensorByteSize, checkTensorBytes } from '../protocol-checks.js';
-import { RequestSharedMemory, type SharedMemoryWindow } from '../shared-memory/system-shared-memory.js';
+import { LazySharedMemory, type RequestSharedMemory, type SharedMemoryFactory, type SharedMemoryWindow } from '../shared-memory/system-shared-memory.js';
 
 export type { OutputEncoding };
 
@@ -27,8 +27,7 @@ export interface ParsedInfer {
   sharedMemory?: RequestSharedMemory;
 }
 
-/** Makes a request's RequestSharedMemory when it names a region (the frontend's regions and input limit). */
-export type SharedMemoryFactory = () => RequestSharedMemory;
+export type { SharedMemoryFactory };
 
 type Json = Record<string, unknown>;
 
@@ -217,7 +216,7 @@ function inputHeader(inp: unknown, i: number): InputHeader {
  * The tensor of input header `h`: its JSON data, or its binary bytes at `at.offset` of `body`
  * (checked against the body's length and the datatype; `at.offset` moves past them).
  */
-function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, model: string, shm: SharedMemoryAccess): Tensor {
+function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, model: string, shm: LazySharedMemory): Tensor {
   const { name, datatype, count } = h;
   // A fresh array: the request may be changed on its way (the header's may serve other requests).
   const shape = h.shape.slice();
@@ -247,7 +246,7 @@ function inputTensor(h: InputHeader, body: Uint8Array, at: { offset: number }, m
  * The tensors of a request's inputs, each checked (`header` of it) and then read before the next
  * (as Triton: the first fault is reported), and the body read to its end.
  */
-function inputTensors<T>(inputs: readonly T[], header: (inp: T, i: number) => InputHeader, body: Uint8Array, at: { offset: number }, model: string, shm: SharedMemoryAccess): Tensor[] {
+function inputTensors<T>(inputs: readonly T[], header: (inp: T, i: number) => InputHeader, body: Uint8Array, at: { offset: number }, model: string, shm: LazySharedMemory): Tensor[] {
   const tensors = inputs.map((inp, i) => inputTensor(header(inp, i), body, at, model, shm));
   if (at.offset !== body.byteLength) throw Errors.invalidArg(`unexpected additional input data for model '${echo(model)}'`);
   return tensors;
@@ -307,25 +306,8 @@ function outputsHeader(doc: Json, params: Record<string, ParameterValue>): { out
   return shmOutputs.length ? { ...header, shmOutputs } : header;
 }
 
-/**
- * The shared memory of one request, made when it first names a region. Without a factory (the
- * frontend has no regions: client shared memory not allowed) every region is unknown.
- */
-class SharedMemoryAccess {
-  readonly #factory: SharedMemoryFactory | undefined;
-  made: RequestSharedMemory | undefined;
-
-  constructor(factory: SharedMemoryFactory | undefined) {
-    this.#factory = factory;
-  }
-
-  use(): RequestSharedMemory {
-    return (this.made ??= this.#factory ? this.#factory() : new RequestSharedMemory(undefined, 0));
-  }
-}
-
 /** The request of a checked header and its inputs' tensors (the output windows held now, after the inputs', as Triton). */
-function inferRequest(h: RequestHeader, inputs: Tensor[], model: { name: string; version?: number }, shm: SharedMemoryAccess): ParsedInfer {
+function inferRequest(h: RequestHeader, inputs: Tensor[], model: { name: string; version?: number }, shm: LazySharedMemory): ParsedInfer {
   // Fresh objects: the header's may serve other requests (HeaderCache); `encoding` is only read.
   const request: InferenceRequest = { modelName: model.name, inputs, parameters: { ...h.params } };
   if (model.version !== undefined) request.modelVersion = model.version;
@@ -395,7 +377,7 @@ export function parseInferRequest(
   cache: HeaderCache = headerCache,
   sharedMemory?: SharedMemoryFactory,
 ): ParsedInfer {
-  const shm = new SharedMemoryAccess(sharedMemory);
+  const shm = new LazySharedMemory(sharedMemory);
   try {
     return parseBody(body, headerLength, model, rawInput, cache, shm);
   } catch (err) {
@@ -411,7 +393,7 @@ function parseBody(
   model: { name: string; version?: number },
   rawInput: { name: string; datatype: string; shape: number[] } | undefined,
   cache: HeaderCache,
-  shm: SharedMemoryAccess,
+  shm: LazySharedMemory,
 ): ParsedInfer {
   if (headerLength !== undefined && (headerLength < 0 || headerLength > body.byteLength)) {
     throw Errors.invalidArg(`inference header size should be in range (0, ${body.byteLength}), got: ${headerLength}`);

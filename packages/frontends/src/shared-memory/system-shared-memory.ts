@@ -506,3 +506,24 @@ export class RequestSharedMemory {
     this.#inputBytes = 0;
   }
 }
+
+/** Makes a request's RequestSharedMemory (the frontend's regions and input limit). */
+export type SharedMemoryFactory = () => RequestSharedMemory;
+
+/**
+ * The shared memory of one request being parsed, made when it first names a region (both
+ * frontends' parsers). Without a factory (client shared memory not allowed) every region is unknown.
+ */
+export class LazySharedMemory {
+  readonly #factory: SharedMemoryFactory | undefined;
+  /** Made: the request named a region. */
+  made: RequestSharedMemory | undefined;
+
+  constructor(factory: SharedMemoryFactory | undefined) {
+    this.#factory = factory;
+  }
+
+  use(): RequestSharedMemory {
+    return (this.made ??= this.#factory ? this.#factory() : new RequestSharedMemory(undefined, 0));
+  }
+}
