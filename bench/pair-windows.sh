@@ -15,16 +15,20 @@
 #        --allow-grpc=false --allow-metrics=false --log-info=false' \
 #     'node bench/naive-server.mjs PORT model_repository'
 # --json sends simple's JSON request (the naive server takes JSON only), else its binary one.
+# --grpc drives gRPC ModelInfer instead, with h2load (apt-get install nghttp2-client) on C
+# connections, one call at a time on each (as C tritonclient gRPC clients); each command then has
+# GRPC_PORT where its gRPC port goes (and still PORT, whose HTTP port the script only waits for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/simple-load.sh
-PAIRS=8 SECONDS_=2 C=1 JSON=0 MODEL=simple BODY='' HL='' SERVER_CPUS='' WRK_CPUS=''
+PAIRS=8 SECONDS_=2 C=1 JSON=0 GRPC=0 MODEL=simple BODY='' HL='' SERVER_CPUS='' WRK_CPUS=''
 while [ $# -gt 0 ]; do
   case $1 in
     --pairs) PAIRS=$2; shift 2 ;;
     --seconds) SECONDS_=$2; shift 2 ;;
     -c) C=$2; shift 2 ;;
     --json) JSON=1; shift ;;
+    --grpc) GRPC=1; shift ;;
     --model) MODEL=$2; shift 2 ;;
     --body) BODY=$2; shift 2 ;;
     --header-len) HL=$2; shift 2 ;;
@@ -39,25 +43,40 @@ load_setup
 if [ "$JSON" = 1 ]; then
   simple_json_body "$work"
 fi
+if [ "$GRPC" = 1 ]; then
+  command -v h2load >/dev/null || { echo "--grpc needs h2load (apt-get install nghttp2-client)" >&2; exit 2; }
+  simple_grpc_body "$work"
+fi
 # Another model's request: --body (and --header-len for binary tensors).
 if [ -n "$BODY" ]; then export BODY_FILE=$BODY HEADER_LEN=$HL; fi
 if [ "$(nproc)" -ge 8 ]; then : "${SERVER_CPUS:=0-1}" "${WRK_CPUS:=2-5}"; WRK_THREADS=4; else : "${SERVER_CPUS:=1}" "${WRK_CPUS:=0}"; WRK_THREADS=1; fi
 [ "$C" -lt "$WRK_THREADS" ] && WRK_THREADS=$C
-PORT_A=$(free_port); PORT_B=$(free_port)
+PORT_A=$(free_port); PORT_B=$(free_port); GRPC_A=$(free_port); GRPC_B=$(free_port)
+CMD_A=${1//GRPC_PORT/$GRPC_A}; CMD_B=${2//GRPC_PORT/$GRPC_B}
 # shellcheck disable=SC2086 # each command is a word list
-taskset -c "$SERVER_CPUS" ${1//PORT/$PORT_A} > "$work/a.log" 2>&1 &
+taskset -c "$SERVER_CPUS" ${CMD_A//PORT/$PORT_A} > "$work/a.log" 2>&1 &
 PID_A=$!
 # shellcheck disable=SC2086
-taskset -c "$SERVER_CPUS" ${2//PORT/$PORT_B} > "$work/b.log" 2>&1 &
+taskset -c "$SERVER_CPUS" ${CMD_B//PORT/$PORT_B} > "$work/b.log" 2>&1 &
 PID_B=$!
 pid="$PID_A $PID_B"
 trap 'st=$?; kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"; exit $st' EXIT
 ready() { for _ in $(seq 1 300); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.2; done; echo "a server did not listen on $1: $(tail -3 "$work"/*.log)" >&2; exit 1; }
 ready "$PORT_A"; ready "$PORT_B"
-window() { taskset -c "$WRK_CPUS" wrk -t "$WRK_THREADS" -c "$C" -d "$2s" -s bench/post.lua "http://127.0.0.1:$1/v2/models/$MODEL/infer" | awk '/^Requests\/sec/ { print $2 } /Non-2xx/ { print "non-2xx " $4 > "/dev/stderr" }'; }
+if [ "$GRPC" = 1 ]; then ready "$GRPC_A"; ready "$GRPC_B"; fi
+window() {
+  if [ "$GRPC" = 1 ]; then
+    local g=$GRPC_A; [ "$1" = "$PORT_B" ] && g=$GRPC_B
+    # h2load reports "finished in 2.00s, 9619.50 req/s, ..." and counts calls by HTTP status: a call that
+    # ends with a grpc-status other than 0 still counts (check the servers' statistics when it matters).
+    taskset -c "$WRK_CPUS" h2load -t "$WRK_THREADS" -c "$C" -m 1 -D "$2" -d "$work/simple.grpc" -H 'content-type: application/grpc' -H 'te: trailers' \
+      "http://127.0.0.1:$g/inference.GRPCInferenceService/ModelInfer" | awk '/^finished in/ { print $4 } /^status codes/ && $5 + $7 + $9 > 0 { print "non-2xx: " $0 > "/dev/stderr" } /^requests:/ && $10 + $12 > 0 { print "failed: " $0 > "/dev/stderr" }'
+    return
+  fi
+  taskset -c "$WRK_CPUS" wrk -t "$WRK_THREADS" -c "$C" -d "$2s" -s bench/post.lua "http://127.0.0.1:$1/v2/models/$MODEL/infer" | awk '/^Requests\/sec/ { print $2 } /Non-2xx/ { print "non-2xx " $4 > "/dev/stderr" }'; }
 # Warm-up: JIT, and `execution_thread: auto` settling (bench/settle.sh).
 window "$PORT_A" 3 > /dev/null; window "$PORT_B" 3 > /dev/null
-echo "Machine: $(nproc) cpus; servers on cpus $SERVER_CPUS, wrk ($WRK_THREADS threads) on $WRK_CPUS; c=$C, $([ -n "$BODY" ] && echo "$MODEL, $BODY" || { [ "$JSON" = 1 ] && echo JSON simple || echo binary simple; }), $PAIRS pairs of ${SECONDS_} s windows."
+echo "Machine: $(nproc) cpus; servers on cpus $SERVER_CPUS, $([ "$GRPC" = 1 ] && echo h2load || echo wrk) ($WRK_THREADS threads) on $WRK_CPUS; c=$C, $([ -n "$BODY" ] && echo "$MODEL, $BODY" || { [ "$GRPC" = 1 ] && echo gRPC ModelInfer simple || { [ "$JSON" = 1 ] && echo JSON simple || echo binary simple; }; }), $PAIRS pairs of ${SECONDS_} s windows."
 echo "| pair | A req/s | A main-thread CPU µs/req | A process CPU µs/req | B req/s | B main-thread CPU µs/req | B process CPU µs/req | A/B req/s | A/B main-thread CPU a request | A/B process CPU a request |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for i in $(seq 1 "$PAIRS"); do

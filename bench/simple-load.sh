@@ -1,5 +1,5 @@
 # Shell helpers shared by bench/busy-handoff.sh, bench/settle.sh, bench/pair-windows.sh and bench/perf-main.sh (sourced,
-# not run): `simple`'s binary and JSON requests for wrk, a thread split for the `split` layout, and a process's CPU per thread, a free port.
+# not run): `simple`'s binary and JSON requests for wrk (and its gRPC message for h2load), a thread split for the `split` layout, and a process's CPU per thread, a free port.
 
 # simple_body DIR: writes DIR/simple.bin (the request bench/http.mjs sends) and exports BODY_FILE and
 # HEADER_LEN for bench/post.lua.
@@ -20,6 +20,23 @@ fs.writeFileSync(process.argv[1] + "/header-len", String(header.length));
 simple_json_body() {
   node -e 'require("fs").writeFileSync(process.argv[1], JSON.stringify({ inputs: [["INPUT0", Array.from({ length: 16 }, (_, i) => i)], ["INPUT1", new Array(16).fill(1)]].map(([name, data]) => ({ name, datatype: "INT32", shape: [1, 16], data })) }))' "$1/simple.json"
   export BODY_FILE=$1/simple.json HEADER_LEN=
+}
+
+# simple_grpc_body DIR: writes DIR/simple.grpc, simple's ModelInferRequest (the tensors of
+# simple.bin, in raw_input_contents) with gRPC's 5-byte prefix, for h2load's -d (needs `npm run build`).
+simple_grpc_body() {
+  node --input-type=module -e '
+import { messageType } from "./packages/core/dist/index.js";
+import { writeFileSync } from "node:fs";
+const T = messageType("ModelInferRequest");
+const raw = (a) => Buffer.from(a.buffer);
+const msg = T.encode(T.fromObject({ model_name: "simple", inputs: ["INPUT0", "INPUT1"].map((name) => ({ name, datatype: "INT32", shape: [1, 16] })),
+  raw_input_contents: [raw(new Int32Array(16).map((_, i) => i)), raw(new Int32Array(16).fill(1))] })).finish();
+const frame = Buffer.alloc(5 + msg.byteLength);
+frame.writeUInt32BE(msg.byteLength, 1);
+frame.set(msg, 5);
+writeFileSync(process.argv[1] + "/simple.grpc", frame);
+' "$1"
 }
 
 # split_threads PID: its main thread alone on cpu 1, its other threads on cpu 0 (a thread made

@@ -971,6 +971,27 @@ describe('ModelInfer fast path (uncompressed calls, served in front of grpc-js)'
   });
 });
 
+describe('the fast path on the wire', () => {
+  it("answers ModelInfer with gRPC's headers and trailers and no date header (gRPC's C++ server, Triton's, sends none)", async () => {
+    const s = await openSession(grpc.port);
+    try {
+      const st = s.request(grpcHeaders(MODEL_INFER));
+      const headers = new Promise<Record<string, unknown>>((resolve) => st.once('response', (h) => resolve({ ...h })));
+      const done = grpcResult(st);
+      st.end(simpleInferFrame(2));
+      const [h, r] = await Promise.all([headers, done]);
+      expect(r.status).toBe(0);
+      expect(r.body.byteLength).toBeGreaterThan(0);
+      expect(h[':status']).toBe(200);
+      expect(h['content-type']).toBe('application/grpc+proto');
+      expect(h['grpc-encoding']).toBe('identity');
+      expect(h).not.toHaveProperty('date');
+    } finally {
+      s.destroy();
+    }
+  });
+});
+
 describe('response compression (--grpc-infer-response-compression-level)', () => {
   it('gzips ModelInfer responses for clients that accept gzip, and answers the same values', async () => {
     const gz = await startGrpcServer(new LocalBackplane(server), { address: '127.0.0.1:0', inferResponseCompression: 'high' });

@@ -9,7 +9,7 @@
  * at once, the rest unread); a reset, GOAWAY or destroyed connection cancels the request and drops
  * its answer. Restricted protocols were refused from the headers before this path saw the call.
  */
-import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { IncomingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from 'node:http2';
 import { gzipSync } from 'node:zlib';
 import { CancelToken, TriodeError, messageType, type Backplane, type Logger } from '@triode/core';
 import type { SharedMemoryFactory } from '../shared-memory/system-shared-memory.js';
@@ -57,6 +57,15 @@ function eligible(headers: IncomingHttpHeaders): boolean {
   const enc = headers['grpc-encoding'];
   return enc === undefined || enc === 'identity';
 }
+
+/**
+ * respond()'s options. No `date` header: gRPC's C++ server, Triton's, sends none, and Node's cost
+ * the main thread ~5% of a `simple` call (bench/RESULTS.md, "gRPC ModelInfer without a date
+ * header"). Node's respond() hands its options to processHeaders, which reads `sendDate` (Node 20),
+ * though @types/node leaves it out of ServerStreamResponseOptions; a wire test in
+ * grpc-server.test.ts fails if Node stops reading it. respond() copies its options, so one object serves every call.
+ */
+const RESPOND_OPTIONS: ServerStreamResponseOptions & { sendDate: boolean } = { waitForTrailers: true, sendDate: false };
 
 /** The longest timer Node keeps (a longer one would fire at once). */
 const MAX_TIMER_MS = 2147483647;
@@ -188,7 +197,7 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
       frame.writeUInt32BE(payload.byteLength, 1);
       frame.set(payload, PREFIX_BYTES);
       try {
-        stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': gzip ? 'gzip' : 'identity' }, { waitForTrailers: true });
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-accept-encoding': 'identity,deflate,gzip', 'grpc-encoding': gzip ? 'gzip' : 'identity' }, RESPOND_OPTIONS);
         stream.once('wantTrailers', () => {
           try {
             stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' });
