@@ -129,7 +129,7 @@ describe('SequenceBatchScheduler', () => {
     cpuFor(5_000); // JIT warm-up, so the first measured run is not the slower for it
     const small = cpuFor(5_000);
     const large = cpuFor(40_000);
-    expect(large / Math.max(small, 1)).toBeLessThan(24);
+    expect(large / Math.max(small, 1)).toBeLessThan(40);
   });
 
   it('a backlog sequence whose only request is cancelled leaves at once (it took a slot later, to idle in it)', async () => {
