@@ -651,13 +651,15 @@ describe('javascript models that get the API wrong fail their own requests, neve
             }));
           }
         }`,
-      'lower/config.pbtxt': `backend: "javascript"\nmax_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 300000 }\n${io()}instance_group { count: 1 kind: KIND_CPU }\n`,
+      // A batch of 2 is full and goes at once; alone, a request waits 60 s: the two always share a batch.
+      'lower/config.pbtxt': `backend: "javascript"\nmax_batch_size: 2\ndynamic_batching { max_queue_delay_microseconds: 60000000 }\n${io()}instance_group { count: 1 kind: KIND_CPU }\n`,
       'lower/1/model.mjs': `
         import { infer, tensor } from 'triode';
         export default class {
           async execute(requests) {
-            return Promise.all(requests.map(async (r) => {
-              if (!r.parameters.callUpper) return { outputs: [tensor('OUT', 'INT32', [1, 1], [2])] };
+            return Promise.all(requests.map(async (r, i) => {
+              // The client's request answers its batch's size and its place in it.
+              if (!r.parameters.callUpper) return { outputs: [tensor('OUT', 'INT32', [1, 1], [requests.length * 10 + i])] };
               const res = await infer({ model: 'upper', inputs: [tensor('IN', 'INT32', [1], [3])] });
               return res.error ? { error: res.error, code: res.code } : { outputs: [tensor('OUT', 'INT32', [1, 1], [3])] };
             }));
@@ -666,12 +668,15 @@ describe('javascript models that get the API wrong fail their own requests, neve
     });
     const s = await InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend()] });
     try {
-      // A client's request to lower, then one to upper that reaches lower in the same batch.
+      // A client's request to lower, then one to upper that reaches lower in the same batch. The
+      // client's is queued first (s.infer enqueues at once; upper's call needs its thread).
       const direct = s.infer({ modelName: 'lower', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] });
-      await new Promise((r) => setTimeout(r, 50));
       const viaUpper = s.infer({ modelName: 'upper', inputs: [tin(1)] }).then(() => 'answered', (e: Error) => e.message);
-      expect(await within(viaUpper, 8000)).toMatch(/already in the call chain/);
-      await expect(direct).resolves.toMatchObject({ modelName: 'lower' });
+      // Without the fix the two wait on each other for good: the bound only ends the test.
+      expect(await within(viaUpper, 30_000)).toMatch(/already in the call chain/);
+      // The case that needs every chain of the batch: the client's request first of a batch of 2
+      // (a BLS request first carried its own chain, and passed without the fix).
+      expect(Array.from((await direct).outputs[0]!.data as Int32Array)).toEqual([20]);
     } finally {
       await s.stop(1000);
     }
