@@ -239,7 +239,8 @@ describe('HTTP calls are bounded in time and size', () => {
     };
     const t0 = Date.now();
     expect((await rejection(c.infer('m', { inputs }))).message).toMatch(/timed out after 300 ms/);
-    expect(Date.now() - t0).toBeLessThan(3000);
+    // 30x the timeout: a bound, not a measurement (a trickle resetting an idle timer never ends).
+    expect(Date.now() - t0).toBeLessThan(10_000);
   });
 
   it('refuses `.` and `..` as a model name or version: they would reach another route', async () => {
@@ -367,7 +368,8 @@ describe('gRPC calls are bounded in time and size', () => {
     h2Handler = () => undefined;
     const t0 = Date.now();
     expect((await rejection(c.infer('m', { inputs }))).grpcCode).toBe(4);
-    expect(Date.now() - t0).toBeLessThan(3000);
+    // 30x the timeout: a bound, not a measurement (a silent server holds the call otherwise).
+    expect(Date.now() - t0).toBeLessThan(10_000);
   });
 
   it('an endless response fails at maxResponseBytes (RESOURCE_EXHAUSTED)', async () => {
