@@ -6,9 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deserializeBytesTensor, serializeBytesTensor } from '@triode/core';
-import { binaryBody, makeRepository, splitBinary } from './helpers/repository.js';
-import { freePort, startTriode, type Child } from './helpers/process.js';
-import { request as httpRequest } from 'node:http';
+import { cpSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ROOT, binaryBody, makeRepository, splitBinary } from './helpers/repository.js';
+import { freePort, startTriode, until, type Child } from './helpers/process.js';
 
 let triode: Child;
 let base: string;
@@ -188,31 +190,32 @@ describe('metrics', () => {
 describe('shutdown', () => {
   it('on SIGTERM finishes the requests in flight and exits 0', async () => {
     const port = await freePort();
+    const metricsPort = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    const child = await startTriode(['serve', '--model-repository', makeRepository(['ppocr_cls']), '--http-port', String(port), '--http-address', '127.0.0.1', '--exit-timeout-secs', '20']);
-    const x = new Float32Array(16 * 3 * 48 * 192).fill(0.1);
-    const { body, headerLength } = binaryBody({ parameters: { binary_data_output: true }, inputs: [{ name: 'x', shape: [16, 3, 48, 192], datatype: 'FP32', parameters: { binary_data_size: x.byteLength } }] }, [x]);
-    // Each request's body is on its way in full before the SIGTERM (CI once sent it 100 ms after the
-    // fetches began, and on a loaded machine a body was still uploading: that request came after
-    // the stop and was refused). Then a moment for the server to read them.
-    const sent: Promise<void>[] = [];
-    const send = () => new Promise<number>((resolve, reject) => {
-      const req = httpRequest(`${url}/v2/models/ppocr_cls/infer`, { method: 'POST', headers: { 'Inference-Header-Content-Length': String(headerLength), 'Content-Length': String(body.byteLength) } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      });
-      req.on('error', reject);
-      sent.push(new Promise((r) => req.once('finish', () => r())));
-      req.end(body);
-    });
-    const inflight = Array.from({ length: 6 }, send);
-    await Promise.all(sent);
-    await new Promise((r) => setTimeout(r, 200));
+    // The gate model holds its first execution until a file exists: the six requests are known to be
+    // in (one executing, five queued) before the SIGTERM, and finish only after it, on any machine.
+    const gateDir = mkdtempSync(join(tmpdir(), 'triode-gate-'));
+    const repo = makeRepository([]);
+    cpSync(join(ROOT, 'test', 'fixtures', 'models', 'gate'), join(repo, 'gate'), { recursive: true });
+    writeFileSync(join(repo, 'gate', 'config.pbtxt'), `parameters { key: "gate_dir" value: { string_value: ${JSON.stringify(gateDir)} } }\n`, { flag: 'a' });
+    const child = await startTriode(['serve', '--model-repository', repo, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--metrics-port', String(metricsPort), '--exit-timeout-secs', '20']);
+    const infer = (k: number) => fetch(`${url}/v2/models/gate/infer`, { method: 'POST', body: JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [1, 1], datatype: 'INT32', data: [k] }] }) })
+      .then(async (r) => ({ status: r.status, json: await r.json() as { outputs?: { data: number[] }[] } }));
+    const pending = async () => Number(/^nv_inference_pending_request_count\{model="gate",version="1"\} (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text())?.[1]);
+    const first = infer(0);
+    await until(async () => existsSync(join(gateDir, 'started')));
+    const rest = Array.from({ length: 5 }, (_, k) => infer(k + 1));
+    await until(async () => (await pending()) === 5);
     process.kill(child.proc.pid!, 'SIGTERM');
-    const statuses = await Promise.all(inflight);
-    expect(statuses.every((s) => s === 200)).toBe(true);
+    // Shutdown has begun (the server is waiting on the six) before they may finish.
+    await until(async () => /Waiting for in-flight requests to complete/.test(child.output()));
+    writeFileSync(join(gateDir, 'open'), '');
+    const results = await Promise.all([first, ...rest]);
+    results.forEach((r, k) => {
+      expect(r.status).toBe(200);
+      expect(r.json.outputs?.[0]?.data).toEqual([k + 1]);
+    });
     expect(await child.exited).toBe(0);
-    expect(child.output()).toMatch(/Waiting for in-flight requests to complete/);
   });
 
   it('on SIGTERM finishes a generate_stream in flight: every event arrives, the stream ends, then the process exits', async () => {
