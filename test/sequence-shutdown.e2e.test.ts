@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
-import { freePort, startTriode } from './helpers/process.js';
+import { freePort, startTriode, until } from './helpers/process.js';
 
 describe('shutdown with a live sequence', () => {
   it('serves the live sequence to its END, refuses a new START 503, then exits 0', async () => {
@@ -21,7 +21,8 @@ describe('shutdown with a live sequence', () => {
     try {
       expect((await post({ sequence_id: 42, sequence_start: true }, 0)).status).toBe(200);
       process.kill(child.proc.pid!, 'SIGTERM');
-      await new Promise((r) => setTimeout(r, 300));
+      // Not ready once shutdown has begun (the schedulers stop accepting in the same step).
+      await until(async () => (await fetch(`${base}/v2/health/ready`)).status !== 200);
       expect((await post({ sequence_id: 42 }, 5)).status).toBe(200);
       const refused = await post({ sequence_id: 43, sequence_start: true }, 1);
       expect(refused).toEqual({ status: 503, json: { error: 'Server is stopping, scheduler for model has stopped accepting new inference requests' } });
