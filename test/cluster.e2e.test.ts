@@ -418,9 +418,15 @@ describe('cluster: direct replies', () => {
       const { Redis } = await import('ioredis');
       const redis = new Redis(r8.url);
       for (const port of [direct, unreachable]) await until(async () => (await fetch(`http://127.0.0.1:${port}/v2/models/simple/ready`)).status === 200);
-      // Let the worker open its channel to the first gateway, then count Redis writes afresh.
-      await infer(`http://127.0.0.1:${direct}`, 'simple', simpleBody(0));
-      await new Promise((r) => setTimeout(r, 200));
+      const xadds = async () => Number(/cmdstat_xadd:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+      // The first reply makes the worker open its channel to the first gateway (a connection of
+      // its own, open some time later): wait until a reply came over it (1 XADD, the request's;
+      // 2 through Redis), then count Redis writes afresh.
+      await until(async () => {
+        await redis.config('RESETSTAT');
+        const r = await infer(`http://127.0.0.1:${direct}`, 'simple', simpleBody(0));
+        return r.status === 200 && (await xadds()) === 1;
+      });
       await redis.config('RESETSTAT');
       for (const port of [direct, unreachable]) {
         const base = `http://127.0.0.1:${port}`;
@@ -432,9 +438,9 @@ describe('cluster: direct replies', () => {
       }
       // 40 requests went in through XADD; only the 20 of the gateway workers cannot reach
       // replied through XADD too (80 if the direct channel were not used).
-      const xadds = Number(/cmdstat_xadd:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+      const calls = await xadds();
       await redis.quit();
-      expect(xadds).toBe(60);
+      expect(calls).toBe(60);
     } finally {
       await Promise.all([gwDirect.stop(), gwFallback.stop(), worker.stop()]);
       await r8.stop();
@@ -464,18 +470,24 @@ describe('cluster: large tensors off Redis', () => {
         const redis = new Redis(r9.url);
         const base = `http://127.0.0.1:${port}`;
         await until(async () => (await fetch(`${base}/v2/models/ppocr_cls/ready`)).status === 200);
+        const input = async () => Number(/total_net_input_bytes:(\d+)/.exec(await redis.info('stats'))?.[1] ?? -1);
         // The first request goes through Redis (no worker has reached the direct channel yet) and
         // its reply opens the channel; the answers are the same either way.
         const want = await classify(base);
         expect(want[0]! + want[1]!).toBeCloseTo(1, 5);
-        await new Promise((r) => setTimeout(r, 200));
+        // The worker connects some time later: wait until a request's 110 KB stayed off Redis.
+        await until(async () => {
+          await redis.config('RESETSTAT');
+          await classify(base);
+          return (await input()) < 50_000;
+        });
         await redis.config('RESETSTAT');
         for (let k = 0; k < 10; k++) expect(Array.from(await classify(base))).toEqual(Array.from(want));
         // 10 requests of 110 KB: through Redis that is over 1.1 MB in; fetched, only their headers and the commands.
-        const input = Number(/total_net_input_bytes:(\d+)/.exec(await redis.info('stats'))?.[1] ?? -1);
+        const bytes = await input();
         await redis.quit();
-        expect(input).toBeGreaterThan(0);
-        expect(input).toBeLessThan(200_000);
+        expect(bytes).toBeGreaterThan(0);
+        expect(bytes).toBeLessThan(200_000);
       } finally {
         await Promise.all([gw.stop(), worker.stop()]);
         await r9.stop();
