@@ -128,7 +128,9 @@ describe('cluster: a worker killed mid-stream', () => {
     const w = [0, 1].map((i) => startTriode(['worker', '--metrics-port', '0', '--redis', r2.url, '--model-repository', repo, '--worker-id', `k${i}`, '--claim-idle-ms', '1000'], /Started worker/));
     const [wa, wb] = (await Promise.all(w)) as [Child, Child];
     const port = await freePort();
-    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r2.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--request-timeout-secs', '15']);
+    // The takeover takes ~4 s (claim idle time, then the survivor's claim loop): a 60 s request
+    // timeout leaves a loaded machine room, and a lost request still times out within the test's 120 s.
+    const gw = await startTriode(['gateway', '--metrics-port', '0', '--redis', r2.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', '--request-timeout-secs', '60']);
     const base = `http://127.0.0.1:${port}`;
     try {
       await until(async () => (await fetch(`${base}/v2/health/ready`)).status === 200);
@@ -158,7 +160,7 @@ describe('cluster: a worker killed mid-stream', () => {
       await Promise.all([gw.stop(), wb.stop(), wa.stop()]);
       await r2.stop();
     }
-  });
+  }, 120_000);
 });
 
 describe('cluster: the OCR pipeline through a gateway', () => {
