@@ -103,7 +103,7 @@ describe('cluster: gateways and workers over Redis', () => {
     await until(async () => {
       const total = (await (await fetch(`${gateways[0]!.base}/v2/models/simple/stats`)).json() as { model_stats: { inference_count: number }[] }).model_stats[0]!.inference_count;
       return total === 66;
-    }, 5000);
+    });
   });
 
   it('answers 503 while Redis is away, and recovers by itself when it is back', async () => {
@@ -343,10 +343,10 @@ describe('cluster: load / unload through any gateway', () => {
       expect((await fetch(`${b.base}/v2/models/simple_int8/ready`)).status).toBe(400);
       // Explicit mode: ready with a subset of the repository loaded, as Triton and triode serve.
       const ready = async () => Promise.all(gws.map(async (g) => (await fetch(`${g.base}/v2/health/ready`)).status));
-      await until(async () => (await ready()).every((st) => st === 200), 5000);
+      await until(async () => (await ready()).every((st) => st === 200));
       const load = await fetch(`${a.base}/v2/repository/models/simple_int8/load`, { method: 'POST' });
       expect(load.status).toBe(200);
-      await until(async () => (await fetch(`${b.base}/v2/models/simple_int8/ready`)).status === 200, 5000);
+      await until(async () => (await fetch(`${b.base}/v2/models/simple_int8/ready`)).status === 200);
       const body = JSON.stringify({ parameters: { binary_data_output: false }, inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, shape: [1, 16], datatype: 'INT8', data: new Array(16).fill(3) })) });
       const r = await infer(b.base, 'simple_int8', body);
       expect(r.status).toBe(200);
@@ -363,11 +363,11 @@ describe('cluster: load / unload through any gateway', () => {
       expect(reason).toMatch(/^failed to load 'nope'/);
       expect(reason).not.toMatch(/worker|c\d/);
       expect((await fetch(`${b.base}/v2/repository/models/simple_int8/unload`, { method: 'POST' })).status).toBe(200);
-      await until(async () => (await fetch(`${a.base}/v2/models/simple_int8/ready`)).status === 400, 5000);
+      await until(async () => (await fetch(`${a.base}/v2/models/simple_int8/ready`)).status === 400);
       // Still ready after unloads (was 503 for good once a model had been unloaded), even with none loaded.
       expect(await ready()).toEqual([200, 200]);
       expect((await fetch(`${a.base}/v2/repository/models/simple/unload`, { method: 'POST' })).status).toBe(200);
-      await until(async () => (await fetch(`${b.base}/v2/models/simple/ready`)).status === 400, 5000);
+      await until(async () => (await fetch(`${b.base}/v2/models/simple/ready`)).status === 400);
       await new Promise((res) => setTimeout(res, 600));
       expect(await ready()).toEqual([200, 200]);
     } finally {
