@@ -330,16 +330,23 @@ describe('cluster trust: TLS', () => {
       await until(async () => (await fetch(`${gw}/v2/models/simple/ready`)).status === 200);
       const admin = new Redis(url, { tls: { ca: readFileSync(cert) } });
       try {
-        // The first reply opens the worker's TLS channel; then count Redis writes afresh.
-        expect((await fetch(`${gw}/v2/models/simple/infer`, { method: 'POST', body: simpleBody(0) })).status).toBe(200);
-        await new Promise((r) => setTimeout(r, 200));
+        const xadds = async () => Number(/cmdstat_xadd:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
+        // The first reply makes the worker open its TLS channel (a handshake, done some time
+        // later): wait until a reply came over it (1 XADD, the request's; 2 through Redis), then
+        // count Redis writes afresh.
+        await until(async () => {
+          await admin.config('RESETSTAT');
+          const r = await fetch(`${gw}/v2/models/simple/infer`, { method: 'POST', body: simpleBody(0) });
+          await r.arrayBuffer();
+          return r.status === 200 && (await xadds()) === 1;
+        });
         await admin.config('RESETSTAT');
         for (let k = 0; k < 10; k++) {
           const r = await fetch(`${gw}/v2/models/simple/infer`, { method: 'POST', body: simpleBody(k) });
           expect(((await r.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data[0]).toBe(k + 1);
         }
         // 10 requests added to the model's stream; their replies came over the TLS channel, not Redis.
-        expect(Number(/cmdstat_xadd:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0)).toBe(10);
+        expect(await xadds()).toBe(10);
         const submitted = (await (await fetch(`${gw}/v2/models/simple/infer_async`, { method: 'POST', body: simpleBody(5) })).json()) as { job_id: string };
         await until(async () => ((await (await fetch(`${gw}/v2/jobs/${submitted.job_id}`)).json()) as { state: string }).state === 'completed', 10_000);
         expect((await fetch(`${gw}/v2/jobs/${submitted.job_id}/result`)).status).toBe(200);
