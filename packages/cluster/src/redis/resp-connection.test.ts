@@ -77,7 +77,7 @@ describe('RespConnection', () => {
   });
 
   it('a large reply still arriving after the stall time is read, not cut off (it is not a lost node)', async () => {
-    const payload = 'p'.repeat(300);
+    const payload = 'p'.repeat(600);
     const reply = Buffer.from(`*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nr\r\n$${payload.length}\r\n${payload}\r\n`);
     const timers: ReturnType<typeof setInterval>[] = [];
     const connections: Socket[] = [];
@@ -87,24 +87,28 @@ describe('RespConnection', () => {
       sock.on('data', (d) => {
         if (d.toString().includes('CLIENT')) sock.write(':1\r\n');
         else if (d.toString().includes('XREADGROUP')) {
-          // 10 bytes every 20 ms: about 0.7 s in all, far past block + stall (10 + 150 ms).
+          // 10 bytes every 50 ms: about 3.3 s in all, past block + stall (10 + 2000 ms); each gap is
+          // 40x shorter than the stall time, so a stalled event loop cannot pass it between two chunks.
           let at = 0;
           const t = setInterval(() => {
             sock.write(reply.subarray(at, at + 10));
             at += 10;
             if (at >= reply.byteLength) clearInterval(t);
-          }, 20);
+          }, 50);
           timers.push(t);
         }
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const conn = new RespConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 150 });
+    const conn = new RespConnection(`redis://127.0.0.1:${(server.address() as AddressInfo).port}`, { reconnectMs: 10, stallMs: 2000 });
     try {
       await conn.connect();
+      const t0 = Date.now();
       const got = await conn.xreadgroup('g', 'c', 1, 10, ['s']);
       const [[, entries]] = got as [[Buffer, [Buffer, Buffer[]][]]];
       expect(entries[0]![1][1]!.toString()).toBe(payload);
+      // The read did outlast block + stall (else the test proves nothing).
+      expect(Date.now() - t0).toBeGreaterThan(2010);
       expect(connections).toHaveLength(1);
     } finally {
       for (const t of timers) clearInterval(t);
