@@ -120,7 +120,8 @@ describe('RespConnection', () => {
 
   it('sends encoded commands with their Buffers as they are; a command past its timeout fails, and its late answer goes to it, not to the next command', async () => {
     const admin = new Redis(redis.url);
-    const conn = new RespConnection(redis.url, { reconnectMs: 50, commandTimeoutMs: 300 });
+    // 1 s, not less: the GET below, sent while Redis holds the XADD, waits for an UNPAUSE round trip within it.
+    const conn = new RespConnection(redis.url, { reconnectMs: 50, commandTimeoutMs: 1000 });
     try {
       await conn.connect();
       const tensor = Buffer.alloc(70_000, 7);
@@ -136,19 +137,23 @@ describe('RespConnection', () => {
       expect(entries[0]![1][3]!.equals(tensor)).toBe(true);
       // An error answer rejects with its text.
       await expect(conn.send(respPieces('XADD', ['sent', 'not-an-id', 'r', 'x']))).rejects.toThrow(/Invalid stream ID/);
-      // Redis holds write commands for 1 s: the XADD fails at 300 ms; the GET sent after the pause
-      // gets its own answer, not the XADD's late one.
-      await admin.call('CLIENT', 'PAUSE', '1000', 'WRITE');
+      // Redis holds write commands until CLIENT UNPAUSE (the 20 s pause cannot end first): the XADD
+      // fails at 1 s (10x under the bound). The GET is sent while the XADD is still held, so the
+      // XADD's late answer comes first, and the GET must get its own, not that one.
+      await admin.set('k', 'v');
+      await admin.call('CLIENT', 'PAUSE', '20000', 'WRITE');
       const t = Date.now();
       await expect(conn.send(respPieces('XADD', ['sent', '*', 'r', 'late']))).rejects.toThrow('Command timed out');
-      expect(Date.now() - t).toBeLessThan(900);
-      await admin.set('k', 'v');
-      expect((await conn.send(respPieces('GET', ['k']))) as Buffer).toEqual(Buffer.from('v'));
+      expect(Date.now() - t).toBeLessThan(10_000);
+      const get = conn.send(respPieces('GET', ['k']));
+      await admin.call('CLIENT', 'UNPAUSE');
+      expect((await get) as Buffer).toEqual(Buffer.from('v'));
       expect(await admin.xlen('sent')).toBe(3);
       // Sent while Redis is away: fails at once.
       conn.disconnect();
       await expect(conn.send(respPieces('GET', ['k']))).rejects.toThrow(/closed/);
     } finally {
+      await admin.call('CLIENT', 'UNPAUSE').catch(() => undefined);
       conn.disconnect();
       admin.disconnect();
     }
