@@ -610,7 +610,8 @@ describe('StreamConsumer', () => {
   });
 
   describe('decoupled streams and the gateway\'s request timeout', () => {
-    // IN = n > 0: n responses 300 ms apart; IN = -1: one response, then waits (up to 5 s) to be cancelled.
+    // IN = n > 0: n responses 100 ms apart; IN = -1: one response, then waits (up to 30 s, far past
+    // the gateway's timeout and its cancel) to be cancelled.
     const cancelled: boolean[] = [];
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const streamer = backendOf('streamer', async (requests) => {
@@ -621,13 +622,13 @@ describe('StreamConsumer', () => {
           if (n < 0) {
             await r.respond!(out(0), false);
             const t0 = Date.now();
-            while (!r.signal?.aborted && Date.now() - t0 < 5000) await sleep(20);
+            while (!r.signal?.aborted && Date.now() - t0 < 30_000) await sleep(20);
             cancelled.push(r.signal?.aborted === true);
             await r.respond!(undefined, true);
             return;
           }
           for (let i = 0; i < n; i++) {
-            await sleep(n >= 100 ? 100 : 300);
+            await sleep(100);
             if (r.signal?.aborted) {
               cancelled.push(true);
               await r.respond!(undefined, true);
@@ -645,7 +646,8 @@ describe('StreamConsumer', () => {
       writeFileSync(join(repo, 'dec', 'config.pbtxt'), 'backend: "streamer"\nmax_batch_size: 0\nmodel_transaction_policy { decoupled: true }\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
       const s = await InferenceServer.create({ modelRepositories: [repo], backends: [streamer] });
       const worker = new StreamConsumer(s, { redis: redis.url, prefix });
-      const g = new RedisBackplane({ redis: redis.url, prefix, registryRefreshMs: 50, requestTimeoutMs: 1000 });
+      // 3 s: 30x the gaps between a stream's responses.
+      const g = new RedisBackplane({ redis: redis.url, prefix, registryRefreshMs: 50, requestTimeoutMs: 3000 });
       await worker.start();
       await g.start();
       const stop = async () => { await g.stop(); await worker.stop(1000); await s.stop(1000); };
@@ -657,8 +659,11 @@ describe('StreamConsumer', () => {
       const { g, stop } = await setup('dec-long');
       try {
         const got: number[] = [];
-        await g.inferStream(req(6), (r) => { got.push((r.outputs[0]!.data as Int32Array)[0]!); });
-        expect(got).toEqual([0, 1, 2, 3, 4, 5]);
+        const t0 = Date.now();
+        // 40 responses 100 ms apart: 4 s, past the 3 s timeout.
+        await g.inferStream(req(40), (r) => { got.push((r.outputs[0]!.data as Int32Array)[0]!); });
+        expect(got).toEqual(Array.from({ length: 40 }, (_, i) => i));
+        expect(Date.now() - t0).toBeGreaterThan(3000);
       } finally {
         await stop();
       }
@@ -670,10 +675,10 @@ describe('StreamConsumer', () => {
         cancelled.length = 0;
         let got = 0;
         const done = g.inferStream(req(100), () => { got++; }).catch(() => undefined);
-        await vi.waitFor(() => expect(got).toBeGreaterThanOrEqual(2), { timeout: 5000 });
+        await vi.waitFor(() => expect(got).toBeGreaterThanOrEqual(2), { timeout: 30_000 });
         await g.stop();
         await done;
-        await vi.waitFor(() => expect(cancelled).toEqual([true]), { timeout: 5000 });
+        await vi.waitFor(() => expect(cancelled).toEqual([true]), { timeout: 30_000 });
       } finally {
         await stop();
       }
@@ -683,8 +688,8 @@ describe('StreamConsumer', () => {
       const { g, stop } = await setup('dec-stuck');
       try {
         cancelled.length = 0;
-        await expect(g.inferStream(req(-1), () => undefined)).rejects.toThrow(/within 1 s/);
-        await vi.waitFor(() => expect(cancelled).toEqual([true]), { timeout: 5000 });
+        await expect(g.inferStream(req(-1), () => undefined)).rejects.toThrow(/within 3 s/);
+        await vi.waitFor(() => expect(cancelled).toEqual([true]), { timeout: 30_000 });
       } finally {
         await stop();
       }
