@@ -8,7 +8,8 @@ import { GpuSupervisor, perGpuChildren, withoutGpusFlag, type SupervisedChild } 
 const gpu = (i: number): GpuDevice => ({ index: i, cudaId: i, uuid: `GPU-uuid-${i}`, name: 'H100', memoryTotalBytes: 1, memoryUsedBytes: 0 });
 const quiet = { error() {}, warning() {}, info() {}, verbose() {} };
 
-async function until(f: () => boolean, ms = 5000): Promise<void> {
+// 30 s: the conditions wait on node children starting, slow on a loaded 2-core machine.
+async function until(f: () => boolean, ms = 30_000): Promise<void> {
   const end = Date.now() + ms;
   while (!f()) {
     if (Date.now() > end) throw new Error('condition not met in time');
@@ -33,13 +34,18 @@ describe('GpuSupervisor', () => {
   let sup: GpuSupervisor | undefined;
   afterEach(async () => { await sup?.stop(); sup = undefined; });
 
-  /** A child that writes its CUDA_VISIBLE_DEVICES to <dir>/<id>.env, crashes on its first run when asked, else waits. */
+  /**
+   * A child that writes its CUDA_VISIBLE_DEVICES to <dir>/<id>.env, crashes on its first run when asked, else waits.
+   * The file is renamed into place: once it exists it is whole, also while a restarted child writes it again.
+   */
   const child = (dir: string, id: string, crashFirst: boolean): SupervisedChild => ({
     id,
     args: ['-e', `
       const fs = require('node:fs');
       const mark = ${JSON.stringify(join(dir, `${id}.ran`))};
-      fs.writeFileSync(${JSON.stringify(join(dir, `${id}.env`))}, process.env.CUDA_VISIBLE_DEVICES ?? '');
+      const env = ${JSON.stringify(join(dir, `${id}.env`))};
+      fs.writeFileSync(env + '.' + process.pid, process.env.CUDA_VISIBLE_DEVICES ?? '');
+      fs.renameSync(env + '.' + process.pid, env);
       if (${crashFirst} && !fs.existsSync(mark)) { fs.writeFileSync(mark, '1'); process.exit(3); }
       setInterval(() => {}, 1000);
     `],
@@ -54,7 +60,8 @@ describe('GpuSupervisor', () => {
     });
     const t0 = Date.now();
     sup.start();
-    await until(() => sup!.restarts().get('b') === 1 && sup!.pids().size === 2);
+    // Child a may write its file after b's restart.
+    await until(() => sup!.restarts().get('b') === 1 && sup!.pids().size === 2 && existsSync(join(dir, 'a.env')));
     expect(Date.now() - t0).toBeGreaterThanOrEqual(200);
     expect(readFileSync(join(dir, 'a.env'), 'utf8')).toBe('GPU-a');
     expect(readFileSync(join(dir, 'b.env'), 'utf8')).toBe('GPU-b');
