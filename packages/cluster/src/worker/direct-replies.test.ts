@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
 import { describe, expect, it, vi } from 'vitest';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
-import { FrameReader, confirmFrame, fetchRequest, tensorsFrameHead } from '../reply-frames.js';
+import { FrameBudget, FrameReader, confirmFrame, fetchRequest, tensorsFrameHead } from '../reply-frames.js';
 import { DirectReplies, MAX_FETCH_BYTES, parseDirectAddress, type ReplyOutcome } from './direct-replies.js';
 
 const ignore: ReplyOutcome = { confirmed: () => undefined, lost: () => undefined };
@@ -206,16 +206,21 @@ describe('DirectReplies', () => {
     });
     await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
     const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const d = new DirectReplies({ maxBufferedBytes: 1024 * 1024, fetchTimeoutMs: 5000 });
+    // The worker's shared budget (the `this` of its take()), to see when the first connection holds all it was sent.
+    const take = vi.spyOn(FrameBudget.prototype, 'take');
+    const d = new DirectReplies({ maxBufferedBytes: 1024 * 1024, fetchTimeoutMs: 30_000 });
     try {
       // Two gateways (tokens): the first holds 600 KB, the second would pass 1 MiB and is cut off.
       const first = d.fetch({ address, token: 'a' }, '1', undefined, 1_000_000);
       first.catch(() => undefined);
-      await new Promise((r) => setTimeout(r, 200));
+      const held = tensorsFrameHead('1', [Buffer.alloc(1_000_000)]).byteLength + 600 * 1024;
+      await vi.waitFor(() => expect((take.mock.contexts.at(-1) as FrameBudget | undefined)?.used).toBe(held), { timeout: 30_000 });
+      // Cut off as its bytes arrive, not at the fetch timeout (30 s, and another error).
       const t0 = Date.now();
       await expect(d.fetch({ address, token: 'b' }, '1', undefined, 1_000_000)).rejects.toThrow(/closed before it sent/);
-      expect(Date.now() - t0).toBeLessThan(2000);
+      expect(Date.now() - t0).toBeLessThan(10_000);
     } finally {
+      take.mockRestore();
       d.close();
       server.close();
     }
