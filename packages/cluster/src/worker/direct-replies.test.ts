@@ -367,16 +367,20 @@ describe('DirectReplies', () => {
 
   it('attack: an idle connection is closed and its address forgotten (review: a peer that never closed kept its place for good)', async () => {
     // Accepts and reads, never answers or closes.
-    const server = createServer((sock) => { sock.on('data', () => undefined); sock.on('error', () => undefined); });
+    let authed = false;
+    const server = createServer((sock) => { sock.on('data', () => { authed = true; }); sock.on('error', () => undefined); });
     await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
     const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
     const d = new DirectReplies({ idleTimeoutMs: 200 });
     try {
+      const t0 = Date.now();
       d.send(direct, Buffer.from('x'), undefined, ignore);
-      await new Promise((r) => setTimeout(r, 50));
       expect(d.size).toBe(1);
-      await new Promise((r) => setTimeout(r, 600));
-      expect(d.size).toBe(0);
+      // Opened (the gateway got the auth frame), then closed and forgotten once idle: not at once
+      // (timers may round by a millisecond or so).
+      await vi.waitFor(() => expect(authed).toBe(true), { timeout: 30_000 });
+      await vi.waitFor(() => expect(d.size).toBe(0), { timeout: 30_000 });
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
     } finally {
       d.close();
       server.close();
