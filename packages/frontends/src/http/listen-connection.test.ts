@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { silentLogger, type Backplane, type InferenceRequest } from '@triode/core';
 import { createHttpApp } from './http-server.js';
 import { MAX_PIPELINED, startHttpServer, type HttpServerHandle } from './listen.js';
+import { captureListens } from '../../../../test/helpers/servers.js';
 
 let http: HttpServerHandle;
 /** Request ids the backplane has started, in order. */
@@ -28,9 +29,17 @@ const backplane = {
   },
 } as unknown as Backplane;
 releaseAll = () => { for (const h of held.splice(0)) h(); };
+/** The server's end of each connection, by the client's port: to see when the server closed one. */
+const serverEnds = new Map<number, Socket>();
 
 beforeAll(async () => {
-  http = await startHttpServer(createHttpApp(backplane, { logger: silentLogger }), 0, '127.0.0.1', { responseStallTimeoutMs: 500 });
+  const { servers, stop } = captureListens();
+  try {
+    http = await startHttpServer(createHttpApp(backplane, { logger: silentLogger }), 0, '127.0.0.1', { responseStallTimeoutMs: 500 });
+  } finally {
+    stop();
+  }
+  servers[0]!.on('connection', (s: Socket) => serverEnds.set(s.remotePort!, s));
 });
 
 afterAll(async () => {
@@ -89,11 +98,12 @@ describe('one request at a time a connection', () => {
     let received = 0;
     socket.on('data', (d: Buffer) => { received += d.byteLength; });
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    // Not read for 2 s: 16 MB of answer fill the socket's buffers and stop; the server gives up
-    // after 500 ms. Read again, the client gets what the kernel still held, then the close.
+    // Not read: 16 MB of answer fill the socket's buffers and stop; the server gives up after
+    // 500 ms. Only once it has closed its end is the socket read again (reading earlier would end
+    // the stall): the client gets what the kernel still held, then the close.
     socket.pause();
     socket.write(request('big', true));
-    await new Promise((r) => setTimeout(r, 2000));
+    await vi.waitFor(() => expect(serverEnds.get(socket.localPort!)?.destroyed).toBe(true), { timeout: 30_000, interval: 20 });
     socket.resume();
     await closed;
     expect(received).toBeLessThan(16 << 20);
