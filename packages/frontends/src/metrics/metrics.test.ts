@@ -74,12 +74,15 @@ describe('--metrics-config', () => {
     try {
       const input = (n: string) => ({ name: n, datatype: 'INT32' as const, shape: [1, 16], data: new Int32Array(16) });
       for (let i = 0; i < 5; i++) await s.infer({ modelName: 'simple', inputs: [input('INPUT0'), input('INPUT1')] });
-      // A decoupled model: the histogram times the first of its responses, not the whole request.
+      // A decoupled model: the histogram times the first of its responses, not the whole request
+      // (150 ms longer). No more than the test saw pass until that response reached it.
+      const sent = performance.now();
+      let firstSeenMs = Infinity;
       await s.inferStream({ modelName: 'repeat_int32', inputs: [
         { name: 'IN', datatype: 'INT32', shape: [2], data: Int32Array.of(1, 2) },
         { name: 'DELAY', datatype: 'UINT32', shape: [2], data: Uint32Array.of(0, 150) },
         { name: 'WAIT', datatype: 'UINT32', shape: [1], data: Uint32Array.of(0) },
-      ] }, () => undefined);
+      ] }, () => { firstSeenMs = Math.min(firstSeenMs, performance.now() - sent); });
       const text = await (await fetch(`http://127.0.0.1:${m.port}/metrics`)).text();
       for (const f of ['request', 'queue', 'compute_input', 'compute_infer', 'compute_output']) {
         expect(text).toContain(`# TYPE nv_inference_${f}_summary_us summary`);
@@ -97,7 +100,13 @@ describe('--metrics-config', () => {
       expect(text).not.toContain('nv_inference_first_response_histogram_ms_count{model="simple"');
       expect(text).not.toContain('nv_inference_first_response_histogram_ms_bucket{le="100",model="simple"');
       expect(text).toContain('nv_inference_first_response_histogram_ms_count{model="repeat_int32",version="1"} 1');
-      expect(text).toContain('nv_inference_first_response_histogram_ms_bucket{le="100",model="repeat_int32",version="1"} 1');
+      // The buckets asked for; the observation itself is checked against the test's own clock (a
+      // fixed bound like le="100" would fail on a slow machine).
+      expect(text).toMatch(/nv_inference_first_response_histogram_ms_bucket\{le="100",model="repeat_int32",version="1"\} [01]\n/);
+      expect(text).toContain('nv_inference_first_response_histogram_ms_bucket{le="+Inf",model="repeat_int32",version="1"} 1');
+      const firstMs = Number(/^nv_inference_first_response_histogram_ms_sum\{model="repeat_int32",version="1"\} ([\d.e+-]+)$/m.exec(text)?.[1]);
+      expect(firstMs).toBeGreaterThan(0);
+      expect(firstMs).toBeLessThanOrEqual(firstSeenMs);
       expect(text).not.toContain('nv_inference_request_duration_us');
     } finally {
       await m.close();
