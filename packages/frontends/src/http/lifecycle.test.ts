@@ -1,10 +1,11 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { Hono } from 'hono';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Backplane } from '@triode/core';
 import { createHttpApp } from './http-server.js';
 import { HttpLifecycle } from './lifecycle.js';
 import { startHttpServer } from './listen.js';
+import { captureListens } from '../../../../test/helpers/servers.js';
 
 describe('HttpLifecycle', () => {
   it('finishes requests that arrived before shutdown and refuses inference after it with 503', async () => {
@@ -46,24 +47,32 @@ describe('HttpLifecycle', () => {
   it('attack: a pipelined request whose client leaves before its turn is counted out (it kept every later shutdown waiting its full timeout)', async () => {
     const lc = new HttpLifecycle();
     let n = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
     const backplane = {
       async serverMetadata() {
-        await new Promise((r) => setTimeout(r, n++ === 0 ? 300 : 10));
+        // The first is held until the test lets it end.
+        if (n++ === 0) await gate;
         return { name: 'triton', version: '1', extensions: [] };
       },
     } as unknown as Backplane;
-    const h = await startHttpServer(createHttpApp(backplane, { lifecycle: lc }), 0, '127.0.0.1');
+    const { servers, stop } = captureListens();
+    const h = await startHttpServer(createHttpApp(backplane, { lifecycle: lc }), 0, '127.0.0.1').finally(stop);
+    const serverEnd = new Promise<Socket>((r) => servers[0]!.once('connection', r));
     try {
       const s = connect(h.port, '127.0.0.1', () => s.write('GET /v2 HTTP/1.1\r\nHost: x\r\n\r\nGET /v2 HTTP/1.1\r\nHost: x\r\n\r\n'));
       s.on('error', () => undefined);
-      await new Promise((r) => setTimeout(r, 100));
       // One request at a time a connection: the second waits its turn, and never runs once its client has gone.
-      expect(lc.inflight).toBe(1);
+      await vi.waitFor(() => expect(lc.inflight).toBe(1), { timeout: 30_000, interval: 20 });
       s.destroy();
-      // The handler ends (after 300 ms); its response cannot be written.
-      for (let k = 0; k < 50 && lc.inflight > 0; k++) await new Promise((r) => setTimeout(r, 50));
-      expect(lc.inflight).toBe(0);
+      // Once the server has seen the client go, the first handler ends; its response cannot be written.
+      const end = await serverEnd;
+      await vi.waitFor(() => expect(end.destroyed).toBe(true), { timeout: 30_000, interval: 20 });
+      release();
+      await vi.waitFor(() => expect(lc.inflight).toBe(0), { timeout: 30_000, interval: 20 });
+      expect(n).toBe(1);
     } finally {
+      release();
       await h.close(100);
     }
   });
