@@ -8,7 +8,7 @@
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Metadata, credentials, makeGenericClientConstructor, status, type Client, type ClientDuplexStream, type ServiceError } from '@grpc/grpc-js';
 import { OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, messageType, serviceDefinition, type Backplane, type InferenceRequest, type InferenceResponse } from '@triode/core';
@@ -230,9 +230,9 @@ describe('system shared memory over gRPC', () => {
     expect(m['error_message']).toBe('');
     expect((m['infer_response'] as Plain)['raw_output_contents']).toEqual([Buffer.alloc(0), Buffer.alloc(0)]);
     expect(outputs()).toEqual([SUM, DIFF]);
+    // Held, it stays listed until the server has released it (after the response went out).
     regions.unregister('io');
-    await new Promise((r) => setTimeout(r, 50));
-    expect(regions.status()).toEqual([]);
+    await vi.waitFor(() => expect(regions.status()).toEqual([]), { timeout: 30_000, interval: 20 });
   });
 });
 
@@ -251,9 +251,9 @@ describe('ModelStreamInfer with triton_grpc_error', () => {
     const err = await ended;
     expect([err.code, err.details]).toEqual([status.INTERNAL, "shared memory size specified with the request for output 'OUTPUT0' (16 bytes) should be at least 64 bytes to hold the results"]);
     expect(data).toEqual([]);
-    await new Promise((r) => setTimeout(r, 50));
+    // Held, it stays listed until the server has released it (the call failed).
     regions.unregister();
-    expect(regions.status()).toEqual([]);
+    await vi.waitFor(() => expect(regions.status()).toEqual([]), { timeout: 30_000, interval: 20 });
   });
 });
 
