@@ -6,12 +6,13 @@
  * up: its response is destroyed and what waited for it is dropped.
  */
 import { connect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { JavaScriptBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, silentLogger } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { createHttpApp } from './http-server.js';
 import { startHttpServer, type HttpServerHandle } from './listen.js';
+import { captureListens } from '../../../../test/helpers/servers.js';
 
 const STALL_MS = 3000;
 /** What three stalled clients may make the server hold, all together: about 40 MiB each (16 MiB of
@@ -19,6 +20,8 @@ const STALL_MS = 3000;
 const HELD_BOUND = 3 * 40 * 1024 * 1024;
 let server: InferenceServer;
 let http: HttpServerHandle;
+/** The server's end of each connection, by the client's port: to see when the server gave one up. */
+const serverEnds = new Map<number, Socket>();
 
 beforeAll(async () => {
   const repo = makeRepository([], {
@@ -40,7 +43,9 @@ beforeAll(async () => {
       }`,
   });
   server = await InferenceServer.create({ modelRepositories: [repo], backends: [new JavaScriptBackend({ clientStallMs: STALL_MS })], logger: silentLogger });
-  http = await startHttpServer(createHttpApp(new LocalBackplane(server), { logger: silentLogger, sseStallMs: STALL_MS }), 0, '127.0.0.1');
+  const { servers, stop } = captureListens();
+  http = await startHttpServer(createHttpApp(new LocalBackplane(server), { logger: silentLogger, sseStallMs: STALL_MS }), 0, '127.0.0.1').finally(stop);
+  servers[0]!.on('connection', (s: Socket) => serverEnds.set(s.remotePort!, s));
 }, 30_000);
 
 afterAll(async () => {
@@ -79,9 +84,11 @@ describe('generate_stream and a client that stops reading', () => {
       expect(r.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
       expect(text).toBe('data: {"OUT":[65,65,65,65],"model_name":"dec","model_version":"1"}\n\n'.repeat(2));
       // Each stalled response is ended once its client took nothing for the stall time (the
-      // backend's stall-cancel, then the server's): read now, the connection ends early, its
-      // chunked body unfinished, and nothing like 200 events came.
-      await sleep(2 * STALL_MS + 2000);
+      // backend's stall-cancel, then the server's; one after another, the model has one
+      // instance). Read only once the server has closed all three (reading earlier would end
+      // a stall): the connection ends early, its chunked body unfinished, and nothing like 200
+      // events came. (30 s: well before listen.ts's own 60 s stall close, which would pass too.)
+      await vi.waitFor(() => expect(clients.map((s) => serverEnds.get(s.localPort!)?.destroyed)).toEqual([true, true, true]), { timeout: 30_000, interval: 100 });
       clearInterval(watch);
       console.log(`peak rss growth ${(peak / 1048576).toFixed(1)} MiB`);
       // Before: 64 events of ~3 MB (and their bytes) a client, 1.8 GB for three; then 64 MiB of
@@ -100,12 +107,13 @@ describe('generate_stream and a client that stops reading', () => {
       clearInterval(watch);
       for (const s of clients) s.destroy();
     }
-  }, 60_000);
+  }, 120_000);
 });
 
 describe('generate_stream: a client that reads slowly but steadily', () => {
   it('gets a large event whole, however long it takes to send, as long as bytes keep going out (review: it was given up mid-event)', async () => {
-    // ~12.6 MB of JSON in one event, read at ~1 MB/s: ~12 s, four times the stall time.
+    // ~12.6 MB of JSON in one event, read at ~1 MB/s: ~12 s, four times the stall time (and a
+    // 180 s test timeout, for a loaded machine).
     const size = 4 * 1024 * 1024;
     const body = JSON.stringify({ N: [1], SIZE: [size] });
     const got = await new Promise<Buffer>((resolve) => {
@@ -131,5 +139,5 @@ describe('generate_stream: a client that reads slowly but steadily', () => {
     const answer = JSON.parse(event.slice('data: '.length)) as { model_name: string; OUT: number[] };
     expect(answer.model_name).toBe('dec');
     expect(answer.OUT).toHaveLength(size);
-  }, 60_000);
+  }, 180_000);
 });
