@@ -341,9 +341,10 @@ describe('large windows and budgets', () => {
       stream.on('error', () => undefined);
       const req = { model_name: 'm', inputs: [{ name: 'x', datatype: 'UINT8', shape: [size], parameters: { shared_memory_region: { string_param: 'huge' }, shared_memory_byte_size: { int64_param: size } } }] };
       for (let i = 0; i < 40; i++) stream.write(req);
+      // The first starts (a poll: a loaded machine may take longer), then the rest have 1.5 s to pile up.
+      await vi.waitFor(() => expect(started()).toBeGreaterThan(0), { timeout: 30_000 });
       await new Promise((r) => setTimeout(r, 1500));
       // Paused once 64 MiB are held (MAX_STREAM_PENDING_BYTES): 4 requests, the fifth read before the pause.
-      expect(started()).toBeGreaterThan(0);
       expect(started() * size).toBeLessThanOrEqual(MAX_STREAM_PENDING_BYTES + size);
       release();
       stream.end();
