@@ -13,6 +13,7 @@
 // Stop each server with Ctrl-C or kill (it runs until stopped).
 import http from 'node:http';
 import http2 from 'node:http2';
+import { setImmediate, setInterval } from 'node:timers';
 
 const [proto = 'h2', port = '18900'] = process.argv.slice(2);
 const answer = Buffer.alloc(150);
