@@ -74,15 +74,28 @@ export function perRequest(a, b, requests) {
 
 const toMs = (v, unit) => Number(v) * ({ us: 1e-3, ms: 1, s: 1000, m: 60000 }[unit] ?? 1);
 
-/** The kernel's TCP counters that explain a stalled first request (TcpExt in /proc/net/netstat); {} without it. */
+/** One section of /proc/net/netstat or /proc/net/snmp (a names line, then a values line) as a lookup. */
+function procSection(file, prefix) {
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const i = lines.findIndex((l) => l.startsWith(prefix));
+  const names = lines[i].split(/\s+/).slice(1);
+  const values = lines[i + 1].split(/\s+/).slice(1).map(Number);
+  return (n) => values[names.indexOf(n)] ?? 0;
+}
+
+/**
+ * The kernel's TCP counters that explain a stalled request (TcpExt in /proc/net/netstat, Tcp in
+ * /proc/net/snmp); {} without them. A SYN that waits is 1 s; a lost segment waits for a
+ * retransmission timeout (200 ms or more: tcpTimeouts) or a tail-loss probe (lossProbes).
+ */
 function tcpCounters() {
   try {
-    const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
-    const i = lines.findIndex((l) => l.startsWith('TcpExt:'));
-    const names = lines[i].split(/\s+/).slice(1);
-    const values = lines[i + 1].split(/\s+/).slice(1).map(Number);
-    const get = (n) => values[names.indexOf(n)] ?? 0;
-    return { listenOverflows: get('ListenOverflows'), listenDrops: get('ListenDrops'), synRetrans: get('TCPSynRetrans') };
+    const ext = procSection('/proc/net/netstat', 'TcpExt:');
+    const tcp = procSection('/proc/net/snmp', 'Tcp:');
+    return {
+      listenOverflows: ext('ListenOverflows'), listenDrops: ext('ListenDrops'), synRetrans: ext('TCPSynRetrans'),
+      tcpTimeouts: ext('TCPTimeouts'), lossProbes: ext('TCPLossProbes'), retransSegs: tcp('RetransSegs'),
+    };
   } catch { return {}; }
 }
 
@@ -98,8 +111,9 @@ export function wrk({ cpus, threads, url, body, c, seconds, root }) {
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
     requests: Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN),
     socketErrors: /Socket errors: (.*)/.exec(out)?.[1] ?? '',
-    // Where a tail comes from: the slowest request, and the kernel's listen-queue overflows and
-    // SYN retransmissions during the run (a connection whose SYN waits 1 s shows as a 1 s request).
+    // Where a tail comes from: the slowest request, and the kernel's listen-queue overflows, SYN
+    // retransmissions (a connection whose SYN waits 1 s shows as a 1 s request) and segment
+    // retransmissions during the run, machine-wide (on a loopback-only run, the benchmark's).
     p90: pct(90), maxMs: (() => { const m = /Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s|m)/.exec(out); return m ? toMs(m[1], m[2]) : NaN; })(),
     ...Object.fromEntries(Object.entries(tcpCounters()).map(([k, v]) => [k, v - (tcp0[k] ?? 0)])),
   };
