@@ -73,12 +73,29 @@ function join(chunks: Uint8Array[], total: number): Uint8Array {
 /** First buffer of a body without Content-Length (chunked): grown by doubling as bytes arrive. */
 const FIRST_CAPACITY = 16 * 1024;
 /**
- * The most of a declared Content-Length reserved before its bytes come; a larger body grows by
- * doubling up to its declared length. Reserving the whole length at once let a request that sent
- * only its head make the server allocate 64 MiB, and churning such requests forced a full GC
- * every few connections (review).
+ * The most of a declared Content-Length reserved before its bytes come; a larger body grows, as its
+ * bytes come, DECLARED_GROWTH times at a time up to its declared length. Reserving the whole length
+ * at once let a request that sent only its head make the server allocate 64 MiB, and churning such
+ * requests forced a full GC every few connections (review).
  */
 const FIRST_DECLARED_CAPACITY = 1 << 20;
+/**
+ * How much a declared body's buffer grows at a time past FIRST_DECLARED_CAPACITY: at most 4 times
+ * the bytes received so far are reserved. Doubling cost an 11 MB body four copies (1, 2, 4 and 8 MB)
+ * and 26 MB of buffers zeroed, ~1.3x its main-thread CPU outside the model (bench/RESULTS.md,
+ * "Large bodies read with fewer copies").
+ */
+const DECLARED_GROWTH = 4;
+
+/**
+ * Memory for a body, owned (never a slice of Node's shared pool, so it can move to a thread) and
+ * not zero-filled: readIncoming writes every byte a reader can reach, and zeroes the rest (the pad
+ * in front, the spare after) before the buffer leaves it.
+ */
+function bodyMemory(n: number): Uint8Array {
+  const b = Buffer.allocUnsafeSlow(n);
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+}
 
 /**
  * Reads the socket straight into one buffer: of the declared length, or, for a chunked body,
@@ -90,7 +107,7 @@ const FIRST_DECLARED_CAPACITY = 1 << 20;
  */
 function readIncoming(incoming: IncomingMessage, limit: number, declared: number | undefined, pad: number, owned: boolean): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
-    let buf: Uint8Array | undefined = new Uint8Array(pad + (declared !== undefined ? Math.min(declared, FIRST_DECLARED_CAPACITY) : Math.min(limit, FIRST_CAPACITY)));
+    let buf: Uint8Array | undefined = bodyMemory(pad + (declared !== undefined ? Math.min(declared, FIRST_DECLARED_CAPACITY) : Math.min(limit, FIRST_CAPACITY)));
     let total = 0;
     let failed = false;
     incoming.on('data', (c: Buffer) => {
@@ -104,8 +121,9 @@ function readIncoming(incoming: IncomingMessage, limit: number, declared: number
         return;
       }
       if (pad + size > buf.byteLength) {
-        const grown = new Uint8Array(pad + Math.min(declared ?? limit, Math.max(size, 2 * (buf.byteLength - pad))));
-        grown.set(buf.subarray(0, pad + total));
+        const factor = declared !== undefined ? DECLARED_GROWTH : 2;
+        const grown = bodyMemory(pad + Math.min(declared ?? limit, Math.max(size, factor * (buf.byteLength - pad))));
+        grown.set(buf.subarray(pad, pad + total), pad);
         buf = grown;
       }
       buf.set(c, pad + total);
@@ -117,10 +135,13 @@ function readIncoming(incoming: IncomingMessage, limit: number, declared: number
       buf = undefined;
       // A doubled buffer can be up to twice the body: give the spare back unless it is small.
       if (out.byteLength - pad - total > FIRST_CAPACITY) {
-        const exact = new Uint8Array(pad + total);
+        const exact = bodyMemory(pad + total);
         exact.set(out.subarray(pad, pad + total), pad);
         out = exact;
       }
+      // No byte of the buffer is left as the allocator gave it (its tensors may move it to a thread whole).
+      out.fill(0, 0, pad);
+      out.fill(0, pad + total);
       // An uncompressed body is the request's own: its tensors (views of it) may move it to a thread.
       if (owned) markTransferable(out.buffer);
       resolve(out.subarray(pad, pad + total));
