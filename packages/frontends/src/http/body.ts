@@ -87,12 +87,16 @@ const FIRST_DECLARED_CAPACITY = 1 << 20;
  */
 const DECLARED_GROWTH = 4;
 
+/** From this size on, a body's memory is not zero-filled (below it, zeroing costs less than the unpooled allocation). */
+const UNZEROED_MIN_BYTES = 64 * 1024;
+
 /**
- * Memory for a body, owned (never a slice of Node's shared pool, so it can move to a thread) and
- * not zero-filled: readIncoming writes every byte a reader can reach, and zeroes the rest (the pad
- * in front, the spare after) before the buffer leaves it.
+ * Memory for a body, owned (never a slice of Node's shared pool, so it can move to a thread); from
+ * UNZEROED_MIN_BYTES on, not zero-filled: readIncoming writes every byte a reader can reach, and
+ * zeroes the rest (the pad in front, the spare after) before the buffer leaves it.
  */
 function bodyMemory(n: number): Uint8Array {
+  if (n < UNZEROED_MIN_BYTES) return new Uint8Array(n);
   const b = Buffer.allocUnsafeSlow(n);
   return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 }
