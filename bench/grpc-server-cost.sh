@@ -24,12 +24,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 CMD=${1:-node --initial-old-space-size=128 packages/cli/bin/triode.js serve --model-repository model_repository --model-control-mode explicit --load-model simple --http-port PORT --grpc-port GRPC_PORT --http-address 127.0.0.1 --grpc-address 127.0.0.1 --allow-metrics=false --log-info=false}
-command -v h2load >/dev/null || { echo "needs h2load (apt-get install nghttp2-client)" >&2; exit 2; }
-[ "$(nproc)" -ge 2 ] || { echo "needs 2 cpus" >&2; exit 2; }
-work=$(mktemp -d)
-pid=''
-trap 'st=$?; if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"; exit $st' EXIT
-simple_body "$work"
+load_setup h2load 'apt-get install nghttp2-client'
 simple_grpc_body "$work"
 if [ "$(nproc)" -ge 8 ]; then SERVER_CPUS=0-1 LOAD_CPUS=2-5 THREADS=4; else SERVER_CPUS=1 LOAD_CPUS=0 THREADS=1; fi
 [ "$C" -lt "$THREADS" ] && THREADS=$C

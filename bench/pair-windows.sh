@@ -39,14 +39,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -eq 2 ] || { echo "usage: $0 [options] -- 'COMMAND A' 'COMMAND B'" >&2; exit 2; }
-load_setup
+if [ "$GRPC" = 1 ]; then load_setup h2load 'apt-get install nghttp2-client'; else load_setup; fi
 if [ "$JSON" = 1 ]; then
   simple_json_body "$work"
 fi
-if [ "$GRPC" = 1 ]; then
-  command -v h2load >/dev/null || { echo "--grpc needs h2load (apt-get install nghttp2-client)" >&2; exit 2; }
-  simple_grpc_body "$work"
-fi
+if [ "$GRPC" = 1 ]; then simple_grpc_body "$work"; fi
 # Another model's request: --body (and --header-len for binary tensors).
 if [ -n "$BODY" ]; then export BODY_FILE=$BODY HEADER_LEN=$HL; fi
 if [ "$(nproc)" -ge 8 ]; then : "${SERVER_CPUS:=0-1}" "${WRK_CPUS:=2-5}"; WRK_THREADS=4; else : "${SERVER_CPUS:=1}" "${WRK_CPUS:=0}"; WRK_THREADS=1; fi

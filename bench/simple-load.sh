@@ -64,10 +64,11 @@ cpu_ms() {
 # free_port: a TCP port free on 127.0.0.1 now.
 free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close();})"; }
 
-# load_setup: checks for wrk and two cpus, makes $work (removed on exit, with the server $pid
-# when set: the only process a script ends) and simple's request in it.
+# load_setup [TOOL [HOW TO INSTALL IT]]: checks for the load generator (wrk by default) and two
+# cpus, makes $work (removed on exit, with the server $pid when set: the only process a script
+# ends) and simple's request in it.
 load_setup() {
-  command -v wrk >/dev/null || { echo "needs wrk" >&2; exit 2; }
+  command -v "${1:-wrk}" >/dev/null || { echo "needs ${1:-wrk}${2:+ ($2)}" >&2; exit 2; }
   [ "$(nproc)" -ge 2 ] || { echo "needs 2 cpus" >&2; exit 2; }
   work=$(mktemp -d)
   pid=''
