@@ -60,8 +60,8 @@ function eligible(headers: IncomingHttpHeaders): boolean {
 
 /**
  * respond()'s options. No `date` header: gRPC's C++ server, Triton's, sends none, and Node's cost
- * the main thread ~5% of a `simple` call (bench/RESULTS.md, "gRPC ModelInfer without a date
- * header"). Node's respond() hands its options to processHeaders, which reads `sendDate` (Node 20),
+ * the main thread ~5% of a `simple` call (bench/RESULTS.md, "Issue #18: what a gRPC call costs
+ * the server, and ModelInfer without a date header"). Node's respond() hands its options to processHeaders, which reads `sendDate` (Node 20),
  * though @types/node leaves it out of ServerStreamResponseOptions; a wire test in
  * grpc-server.test.ts fails if Node stops reading it. respond() copies its options, so one object serves every call.
  */

@@ -82,7 +82,7 @@ const FIRST_DECLARED_CAPACITY = 1 << 20;
 /**
  * How much a declared body's buffer grows at a time past FIRST_DECLARED_CAPACITY: at most 4 times
  * the bytes received so far are reserved. Doubling cost an 11 MB body four copies (1, 2, 4 and 8 MB)
- * and 26 MB of buffers zeroed, ~1.3x its main-thread CPU outside the model (bench/RESULTS.md,
+ * and 26 MB of buffers zeroed, 1.3-1.4x its main-thread CPU outside the model (bench/RESULTS.md,
  * "Large bodies read with fewer copies").
  */
 const DECLARED_GROWTH = 4;
