@@ -13,8 +13,9 @@
 // on cpu 0, gateway g on the next two cpus (1-2, 3-4, ...), worker i on its own cpu after the
 // gateways', wrk on the cpus left, shared by the wrks of a multi-gateway run; the layout is made
 // for the largest --gateways and --workers) and the embedded server as the other benches (cpus 0-1,
-// wrk on 2-5). With fewer cores, or --pin off, nothing is pinned (embedded included, so both share
-// the same cores). The first line printed says which.
+// wrk on 2-5); part 1's one worker gets two cpus (the first two workers'), as the embedded server
+// does. With fewer cores, or --pin off, nothing is pinned (embedded included, so both share the
+// same cores). The first line printed says which.
 // 2. Gateway frontend floor: bench/floor-server.mjs (Hono answering infer posts without inference)
 //    pinned to the first gateway's cpus, loaded as the scale-out's one-gateway rows are.
 // 3. Scale-out: the --scale-model (default `sleepy`: latency-bound, 20 ms per batch of up to 8, 1
@@ -58,10 +59,14 @@ if (!BODY_MODELS.includes(SCALE_MODEL)) throw new Error(`--scale-model must be o
 
 // Pinning: CLUSTER's roles (redis, gateways[g], workers[i], load), EMBEDDED's (server, load); '' = unpinned.
 const CORES = availableParallelism();
-const CLUSTER = layout(CORES, args.pin, { cluster: { gateways: Math.max(...GATEWAYS), workers: Math.max(...WORKERS) } });
+// Part 1's worker gets as many cpus as the embedded server (two, the first two worker cpus): the
+// comparison is of the cluster's path, not of one core against two (the 16-core run of 2026-11-28
+// gave the worker one cpu and read 0.62x). So the layout keeps at least two worker cpus for it.
+const CLUSTER = layout(CORES, args.pin, { cluster: { gateways: Math.max(...GATEWAYS), workers: Math.max(...WORKERS, COMPARE ? 2 : 1) } });
 const EMBEDDED = layout(CORES, CLUSTER.pinned ? args.pin : 'off');
+const COMPARE_WORKER = CLUSTER.pinned && COMPARE ? `${CLUSTER.workers[0]}-${CLUSTER.workers[1]}` : '';
 console.log(`Machine: ${CORES} cores (${osCpus()[0]?.model ?? 'unknown'}); cluster: ${describe(CLUSTER, { load: 'wrk' })}; embedded: ${
-  CLUSTER.pinned ? describe(EMBEDDED, { server: 'server', load: 'wrk' }) : 'not pinned either'}.\n`);
+  CLUSTER.pinned ? `${describe(EMBEDDED, { server: 'server', load: 'wrk' })}${COMPARE_WORKER ? `; the cluster's one worker in the comparison (part 1) on cpu ${COMPARE_WORKER}, as many as the embedded server` : ''}` : 'not pinned either'}.\n`);
 const BIN = join(ROOT, 'packages/cli/bin/triode.js');
 const procs = [];
 const freePort = () => new Promise((res) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
@@ -175,7 +180,7 @@ try {
     const url = `redis://127.0.0.1:${redisPort}`;
     const gwPort = await freePort();
     const gw = await start(CLUSTER.gateways[0], BIN, gatewayArgs(url, gwPort), /Started HTTPService/);
-    const worker = await startWorker(CLUSTER.workers[0], url, 'w0');
+    const worker = await startWorker(COMPARE_WORKER, url, 'w0');
     await sleep(1500);
     for (const model of ['simple', 'ppocr_cls']) for (const c of [1, 16]) rows.push({ mode: 'cluster (1 worker)', model, c, ...measure(CLUSTER.load, gwPort, model, c) });
     await stop(worker);
