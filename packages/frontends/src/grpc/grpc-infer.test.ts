@@ -115,6 +115,14 @@ describe('the parameters Triton\'s gRPC frontend reads itself, with its types', 
   ])('%j is refused with Triton\'s words (review: several were accepted)', (parameters, message) => {
     expect(() => withParams(parameters)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message }));
   });
+  it('a request wrong in its parameters and its inputs gets the parameters\' error, as Triton reads them first (SetInferenceRequestMetadata before InferGRPCToInput)', () => {
+    // Bad datatype, missing data and a bad output as well: the reserved key is reported.
+    const msg = decode({ model_name: 'm', parameters: { triton_x: { bool_param: true } }, inputs: [{ name: 'x', datatype: 'NOPE', shape: [1] }, { name: 'y', datatype: 'INT32', shape: [1] }],
+      outputs: [{ name: 'o', parameters: { classification: { int64_param: 0 } } }] });
+    expect(() => inferRequestFromMessage(msg)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: expect.stringContaining("parameter keys starting with 'triton_' are reserved") }));
+    const typed = decode({ model_name: 'm', parameters: { priority: { int64_param: -1 } }, inputs: [{ name: 'y', datatype: 'INT32', shape: [1] }] });
+    expect(() => inferRequestFromMessage(typed)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "invalid value for 'priority', expected value >= 0." }));
+  });
 });
 
 describe('typed contents', () => {

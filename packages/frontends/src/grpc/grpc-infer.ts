@@ -215,6 +215,10 @@ export function inferRequestFromMessage(m: ModelInferRequestMessage, sharedMemor
 }
 
 function readMessage(m: ModelInferRequestMessage, model: string, version: number | undefined, shm: () => RequestSharedMemory): { request: InferenceRequest; emptyFinal: boolean } {
+  // Triton's order (ModelInferHandler::Execute): the request's parameters (SetInferenceRequestMetadata),
+  // then its inputs (InferGRPCToInput), then its outputs (InferAllocatorPayload); a request wrong in
+  // several places gets the first one's error.
+  const { params, emptyFinal } = requestParameters(m.parameters);
   const raw = m.raw_input_contents;
   // Triton's walk (InferGRPCToInput): each input without contents or a region takes the next raw
   // entry; one left without is refused, entries left over are ignored.
@@ -265,7 +269,6 @@ function readMessage(m: ModelInferRequestMessage, model: string, version: number
     if (cls) ro.classCount = classCount(cls);
     return ro;
   });
-  const { params, emptyFinal } = requestParameters(m.parameters);
   const request: InferenceRequest = { modelName: model, inputs, parameters: params };
   if (version !== undefined) request.modelVersion = version;
   if (m.id) request.id = m.id;
