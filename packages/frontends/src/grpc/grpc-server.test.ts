@@ -4,6 +4,8 @@
  * cancellation, restricted protocols, compression and channel options.
  */
 import { readFileSync } from 'node:fs';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { gzipSync } from 'node:zlib';
 import { constants as http2, type ClientHttp2Stream } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -1170,6 +1172,64 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     expect(answers.map((a) => a['error_message'])).toEqual(['the request has more dims in the shape of an input than the 64 a request may have', '']);
     expect((answers[1]!['infer_response'] as Plain)['id']).toBe('after');
   }, 20_000);
+
+  it('attack: queued ModelInfer calls with typed contents hold their tensors, not the decoded JS arrays (fast path and grpc-js, gzip; before: 40 calls of 16M int_contents, 16 KB gzipped each, ran the server out of heap)', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const heap = (): number => {
+      gc();
+      gc();
+      return getHeapStatistics().used_heap_size;
+    };
+    // A model that holds every request until released: the calls stay queued, as behind a busy instance.
+    let started = 0;
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    const held = {
+      infer: async () => {
+        started++;
+        await released;
+        return { modelName: 'm', modelVersion: '1', outputs: [] };
+      },
+    } as unknown as Backplane;
+    const h = await startGrpcServer(held, { address: '127.0.0.1:0' });
+    const s = await openSession(h.port);
+    const n = 2_000_000;
+    const encode = (m: object) => Buffer.from(messageType('ModelInferRequest').encode(messageType('ModelInferRequest').fromObject(m)).finish());
+    const messages = [
+      encode({ model_name: 'm', inputs: [{ name: 'x', datatype: 'INT32', shape: [n], contents: { int_contents: new Array(n).fill(0) } }] }),
+      encode({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [n], contents: { fp32_contents: new Array(n).fill(0) } }] }),
+      encode({ model_name: 'm', inputs: [{ name: 'x', datatype: 'BYTES', shape: [500_000], contents: { bytes_contents: new Array(500_000).fill(Buffer.alloc(0)) } }] }),
+    ];
+    const calls: Promise<unknown>[] = [];
+    try {
+      const before = heap();
+      for (const msg of messages) {
+        for (const encoding of ['identity', 'gzip']) {
+          const payload = encoding === 'gzip' ? gzipSync(msg) : msg;
+          const frame = Buffer.alloc(5 + payload.byteLength);
+          frame[0] = encoding === 'gzip' ? 1 : 0;
+          frame.writeUInt32BE(payload.byteLength, 1);
+          frame.set(payload, 5);
+          const st = s.request(grpcHeaders(MODEL_INFER, { 'grpc-encoding': encoding }));
+          calls.push(grpcResult(st));
+          st.end(frame);
+        }
+      }
+      const deadline = Date.now() + 30_000;
+      while (started < 6 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(started).toBe(6);
+      // Their tensors are typed arrays (outside the heap); the decoded arrays held ~16 MB (a
+      // number) or ~50 MB (a Buffer) a call each, over 200 MB in all.
+      expect(heap() - before).toBeLessThan(48 << 20);
+      release();
+      expect((await Promise.all(calls) as { status?: number }[]).map((r) => r.status)).toEqual(new Array(6).fill(0));
+    } finally {
+      release();
+      s.destroy();
+      await h.close(500);
+    }
+  }, 60_000);
 
   it('attack: a stream message that passes the scan but does not decode is answered in band; the requests around it are answered', async () => {
     const s = await openSession(grpc.port);
