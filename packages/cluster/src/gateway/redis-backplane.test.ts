@@ -747,6 +747,76 @@ describe('RedisBackplane: a worker that could not fetch a request\'s tensors', (
       await redis.stop();
     }
   });
+
+  it('attack: tensors whose answer never fully left the gateway (its connection closed under them) count as not fetched: the worker\'s "could not fetch" has the request sent again (before: taken as served, the request waited for its timeout and got 503)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('lostfetch');
+    const auth = new ClusterAuth('s3cret');
+    const r = new Redis(redis.url);
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'lostfetch', registryRefreshMs: 50, requestTimeoutMs: 60_000, tensorFetchMinBytes: 1024, clusterSecret: 's3cret', directReplies: { host: '127.0.0.1', advertise: '127.0.0.1' } });
+    const stream = keys.requests('m');
+    const heads = async () => (await r.xrangeBuffer(stream, '-', '+')).map(([, f]) => f);
+    const headsAtLeast = async (n: number, deadlineMs = 10_000) => {
+      const end = Date.now() + deadlineMs;
+      while ((await heads()).length < n && Date.now() < end) await new Promise((t) => setTimeout(t, 20));
+      return heads();
+    };
+    const envOf = (head: Buffer) => (JSON.parse(head.subarray(4, 4 + head.readUInt32LE(0)).toString()) as { env: { requestKey: string; replyTo: string; direct: { address: string; token: string } } }).env;
+    const onStream = async (replyTo: string, body: Buffer) => { await r.xadd(replyTo, '*', 'r', body, 's', auth.mac('reply', [replyTo, body])!); };
+    try {
+      await r.set(keys.worker('w'), auth.signText('registry', JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] })), 'PX', 60_000);
+      await gateway.start();
+      // A worker reaches the direct channel (the first request still carries its tensors).
+      const small = { name: 'IN', datatype: 'UINT8' as const, shape: [4096], data: new Uint8Array(4096) };
+      const first = gateway.infer({ modelName: 'm', inputs: [small] });
+      const env = envOf((await headsAtLeast(1))[0]![1]!);
+      const open = async () => {
+        const s = connect(Number(env.direct.address.split(':').at(-1)), '127.0.0.1');
+        s.on('error', () => undefined);
+        s.write(frame(auth.mac('direct-auth', [env.direct.token])!));
+        return s;
+      };
+      const worker = await open();
+      const body = encodeReply({ requestKey: env.requestKey, response: { modelName: 'm', modelVersion: '1', outputs: [] } });
+      worker.write(framed([auth.mac('reply', [env.replyTo, body])!, body]));
+      await first;
+      worker.destroy();
+      await r.del(stream);
+
+      // 32 MiB of tensors, far more than the sockets' kernel buffers hold: its fetch's answer is
+      // still in the gateway when the worker gives up on it (its fetch timeout) and closes.
+      const big = { name: 'IN', datatype: 'UINT8' as const, shape: [32 << 20], data: new Uint8Array(32 << 20) };
+      const second = gateway.infer({ modelName: 'm', inputs: [big] });
+      second.catch(() => undefined);
+      const key = envOf((await headsAtLeast(1))[0]![1]!).requestKey;
+      const fetcher = await open();
+      const started = new Promise<void>((resolve) => fetcher.once('data', () => resolve()));
+      const fetch = fetchRequest(key);
+      fetcher.write(framed([auth.mac('fetch', [env.replyTo, fetch])!, fetch]));
+      // The answer has begun: the gateway has served the fetch. The worker stops reading and closes.
+      await started;
+      fetcher.pause();
+      fetcher.destroy();
+      // The worker says so through Redis (again until the gateway acts on it: its close may reach the gateway after this).
+      const deadline = Date.now() + 10_000;
+      while ((await heads()).length < 2 && Date.now() < deadline) {
+        const unfetched = encodeReply({ requestKey: key, error: { code: 'UNAVAILABLE', message: 'the worker could not fetch the request\'s tensors from its gateway', unfetched: true } });
+        await onStream(env.replyTo, unfetched);
+        await headsAtLeast(2, 500);
+      }
+      const entries = await heads();
+      // Sent again, with its tensors in the entry.
+      expect(entries).toHaveLength(2);
+      expect(entries[1]!.filter((_, i) => i % 2 === 0).map((b) => b.toString())).toEqual(['r', 't', 's']);
+      const done = encodeReply({ requestKey: key, response: { modelName: 'm', modelVersion: '1', outputs: [] } });
+      await onStream(env.replyTo, done);
+      await expect(second).resolves.toMatchObject({ modelName: 'm' });
+    } finally {
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  }, 60_000);
 });
 
 describe('RedisBackplane: the direct channel\'s connection limit', () => {

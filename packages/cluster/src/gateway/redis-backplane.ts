@@ -225,9 +225,10 @@ export class RedisBackplane implements Backplane {
   #directReached = false;
   /**
    * The tensors of requests whose workers fetch them (tensorFetchMinBytes), by request key, until
-   * each is answered or sent again with its tensors; `served` once a fetch has been answered with them.
+   * each is answered or sent again with its tensors; `served`: the fetches answered with them whose
+   * answer has not failed to leave (a connection closed with it still unsent: its worker has not got them).
    */
-  readonly #tensors = new Map<string, { parts: Buffer[]; served: boolean }>();
+  readonly #tensors = new Map<string, { parts: Buffer[]; served: number }>();
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   #replyTtl: ReturnType<typeof setInterval> | undefined;
@@ -541,15 +542,24 @@ export class RedisBackplane implements Backplane {
     const sent = (): void => { this.#pendingFetches.set(socket, (this.#pendingFetches.get(socket) ?? 1) - 1); };
     const held = requestKey ? this.#tensors.get(requestKey) : undefined;
     const parts = held?.parts;
-    // From now on a worker may be running it: it is not sent again (at most once).
-    if (held) held.served = true;
+    // From now on a worker may be running it: it is not sent again (at most once). Unless the answer
+    // never wholly left for the socket (closed under it: the worker gave up on it, or this gateway
+    // cut it off), so that worker cannot have the tensors: before, its "could not fetch" was taken
+    // for another worker's, and the request waited for its timeout (503).
+    if (held) held.served++;
     corkForTurn(socket);
     if (!parts?.length) {
       socket.write(tensorsFrameHead(requestKey, parts), sent);
       return;
     }
+    // Node calls back a write that its socket's destroy cut short without an error: a socket
+    // destroyed by then counts as the answer not having left.
+    const done = (err?: Error | null): void => {
+      sent();
+      if (err || socket.destroyed) held!.served--;
+    };
     socket.write(tensorsFrameHead(requestKey, parts));
-    for (let i = 0; i < parts.length; i++) socket.write(parts[i]!, i === parts.length - 1 ? sent : undefined);
+    for (let i = 0; i < parts.length; i++) socket.write(parts[i]!, i === parts.length - 1 ? done : undefined);
   }
 
   /** Fetch answers each direct connection holds unsent (MAX_PENDING_FETCHES). */
@@ -987,7 +997,7 @@ export class RedisBackplane implements Backplane {
     const fetched = mayFetch && this.#directReached && this.#direct !== undefined && bytes >= this.#opts.tensorFetchMinBytes;
     if (fetched) {
       fields.push('b', '1');
-      this.#tensors.set(requestKey, { parts: tensors, served: false });
+      this.#tensors.set(requestKey, { parts: tensors, served: 0 });
     } else {
       for (const t of tensors) fields.push('t', t);
     }
@@ -1078,13 +1088,13 @@ export class RedisBackplane implements Backplane {
         // direct port shut it out, its connection failed: review, every such request was a 503).
         // Not yet served to any fetch: the same request (key, header, MAC) goes again with its
         // tensors in the entry, once; a late fetch of it then hears it is gone, so it runs at most
-        // once. Served: a worker has them and runs it (that answer came from a replayed or
-        // re-delivered entry). Sent again already: that copy is answered.
+        // once. Served (an answer with them left whole): a worker has them and runs it (that answer
+        // came from a replayed or re-delivered entry). Sent again already: that copy is answered.
         let resent = false;
         waiting.unfetched = () => {
           const held = this.#tensors.get(requestKey);
           if (!held) return resent;
-          if (held.served) return true;
+          if (held.served > 0) return true;
           this.#tensors.delete(requestKey);
           resent = true;
           const inline: (string | Buffer)[] = ['r', head!];
