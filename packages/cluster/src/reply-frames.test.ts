@@ -54,6 +54,34 @@ describe('reply frames', () => {
     expect(budget.used).toBe(0);
   });
 
+  it('attack: a frame sent a byte at a time is not held as a buffer per byte (review: a peer dribbling a 1 GiB frame grew a gateway by 35 bytes of memory per byte it sent, far past the budget\'s count)', () => {
+    const payload = Buffer.alloc(200_000).map((_, i) => i % 251);
+    const wire = frame(payload);
+    const r = new FrameReader();
+    let most = 0;
+    const got: Buffer[] = [];
+    for (let i = 0; i < wire.byteLength; i++) {
+      got.push(...r.push(wire.subarray(i, i + 1)));
+      most = Math.max(most, r.heldBuffers);
+    }
+    expect(got).toHaveLength(1);
+    expect(got[0]!.equals(payload)).toBe(true);
+    // A buffer per 4 KiB, and a run of at most 256 small ones (200,004 before).
+    expect(most).toBeLessThanOrEqual(Math.ceil(wire.byteLength / 4096) + 256);
+    expect(r.heldBuffers).toBe(0);
+    // Small and large chunks alternating: the small ones are not each kept apart either.
+    const r2 = new FrameReader();
+    const big = Buffer.alloc(16_384, 1);
+    r2.push(frame(Buffer.alloc(1 << 24)).subarray(0, 4));
+    for (let i = 0; i < 100; i++) {
+      for (let j = 0; j < 300; j++) r2.push(Buffer.alloc(1));
+      r2.push(big);
+    }
+    expect(r2.heldBuffers).toBeLessThanOrEqual(100 * 2 + 256);
+    r2.release();
+    expect(r2.heldBuffers).toBe(0);
+  });
+
   it('refuses a frame length over the limit', () => {
     expect(() => new FrameReader(10).push(frame(Buffer.alloc(11)))).toThrow(/over the limit/);
   });
