@@ -168,6 +168,11 @@ export class FrameReader {
     this.#smallRun = n < SMALL_CHUNK_BYTES ? 1 : 0;
   }
 
+  /** Bytes held now: of a frame not yet complete. */
+  get heldBytes(): number {
+    return this.#size;
+  }
+
   /** Buffers held now (what tests check: a frame sent a byte at a time is not held as a buffer a byte). */
   get heldBuffers(): number {
     return this.#pending.length;

@@ -339,6 +339,48 @@ describe('DirectReplies', () => {
     }
   });
 
+  it('a reply sent while the gateway is still sending a fetch\'s tensors waits for the confirmation behind them: the connection and the fetch go on (before: cut at the confirm timeout, the fetch failed with it)', async () => {
+    // The gateway's frames do not interleave: a confirmation goes out after the tensors frame it
+    // is writing (a large fetch on a slow link, or several queued). Here they take ~3 s to arrive.
+    const tensors = Buffer.alloc(300_000, 5);
+    const server = createServer((s) => {
+      const r = new FrameReader();
+      let replies = 0;
+      s.on('error', () => undefined);
+      s.on('data', (c: Buffer) => {
+        for (const f of r.push(c)) {
+          if (f.byteLength >= 4 && f.readUInt32LE(0) === 0xffffffff) {
+            const wire = Buffer.concat([tensorsFrameHead('7', [tensors]), tensors]);
+            let at = 0;
+            const drip = setInterval(() => {
+              if (s.destroyed) return clearInterval(drip);
+              s.write(wire.subarray(at, at + 5_000));
+              at += 5_000;
+              if (at >= wire.byteLength) {
+                clearInterval(drip);
+                s.write(confirmFrame(replies));
+              }
+            }, 50);
+          } else if (f.toString() !== 'tok') replies++;
+        }
+      });
+    });
+    await new Promise<void>((res) => server.listen(0, '127.0.0.1', () => res()));
+    const direct = { address: `127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' };
+    const d = new DirectReplies({ confirmTimeoutMs: 1000 });
+    const seen: string[] = [];
+    try {
+      const fetched = d.fetch(direct, '7', undefined, tensors.byteLength);
+      await vi.waitFor(() => expect(d.send(direct, Buffer.from('reply'), undefined, { confirmed: () => seen.push('confirmed'), lost: () => seen.push('lost') })).toBe(true), { timeout: 30_000 });
+      const parts = await fetched;
+      expect(parts!.map((p) => p.byteLength)).toEqual([tensors.byteLength]);
+      await vi.waitFor(() => expect(seen).toEqual(['confirmed']), { timeout: 30_000 });
+    } finally {
+      d.close();
+      server.close();
+    }
+  });
+
   it('attack: a gateway that stops reading does not make the worker buffer every reply', async () => {
     // Accepts, reads the auth frame, then never reads again (a frozen gateway).
     let authed = false;

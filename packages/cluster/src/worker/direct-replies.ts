@@ -34,6 +34,8 @@ interface Peer {
   sent: number;
   /** What the gateway sends: confirmations and fetched tensors. */
   reader: FrameReader;
+  /** When (ms) the gateway's last bytes came. */
+  receivedAt: number;
   /** Fetches waiting for their tensors, by request key. */
   fetches: Map<string, Fetch>;
   /** Fetch frames written once the connection is open (after its auth frame). */
@@ -216,11 +218,18 @@ export class DirectReplies {
     this.#sweep ??= setTimeout(() => {
       this.#sweep = undefined;
       const old = Date.now() - this.#confirmTimeoutMs;
+      // The longest a reply waits behind a frame the gateway is sending (see below).
+      const oldest = old - this.#fetchTimeoutMs;
       for (const p of this.#peers.values()) {
         // Confirmations come in order: only a prefix can be overdue.
         let n = 0;
         while (n < p.unconfirmed.length && p.unconfirmed[n]!.at <= old) n++;
         if (n === 0) continue;
+        // The gateway is still sending a fetch's tensors (a large one, or several queued, on a slow
+        // link): its confirmation comes after them, as frames do not interleave. Cut here, the
+        // connection took the fetches with it. A reply waits so at most a fetch timeout longer: a
+        // gateway that goes on sending frames must not hold the worker's replies for good.
+        if (p.fetches.size > 0 && p.reader.heldBytes > 0 && p.receivedAt > old && p.unconfirmed[0]!.at > oldest) continue;
         for (const u of p.unconfirmed.splice(0, n)) u.outcome.lost();
         // A connection whose gateway stopped confirming is not used again: later replies would
         // only pile up in it. Closed as failed, so the address rests before a new attempt.
@@ -256,7 +265,7 @@ export class DirectReplies {
       for (const f of peer.fetches.values()) m = Math.max(m, f.maxBytes);
       return m;
     };
-    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, reader: new FrameReader(maxFrame, this.#budget), fetches: new Map(), queued: [] };
+    const peer: Peer = { open: false, retryAt: 0, unconfirmed: [], sent: 0, reader: new FrameReader(maxFrame, this.#budget), receivedAt: 0, fetches: new Map(), queued: [] };
     this.#peers.set(key, peer);
     const socket = tls
       ? tlsConnect({ host, port, ...(this.#tlsCa ? { ca: this.#tlsCa } : {}), ...(isIP(host) ? {} : { servername: host }) })
@@ -290,6 +299,7 @@ export class DirectReplies {
       for (const q of peer.queued.splice(0)) socket.write(q);
     });
     socket.on('data', (chunk: Buffer) => {
+      peer.receivedAt = Date.now();
       let frames: Buffer[];
       let latest: number | undefined;
       try {
