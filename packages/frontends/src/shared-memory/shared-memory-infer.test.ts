@@ -116,6 +116,9 @@ describe('system shared memory over HTTP', () => {
   it('register, status, infer with inputs and outputs in the region (outputs carry no data), unregister', async () => {
     const reg = await postJson('/v2/systemsharedmemory/region/io/register', { key: '/io', offset: 0, byte_size: PAGE_SIZE });
     expect([reg.status, await reg.text()]).toEqual([200, '']);
+    // As Triton's HandleSystemSharedMemory (Content-Type on every action, an empty body of length 0):
+    // Triode's answer was chunked with no Content-Type (review).
+    expect([reg.headers.get('content-type'), reg.headers.get('content-length'), reg.headers.get('transfer-encoding')]).toEqual(['application/json', '0', null]);
     expect(await (await fetch(url('/v2/systemsharedmemory/status'))).json()).toEqual([{ name: 'io', key: '/io', offset: 0, byte_size: PAGE_SIZE }]);
     const r = await postJson('/v2/models/simple/infer', httpRequest());
     expect(r.status).toBe(200);
@@ -131,7 +134,10 @@ describe('system shared memory over HTTP', () => {
     const viaHono = await app.request('/v2/models/simple/infer', { method: 'POST', body: JSON.stringify({ ...httpRequest(), inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: Array.from(IN0) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: Array.from(IN1) }] }) });
     expect(viaHono.status).toBe(200);
     expect(outputs()).toEqual([SUM, DIFF]);
-    expect((await postJson('/v2/systemsharedmemory/region/io/unregister', {})).status).toBe(200);
+    const unreg = await postJson('/v2/systemsharedmemory/region/io/unregister', {});
+    expect([unreg.status, await unreg.text(), unreg.headers.get('content-type'), unreg.headers.get('content-length')]).toEqual([200, '', 'application/json', '0']);
+    const all = await postJson('/v2/systemsharedmemory/unregister', {});
+    expect([all.status, await all.text(), all.headers.get('content-type'), all.headers.get('content-length')]).toEqual([200, '', 'application/json', '0']);
     expect(await (await fetch(url('/v2/systemsharedmemory/status'))).json()).toEqual([]);
   });
 

@@ -40,6 +40,9 @@ export function sharedMemoryRoutes(regions?: SystemSharedMemory): Hono {
     return regions;
   };
   const status = (c: Context, name?: string) => c.json((regions ?? NO_REGIONS).status(name));
+  // Register and unregister answer as Triton's HandleSystemSharedMemory: its JSON Content-Type, no
+  // body (Content-Length 0; a null body went out chunked).
+  const done = (c: Context) => c.body('', 200, { 'Content-Type': 'application/json' });
   app.get(`${base}/status`, (c) => status(c));
   app.get(`${base}/region/:region/status`, (c) => status(c, c.req.param('region')));
   app.post(`${base}/register`, () => {
@@ -57,15 +60,15 @@ export function sharedMemoryRoutes(regions?: SystemSharedMemory): Hono {
       throw Errors.invalidArg("Shared memory register request has no 'byte_size' field");
     });
     shm.register(c.req.param('region'), key, offset, byteSize);
-    return c.body(null, 200);
+    return done(c);
   });
   app.post(`${base}/unregister`, (c) => {
     enabled().unregister();
-    return c.body(null, 200);
+    return done(c);
   });
   app.post(`${base}/region/:region/unregister`, (c) => {
     enabled().unregister(c.req.param('region'));
-    return c.body(null, 200);
+    return done(c);
   });
   const cuda = () => {
     throw Errors.unsupported('CUDA shared memory is not supported by Triode: use system shared memory, or send tensors in the request body');
