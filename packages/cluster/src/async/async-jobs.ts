@@ -20,6 +20,7 @@ import {
   type AsyncInference, type JobStatus, type OutputEncoding,
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
+import { RateLimitedWarning } from '../rate-limited-warning.js';
 import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../envelope/envelope-codec.js';
 import { GATEWAY_COMMAND_TIMEOUT_MS, redisOptions } from '../redis/redis-connection.js';
 
@@ -210,7 +211,10 @@ export class AsyncJobs implements AsyncInference {
         this.#running--;
       }
     }, { connection: conn, concurrency: options.concurrency ?? 64, autorun: false });
-    this.#worker.on('error', (e) => options.logger?.warning(`async jobs: ${e.message}`));
+    // Rate-limited: the worker reports some errors once per job (a job whose repeat options cannot
+    // be scheduled), and anyone who writes to Redis can add such jobs at will.
+    const workerErrors = new RateLimitedWarning(options.logger);
+    this.#worker.on('error', (e) => workerErrors.warn(`async jobs: ${e.message}`));
   }
 
   /**

@@ -11,6 +11,7 @@ import { FrameReader, fetchRequest, frame, framed, readGatewayMessage, type Gate
 import { ClusterAuth } from '../cluster-auth.js';
 import { startRedis } from '../../../../test/helpers/redis.js';
 import { ROOT } from '../../../../test/helpers/repository.js';
+import { until } from '../../../../test/helpers/process.js';
 import { captureListens } from '../../../../test/helpers/servers.js';
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 
@@ -883,6 +884,61 @@ describe('RedisBackplane: the direct channel\'s connection limit', () => {
       expect(logged[1]).toMatch(/refused a connection from 127\.0\.0\.1: its 3 connections \(--reply-max-connections\) are all workers'/);
     } finally {
       for (const s of sockets) s.destroy();
+      await gateway.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+});
+
+describe('RedisBackplane: junk from peers does not flood the log', () => {
+  it('attack: malformed replies (on the reply stream and the direct channel) and malformed registry entries are each logged at most once every 10 s, the next line counting those left out (review: 20 s of empty frames on the direct channel wrote 139 MB of log)', async () => {
+    const redis = await startRedis();
+    const keys = new ClusterKeys('flood');
+    const r = new Redis(redis.url);
+    const warnings: string[] = [];
+    const logger = { warning: (m: string) => warnings.push(m), info: () => undefined, error: () => undefined, verbose: () => undefined } as unknown as Logger;
+    const gateway = new RedisBackplane({ redis: redis.url, prefix: 'flood', registryRefreshMs: 0, requestTimeoutMs: 60_000, directReplies: { host: '127.0.0.1', advertise: '127.0.0.1' }, logger });
+    const realNow = Date.now.bind(Date);
+    let peer: Socket | undefined;
+    const N = 300;
+    const lines = (what: string) => warnings.filter((m) => m.includes(what));
+    try {
+      await fakeWorker(r, keys);
+      for (let i = 0; i < 20; i++) await r.set(keys.worker(`junk${i}`), '{}', 'PX', 60_000);
+      await gateway.start();
+      const answer = gateway.infer({ modelName: 'm', inputs: [], outputs: [] } as never);
+      const { request, env } = await firstRequest(r, keys);
+      // Junk on the reply stream, read and deleted by the gateway.
+      for (let i = 0; i < N; i++) await r.xadd(env.replyTo, '*', 'r', Buffer.alloc(0));
+      await until(async () => (await r.xlen(env.replyTo)) === 0);
+      // Empty frames on the direct channel (its token is in every request entry without a secret),
+      // then the worker's answer on the same connection: once it is taken, every frame before it was.
+      peer = connect(Number(env.direct!.address.split(':').at(-1)), '127.0.0.1');
+      peer.on('error', () => undefined);
+      peer.write(frame(Buffer.from(env.direct!.token)));
+      peer.write(Buffer.concat(Array.from({ length: N }, () => frame(Buffer.alloc(0)))));
+      peer.write(frame(encodeReply({ requestKey: env.requestKey, response: { modelName: request.modelName, modelVersion: '1', outputs: [] } })));
+      await expect(answer).resolves.toMatchObject({ modelName: 'm' });
+      // The registry is read again at each call (registryRefreshMs 0), its 20 junk entries each time.
+      for (let i = 0; i < 5; i++) await gateway.clusterWorkers();
+      expect(lines('dropping a malformed reply')).toHaveLength(1);
+      expect(lines('dropped a malformed registry entry')).toHaveLength(1);
+      // Past the 10 s, the next one is logged with the count of those left out.
+      vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 10_001);
+      peer.write(frame(Buffer.alloc(0)));
+      await until(async () => lines('dropping a malformed reply').length === 2);
+      expect(lines('dropping a malformed reply')[1]).toContain(`(and ${2 * N - 1} more since the last warning)`);
+      // Each read drops all 20 (the infer's and the 5 calls' at least): the count is a read's 20 times the reads, less the one logged.
+      await gateway.clusterWorkers();
+      const registry = lines('dropped a malformed registry entry');
+      expect(registry).toHaveLength(2);
+      const more = Number(/\(and (\d+) more since the last warning\)/.exec(registry[1]!)?.[1]);
+      expect(more).toBeGreaterThanOrEqual(6 * 20 - 1);
+      expect((more + 1) % 20).toBe(0);
+    } finally {
+      vi.restoreAllMocks();
+      peer?.destroy();
       await gateway.stop();
       r.disconnect();
       await redis.stop();

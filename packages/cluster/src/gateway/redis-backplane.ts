@@ -238,6 +238,17 @@ export class RedisBackplane implements Backplane {
   #backlogBytes = 0;
   /** The same per client call, by the cancel signal its requests share (see maxStreamBacklogBytes). */
   readonly #backlogs = new WeakMap<object, { bytes: number }>();
+  /**
+   * Warnings about junk a peer sends at will (anyone who writes to Redis without a secret, or holds
+   * a worker's direct-channel token, which every request entry carries): each at most once every
+   * 10 s, the next counting those left out. Logged per message, 20 s of empty frames on the direct
+   * channel wrote 139 MB of log (review).
+   */
+  readonly #unreadableEntryWarning: RateLimitedWarning;
+  readonly #malformedReplyWarning: RateLimitedWarning;
+  readonly #malformedRegistryWarning: RateLimitedWarning;
+  /** The direct channel's server errors: a failed accept (out of file descriptors) comes once per connection of a flood. */
+  readonly #directServerWarning: RateLimitedWarning;
 
   constructor(options: RedisBackplaneOptions) {
     this.#opts = {
@@ -245,6 +256,10 @@ export class RedisBackplane implements Backplane {
       strictReadiness: true, registryRefreshMs: 500, directReplies: {}, clusterSecret: '', replyStreamTtlMs: 60_000, maxStreamBacklogBytes: 16 << 20, maxGatewayBacklogBytes: 1 << 30, commandTimeoutMs: GATEWAY_COMMAND_TIMEOUT_MS, tensorFetchMinBytes: 65536, ...options,
     };
     this.auth = new ClusterAuth(this.#opts.clusterSecret || undefined, this.#opts.logger);
+    this.#unreadableEntryWarning = new RateLimitedWarning(this.#opts.logger);
+    this.#malformedReplyWarning = new RateLimitedWarning(this.#opts.logger);
+    this.#malformedRegistryWarning = new RateLimitedWarning(this.#opts.logger);
+    this.#directServerWarning = new RateLimitedWarning(this.#opts.logger);
     this.#keys = new ClusterKeys(this.#opts.prefix);
     // No offline queue: while Redis is away, calls fail at once (503) instead of piling up.
     this.#cmd = openRedis(this.#opts.redis, 'gateway', this.#opts.logger, { commandTimeout: this.#opts.commandTimeoutMs });
@@ -327,7 +342,7 @@ export class RedisBackplane implements Backplane {
           try {
             if (body && this.auth.verify('reply', [this.#replyKey, body], mac, 'reply on the reply stream')) this.#onReply(body);
           } catch (err) {
-            this.#opts.logger?.warning(`dropping a reply stream entry that could not be read: ${(err as Error).message}`);
+            this.#unreadableEntryWarning.warn(`dropping a reply stream entry that could not be read: ${(err as Error).message}`);
           }
         }
       }
@@ -374,7 +389,7 @@ export class RedisBackplane implements Backplane {
     } catch (err) {
       // Dropped, and the request waits on: junk a peer adds to the reply stream (request keys are
       // easy to guess) must not take the place of the worker's answer.
-      this.#opts.logger?.warning(`dropping a malformed reply: ${(err as Error).message}`);
+      this.#malformedReplyWarning.warn(`dropping a malformed reply: ${(err as Error).message}`);
     }
   }
 
@@ -517,9 +532,10 @@ export class RedisBackplane implements Backplane {
         resolve();
       });
     });
-    // Once it listens, an error (a failed accept: out of file descriptors) is logged and the
-    // channel goes on; with no listener it ended the process (review).
-    server.on('error', (e: Error) => this.#opts.logger?.warning(`direct reply channel: ${e.message}`));
+    // Once it listens, an error (a failed accept: out of file descriptors) is logged (rate-limited:
+    // a flood of connections fails one accept each) and the channel goes on; with no listener it
+    // ended the process (review).
+    server.on('error', (e: Error) => this.#directServerWarning.warn(`direct reply channel: ${e.message}`));
     server.unref();
     this.#directServer = server;
     const port = (server.address() as AddressInfo).port;
@@ -602,7 +618,7 @@ export class RedisBackplane implements Backplane {
           // Counted and logged (rate-limited) like a wrongly signed entry.
           if (problem) this.auth.reject('registry', problem);
           else if (record) workers.push(record);
-          else this.#opts.logger?.warning('cluster: dropped a malformed registry entry');
+          else this.#malformedRegistryWarning.warn('cluster: dropped a malformed registry entry');
         }
         this.#workers = workers;
         this.#entriesCache.clear();

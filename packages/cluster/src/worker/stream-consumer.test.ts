@@ -1134,3 +1134,57 @@ describe('StreamConsumer: its own request streams (sequence models)', () => {
     }
   });
 });
+
+describe('StreamConsumer: junk from peers does not flood the log', () => {
+  it('attack: malformed requests, requests whose reply stream is not a gateway\'s and malformed control messages are each logged at most once every 10 s, the next line counting those left out (review: a line per junk entry, unbounded)', async () => {
+    const warnings: string[] = [];
+    const logger = { warning: (m: string) => warnings.push(m), info: () => undefined, error: () => undefined, verbose: () => undefined } as unknown as Logger;
+    const worker = new StreamConsumer(server, { redis: redis.url, prefix: 'wflood', logger });
+    const r = new Redis(redis.url);
+    const keys = new ClusterKeys('wflood');
+    const stream = keys.requests('a');
+    const realNow = Date.now.bind(Date);
+    const N = 200;
+    const lines = (what: string) => warnings.filter((m) => m.includes(what));
+    const [head, ...tensors] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(5) }] },
+      { requestKey: 'k', replyTo: 'elsewhere', enqueuedMs: Date.now(), deadlineMs: Date.now() + 60_000 });
+    const notForAGateway = [Buffer.from('r'), head!, ...tensors.flatMap((t) => [Buffer.from('t'), t])];
+    /** Every entry added so far has been taken and acknowledged (acknowledged entries are deleted). */
+    const drained = () => until(async () => (await r.xlen(stream)) === 0);
+    /** Every control message published so far has been taken: they are applied one at a time, in order, and this one is answered. */
+    let probes = 0;
+    const controlDone = async () => {
+      const id = `probe${probes++}`;
+      await r.publish(keys.control, JSON.stringify({ id, action: 'unload', model: 'nope' }));
+      await until(async () => (await r.llen(keys.controlReplies(id))) === 1);
+    };
+    try {
+      await worker.start();
+      for (let i = 0; i < N; i++) {
+        await r.xadd(stream, '*', 'r', Buffer.from([1, 2])); // shorter than its length prefix
+        await r.xadd(stream, '*', ...notForAGateway);
+        await r.publish(keys.control, `junk ${i}`);
+      }
+      await drained();
+      await controlDone();
+      expect(lines('dropping a malformed request')).toHaveLength(1);
+      expect(lines('whose reply stream is not a gateway\'s')).toHaveLength(1);
+      expect(lines('dropped a malformed control message')).toHaveLength(1);
+      // Past the 10 s, the next one of each is logged with the count of those left out.
+      vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 10_001);
+      await r.xadd(stream, '*', 'r', Buffer.from([1, 2]));
+      await r.xadd(stream, '*', ...notForAGateway);
+      await r.publish(keys.control, 'junk');
+      await drained();
+      await controlDone();
+      for (const what of ['dropping a malformed request', 'whose reply stream is not a gateway\'s', 'dropped a malformed control message']) {
+        expect(lines(what)).toHaveLength(2);
+        expect(lines(what)[1]).toContain(`(and ${N - 1} more since the last warning)`);
+      }
+    } finally {
+      vi.restoreAllMocks();
+      r.disconnect();
+      await worker.stop(1000);
+    }
+  });
+});

@@ -125,6 +125,9 @@ function entryKey(stream: string, id: string): string {
   return `${stream}\u0000${id}`;
 }
 
+/** What StreamConsumer's rate-limited warnings about junk are kept apart by. */
+type JunkWarning = 'malformed request' | 'answered malformed request' | 'not for a gateway' | 'unhandled request' | 'redelivered request' | 'taken over' | 'malformed control' | 'loaded set entry' | 'not loaded';
+
 /** Consumes the cluster's request streams for one worker. */
 export class StreamConsumer {
   readonly workerId: string;
@@ -136,6 +139,19 @@ export class StreamConsumer {
   readonly #direct: boolean;
   /** Fetches that failed: each is logged, at most one line every 10 s (a flood of them cannot fill the log). */
   readonly #fetchWarning: RateLimitedWarning;
+  /**
+   * The same for junk anyone who writes to Redis can add at will without a secret (request
+   * entries, control messages, entries of the loaded set, pending entries of made-up consumers):
+   * a line per message let a flood fill the log (review). One each, so one kind does not hide another.
+   */
+  readonly #junkWarnings = new Map<JunkWarning, RateLimitedWarning>();
+
+  /** The rate-limited warning of one kind of junk. */
+  #junk(kind: JunkWarning): RateLimitedWarning {
+    let warning = this.#junkWarnings.get(kind);
+    if (!warning) this.#junkWarnings.set(kind, (warning = new RateLimitedWarning(this.#logger)));
+    return warning;
+  }
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   /** Ids of the control messages applied in the last CONTROL_MAX_AGE_MS (a replay is dropped). */
@@ -288,7 +304,7 @@ export class StreamConsumer {
         for (let i = 0; i + 1 < flat.length; i += 2) {
           const name = flat[i]!;
           if (name.byteLength > MAX_MODEL_NAME_BYTES) {
-            this.#logger?.warning(`dropped an entry of the loaded set whose model name is ${name.byteLength} bytes long (a model name has at most ${MAX_MODEL_NAME_BYTES})`);
+            this.#junk('loaded set entry').warn(`dropped an entry of the loaded set whose model name is ${name.byteLength} bytes long (a model name has at most ${MAX_MODEL_NAME_BYTES})`);
             continue;
           }
           desired.set(name.toString('utf8'), flat[i + 1]!);
@@ -303,7 +319,7 @@ export class StreamConsumer {
       try {
         raw = bytes.toString('utf8');
       } catch {
-        this.#logger?.warning(`dropped an entry of the loaded set (model '${echoName(model)}'): ${bytes.length} bytes, too long to read`);
+        this.#junk('loaded set entry').warn(`dropped an entry of the loaded set (model '${echoName(model)}'): ${bytes.length} bytes, too long to read`);
         continue;
       }
       const text = this.auth.openText('desired', raw, `entry of the loaded set (model '${echoName(model)}')`);
@@ -319,7 +335,7 @@ export class StreamConsumer {
         if (skip?.has(model) || this.#server.modelReady(model)) continue;
         await this.#server.loadModel(model, loadOptions(want));
       } catch (err) {
-        this.#logger?.warning(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
+        this.#junk('not loaded').warn(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
       }
     }
   }
@@ -350,7 +366,7 @@ export class StreamConsumer {
       cmd = JSON.parse(text) as typeof cmd;
       if (typeof cmd.id !== 'string' || typeof cmd.model !== 'string' || (cmd.action !== 'load' && cmd.action !== 'unload')) throw new Error('not a control message');
     } catch {
-      this.#logger?.warning('cluster: dropped a malformed control message');
+      this.#junk('malformed control').warn('cluster: dropped a malformed control message');
       return;
     }
     if (this.auth.enabled) {
@@ -459,7 +475,7 @@ export class StreamConsumer {
           const deliveries = new Map(pending.map(([id, , , n]) => [id, n]));
           // XCLAIM with the same idle floor: when two workers race for an entry, one gets it.
           const claimed = (await this.#cmd.callBuffer('XCLAIM', stream, this.#keys.group, this.workerId, this.#claimIdleMs, ...pending.map(([id]) => id))) as [Buffer, Buffer[] | null][];
-          if (claimed.length) this.#logger?.warning(`took over ${claimed.length} requests of worker '${echoName(consumer)}' (no heartbeat) from ${stream}`);
+          if (claimed.length) this.#junk('taken over').warn(`took over ${claimed.length} requests of worker '${echoName(consumer)}' (no heartbeat) from ${stream}`);
           for (const [id, fields] of claimed) {
             const key = id.toString();
             if (fields) this.#handleSafely(stream, key, fields, (deliveries.get(key) ?? 1) + 1);
@@ -689,7 +705,7 @@ export class StreamConsumer {
     try {
       this.#handle(stream, id, fields, deliveries);
     } catch (err) {
-      this.#logger?.warning(`dropping a request from ${stream} that could not be handled: ${(err as Error).message}`);
+      this.#junk('unhandled request').warn(`dropping a request from ${stream} that could not be handled: ${(err as Error).message}`);
       this.#ack(stream, id);
     }
   }
@@ -773,7 +789,7 @@ export class StreamConsumer {
       try {
         this.#handleParts(stream, id, [head, ...tensors], mac, deliveries);
       } catch (err) {
-        this.#logger?.warning(`dropping a request from ${stream} that could not be handled: ${(err as Error).message}`);
+        this.#junk('unhandled request').warn(`dropping a request from ${stream} that could not be handled: ${(err as Error).message}`);
         ack();
       }
     }, (err: unknown) => {
@@ -812,19 +828,19 @@ export class StreamConsumer {
       // at once, rather than waiting out its timeout for a reply that would never come.
       const env = requestEnvelope(parts[0]!);
       if (env && env.replyTo.startsWith(this.#replyPrefix) && env.deadlineMs >= Date.now()) {
-        this.#logger?.warning(`answering an error to a malformed request from ${stream}: ${message}`);
+        this.#junk('answered malformed request').warn(`answering an error to a malformed request from ${stream}: ${message}`);
         const body = encodeReply({ requestKey: env.requestKey, error: { code: 'INTERNAL', message: `the worker could not read the request: ${message}` } });
         void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
         return;
       }
-      this.#logger?.warning(`dropping a malformed request from ${stream}: ${message}`);
+      this.#junk('malformed request').warn(`dropping a malformed request from ${stream}: ${message}`);
       ack();
       return;
     }
     const { request, env } = decoded;
     // Replies go only to a gateway's reply stream of this cluster, never to any other key.
     if (typeof env.replyTo !== 'string' || !env.replyTo.startsWith(this.#replyPrefix)) {
-      this.#logger?.warning(`dropping a request from ${stream} whose reply stream is not a gateway's`);
+      this.#junk('not for a gateway').warn(`dropping a request from ${stream} whose reply stream is not a gateway's`);
       ack();
       return;
     }
@@ -856,7 +872,7 @@ export class StreamConsumer {
     }
     if (deliveries > MAX_DELIVERIES) {
       // Ran on workers that died each time: answer instead of risking a third one.
-      this.#logger?.warning(`request on ${stream} was delivered ${deliveries} times (its workers died): answering an error instead of running it again`);
+      this.#junk('redelivered request').warn(`request on ${stream} was delivered ${deliveries} times (its workers died): answering an error instead of running it again`);
       const body = encodeReply({ requestKey: env.requestKey, error: { code: 'UNAVAILABLE', message: `the request for model '${echoName(request.modelName)}' was not answered: the workers that took it stopped (${deliveries - 1} times)` } });
       void this.#replyOnStream(env.replyTo, body, this.auth.mac('reply', [env.replyTo, body]), env.deadlineMs, ack);
       return;
