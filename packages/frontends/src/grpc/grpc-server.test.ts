@@ -561,7 +561,7 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     });
     await expect(call('LogSettings', { settings: Object.fromEntries(Array.from({ length: 8_000 }, (_, i) => [`k${i}`, { bool_param: true }])) })).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
     await expect(call('ModelReady', { name: 'x'.repeat(70_000) })).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
-    // Uncompressed, it is measured whole before it is decoded.
+    // Uncompressed, it is refused from its prefix, before it is read.
     await expect(call('TraceSetting', { settings: { trace_level: { value: many } } }, new Metadata(), plainClient)).rejects.toMatchObject({
       code: status.RESOURCE_EXHAUSTED, details: expect.stringMatching(/^a TraceSetting message of \d+ bytes is over the limit of 65536 bytes for control calls$/),
     });
@@ -1108,6 +1108,50 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     }
     expect((await call('ModelInfer', simpleRequest(), new Metadata(), plainClient))['model_name']).toBe('simple');
   }, 10_000);
+
+  it('attack: a control call announcing a 1 GiB message is refused RESOURCE_EXHAUSTED from its prefix, while the body is still coming, and not read further (review: grpc-js buffered it whole, up to --grpc-max-message-size, before the 64 KiB check)', async () => {
+    const GiB = 1 << 30;
+    const cases: [path: string, rpc: string, encoding: string, flag: number][] = [
+      ['/inference.GRPCInferenceService/ServerMetadata', 'ServerMetadata', 'identity', 0],
+      // A plain message on a stream that says gzip (gRPC allows it), and a flagged one that says identity (grpc-js reads it as it is).
+      ['/inference.GRPCInferenceService/ModelConfig', 'ModelConfig', 'gzip', 0],
+      ['/grpc.health.v1.Health/Check', 'Check', 'identity', 1],
+    ];
+    const s = await openSession(grpc.port);
+    try {
+      for (const [path, rpc, encoding, flag] of cases) {
+        const st = s.request(grpcHeaders(path, { 'grpc-encoding': encoding }), { endStream: false });
+        const done = grpcResult(st);
+        const prefix = Buffer.from([flag, 0, 0, 0, 0]);
+        prefix.writeUInt32BE(GiB, 1);
+        st.write(prefix);
+        // A few MB of the announced GiB (within the 8 MiB flow-control window, so all of it can
+        // arrive): the body is never complete, so only a refusal from the prefix can answer.
+        const chunk = Buffer.alloc(256 << 10);
+        for (let i = 0; i < 12 && !st.closed; i++) st.write(chunk);
+        let timer: NodeJS.Timeout | undefined;
+        const r = await Promise.race([done, new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), 20_000); })]);
+        clearTimeout(timer);
+        if (!st.closed) st.close(http2.NGHTTP2_CANCEL);
+        expect({ rpc, status: r?.status, message: r?.message }).toEqual({
+          rpc, status: status.RESOURCE_EXHAUSTED, message: `a ${rpc} message of ${GiB} bytes is over the limit of 65536 bytes for control calls`,
+        });
+        // The server closed the stream (RST_STREAM NO_ERROR after its answer): it reads no more of it.
+        expect(r!.rstCode).toBe(http2.NGHTTP2_NO_ERROR);
+      }
+    } finally {
+      s.destroy();
+    }
+    // The server goes on serving control calls and infers.
+    expect((await call('ServerMetadata'))['name']).toBeTruthy();
+    const health = new Health(`127.0.0.1:${grpc.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    try {
+      expect(await call('Check', {}, new Metadata(), health)).toEqual({ status: 'SERVING' });
+    } finally {
+      health.close();
+    }
+    expect((await call('ModelInfer', simpleRequest(), new Metadata(), plainClient))['model_name']).toBe('simple');
+  }, 60_000);
 
   it('a ModelStreamInfer message over the limit is refused in gRPC C++\'s words "(N vs. L)", first or after a response (review: grpc-js\'s "(N vs L)")', async () => {
     const s = await openSession(small.port);

@@ -160,6 +160,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         const encoding = headers['grpc-encoding'];
         const limit = opts.inflateLimit(rpc);
         if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, limit);
+        if (limit.control) refuseOversizedInFront(stream, rpc, limit.bytes, encoding === 'gzip' || encoding === 'deflate');
         if (!limit.control) sizeRefusalInGrpcWords(stream);
         for (const handler of grpcHandlers) handler.call(h2, stream, headers, flags);
       } catch (err) {
@@ -392,4 +393,58 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
     grpcPaused = false;
     return busy ? this : resume.call(this);
   };
+}
+
+/**
+ * Refuses a control call's message from its 5-byte prefix once that announces more than `limit`
+ * bytes (RESOURCE_EXHAUSTED, in the words of the check after decoding in grpc-server.ts), and
+ * stops reading the stream. grpc-js reads a message whole before anything can measure it, up to
+ * --grpc-max-message-size (2 GiB): a prefix announcing 1 GiB to ServerMetadata had the server hold
+ * all the client sent of it (review). Installed over inflateInFront, it sees the bytes as they came:
+ * compressed messages of a gzip or deflate stream are left to inflateInFront (`inflating`), which
+ * bounds them; every other message is measured here, a flagged one on any other stream too (grpc-js
+ * reads it whole before it takes it as uncompressed or refuses its encoding).
+ */
+function refuseOversizedInFront(stream: ServerHttp2Stream, rpc: string, limit: number, inflating: boolean): void {
+  const emit = stream.emit as Emit;
+  let prefix: Buffer = Buffer.alloc(0);
+  /** Bytes of the current message's body still to come (0: a prefix comes next). */
+  let remaining = 0;
+  let refused = false;
+
+  /** Reads the framing of `chunk`; false once a message is refused. */
+  const measure = (chunk: Buffer): boolean => {
+    let at = 0;
+    while (at < chunk.byteLength) {
+      if (remaining > 0) {
+        const n = Math.min(remaining, chunk.byteLength - at);
+        at += n;
+        remaining -= n;
+        continue;
+      }
+      const part = chunk.subarray(at, at + PREFIX_BYTES - prefix.byteLength);
+      at += part.byteLength;
+      prefix = prefix.byteLength === 0 ? Buffer.from(part) : Buffer.concat([prefix, part]);
+      if (prefix.byteLength < PREFIX_BYTES) break;
+      const length = prefix.readUInt32BE(1);
+      const compressed = prefix[0] !== 0;
+      prefix = Buffer.alloc(0);
+      if (length > limit && !(compressed && inflating)) {
+        refused = true;
+        refuse(stream, RESOURCE_EXHAUSTED, `a ${rpc || 'gRPC'} message of ${length} bytes is over the limit of ${limit} bytes for control calls`);
+        return false;
+      }
+      remaining = length;
+    }
+    return true;
+  };
+
+  stream.emit = function (this: ServerHttp2Stream, event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'data' || event === 'end') {
+      // Refused: nothing more reaches grpc-js (the stream is closed; what was in flight is dropped).
+      if (refused) return true;
+      if (event === 'data' && !measure(args[0] as Buffer)) return true;
+    }
+    return emit.call(this, event, ...args);
+  } as ServerHttp2Stream['emit'];
 }
