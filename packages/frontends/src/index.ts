@@ -2,6 +2,7 @@
 export { createHttpApp, HTTP_EXTENSIONS, serverExtensions } from './http/http-server.js';
 export { SystemSharedMemory, RequestSharedMemory, DEFAULT_MAX_SHARED_MEMORY_REGIONS, type SystemSharedMemoryOptions, type SystemSharedMemoryRegionStatus, type SharedMemoryWindow } from './shared-memory/system-shared-memory.js';
 export { DEFAULT_HTTP_MAX_INPUT_SIZE, type HttpOptions } from './http/http-options.js';
+export { DecompressionBudget, DEFAULT_MAX_DECOMPRESSED_REQUEST_BYTES, type DecompressionHold } from './decompression-budget.js';
 export { HTTP_STATUS, httpError } from './error-mapping.js';
 export { parseInferRequest, encodeInferResponse, DEFAULT_MAX_JSON_OUTPUT_SIZE, type OutputEncoding, type ParsedInfer, type EncodedResponse } from './http/infer-codec.js';
 export { jsonToTensorData, tensorDataToJson } from './http/json-tensor.js';
