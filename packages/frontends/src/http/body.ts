@@ -2,17 +2,18 @@
  * @module Request bodies: read with a size limit, decompressed (gzip/deflate), into memory owned
  * by the request so its tensors can be moved to instance threads without a copy. The limit holds
  * while reading: a declared Content-Length over it is refused before a byte is read, a chunked or
- * compressed body is counted as it streams, and inflating stops at the limit (no gzip bomb).
+ * compressed body is counted as it streams, and inflating stops at the limit (no gzip bomb). What
+ * a compressed body inflates to counts against the server's DecompressionBudget until its
+ * response closes (answered, or its client gone); an uncompressed one is not counted.
  * Triton: server/src/http_server.cc (GetRequestCompressionType, --http-max-input-size)
  */
 import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
-import { deflate, gunzip, gzip, inflate } from 'node:zlib';
+import { deflate, gzip } from 'node:zlib';
 import type { Context, MiddlewareHandler } from 'hono';
 import { Errors, TriodeError, echo, markTransferable } from '@triode/core';
+import { inflateCounted, type DecompressionBudget, type DecompressionHold } from '../decompression-budget.js';
 
-const gunzipAsync = promisify(gunzip);
-const inflateAsync = promisify(inflate);
 const gzipAsync = promisify(gzip);
 const deflateAsync = promisify(deflate);
 
@@ -197,16 +198,28 @@ export function incomingHeader(incoming: IncomingMessage, name: string): string 
   return Array.isArray(v) ? v.join(', ') : v;
 }
 
+/** What a response's end looks like to a compressed body held until then (a Node ServerResponse). */
+export interface ClosingResponse {
+  /** True once the response has finished or its connection has closed. */
+  readonly closed: boolean;
+  once(event: 'close', listener: () => void): unknown;
+}
+
 /**
  * Reads the request body, enforcing `limit` on both the received and the decompressed size.
- * @throws INVALID_ARG when too large, UNSUPPORTED for an unknown Content-Encoding.
+ * `budget`: where a compressed body's decompressed bytes count, until the response closes (a
+ * request served in-process, with no Node response, gives them back once decoded); without one
+ * they are not counted.
+ * @throws INVALID_ARG when too large, UNSUPPORTED for an unknown Content-Encoding, UNAVAILABLE
+ * past the budget
  */
-export async function readBody(c: Context, limit: number, headerLength?: number): Promise<Uint8Array> {
-  const env = c.env as { incoming?: IncomingMessage } | undefined;
+export async function readBody(c: Context, limit: number, headerLength?: number, budget?: DecompressionBudget): Promise<Uint8Array> {
+  const env = c.env as { incoming?: IncomingMessage; outgoing?: ClosingResponse } | undefined;
   if (env?.incoming && typeof env.incoming.on === 'function' && !env.incoming.readableEnded) {
-    return readIncomingBody(env.incoming, limit, headerLength);
+    return readIncomingBody(env.incoming, limit, headerLength, budget, env.outgoing);
   }
   const { encoding } = bodyHead((name) => header(c, name), limit);
+  if (encoding !== 'identity' && budget?.full) throw budget.refusal();
   let raw: Uint8Array;
   if (c.req.raw.body && !c.req.raw.bodyUsed) {
     raw = await readStream(c.req.raw.body, limit);
@@ -215,11 +228,21 @@ export async function readBody(c: Context, limit: number, headerLength?: number)
     if (ab.byteLength > limit) throw tooLarge(ab.byteLength, limit);
     raw = new Uint8Array(ab);
   }
-  return decodeBody(raw, encoding, limit);
+  if (encoding === 'identity') return decodeBody(raw, encoding, limit);
+  const hold = budget?.hold();
+  try {
+    return await decodeBody(raw, encoding, limit, hold);
+  } finally {
+    // Nothing tells when an in-process request's answer is done: its bytes are counted while it inflates.
+    hold?.release();
+  }
 }
 
-/** `readBody` of a Node request whose body is still unread (the Hono route's and the infer fast path's). */
-export function readIncomingBody(incoming: IncomingMessage, limit: number, headerLength?: number): Promise<Uint8Array> {
+/**
+ * `readBody` of a Node request whose body is still unread (the Hono route's and the infer fast
+ * path's). A compressed body's decompressed bytes count against `budget` until `response` closes.
+ */
+export function readIncomingBody(incoming: IncomingMessage, limit: number, headerLength?: number, budget?: DecompressionBudget, response?: ClosingResponse): Promise<Uint8Array> {
   let head: { encoding: string; declared: number | undefined };
   try {
     head = bodyHead((name) => incomingHeader(incoming, name), limit);
@@ -227,16 +250,41 @@ export function readIncomingBody(incoming: IncomingMessage, limit: number, heade
     return Promise.reject(err);
   }
   const { encoding, declared } = head;
-  const identity = encoding === 'identity';
-  const pad = identity && headerLength ? (8 - (headerLength % 8)) % 8 : 0;
   // Not an async function: an uncompressed body (every request but a compressed one) is
-  // readIncoming's promise itself, owned when it resolves, with no promise more (issue #18).
-  const raw = readIncoming(incoming, limit, declared, pad, identity);
-  return identity ? raw : raw.then((r) => decodeBody(r, encoding, limit));
+  // readIncoming's promise itself, owned when it resolves, with no promise more (issue #18), and
+  // nothing of the budget is looked at.
+  if (encoding === 'identity') return readIncoming(incoming, limit, declared, headerLength ? (8 - (headerLength % 8)) % 8 : 0, true);
+  return readCompressed(incoming, limit, declared, encoding, budget, response);
 }
 
-/** The body as received, decompressed per its Content-Encoding; owned by the request. */
-async function decodeBody(raw: Uint8Array, encoding: string, limit: number): Promise<Uint8Array> {
+/**
+ * A compressed body, read and inflated: refused before a byte is read when the budget is spent
+ * already; its decompressed bytes then count as they come, until `response` closes (at once when
+ * it fails: a refused request gives back what it took).
+ */
+async function readCompressed(incoming: IncomingMessage, limit: number, declared: number | undefined, encoding: string, budget: DecompressionBudget | undefined, response: ClosingResponse | undefined): Promise<Uint8Array> {
+  if (budget?.full) throw budget.refusal();
+  const hold = budget?.hold();
+  if (hold && response) {
+    // Registered before reading: a client that goes away mid-body or mid-inflation stops it there.
+    if (response.closed) hold.release();
+    else response.once('close', () => hold.release());
+  }
+  try {
+    return await decodeBody(await readIncoming(incoming, limit, declared, 0, false), encoding, limit, hold);
+  } catch (err) {
+    hold?.release();
+    throw err;
+  } finally {
+    if (!response) hold?.release();
+  }
+}
+
+/**
+ * The body as received, decompressed per its Content-Encoding; owned by the request. A compressed
+ * one's decompressed bytes count against `hold` as zlib produces them.
+ */
+async function decodeBody(raw: Uint8Array, encoding: string, limit: number, hold?: DecompressionHold): Promise<Uint8Array> {
   // The body belongs to this request alone: its tensors (views of it) may move it to a thread.
   markTransferable(raw.buffer);
   if (encoding === 'identity') return raw;
@@ -248,11 +296,12 @@ async function decodeBody(raw: Uint8Array, encoding: string, limit: number): Pro
     if (stated > limit) throw tooLarge(stated, limit);
   }
   try {
-    const out = encoding === 'gzip' ? await gunzipAsync(raw, { maxOutputLength: limit }) : await inflateAsync(raw, { maxOutputLength: limit });
+    const out = await inflateCounted(raw, encoding as 'gzip' | 'deflate', limit, hold);
     const body = join([out], out.byteLength);
     markTransferable(body.buffer);
     return body;
   } catch (err) {
+    if (err instanceof TriodeError) throw err;
     if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(limit + 1, limit);
     throw Errors.invalidArg(`failed to decompress the request body (${encoding}): ${echo((err as Error).message)}`);
   }
@@ -268,9 +317,10 @@ export const CONTROL_MAX_BODY_SIZE = 64 * 1024;
  * Reads, before the route runs, the body of every request whose route does not read it itself
  * (`limitOf(path)` gives its limit; undefined: the route reads it, as `/infer` does with
  * `--http-max-input-size`). A body over the limit is answered 413 and never buffered whole; the
- * route then finds the (decompressed) body in `c.req.raw`.
+ * route then finds the (decompressed) body in `c.req.raw`. A compressed body counts against
+ * `budget` until the response closes.
  */
-export function bodyLimit(limitOf: (path: string) => number | undefined): MiddlewareHandler {
+export function bodyLimit(limitOf: (path: string) => number | undefined, budget?: DecompressionBudget): MiddlewareHandler {
   return async (c, next) => {
     const method = c.req.method;
     // Only the methods a route takes a body with: any other (GET, TRACE, ...) goes on to its 404
@@ -282,7 +332,7 @@ export function bodyLimit(limitOf: (path: string) => number | undefined): Middle
     }
     let bytes: Uint8Array;
     try {
-      bytes = await readBody(c, limit);
+      bytes = await readBody(c, limit, undefined, budget);
     } catch (err) {
       if (!(err instanceof BodyTooLargeError)) throw err;
       // Close the connection: what the client still sends is not read.

@@ -7,6 +7,7 @@ import type { Tracer } from '../control/tracer.js';
 import type { Restrictions } from '../control/restricted.js';
 import type { SystemSharedMemory } from '../shared-memory/system-shared-memory.js';
 import type { SharedMemoryFactory } from './infer-codec.js';
+import type { DecompressionBudget } from '../decompression-budget.js';
 
 /** Options of `createHttpApp`. */
 export interface HttpOptions {
@@ -47,6 +48,14 @@ export interface HttpOptions {
    * registered, and a request naming one is refused as naming an unknown region.
    */
   sharedMemory?: SystemSharedMemory;
+  /**
+   * Where compressed request bodies count what they inflate to, until their response closes
+   * (`--max-decompressed-request-bytes`; shared with the gRPC frontend): past its limit a
+   * compressed request is refused 503. Uncompressed bodies are not counted. A request served
+   * in-process (`app.request()`, no Node response to wait for) counts only while it inflates.
+   * @default a budget of its own, of DEFAULT_MAX_DECOMPRESSED_REQUEST_BYTES (1 GiB)
+   */
+  decompressionBudget?: DecompressionBudget;
 }
 
 /** What every route needs. */
@@ -60,6 +69,8 @@ export interface HttpDeps {
   sseStallMs?: number;
   /** Makes a request's hold on the regions it names (HttpOptions.sharedMemory, inputs up to maxInputSize). */
   sharedMemory?: SharedMemoryFactory;
+  /** See HttpOptions.decompressionBudget. */
+  decompressionBudget: DecompressionBudget;
 }
 
 /** Triton's default `--http-max-input-size`: 64 MiB. */

@@ -25,6 +25,7 @@ import { modelPaths } from './routes/model-params.js';
 import { statsRoutes } from './routes/stats.js';
 import { SHARED_MEMORY_PATHS, sharedMemoryRoutes } from './routes/shared-memory.js';
 import { RequestSharedMemory } from '../shared-memory/system-shared-memory.js';
+import { DecompressionBudget } from '../decompression-budget.js';
 
 /**
  * The extensions Triode implements, for the server metadata: Triton's list in Triton's order (less
@@ -81,8 +82,9 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   const maxJsonOutputSize = options.maxJsonOutputSize ?? DEFAULT_MAX_JSON_OUTPUT_SIZE;
   if (!Number.isSafeInteger(maxJsonOutputSize) || maxJsonOutputSize <= 0) throw new RangeError('options.maxJsonOutputSize must be a positive integer');
   const logger = options.logger ?? createLogger();
+  const decompressionBudget = options.decompressionBudget ?? new DecompressionBudget();
   const deps: HttpDeps = {
-    backplane, maxInputSize, maxJsonOutputSize,
+    backplane, maxInputSize, maxJsonOutputSize, decompressionBudget,
     ...(options.tracer ? { tracer: options.tracer } : {}),
     ...(options.headerForwardPattern ? { headerForwardPattern: options.headerForwardPattern } : {}),
     ...(options.sseStallMs !== undefined ? { sseStallMs: options.sseStallMs } : {}),
@@ -99,7 +101,7 @@ export function createHttpApp(backplane: Backplane, options: HttpOptions = {}): 
   // A hostile model name in a load/unload path is refused before the body is read (issue #14).
   app.use(modelNameGuard());
   // After the restriction check: a refused request's body is never read.
-  app.use(bodyLimit((path) => bodyLimitOf(path, maxInputSize)));
+  app.use(bodyLimit((path) => bodyLimitOf(path, maxInputSize), decompressionBudget));
   app.route('/', statsRoutes(deps));
   app.route('/', healthRoutes(deps));
   app.route('/', inferRoutes(deps));

@@ -106,13 +106,13 @@ function drainIncoming(incoming: IncomingMessage): void {
 }
 
 async function serve(req: IncomingMessage, res: ServerResponse, name: string, version: string | undefined, deps: HttpDeps): Promise<InferAnswer> {
-  const { backplane, maxInputSize, maxJsonOutputSize, tracer } = deps;
+  const { backplane, maxInputSize, maxJsonOutputSize, tracer, decompressionBudget } = deps;
   const recvStart = tracer?.active ? traceNow() : 0;
   const v = parseModelVersion(version);
   if (typeof v === 'bigint') return versionNotFound(name, v, backplane);
   const model = v === undefined ? { name } : { name, version: v };
   const h = incomingHeader(req, 'inference-header-content-length');
-  const { request, encoding, sharedMemory: shm } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength), backplane, deps.sharedMemory);
+  const { request, encoding, sharedMemory: shm } = await readInferBody(model, h, (headerLength) => readIncomingBody(req, maxInputSize, headerLength, decompressionBudget, res), backplane, deps.sharedMemory);
   try {
     // Large inputs in shared memory are read now, off the event loop.
     if (shm) await shm.load();

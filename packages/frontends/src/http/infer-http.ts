@@ -9,6 +9,7 @@ import { compress, compressionOf, header, readBody } from './body.js';
 import { DEFAULT_MAX_JSON_OUTPUT_SIZE, encodeInferResponse, parseInferRequest, type OutputEncoding, type ParsedInfer, type SharedMemoryFactory } from './infer-codec.js';
 import type { RequestSharedMemory } from '../shared-memory/system-shared-memory.js';
 import { versionNotFound } from '../model-version.js';
+import type { HttpDeps } from './http-options.js';
 
 /**
  * A traced request's infer and write (both infer routes): HTTP_RECV_END before the infer,
@@ -35,13 +36,17 @@ export async function tracedInfer<T>(backplane: Backplane, request: InferenceReq
   return written;
 }
 
-/** Parses the infer request of a model route: JSON, binary extension, or raw binary (header length 0). */
-export function readInferRequest(c: Context, backplane: Backplane, maxInputSize: number, sharedMemory?: SharedMemoryFactory): Promise<ParsedInfer> {
+/**
+ * Parses the infer request of a model route: JSON, binary extension, or raw binary (header length
+ * 0). A compressed body counts against `deps.decompressionBudget` until the response closes.
+ */
+export function readInferRequest(c: Context, deps: Pick<HttpDeps, 'backplane' | 'maxInputSize' | 'decompressionBudget'>, sharedMemory?: SharedMemoryFactory): Promise<ParsedInfer> {
+  const { backplane, maxInputSize, decompressionBudget } = deps;
   const name = c.req.param('model') ?? '';
   const version = parseModelVersion(c.req.param('version'));
   if (typeof version === 'bigint') return versionNotFound(name, version, backplane);
   const model = version === undefined ? { name } : { name, version };
-  return readInferBody(model, header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength), backplane, sharedMemory);
+  return readInferBody(model, header(c, 'inference-header-content-length'), (headerLength) => readBody(c, maxInputSize, headerLength, decompressionBudget), backplane, sharedMemory);
 }
 
 /**

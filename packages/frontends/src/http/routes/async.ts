@@ -14,7 +14,8 @@ import { forwardHeaders } from '../../control/header-forward.js';
 const noJobs = () => Errors.unsupported('async inference needs cluster mode: start a gateway with --redis (triode gateway)');
 
 /** The async routes; `jobs` absent (embedded mode) answers 501. */
-export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize, headerForwardPattern }: HttpDeps, jobs?: AsyncInference): Hono {
+export function asyncRoutes(deps: HttpDeps, jobs?: AsyncInference): Hono {
+  const { maxJsonOutputSize, headerForwardPattern } = deps;
   const app = new Hono();
   for (const path of modelPaths('/infer_async')) {
     app.post(path, async (c) => {
@@ -30,7 +31,7 @@ export function asyncRoutes({ backplane, maxInputSize, maxJsonOutputSize, header
         throw Errors.invalidArg(`async request of ${length - headerLength} tensor bytes is over the limit of ${jobs.maxRequestBytes} bytes (--async-max-request-bytes); send it to the infer endpoint instead`);
       }
       // A job outlives its request: a region it names could be gone (or reused) when it runs.
-      const { request, encoding } = await readInferRequest(c, backplane, maxInputSize, asyncShmRefused);
+      const { request, encoding } = await readInferRequest(c, deps, asyncShmRefused);
       // The headers /infer forwards to the model go with the job (review: they were left out).
       if (headerForwardPattern) forwardHeaders(request, c.req.raw.headers.entries(), headerForwardPattern);
       const id = await jobs.submit(request, encoding);

@@ -10,12 +10,13 @@ import { traceNow } from '../../control/tracer.js';
 import { forwardHeaders } from '../../control/header-forward.js';
 
 /** The infer routes. */
-export function inferRoutes({ backplane, maxInputSize, maxJsonOutputSize, tracer, headerForwardPattern, sharedMemory }: HttpDeps): Hono {
+export function inferRoutes(deps: HttpDeps): Hono {
+  const { backplane, maxJsonOutputSize, tracer, headerForwardPattern, sharedMemory } = deps;
   const app = new Hono();
   for (const path of modelPaths('/infer')) {
     app.post(path, async (c) => {
       const recvStart = tracer?.active ? traceNow() : 0;
-      const { request, encoding, sharedMemory: shm } = await readInferRequest(c, backplane, maxInputSize, sharedMemory);
+      const { request, encoding, sharedMemory: shm } = await readInferRequest(c, deps, sharedMemory);
       try {
         // Large inputs in shared memory are read now, off the event loop.
         if (shm) await shm.load();
