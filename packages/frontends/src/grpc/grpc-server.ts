@@ -27,8 +27,9 @@ import { NO_REGIONS, RequestSharedMemory, clientShmDisabled, type SharedMemoryFa
 import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
 import { inferFastPath } from './infer-fast-path.js';
-import { REFUSED, WIRE_BYTES, decodeInferRequest } from './infer-request-scan.js';
-import { installStreamFront } from './transport-guard.js';
+import { REFUSED, WIRE_BYTES, checkInferRequestWire, decodeInferRequest } from './infer-request-scan.js';
+import { inflatedMessages, installStreamFront, type InflatedMessage } from './transport-guard.js';
+import { DecompressionBudget } from '../decompression-budget.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
 export interface GrpcKeepalive {
@@ -119,6 +120,14 @@ export interface GrpcServerOptions {
    * unknown one.
    */
   sharedMemory?: SystemSharedMemory;
+  /**
+   * Where compressed messages (grpc-encoding gzip or deflate) count what they inflate to, until
+   * their call ends (a ModelStreamInfer message's: until its request ends)
+   * (`--max-decompressed-request-bytes`; shared with the HTTP frontend): past its limit a call is
+   * refused UNAVAILABLE, a stream's message in-band. Uncompressed messages are not counted.
+   * @default a budget of its own, of DEFAULT_MAX_DECOMPRESSED_REQUEST_BYTES (1 GiB)
+   */
+  decompressionBudget?: DecompressionBudget;
 }
 
 /** A running gRPC server. */
@@ -422,6 +431,28 @@ class StreamBudget {
   }
 }
 
+/**
+ * Bytes an element of a request's typed contents takes once decoded: a slot of an array, then of
+ * the tensor made of it (up to 8 bytes: INT64, FP64), where the wire may have spent one byte (a
+ * packed varint 0). 16M `int_contents` zeros gzipped to 16 KB inflate to 16 MB and decode to a
+ * 64 MB tensor: counting only the 16 MB let 40 such calls take 4 GB under a 1 GiB budget.
+ */
+const DECODED_ELEMENT_BYTES = 8;
+
+/**
+ * What an inflated ModelInfer or ModelStreamInfer message takes once decoded beyond its own bytes
+ * (its typed contents), for the decompression budget; 0 for other RPCs, and for a message the
+ * deserializer will refuse before decoding it.
+ */
+function inferDecodedBytes(rpc: string, message: Buffer): number {
+  if (rpc !== 'ModelInfer' && rpc !== 'ModelStreamInfer') return 0;
+  try {
+    return DECODED_ELEMENT_BYTES * checkInferRequestWire(message);
+  } catch {
+    return 0;
+  }
+}
+
 /** Codes of errors Triton gives before a request runs (building or validating it, finding its model). */
 const EARLY_CODES: ReadonlySet<string> = new Set(['INVALID_ARG', 'NOT_FOUND', 'UNSUPPORTED']);
 
@@ -498,6 +529,8 @@ class StreamInferSession {
   readonly #reflow = (): void => this.#flow();
 
   readonly #sharedMemory: SharedMemoryFactory | undefined;
+  /** What the front door recorded of this stream's messages, when it came compressed (inflatedMessages). */
+  readonly #inflated: InflatedMessage[] | undefined;
 
   constructor(backplane: Backplane, call: ServerDuplexStream<ModelInferRequestMessage, object>, logger: Logger, budget: StreamBudget, forward?: RegExp, sharedMemory?: SharedMemoryFactory) {
     this.#sharedMemory = sharedMemory;
@@ -507,6 +540,8 @@ class StreamInferSession {
     this.#call = call;
     this.#logger = logger;
     this.#grpcErrors = String(call.metadata.get('triton_grpc_error')[0] ?? '').toLowerCase() === 'true';
+    const h2 = http2StreamOf(call);
+    this.#inflated = h2 ? inflatedMessages(h2) : undefined;
     // Every request of the stream listens on its signal, up to MAX_STREAM_PENDING at once: past
     // Node's default of 10 each stream printed a MaxListenersExceededWarning, a log line a client
     // could add at will (review).
@@ -538,9 +573,12 @@ class StreamInferSession {
     this.#slots.push(slot);
     this.#inflight++;
     const bytes = requestBytes(m);
+    // Its decompressed bytes (if it came compressed) are this request's from now on, until it ends.
+    const inflated = this.#inflated?.shift();
     this.#hold(bytes);
     this.#flow();
-    void this.#run(m, slot).finally(() => {
+    void this.#run(m, slot, inflated?.refused).finally(() => {
+      inflated?.hold?.release();
       slot.done = true;
       this.#inflight--;
       this.#hold(-bytes);
@@ -576,13 +614,15 @@ class StreamInferSession {
     else this.#call.resume();
   }
 
-  async #run(m: ModelInferRequestMessage, slot: StreamSlot): Promise<void> {
+  /** Runs one request; `refused`: the front door refused it (the budget), and it is answered with that. */
+  async #run(m: ModelInferRequestMessage, slot: StreamSlot, refused?: TriodeError): Promise<void> {
     const id = m.id ?? '';
     // The regions the request names, held until its last response is written (each response of a
     // decoupled model writes its outputs to them, as Triton's).
     let shm: RequestSharedMemory | undefined;
     let shmBytes = 0;
     try {
+      if (refused) throw refused;
       const read = inferRequestFromMessage(m, this.#sharedMemory);
       if ('unknownVersion' in read) return await versionNotFound(m.model_name, read.unknownVersion, this.#backplane);
       const { request, emptyFinal } = read;
@@ -636,7 +676,7 @@ class StreamInferSession {
       // only its id back (stream_infer_handler.cc clears the response and repopulates the id); one
       // that failed in its model gets its model and the final flag too. A client's 1 MB model name
       // came back whole (review).
-      const early = REFUSED in m || (err instanceof TriodeError && EARLY_CODES.has(err.code));
+      const early = REFUSED in m || err === refused || (err instanceof TriodeError && EARLY_CODES.has(err.code));
       const error = { error_message: grpcError(err, this.#logger).details, infer_response: early ? { id } : { model_name: m.model_name, model_version: m.model_version, id, parameters: { triton_final_response: { bool_param: true } } } };
       // A decoupled request no longer holds a place in the order: its error goes out at once.
       if (slot.streaming) this.#write(error);
@@ -718,6 +758,23 @@ class StreamInferSession {
       this.#call.end();
     }
   }
+}
+
+/**
+ * The HTTP/2 stream under a grpc-js call, where the front door recorded its compressed messages:
+ * grpc-js keeps it private (the call's `call`, a BaseServerInterceptingCall behind any
+ * interceptors' `nextCall`, holds it as `stream`). Should a grpc-js release move it, a compressed
+ * stream's messages stay counted until the stream ends (still bounded: the budget refuses past
+ * its limit), and grpc-decompression-budget.test.ts fails.
+ */
+function http2StreamOf(call: object): object | undefined {
+  let c: unknown = (call as { call?: unknown }).call;
+  for (let i = 0; i < 8 && typeof c === 'object' && c !== null; i++) {
+    const s = (c as { stream?: unknown }).stream;
+    if (typeof s === 'object' && s !== null) return s;
+    c = (c as { nextCall?: unknown }).nextCall;
+  }
+  return undefined;
 }
 
 /** HTTP/2 flow-control window of each stream and connection (bytes in flight before the client waits). */
@@ -875,6 +932,8 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     // Compressed messages inflate to no more than an uncompressed one may be (control calls and
     // health Check: GRPC_CONTROL_MAX_MESSAGE_BYTES), before grpc-js sees them.
     inflateLimit: (rpc) => (LARGE_MESSAGE_RPCS.has(rpc) ? { bytes: maxBytes, control: false } : { bytes: GRPC_CONTROL_MAX_MESSAGE_BYTES, control: true }),
+    decompression: options.decompressionBudget ?? new DecompressionBudget(),
+    decodedBytes: inferDecodedBytes,
     ...(fast ? {
       fastPath: inferFastPath({
         backplane,

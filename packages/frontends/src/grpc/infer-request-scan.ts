@@ -35,8 +35,9 @@ const malformed = (): TriodeError => new TriodeError('INTERNAL', 'malformed Mode
  * than MAX_SHAPE_DIMS dims, a parameters map of more than MAX_PARAMETERS entries, or more than
  * MAX_BYTES_CONTENTS object elements (`bytes_contents`, `int64_contents`, `uint64_contents`).
  * Bytes that do not parse are refused INTERNAL, as the decoder's refusal is.
+ * @returns the elements of its typed `contents` (each a slot of an array or an object once decoded)
  */
-export function checkInferRequestWire(bytes: Uint8Array): void {
+export function checkInferRequestWire(bytes: Uint8Array): number {
   let inputs = 0;
   let outputs = 0;
   let raw = 0;
@@ -74,6 +75,7 @@ export function checkInferRequestWire(bytes: Uint8Array): void {
       });
     }
   });
+  return objects + scalars;
 }
 
 /** Where a refused message's error is kept, in place of the decoded message (see `decodeInferRequest`). */

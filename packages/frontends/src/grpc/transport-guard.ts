@@ -8,12 +8,14 @@
  * messages (grpc-encoding gzip or deflate) are inflated here, each to at most its RPC's limit, and
  * handed to grpc-js uncompressed: grpc-js inflated them itself up to the server's receive limit
  * (2 GiB), so 2 MB of gzip to a control call held 4 GB before its 64 KiB limit was checked (review).
+ * What they inflate to counts against the server's DecompressionBudget until their call ends (a
+ * ModelStreamInfer message's: until its request ends, see inflatedMessages).
  */
 import type { EventEmitter } from 'node:events';
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { constants as bufferConstants } from 'node:buffer';
-import { gunzip, inflate } from 'node:zlib';
 import { TriodeError, type Logger } from '@triode/core';
+import { inflateCounted, type DecompressionBudget, type DecompressionHold } from '../decompression-budget.js';
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
 
 /** Client stream resets a connection may make: a burst, refilled at a steady rate. */
@@ -36,6 +38,41 @@ export interface StreamFrontOptions {
   fastPath?: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
   /** The most bytes a message of `rpc` ('' for an unknown path) may inflate to. */
   inflateLimit: (rpc: string) => InflateLimit;
+  /** Where compressed messages count what they inflate to, until their call (or request) ends. */
+  decompression: DecompressionBudget;
+  /**
+   * Bytes a compressed message of `rpc`, inflated, will take once decoded beyond its own (a
+   * ModelInfer request's typed contents: a byte on the wire each, up to 8 as a tensor); counted
+   * with them. @default none
+   */
+  decodedBytes?: (rpc: string, message: Buffer) => number;
+}
+
+/**
+ * A message of a compressed ModelStreamInfer stream as the front door handed it to grpc-js, for
+ * the stream's reader to take over, in order, as grpc-js hands it the decoded message.
+ */
+export interface InflatedMessage {
+  /** What it holds of the budget (none: it came uncompressed): released when its request ends. */
+  readonly hold?: DecompressionHold;
+  /** The budget refused it: grpc-js was handed an empty message in its place, to be answered with this. */
+  readonly refused?: TriodeError;
+}
+
+/** A message that came uncompressed: nothing held. */
+const PLAIN: InflatedMessage = Object.freeze({});
+
+/** Compressed ModelStreamInfer streams: their messages handed to grpc-js and not yet taken. */
+const INFLATED = new WeakMap<object, InflatedMessage[]>();
+
+/**
+ * The messages of a compressed ModelStreamInfer stream (its HTTP/2 stream) handed to grpc-js and
+ * not yet taken by its reader, oldest first: the reader shifts one per message grpc-js gives it,
+ * and from then on releases its hold when the message's request ends. What is still here when
+ * the stream closes is released by the front door. Undefined for a stream sent uncompressed.
+ */
+export function inflatedMessages(stream: object): InflatedMessage[] | undefined {
+  return INFLATED.get(stream);
 }
 
 /** How far a compressed message of an RPC may inflate. */
@@ -159,7 +196,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         if (opts.fastPath?.(stream, headers)) return;
         const encoding = headers['grpc-encoding'];
         const limit = opts.inflateLimit(rpc);
-        if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, limit);
+        if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, limit, opts);
         if (limit.control) refuseOversizedInFront(stream, rpc, limit.bytes, encoding === 'gzip' || encoding === 'deflate');
         if (!limit.control) sizeRefusalInGrpcWords(stream);
         for (const handler of grpcHandlers) handler.call(h2, stream, headers, flags);
@@ -203,6 +240,8 @@ function sizeRefusalInGrpcWords(stream: ServerHttp2Stream): void {
 /** gRPC's message prefix: a compressed flag byte and a 4-byte big-endian length. */
 const PREFIX_BYTES = 5;
 const RESOURCE_EXHAUSTED = 8;
+/** An empty message (flag 0, length 0): what grpc-js is handed for a stream message the budget refused. */
+const EMPTY_MESSAGE = Buffer.alloc(PREFIX_BYTES);
 
 type Emit = (event: string | symbol, ...args: unknown[]) => boolean;
 
@@ -213,12 +252,21 @@ type Emit = (event: string | symbol, ...args: unknown[]) => boolean;
  * more compressed bytes than could inflate to it, ends the call RESOURCE_EXHAUSTED; one that does
  * not inflate, INTERNAL (grpc-js's words). Uncompressed messages pass as they come.
  *
+ * What a message inflates to counts against the budget as zlib produces it (and, once inflated,
+ * what it will take decoded beyond that: `opts.decodedBytes`), and stays counted until
+ * the stream closes, except on ModelStreamInfer, whose reader takes each message's hold over
+ * (inflatedMessages) and releases it when its request ends. Past the budget a message is refused
+ * before it inflates further (what it took goes back): the call ends UNAVAILABLE, or, on
+ * ModelStreamInfer, grpc-js gets an empty message in its place, which the reader answers in-band
+ * with the refusal (the stream goes on, as for any request that fails).
+ *
  * It sits between the stream and grpc-js through the stream's own emit, pause and resume (set on
  * this stream only): 'data' and 'end' go through the message framing below, and while a message
  * inflates (in zlib's thread pool) the stream is paused, whatever grpc-js asked, so what the
  * client sends meanwhile waits in HTTP/2's flow-control window, not here.
  */
-function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate', rpc: string, limit: InflateLimit): void {
+function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate', rpc: string, limit: InflateLimit, opts: StreamFrontOptions): void {
+  const budget = opts.decompression;
   const emit = stream.emit as Emit;
   const pass = (event: string, chunk?: Buffer): void => {
     if (chunk === undefined) emit.call(stream, event);
@@ -240,6 +288,19 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
   let grpcPaused = false;
   /** Chunks (and null for the end) that came while a message inflated, in order. */
   const backlog: (Buffer | null)[] = [];
+  /** A stream's refusal goes in-band: its other requests go on. */
+  const inBand = rpc === 'ModelStreamInfer';
+  /** Messages handed to grpc-js whose holds the front door still owns (a stream's reader takes them). */
+  const handed: InflatedMessage[] = [];
+  if (inBand) INFLATED.set(stream, handed);
+  /** The hold of the message inflating now. */
+  let inflating: DecompressionHold | undefined;
+  // Reset, GOAWAY, answered: whatever the call's messages still hold goes back (exactly once:
+  // a hold taken over by the stream's reader is no longer here, and release() does nothing twice).
+  stream.once('close', () => {
+    inflating?.release();
+    for (const m of handed.splice(0)) m.hold?.release();
+  });
 
   const fail = (code: number, message: string): void => {
     if (failed) return;
@@ -275,13 +336,30 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
     const body = compressed.length === 1 ? compressed[0]! : Buffer.concat(compressed);
     compressed = [];
     mode = 'prefix';
+    const hold = budget.hold();
+    inflating = hold;
     const done = (err: Error | null, out: Buffer): void => {
       busy = false;
+      inflating = undefined;
       if (failed || stream.destroyed || stream.closed) {
         backlog.length = 0;
+        hold.release();
         return;
       }
-      if (err) {
+      let refused = err instanceof TriodeError ? err : undefined;
+      const decoded = err ? 0 : opts.decodedBytes?.(rpc, out) ?? 0;
+      if (decoded > 0 && !hold.take(decoded)) {
+        hold.release();
+        refused = budget.refusal();
+      }
+      if (refused && inBand) {
+        // Past the budget: the stream's reader answers it in-band, in its place among the others.
+        handed.push({ refused });
+        pass('data', EMPTY_MESSAGE);
+      } else if (refused) {
+        fail(GRPC_STATUS[refused.code], refused.message);
+        return;
+      } else if (err) {
         if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
           fail(RESOURCE_EXHAUSTED, limit.control
             ? `a ${what} message that decompresses to more than ${limit.bytes} bytes is over the limit of ${limit.bytes} bytes for control calls`
@@ -290,11 +368,13 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
           fail(GRPC_STATUS.INTERNAL, 'Failed to decompress message');
         }
         return;
+      } else {
+        handed.push({ hold });
+        const head = Buffer.alloc(PREFIX_BYTES);
+        head.writeUInt32BE(out.byteLength, 1);
+        pass('data', head);
+        if (out.byteLength > 0) pass('data', out);
       }
-      const head = Buffer.alloc(PREFIX_BYTES);
-      head.writeUInt32BE(out.byteLength, 1);
-      pass('data', head);
-      if (out.byteLength > 0) pass('data', out);
       while (!busy && !failed && backlog.length > 0) {
         const next = backlog.shift()!;
         if (next === null) guarded(end);
@@ -305,14 +385,14 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
     // maxOutputLength: past it zlib stops and fails (ERR_BUFFER_TOO_LARGE), holding at most that much.
     // No more than a Buffer can hold: past it zlib throws at once (a --grpc-max-message-size over
     // 4 GiB on Node 20 made every compressed ModelInfer throw out of the stream's read path; review).
-    const options = { maxOutputLength: Math.max(1, Math.min(limit.bytes, bufferConstants.MAX_LENGTH)) };
-    try {
-      if (encoding === 'gzip') gunzip(body, options, done);
-      else inflate(body, options, done);
-    } catch {
-      busy = false;
-      fail(GRPC_STATUS.INTERNAL, 'Failed to decompress message');
-    }
+    // inflateCounted counts each chunk against the hold and settles in a later tick (never in
+    // this one: done() reads the backlog this frame loop is still filling).
+    // guarded: a throw in done() (grpc-js's handlers run under pass()) fails this call alone, not
+    // as an unhandled rejection.
+    inflateCounted(body, encoding, Math.max(1, Math.min(limit.bytes, bufferConstants.MAX_LENGTH)), hold).then(
+      (out) => guarded(() => done(null, out)),
+      (err: unknown) => guarded(() => done(err instanceof Error ? err : new Error(String(err)), EMPTY_MESSAGE)),
+    );
   };
 
   /** Frames `chunk`: plain message bytes pass on, a compressed message is gathered, then inflated. */
@@ -326,12 +406,18 @@ function inflateInFront(stream: ServerHttp2Stream, encoding: 'gzip' | 'deflate',
         if (prefix.byteLength < PREFIX_BYTES) break;
         remaining = prefix.readUInt32BE(1);
         if (prefix[0] === 0) {
+          handed.push(PLAIN);
           pass('data', prefix);
           mode = 'plain';
         } else if (remaining > maxCompressed) {
           fail(RESOURCE_EXHAUSTED, limit.control
             ? `a ${what} message of ${remaining} compressed bytes is over the limit of ${limit.bytes} bytes for control calls`
             : `Received message larger than max (${remaining} vs. ${limit.bytes})`);
+          return;
+        } else if (budget.full && !inBand) {
+          // Nothing more fits: refused from its prefix, the compressed bytes unread.
+          const e = budget.refusal();
+          fail(GRPC_STATUS[e.code], e.message);
           return;
         } else {
           mode = 'compressed';
