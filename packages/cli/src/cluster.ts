@@ -7,11 +7,11 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, queryGpus, selectGpus, type Logger } from '@triode/core';
-import { HttpLifecycle, MeasuredBackplane, SystemSharedMemory, TraceSettings, Tracer, headerPattern, createHttpApp, serverExtensions, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
+import { DecompressionBudget, HttpLifecycle, MeasuredBackplane, SystemSharedMemory, TraceSettings, Tracer, headerPattern, createHttpApp, serverExtensions, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
-import { ALLOW_CLIENT_SHM_HELP, cacheBytesFrom, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort, parseRateLimitResources, rateLimitResource, traceConfigFrom, traceConfigOption } from './serve-options.js';
+import { ALLOW_CLIENT_SHM_HELP, cacheBytesFrom, maxDecompressedRequestBytesOption, gpuQueryFrom, httpRestrictionsFrom, metricsConfigFrom, oneOf, parseBackendConfig, parseBool, parseDuration, parseInteger, parseLogVerbose, parsePort, parseRateLimitResources, rateLimitResource, traceConfigFrom, traceConfigOption } from './serve-options.js';
 import { logStream } from './log-file.js';
 import { findGpus } from './serve.js';
 
@@ -109,6 +109,7 @@ export function addClusterCommands(program: Command): void {
     .option('--http-port <port>', 'HTTP port', parsePort, 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body', parseInteger(1), 64 * 1024 * 1024)
+    .addOption(maxDecompressedRequestBytesOption())
     .option('--http-restricted-api <apis:key=value>', 'as triode serve (repeatable)', collect, [])
     .option('--http-header-forward-pattern <regex>', 'request headers whose names match become request parameters')
     .option('--id <name>', 'server name in the server metadata', 'triton')
@@ -188,13 +189,15 @@ export function addClusterCommands(program: Command): void {
       // Regions live on the gateway's host: a client names them there, and the gateway reads the
       // inputs and writes the outputs; workers see ordinary tensors.
       const sharedMemory = o['allowClientShm'] === true ? new SystemSharedMemory() : undefined;
+      // As triode serve: one budget of decompressed request bytes for both frontends.
+      const decompressionBudget = new DecompressionBudget(o['maxDecompressedRequestBytes'] as number);
       const http = await startHttpServer(createHttpApp(measured, {
-        maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings, tracer, logger,
+        maxInputSize: o['httpMaxInputSize'] as number, lifecycle, asyncJobs, logSettings, traceSettings, tracer, logger, decompressionBudget,
         ...(restrictions ? { restrictions } : {}),
         ...(sharedMemory ? { sharedMemory } : {}),
         ...(o['httpHeaderForwardPattern'] ? { headerForwardPattern: headerPattern(o['httpHeaderForwardPattern'] as string)! } : {}),
       }), o['httpPort'] as number, o['httpAddress'] as string);
-      const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger, tracer, sharedMemory);
+      const grpc = await startGrpc(measured, toGrpcFlags(o), logSettings, traceSettings, logger, { tracer, decompressionBudget, ...(sharedMemory ? { sharedMemory } : {}) });
       logger.info(`gateway ${backplane.gatewayId} on Redis ${redactRedisUrl(o['redis'] as string)}${backplane.directAddress ? `, direct replies at ${backplane.directAddress}` : ''}${secret ? ', cluster secret set' : ''}`);
       if (!secret) logger.warning('no --cluster-secret: anyone who can write to this Redis can forge replies and control messages (README, Security)');
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);

@@ -6,7 +6,10 @@ import { isIP } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { Backplane, LogSettings, Logger } from '@triode/core';
-import { headerPattern, parseRestrictions, startGrpcServer, type GrpcServerHandle, type GrpcServerOptions, type SystemSharedMemory, type TraceSettings, type Tracer } from '@triode/frontends';
+import {
+  headerPattern, parseRestrictions, startGrpcServer,
+  type DecompressionBudget, type GrpcServerHandle, type GrpcServerOptions, type SystemSharedMemory, type TraceSettings, type Tracer,
+} from '@triode/frontends';
 import { noEffectNotes, oneOf, parseBool, parseDuration, parseInteger, parsePort, type FlagNote } from './serve-options.js';
 
 /** Parsed gRPC flags. */
@@ -108,17 +111,28 @@ export function toGrpcFlags(o: Record<string, unknown>): GrpcFlags {
   };
 }
 
+/** What the gRPC frontend shares with the HTTP one of the same process. */
+export interface SharedWithHttp {
+  tracer?: Tracer;
+  /** `--allow-client-shm=true`: the regions clients register. */
+  sharedMemory?: SystemSharedMemory;
+  /** `--max-decompressed-request-bytes`: one budget for both frontends. */
+  decompressionBudget?: DecompressionBudget;
+}
+
 /** Starts the gRPC frontend when allowed; logs where it listens. */
 export async function startGrpc(
-  backplane: Backplane, flags: GrpcFlags, logSettings: LogSettings, traceSettings: TraceSettings, logger: Logger, tracer?: Tracer,
-  sharedMemory?: SystemSharedMemory,
+  backplane: Backplane, flags: GrpcFlags, logSettings: LogSettings, traceSettings: TraceSettings, logger: Logger, shared: SharedWithHttp = {},
 ): Promise<GrpcServerHandle | undefined> {
+  const { tracer, sharedMemory, decompressionBudget } = shared;
   for (const n of flags.notes) logger[n.level](n.text);
   if (!flags.allow) return undefined;
   if (flags.responseCompression !== 'none') {
     logger.info(`gRPC ModelInfer responses are gzip-compressed (level ${flags.responseCompression}) for clients that accept it; ModelStreamInfer responses are not (grpc-js cannot compress)`);
   }
-  const grpc = await startGrpcServer(backplane, { ...flags.server, logSettings, traceSettings, logger, inferResponseCompression: flags.responseCompression, ...(tracer ? { tracer } : {}), ...(sharedMemory ? { sharedMemory } : {}) });
+  const grpc = await startGrpcServer(backplane, { ...flags.server, logSettings, traceSettings, logger, inferResponseCompression: flags.responseCompression,
+    ...(tracer ? { tracer } : {}), ...(sharedMemory ? { sharedMemory } : {}), ...(decompressionBudget ? { decompressionBudget } : {}),
+  });
   logger.info(`Started GRPCInferenceService at ${flags.server.address?.replace(/:\d+$/, '')}:${grpc.port}`);
   return grpc;
 }

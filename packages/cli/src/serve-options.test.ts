@@ -90,6 +90,12 @@ describe('tritonserver flags on triode serve (issue #15)', () => {
     expect(parse(['--model-repository=/m', '--allow-client-shm=off']).allowClientShm).toBe(false);
   });
 
+  it('--max-decompressed-request-bytes (Triode\'s own) is 1 GiB unless given, a positive integer, with no note', () => {
+    expect(parse(['--model-repository=/m']).maxDecompressedRequestBytes).toBe(1 << 30);
+    expect(parse(['--model-repository=/m', '--max-decompressed-request-bytes=268435456'])).toMatchObject({ maxDecompressedRequestBytes: 268435456, notes: [] });
+    for (const v of ['0', '-1', '1e9', '']) expect(() => parse(['--model-repository=/m', '--max-decompressed-request-bytes', v]), v).toThrow(/expected an integer >= 1/);
+  });
+
   it('--rate-limit and --rate-limit-resource become the rate limiter options, with no note', () => {
     const o = parse(['--model-repository=/m', '--rate-limit=execution_count', '--rate-limit-resource=R1:10', '--rate-limit-resource=R2:5:0', '--rate-limit-resource=R2:8:1']);
     expect([o.rateLimit, o.rateLimitResources, o.notes]).toEqual(['execution_count', [{ name: 'R1', count: 10 }, { name: 'R2', count: 5, device: 0 }, { name: 'R2', count: 8, device: 1 }], []]);

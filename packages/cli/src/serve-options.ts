@@ -4,7 +4,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { GpuQueryOptions, RateLimitResource } from '@triode/core';
-import { parseMetricsConfig, parseRestrictions, type MetricsConfig, type Restrictions } from '@triode/frontends';
+import { DEFAULT_MAX_DECOMPRESSED_REQUEST_BYTES, parseMetricsConfig, parseRestrictions, type MetricsConfig, type Restrictions } from '@triode/frontends';
 import { addGrpcFlags, toGrpcFlags, type GrpcFlags } from './grpc-options.js';
 
 /** Everything `triode serve` is told on its command line. */
@@ -20,6 +20,8 @@ export interface ServeOptions {
   httpRestrictedApi: string[];
   /** `--http-header-forward-pattern`. */
   httpHeaderForwardPattern?: string;
+  /** `--max-decompressed-request-bytes`: what compressed requests in flight may hold decompressed, HTTP and gRPC together. */
+  maxDecompressedRequestBytes: number;
   grpc: GrpcFlags;
   allowMetrics: boolean;
   metricsPort: number;
@@ -302,6 +304,15 @@ function shapedOne(re: RegExp, form: string) {
   return (v: string): string => shaped(re, form)(v)[0]!;
 }
 
+/**
+ * `--max-decompressed-request-bytes`, as `triode serve` and `triode gateway` take it: one budget
+ * for both frontends of the process (Triode's own; Triton has no such limit).
+ */
+export function maxDecompressedRequestBytesOption(): Option {
+  return new Option('--max-decompressed-request-bytes <bytes>', 'most bytes compressed requests in flight (HTTP Content-Encoding, gRPC grpc-encoding) may hold decompressed, all together; past it a compressed request is refused (503 / UNAVAILABLE) until some finish; uncompressed requests are not counted')
+    .argParser(parseInteger(1)).default(DEFAULT_MAX_DECOMPRESSED_REQUEST_BYTES);
+}
+
 /** `--allow-client-shm`'s help (serve and gateway). */
 export const ALLOW_CLIENT_SHM_HELP = 'let clients register system shared memory regions (POSIX shm objects in /dev/shm) and name them in infer requests instead of sending tensors; CUDA shared memory is not supported';
 
@@ -401,6 +412,7 @@ export function addServeFlags(cmd: Command): Command {
     .option('--http-port <port>', 'HTTP port', parsePort, 8000)
     .option('--http-address <addr>', 'HTTP address', '0.0.0.0')
     .option('--http-max-input-size <bytes>', 'largest request body, received or decompressed', parseInteger(1), 64 * 1024 * 1024)
+    .addOption(maxDecompressedRequestBytesOption())
     .option('--http-header-forward-pattern <regex>', 'request headers whose names match become request parameters')
     .option('--http-restricted-api <apis:key=value>', 'API groups (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging) that answer 403 unless header <key> is <value> (repeatable)', collect, [])
     .option('--allow-metrics <bool>', 'serve Prometheus metrics on --metrics-port', parseBool, true)
@@ -465,6 +477,7 @@ export function toServeOptions(o: Record<string, unknown>): ServeOptions {
     httpMaxInputSize: o['httpMaxInputSize'] as number,
     httpRestrictedApi: (o['httpRestrictedApi'] as string[] | undefined) ?? [],
     ...(o['httpHeaderForwardPattern'] ? { httpHeaderForwardPattern: o['httpHeaderForwardPattern'] as string } : {}),
+    maxDecompressedRequestBytes: (o['maxDecompressedRequestBytes'] as number | undefined) ?? DEFAULT_MAX_DECOMPRESSED_REQUEST_BYTES,
     grpc,
     allowMetrics: o['allowMetrics'] as boolean,
     metricsPort: o['metricsPort'] as number,

@@ -6,7 +6,7 @@
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, createLogger, queryGpus, type GpuInventory, type Logger } from '@triode/core';
 import {
-  HttpLifecycle, SystemSharedMemory, serverExtensions, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
+  DecompressionBudget, HttpLifecycle, SystemSharedMemory, serverExtensions, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle, type MetricsSource,
 } from '@triode/frontends';
 import { startGrpc } from './grpc-options.js';
@@ -94,9 +94,11 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   const tracer = new Tracer(traceSettings);
   // One set of regions for both frontends, as Triton's shared memory manager.
   const sharedMemory = opts.allowClientShm ? new SystemSharedMemory() : undefined;
+  // And one budget of decompressed request bytes: what compressed requests hold, over both.
+  const decompressionBudget = new DecompressionBudget(opts.maxDecompressedRequestBytes);
   if (opts.allowHttp) {
     const app = createHttpApp(new LocalBackplane(server), {
-      maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer, logger,
+      maxInputSize: opts.httpMaxInputSize, lifecycle, logSettings, traceSettings, tracer, logger, decompressionBudget,
       ...(restrictions ? { restrictions } : {}),
       ...(sharedMemory ? { sharedMemory } : {}),
       ...(opts.httpHeaderForwardPattern ? { headerForwardPattern: headerPattern(opts.httpHeaderForwardPattern)! } : {}),
@@ -104,7 +106,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     http = await startHttpServer(app, opts.httpPort, opts.httpAddress);
     logger.info(`Started HTTPService at ${opts.httpAddress}:${http.port}`);
   }
-  const grpc = await startGrpc(new LocalBackplane(server), opts.grpc, logSettings, traceSettings, logger, tracer, sharedMemory);
+  const grpc = await startGrpc(new LocalBackplane(server), opts.grpc, logSettings, traceSettings, logger, { tracer, decompressionBudget, ...(sharedMemory ? { sharedMemory } : {}) });
   let closing: Promise<void> | undefined;
   return {
     server,
