@@ -305,6 +305,32 @@ describe('decompressed request bytes over gRPC', () => {
     await vi.waitFor(() => expect(budget.used).toBe(0), WAIT);
   }, 60_000);
 
+  it('with the budget spent, a compressed ModelInfer is UNAVAILABLE from its prefix, the message unread', async () => {
+    started.length = 0;
+    const msgBytes = requestType.encode(requestType.fromObject({ model_name: 'm', id: 'hold-full', inputs: [{ name: 'x', datatype: 'UINT8', shape: [TENSOR] }], raw_input_contents: [Buffer.alloc(TENSOR)] })).finish().byteLength;
+    const exact = new DecompressionBudget(msgBytes);
+    const own = await startGrpcServer(backplane, { address: '127.0.0.1:0', decompressionBudget: exact });
+    const s = await openSession(own.port);
+    try {
+      const first = s.request(grpcHeaders(MODEL_INFER, { 'grpc-encoding': 'gzip' }));
+      const firstDone = grpcResult(first);
+      first.end(gzipFrame('hold-full'));
+      await vi.waitFor(() => expect(started).toContain('hold-full'), WAIT);
+      expect(exact.full).toBe(true);
+      // The prefix and a few bytes, the stream left open: the answer comes without the rest.
+      const late = s.request(grpcHeaders(MODEL_INFER, { 'grpc-encoding': 'gzip' }), { endStream: false });
+      const lateDone = grpcResult(late);
+      late.write(gzipFrame('late').subarray(0, 20));
+      expect(await lateDone).toMatchObject({ status: status.UNAVAILABLE, message: exact.refusal().message });
+      releaseAll();
+      expect((await firstDone).status).toBe(status.OK);
+      await vi.waitFor(() => expect(exact.used).toBe(0), WAIT);
+    } finally {
+      s.destroy();
+      await own.close(500);
+    }
+  });
+
   it('a compressed message that fails to inflate, or inflates past --grpc-max-message-size, gives back what it took at once', async () => {
     const small = await startGrpcServer(backplane, { address: '127.0.0.1:0', decompressionBudget: budget, maxMessageBytes: 4 * MiB });
     const s = await openSession(small.port);

@@ -209,6 +209,34 @@ for (const fast of [true, false]) {
       await vi.waitFor(() => expect(budget.used).toBe(0), WAIT);
     }, 60_000);
 
+    it('with the budget spent, a compressed request is 503 before its body is read (the client need not send it)', async () => {
+      started.length = 0;
+      const first = compressed('hold-full');
+      const exact = new DecompressionBudget(inferBody('hold-full').body.byteLength);
+      const own = await startHttpServer(createHttpApp(backplane, { logger: silentLogger, decompressionBudget: exact }), 0, '127.0.0.1', { inferFastPath: fast });
+      try {
+        const held = post(own.port, first);
+        await vi.waitFor(() => expect(started).toContain('hold-full'), WAIT);
+        expect(exact.full).toBe(true);
+        // Headers and a few bytes of the body: the answer comes without the rest.
+        const { body, headers } = compressed('late');
+        const socket = connect(own.port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        let reply = '';
+        socket.on('data', (d: Buffer) => { reply += d.toString('latin1'); });
+        socket.write(`POST /v2/models/m/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}Content-Length: ${body.byteLength}\r\n\r\n`);
+        socket.write(body.subarray(0, 10));
+        await vi.waitFor(() => expect(reply).toMatch(/^HTTP\/1\.1 503 /), WAIT);
+        expect(reply).toContain(JSON.stringify({ error: exact.refusal().message }));
+        socket.destroy();
+        releaseAll();
+        expect((await held).status).toBe(200);
+        await vi.waitFor(() => expect(exact.used).toBe(0), WAIT);
+      } finally {
+        await own.close(500);
+      }
+    });
+
     it('a body that fails (not gzip, over --http-max-input-size) gives back what it took at once', async () => {
       const bad = { body: Buffer.from('this is not gzip at all'), headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } };
       expect((await post(http.port, bad)).status).toBe(400);
