@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Errors, type Backplane, type InferenceRequest } from '@triode/core';
 import { readIncomingBody } from './body.js';
@@ -148,6 +149,24 @@ describe('chunked bodies (no Content-Length)', () => {
     incoming.emit('data', Buffer.from('{"inputs":[{"name":"zzzz"}]}'));
     incoming.finish();
     await expect(body).rejects.toThrow(/^failed to decompress the request body \(gzip\): /);
+  });
+
+  it('a gzip body with bytes after its member is a decompression error, not a size the trailing bytes make up (attack review)', async () => {
+    // Its last four bytes read as 1,701,273,954: the "stated" size was refused as too large.
+    const incoming = fakeIncoming({ 'content-encoding': 'gzip' });
+    const body = readIncomingBody(incoming, 1 << 20);
+    incoming.emit('data', Buffer.concat([gzipSync(Buffer.from('{"inputs":[]}')), Buffer.from('garbage')]));
+    incoming.finish();
+    await expect(body).rejects.toThrow(/^failed to decompress the request body \(gzip\): /);
+  });
+
+  it('a gzip bomb that states its size is still refused from it, before inflating', async () => {
+    const bomb = gzipSync(Buffer.alloc(4 << 20));
+    const incoming = fakeIncoming({ 'content-encoding': 'gzip' });
+    const body = readIncomingBody(incoming, 1 << 20);
+    incoming.emit('data', bomb);
+    incoming.finish();
+    await expect(body).rejects.toThrow(`Request JSON size of ${4 << 20} bytes exceeds the maximum allowed value of ${1 << 20} bytes`);
   });
 
   it('an infer request in 1-byte chunks over a socket gets its answer', async () => {

@@ -280,6 +280,9 @@ async function readCompressed(incoming: IncomingMessage, limit: number, declared
   }
 }
 
+/** The most deflate inflates a byte to (zlib's bound: a 258-byte match in ~2 bits, about 1032:1). */
+const MAX_DEFLATE_RATIO = 1032;
+
 /**
  * The body as received, decompressed per its Content-Encoding; owned by the request. A compressed
  * one's decompressed bytes count against `hold` as zlib produces them.
@@ -290,10 +293,13 @@ async function decodeBody(raw: Uint8Array, encoding: string, limit: number, hold
   if (encoding === 'identity') return raw;
   // A gzip member ends with its inflated size (mod 2^32): a bomb that states it is refused before
   // inflating anything. One that lies is still stopped by maxOutputLength below. A body that is
-  // not gzip at all (no magic bytes) is left to gunzip's own error, not a made-up size.
+  // not gzip at all (no magic bytes) is left to gunzip's own error, not a made-up size, and so is
+  // one whose last bytes state more than deflate could make of it (MAX_DEFLATE_RATIO): they are
+  // not its member's size but bytes after it (review: "garbage" after a member was refused as a
+  // request of 1,701,273,954 bytes).
   if (encoding === 'gzip' && raw.byteLength >= 18 && raw[0] === 0x1f && raw[1] === 0x8b) {
     const stated = new DataView(raw.buffer, raw.byteOffset + raw.byteLength - 4, 4).getUint32(0, true);
-    if (stated > limit) throw tooLarge(stated, limit);
+    if (stated > limit && stated <= raw.byteLength * MAX_DEFLATE_RATIO) throw tooLarge(stated, limit);
   }
   try {
     const out = await inflateCounted(raw, encoding as 'gzip' | 'deflate', limit, hold);
