@@ -13,6 +13,7 @@ import { InferenceServer, LocalBackplane, LogSettings, messageType, serviceDefin
 import { makeRepository } from '../../../../test/helpers/repository.js';
 import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, openSession, simpleInferFrame, type GrpcResult } from '../../../../test/helpers/grpc-attack.js';
 import { GRPC_CONTROL_MAX_MESSAGE_BYTES, startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
+import { memoryGrowth } from '../../../../test/helpers/memory.js';
 
 type Plain = Record<string, unknown>;
 type Unary = (req: object, md: Metadata, opts: object, cb: (err: ServiceError | null, res: Plain) => void) => void;
@@ -66,28 +67,6 @@ async function send(port: number, path: string, encoding: string, frame: Buffer)
     return await done;
   } finally {
     s.destroy();
-  }
-}
-
-/**
- * Runs `f` and measures how far this process's memory (the server's: it runs here) rose: the peak
- * RSS the kernel recorded and the RSS and ArrayBuffer memory sampled every few ms, over the start.
- */
-async function memoryGrowth<T>(f: () => Promise<T>): Promise<{ result: T; grownBytes: number }> {
-  const start = process.memoryUsage();
-  const startMaxRss = process.resourceUsage().maxRSS * 1024;
-  let peak = 0;
-  const sample = () => {
-    const m = process.memoryUsage();
-    peak = Math.max(peak, m.rss - start.rss, m.arrayBuffers - start.arrayBuffers);
-  };
-  const timer = setInterval(sample, 5);
-  try {
-    const result = await f();
-    sample();
-    return { result, grownBytes: Math.max(peak, process.resourceUsage().maxRSS * 1024 - startMaxRss) };
-  } finally {
-    clearInterval(timer);
   }
 }
 

@@ -14,6 +14,7 @@ import { messageType, type Backplane, type InferenceRequest, type InferenceRespo
 import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, openSession } from '../../../../test/helpers/grpc-attack.js';
 import { DecompressionBudget } from '../decompression-budget.js';
 import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
+import { memoryGrowth } from '../../../../test/helpers/memory.js';
 
 const MiB = 1024 * 1024;
 /** Two 16 MiB messages fit, a third does not. */
@@ -84,28 +85,6 @@ function infer(id: string, bytes = TENSOR): { stream: ClientHttp2Stream; done: R
   const done = grpcResult(stream);
   stream.end(gzipFrame(id, bytes));
   return { stream, done };
-}
-
-/**
- * Runs `f` and measures how far this process's memory (the server's: it runs here) rose: the peak
- * RSS the kernel recorded and the RSS and ArrayBuffer memory sampled every few ms.
- */
-async function memoryGrowth<T>(f: () => Promise<T>): Promise<{ result: T; grownBytes: number }> {
-  const start = process.memoryUsage();
-  const startMaxRss = process.resourceUsage().maxRSS * 1024;
-  let peak = 0;
-  const sample = () => {
-    const m = process.memoryUsage();
-    peak = Math.max(peak, m.rss - start.rss, m.arrayBuffers - start.arrayBuffers);
-  };
-  const timer = setInterval(sample, 5);
-  try {
-    const result = await f();
-    sample();
-    return { result, grownBytes: Math.max(peak, process.resourceUsage().maxRSS * 1024 - startMaxRss) };
-  } finally {
-    clearInterval(timer);
-  }
 }
 
 beforeAll(async () => {

@@ -14,6 +14,7 @@ import { silentLogger, type Backplane, type InferenceRequest } from '@triode/cor
 import { DecompressionBudget } from '../decompression-budget.js';
 import { createHttpApp } from './http-server.js';
 import { startHttpServer, type HttpServerHandle } from './listen.js';
+import { memoryGrowth } from '../../../../test/helpers/memory.js';
 
 const MiB = 1024 * 1024;
 /** The budget of the servers under test: two 16 MiB bodies fit, a third does not. */
@@ -77,28 +78,6 @@ function post(port: number, req: { body: Buffer; headers: Record<string, string>
 }
 
 const errorOf = (a: Answer): string => (JSON.parse(a.body) as { error: string }).error;
-
-/**
- * Runs `f` and measures how far this process's memory (the server's: it runs here) rose: the peak
- * RSS the kernel recorded and the RSS and ArrayBuffer memory sampled every few ms.
- */
-async function memoryGrowth<T>(f: () => Promise<T>): Promise<{ result: T; grownBytes: number }> {
-  const start = process.memoryUsage();
-  const startMaxRss = process.resourceUsage().maxRSS * 1024;
-  let peak = 0;
-  const sample = () => {
-    const m = process.memoryUsage();
-    peak = Math.max(peak, m.rss - start.rss, m.arrayBuffers - start.arrayBuffers);
-  };
-  const timer = setInterval(sample, 5);
-  try {
-    const result = await f();
-    sample();
-    return { result, grownBytes: Math.max(peak, process.resourceUsage().maxRSS * 1024 - startMaxRss) };
-  } finally {
-    clearInterval(timer);
-  }
-}
 
 for (const fast of [true, false]) {
   describe(`decompressed request bytes over HTTP (${fast ? 'infer fast path' : 'Hono routes'})`, () => {
