@@ -529,6 +529,12 @@ class StreamInferSession {
   readonly #reflow = (): void => this.#flow();
 
   readonly #sharedMemory: SharedMemoryFactory | undefined;
+  /**
+   * Settles once the last request that had to wait (for its shared memory windows, or for one
+   * before it) has reached the server; undefined when none is waiting. Requests reach the server
+   * in the order sent.
+   */
+  #admission: Promise<void> | undefined;
   /** What the front door recorded of this stream's messages, when it came compressed (inflatedMessages). */
   readonly #inflated: InflatedMessage[] | undefined;
 
@@ -621,19 +627,35 @@ class StreamInferSession {
     // decoupled model writes its outputs to them, as Triton's).
     let shm: RequestSharedMemory | undefined;
     let shmBytes = 0;
+    let admit: (() => void) | undefined;
     try {
       if (refused) throw refused;
       const read = inferRequestFromMessage(m, this.#sharedMemory);
       if ('unknownVersion' in read) return await versionNotFound(m.model_name, read.unknownVersion, this.#backplane);
       const { request, emptyFinal } = read;
       shm = read.sharedMemory;
-      if (shm) {
-        // What it copies out of regions counts against the stream's and the server's budgets, as
-        // tensors in the message do (it costs the message nothing).
-        shmBytes = shm.inputBytes;
-        this.#hold(shmBytes);
-        this.#flow();
-        await shm.load();
+      if (shm || this.#admission) {
+        // It waits (for its windows, or for a request before it that waits): the requests after it
+        // wait for it to reach the server, so that they reach it in the order sent, as Triton's
+        // stream submits them (a sequence's next request overtook its START, refused "must
+        // specify the START flag", while the START read a large window).
+        const prior = this.#admission;
+        const mine = new Promise<void>((resolve) => {
+          admit = () => {
+            if (this.#admission === mine) this.#admission = undefined;
+            resolve();
+          };
+        });
+        this.#admission = mine;
+        if (shm) {
+          // What it copies out of regions counts against the stream's and the server's budgets, as
+          // tensors in the message do (it costs the message nothing).
+          shmBytes = shm.inputBytes;
+          this.#hold(shmBytes);
+          this.#flow();
+          await shm.load();
+        }
+        if (prior) await prior;
       }
       request.signal = this.#abort.signal;
       if (this.#forward) forwardHeaders(request, metadataEntries(this.#call.metadata), this.#forward);
@@ -645,7 +667,7 @@ class StreamInferSession {
         slot.streaming = true;
         this.#flush();
       };
-      await this.#backplane.inferStream(request, (r: InferenceResponse) => {
+      const running = this.#backplane.inferStream(request, (r: InferenceResponse) => {
         if (r.final === undefined) {
           // A regular model: one response, in request order, final (Triton marks every stream response).
           const msg = this.#responseMessage(m, r, true, shm);
@@ -663,6 +685,9 @@ class StreamInferSession {
         // The client is not reading: the model's next response waits until it does.
         return this.#drained;
       }, { onDecoupled: streaming });
+      // Queued by now (inferStream queues it before its first await): the next may go.
+      admit?.();
+      await running;
       if (emptyFinal && !sawFinal && slot.queued.length === 0) {
         // A decoupled request that ended without a final response: the empty final the client asked for.
         this.#write({ infer_response: { model_name: m.model_name, model_version: m.model_version, id, parameters: { triton_final_response: { bool_param: true } }, outputs: [], raw_output_contents: [] } });
@@ -682,6 +707,7 @@ class StreamInferSession {
       if (slot.streaming) this.#write(error);
       else slot.queued.push(error);
     } finally {
+      admit?.();
       shm?.release();
       this.#hold(-shmBytes);
     }

@@ -330,6 +330,42 @@ describe('large windows and budgets', () => {
     }
   });
 
+  it('attack: a stream\'s requests reach the server in the order sent, one reading a large window first (a sequence\'s next request overtook its START)', async () => {
+    const n = (1 << 20) + PAGE_SIZE;
+    writeFileSync(join(dir, 'first'), '');
+    truncateSync(join(dir, 'first'), n);
+    const own = new SystemSharedMemory({ directory: dir });
+    own.register('first', 'first', 0, n);
+    const order: string[] = [];
+    const backplane = {
+      inferStream: async (r: InferenceRequest, on: (x: InferenceResponse) => void) => {
+        order.push(r.id ?? '');
+        on({ modelName: r.modelName, modelVersion: '1', outputs: [] });
+      },
+    } as unknown as Backplane;
+    const g = await startGrpcServer(backplane, { address: '127.0.0.1:0', sharedMemory: own });
+    const c = new Service(`127.0.0.1:${g.port}`, credentials.createInsecure()) as unknown as Client & { ModelStreamInfer(): ClientDuplexStream<object, object> };
+    try {
+      const stream = c.ModelStreamInfer();
+      let answers = 0;
+      stream.on('data', () => { answers++; });
+      stream.on('error', () => undefined);
+      const params = (start: boolean) => ({ sequence_id: { int64_param: 7 }, sequence_start: { bool_param: start } });
+      // The START reads its input (over 1 MiB) from a region, off the event loop; the next request
+      // of its sequence carries its own.
+      stream.write({ model_name: 'm', id: 'start', parameters: params(true), inputs: [{ name: 'x', datatype: 'UINT8', shape: [n], parameters: { shared_memory_region: { string_param: 'first' }, shared_memory_byte_size: { int64_param: n } } }] });
+      stream.write({ model_name: 'm', id: 'next', parameters: params(false), inputs: [{ name: 'x', datatype: 'UINT8', shape: [1] }], raw_input_contents: [Buffer.of(1)] });
+      await vi.waitFor(() => expect(answers).toBe(2), { timeout: 30_000, interval: 10 });
+      expect(order).toEqual(['start', 'next']);
+      stream.end();
+      await new Promise((r) => stream.on('end', r).on('close', r));
+    } finally {
+      c.close();
+      await g.close(500);
+      own.close();
+    }
+  }, 40_000);
+
   it('attack: inputs read from regions count against a gRPC stream\'s budget (review: 40 requests naming 16 MiB windows all started, 640 MiB against 64)', async () => {
     const size = 16 << 20;
     writeFileSync(join(dir, 'huge'), '');
