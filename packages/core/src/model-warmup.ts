@@ -44,6 +44,23 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
   for (const [name, spec] of Object.entries(sample.inputs ?? {})) {
     if ((spec.dims ?? []).some((d) => d < 0)) throw Errors.invalidArg(`warmup setting expects all variable-size dimensions are specified for input '${name}'`);
   }
+  // Each file is read once a sample, and the files of a sample together are bounded as its inputs
+  // are: one file named by many inputs was read again (synchronously, on the event loop: no load
+  // timeout or unload stops it) for each of them, whatever the input took of it.
+  const files = new Map<string, Buffer>();
+  let filesBytes = 0;
+  const fileOf = (file: string): Buffer => {
+    let data = files.get(file);
+    if (!data) {
+      data = readWarmupFile(modelPath, file);
+      filesBytes += data.byteLength;
+      if (filesBytes > MAX_WARMUP_SAMPLE_BYTES) {
+        throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': its input files (up to '${file}') are over the limit of ${MAX_WARMUP_SAMPLE_BYTES} bytes for one sample`);
+      }
+      files.set(file, data);
+    }
+    return data;
+  };
   // Sizes first, all of them: nothing is made for a sample whose inputs together are over the limit.
   let total = 0;
   for (const [name, spec] of Object.entries(sample.inputs ?? {})) {
@@ -74,7 +91,7 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
       if (spec.input_data_file) {
         // As Triton: the file is the serialized tensor of one batch item (each element a 4-byte
         // little-endian length and its bytes), repeated for each item of the batch.
-        const file = readWarmupFile(modelPath, spec.input_data_file);
+        const file = fileOf(spec.input_data_file);
         const per = elementCount(dims);
         const found = deserializeBytesTensor(file, undefined, `warmup file '${spec.input_data_file}'`).length;
         if (found !== per) throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': file '${spec.input_data_file}' holds ${found} BYTES elements, input '${name}' of dims [${dims.join(',')}] needs ${per}`);
@@ -92,7 +109,7 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
     const bytes = n * dataTypeByteSize(dt);
     let raw: Uint8Array;
     if (spec.input_data_file) {
-      const file = readWarmupFile(modelPath, spec.input_data_file);
+      const file = fileOf(spec.input_data_file);
       if (file.byteLength < bytes) throw Errors.invalidArg(`warmup sample '${sample.name ?? ''}': file '${spec.input_data_file}' holds ${file.byteLength} bytes, input '${name}' needs ${bytes}`);
       raw = new Uint8Array(file.subarray(0, bytes));
     } else {
@@ -112,6 +129,8 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
     }
     return { name, datatype: dt, shape, data: typedArrayView(dt, raw.buffer, 0, n) };
   });
+  // The inputs hold what they need: the files are not kept while the sample runs.
+  files.clear();
   const count = Math.max(1, sample.count ?? 1);
   for (let i = 0; i < count; i++) yield { modelName: config.name ?? '', inputs: inputs.map((t) => ({ ...t, data: t.data.slice() })) };
 }
