@@ -235,6 +235,18 @@ describe('warmupRequests: a sample read as Triton reads it', () => {
     expect(() => [...warmupRequests(wrong, config, join(root, 'm'))]).toThrow("warmup sample 'w': file 'words.bin' holds 2 BYTES elements, input 'S' of dims [3] needs 3");
   });
 
+  it('attack: a BYTES input from a file counts its file, once per batch item, against the sample limit (review: 8 inputs naming one 1 MiB file, batch 250, made 2 GB)', () => {
+    const one = Buffer.alloc(4 + (1 << 20));
+    one.writeUInt32LE(1 << 20, 0);
+    const root = repo('', { 'big.bin': new Uint8Array(one) });
+    // 200 MiB each, under the limit of one input; 600 MiB together, over the sample's.
+    const inputs = Object.fromEntries(['S0', 'S1', 'S2'].map((n) => [n, { data_type: 'TYPE_STRING', dims: [1], input_data_file: 'big.bin' }]));
+    const sample = { name: 'b', batch_size: 200, inputs };
+    expect(() => warmupRequests(sample, { name: 'm', max_batch_size: 256 }, join(root, 'm')).next()).toThrow(expect.objectContaining({
+      code: 'INVALID_ARG', message: "warmup sample 'b': its inputs (up to 'S2') are over the limit of 536870912 bytes for one sample",
+    }));
+  });
+
   it('zero data for BYTES is empty elements; a sample of batch size 0 (or none given) makes no request', () => {
     const zero = { name: 'z', batch_size: 1, inputs: { S: { data_type: 'TYPE_STRING', dims: [2], zero_data: true } } };
     const [req] = [...warmupRequests(zero, config, '/nonexistent')];

@@ -66,7 +66,19 @@ export function* warmupRequests(sample: ModelWarmup, config: ModelConfig, modelP
   for (const [name, spec] of Object.entries(sample.inputs ?? {})) {
     const dt = configTypeToDataType(spec.data_type ?? '');
     const n = elementCount(batching ? [batch, ...(spec.dims ?? [])] : spec.dims ?? []);
-    const size = n * (dt === 'BYTES' || !dt ? 4 : dataTypeByteSize(dt));
+    let size = n * (dt === 'BYTES' || !dt ? 4 : dataTypeByteSize(dt));
+    // A BYTES input from a file is that file once per batch item, whatever its element count
+    // (review: 8 inputs naming one 1 MiB file, batch 250, made 2 GB past the sample's limit).
+    if (dt === 'BYTES' && spec.input_data_file && Number.isSafeInteger(n) && n >= 0) {
+      let file: Buffer;
+      try {
+        file = fileOf(spec.input_data_file);
+      } catch {
+        // Refused below, in its own words.
+        continue;
+      }
+      size = Math.max(size, (batching ? batch : 1) * file.byteLength);
+    }
     // An input that is bad on its own is refused below, in its own words.
     if (!Number.isSafeInteger(n) || n < 0 || size > MAX_WARMUP_INPUT_BYTES) continue;
     total += size;
