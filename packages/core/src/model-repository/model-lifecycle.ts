@@ -26,7 +26,7 @@ import { modelMetricSettings, type ModelMetricSettings } from '../model-config/m
 import { removeOverride } from './load-override.js';
 import { statusString } from './load-error.js';
 import { clientLoadMessage } from './load-error.js';
-import { readModelLabels } from './label-provider.js';
+import { readModelLabels, type Labels } from './label-provider.js';
 
 /** Triton's model states (repository index `state`). */
 export type ModelReadyState = 'READY' | 'UNAVAILABLE' | 'LOADING' | 'UNLOADING';
@@ -178,6 +178,22 @@ export class ModelLifecycle {
     const config = entry.config!;
     const backend = this.#opts.backends.get(config.backend ?? '');
     const infer = (request: InferenceRequest) => this.#host.infer(request);
+    // An ensemble's label files are the model's (beside its config), not a version's: read once
+    // and shared by its versions, whose number the instance limit does not bound (review: each
+    // version read and kept its own copy, 20 versions of a 40 MiB file held 1 GB). A failure too
+    // is read once.
+    let ensembleLabels: { labels: Map<string, Labels> } | { error: unknown } | undefined;
+    const labelsOfEnsemble = (): Map<string, Labels> => {
+      if (!ensembleLabels) {
+        try {
+          ensembleLabels = { labels: readModelLabels(entry.path, config) };
+        } catch (error) {
+          ensembleLabels = { error };
+        }
+      }
+      if ('error' in ensembleLabels) throw ensembleLabels.error;
+      return ensembleLabels.labels;
+    };
     await Promise.all(versions.map(async (version) => {
       const slot: VersionSlot = { state: 'LOADING', reason: '' };
       entry.versions.set(version, slot);
@@ -191,7 +207,7 @@ export class ModelLifecycle {
               return undefined;
             }
           });
-          const labels = readModelLabels(entry.path, config);
+          const labels = labelsOfEnsemble();
           slot.model = new EnsembleModel(config, version, infer, { clock: this.#opts.clock, labels, stepBatching });
           // Triton gives every model, ensembles too, a reporter with the load-time gauge; only backend models set it.
           slot.loadSeconds = 0;
