@@ -65,7 +65,7 @@ export { CONFIG_WARNINGS_PARAMETER } from './model-config/config-warnings.js';
 export { MAX_LABELS, MAX_LABEL_BYTES, type Labels } from './model-repository/label-provider.js';
 export { scanRepositories, readModelConfig, readRepositoryFile, resolveInside, MAX_CONFIG_BYTES, type RepositoryModel } from './model-repository/repository-fs.js';
 export { checkModelName, compareModelNames, modelNameProblem, MAX_MODEL_NAME_BYTES } from './model-repository/model-name.js';
-export { FILE_OVERRIDE_PREFIX, overrideFilesToJson, overrideFilesFromJson } from './model-repository/load-override.js';
+export { FILE_OVERRIDE_PREFIX, MAX_OVERRIDE_FILES, overrideFilesToJson, overrideFilesFromJson } from './model-repository/load-override.js';
 export { readAutoCompletedConfig } from './model-repository/autocomplete-result.js';
 
 // Statistics and the response cache.

@@ -546,6 +546,28 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     }
   });
 
+  it('attack: a RepositoryModelLoad with more parameters than a load may carry is refused before it is decoded (review: 5M empty entries, a 51 MB message, held the event loop 29 s and grew the server by 2.2 GB, in any model control mode and before the restricted-protocol check)', async () => {
+    const loads: unknown[] = [];
+    const backplane = { loadModel: async (_name: string, o: unknown) => { loads.push(o); } } as unknown as Backplane;
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & Record<string, Unary>;
+    const files = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`file:${i}/x`, { bytes_param: Buffer.alloc(0) }]));
+    const load = (parameters: Record<string, unknown>) => call('RepositoryModelLoad', { model_name: 'm', parameters }, new Metadata(), c);
+    try {
+      await expect(load({ config: { string_param: '{}' }, ...files(10_001) })).rejects.toMatchObject({
+        code: status.INVALID_ARGUMENT,
+        details: "a RepositoryModelLoad message with more than 10001 parameters is over the limit of a 'config' and 10000 'file:' overrides a load may carry",
+      });
+      expect(loads).toEqual([]);
+      // At the limit it is decoded and read as before.
+      await load({ config: { string_param: '{}' }, ...files(10_000) });
+      expect(loads).toHaveLength(1);
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  });
+
   it('a repository named in RepositoryIndex, load or unload is refused as Triton refuses it (UNIMPLEMENTED), and nothing is done', async () => {
     const refused = { code: status.UNIMPLEMENTED, details: "'repository_name' specification is not supported" };
     await expect(call('RepositoryIndex', { repository_name: 'any' })).rejects.toMatchObject(refused);
