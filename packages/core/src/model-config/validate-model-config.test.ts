@@ -80,3 +80,19 @@ describe('validateModelConfig: a config sent with a load request is client input
     }
   });
 });
+
+describe('validateModelConfig: ensemble scheduling, as Triton\'s ValidateEnsembleSchedulingConfig', () => {
+  const steps = { step: [{ model_name: 'a', model_version: -1, input_map: { IN: 'IN' }, output_map: { OUT: 'OUT' } }] };
+  const ensemble = (extra: Partial<ModelConfig>) => base({ backend: undefined, platform: 'ensemble', ensemble_scheduling: steps, ...extra } as never);
+
+  it('review: ensemble_scheduling on a model that is not an ensemble, and instance_group, optimization or model_warmup on an ensemble, are refused with Triton\'s words (they loaded, and the model was taken for an ensemble of its steps)', () => {
+    expect(() => validateModelConfig(ensemble({}), 'm')).not.toThrow();
+    expect(() => validateModelConfig(base({ ensemble_scheduling: steps } as never), 'm')).toThrow(expect.objectContaining({
+      code: 'INVALID_ARG', message: "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble",
+    }));
+    expect(() => validateModelConfig(ensemble({ instance_group: [{ count: 3 }] } as never), 'm')).toThrow("instance group should not be specified for ensemble 'm'");
+    expect(() => validateModelConfig(ensemble({ optimization: {} } as never), 'm')).toThrow("optimization should not be specified for ensemble 'm'");
+    const warmup = [{ name: 'w', batch_size: 1, inputs: { IN: { data_type: 'TYPE_INT32', dims: [1], zero_data: true } } }];
+    expect(() => validateModelConfig(ensemble({ model_warmup: warmup } as never), 'm')).toThrow("model_warmup can not be specified for ensemble 'm'");
+  });
+});

@@ -214,4 +214,13 @@ export function validateModelConfig(config: ModelConfig, modelName: string): voi
   if (isEnsemble && !config.ensemble_scheduling) {
     throw Errors.invalidArg(`ensemble scheduling must be set for ensemble ${config.name} whose platform is ensemble`);
   }
+  // Triton's ValidateEnsembleSchedulingConfig, its first checks and words (the steps are checked
+  // at load, against the models they name). review: these loaded, and a model that is not an
+  // ensemble was taken for one of its steps (an unload of a step unloaded it).
+  if (config.ensemble_scheduling) {
+    if (!isEnsemble) throw Errors.invalidArg(`ensemble scheduling cannot be set for model '${echo(config.name)}' whose platform is not ${PLATFORMS.ensemble}`);
+    if ((config.instance_group ?? []).length > 0) throw Errors.invalidArg(`instance group should not be specified for ensemble '${echo(config.name)}'`);
+    if (config.optimization) throw Errors.invalidArg(`optimization should not be specified for ensemble '${echo(config.name)}'`);
+    if ((config.model_warmup ?? []).length > 0) throw Errors.invalidArg(`model_warmup can not be specified for ensemble '${echo(config.name)}'`);
+  }
 }
