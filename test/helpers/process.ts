@@ -1,13 +1,33 @@
 /** Test helper: start `triode` as a child process on free ports and stop it by PID. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { ROOT } from './repository.js';
 
 export const TRIODE_BIN = join(ROOT, 'packages', 'cli', 'bin', 'triode.js');
 
-/** A port that was free a moment ago (the OS picks it). */
-export function freePort(): Promise<number> {
+/** The lowest port the kernel hands out for outgoing connections and `listen(0)` (Linux; 32768 elsewhere). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) ? low : 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+/** Whether a listener can take `port` on every address now (0.0.0.0 conflicts with any bound to it). */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '0.0.0.0', () => s.close(() => resolve(true)));
+  });
+}
+
+/** A port the OS picks from its ephemeral range, free a moment ago. */
+function osPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
@@ -16,6 +36,27 @@ export function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
+}
+
+/** Below the ephemeral range, from here up. */
+const LOWEST_PORT = 10_000;
+
+/**
+ * A port that was free a moment ago, taken at random below the kernel's ephemeral range: a port
+ * the OS picks from that range may be taken, before the test's server listens on it, as the local
+ * port of any outgoing connection (a full CI run failed so: a README-example gateway started
+ * seconds after its port was chosen got EADDRINUSE). Where that range starts too low to leave
+ * room, the OS picks.
+ */
+export async function freePort(): Promise<number> {
+  const high = ephemeralLow();
+  if (high - LOWEST_PORT >= 1000) {
+    for (let i = 0; i < 50; i++) {
+      const port = LOWEST_PORT + Math.floor(Math.random() * (high - LOWEST_PORT));
+      if (await canListen(port)) return port;
+    }
+  }
+  return osPort();
 }
 
 /** A `triode` child process. */
