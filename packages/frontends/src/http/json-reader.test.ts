@@ -192,6 +192,18 @@ describe('readJson()', () => {
   it('rejects invalid UTF-8', () => {
     expect(() => readJson(new Uint8Array([0x22, 0xff, 0xfe, 0x22]))).toThrow('Invalid UTF-8 in string');
   });
+
+  it('reads long strings (past 256 bytes, read with native scans) as short ones: escapes, UTF-8, and errors where they are', () => {
+    const a = 'a'.repeat(300);
+    const pad = ' '.repeat(5000);
+    for (const s of [a, `${a}é✓😀`, `${a}"\\/\n${a}`, `${a}\u001f`.slice(0, -1), 'x'.repeat(100_000)]) {
+      expect(read(`[${JSON.stringify(s)}, ${JSON.stringify(s)}]${pad}`)).toEqual([s, s]);
+    }
+    expect(() => read(`["${a}\u0001${a}"]${pad}`)).toThrow('Bad control character in string literal at position 302');
+    expect(() => read(`["${a}\\x"]${pad}`)).toThrow('Bad escaped character in JSON at position 302');
+    expect(() => read(`["${a}${pad}`)).toThrow(`Unterminated string in JSON at position ${2 + a.length + pad.length}`);
+    expect(() => readJson(Buffer.concat([Buffer.from(`["${a}`), Buffer.from([0xff]), Buffer.from(`"]${pad}`)]))).toThrow('Invalid UTF-8 in string at position 2');
+  });
 });
 
 describe('readJson onMember', () => {

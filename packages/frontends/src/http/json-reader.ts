@@ -307,6 +307,11 @@ function readerShape(v: unknown): JsonValue {
   return v as JsonValue;
 }
 
+/** Past this many bytes, a string is read with native scans (Reader.#longString). */
+const LONG_STRING_BYTES = 256;
+// eslint-disable-next-line no-control-regex -- what a JSON string may not hold unescaped
+const CONTROL_CHARACTER = /[\u0000-\u001f]/;
+
 class Reader {
   readonly #b: Uint8Array;
   #i = 0;
@@ -451,8 +456,34 @@ class Reader {
       if (c === 92) return this.#escapedString(start);
       if (c === undefined) { this.#i = i; this.#fail('Unterminated string in JSON'); }
       if (c < 32) { this.#i = i; this.#fail('Bad control character in string literal'); }
-      i++;
+      if (++i - start === LONG_STRING_BYTES) {
+        const long = this.#longString(start, i);
+        if (long !== undefined) return long;
+      }
     }
+  }
+
+  /**
+   * The string at `start`, plain up to `from`, read with native scans (a base64 file of a model
+   * load, a large BYTES element): 3-4x faster than the byte loop. Undefined when the rest holds an
+   * escape, a control character or invalid UTF-8: the byte loop then reads on from `from`, and
+   * reports an error where it is.
+   */
+  #longString(start: number, from: number): string | undefined {
+    const b = this.#b;
+    const end = b.indexOf(34, from);
+    if (end < 0) return undefined;
+    const bytes = b.subarray(start, end);
+    if (bytes.indexOf(92, from - start) >= 0) return undefined;
+    let s: string;
+    try {
+      s = utf8.decode(bytes);
+    } catch {
+      return undefined;
+    }
+    if (CONTROL_CHARACTER.test(s)) return undefined;
+    this.#i = end + 1;
+    return s;
   }
 
   #decode(from: number, to: number): string {
