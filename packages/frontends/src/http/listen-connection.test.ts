@@ -47,8 +47,8 @@ afterAll(async () => {
   await http.close(500);
 });
 
-const request = (id: string, binary = false) => {
-  const body = JSON.stringify({ id, inputs: [], ...(binary ? { parameters: { binary_data_output: true } } : {}) });
+const request = (id: string, binary = false, pad = 0) => {
+  const body = JSON.stringify({ id, inputs: [], ...(binary ? { parameters: { binary_data_output: true } } : {}), ...(pad ? { pad: ' '.repeat(pad) } : {}) });
   return `POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 };
 const until = async (f: () => boolean, ms = 30_000) => {
@@ -124,4 +124,55 @@ describe('one request at a time a connection', () => {
     releaseAll();
     expect(started).toEqual(['r0']);
   });
+
+  describe('Node\'s request and header timeouts of a request held back behind another', () => {
+    let timed: HttpServerHandle;
+    /** The clientError events the server emitted, by code. */
+    const clientErrors: string[] = [];
+    beforeAll(async () => {
+      const { servers, stop } = captureListens();
+      try {
+        timed = await startHttpServer(createHttpApp(backplane, { logger: silentLogger }), 0, '127.0.0.1', {
+          headersTimeoutMs: 300, requestTimeoutMs: 600, connectionsCheckingIntervalMs: 50,
+        });
+      } finally {
+        stop();
+      }
+      // Seen without a listener of its own (one would stand in for the server's, or for Node's default).
+      const server = servers[0]!;
+      const emit = server.emit.bind(server);
+      server.emit = (event: string | symbol, ...args: unknown[]) => {
+        if (event === 'clientError') clientErrors.push((args[0] as NodeJS.ErrnoException).code ?? '');
+        return emit(event, ...args);
+      };
+    });
+    afterAll(async () => {
+      releaseAll();
+      await timed.close(500);
+    });
+
+    it.each([
+      // Its body does not fit the socket's buffers, which are not read while it waits: it cannot be whole in time.
+      ['a request whose body the server has not read', () => request('big-body', false, 1 << 20)],
+      // Past its first bytes, its head waits in the socket, which is not read.
+      ['the start of a request head', () => 'GET /v2 HTTP/1.1\r\nHost: x\r\nX-Slow: '],
+    ])('attack: do not cut off the answer being made: %s is answered 408 after it, then the connection closed (review: the 408 went out in its place)', async (_, behind) => {
+      started.length = 0;
+      clientErrors.length = 0;
+      const socket = connect(timed.port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      let reply = '';
+      socket.on('data', (d) => { reply += d.toString('latin1'); });
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      socket.write(request('held') + behind());
+      // Node has timed the second request out while the first is held (no wait on the machine's speed).
+      await vi.waitFor(() => expect(clientErrors.length).toBeGreaterThan(0), { timeout: 30_000, interval: 20 });
+      expect(reply).toBe('');
+      releaseAll();
+      await closed;
+      expect(started).toEqual(['held']);
+      expect(reply).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*"id":"held"[^]*HTTP\/1\.1 408 Request Timeout\r\nConnection: close\r\n\r\n$/);
+    });
+  });
 });
+

@@ -65,14 +65,29 @@ export const DEFAULT_HTTP_SERVER_OPTIONS: Required<HttpServerOptions> = {
 /** A Node HTTP request listener. */
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
+/** What a connection guard gives a server: its request listener's wrapper and its 'clientError' listener. */
+export interface ConnectionGuard {
+  /** Wraps a server's request listener. */
+  wrap(handle: Handler): Handler;
+  /**
+   * The server's 'clientError' listener: Node's own answer (408, 413, 431 or 400, then the socket
+   * closed), except for a timeout of a request the guard itself holds back (see oneAtATime).
+   */
+  clientError(err: Error & { code?: string }, socket: Socket): void;
+  /** Stops the guard's timer (the server closed). */
+  close(): void;
+}
+
 /**
  * The connection limits every HTTP port of Triode takes: requests served one at a time a
  * connection (oneAtATime) and connections whose answer stops going out closed after
- * `stallMs`. `wrap` a server's listener; `close` when the server closes.
+ * `stallMs`. `wrap` a server's listener and listen to its 'clientError' with `clientError`;
+ * `close` when the server closes.
  */
-export function connectionGuard(stallMs: number): { wrap(handle: Handler): Handler; close(): void } {
+export function connectionGuard(stallMs: number): ConnectionGuard {
   // Connections being answered: the unsent bytes of each, and since when they have not fallen.
   const active = new Map<Socket, { length: number; since: number }>();
+  const connections = new WeakMap<Socket, Connection>();
   const stallCheck = setInterval(() => {
     const now = Date.now();
     for (const [socket, s] of active) {
@@ -87,16 +102,53 @@ export function connectionGuard(stallMs: number): { wrap(handle: Handler): Handl
     }
   }, Math.max(10, Math.min(1000, Math.floor(stallMs / 4))));
   stallCheck.unref();
-  return { wrap: (handle) => oneAtATime(handle, active), close: () => clearInterval(stallCheck) };
+  return {
+    wrap: (handle) => oneAtATime(handle, connections, active),
+    clientError: (err, socket) => {
+      const c = connections.get(socket);
+      // Node times out a request whose body (or head) it has not had whole in time. When the
+      // request being served is whole, the late one is a pipelined request the guard holds back
+      // (the socket is not read while it waits, so its body or head cannot come): the answer
+      // being made must not be cut off by it (review: a 408 went out in its place and the
+      // connection closed). It is answered after that answer, in its turn, and the connection
+      // then closed. Node has stopped timing it, so nothing is left waiting on the client.
+      if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && c?.current?.complete) {
+        c.timedOut = true;
+        return;
+      }
+      answerClientError(err, socket, c?.currentResponse?.headersSent ?? false);
+    },
+    close: () => clearInterval(stallCheck),
+  };
+}
+
+/** Node's answers to a request it could not read (node:_http_server socketOnError), by error code. */
+const CLIENT_ERROR_ANSWERS: Readonly<Record<string, string>> = {
+  HPE_HEADER_OVERFLOW: '431 Request Header Fields Too Large',
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: '413 Payload Too Large',
+  ERR_HTTP_REQUEST_TIMEOUT: '408 Request Timeout',
+};
+
+/** What Node does with a client error when no 'clientError' listener takes it: an answer (unless one has begun), then the socket closed. */
+function answerClientError(err: { code?: string }, socket: Socket, answering: boolean): void {
+  if (socket.writable && !answering) {
+    socket.write(`HTTP/1.1 ${CLIENT_ERROR_ANSWERS[err.code ?? ''] ?? '400 Bad Request'}\r\nConnection: close\r\n\r\n`);
+  }
+  socket.destroy();
 }
 
 /** The most pipelined requests that may wait on one connection; past them it is closed. */
 export const MAX_PIPELINED = 256;
 
-/** A connection's requests: whether one is being served, and those parsed meanwhile, in order. */
+/** A connection's requests: the one being served, and those parsed meanwhile, in order. */
 interface Connection {
   busy: boolean;
   waiting: [IncomingMessage, ServerResponse][];
+  /** The request being served and its response. */
+  current: IncomingMessage | undefined;
+  currentResponse: ServerResponse | undefined;
+  /** Node timed out a request held back behind the current one: answered 408 once the current one is. */
+  timedOut: boolean;
 }
 
 /**
@@ -107,22 +159,31 @@ interface Connection {
  * ones ran with nothing read, and thousands ran after their client had gone (review).
  * `active` gets each connection being answered, for the stall check.
  */
-function oneAtATime(handle: Handler, active: Map<Socket, { length: number; since: number }>): Handler {
-  const connections = new WeakMap<Socket, Connection>();
+function oneAtATime(handle: Handler, connections: WeakMap<Socket, Connection>, active: Map<Socket, { length: number; since: number }>): Handler {
   const start = (c: Connection, req: IncomingMessage, res: ServerResponse): void => {
     const socket = req.socket;
     c.busy = true;
+    c.current = req;
+    c.currentResponse = res;
     active.set(socket, { length: 0, since: Date.now() });
     let done = false;
     const next = (): void => {
       if (done) return;
       done = true;
       c.busy = false;
+      c.current = undefined;
+      c.currentResponse = undefined;
       active.delete(socket);
       // Its client has gone: what waits behind never runs (the response's 'close' comes before
       // the socket's, so the queue may not be emptied yet; review: one ran for nobody).
       if (socket.destroyed || !socket.writable) {
         c.waiting.length = 0;
+        return;
+      }
+      // A request held back timed out meanwhile (clientError): its answer, then the connection closed.
+      if (c.timedOut) {
+        c.waiting.length = 0;
+        answerClientError({ code: 'ERR_HTTP_REQUEST_TIMEOUT' }, socket, false);
         return;
       }
       let n = c.waiting.shift();
@@ -138,7 +199,7 @@ function oneAtATime(handle: Handler, active: Map<Socket, { length: number; since
     const socket = req.socket;
     let c = connections.get(socket);
     if (!c) {
-      const conn: Connection = { busy: false, waiting: [] };
+      const conn: Connection = { busy: false, waiting: [], current: undefined, currentResponse: undefined, timedOut: false };
       c = conn;
       connections.set(socket, conn);
       socket.once('close', () => { conn.waiting.length = 0; });
@@ -182,7 +243,7 @@ export function startHttpServer(app: Hono, port: number, address = '0.0.0.0', op
       fetch: app.fetch, port, hostname: address,
       // One request at a time a connection; the infer fast path first, what it leaves goes to Hono.
       createServer: ((opts: ServerOptions, listener: Handler) =>
-        createServer(opts, guard.wrap(fast ? (req, res) => { if (!fast(req, res)) listener(req, res); } : listener))) as typeof createServer,
+        createServer(opts, guard.wrap(fast ? (req, res) => { if (!fast(req, res)) listener(req, res); } : listener)).on('clientError', guard.clientError)) as typeof createServer,
       serverOptions: {
         headersTimeout: o.headersTimeoutMs,
         requestTimeout: o.requestTimeoutMs,

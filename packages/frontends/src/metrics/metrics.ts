@@ -471,7 +471,7 @@ export function startMetricsServer(source: MetricsSource, port: number, address 
       // What failed stays in the process (a scrape gets no internals).
       () => res.writeHead(500, { 'Content-Type': 'application/json' }).end('{"error":"the metrics could not be collected"}'),
     );
-  }));
+  })).on('clientError', guard.clientError);
   return new Promise((resolve, reject) => {
     server.once('error', (err) => {
       guard.close();
