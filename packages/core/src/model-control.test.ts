@@ -805,6 +805,25 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     expect(live.n).toBe(0);
   });
 
+  it('a load still waiting for a load slot (--model-load-thread-count) that an unload or a shutdown gives up answers UNAVAILABLE, as one already loading (review: INVALID_ARG)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-cancel-queued-'));
+    for (const n of ['stuck', 'queued', 'later']) addModel(root, n, withCount(1));
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live, 0)], modelControlMode: 'explicit', modelLoadThreadCount: 1, modelLoadTimeoutMs: 3_600_000 });
+    const stuck = s.loadModel('stuck').catch((e: unknown) => e as TriodeError);
+    const queued = s.loadModel('queued').catch((e: unknown) => e as TriodeError);
+    const later = s.loadModel('later').catch((e: unknown) => e as TriodeError);
+    // Both wait behind 'stuck' (their versions listed LOADING).
+    while (s.repositoryIndex().filter((r) => r.state === 'LOADING' && r.version === '1').length < 3) await new Promise((r) => setTimeout(r, 5));
+    await s.unloadModel('queued');
+    expect(await queued).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining("failed to load 'queued': the load was cancelled by an unload of the model") });
+    s.beginShutdown();
+    expect(await later).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('Server is stopping') });
+    expect(await stuck).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('Server is stopping') });
+    await s.stop(1000);
+    expect(live.n).toBe(0);
+  });
+
   it('an unload, or a shutdown, while an ensemble\'s steps load gives the ensemble\'s load up as a plain model\'s (review: 200, then it loaded and served)', async () => {
     const root = mkdtempSync(join(tmpdir(), 'triode-cancel-ens-'));
     addModel(root, 'slow', config(4));

@@ -234,7 +234,9 @@ export class ModelLifecycle {
         // As Triton's CreateModel keeps it: the status with its code ("Internal: ...").
         slot.reason = statusString(e.code, e.message);
         slot.code = e.code;
-        slot.interrupted = interruptions.has(err as object);
+        // Given up by `signal` while it waited for a load slot counts too (review: such a load,
+        // cancelled by an unload, answered INVALID_ARG where one already loading answered UNAVAILABLE).
+        slot.interrupted = interruptions.has(err as object) || (!!signal?.aborted && err === signal.reason);
       }
     }));
   }
