@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GrpcClient } from '@triode/client';
+import { MAX_LOAD_CALLS } from '@triode/core';
 import { makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, type Child } from './helpers/process.js';
 
@@ -149,6 +150,38 @@ describe('hostile model names and override paths (explicit mode)', () => {
 });
 
 describe('bounded model loading', () => {
+  it(`at most ${MAX_LOAD_CALLS} load calls are under way at once: the next answers 503 / UNAVAILABLE at once; unloads are never refused (review: 30 loads of 40 MB behind a stuck one held 2.5 GB)`, async () => {
+    const port = await freePort();
+    const grpcPort = await freePort();
+    const repo = makeRepository([]);
+    const own = await startTriode(['serve', '--model-repository', repo, '--model-control-mode', 'explicit', '--http-port', String(port), '--http-address', '127.0.0.1',
+      '--grpc-port', String(grpcPort), '--grpc-address', '127.0.0.1', '--allow-metrics=false', '--model-load-timeout-secs', '3600'], /Started GRPCInferenceService at 127.0.0.1:\d+/);
+    const client = new GrpcClient(`127.0.0.1:${grpcPort}`);
+    const at = `http://127.0.0.1:${port}`;
+    const send = (path: string, body?: unknown) => fetch(`${at}${path}`, { method: 'POST', ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    const never = (name: string) => ({ parameters: { config: JSON.stringify({ name, backend: 'javascript', max_batch_size: 0, input: [{ name: 'INPUT0', data_type: 'TYPE_INT32', dims: [1] }], output: [{ name: 'OUTPUT0', data_type: 'TYPE_INT32', dims: [1] }] }), 'file:1/model.mjs': Buffer.from(NEVER_MODEL).toString('base64') } });
+    try {
+      // Loads that never finish (each its own model: none waits behind another's).
+      const loads = Array.from({ length: MAX_LOAD_CALLS }, (_, i) => send(`/v2/repository/models/n${i}/load`, never(`n${i}`)).then((r) => r.status));
+      const loading = async () => ((await (await send('/v2/repository/index')).json()) as { state: string }[]).filter((r) => r.state === 'LOADING').length;
+      while ((await loading()) < MAX_LOAD_CALLS) await new Promise((r) => setTimeout(r, 50));
+      const over = await send('/v2/repository/models/extra/load', never('extra'));
+      expect(over.status).toBe(503);
+      expect(await over.json()).toEqual({ error: `failed to load 'extra': ${MAX_LOAD_CALLS} load calls are under way on this server, try again when they end` });
+      const g = await client.loadModel('extra').then(() => undefined, (e: unknown) => e as { grpcCode?: number; message: string });
+      expect(g?.grpcCode).toBe(14);
+      // An unload is how a stuck load is given up: it is answered, and its load with it.
+      for (let i = 0; i < MAX_LOAD_CALLS; i++) expect((await send(`/v2/repository/models/n${i}/unload`)).status).toBe(200);
+      expect(await Promise.all(loads)).toEqual(new Array<number>(MAX_LOAD_CALLS).fill(503));
+      // The calls were counted out: a load is taken again (and answered: no such model).
+      expect((await send('/v2/repository/models/extra/load')).status).toBe(500);
+    } finally {
+      client.close();
+      await own.stop();
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
   it('instance_group { count: 100000 } is refused with a 400 before any instance is made, and the server does not grow', async () => {
     // "At once" is not timed (a child on a loaded machine is slow either way): the error below is
     // the config check's, made before any instance is, the RSS shows none was, and the loaded

@@ -4,7 +4,7 @@
  * Triton: server/src/main.cc
  */
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
-import { InferenceServer, LocalBackplane, LogSettings, createLogger, queryGpus, type GpuInventory, type Logger } from '@triode/core';
+import { InferenceServer, LocalBackplane, LogSettings, MAX_LOAD_CALLS, createLogger, queryGpus, type GpuInventory, type Logger } from '@triode/core';
 import {
   DecompressionBudget, HttpLifecycle, SystemSharedMemory, serverExtensions, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle, type MetricsSource,
@@ -58,6 +58,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
     modelLoadRetryCount: opts.modelLoadRetryCount,
     ...(opts.maxInstancesPerModel !== undefined ? { maxInstancesPerModel: opts.maxInstancesPerModel } : {}),
     modelLoadTimeoutMs: opts.modelLoadTimeoutSecs * 1000,
+    // Loads waiting their turn hold the files they carry: bounded as on a cluster gateway.
+    maxLoadCalls: MAX_LOAD_CALLS,
     responseCacheBytes: opts.responseCacheBytes,
     rateLimit: opts.rateLimit,
     rateLimitResources: opts.rateLimitResources,

@@ -13,7 +13,7 @@ export { createLogger, silentLogger, LogSettings, type Logger, type LoggerOption
 
 // The server, its models and their lifecycle.
 export {
-  InferenceServer, parseModelVersion, CORE_EXTENSIONS, MAX_BLS_DEPTH, DEFAULT_MODEL_LOAD_TIMEOUT_MS, defaultMaxInstancesPerModel,
+  InferenceServer, parseModelVersion, CORE_EXTENSIONS, MAX_BLS_DEPTH, DEFAULT_MODEL_LOAD_TIMEOUT_MS, MAX_LOAD_CALLS, defaultMaxInstancesPerModel,
   onlyLastInstanceCountDiffers, instanceCountOf,
   type ServerOptions, type ServerMetadata, type ModelMetadata, type LoadedModel, type ModelReadyState, type LoadOptions, type ModelIndexEntry,
 } from './server.js';

@@ -634,6 +634,7 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     }
     await expect(InferenceServer.create({ modelRepositories: [root], backends: [echo], maxInstancesPerModel: 0 })).rejects.toThrow(RangeError);
     await expect(InferenceServer.create({ modelRepositories: [root], backends: [echo], modelLoadTimeoutMs: 1.5 })).rejects.toThrow(RangeError);
+    await expect(InferenceServer.create({ modelRepositories: [root], backends: [echo], maxLoadCalls: 0 })).rejects.toThrow(RangeError);
   });
 
   it('a version that never finishes loading fails UNAVAILABLE at modelLoadTimeoutMs, its partial instances released; then it unloads', async () => {

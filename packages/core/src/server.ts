@@ -100,6 +100,12 @@ export interface ServerOptions {
    * @default 300000
    */
   modelLoadTimeoutMs?: number;
+  /**
+   * Most `loadModel` calls under way at once (each holds the config and files it carries until
+   * its turn); past it a load is refused UNAVAILABLE, try again. Unloads are never refused.
+   * `triode serve` uses MAX_LOAD_CALLS. @default no limit
+   */
+  maxLoadCalls?: number;
   /** Models to load at start in explicit mode (`--load-model`; `*` loads all). @default [] */
   startupModels?: string[];
   /** Per-backend settings (`--backend-config=<backend>,<k>=<v>`). @default {} */
@@ -136,6 +142,9 @@ export function defaultMaxInstancesPerModel(): number {
   return Math.max(16, 4 * availableParallelism());
 }
 
+/** `ServerOptions.maxLoadCalls` of `triode serve`: as many as a cluster gateway runs (MAX_CONTROL_CALLS). */
+export const MAX_LOAD_CALLS = 16;
+
 /** The default of `ServerOptions.modelLoadTimeoutMs`: 5 minutes. */
 export const DEFAULT_MODEL_LOAD_TIMEOUT_MS = 300_000;
 
@@ -150,7 +159,7 @@ export const CORE_EXTENSIONS = ['classification', 'binary_tensor_data', 'statist
  * await server.stop();
  */
 export class InferenceServer {
-  readonly #opts: Required<Omit<ServerOptions, 'modelConfigName'>> & { modelConfigName?: string };
+  readonly #opts: Required<Omit<ServerOptions, 'modelConfigName' | 'maxLoadCalls'>> & { modelConfigName?: string; maxLoadCalls?: number };
   #responseCache: ResponseCache | undefined;
   readonly #backends: Map<string, Backend>;
   readonly #lifecycle: ModelLifecycle;
@@ -207,9 +216,10 @@ export class InferenceServer {
       maxInstancesPerModel: options.maxInstancesPerModel ?? defaultMaxInstancesPerModel(),
       modelLoadTimeoutMs: options.modelLoadTimeoutMs ?? DEFAULT_MODEL_LOAD_TIMEOUT_MS,
     };
-    for (const key of ['maxInstancesPerModel', 'modelLoadTimeoutMs'] as const) {
+    for (const key of ['maxInstancesPerModel', 'modelLoadTimeoutMs', 'maxLoadCalls'] as const) {
       const v = this.#opts[key];
-      if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`options.${key} must be a positive integer, got ${String(v)}`);
+      if (key === 'maxLoadCalls' && v === undefined) continue;
+      if (!Number.isSafeInteger(v) || (v as number) < 1) throw new RangeError(`options.${key} must be a positive integer, got ${String(v)}`);
     }
     this.#backends = new Map(options.backends.map((b) => [b.name, b]));
     if (options.responseCacheBytes) this.#responseCache = new ResponseCache(options.responseCacheBytes);
@@ -242,6 +252,7 @@ export class InferenceServer {
       modelConfigName: o.modelConfigName,
       maxInstancesPerModel: o.maxInstancesPerModel,
       modelLoadTimeoutMs: o.modelLoadTimeoutMs,
+      ...(o.maxLoadCalls !== undefined ? { maxLoadCalls: o.maxLoadCalls } : {}),
       logger: o.logger,
     });
   }

@@ -94,6 +94,8 @@ export interface ModelRepositoryManagerOptions {
   maxInstancesPerModel: number;
   /** How long a backend's config auto-completion may take (the load timeout). @default 300000 */
   modelLoadTimeoutMs?: number;
+  /** Most `loadModel` calls under way at once; past it a call is refused UNAVAILABLE. @default no limit */
+  maxLoadCalls?: number;
   logger: Logger;
 }
 
@@ -113,6 +115,8 @@ export class ModelRepositoryManager {
   /** Per model name: the entry its load in progress is making, once made (not yet serving). */
   readonly #candidates = new Map<string, ModelEntry>();
   #stopping = false;
+  /** `loadModel` calls under way (at most `maxLoadCalls`). */
+  #loadCalls = 0;
   /** Repository directories already warned of as not usable model names (warned once each). */
   readonly #skippedDirs = new Set<string>();
 
@@ -443,7 +447,18 @@ export class ModelRepositoryManager {
     checkModelName(name);
     this.#checkControl();
     checkLoadModelName(name);
-    await this.#load(name, options);
+    // Each call waiting its turn holds what it carries (file overrides: up to the request size
+    // limit each): 30 loads of 40 MB behind one that never finished held 2.5 GB (review). Triton
+    // has no such limit (its HTTP threads bound it, gRPC starts a thread a load); an unload is
+    // never refused (it is how a stuck load is given up).
+    const max = this.#opts.maxLoadCalls ?? Number.POSITIVE_INFINITY;
+    if (this.#loadCalls >= max) throw Errors.unavailable(`failed to load '${name}': ${max} load calls are under way on this server, try again when they end`);
+    this.#loadCalls++;
+    try {
+      await this.#load(name, options);
+    } finally {
+      this.#loadCalls--;
+    }
   }
 
   /**
