@@ -728,6 +728,10 @@ export class ModelRepositoryManager {
     try {
       const found = this.#scan();
       for (const [name, m] of found) {
+        // One model's files at a time, the server serving between them: read in one go, 20
+        // models of 10,000 files each held the event loop ~1 s on every poll (review).
+        await new Promise((r) => setImmediate(r));
+        if (this.#stopping) return;
         const sig = signature(m.path);
         if (this.#signatures.get(name) === sig) continue;
         this.#signatures.set(name, sig);
