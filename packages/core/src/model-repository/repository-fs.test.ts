@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLabels } from './label-provider.js';
-import { MAX_CONFIG_BYTES, configPath, listVersions, readModelConfig, resolveInside, scanRepositories, selectVersions } from './repository-fs.js';
+import { MAX_CONFIG_BYTES, MAX_MODEL_DIR_ENTRIES, configPath, listVersionFiles, listVersions, readModelConfig, resolveInside, scanRepositories, selectVersions } from './repository-fs.js';
 import { signature } from './model-repository-manager.js';
 
 function repo(files: Record<string, string>): string {
@@ -83,6 +83,16 @@ describe('hostile repository files', () => {
     symlinkSync('/dev/zero', join(r, 'm/config.pbtxt'));
     expect(() => readModelConfig(join(r, 'm'), { autoComplete: true })).toThrow(/not a regular file/);
     expect(() => readModelConfig(join(r, 'big'), { autoComplete: true })).toThrow(`over the limit of ${MAX_CONFIG_BYTES}`);
+  });
+
+  it(`a model directory of more than ${MAX_MODEL_DIR_ENTRIES} entries is refused, without looking at them all (review: 100,000 version folders held the event loop 1.2 s a load)`, () => {
+    const r = repo({ 'm/config.pbtxt': '', 'm/7/model.onnx': 'x' });
+    for (let i = 1; i < MAX_MODEL_DIR_ENTRIES; i++) mkdirSync(join(r, 'm', String(i + 10)));
+    expect(() => listVersions(join(r, 'm'))).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: `the model directory holds more than ${MAX_MODEL_DIR_ENTRIES} entries` }));
+    expect(() => listVersionFiles(join(r, 'm'))).toThrow(/more than/);
+    const ok = repo({ 'm/7/model.js': 'x', 'm/8/model.onnx/model.onnx': 'x', 'm/9/other': 'x' });
+    expect(listVersions(join(ok, 'm'))).toEqual([7, 8, 9]);
+    expect(listVersionFiles(join(ok, 'm')).sort()).toEqual(['model.js', 'model.onnx']);
   });
 
   it('a model directory of symlink loops is read once per directory (before, 12 links to "." made millions of entries on every load and poll)', () => {
