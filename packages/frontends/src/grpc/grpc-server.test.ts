@@ -568,6 +568,37 @@ describe('statistics, repository, logging, trace, shared memory', () => {
     }
   });
 
+  it('attack: a RepositoryModelLoad that repeats a field past what a load holds is refused before it is decoded (review: 30M model_name fields, 90 MB, held the event loop 380 ms; 8 s at the 2 GiB limit)', async () => {
+    const loads: string[] = [];
+    const backplane = { loadModel: async (name: string) => { loads.push(name); } } as unknown as Backplane;
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const session = await openSession(h.port);
+    const send = async (msg: Buffer) => {
+      const st = session.request(grpcHeaders('/inference.GRPCInferenceService/RepositoryModelLoad'));
+      const done = grpcResult(st);
+      const frame = Buffer.alloc(5 + msg.byteLength);
+      frame.writeUInt32BE(msg.byteLength, 1);
+      frame.set(msg, 5);
+      st.end(frame);
+      return done;
+    };
+    // model_name (field 2) "a", 100,000 times; one parameters entry (field 3) of 100,000 keys.
+    const name = Buffer.from([0x12, 0x01, 0x61]);
+    const keys = Buffer.concat(Array.from({ length: 100_000 }, () => Buffer.from([0x0a, 0x01, 0x6b])));
+    const entry = Buffer.concat([Buffer.from([0x1a, 0xe0, 0xa7, 0x12]), keys]);
+    try {
+      expect(await send(Buffer.concat(Array.from({ length: 100_000 }, () => name)))).toMatchObject({ status: status.INVALID_ARGUMENT, message: 'a RepositoryModelLoad message with more than 8 fields besides its parameters is not a load request' });
+      expect(await send(entry)).toMatchObject({ status: status.INVALID_ARGUMENT, message: 'a RepositoryModelLoad parameter with more than 8 fields is not a load parameter' });
+      expect(loads).toEqual([]);
+      // A well-formed one is decoded and read as before.
+      expect(await send(Buffer.concat([name, name]))).toMatchObject({ status: status.OK });
+      expect(loads).toEqual(['a']);
+    } finally {
+      session.destroy();
+      await h.close(500);
+    }
+  });
+
   it('a repository named in RepositoryIndex, load or unload is refused as Triton refuses it (UNIMPLEMENTED), and nothing is done', async () => {
     const refused = { code: status.UNIMPLEMENTED, details: "'repository_name' specification is not supported" };
     await expect(call('RepositoryIndex', { repository_name: 'any' })).rejects.toMatchObject(refused);

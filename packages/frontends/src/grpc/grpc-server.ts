@@ -28,7 +28,7 @@ import { grpcError } from './grpc-status.js';
 import { CONTROL_MAX_BODY_SIZE } from '../http/body.js';
 import { inferFastPath } from './infer-fast-path.js';
 import { REFUSED, WIRE_BYTES, checkInferRequestWire, decodeInferRequest } from './infer-request-scan.js';
-import { MAX_LOAD_PARAMETERS, countLoadParameters } from './load-request-scan.js';
+import { loadRequestProblem } from './load-request-scan.js';
 import { inflatedMessages, installStreamFront, type InflatedMessage } from './transport-guard.js';
 import { DecompressionBudget } from '../decompression-budget.js';
 
@@ -253,8 +253,8 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
         callback({ code: status.RESOURCE_EXHAUSTED, details: `a ${rpc} message of ${call.request[OVERSIZED]} bytes is over the limit of ${GRPC_CONTROL_MAX_MESSAGE_BYTES} bytes for control calls` } as ServiceError);
         return;
       }
-      if (hasTooManyParameters(call.request)) {
-        callback({ code: status.INVALID_ARGUMENT, details: `a ${rpc} message with more than ${MAX_LOAD_PARAMETERS} parameters is over the limit of a 'config' and ${MAX_LOAD_PARAMETERS - 1} 'file:' overrides a load may carry` } as ServiceError);
+      if (isNotALoad(call.request)) {
+        callback({ code: status.INVALID_ARGUMENT, details: call.request[NOT_A_LOAD] } as ServiceError);
         return;
       }
       const req = plain ? plain(call.request) : (call.request as Plain);
@@ -866,14 +866,15 @@ const OVERSIZED = Symbol('oversized control message');
 type Oversized = { [OVERSIZED]: number };
 const isOversized = (m: unknown): m is Oversized => typeof m === 'object' && m !== null && OVERSIZED in m;
 
-/** What RepositoryModelLoad's deserializer gives for a message of more than MAX_LOAD_PARAMETERS parameters, instead of decoding it. */
-const TOO_MANY_PARAMETERS = Symbol('too many load parameters');
-const hasTooManyParameters = (m: unknown): boolean => typeof m === 'object' && m !== null && TOO_MANY_PARAMETERS in m;
+/** What RepositoryModelLoad's deserializer gives, instead of decoding it, for a message that cannot be a load request (`loadRequestProblem`): why. */
+const NOT_A_LOAD = Symbol('not a load request');
+type NotALoad = { [NOT_A_LOAD]: string };
+const isNotALoad = (m: unknown): m is NotALoad => typeof m === 'object' && m !== null && NOT_A_LOAD in m;
 
 /**
  * A service (inference or health) with its ModelInfer and ModelStreamInfer requests checked on
  * the wire before they are decoded (infer-request-scan.ts; the fast path checks its own),
- * RepositoryModelLoad's parameters counted on the wire (load-request-scan.ts), and the messages of
+ * RepositoryModelLoad's fields counted on the wire (load-request-scan.ts), and the messages of
  * control calls (health Check too) measured before they are decoded.
  */
 function checkedDecoding(def: Record<string, GrpcMethodDefinition>): Record<string, GrpcMethodDefinition> {
@@ -882,8 +883,11 @@ function checkedDecoding(def: Record<string, GrpcMethodDefinition>): Record<stri
     if (name === 'ModelInfer' || name === 'ModelStreamInfer') {
       method.requestDeserialize = (b) => decodeInferRequest(b, decode) as ReturnType<typeof decode>;
     } else if (name === 'RepositoryModelLoad') {
-      // Its parameters counted on the wire first: decoding makes objects for each.
-      method.requestDeserialize = (b) => ((countLoadParameters(b, MAX_LOAD_PARAMETERS) ?? 0) > MAX_LOAD_PARAMETERS ? { [TOO_MANY_PARAMETERS]: true } : decode(b)) as ReturnType<typeof decode>;
+      // Its fields counted on the wire first: decoding makes an object or a string for each.
+      method.requestDeserialize = (b) => {
+        const problem = loadRequestProblem(b);
+        return (problem === undefined ? decode(b) : { [NOT_A_LOAD]: problem }) as ReturnType<typeof decode>;
+      };
     } else if (!LARGE_MESSAGE_RPCS.has(name)) {
       method.requestDeserialize = (b) => (b.byteLength > GRPC_CONTROL_MAX_MESSAGE_BYTES ? { [OVERSIZED]: b.byteLength } : decode(b)) as ReturnType<typeof decode>;
     }
