@@ -3,7 +3,15 @@
  * both frontends hand them over: HTTP gives file contents as base64 strings, gRPC as bytes.
  * Triton: server docs/protocol/extension_model_repository.md
  */
-import { Errors, FILE_OVERRIDE_PREFIX, MAX_CONFIG_BYTES, checkModelName, echo, modelConfigFromJson, type LoadOptions } from '@triode/core';
+import { Errors, FILE_OVERRIDE_PREFIX, MAX_CONFIG_BYTES, MAX_OVERRIDE_FILES, checkModelName, echo, modelConfigFromJson, type LoadOptions } from '@triode/core';
+
+/** The most parameters a load may carry: a `config` and MAX_OVERRIDE_FILES `file:` overrides. */
+export const MAX_LOAD_PARAMETERS = MAX_OVERRIDE_FILES + 1;
+
+/** The answer to a load request that carries more than MAX_LOAD_PARAMETERS parameters (`what`: the request). */
+export function tooManyLoadParameters(what: string): string {
+  return `${what} with more than ${MAX_LOAD_PARAMETERS} parameters is over the limit of a 'config' and ${MAX_LOAD_PARAMETERS - 1} 'file:' overrides a load may carry`;
+}
 
 /** One load parameter value (HTTP JSON values; gRPC `ModelRepositoryParameter`). */
 export type LoadParameter = string | number | boolean | Uint8Array;

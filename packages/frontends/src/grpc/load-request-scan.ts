@@ -6,10 +6,9 @@
  * message) held the event loop 29 s and grew the server by 2.2 GB, before the restricted-protocol
  * check or the model control mode could refuse the call (review).
  */
-import { MAX_OVERRIDE_FILES } from '@triode/core';
+import { MAX_LOAD_PARAMETERS, tooManyLoadParameters } from '../control/load-parameters.js';
 
-/** The most `parameters` entries a load may carry: a `config` and MAX_OVERRIDE_FILES `file:` overrides. */
-export const MAX_LOAD_PARAMETERS = MAX_OVERRIDE_FILES + 1;
+export { MAX_LOAD_PARAMETERS };
 
 /** The `parameters` map of RepositoryModelLoadRequest (grpc_service.proto). */
 const PARAMETERS_FIELD = 3;
@@ -90,7 +89,7 @@ export function loadRequestProblem(b: Uint8Array): string | undefined {
     if (f !== PARAMETERS_FIELD) {
       return ++others > MAX_LOAD_OTHER_FIELDS ? fail(`a RepositoryModelLoad message with more than ${MAX_LOAD_OTHER_FIELDS} fields besides its parameters is not a load request`) : true;
     }
-    if (++params > MAX_LOAD_PARAMETERS) return fail(`a RepositoryModelLoad message with more than ${MAX_LOAD_PARAMETERS} parameters is over the limit of a 'config' and ${MAX_LOAD_PARAMETERS - 1} 'file:' overrides a load may carry`);
+    if (++params > MAX_LOAD_PARAMETERS) return fail(tooManyLoadParameters('a RepositoryModelLoad message'));
     // The entry (key = 1, value = 2), then its value's fields. Malformed ones are the decoder's.
     fieldsAtMost(start, end, (g, s, e) => (g === 2 && e > s ? fieldsAtMost(s, e) || problem === undefined : true));
     return problem === undefined;

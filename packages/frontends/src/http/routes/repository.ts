@@ -7,7 +7,7 @@
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { Errors, FILE_OVERRIDE_PREFIX, checkModelName, echo, type ModelIndexEntry } from '@triode/core';
 import { readJson, type JsonValue } from '../json-reader.js';
-import { loadOptionsFrom } from '../../control/load-parameters.js';
+import { MAX_LOAD_PARAMETERS, loadOptionsFrom, tooManyLoadParameters } from '../../control/load-parameters.js';
 import type { HttpDeps } from '../http-options.js';
 import { refuseRepositoryName } from '../../control/repository-name.js';
 
@@ -53,6 +53,8 @@ function loadParameters(doc: Record<string, unknown>): Record<string, string> {
   const p = doc['parameters'];
   if (p === undefined) return {};
   if (!isObject(p)) throw Errors.invalidArg('attempt to get members for non-object');
+  let n = 0;
+  for (const k in p) if (Object.hasOwn(p, k) && ++n > MAX_LOAD_PARAMETERS) throw Errors.invalidArg(tooManyLoadParameters('a load request'));
   for (const [k, v] of Object.entries(p)) {
     if (typeof v !== 'string') throw Errors.invalidArg('attempt to access JSON non-string as string');
     if (k !== 'config' && !k.startsWith(FILE_OVERRIDE_PREFIX)) throw Errors.invalidArg('unexpected error on creating Triton parameter');
