@@ -21,7 +21,7 @@ import { failureOfModel, loadFailed, loadFailureReason, statusString } from './l
 import { readAutoCompletedConfig } from './autocomplete-result.js';
 import { checkLoadModelName, checkModelName, compareModelNames, modelNameProblem } from './model-name.js';
 import { runRepositoryAgents } from './repository-agent.js';
-import { findInRepositories, listVersionFiles, listVersions, readModelConfig, scanRepositories, selectVersions, type RepositoryModel } from './repository-fs.js';
+import { findInRepositories, listVersionFiles, listVersions, readModelConfig, scanRepositories, scanRepositoriesAsync, selectVersions, type RepositoryModel } from './repository-fs.js';
 import type { LifecycleModel, LoadedModel, ModelLifecycle, ModelReadyState, VersionSlot } from './model-lifecycle.js';
 
 /** One row of the repository index. */
@@ -150,15 +150,20 @@ export class ModelRepositoryManager {
    * with a warning the first time it is seen.
    */
   #scan(): Map<string, RepositoryModel> {
-    return scanRepositories(this.#opts.modelRepositories, {
-      onSkip: (name, repository, problem) => {
-        const key = `${repository}/${name}`;
-        if (this.#skippedDirs.has(key)) return;
-        this.#skippedDirs.add(key);
-        this.#logger.warning(`skipping directory '${echo(name)}' of model repository '${repository}': invalid model name: ${problem}`);
-      },
-    });
+    return scanRepositories(this.#opts.modelRepositories, { onSkip: this.#onSkip });
   }
+
+  /** `#scan`, serving the event loop while it runs (a poll's). */
+  #scanAsync(): Promise<Map<string, RepositoryModel>> {
+    return scanRepositoriesAsync(this.#opts.modelRepositories, { onSkip: this.#onSkip });
+  }
+
+  readonly #onSkip = (name: string, repository: string, problem: string): void => {
+    const key = `${repository}/${name}`;
+    if (this.#skippedDirs.has(key)) return;
+    this.#skippedDirs.add(key);
+    this.#logger.warning(`skipping directory '${echo(name)}' of model repository '${repository}': invalid model name: ${problem}`);
+  };
 
   async #loadAll(): Promise<void> {
     const found = this.#scan();
@@ -726,7 +731,8 @@ export class ModelRepositoryManager {
     if (this.#polling || this.#stopping) return;
     this.#polling = true;
     try {
-      const found = this.#scan();
+      const found = await this.#scanAsync();
+      if (this.#stopping) return;
       for (const [name, m] of found) {
         // One model's files at a time, the server serving between them: read in one go, 20
         // models of 10,000 files each held the event loop ~1 s on every poll (review).
