@@ -2,6 +2,8 @@
 import { mkdtempSync, readFileSync, readdirSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { getHeapStatistics, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, messageType } from '@triode/core';
@@ -197,6 +199,27 @@ describe('trace records held in memory (review: log_frequency 0 held every recor
       const rest = readTraces(logFrequency === '0' ? f : `${f}.1`);
       expect(rest.map((r) => r.request_id)).toEqual(['10000', '10001', '10002', '10003', '10004']);
     }
+  });
+});
+
+describe('trace records held in memory: long request ids', () => {
+  it('a cut id keeps only what was kept, not the whole id it was cut from (before: 100 held traces with 1 MB ids held 100 MB)', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const heap = (): number => {
+      gc();
+      gc();
+      return getHeapStatistics().used_heap_size;
+    };
+    const s = new TraceSettings({ trace_file: join(mkdtempSync(join(tmpdir(), 'triode-trace-ids-')), 't.json'), trace_level: ['TIMESTAMPS'], trace_rate: '1' });
+    const t = new Tracer(s);
+    const before = heap();
+    // log_frequency 0: all 100 are held until exit.
+    for (let i = 0; i < 100; i++) t.finish(t.start('simple')!, '1', String(i).padEnd(1 << 20, 'x'));
+    const grown = heap() - before;
+    // What is held: 100 ids of 4,099 characters (under 1 MB in all, two bytes a character).
+    expect(grown).toBeLessThan(20 * 1024 * 1024);
+    t.flush();
   });
 });
 
