@@ -10,6 +10,7 @@ export { TriodeError, Errors, echo, isErrorCode, toWireError, fromWireError, thr
 export { setOwn } from './own-property.js';
 export { MAX_TIMER_MS, monotonicNs, systemClock, settleWithin, abortable, timerMs, type Clock } from './clock.js';
 export { createLogger, silentLogger, LogSettings, type Logger, type LoggerOptions, type LogLevel } from './logger.js';
+export { RateLimitedWarning } from './rate-limited-warning.js';
 
 // The server, its models and their lifecycle.
 export {
