@@ -5,7 +5,7 @@
  * timestamps, in the order embedded mode writes them, on one clock (CLOCK_MONOTONIC). Before,
  * a gateway took no --trace-config and wrote no trace, and the core's timestamps stayed on the worker.
  */
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -44,6 +44,16 @@ afterAll(async () => {
 
 type Entry = { id: number; model_name?: string; timestamps?: [{ name: string; ns: number }] };
 
+/** Whether `<file>.<k>` is there and written whole (the gateway writes trace files in the background, a piece at a time). */
+function written(k: number): boolean {
+  try {
+    JSON.parse(readFileSync(`${traceFile}.${k}`, 'utf8'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The one trace of `<file>.<k>`: its model entry and its timestamps in the order written. */
 function traceOf(k: number): { model: Entry; stamps: { name: string; ns: number }[] } {
   const entries = JSON.parse(readFileSync(`${traceFile}.${k}`, 'utf8')) as Entry[];
@@ -57,9 +67,9 @@ describe('cluster mode: a gateway traces with the core timestamps of its workers
     const grpc = new GrpcClient(`127.0.0.1:${grpcPort}`);
     try {
       expect(Array.from((await http.infer('simple', { inputs })).data<Int32Array>('OUTPUT0'))).toEqual(new Array(16).fill(3));
-      await until(async () => existsSync(`${traceFile}.0`), 5000);
+      await until(async () => written(0), 5000);
       expect(Array.from((await grpc.infer('simple', { inputs })).data<Int32Array>('OUTPUT0'))).toEqual(new Array(16).fill(3));
-      await until(async () => existsSync(`${traceFile}.1`), 5000);
+      await until(async () => written(1), 5000);
     } finally {
       http.close();
       grpc.close();

@@ -184,7 +184,7 @@ export function addClusterCommands(program: Command): void {
       const lifecycle = new HttpLifecycle();
       // As triode serve: the gateway samples and writes the traces; its workers add the core's
       // timestamps to the requests it marks traced (README, Cluster mode: tracing).
-      const tracer = new Tracer(traceSettings);
+      const tracer = new Tracer(traceSettings, { logger });
       const restrictions = httpRestrictionsFrom(o['httpRestrictedApi'] as string[]);
       // Regions live on the gateway's host: a client names them there, and the gateway reads the
       // inputs and writes the outputs; workers see ordinary tensors.
@@ -219,7 +219,7 @@ export function addClusterCommands(program: Command): void {
         await metrics?.close();
         await backplane.stop();
         sharedMemory?.close();
-        tracer.flush();
+        await tracer.flush();
       });
     });
 

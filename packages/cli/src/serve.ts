@@ -93,7 +93,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
   const lifecycle = new HttpLifecycle();
   const restrictions = httpRestrictionsFrom(opts.httpRestrictedApi);
   const traceSettings = new TraceSettings(opts.traceConfig);
-  const tracer = new Tracer(traceSettings);
+  const tracer = new Tracer(traceSettings, { logger });
   // One set of regions for both frontends, as Triton's shared memory manager.
   const sharedMemory = opts.allowClientShm ? new SystemSharedMemory() : undefined;
   // And one budget of decompressed request bytes: what compressed requests hold, over both.
@@ -132,7 +132,8 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
       await http?.close(Math.max(0, deadline - Date.now()));
       await metrics?.close();
       sharedMemory?.close();
-      tracer.flush();
+      // After everything else: the traces of the last requests are written before the process exits.
+      await tracer.flush();
       logger.info('Server stopped');
     })()),
   };

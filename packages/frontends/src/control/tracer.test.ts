@@ -58,7 +58,7 @@ describe('trace emission', () => {
   it('nothing is traced while trace_level is OFF', async () => {
     settings.update({ trace_rate: '1' });
     expect((await app.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
-    tracer.flush();
+    await tracer.flush();
     expect(existsSync(file)).toBe(false);
   });
 
@@ -82,6 +82,7 @@ describe('trace emission', () => {
     }
     session.close();
     // 6 requests, rate 2: 3 traced; log_frequency 2: one file of 2 now, the third at flush.
+    await tracer.idle();
     const first = readTraces(`${file}.0`);
     expect(first).toHaveLength(2);
     expect(first[0]).toMatchObject({ model_name: 'simple', model_version: 1, request_id: 'r' });
@@ -91,7 +92,7 @@ describe('trace emission', () => {
     ]);
     const ns = first[0]!.timestamps.map((t) => t.ns);
     expect([...ns].sort((a, b) => a - b)).toEqual(ns);
-    tracer.flush();
+    await tracer.flush();
     const rest = readTraces(`${file}.1`);
     expect(rest).toHaveLength(1);
     expect(rest[0]!.request_id).toBe('g');
@@ -101,7 +102,7 @@ describe('trace emission', () => {
   it('trace_count caps how many requests are traced, counted from when it was set', async () => {
     settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '0', trace_count: '2' });
     for (let i = 0; i < 3; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
-    tracer.flush();
+    await tracer.flush();
     // Used up with every request traced: written to <file>.<k> at once (below), not to <file>.
     expect(existsSync(file)).toBe(false);
   });
@@ -109,7 +110,8 @@ describe('trace emission', () => {
   it("as Triton: GET reports the trace_count left; used up (every request traced), the traces go to <file>.<k> at once; an update of another field keeps what is left (before: the count set, <file> at exit, the count started over)", async () => {
     const f = join(mkdtempSync(join(tmpdir(), 'triode-trace-count-')), 't.json');
     const s = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1' });
-    const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: new Tracer(s) });
+    const tr = new Tracer(s);
+    const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: tr });
     const count = async () => ((await (await a.request('/v2/trace/setting')).json()) as Record<string, string>)['trace_count'];
     expect(await count()).toBe('-1');
     s.update({ trace_count: '3' });
@@ -122,6 +124,7 @@ describe('trace emission', () => {
     expect(await count()).toBe('0');
     // Used up, and the last request the setting saw has finished: what is held for the file goes to
     // <file>.0 (Triton had written the trace taken before the update to <file> when it replaced that setting).
+    await tr.idle();
     expect(readTraces(`${f}.0`)).toHaveLength(3);
     expect(existsSync(f)).toBe(false);
     // Cleared: back to the start-up value (-1, no limit).
@@ -130,7 +133,7 @@ describe('trace emission', () => {
   });
 
   it('trace_rate N traces the N-th request, then every N-th, as Triton (++sample % rate == 0; before: the first)', async () => {
-    tracer.flush();
+    await tracer.flush();
     const read = (): TraceRecord[] => (existsSync(file) ? readTraces(file) : []);
     const before = read().length;
     settings.update({ trace_level: ['TIMESTAMPS'], trace_rate: '3', log_frequency: '0', trace_count: '-1' });
@@ -138,7 +141,7 @@ describe('trace emission', () => {
       const r = await app.request('/v2/models/simple/infer', { method: 'POST', body: body.replace('"id":"r"', `"id":"${id}"`) });
       expect(r.status).toBe(200);
     }
-    tracer.flush();
+    await tracer.flush();
     const traced = read().slice(before).map((t) => t.request_id);
     expect(traced).toEqual(['b3', 'b6']);
   });
@@ -148,7 +151,7 @@ describe('trace emission on the direct HTTP path (a listening server, not Hono)'
   it('traces the same timestamps as the Hono route; a request for a model that is not there is not counted', async () => {
     const http = await startHttpServer(app, 0, '127.0.0.1');
     try {
-      tracer.flush();
+      await tracer.flush();
       // What the shared tracer wrote: <file> at exit and <file>.<k> in order.
       const read = (): TraceRecord[] => [
         ...(existsSync(file) ? readTraces(file) : []),
@@ -163,7 +166,7 @@ describe('trace emission on the direct HTTP path (a listening server, not Hono)'
       const ok = await post('simple');
       expect(ok.status).toBe(200);
       await ok.arrayBuffer();
-      tracer.flush();
+      await tracer.flush();
       // trace_count 1: the failed lookup gave its place back, so the request to simple took it (and,
       // the count used up with every request it saw traced, wrote it to the next <file>.<k> at once).
       const records = read().filter((r) => !before.has(r.id));
@@ -183,7 +186,7 @@ describe('trace emission on the direct HTTP path (a listening server, not Hono)'
 });
 
 describe('trace records held in memory (review: log_frequency 0 held every record, and 1 MB ids ran the heap out)', () => {
-  it('holds at most MAX_HELD_TRACES records a file, whatever log_frequency says, and cuts long request ids', () => {
+  it('holds at most MAX_HELD_TRACES records a file, whatever log_frequency says, and cuts long request ids', async () => {
     const out = mkdtempSync(join(tmpdir(), 'triode-trace-held-'));
     for (const logFrequency of ['0', '1000000000']) {
       const f = join(out, `t${logFrequency}.json`);
@@ -192,10 +195,11 @@ describe('trace records held in memory (review: log_frequency 0 held every recor
       const t = new Tracer(s);
       for (let i = 0; i < MAX_HELD_TRACES + 5; i++) t.finish(t.start('simple')!, '1', i === 0 ? 'x'.repeat(MAX_TRACE_ID_CHARS + 10) : String(i));
       // The first MAX_HELD_TRACES went to <file>.0 once that many were held; 5 are still held.
+      await t.idle();
       const first = readTraces(`${f}.0`);
       expect(first).toHaveLength(MAX_HELD_TRACES);
       expect(first[0]!.request_id).toBe(`${'x'.repeat(MAX_TRACE_ID_CHARS)}...`);
-      t.flush();
+      await t.flush();
       const rest = readTraces(logFrequency === '0' ? f : `${f}.1`);
       expect(rest.map((r) => r.request_id)).toEqual(['10000', '10001', '10002', '10003', '10004']);
     }
@@ -203,7 +207,7 @@ describe('trace records held in memory (review: log_frequency 0 held every recor
 });
 
 describe('trace records held in memory: long request ids', () => {
-  it('a cut id keeps only what was kept, not the whole id it was cut from (before: 100 held traces with 1 MB ids held 100 MB)', () => {
+  it('a cut id keeps only what was kept, not the whole id it was cut from (before: 100 held traces with 1 MB ids held 100 MB)', async () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
     const heap = (): number => {
@@ -219,12 +223,12 @@ describe('trace records held in memory: long request ids', () => {
     const grown = heap() - before;
     // What is held: 100 ids of 4,099 characters (under 1 MB in all, two bytes a character).
     expect(grown).toBeLessThan(20 * 1024 * 1024);
-    t.flush();
+    await t.flush();
   });
 });
 
 describe('trace file layout', () => {
-  it("is Triton's (TraceActivity): an entry per timestamp in order, the model entry before REQUEST_START, request_id only when there is one, compact JSON (before: one entry per trace, indented)", () => {
+  it("is Triton's (TraceActivity): an entry per timestamp in order, the model entry before REQUEST_START, request_id only when there is one, compact JSON (before: one entry per trace, indented)", async () => {
     const f = join(mkdtempSync(join(tmpdir(), 'triode-trace-layout-')), 't.json');
     const s = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1' });
     const t = new Tracer(s);
@@ -233,7 +237,7 @@ describe('trace file layout', () => {
       for (const [name, ns] of [['HTTP_RECV_START', 1], ['REQUEST_START', 2], ['REQUEST_END', 3], ['HTTP_SEND_END', 4]] as const) a.trace.timestamps.push({ name, ns });
       t.finish(a, '3', requestId);
     }
-    t.flush();
+    await t.flush();
     const text = readFileSync(f, 'utf8');
     expect(text).not.toMatch(/\s/);
     expect(JSON.parse(text)).toEqual([
@@ -266,7 +270,7 @@ describe('trace_file over the network (issue #14)', () => {
     expect(settings.get('simple')['trace_file']).toBe(file);
     expect(() => settings.update({ trace_file: elsewhere })).toThrow(expect.objectContaining({ code: 'UNSUPPORTED' }) as Error);
     for (let i = 0; i < 2; i++) await app.request('/v2/models/simple/infer', { method: 'POST', body });
-    tracer.flush();
+    await tracer.flush();
     expect(existsSync(elsewhere)).toBe(false);
   });
 });
@@ -298,6 +302,7 @@ describe('trace sampling per settings scope', () => {
     for (let i = 0; i < 3; i++) expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
     // Before: the two 404s used up the count and nothing was traced. They are not counted as seen
     // either, so the count used up by the two traced requests writes them at once.
+    await t.idle();
     expect(readTraces(`${f}.0`).map((r) => r.model_name)).toEqual(['simple', 'simple']);
     expect(existsSync(f)).toBe(false);
   });
@@ -305,11 +310,13 @@ describe('trace sampling per settings scope', () => {
   it('a traced request that fails is recorded with the timestamps it got, so the count used up still writes at once (review: one failure and the write never came until exit)', async () => {
     const f = join(dir, 'failed.json');
     const s = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1', trace_count: '2', log_frequency: '0' });
-    const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: new Tracer(s) });
+    const t = new Tracer(s);
+    const a = createHttpApp(new LocalBackplane(server), { traceSettings: s, tracer: t });
     const bad = body.replace('"INT32"', '"FP32"');
     expect(bad).not.toBe(body);
     expect((await a.request('/v2/models/simple/infer', { method: 'POST', body: bad })).status).toBe(400);
     expect((await a.request('/v2/models/simple/infer', { method: 'POST', body })).status).toBe(200);
+    await t.idle();
     const traces = readTraces(`${f}.0`);
     expect(traces).toHaveLength(2);
     expect(traces[0]!.timestamps.map((x) => x.name)).toContain('HTTP_RECV_START');

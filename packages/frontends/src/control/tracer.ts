@@ -6,10 +6,12 @@
  * In the file a trace is Triton's entries (TraceManager::TraceActivity, CaptureTimestamp): one
  * `{"id","timestamps":[{"name","ns"}]}` per timestamp, in the order taken, and the trace's
  * `{"id","model_name","model_version"[,"request_id"]}` just before its REQUEST_START.
+ * Files are written in the background, one after another in the order they were cut, a piece at
+ * a time (see Tracer), so no request waits on the disk or on a whole file's JSON.
  * Triton: server/src/tracer.cc, docs/user_guide/trace.md (JSON Trace Output)
  */
-import { writeFileSync } from 'node:fs';
-import { TriodeError, monotonicNs, type RequestTrace } from '@triode/core';
+import { open } from 'node:fs/promises';
+import { RateLimitedWarning, TriodeError, monotonicNs, type Logger, type RequestTrace } from '@triode/core';
 import type { TraceScope, TraceSettings } from './trace-settings.js';
 
 /** One trace as it is held: Triton's fields, all its timestamps together (see traceFileEntries). */
@@ -69,18 +71,73 @@ export function traceFileEntries(r: TraceRecord): TraceFileEntry[] {
  */
 export const traceNow = monotonicNs;
 
+/** A file to write: its path and its records, in the order they came. */
+interface Batch {
+  path: string;
+  records: TraceRecord[];
+}
+
 interface FileState {
   pending: TraceRecord[];
   /** All records so far (log_frequency 0: the file is rewritten whole). */
   all: TraceRecord[];
   next: number;
+  /** Files cut and waiting for the writer, in the order they were cut. */
+  queue: Batch[];
+  /** Records in `queue`. */
+  queued: number;
+  /** The writer of this trace file, while it runs: one at a time, so its files go out in order. */
+  writing: Promise<void> | undefined;
 }
+
+/** An open trace file (see TraceFileSystem). */
+export interface TraceFileHandle {
+  /** Appends `text`, all of it. */
+  write(text: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Where trace files go: node:fs, unless a test gives its own (to hold a write, or fail it as a
+ * full disk would).
+ */
+export interface TraceFileSystem {
+  /** Opens `path` for writing, emptied (created when it is not there). */
+  open(path: string): Promise<TraceFileHandle>;
+}
+
+const nodeFileSystem: TraceFileSystem = {
+  open: async (path) => {
+    const h = await open(path, 'w');
+    // writeFile on a handle writes at its position and loops until everything is written.
+    return { write: (text) => h.writeFile(text), close: () => h.close() };
+  },
+};
+
+/** Options of a Tracer. */
+export interface TracerOptions {
+  /** Where it warns of traces it could not write or had to drop. */
+  logger?: Logger;
+  /** @default node:fs */
+  fileSystem?: TraceFileSystem;
+}
+
+/**
+ * How much of a trace file's JSON is made before it is handed to the disk: the event loop turns
+ * between pieces. A file of MAX_HELD_TRACES records with 4 KB ids is ~50 MB; made and written at
+ * once (writeFileSync) it held the event loop 0.25 to 0.65 s each time, longer on a slow disk; in
+ * pieces of this size the longest hold measured was 5 ms (1 MiB pieces: 11 ms).
+ */
+export const TRACE_WRITE_CHUNK_CHARS = 1 << 18;
 
 /**
  * The most trace records held for one file before they are written. With log_frequency 0 (Triton
  * writes the file at exit) or a log_frequency a client set very high, they were all held: 1,512
  * traced requests with 1 MB ids ran the heap out (review). Past it, the held records go to the
- * next `<file>.<n>` as with log_frequency.
+ * next `<file>.<n>` as with log_frequency. It also bounds what waits while a file is being
+ * written: besides the file under way, at most this many records wait (held and cut for the
+ * next files); past it, while the disk does not keep up, new traces are dropped, counted, and
+ * warned of (at most every 10 s).
  */
 export const MAX_HELD_TRACES = 10_000;
 
@@ -97,10 +154,21 @@ function detached(s: string): string {
   return Buffer.from(s, 'utf16le').toString('utf16le');
 }
 
-/** Decides what to trace and writes the records. */
+/**
+ * Decides what to trace and writes the records: each trace file has one writer, which writes
+ * its files (`<file>.<k>`, `<file>`) one after another in the order they were cut; records that
+ * come while it writes wait for the next. A write that fails (a full disk, a removed directory,
+ * no permission) loses that file's traces, is warned of (at most every 10 s), and the writer
+ * goes on with the next.
+ */
 export class Tracer {
   readonly #settings: TraceSettings;
   readonly #files = new Map<string, FileState>();
+  readonly #fs: TraceFileSystem;
+  readonly #dropWarning: RateLimitedWarning;
+  readonly #writeWarning: RateLimitedWarning;
+  #dropped = 0;
+  #lost = 0;
   #nextId = 1;
   /**
    * Sampling per scope, as Triton keeps it per setting object: a model with its own settings
@@ -109,8 +177,21 @@ export class Tracer {
    */
   readonly #sampling = new Map<string, Sampling>();
 
-  constructor(settings: TraceSettings) {
+  constructor(settings: TraceSettings, options: TracerOptions = {}) {
     this.#settings = settings;
+    this.#fs = options.fileSystem ?? nodeFileSystem;
+    this.#dropWarning = new RateLimitedWarning(options.logger);
+    this.#writeWarning = new RateLimitedWarning(options.logger);
+  }
+
+  /** Traces dropped because MAX_HELD_TRACES were waiting while a file was being written. */
+  get dropped(): number {
+    return this.#dropped;
+  }
+
+  /** Traces lost because their file could not be written. */
+  get lost(): number {
+    return this.#lost;
   }
 
   /** True when some trace level is on: a request may be traced. */
@@ -161,35 +242,105 @@ export class Tracer {
     this.finish(t, modelVersion, requestId);
   }
 
-  /** Records a finished trace; writes a file when log_frequency traces are waiting. */
+  /**
+   * Records a finished trace; a file is cut for the writer when log_frequency traces are waiting
+   * (or MAX_HELD_TRACES, or the setting's trace_count is used up). Writes nothing itself.
+   */
   finish(t: ActiveTrace, modelVersion: string, requestId: string): void {
-    const id = requestId.length > MAX_TRACE_ID_CHARS ? `${detached(requestId.slice(0, MAX_TRACE_ID_CHARS))}...` : requestId;
-    const record: TraceRecord = { id: t.id, model_name: t.model, model_version: Number(modelVersion) || -1, request_id: id, timestamps: t.trace.timestamps.map((x) => ({ name: x.name, ns: Math.round(x.ns) })) };
     let f = this.#files.get(t.file);
-    if (!f) this.#files.set(t.file, (f = { pending: [], all: [], next: 0 }));
-    if (t.logFrequency > 0) f.pending.push(record);
-    else f.all.push(record);
+    if (!f) this.#files.set(t.file, (f = { pending: [], all: [], next: 0, queue: [], queued: 0, writing: undefined }));
+    if (f.pending.length + f.all.length + f.queued >= MAX_HELD_TRACES) {
+      // Only while a file is being written (what is held is cut below MAX_HELD_TRACES, and the
+      // writer takes the first file cut at once): the disk does not keep up, and holding more
+      // would grow without bound.
+      this.#dropped++;
+      this.#dropWarning.warn(`trace file ${t.file}: ${MAX_HELD_TRACES} traces are waiting while a file is written, so traces are dropped (${this.#dropped} so far)`);
+    } else {
+      const id = requestId.length > MAX_TRACE_ID_CHARS ? `${detached(requestId.slice(0, MAX_TRACE_ID_CHARS))}...` : requestId;
+      const record: TraceRecord = { id: t.id, model_name: t.model, model_version: Number(modelVersion) || -1, request_id: id, timestamps: t.trace.timestamps.map((x) => ({ name: x.name, ns: Math.round(x.ns) })) };
+      if (t.logFrequency > 0) f.pending.push(record);
+      else f.all.push(record);
+    }
     // Triton's WriteTrace: once trace_count is used up and every request the setting saw was traced
     // and has finished, what is held goes to <file>.<k> whatever log_frequency says.
     const now = this.#settings.scope(t.model);
     const done = ++t.sampling.collected === t.sampling.seen && now.key === t.scope.key && now.generation === t.scope.generation && this.#settings.countLeft(t.scope.key) === 0;
-    if (f.pending.length && (done || f.pending.length >= Math.min(t.logFrequency, MAX_HELD_TRACES))) this.#write(`${t.file}.${f.next++}`, f.pending.splice(0));
-    if (f.all.length && (done || f.all.length >= MAX_HELD_TRACES)) this.#write(`${t.file}.${f.next++}`, f.all.splice(0));
+    // Held for both kinds of file (log_frequency changed by an update), MAX_HELD_TRACES in all
+    // cut both: what is held never reaches the bound that drops traces (only what waits for the
+    // writer can), so a file held and never cut cannot leave every later trace dropped.
+    const full = f.pending.length + f.all.length >= MAX_HELD_TRACES;
+    if (f.pending.length && (done || full || f.pending.length >= t.logFrequency)) this.#enqueue(f, `${t.file}.${f.next++}`, f.pending.splice(0));
+    if (f.all.length && (done || full)) this.#enqueue(f, `${t.file}.${f.next++}`, f.all.splice(0));
   }
 
-  /** Writes what is waiting (at exit, or when asked). */
-  flush(): void {
+  /**
+   * Writes what is waiting (at exit, or when asked); resolves once every file cut so far is
+   * written (or has failed), so a process that exits after it loses no trace it held.
+   */
+  async flush(): Promise<void> {
     for (const [file, f] of this.#files) {
-      if (f.pending.length) this.#write(`${file}.${f.next++}`, f.pending.splice(0));
-      if (f.all.length) this.#write(file, f.all);
+      if (f.pending.length) this.#enqueue(f, `${file}.${f.next++}`, f.pending.splice(0));
+      // <file> is rewritten whole each time: what it is written with is what is held now.
+      if (f.all.length) this.#enqueue(f, file, f.all.slice());
+    }
+    await this.idle();
+  }
+
+  /** Resolves once no trace file is being written (those cut while it waits too). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const writing = [...this.#files.values()].flatMap((f) => (f.writing ? [f.writing] : []));
+      if (writing.length === 0) return;
+      await Promise.all(writing);
     }
   }
 
-  #write(path: string, records: TraceRecord[]): void {
+  /** Hands a file to the trace file's writer, starting it when it is not running. */
+  #enqueue(f: FileState, path: string, records: TraceRecord[]): void {
+    f.queue.push({ path, records });
+    f.queued += records.length;
+    if (!f.writing) f.writing = this.#drain(f);
+  }
+
+  /**
+   * The writer: the files waiting, one after another in order. It takes the first at once (so
+   * what it writes no longer counts as waiting) and stops, clearing `writing`, in the same turn
+   * as it finds the queue empty, so no file cut is left waiting. The queue is not empty when it
+   * starts, so it awaits before it can clear `writing`, after #enqueue has set it.
+   */
+  async #drain(f: FileState): Promise<void> {
+    for (let batch = f.queue.shift(); batch; batch = f.queue.shift()) {
+      f.queued -= batch.records.length;
+      await this.#write(batch);
+    }
+    f.writing = undefined;
+  }
+
+  /** Writes one file as a JSON array of Triton's entries, a piece at a time; never throws. */
+  async #write({ path, records }: Batch): Promise<void> {
+    let handle: TraceFileHandle | undefined;
     try {
-      writeFileSync(path, JSON.stringify(records.flatMap(traceFileEntries)));
-    } catch {
-      // A trace file that cannot be written must not fail requests.
+      handle = await this.#fs.open(path);
+      let text = '[';
+      for (let i = 0; i < records.length; i++) {
+        if (i > 0) text += ',';
+        text += traceFileEntries(records[i]!).map((e) => JSON.stringify(e)).join(',');
+        if (text.length >= TRACE_WRITE_CHUNK_CHARS) {
+          await handle.write(text);
+          text = '';
+        }
+      }
+      await handle.write(`${text}]`);
+      const closing = handle;
+      handle = undefined;
+      await closing.close();
+    } catch (err) {
+      // A trace file that cannot be written must not fail requests, nor stop the next files.
+      this.#lost += records.length;
+      const reason = err instanceof Error ? err.message : String(err);
+      this.#writeWarning.warn(`trace file ${path} could not be written, ${records.length} traces lost (${this.#lost} so far): ${reason}`);
+    } finally {
+      await handle?.close().catch(() => undefined);
     }
   }
 }
