@@ -56,7 +56,8 @@ export function updateLogSettings(settings: LogSettings, update: Readonly<Record
         if (typeof v !== 'boolean') throw wrongType(k, protocol);
         break;
       case 'log_verbose_level':
-        // rapidjson reads a number past uint64 as a double: not an unsigned integer either.
+        // rapidjson reads a number past uint64 as a double: not an unsigned integer either; nor is
+        // one the body wrote as 1.0 or 1e0 (the HTTP body reader makes it a JsonDouble, not a number).
         if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** 64) throw wrongType(k, protocol);
         // Triton keeps the level as an int32 (a larger value wraps there); Triode refuses it.
         if (v > MAX_VERBOSE_LEVEL) throw Errors.invalidArg(`expect an integer in [0, ${MAX_VERBOSE_LEVEL}] for '${k}'`);

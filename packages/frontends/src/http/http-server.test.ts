@@ -364,6 +364,30 @@ describe('log settings', () => {
     expect(settings.toJson()).toMatchObject({ log_info: false, log_warning: true, log_verbose_level: 2 });
   });
 
+  it('POST /v2/logging refuses a log_verbose_level written with a fraction or an exponent, as TritonJson\'s AsUInt refuses the double rapidjson reads (before: 1.0 set the level to 1)', async () => {
+    const settings = new LogSettings();
+    const a = createHttpApp(new LocalBackplane(server), { logSettings: settings });
+    const post = (body: string) => a.request('/v2/logging', { method: 'POST', body });
+    for (const body of ['{"log_verbose_level": 1.0}', '{"log_verbose_level":1e0}', '{"log_verbose_level":1E+0}', '{"log_verbose_level":-0.0}', '{"log_verbose_level":2.5e1}',
+      '{"log_verbose_level":3, "log_verbose_level":1.0}', '{"x":{"log_verbose_level":1},"log_verbose_level" : 10.0 }', '{"log_info":1.0}']) {
+      const r = await post(body);
+      expect(r.status, body).toBe(400);
+      expect(await r.json(), body).toEqual({ error: body.includes('log_info') ? 'attempt to access JSON non-boolean as boolean' : 'attempt to access JSON non-unsigned-integer as unsigned-integer' });
+    }
+    expect(settings.log_verbose_level).toBe(0);
+    // Integers as written are taken: the last of a duplicated key (as JSON.parse), whatever came before it or
+    // sits deeper; -0 is rapidjson's integer 0; a string that reads as a double is only a string.
+    for (const [body, level] of [['{"log_verbose_level":1.0,"log_verbose_level":3}', 3], ['{"a":[1.5,{"b":"1.0"}],"log_verbose_level":4,"c":"x\\\\"}', 4], ['{"k\\"ey":1.5, "log_verbose_level":5}', 5], ['{"log_verbose_level":-0}', 0]] as const) {
+      const r = await post(body);
+      expect(r.status, body).toBe(200);
+      expect(((await r.json()) as { log_verbose_level: number }).log_verbose_level, body).toBe(level);
+    }
+    // Trace settings take strings only (AsString): a double was refused already, in the same words as any number.
+    const t = await a.request('/v2/trace/setting', { method: 'POST', body: '{"trace_rate": 1.0}' });
+    expect(t.status).toBe(400);
+    expect(await t.json()).toEqual({ error: 'attempt to access JSON non-string as string' });
+  });
+
   it('POST /v2/logging and /v2/trace/setting read the body as Triton: an empty one is refused with rapidjson\'s words, JSON that is not an object changes nothing (before: {} and 400)', async () => {
     const settings = new LogSettings();
     const a = createHttpApp(new LocalBackplane(server), { logSettings: settings });
