@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LogSettings, createLogger, queryGpus, selectGpus, type Logger } from '@triode/core';
-import { DecompressionBudget, HttpLifecycle, MeasuredBackplane, SystemSharedMemory, TraceSettings, Tracer, headerPattern, createHttpApp, serverExtensions, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
+import { DecompressionBudget, HttpLifecycle, MeasuredBackplane, SystemSharedMemory, TraceSettings, Tracer, TRACE_FLUSH_AT_EXIT_MS, headerPattern, createHttpApp, serverExtensions, startHttpServer, startMetricsServer, type MetricsSource } from '@triode/frontends';
 import { addGrpcFlags, startGrpc, toGrpcFlags } from './grpc-options.js';
 import { AsyncJobs, DEFAULT_ASYNC_MAX_REQUEST_BYTES, GpuSupervisor, RedisBackplane, StreamConsumer, perGpuChildren, redactRedisUrl } from '@triode/cluster';
 import { modelTable } from './model-table.js';
@@ -219,7 +219,7 @@ export function addClusterCommands(program: Command): void {
         await metrics?.close();
         await backplane.stop();
         sharedMemory?.close();
-        await tracer.flush();
+        if (!(await tracer.flush(Math.max(TRACE_FLUSH_AT_EXIT_MS, deadline - Date.now())))) logger.warning('trace files were still being written at exit; the traces not yet written are lost');
       });
     });
 

@@ -6,7 +6,7 @@
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane, LogSettings, MAX_LOAD_CALLS, createLogger, queryGpus, type GpuInventory, type Logger } from '@triode/core';
 import {
-  DecompressionBudget, HttpLifecycle, SystemSharedMemory, serverExtensions, TraceSettings, Tracer, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
+  DecompressionBudget, HttpLifecycle, SystemSharedMemory, serverExtensions, TraceSettings, Tracer, TRACE_FLUSH_AT_EXIT_MS, createHttpApp, headerPattern, startHttpServer, startMetricsServer,
   type GrpcServerHandle, type HttpServerHandle, type MetricsServerHandle, type MetricsSource,
 } from '@triode/frontends';
 import { startGrpc } from './grpc-options.js';
@@ -133,7 +133,7 @@ export async function startServe(opts: ServeOptions, logSettings = new LogSettin
       await metrics?.close();
       sharedMemory?.close();
       // After everything else: the traces of the last requests are written before the process exits.
-      await tracer.flush();
+      if (!(await tracer.flush(Math.max(TRACE_FLUSH_AT_EXIT_MS, deadline - Date.now())))) logger.warning('trace files were still being written at exit; the traces not yet written are lost');
       logger.info('Server stopped');
     })()),
   };

@@ -14,5 +14,5 @@ export { GRPC_STATUS, grpcError } from './grpc/grpc-status.js';
 export { parseRestrictions, RESTRICTED_GROUPS, type Restrictions, type RestrictedGroup } from './control/restricted.js';
 export { TraceSettings } from './control/trace-settings.js';
 export { MeasuredBackplane } from './metrics/measured-backplane.js';
-export { Tracer, traceNow, type ActiveTrace, type TraceRecord, type TracerOptions, type TraceFileSystem, type TraceFileHandle } from './control/tracer.js';
+export { Tracer, TRACE_FLUSH_AT_EXIT_MS, traceNow, type ActiveTrace, type TraceRecord, type TracerOptions, type TraceFileSystem, type TraceFileHandle } from './control/tracer.js';
 export { forwardHeaders, headerPattern } from './control/header-forward.js';

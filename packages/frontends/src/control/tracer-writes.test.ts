@@ -235,4 +235,18 @@ describe('trace file writes', () => {
     expect(real.warnings).toHaveLength(1);
     expect(real.warnings[0]).toContain(`trace file ${g}.0 could not be written, 1 traces lost (1 so far): ENOENT`);
   });
+
+  it('a flush with a time limit gives up on a write that does not end (a hung disk) and says so, so exit is not held for good; one without waits it out (before: exit awaited the write with no limit)', async () => {
+    const f = traceFile();
+    const s = seam();
+    const t = tracerFor(f, 0, { fileSystem: s.fs });
+    trace(t, 'a');
+    s.hold();
+    expect(await t.flush(50)).toBe(false);
+    const whole = t.flush();
+    s.release();
+    expect(await whole).toBe(true);
+    expect(idsIn(f)).toEqual(['a']);
+    expect(await t.flush(50)).toBe(true);
+  });
 });

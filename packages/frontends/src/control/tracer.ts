@@ -141,6 +141,12 @@ export const TRACE_WRITE_CHUNK_CHARS = 1 << 18;
  */
 export const MAX_HELD_TRACES = 10_000;
 
+/**
+ * How long a stopping server waits at least for its trace files to be written (past the exit
+ * deadline if that is nearer): a hung disk must not hold the exit for good.
+ */
+export const TRACE_FLUSH_AT_EXIT_MS = 10_000;
+
 /** The longest request id a trace record keeps (its first characters, then `...`). */
 export const MAX_TRACE_ID_CHARS = 4096;
 
@@ -275,15 +281,27 @@ export class Tracer {
 
   /**
    * Writes what is waiting (at exit, or when asked); resolves once every file cut so far is
-   * written (or has failed), so a process that exits after it loses no trace it held.
+   * written (or has failed), so a process that exits after it loses no trace it held: true then.
+   * With `timeoutMs`, resolves false once that has passed with a write still under way (a hung
+   * disk, an NFS mount gone: exit must not wait on it for good).
    */
-  async flush(): Promise<void> {
+  async flush(timeoutMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     for (const [file, f] of this.#files) {
       if (f.pending.length) this.#enqueue(f, `${file}.${f.next++}`, f.pending.splice(0));
       // <file> is rewritten whole each time: what it is written with is what is held now.
       if (f.all.length) this.#enqueue(f, file, f.all.slice());
     }
-    await this.idle();
+    if (!Number.isFinite(timeoutMs)) {
+      await this.idle();
+      return true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), Math.max(0, timeoutMs)); });
+    try {
+      return await Promise.race([this.idle().then(() => true as const), late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Resolves once no trace file is being written (those cut while it waits too). */
