@@ -203,6 +203,7 @@ export function addClusterCommands(program: Command): void {
       logger.info(`Started HTTPService at ${o['httpAddress'] as string}:${http.port}`);
       onSignals(async () => {
         backplane.beginExit();
+        asyncJobs.beginExit();
         const timeoutMs = (o['exitTimeoutSecs'] as number) * 1000;
         const deadline = Date.now() + timeoutMs;
         // As triode serve (Triton's main keeps its endpoints up until ServerStop returns): new

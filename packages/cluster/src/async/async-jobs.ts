@@ -14,7 +14,7 @@
  * is connected but does not answer (paused, wedged), they fail after commandTimeoutMs (503).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { Queue, Worker, type Job, type JobJsonRaw } from 'bullmq';
+import { Queue, WaitingError, Worker, type Job, type JobJsonRaw } from 'bullmq';
 import {
   Errors, TriodeError, checkModelName, echo, fromWireError, normalizeRequest, settleWithin, type Backplane, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
   type AsyncInference, type JobStatus, type OutputEncoding,
@@ -181,6 +181,8 @@ export class AsyncJobs implements AsyncInference {
   readonly #resultWaiters: (() => void)[] = [];
   readonly #logger: Logger | undefined;
   readonly #commandTimeoutMs: number;
+  /** Set by beginExit: no more jobs are taken. */
+  #exiting = false;
 
   constructor(backplane: Backplane, options: AsyncJobsOptions) {
     this.#backplane = backplane;
@@ -203,7 +205,14 @@ export class AsyncJobs implements AsyncInference {
       streams: { events: { maxLen: 100 } },
     });
     this.#queue.on('error', (e) => options.logger?.verbose(1, `async jobs queue: ${e.message}`));
-    this.#worker = new TolerantWorker<JobData>(name, async (job: Job<JobData>) => {
+    this.#worker = new TolerantWorker<JobData>(name, async (job: Job<JobData>, token?: string) => {
+      // Taken as this gateway began to exit (a blocking wait for a job ends after the pause): it
+      // goes back, first in line, for another gateway.
+      if (this.#exiting) {
+        // (Failing that, its lock lapses and it is taken again as a stalled job.)
+        await job.moveToWait(token).catch(() => undefined);
+        throw new WaitingError();
+      }
       this.#running++;
       try {
         return await this.#run(backplane, job);
@@ -285,6 +294,17 @@ export class AsyncJobs implements AsyncInference {
     const every = Math.min(60, Math.max(1, this.#ttl)) * 1000;
     this.#cleaner = setInterval(() => void this.#clean().catch((e: unknown) => this.#logger?.verbose(1, `async jobs: cleaning expired results failed: ${(e as Error).message}`)), every);
     this.#cleaner.unref();
+  }
+
+  /**
+   * Takes no more jobs (those running go on): the gateway is exiting, and its backplane refuses
+   * new requests. Before, it went on taking the waiting jobs while it drained, and failed each with
+   * "Server is stopping" (review: 35 of 100 jobs queued for a busy model, and every job submitted
+   * during the drain), where another gateway would have run them.
+   */
+  beginExit(): void {
+    this.#exiting = true;
+    void this.#worker.pause(true).catch(() => undefined);
   }
 
   /** Removes finished jobs older than the result TTL. */

@@ -1,0 +1,96 @@
+/**
+ * Async jobs end to end: redis-server, a worker and gateways as child processes, with a model
+ * that holds each request until the test releases it (a file named after its input appears), so
+ * nothing here depends on how fast the machine is. Each case was a defect found by attacking the
+ * async routes.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeRepository } from './helpers/repository.js';
+import { freePort, startTriode, until, type Child } from './helpers/process.js';
+import { startRedis, type RedisHandle } from './helpers/redis.js';
+
+const work = mkdtempSync(join(tmpdir(), 'triode-async-e2e-'));
+/** Lets the requests whose input is `k` finish. */
+const release = (k: number): void => writeFileSync(join(work, `release-${k}`), '');
+
+const HOLD = `import { tensor } from 'triode';
+import { existsSync } from 'node:fs';
+export default class Hold {
+  async execute(requests) {
+    for (const r of requests) {
+      const file = ${JSON.stringify(work)} + '/release-' + r.input('IN').data[0];
+      while (!existsSync(file)) await new Promise((res) => setTimeout(res, 20));
+    }
+    return requests.map((r) => ({ outputs: [tensor('OUT', 'INT32', r.input('IN').shape, r.input('IN').data)] }));
+  }
+}
+`;
+
+let redis: RedisHandle;
+let worker: Child;
+const gateways: Child[] = [];
+
+async function startGateway(extra: string[] = []): Promise<{ child: Child; base: string }> {
+  const port = await freePort();
+  const child = await startTriode(['gateway', '--metrics-port', '0', '--redis', redis.url, '--http-port', String(port), '--http-address', '127.0.0.1', '--allow-grpc=false', ...extra]);
+  gateways.push(child);
+  return { child, base: `http://127.0.0.1:${port}` };
+}
+
+const body = (k: number) => JSON.stringify({ inputs: [{ name: 'IN', shape: [1], datatype: 'INT32', data: [k] }] });
+
+async function submit(base: string, k: number): Promise<string> {
+  const r = await fetch(`${base}/v2/models/hold/infer_async`, { method: 'POST', body: body(k) });
+  expect(r.status).toBe(202);
+  return ((await r.json()) as { job_id: string }).job_id;
+}
+
+async function state(base: string, id: string): Promise<{ state: string; error?: string }> {
+  return (await (await fetch(`${base}/v2/jobs/${id}`)).json()) as { state: string; error?: string };
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+  const repo = makeRepository([], {
+    'hold/config.pbtxt': 'name: "hold"\nbackend: "javascript"\nmax_batch_size: 0\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n',
+    'hold/1/model.mjs': HOLD,
+  });
+  worker = await startTriode(['worker', '--metrics-port', '0', '--redis', redis.url, '--model-repository', repo], /Started worker/);
+}, 60_000);
+
+afterAll(async () => {
+  for (let k = 0; k < 10; k++) release(k);
+  await Promise.all([...gateways.map((g) => g.stop()), worker?.stop()]);
+  await redis?.stop();
+});
+
+describe('async jobs through gateways', () => {
+  it('attack: a gateway that exits takes no more jobs: one submitted while it drains waits for another gateway (it failed "Server is stopping")', async () => {
+    const first = await startGateway();
+    // A job in flight keeps the gateway draining until it is released.
+    const held = await submit(first.base, 1);
+    await until(async () => (await state(first.base, held)).state === 'active');
+    process.kill(first.child.proc.pid!, 'SIGTERM');
+    await until(async () => (await fetch(`${first.base}/v2/health/ready`)).status !== 200);
+    release(2);
+    const late = await submit(first.base, 2);
+    // Before: taken at once by the exiting gateway and failed with "Server is stopping".
+    for (let i = 0; i < 10; i++) {
+      expect(await state(first.base, late)).toMatchObject({ state: 'waiting' });
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    release(1);
+    expect(await first.child.exited).toBe(0);
+    // The job in flight finished before it exited; the other one waited for the next gateway.
+    const next = await startGateway();
+    expect(await state(next.base, held)).toMatchObject({ state: 'completed' });
+    await until(async () => (await state(next.base, late)).state === 'completed');
+    const result = await fetch(`${next.base}/v2/jobs/${late}/result`);
+    expect(result.status).toBe(200);
+    expect(((await result.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([2]);
+    await next.child.stop();
+  }, 60_000);
+});
