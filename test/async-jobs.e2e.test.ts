@@ -93,4 +93,23 @@ describe('async jobs through gateways', () => {
     expect(((await result.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([2]);
     await next.child.stop();
   }, 60_000);
+
+  it('attack: a job queued behind a busy model waits past the request timeout (it failed "no worker answered ... within 1 s")', async () => {
+    const g = await startGateway(['--request-timeout-secs', '1']);
+    const id = await submit(g.base, 3);
+    await until(async () => (await state(g.base, id)).state === 'active');
+    // Three request timeouts later, it still waits for the model.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await state(g.base, id)).toMatchObject({ state: 'active' });
+    release(3);
+    await until(async () => (await state(g.base, id)).state === 'completed');
+    const result = await fetch(`${g.base}/v2/jobs/${id}/result`);
+    expect(result.status).toBe(200);
+    expect(((await result.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([3]);
+    // /infer keeps its timeout.
+    const sync = await fetch(`${g.base}/v2/models/hold/infer`, { method: 'POST', body: body(4) });
+    expect(sync.status).toBe(503);
+    expect(((await sync.json()) as { error: string }).error).toMatch(/within 1 s/);
+    release(4);
+  }, 60_000);
 });

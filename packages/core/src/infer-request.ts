@@ -48,6 +48,13 @@ export interface InferenceRequest {
    * its delay instead of adding to it. Never serialized (the envelope carries it).
    */
   queuedSinceMs?: number;
+  /**
+   * Set by a caller that waits longer for the answer than an interactive client (an async job):
+   * how long it will wait (ms). A backplane that waits on another process for the answer (cluster
+   * mode) waits this long when it is longer than its own request timeout, so a request queued
+   * behind a busy model is not given up after that timeout. Never serialized.
+   */
+  waitMs?: number;
 }
 
 /** A traced request's timestamps (Triton's trace names, ns on the process's monotonic clock). */

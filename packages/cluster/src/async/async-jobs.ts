@@ -266,6 +266,10 @@ export class AsyncJobs implements AsyncInference {
       const { request } = decodeRequest(Buffer.from(d.request, 'base64'));
       checkModelName(request.modelName);
       if (request.modelName !== job.name) throw Errors.invalidArg('the async job names another model than its request');
+      // A job waits for its answer up to the result TTL after its submit, not the backplane's
+      // request timeout, which is for clients waiting on /infer (review: 11 of 20 jobs queued
+      // behind a model that took 15 s a batch failed "no worker answered ... within 30 s").
+      request.waitMs = (d.submittedMs ?? Date.now()) + this.#ttl * 1000 - Date.now();
       await job.updateProgress(10);
       const response = await backplane.infer(request);
       const reply = encodeReply({ requestKey: id, response });

@@ -280,7 +280,7 @@ export interface WireEnvelope {
  * in the sending process (cancellation and tracing are the gateway's business).
  */
 function wireParts(req: InferenceRequest): { inputs: Tensor[]; meta: Record<string, unknown> } {
-  const { inputs, signal: _signal, trace: _trace, queuedSinceMs: _queued, ...meta } = req;
+  const { inputs, signal: _signal, trace: _trace, queuedSinceMs: _queued, waitMs: _wait, ...meta } = req;
   return { inputs, meta };
 }
 

@@ -24,6 +24,9 @@ import { RespConnection } from '../redis/resp-connection.js';
 
 /** A request's sequence parameters once read (undefined: none, or unreadable), or not read yet. */
 const NOT_PARSED = Symbol('not parsed');
+
+/** The longest delay a Node timer holds (ms): past it, setTimeout fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 type Parsed = ReturnType<typeof sequenceParams> | typeof NOT_PARSED;
 
 /** Options of a RedisBackplane. */
@@ -998,9 +1001,12 @@ export class RedisBackplane implements Backplane {
     if (request.signal?.aborted) return Promise.reject(Errors.cancelled());
     const requestKey = `${this.#next++}`;
     const now = Date.now();
+    // An async job waits for its answer longer than a client would (review: a burst of jobs for a
+    // busy model failed after the request timeout with "no worker answered" while still queued).
+    const waitMs = Math.min(MAX_TIMER_MS, Math.max(this.#opts.requestTimeoutMs, Number.isFinite(request.waitMs) ? request.waitMs! : 0));
     // The header and each tensor as separate stream fields: tensor bytes are not copied into one message.
     const env: WireEnvelope = {
-      requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + this.#opts.requestTimeoutMs,
+      requestKey, replyTo: this.#replyKey, enqueuedMs: now, deadlineMs: now + waitMs,
       ...(this.#direct ? { direct: this.#direct } : {}),
     };
     // Traced (the frontend's Tracer sampled it): the worker is asked for the core's timestamps.
@@ -1061,17 +1067,17 @@ export class RedisBackplane implements Backplane {
       // streaming, a request still queued there).
       const expire = (): void => {
         if (!this.#waiting.delete(requestKey)) return;
-        reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${this.#opts.requestTimeoutMs / 1000} s`));
+        reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${waitMs / 1000} s`));
         cancelOnWorker();
       };
-      const waiting: Waiting = { resolve, reject, timer: setTimeout(expire, this.#opts.requestTimeoutMs) };
+      const waiting: Waiting = { resolve, reject, timer: setTimeout(expire, waitMs) };
       if (request.trace) waiting.trace = request.trace;
       if (decoupled && onResponse) {
         waiting.onResponse = onResponse;
         // A stream that goes on sending is waited for; the timeout counts from its last response.
         waiting.rearm = () => {
           clearTimeout(waiting.timer);
-          waiting.timer = setTimeout(expire, this.#opts.requestTimeoutMs);
+          waiting.timer = setTimeout(expire, waitMs);
         };
       }
       // Tensors go to the socket as they are, in the turn's one writev (resp-connection.ts). XADDs
