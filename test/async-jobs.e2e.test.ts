@@ -112,4 +112,20 @@ describe('async jobs through gateways', () => {
     expect(((await sync.json()) as { error: string }).error).toMatch(/within 1 s/);
     release(4);
   }, 60_000);
+
+  it('attack: a job still waiting for its model when its gateway exits goes back for the next gateway (it failed "Server is stopping" for good)', async () => {
+    const first = await startGateway(['--exit-timeout-secs', '1']);
+    const id = await submit(first.base, 5);
+    await until(async () => (await state(first.base, id)).state === 'active');
+    // It outlasts the exit timeout: the gateway gives up on it.
+    expect(await first.child.stop()).toBe(0);
+    release(5);
+    const next = await startGateway();
+    await until(async () => ['completed', 'failed'].includes((await state(next.base, id)).state));
+    expect(await state(next.base, id)).toMatchObject({ state: 'completed' });
+    const result = await fetch(`${next.base}/v2/jobs/${id}/result`);
+    expect(result.status).toBe(200);
+    expect(((await result.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([5]);
+    await next.child.stop();
+  }, 60_000);
 });

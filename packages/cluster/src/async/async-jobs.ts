@@ -16,7 +16,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { Queue, WaitingError, Worker, type Job, type JobJsonRaw } from 'bullmq';
 import {
-  Errors, TriodeError, checkModelName, echo, fromWireError, normalizeRequest, settleWithin, type Backplane, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
+  CancelToken, Errors, TriodeError, checkModelName, echo, fromWireError, normalizeRequest, settleWithin, type Backplane, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
   type AsyncInference, type JobStatus, type OutputEncoding,
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
@@ -122,6 +122,12 @@ interface JobFields {
 }
 
 
+/** A job this gateway is running: `cancel` is its request's signal; `handedBack` is set by stop(). */
+interface Run {
+  cancel: CancelToken;
+  handedBack: boolean;
+}
+
 /** Submits that may wait for their turn at once: each takes a few Redis round trips, and holds its request meanwhile (up to maxRequestBytes). */
 const MAX_SUBMITS_WAITING = 32;
 
@@ -183,6 +189,8 @@ export class AsyncJobs implements AsyncInference {
   readonly #commandTimeoutMs: number;
   /** Set by beginExit: no more jobs are taken. */
   #exiting = false;
+  /** The jobs running now: `stop` hands back those still waiting for their answer. */
+  readonly #runs = new Set<Run>();
 
   constructor(backplane: Backplane, options: AsyncJobsOptions) {
     this.#backplane = backplane;
@@ -214,9 +222,16 @@ export class AsyncJobs implements AsyncInference {
         throw new WaitingError();
       }
       this.#running++;
+      const run: Run = { cancel: new CancelToken(), handedBack: false };
+      this.#runs.add(run);
       try {
-        return await this.#run(backplane, job);
+        const result = await this.#run(backplane, job, run);
+        if (result) return result;
+        // Handed back by stop(): first in line for another gateway, as it was never run.
+        await job.moveToWait(token).catch(() => undefined);
+        throw new WaitingError();
       } finally {
+        this.#runs.delete(run);
         this.#running--;
       }
     }, { connection: conn, concurrency: options.concurrency ?? 64, autorun: false });
@@ -250,7 +265,7 @@ export class AsyncJobs implements AsyncInference {
   }
 
   /** Runs a job; its outcome (the reply or the error, as data) is the job's return value. */
-  async #run(backplane: Backplane, job: Job<JobData>): Promise<JobResult> {
+  async #run(backplane: Backplane, job: Job<JobData>, run: Run): Promise<JobResult | undefined> {
     const id = job.id ?? '';
     let result: JobResult;
     try {
@@ -270,6 +285,7 @@ export class AsyncJobs implements AsyncInference {
       // request timeout, which is for clients waiting on /infer (review: 11 of 20 jobs queued
       // behind a model that took 15 s a batch failed "no worker answered ... within 30 s").
       request.waitMs = (d.submittedMs ?? Date.now()) + this.#ttl * 1000 - Date.now();
+      request.signal = run.cancel;
       await job.updateProgress(10);
       const response = await backplane.infer(request);
       const reply = encodeReply({ requestKey: id, response });
@@ -285,6 +301,8 @@ export class AsyncJobs implements AsyncInference {
       await client.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), REPLY_FIELD, stored);
       result = { digest: digestOf(stored) };
     } catch (err) {
+      // Given up by stop(): not the job's outcome; its request is kept for the next run.
+      if (run.handedBack) return undefined;
       const e = TriodeError.from(err);
       result = { error: { code: e.code, message: e.message } };
     }
@@ -583,6 +601,15 @@ export class AsyncJobs implements AsyncInference {
   /** Stops taking jobs: those running finish first, unless Redis is gone (then it does not wait). */
   async stop(): Promise<void> {
     clearInterval(this.#cleaner);
+    // Jobs still waiting for their answer go back to wait for another gateway (their requests
+    // are cancelled on the workers). Before, the backplane's stop failed each one for good with
+    // "Server is stopping" (review: 20 of 20 jobs queued for a busy model when their gateway
+    // exited), or, if BullMQ's connection went first, they stalled (and a second stall fails a job).
+    this.#exiting = true;
+    for (const run of this.#runs) {
+      run.handedBack = true;
+      run.cancel.cancel();
+    }
     // With nothing running there is nothing to wait for (and a Redis that is gone would make
     // a graceful close wait for it).
     const graceful = this.#running > 0 && (await settleWithin(this.#worker.close(), 5000));
