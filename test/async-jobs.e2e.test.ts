@@ -58,11 +58,11 @@ beforeAll(async () => {
     'hold/config.pbtxt': 'name: "hold"\nbackend: "javascript"\nmax_batch_size: 0\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\ninstance_group { count: 1 kind: KIND_CPU }\n',
     'hold/1/model.mjs': HOLD,
   });
-  worker = await startTriode(['worker', '--metrics-port', '0', '--redis', redis.url, '--model-repository', repo], /Started worker/);
+  worker = await startTriode(['worker', '--metrics-port', '0', '--redis', redis.url, '--model-repository', repo, '--model-control-mode', 'explicit', '--load-model', 'hold'], /Started worker/);
 }, 60_000);
 
 afterAll(async () => {
-  for (let k = 0; k < 10; k++) release(k);
+  for (let k = 0; k < 20; k++) release(k);
   await Promise.all([...gateways.map((g) => g.stop()), worker?.stop()]);
   await redis?.stop();
 });
@@ -127,5 +127,22 @@ describe('async jobs through gateways', () => {
     expect(result.status).toBe(200);
     expect(((await result.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data).toEqual([5]);
     await next.child.stop();
+  }, 60_000);
+
+  it('attack: a job queued for a model that is then unloaded fails after a request timeout, not at the end of its wait (an hour)', async () => {
+    const g = await startGateway(['--request-timeout-secs', '1']);
+    // The model's one instance runs the first; the second waits in the model's stream.
+    const running = await submit(g.base, 6);
+    const queued = await submit(g.base, 7);
+    await until(async () => (await state(g.base, running)).state === 'active' && (await state(g.base, queued)).state === 'active');
+    // The unload answers once the running request is done.
+    const unloaded = fetch(`${g.base}/v2/repository/models/hold/unload`, { method: 'POST' });
+    // Before: 'active' until the job's wait ended (--async-result-ttl-secs after its submit).
+    await until(async () => (await state(g.base, queued)).state === 'failed');
+    expect((await state(g.base, queued)).error).toMatch(/^no worker serves model 'hold' any more \(.+\), and none answered the request within 1 s after that$/);
+    release(6);
+    expect((await unloaded).status).toBe(200);
+    expect((await fetch(`${g.base}/v2/repository/models/hold/load`, { method: 'POST' })).status).toBe(200);
+    await g.child.stop();
   }, 60_000);
 });

@@ -1065,12 +1065,29 @@ export class RedisBackplane implements Backplane {
       };
       // Given up: the worker is told too, so it does not run on for nobody (a decoupled model
       // streaming, a request still queued there).
-      const expire = (): void => {
+      const expire = (why = `no worker answered the request for model '${request.modelName}' within ${waitMs / 1000} s`): void => {
         if (!this.#waiting.delete(requestKey)) return;
-        reject(Errors.unavailable(`no worker answered the request for model '${request.modelName}' within ${waitMs / 1000} s`));
+        reject(Errors.unavailable(why));
         cancelOnWorker();
       };
-      const waiting: Waiting = { resolve, reject, timer: setTimeout(expire, waitMs) };
+      // A request that may wait past the request timeout (an async job's) does so only while a
+      // worker serves its model, as the registry says at each request timeout; once none does, it
+      // has one request timeout left, as any request (review: a job queued for a model that was
+      // then unloaded stayed 'active' for the job's whole wait, an hour).
+      const timeoutMs = this.#opts.requestTimeoutMs;
+      const check = (): void => {
+        if (this.#waiting.get(requestKey) !== waiting) return;
+        this.#ready(request.modelName, request.modelVersion).then(() => {
+          if (this.#waiting.get(requestKey) !== waiting) return;
+          const left = now + waitMs - Date.now();
+          waiting.timer = left > timeoutMs ? setTimeout(check, timeoutMs) : setTimeout(expire, Math.max(0, left));
+        }, (err: unknown) => {
+          if (this.#waiting.get(requestKey) !== waiting) return;
+          const why = `no worker serves model '${request.modelName}' any more (${TriodeError.from(err).message}), and none answered the request within ${timeoutMs / 1000} s after that`;
+          waiting.timer = setTimeout(() => expire(why), timeoutMs);
+        });
+      };
+      const waiting: Waiting = { resolve, reject, timer: waitMs > timeoutMs ? setTimeout(check, timeoutMs) : setTimeout(expire, waitMs) };
       if (request.trace) waiting.trace = request.trace;
       if (decoupled && onResponse) {
         waiting.onResponse = onResponse;
