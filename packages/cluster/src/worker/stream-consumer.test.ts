@@ -382,6 +382,46 @@ describe('StreamConsumer', () => {
     }
   });
 
+  it('attack: the replay guard is bounded; past its size the request due first is forgotten (before: every signed request was kept to its deadline, an async job\'s an hour: rate x TTL entries)', async () => {
+    const admin = new Redis(redis.url);
+    const keys = new ClusterKeys('replay-cap');
+    const auth = new ClusterAuth('s3cret');
+    const worker = new StreamConsumer(server, { redis: redis.url, prefix: 'replay-cap', clusterSecret: 's3cret', maxReplayGuard: 5 });
+    try {
+      await worker.start();
+      const replyTo = keys.replies('g');
+      await admin.xadd(replyTo, '*', 'open', '1');
+      const entry = (requestKey: string, ttlMs: number): (string | Buffer)[] => {
+        const [head, ...tensors] = encodeRequestParts({ modelName: 'a', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(3) }] },
+          { requestKey, replyTo, enqueuedMs: Date.now(), deadlineMs: Date.now() + ttlMs });
+        return ['r', head!, ...tensors.flatMap((t) => ['t', t]), 's', auth.mac('request', [head!, ...tensors])!];
+      };
+      const answered = async (n: number) => {
+        const until = Date.now() + 10_000;
+        while ((await admin.xlen(replyTo)) < n + 1 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+        expect(await admin.xlen(replyTo)).toBe(n + 1);
+      };
+      // Twelve requests, each due later than the one before (an hour away, as async jobs).
+      const sent = Array.from({ length: 12 }, (_, k) => entry(`job${k}`, 3_600_000 + k * 1000));
+      for (const fields of sent) await admin.xadd(keys.requests('a'), '*', ...fields);
+      await answered(12);
+      expect(worker.replayGuardSize).toBe(5);
+      // The last five are still guarded: a replay of one is dropped ...
+      await admin.xadd(keys.requests('a'), '*', ...sent[11]!);
+      const until = Date.now() + 10_000;
+      while ((worker.auth.rejected.get('request') ?? 0) < 1 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      expect(worker.auth.rejected.get('request')).toBe(1);
+      // ... one forgotten (due first) runs again: compute only, its gateway drops a second reply.
+      await admin.xadd(keys.requests('a'), '*', ...sent[0]!);
+      await answered(13);
+      expect(worker.auth.rejected.get('request')).toBe(1);
+      expect(worker.replayGuardSize).toBe(5);
+    } finally {
+      await worker.stop(1000);
+      admin.disconnect();
+    }
+  });
+
   it('a worker that started with no model ready reads a model\'s stream once a load makes it ready', async () => {
     // Before: its read loop waited for room on no stream at all, and nothing woke it after the load.
     const repo = mkdtempSync(join(tmpdir(), 'triode-worker-empty-'));

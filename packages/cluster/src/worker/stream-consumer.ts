@@ -61,6 +61,11 @@ export interface StreamConsumerOptions {
   ownStreamTtlMs?: number;
   /** What runs this worker's instances, as the registry shows it. @default "cpu" */
   device?: string;
+  /**
+   * With a cluster secret: the most signed requests remembered against replays; past it the one
+   * whose deadline comes first is forgotten. @default MAX_REQUESTS_SEEN
+   */
+  maxReplayGuard?: number;
   logger?: Logger;
 }
 
@@ -72,6 +77,15 @@ const REJOIN_AFTER_MS = [5_000, 30_000, 130_000];
 
 /** The most model names kept as named by control commands (junk on the channel ends the later reads). */
 const MAX_TOUCHED = 10_000;
+
+/**
+ * The most signed requests a worker remembers against replays (~150 bytes each). Each is kept to
+ * its deadline, and an async job's deadline is the result TTL (an hour by default): a steady flow
+ * of async jobs would otherwise grow the guard by rate x TTL (review: about 1 GB a worker at
+ * 2,000 jobs/s). Past it the entry due first is forgotten; a replay of a forgotten entry can run
+ * once more (compute only: its gateway drops a second reply).
+ */
+export const MAX_REQUESTS_SEEN = 1_000_000;
 
 /**
  * Answered entries are acknowledged and deleted at most this long after their reply (ms): one
@@ -171,6 +185,7 @@ export class StreamConsumer {
   readonly #heartbeatMs: number;
   readonly #claimIdleMs: number;
   readonly #ownStreamTtlMs: number;
+  readonly #maxRequestsSeen: number;
   /** This worker's own streams (sequence models'): renewed with each heartbeat, deleted at stop. */
   #ownStreams: string[] = [];
   readonly #logger: Logger | undefined;
@@ -224,6 +239,7 @@ export class StreamConsumer {
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
     this.#claimIdleMs = options.claimIdleMs ?? 5000;
     this.#ownStreamTtlMs = options.ownStreamTtlMs ?? this.#heartbeatMs * 3 + OWN_STREAM_GRACE_MS;
+    this.#maxRequestsSeen = options.maxReplayGuard ?? MAX_REQUESTS_SEEN;
     this.#logger = options.logger;
     this.#device = options.device ?? 'cpu';
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
@@ -869,6 +885,12 @@ export class StreamConsumer {
       }
       this.#requestsSeen.set(seenKey, env.deadlineMs);
       this.#seenDeadlines.push(env.deadlineMs, seenKey);
+      // Bounded: the entry due first goes (MAX_REQUESTS_SEEN).
+      while (this.#requestsSeen.size > this.#maxRequestsSeen) {
+        const top = this.#seenDeadlines.pop();
+        if (!top) break;
+        if (this.#requestsSeen.get(top.value) === top.at) this.#requestsSeen.delete(top.value);
+      }
     }
     if (deliveries > MAX_DELIVERIES) {
       // Ran on workers that died each time: answer instead of risking a third one.
