@@ -30,6 +30,7 @@ import { inferFastPath } from './infer-fast-path.js';
 import { REFUSED, WIRE_BYTES, checkInferRequestWire, decodeInferRequest } from './infer-request-scan.js';
 import { loadRequestProblem } from './load-request-scan.js';
 import { inflatedMessages, installStreamFront, type InflatedMessage } from './transport-guard.js';
+import { DEFAULT_GRPC_RESPONSE_STALL_TIMEOUT_MS } from './response-stall.js';
 import { DecompressionBudget } from '../decompression-budget.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
@@ -129,6 +130,13 @@ export interface GrpcServerOptions {
    * @default a budget of its own, of DEFAULT_MAX_DECOMPRESSED_REQUEST_BYTES (1 GiB)
    */
   decompressionBudget?: DecompressionBudget;
+  /**
+   * A call whose client takes none of its answer's unsent bytes for this long is reset
+   * (RST_STREAM ENHANCE_YOUR_CALM), and its connection closed if it then answers no PING within
+   * as long: a client that stops reading held its answers for good (HTTP's responseStallTimeoutMs).
+   * @default 60000
+   */
+  responseStallTimeoutMs?: number;
 }
 
 /** A running gRPC server. */
@@ -898,6 +906,8 @@ function checkedDecoding(def: Record<string, GrpcMethodDefinition>): Record<stri
 /** Starts the gRPC frontend over a backplane. */
 export async function startGrpcServer(backplane: Backplane, options: GrpcServerOptions = {}): Promise<GrpcServerHandle> {
   const ka = options.keepalive ?? {};
+  const stallMs = options.responseStallTimeoutMs ?? DEFAULT_GRPC_RESPONSE_STALL_TIMEOUT_MS;
+  if (!Number.isSafeInteger(stallMs) || stallMs <= 0) throw new RangeError('options.responseStallTimeoutMs must be a positive integer');
   const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const server = new Server({
     'grpc.max_receive_message_length': maxBytes,
@@ -965,8 +975,9 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
   const levels: Record<string, number> = { low: 1, medium: 6, high: 9 };
   const level = levels[options.inferResponseCompression ?? 'none'];
   const fast = options.inferFastPath !== false || level !== undefined;
-  installStreamFront(servers?.keys() ?? [], {
+  const front = installStreamFront(servers?.keys() ?? [], {
     logger,
+    responseStallTimeoutMs: stallMs,
     resets: {
       burst: options.maxStreamResetBurst ?? DEFAULT_MAX_STREAM_RESET_BURST,
       perSecond: options.maxStreamResetsPerSecond ?? DEFAULT_MAX_STREAM_RESETS_PER_SECOND,
@@ -992,13 +1003,17 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
   return {
     port,
     close: (graceMs = 5000) => new Promise<void>((resolve) => {
+      const done = (): void => {
+        front.close();
+        resolve();
+      };
       const timer = setTimeout(() => {
         server.forceShutdown();
-        resolve();
+        done();
       }, graceMs);
       server.tryShutdown(() => {
         clearTimeout(timer);
-        resolve();
+        done();
       });
     }),
   };

@@ -17,6 +17,7 @@ import { constants as bufferConstants } from 'node:buffer';
 import { TriodeError, type Logger } from '@triode/core';
 import { inflateCounted, type DecompressionBudget, type DecompressionHold } from '../decompression-budget.js';
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
+import { responseStallGuard } from './response-stall.js';
 
 /** Client stream resets a connection may make: a burst, refilled at a steady rate. */
 export interface ResetBudget {
@@ -46,6 +47,8 @@ export interface StreamFrontOptions {
    * with them. @default none
    */
   decodedBytes?: (rpc: string, message: Buffer) => number;
+  /** A stream whose answer sends nothing for this long is reset (response-stall.ts). */
+  responseStallTimeoutMs: number;
 }
 
 /**
@@ -132,8 +135,9 @@ class ResetBucket {
  * first, then hands ModelInfer calls it may take to the fast path and everything else to grpc-js's
  * own 'stream' handlers, unchanged.
  */
-export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: StreamFrontOptions): void {
+export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: StreamFrontOptions): { close(): void } {
   const { logger } = opts;
+  const stalls = responseStallGuard(opts.responseStallTimeoutMs, logger);
   const buckets = new WeakMap<Http2Session, ResetBucket>();
   /** Connections being closed for too many resets: streams still arriving on them are refused. */
   const calmed = new WeakSet<Http2Session>();
@@ -147,7 +151,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
    */
   const onStreamAborted = (stream: ServerHttp2Stream): void => {
     const session = stream.session;
-    if (stream.rstCode === undefined || stream.rstCode === constants.NGHTTP2_NO_ERROR) return;
+    if (stream.rstCode === undefined || stream.rstCode === constants.NGHTTP2_NO_ERROR || stalls.resetHere(stream)) return;
     if (!session || session.destroyed) return;
     const bucket = buckets.get(session);
     if (!bucket || bucket.take()) return;
@@ -166,6 +170,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
   for (const h2 of http2Servers) {
     const grpcHandlers = h2.listeners('stream') as ((stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number) => void)[];
     h2.removeAllListeners('stream');
+    stalls.watchServer(h2);
     h2.on('session', (session: Http2Session) => {
       session.on('error', onSessionError);
       buckets.set(session, new ResetBucket(opts.resets));
@@ -174,6 +179,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       // Persistent: grpc-js listens with once('error') and the fast path has none of its own.
       stream.on('error', onStreamError);
       stream.once('aborted', () => onStreamAborted(stream));
+      stalls.watch(stream);
       if (stream.session && calmed.has(stream.session)) {
         try {
           stream.close(constants.NGHTTP2_REFUSED_STREAM);
@@ -207,6 +213,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       }
     });
   }
+  return { close: () => stalls.close() };
 }
 
 /** grpc-js's text for a received message over the limit, as it sends it (encodeURI'd grpc-message). */
