@@ -1393,6 +1393,35 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     expect((huge as ServiceError).details.length).toBeLessThanOrEqual(MAX_CLIENT_MESSAGE_CHARS + 3);
   });
 
+  it('a grpc-timeout of zero is a deadline already passed: DEADLINE_EXCEEDED on every RPC, and nothing runs, as gRPC C++ (Triton) (before: OK for a call answered at once)', async () => {
+    const before = await executions();
+    const s = await openSession(grpc.port);
+    try {
+      const once = (path: string, timeout: string, body: Buffer) => {
+        const st = s.request(grpcHeaders(path, { 'grpc-timeout': timeout }));
+        const r = grpcResult(st);
+        st.end(body);
+        return r;
+      };
+      const unknown = simpleInferFrame();
+      unknown.write('nope!!', unknown.indexOf('simple'));
+      for (const timeout of ['0n', '0u', '0m', '0S', '0M', '00000000H']) {
+        for (const [path, body] of [
+          ['/inference.GRPCInferenceService/ServerLive', Buffer.alloc(5)],
+          [MODEL_INFER, unknown],
+          [MODEL_INFER, slowFrame(1)],
+          [MODEL_STREAM_INFER, slowFrame(1)],
+        ] as const) {
+          const r = await once(path, timeout, body);
+          expect({ timeout, path, status: r.status, message: r.message }).toEqual({ timeout, path, status: status.DEADLINE_EXCEEDED, message: 'Deadline Exceeded' });
+        }
+      }
+    } finally {
+      s.destroy();
+    }
+    expect(await executions()).toBe(before);
+  });
+
   it('a grpc-timeout beyond what a timer holds is no deadline (not one that fires at once)', async () => {
     expect((await inferOnce(grpc.port, 10_000, { 'grpc-timeout': '99999999H' })).status).toBe(0);
   });

@@ -85,6 +85,20 @@ export interface InflateLimit {
   control: boolean;
 }
 
+const GRPC_STATUS_DEADLINE_EXCEEDED = 4;
+
+/**
+ * True for a `grpc-timeout` of zero (`0n`, `0m`, `0S`, ...): a deadline that has passed as the
+ * call arrives. gRPC C++ (Triton's server) sets the call's deadline to now plus the timeout and
+ * cancels a call whose deadline has passed (DEADLINE_EXCEEDED, "Deadline Exceeded") before its
+ * handler can answer; grpc-js and the fast path set a timer of 0 ms, which a call answered
+ * without waiting (ServerLive, an unknown model) beat: it was answered OK (review). Any other
+ * value rounds up to at least 1 ms in gRPC C++ and is left to the timers.
+ */
+function expiredDeadline(v: string | string[] | undefined): boolean {
+  return typeof v === 'string' && /^ *0+ *[HMSmun]$/.test(v);
+}
+
 /** The RPC's method name from `:path` (`/package.Service/Method`); '' for anything else. */
 export function rpcOf(path: unknown): string {
   if (typeof path !== 'string') return '';
@@ -186,6 +200,10 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         } catch {
           // already gone with its connection
         }
+        return;
+      }
+      if (expiredDeadline(headers['grpc-timeout'])) {
+        refuse(stream, GRPC_STATUS_DEADLINE_EXCEEDED, 'Deadline Exceeded');
         return;
       }
       const rpc = rpcOf(headers[':path']);
