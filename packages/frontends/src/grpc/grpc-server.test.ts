@@ -1359,6 +1359,39 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     }
   });
 
+  it.each([
+    ['uncompressed', {}, (f: Buffer) => f],
+    ['gzip', { 'grpc-encoding': 'gzip' }, (f: Buffer) => {
+      const z = gzipSync(f.subarray(5));
+      const out = Buffer.alloc(5 + z.byteLength);
+      out[0] = 1;
+      out.writeUInt32BE(z.byteLength, 1);
+      z.copy(out, 5);
+      return out;
+    }],
+  ])('a ModelStreamInfer client that ends its stream mid-message: the whole messages are answered, the cut one dropped, the call ends OK, as gRPC C++ (Triton) (%s)', async (_, extra, encode) => {
+    // gRPC C++ (chttp2_transport.cc grpc_chttp2_maybe_complete_recv_message): a message still
+    // incomplete when the stream's read side closes is dropped and the read sees the end of the
+    // stream; Triton's stream handler then finishes the call OK.
+    const s = await openSession(grpc.port);
+    try {
+      const st = s.request(grpcHeaders(MODEL_STREAM_INFER, extra), { endStream: false });
+      const r = grpcResult(st);
+      st.write(encode(simpleInferFrame(1)));
+      const cut = encode(simpleInferFrame(2));
+      st.end(cut.subarray(0, cut.byteLength - 10));
+      const done = await r;
+      expect(done.status).toBe(status.OK);
+      // One answer (the body after its 5-byte prefix is exactly one message), for request 1.
+      const answer = messageType('ModelStreamInferResponse').toObject(messageType('ModelStreamInferResponse').decode(done.body), { defaults: true }) as Plain;
+      const raw0 = (answer['infer_response'] as Plain)['raw_output_contents'] as Uint8Array[];
+      expect(int32s(raw0[0]!)).toEqual(new Array(16).fill(2));
+      expect(answer['error_message'] ?? '').toBe('');
+    } finally {
+      s.destroy();
+    }
+  });
+
   it('the status is data, not message text: a model named "larger than max" is NOT_FOUND, not RESOURCE_EXHAUSTED', async () => {
     await expect(call('ModelInfer', simpleRequest({ model_name: 'larger than max' }), new Metadata(), plainClient)).rejects.toMatchObject({
       code: status.NOT_FOUND, details: "Request for unknown model: 'larger than max' is not found",
