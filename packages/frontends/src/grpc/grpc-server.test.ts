@@ -342,6 +342,22 @@ describe('ModelStreamInfer', () => {
     inputs: [{ name: 'INPUT', datatype: 'INT32', shape: [1, 1] }], raw_input_contents: [raw(Int32Array.of(value))],
   });
 
+  it.each([['30 days', 30 * 86_400_000], ['3 days', 3 * 86_400_000]])('a deadline %s away is honoured as one, not as one past (before: grpc-js read the 2592000S a client sends for 30 days as negative: DEADLINE_EXCEEDED at once)', async (_, ms) => {
+    const s = client.makeBidiStreamRequest('/inference.GRPCInferenceService/ModelStreamInfer',
+      (m: object) => Buffer.from(messageType('ModelInferRequest').encode(m).finish()),
+      (b: Buffer) => plain('ModelStreamInferResponse', messageType('ModelStreamInferResponse').decode(b)), new Metadata(), { deadline: Date.now() + ms });
+    const got: Plain[] = [];
+    const done = new Promise<Plain[]>((resolve, reject) => {
+      s.on('data', (m: Plain) => got.push(m));
+      s.on('end', () => resolve(got));
+      s.on('error', reject);
+    });
+    s.write(simpleRequest({ id: 'far' }));
+    s.end();
+    const answers = await done;
+    expect(answers.map((a) => [a['error_message'], (a['infer_response'] as Plain)['id']])).toEqual([['', 'far']]);
+  });
+
   it('two interleaved sequences: responses in request order, each with its request id; errors in-band', async () => {
     const { s, done } = stream();
     const values = [11, 7, 5, 3, 2, 0, 1];

@@ -19,6 +19,7 @@ import { GRPC_STATUS, grpcError } from './grpc-status.js';
 import { refuse } from './transport-guard.js';
 import { traceNow, type Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
+import { grpcTimeoutMs } from './grpc-timeout.js';
 import { versionNotFound } from '../model-version.js';
 
 /** The RPC this path serves. */
@@ -67,19 +68,6 @@ function eligible(headers: IncomingHttpHeaders): boolean {
  */
 const RESPOND_OPTIONS: ServerStreamResponseOptions & { sendDate: boolean } = { waitForTrailers: true, sendDate: false };
 
-/** The longest timer Node keeps (a longer one would fire at once). */
-const MAX_TIMER_MS = 2147483647;
-
-/** `grpc-timeout` (e.g. `100m`, `5S`) in ms; undefined when absent, malformed or beyond a timer's reach. */
-function timeoutMs(v: string | string[] | undefined): number | undefined {
-  const m = typeof v === 'string' ? /^(\d{1,8})([HMSmun])$/.exec(v) : null;
-  if (!m) return undefined;
-  const n = Number(m[1]);
-  const unit = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 }[m[2] as 'H'];
-  const ms = n * unit;
-  return ms > MAX_TIMER_MS ? undefined : ms;
-}
-
 function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: FastPathOptions): void {
   const waitStart = opts.tracer ? traceNow() : 0;
   const chunks: Buffer[] = [];
@@ -106,8 +94,9 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
     answered = true;
     abort.cancel();
   });
-  const limitMs = timeoutMs(headers['grpc-timeout']);
-  if (limitMs !== undefined) timer = setTimeout(() => finish(DEADLINE_EXCEEDED, 'Deadline Exceeded'), limitMs);
+  // (Zero was refused by the front door; Infinity, past what a timer holds, is no deadline.)
+  const limitMs = grpcTimeoutMs(headers['grpc-timeout']);
+  if (limitMs !== undefined && limitMs !== Infinity) timer = setTimeout(() => finish(DEADLINE_EXCEEDED, 'Deadline Exceeded'), limitMs);
   stream.on('data', (c: Buffer) => {
     if (answered) return;
     received += c.byteLength;

@@ -18,6 +18,7 @@ import { TriodeError, type Logger } from '@triode/core';
 import { inflateCounted, type DecompressionBudget, type DecompressionHold } from '../decompression-budget.js';
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
 import { responseStallGuard } from './response-stall.js';
+import { grpcJsTimeout, grpcTimeoutMs } from './grpc-timeout.js';
 
 /** Client stream resets a connection may make: a burst, refilled at a steady rate. */
 export interface ResetBudget {
@@ -86,18 +87,6 @@ export interface InflateLimit {
 }
 
 const GRPC_STATUS_DEADLINE_EXCEEDED = 4;
-
-/**
- * True for a `grpc-timeout` of zero (`0n`, `0m`, `0S`, ...): a deadline that has passed as the
- * call arrives. gRPC C++ (Triton's server) sets the call's deadline to now plus the timeout and
- * cancels a call whose deadline has passed (DEADLINE_EXCEEDED, "Deadline Exceeded") before its
- * handler can answer; grpc-js and the fast path set a timer of 0 ms, which a call answered
- * without waiting (ServerLive, an unknown model) beat: it was answered OK (review). Any other
- * value rounds up to at least 1 ms in gRPC C++ and is left to the timers.
- */
-function expiredDeadline(v: string | string[] | undefined): boolean {
-  return typeof v === 'string' && /^ *0+ *[HMSmun]$/.test(v);
-}
 
 /** The RPC's method name from `:path` (`/package.Service/Method`); '' for anything else. */
 export function rpcOf(path: unknown): string {
@@ -202,7 +191,11 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         }
         return;
       }
-      if (expiredDeadline(headers['grpc-timeout'])) {
+      // A grpc-timeout of zero is a deadline that passed as the call arrived: gRPC C++ (Triton's
+      // server) cancels the call before its handler can answer. grpc-js and the fast path set a
+      // 0 ms timer, which a call answered without waiting (ServerLive) beat: OK (review).
+      const timeout = grpcTimeoutMs(headers['grpc-timeout']);
+      if (timeout === 0) {
         refuse(stream, GRPC_STATUS_DEADLINE_EXCEEDED, 'Deadline Exceeded');
         return;
       }
@@ -218,6 +211,9 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       }
       try {
         if (opts.fastPath?.(stream, headers)) return;
+        // grpc-js gets the deadline gRPC C++ would set, in words it reads right (grpc-timeout.ts).
+        if (timeout === Infinity) delete headers['grpc-timeout'];
+        else if (timeout !== undefined) headers['grpc-timeout'] = grpcJsTimeout(timeout);
         const encoding = headers['grpc-encoding'];
         const limit = opts.inflateLimit(rpc);
         if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, limit, opts);
