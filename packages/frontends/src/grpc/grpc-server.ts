@@ -31,6 +31,7 @@ import { REFUSED, WIRE_BYTES, checkInferRequestWire, decodeInferRequest } from '
 import { loadRequestProblem } from './load-request-scan.js';
 import { inflatedMessages, installStreamFront, type InflatedMessage } from './transport-guard.js';
 import { DEFAULT_GRPC_RESPONSE_STALL_TIMEOUT_MS } from './response-stall.js';
+import { DEFAULT_GRPC_REQUEST_STALL_TIMEOUT_MS } from './request-stall.js';
 import { DecompressionBudget } from '../decompression-budget.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
@@ -137,6 +138,12 @@ export interface GrpcServerOptions {
    * @default 60000
    */
   responseStallTimeoutMs?: number;
+  /**
+   * A call whose request is unfinished (a unary call not yet half-closed, any call in the middle
+   * of a message) and has received no byte for this long is answered CANCELLED and closed: a
+   * client that stopped sending held what it had sent for good. @default 60000
+   */
+  requestStallTimeoutMs?: number;
 }
 
 /** A running gRPC server. */
@@ -908,6 +915,8 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
   const ka = options.keepalive ?? {};
   const stallMs = options.responseStallTimeoutMs ?? DEFAULT_GRPC_RESPONSE_STALL_TIMEOUT_MS;
   if (!Number.isSafeInteger(stallMs) || stallMs <= 0) throw new RangeError('options.responseStallTimeoutMs must be a positive integer');
+  const requestStallMs = options.requestStallTimeoutMs ?? DEFAULT_GRPC_REQUEST_STALL_TIMEOUT_MS;
+  if (!Number.isSafeInteger(requestStallMs) || requestStallMs <= 0) throw new RangeError('options.requestStallTimeoutMs must be a positive integer');
   const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const server = new Server({
     'grpc.max_receive_message_length': maxBytes,
@@ -978,6 +987,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
   const front = installStreamFront(servers?.keys() ?? [], {
     logger,
     responseStallTimeoutMs: stallMs,
+    requestStallTimeoutMs: requestStallMs,
     resets: {
       burst: options.maxStreamResetBurst ?? DEFAULT_MAX_STREAM_RESET_BURST,
       perSecond: options.maxStreamResetsPerSecond ?? DEFAULT_MAX_STREAM_RESETS_PER_SECOND,

@@ -18,6 +18,7 @@ import { TriodeError, type Logger } from '@triode/core';
 import { inflateCounted, type DecompressionBudget, type DecompressionHold } from '../decompression-budget.js';
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
 import { responseStallGuard } from './response-stall.js';
+import { requestStallGuard } from './request-stall.js';
 import { grpcJsTimeout, grpcTimeoutMs } from './grpc-timeout.js';
 
 /** Client stream resets a connection may make: a burst, refilled at a steady rate. */
@@ -50,6 +51,8 @@ export interface StreamFrontOptions {
   decodedBytes?: (rpc: string, message: Buffer) => number;
   /** A stream whose answer sends nothing for this long is reset (response-stall.ts). */
   responseStallTimeoutMs: number;
+  /** A call whose unfinished request receives nothing for this long is cancelled (request-stall.ts). */
+  requestStallTimeoutMs: number;
 }
 
 /**
@@ -141,6 +144,7 @@ class ResetBucket {
 export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: StreamFrontOptions): { close(): void } {
   const { logger } = opts;
   const stalls = responseStallGuard(opts.responseStallTimeoutMs, logger);
+  const stalledRequests = requestStallGuard(opts.requestStallTimeoutMs, logger, refuse);
   const buckets = new WeakMap<Http2Session, ResetBucket>();
   /** Connections being closed for too many resets: streams still arriving on them are refused. */
   const calmed = new WeakSet<Http2Session>();
@@ -210,7 +214,10 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         }
       }
       try {
-        if (opts.fastPath?.(stream, headers)) return;
+        if (opts.fastPath?.(stream, headers)) {
+          stalledRequests.watch(stream, rpc);
+          return;
+        }
         // grpc-js gets the deadline gRPC C++ would set, in words it reads right (grpc-timeout.ts).
         if (timeout === Infinity) delete headers['grpc-timeout'];
         else if (timeout !== undefined) headers['grpc-timeout'] = grpcJsTimeout(timeout);
@@ -219,6 +226,8 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, limit, opts);
         if (limit.control) refuseOversizedInFront(stream, rpc, limit.bytes, encoding === 'gzip' || encoding === 'deflate');
         if (!limit.control) sizeRefusalInGrpcWords(stream);
+        // Outermost: it sees the bytes as they came, before the front door's other wrappers.
+        stalledRequests.watch(stream, rpc);
         for (const handler of grpcHandlers) handler.call(h2, stream, headers, flags);
       } catch (err) {
         // A throw here would reach nghttp2's callback and end the process: this call alone fails.
@@ -227,7 +236,12 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       }
     });
   }
-  return { close: () => stalls.close() };
+  return {
+    close: () => {
+      stalls.close();
+      stalledRequests.close();
+    },
+  };
 }
 
 /** grpc-js's text for a received message over the limit, as it sends it (encodeURI'd grpc-message). */
