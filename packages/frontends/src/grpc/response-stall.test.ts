@@ -208,6 +208,49 @@ describe('a gRPC answer its client stops taking (responseStallTimeoutMs)', () =>
     }
   }, 40_000);
 
+  it('attack: a connection closed by the server (--grpc-max-connection-age) while its client reads nothing has its socket closed too (before: 80 MB held for good)', async () => {
+    const warnings: string[] = [];
+    const logger: Logger = { error() {}, info() {}, verbose() {}, warning: (m) => warnings.push(m) };
+    // grpc-js closes the connection (GOAWAY, then destroy) long before a stream would be seen stalled.
+    h = await startGrpcServer(bigAnswers(4 * MiB), { address: '127.0.0.1:0', responseStallTimeoutMs: 1500, logger, keepalive: { maxConnectionAgeMs: 200, maxConnectionAgeGraceMs: 200 } });
+    const port = h.port;
+    let upstream: Socket | undefined;
+    const relay: Server = createServer((c) => {
+      const u = netConnect(port, '127.0.0.1');
+      upstream = u;
+      c.pipe(u);
+      u.pipe(c);
+      c.on('error', () => undefined);
+      u.on('error', () => undefined);
+    });
+    await new Promise<void>((res) => relay.listen(0, '127.0.0.1', res));
+    const s = http2Connect(`http://127.0.0.1:${(relay.address() as { port: number }).port}`, { settings: { initialWindowSize: 2 ** 31 - 1 } });
+    s.on('error', () => undefined);
+    await new Promise((res) => s.once('connect', res));
+    try {
+      s.setLocalWindowSize(2 ** 31 - 1);
+      await new Promise<void>((res) => s.ping(() => res()));
+      upstream!.unpipe();
+      upstream!.pause();
+      gc();
+      const start = process.memoryUsage().arrayBuffers;
+      for (let i = 0; i < 20; i++) {
+        const st = s.request(grpcHeaders(MODEL_INFER));
+        st.on('error', () => undefined);
+        st.end(frame());
+      }
+      await vi.waitFor(() => expect(process.memoryUsage().arrayBuffers - start).toBeGreaterThan(60 * MiB), WAIT);
+      await vi.waitFor(() => expect(warnings.some((w) => w.includes('its closed connection'))).toBe(true), WAIT);
+      await vi.waitFor(() => {
+        gc();
+        expect(process.memoryUsage().arrayBuffers - start).toBeLessThan(20 * MiB);
+      }, WAIT);
+    } finally {
+      s.destroy();
+      relay.close();
+    }
+  }, 40_000);
+
   it('refuses a responseStallTimeoutMs that is not a positive integer', async () => {
     await expect(startGrpcServer(bigAnswers(1), { address: '127.0.0.1:0', responseStallTimeoutMs: 0 })).rejects.toThrow(RangeError);
   });

@@ -176,8 +176,34 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
     if (session) probe(session);
   };
 
+  /**
+   * Every session, until its 'close' (which node:http2 emits only once its socket is gone), and
+   * since when it has been destroyed: a session destroyed by anyone (grpc-js after
+   * --grpc-max-connection-age or a failed keepalive, the rapid-reset defence) leaves its socket
+   * open while a write to it cannot finish, and its streams are gone, so no stall is seen.
+   */
+  const sessions = new Map<Http2Session, { key: string; since: number }>();
+
+  /** Destroys the socket of each session destroyed for stallMs whose socket is still open. */
+  const reap = (now: number): void => {
+    for (const [session, s] of sessions) {
+      if (!session.destroyed) continue;
+      if (s.since === 0) {
+        s.since = now;
+        continue;
+      }
+      if (now - s.since < stallMs) continue;
+      sessions.delete(session);
+      const socket = sockets.get(s.key);
+      if (!socket || socket.destroyed) continue;
+      logger.warning(`gRPC client ${s.key.replace('|', ':')} took none of what its closed connection still had to send for ${stallMs} ms: socket closed`);
+      socket.destroy();
+    }
+  };
+
   const check = setInterval(() => {
     const now = Date.now();
+    reap(now);
     for (const [stream, w] of watched) {
       // Nothing unsent, or bytes sent since the last check: progress.
       if (stream.writableLength === 0 || w.sent !== w.seen) {
@@ -196,6 +222,10 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
       // TLS: the TLS socket (the one the session reads); plain: the TCP socket.
       h2.on('connection', keep);
       h2.on('secureConnection', keep);
+      h2.on('session', (session: Http2Session) => {
+        sessions.set(session, { key: keyOf(session.socket), since: 0 });
+        session.once('close', () => sessions.delete(session));
+      });
     },
     watch: (stream) => {
       const w: Watched = { sent: 0, seen: 0, since: Date.now() };
@@ -208,6 +238,7 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
       clearInterval(check);
       watched.clear();
       sockets.clear();
+      sessions.clear();
     },
   };
 }
