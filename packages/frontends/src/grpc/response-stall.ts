@@ -2,11 +2,12 @@
  * @module gRPC answers a client stops taking: HTTP/2 flow control lets a client hold the server's
  * answer by sending no WINDOW_UPDATE (or by not reading its socket), and node:http2 keeps the unsent
  * bytes for good: 50 unary calls for a 4 MB answer, never read, held 210 MB until the client left
- * (review). A stream whose unsent bytes have not fallen for the stall limit is reset
+ * (review). A stream with bytes unsent that has sent none for the stall limit is reset
  * (RST_STREAM ENHANCE_YOUR_CALM: RESOURCE_EXHAUSTED to gRPC clients), the gRPC counterpart of
  * HTTP's responseStallTimeoutMs (http/listen.ts). Bytes already handed to a socket that does not
  * drain stay with the connection, so its client is sent a PING too: a connection that does not
- * answer it within the stall limit is closed.
+ * answer it within the stall limit is closed, its socket included (as is the socket of any session
+ * destroyed that long ago and still open).
  */
 import type { EventEmitter } from 'node:events';
 import { constants, type Http2Session, type ServerHttp2Stream } from 'node:http2';
