@@ -169,6 +169,7 @@ export class ModelVersion implements Model {
       onReject: (p, e) => this.#fail(p, e),
       onSequenceEnd: (key) => this.#states?.drop(key),
       ...(seats ? { gates: seats.instances } : {}),
+      ...(states ? { sequenceBatchKey: (p: Pending) => states.shapeKey(p.sequence.key, p.sequence.start) } : {}),
     });
   }
 

@@ -14,7 +14,7 @@ export function createScheduler<T extends Schedulable & { sequence: SequenceInfo
   config: ModelConfig,
   instanceCount: number,
   runner: (instance: number, batch: T[]) => Promise<void>,
-  options: { clock: Clock; pipelineDepth: number; onReject: RejectHandler<T>; onSequenceEnd?: (key: string) => void; gates?: readonly InstanceGate[] },
+  options: { clock: Clock; pipelineDepth: number; onReject: RejectHandler<T>; onSequenceEnd?: (key: string) => void; gates?: readonly InstanceGate[]; sequenceBatchKey?: (request: T) => string },
 ): Scheduler<T> {
   const mbs = config.max_batch_size ?? 0;
   if (config.sequence_batching) {
@@ -26,6 +26,7 @@ export function createScheduler<T extends Schedulable & { sequence: SequenceInfo
       onReject: options.onReject,
       ...(options.onSequenceEnd ? { onSequenceEnd: options.onSequenceEnd } : {}),
       ...(options.gates ? { gates: options.gates } : {}),
+      ...(options.sequenceBatchKey ? { batchKey: options.sequenceBatchKey } : {}),
     });
   }
   const db = config.dynamic_batching;

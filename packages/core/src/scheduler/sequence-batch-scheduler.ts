@@ -43,6 +43,13 @@ export interface SequenceBatchSchedulerOptions<T> {
    * next batch only once its seat is allocated. @default none
    */
   gates?: readonly InstanceGate[];
+  /**
+   * What else must be equal for requests to share a batch, besides their `shapeKey`: the shapes of
+   * the implicit state each request will get (a state with variable dims takes whatever shape its
+   * sequence's requests made it). Asked when a batch is formed, when nothing of the sequence runs.
+   * @default none
+   */
+  batchKey?: (request: T) => string;
 }
 
 interface Sequence<T> {
@@ -109,6 +116,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
   readonly #gates: readonly InstanceGate[] | undefined;
   /** Rate limited: instances waiting for their resources. */
   readonly #staged: boolean[];
+  readonly #batchKey: ((request: T) => string) | undefined;
 
   constructor(instanceCount: number, runner: BatchRunner<T>, options: SequenceBatchSchedulerOptions<T>) {
     if (!Number.isInteger(instanceCount) || instanceCount < 1) throw new RangeError('instanceCount must be an integer >= 1');
@@ -141,6 +149,7 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     this.#gates = options.gates;
     if (this.#gates && this.#gates.length !== instanceCount) throw new RangeError('options.gates must hold one gate per instance');
     this.#staged = new Array<boolean>(instanceCount).fill(false);
+    this.#batchKey = options.batchKey;
   }
 
   /**
@@ -368,11 +377,13 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     if (ready.length === 0) return undefined;
     // Oldest first: by the arrival of each sequence's next request.
     ready.sort((a, b) => a.queue[0]!.enqueueNs - b.queue[0]!.enqueueNs);
-    // Only requests of the same shapes (and inputs) batch together, as in the dynamic batcher: the
-    // oldest decides, the others wait for a later batch. Mixed, the batch was joined wrongly and
-    // one client's shape failed every sequence in it.
-    const key = ready[0]!.queue[0]!.shapeKey;
-    ready = ready.filter((s) => s.queue[0]!.shapeKey === key);
+    // Only requests of the same shapes (and inputs, and implicit state shapes) batch together, as
+    // in the dynamic batcher: the oldest decides, the others wait for a later batch. Mixed, the
+    // batch was joined wrongly and one client's shape failed every sequence in it.
+    const batchKey = this.#batchKey;
+    const keyOf = batchKey ? (s: Sequence<T>) => `${s.queue[0]!.shapeKey}|${batchKey(s.queue[0]!)}` : (s: Sequence<T>) => s.queue[0]!.shapeKey;
+    const key = keyOf(ready[0]!);
+    ready = ready.filter((s) => keyOf(s) === key);
     let n = Math.min(ready.length, this.#maxBatch);
     // As Triton's dynamic batcher (Oldest runs one): a batch grows no larger than the largest
     // preferred size, with a queue delay or without one.

@@ -223,6 +223,21 @@ export class SequenceStates {
     });
   }
 
+  /**
+   * The shapes of the states a sequence's next request gets (`start`: the initial ones, which a
+   * START gets), as a batch key: a state with variable dims has whatever shape its sequence's
+   * requests made it, and requests whose states differ in shape cannot be joined into one batch.
+   */
+  shapeKey(key: string, start: boolean): string {
+    const saved = start ? undefined : this.#states.get(key);
+    let out = '';
+    for (const s of this.#config.state ?? []) {
+      const name = s.input_name ?? '';
+      out += `${(saved?.get(name) ?? this.#initial.get(name)!).shape.join(',')};`;
+    }
+    return out;
+  }
+
   /** Keeps a request's state outputs (copied: they may be views of a batch's shared buffer). */
   save(key: string, outputs: readonly Tensor[]): void {
     let saved = this.#states.get(key);
