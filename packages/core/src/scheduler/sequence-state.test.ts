@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ExecuteRequest, ExecuteResult } from '../backend-api.js';
 import type { InferenceRequest } from '../infer-request.js';
 import { backendWith, servers, stopOneModelServers } from '../one-model-server.case.js';
+import { MAX_STATE_BYTES } from '../model-config/validate-model-config.js';
 import { InferenceServer } from '../server.js';
 
 afterEach(() => stopOneModelServers(1000));
@@ -72,5 +73,29 @@ describe('implicit state with variable dims', () => {
     expect(ra).toMatchObject({ status: 'fulfilled', value: { outputs: [{ shape: [1, 2] }] } });
     expect(rb).toMatchObject({ status: 'fulfilled', value: { outputs: [{ shape: [1, 2] }] } });
     for (const shapes of batches) expect(new Set(shapes).size).toBe(1);
+  });
+});
+
+describe('implicit state size', () => {
+  it(`attack: a state that grows with its requests is bounded at MAX_STATE_BYTES a sequence: the request that would pass it fails INVALID_ARG and the sequence keeps its state (it grew without bound)`, async () => {
+    // STATE_OUT is the state with IN[0] bytes (of zeros) appended: a stand-in for a model that
+    // appends each request's input, so that two requests of 200 MiB pass the limit.
+    const grow = 200 << 20;
+    const s = await serveEcho(async (requests) => ({
+      responses: requests.map((r) => {
+        const state = r.inputs.find((t) => t.name === 'STATE_IN')!;
+        const n = (r.inputs.find((t) => t.name === 'IN')!.data as Int32Array)[0]!;
+        const next = new Uint8Array(state.data.byteLength + n);
+        next.set(new Uint8Array(state.data.buffer, state.data.byteOffset, state.data.byteLength));
+        const out = { name: 'OUT', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(state.data.byteLength) };
+        return { outputs: [out, { name: 'STATE_OUT', datatype: 'INT32' as const, shape: [1, next.byteLength / 4], data: new Int32Array(next.buffer) }] };
+      }),
+    }));
+    /** The bytes of state the request was given. */
+    const given = async (r: InferenceRequest) => Number((await s.infer(r)).outputs[0]!.data[0]);
+    expect(await given(step(1, [grow], true))).toBe(4);
+    await expect(s.infer(step(1, [grow]))).rejects.toMatchObject({ code: 'INVALID_ARG', message: expect.stringContaining(`over the limit of ${MAX_STATE_BYTES} bytes a sequence`) as unknown });
+    // The state is still the one the first request left.
+    expect(await given(step(1, [0]))).toBe(4 + grow);
   });
 });

@@ -238,15 +238,29 @@ export class SequenceStates {
     return out;
   }
 
-  /** Keeps a request's state outputs (copied: they may be views of a batch's shared buffer). */
+  /**
+   * Keeps a request's state outputs (copied: they may be views of a batch's shared buffer).
+   * @throws TriodeError INVALID_ARG, keeping nothing, when the sequence's states would hold over
+   *   {@link MAX_STATE_BYTES} together: a state with variable dims grows as its requests make it
+   *   (an output that appends each request's input), and the server keeps it for the sequence
+   */
   save(key: string, outputs: readonly Tensor[]): void {
     let saved = this.#states.get(key);
-    if (!saved) this.#states.set(key, (saved = new Map()));
+    const found: (Tensor | undefined)[] = [];
+    let bytes = 0;
     for (const s of this.#config.state ?? []) {
       const o = outputs.find((t) => t.name === s.output_name);
-      if (!o) continue;
-      saved.set(s.input_name ?? '', { name: s.input_name ?? '', datatype: o.datatype, shape: [...o.shape], data: o.data.slice() });
+      found.push(o);
+      bytes += (o ?? saved?.get(s.input_name ?? '') ?? this.#initial.get(s.input_name ?? '')!).data.byteLength;
     }
+    if (bytes > MAX_STATE_BYTES) {
+      throw Errors.invalidArg(`the implicit state of the request's sequence would hold ${bytes} bytes after it, over the limit of ${MAX_STATE_BYTES} bytes a sequence: its state outputs were not kept`);
+    }
+    if (!saved) this.#states.set(key, (saved = new Map()));
+    (this.#config.state ?? []).forEach((s, i) => {
+      const o = found[i];
+      if (o) saved.set(s.input_name ?? '', { name: s.input_name ?? '', datatype: o.datatype, shape: [...o.shape], data: o.data.slice() });
+    });
   }
 
   /** Forgets a sequence (END, idle timeout, restart). */
