@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { PriorityQueue } from './priority-queue.js';
 
@@ -210,5 +212,82 @@ describe('PriorityQueue with many requests', () => {
     }
     expect(scanned).toBe(items.length - 1);
     expect(levelsRead.size).toBe(items.length - 1);
+  });
+
+  it('attack: the cancels of 5,000 of 20,000 queued requests (a client going away) touch the queue once, not once each (each searched and spliced the level: 100,000 blocked the event loop for seconds)', () => {
+    const q = new PriorityQueue<I>({ default_queue_policy: { default_timeout_microseconds: 1_000_000, timeout_action: 'DELAY' } });
+    const items = Array.from({ length: 20_000 }, (_, i) => item(i));
+    for (const it of items) q.enqueue(it, 0);
+    // Counted, not timed: the elements of the arrays searched, spliced or filtered meanwhile.
+    let touched = 0;
+    const proto = Array.prototype as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const originals = Object.fromEntries(['indexOf', 'lastIndexOf', 'splice', 'filter'].map((k) => [k, proto[k]!]));
+    for (const [k, f] of Object.entries(originals)) {
+      proto[k] = function (this: unknown[], ...args: unknown[]) {
+        touched += this.length;
+        return f.apply(this, args);
+      };
+    }
+    let removed = 0;
+    try {
+      for (let i = items.length - 1; i >= 15_000; i--) if (q.remove(items[i]!)) removed++;
+      expect(q.remove(items[19_999]!)).toBe(false);
+      expect(q.take(1).map((i) => i.id)).toEqual([0]);
+    } finally {
+      for (const [k, f] of Object.entries(originals)) proto[k] = f;
+    }
+    expect(removed).toBe(5_000);
+    expect(touched).toBeLessThanOrEqual(4 * items.length);
+    expect(q.size).toBe(14_999);
+    expect(q.timedCount).toBe(14_999);
+    // What is left is served in order, its deadlines kept; removed items never come back.
+    expect(q.at(0)!.id).toBe(1);
+    expect(q.at(14_998)!.id).toBe(14_999);
+    expect(q.at(14_999)).toBeUndefined();
+    q.expire(1_000_000_000);
+    expect(q.timedCount).toBe(0);
+    expect(q.size).toBe(14_999);
+    expect(q.take(20_000).map((i) => i.id)).toEqual(Array.from({ length: 14_999 }, (_, i) => i + 1));
+  });
+
+  it('a removed item no longer counts against max_queue_size, and a removed item queued again is served once', () => {
+    const q = new PriorityQueue<I>({ default_queue_policy: { max_queue_size: 2 } });
+    const [a, b, c] = [item(1), item(2), item(3)];
+    q.enqueue(a, 0);
+    q.enqueue(b, 0);
+    expect(() => q.enqueue(c, 0)).toThrow('Exceeds maximum queue size');
+    expect(q.remove(a)).toBe(true);
+    q.enqueue(c, 0);
+    expect(q.remove(b)).toBe(true);
+    q.enqueue(b, 0);
+    expect(ids(q)).toEqual([3, 2]);
+  });
+
+  it('lets go of removed items without being read (while every instance is busy nothing reads it): at once when it is left empty, else once they outnumber the rest by 1,024', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const q = new PriorityQueue<I>();
+    const queue = (n: number): WeakRef<I>[] => Array.from({ length: n }, (_, i) => {
+      const it = item(i);
+      q.enqueue(it, 0);
+      return new WeakRef(it);
+    });
+    // After the current job: a WeakRef's target, once deref'd, is kept alive until the job ends.
+    const held = async (refs: WeakRef<I>[]): Promise<number> => {
+      await new Promise((r) => setImmediate(r));
+      gc();
+      return refs.filter((r) => r.deref() !== undefined).length;
+    };
+    // All of them removed: the queue holds none.
+    const first = queue(3);
+    for (const r of first) q.remove(r.deref()!);
+    expect(await held(first)).toBe(0);
+    // One stays: of 3,000 removed after it, it holds at most 1 + 1,024 (it held all of them).
+    const [keep] = queue(1);
+    const rest = queue(3_000);
+    for (const r of rest) q.remove(r.deref()!);
+    expect(await held(rest)).toBeLessThanOrEqual(1 + 1_024);
+    expect(q.size).toBe(1);
+    expect(q.peek()).toBe(keep!.deref());
   });
 });
