@@ -430,6 +430,38 @@ describe('response cache', () => {
     expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 2 });
   });
 
+  it('attack: a cached model hashes a 64 MiB input a slice at a time, other work served between (in one go: 55 ms a 64 MiB, so a 2 GiB gRPC input held the event loop about 1.7 s)', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-big-'));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    // Event loop turns, counted from the request's start to its execution.
+    let turns = 0;
+    let spinning = true;
+    const spin = (): void => { turns++; if (spinning) setImmediate(spin); };
+    const atExecute: number[] = [];
+    const backend = backendWith(async (requests) => {
+      atExecute.push(turns);
+      return { responses: requests.map(() => ({ outputs: [{ name: 'OUT', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(1) }] })) };
+    });
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [backend], responseCacheBytes: 1 << 20 });
+    servers.push(s);
+    const big = (): InferenceRequest => ({ modelName: 'm', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 16 << 20], data: new Int32Array(16 << 20) }] });
+    try {
+      setImmediate(spin);
+      turns = 0;
+      await s.infer(big());
+      turns = 0;
+      await s.infer(big()); // a hit: hashed the same way
+    } finally {
+      spinning = false;
+    }
+    // 64 MiB in slices of KEY_HASH_CHUNK_BYTES (8 MiB): the event loop turned between them.
+    expect(atExecute).toHaveLength(1);
+    expect(atExecute[0]).toBeGreaterThanOrEqual(64 / 8 - 1);
+    expect(turns).toBeGreaterThanOrEqual(64 / 8 - 1);
+    expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 1 });
+  });
+
   it('a streamed request (gRPC stream, generate) to a cached model is looked up and stored like any other (before, it always ran)', async () => {
     const executions: number[][] = [];
     const repo = cachedModelRepo('triode-cache-stream-');

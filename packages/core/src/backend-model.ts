@@ -335,7 +335,8 @@ export class ModelVersion implements Model {
       this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - start);
       throw Errors.schedulerStopping();
     }
-    const key = ResponseCache.key(req, this.name, `${this.version}@${this.#loadId}`);
+    // Large inputs are hashed a slice at a time, the event loop served between (see keyAsync).
+    const key = await ResponseCache.keyAsync(req, this.name, `${this.version}@${this.#loadId}`);
     const hit = cache.lookup(key);
     const lookupNs = this.#clock.nowNs() - start;
     if (hit) {

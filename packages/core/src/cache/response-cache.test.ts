@@ -2,7 +2,7 @@ import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
-import { ENTRY_OVERHEAD_BYTES, ResponseCache, TENSOR_OVERHEAD_BYTES, entryBytes } from './response-cache.js';
+import { ENTRY_OVERHEAD_BYTES, KEY_HASH_CHUNK_BYTES, ResponseCache, TENSOR_OVERHEAD_BYTES, entryBytes } from './response-cache.js';
 
 const detach = (b: ArrayBufferLike) => structuredClone(b, { transfer: [b as ArrayBuffer] });
 
@@ -38,6 +38,22 @@ describe('response cache key', () => {
     const forged = ResponseCache.key(req({ tenant: 'alice\u0002zone\u0000string\u0000eu' }), 'm', 1);
     expect(forged).not.toBe(ResponseCache.key(req({ tenant: 'alice', zone: 'eu' }), 'm', 1));
     expect(ResponseCache.key(req({ a: 'b\u0000c' }), 'm', 1)).not.toBe(ResponseCache.key(req({ 'a\u0000string\u0000b': 'c' }), 'm', 1));
+  });
+
+  it('keyAsync gives the key that key gives, hashing large inputs a slice at a time', async () => {
+    const big = new Uint8Array(KEY_HASH_CHUNK_BYTES * 2 + 3).fill(9);
+    const r: InferenceRequest = {
+      modelName: 'm',
+      inputs: [{ name: 'B', datatype: 'UINT8', shape: [big.length], data: big }, { name: 'A', datatype: 'UINT8', shape: [1], data: Uint8Array.of(1) }],
+      outputs: [{ name: 'OUT', classCount: 2 }],
+      parameters: { tenant: 'alice', n: 1n },
+    };
+    const key = await ResponseCache.keyAsync(r, 'm', '1@2');
+    expect(key).toBe(ResponseCache.key(r, 'm', '1@2'));
+    expect(await ResponseCache.keyAsync(req({ tenant: 'bob' }), 'm', 1)).toBe(ResponseCache.key(req({ tenant: 'bob' }), 'm', 1));
+    // Its last byte, in the last slice, counts.
+    big[big.length - 1] = 0;
+    expect(await ResponseCache.keyAsync(r, 'm', '1@2')).not.toBe(key);
   });
 
   it('keys an integer parameter the same whether it came as a number or a 64-bit integer', () => {
