@@ -917,6 +917,29 @@ describe('bounded model loading (issue #14 scope 4)', () => {
     await stopped;
     expect(t.modelReady('ens')).toBe(false);
   });
+
+  it('an ensemble\'s load whose step load an unload of the step gave up answers UNAVAILABLE, as the step\'s own load (review: INVALID_ARG)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-cancel-step-'));
+    addModel(root, 'step', withCount(1));
+    addModel(root, 'ens', `name: "ens"\nplatform: "ensemble"\nmax_batch_size: 1\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n`
+      + 'ensemble_scheduling { step [ { model_name: "step" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "Y" } } ] }\n');
+    const live = { n: 0, aborted: 0 };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [gatedBackend(live, 0)], modelControlMode: 'explicit', modelLoadTimeoutMs: 3_600_000 });
+    try {
+      const load = s.loadModel('ens').catch((e: unknown) => e as TriodeError);
+      while (!s.repositoryIndex().some((r) => r.name === 'step' && r.state === 'LOADING')) await new Promise((r) => setTimeout(r, 5));
+      await s.unloadModel('step');
+      expect(await load).toMatchObject({
+        code: 'UNAVAILABLE',
+        message: "load failed for model 'ens': ensemble 'ens' depends on 'step' which has no loaded version. Model 'step' loading failed with error: failed to load 'step': the load was cancelled by an unload of the model\n",
+      });
+      // A step that fails for good still fails the ensemble INVALID_ARG.
+      writeFileSync(join(root, 'step', 'config.pbtxt'), 'max_batch_size: oops');
+      await expect(s.loadModel('ens')).rejects.toMatchObject({ code: 'INVALID_ARG' });
+    } finally {
+      await s.stop(1000);
+    }
+  });
 });
 
 describe('the repository index during and after an explicit load', () => {

@@ -526,7 +526,10 @@ export class ModelRepositoryManager {
       try {
         await this.#load(step, {}, next, true);
       } catch (err) {
-        throw loadFailed(name, `ensemble '${name}' depends on '${step}' which has no loaded version. Model '${step}' loading failed with error: ${loadFailureReason(err)}`);
+        // A step's load given up (an unload of the step, its load timeout) fails the ensemble's
+        // with the step's UNAVAILABLE: try again, as the step's own answer says (review: INVALID_ARG).
+        const code = err instanceof TriodeError && err.code === 'UNAVAILABLE' ? 'UNAVAILABLE' : 'INVALID_ARG';
+        throw loadFailed(name, `ensemble '${name}' depends on '${step}' which has no loaded version. Model '${step}' loading failed with error: ${loadFailureReason(err)}`, code);
       }
     }
   }
