@@ -68,6 +68,7 @@ export { scanRepositories, readModelConfig, readRepositoryFile, resolveInside, M
 export { checkModelName, compareModelNames, modelNameProblem, MAX_MODEL_NAME_BYTES } from './model-repository/model-name.js';
 export { FILE_OVERRIDE_PREFIX, MAX_OVERRIDE_FILES, overrideFilesToJson, overrideFilesFromJson } from './model-repository/load-override.js';
 export { readAutoCompletedConfig } from './model-repository/autocomplete-result.js';
+export { cancelledByUnload } from './model-repository/model-repository-manager.js';
 
 // Statistics and the response cache.
 export { InferStats, type ModelStatistics, type StatDuration, type FailureReason, type LatencyObservation, type RequestLatencies, type CacheMissLatency } from './stats/infer-stats.js';

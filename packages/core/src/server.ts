@@ -393,6 +393,15 @@ export class InferenceServer {
   }
 
   /**
+   * What `unloadModel(name)` does first, alone: the model's loads in progress are given up
+   * (UNAVAILABLE "failed to load '<name>': the load was cancelled by an unload of the model").
+   * @returns false, giving up nothing, where an unload would be refused (not explicit mode, stopping)
+   */
+  cancelLoads(name: string): boolean {
+    return this.#repository.cancelLoads(name);
+  }
+
+  /**
    * Poll mode: re-reads the repositories; a model whose files changed is reloaded (beside the
    * serving version, which stays if the reload fails), a new one loaded, a removed one unloaded.
    * Runs every `repositoryPollMs`; callable directly.

@@ -89,7 +89,11 @@ export interface RedisBackplaneOptions {
   logger?: Logger;
 }
 
-/** Load/unload calls a gateway runs at once (each holds a Redis connection while workers answer). */
+/**
+ * Load calls a gateway runs at once, past which a load is refused UNAVAILABLE, as `triode serve`'s
+ * MAX_LOAD_CALLS; and unload calls it runs at once, past which an unload waits for one to end
+ * (never refused: it is how a stuck load is given up). Each holds a Redis connection while workers answer.
+ */
 export const MAX_CONTROL_CALLS = 16;
 
 /** Bytes a worker's direct connection may hold unsent (tensors it fetched and did not read) before it is closed. */
@@ -235,8 +239,13 @@ export class RedisBackplane implements Backplane {
   /** Signs and checks what crosses Redis (`--cluster-secret`); its `rejected` counts feed a metric. */
   readonly auth: ClusterAuth;
   #replyTtl: ReturnType<typeof setInterval> | undefined;
-  /** Load/unload calls under way (at most MAX_CONTROL_CALLS). */
-  #controlCalls = 0;
+  /** Load calls under way (at most MAX_CONTROL_CALLS). */
+  #loadCalls = 0;
+  /** Unload calls under way (at most MAX_CONTROL_CALLS), and those waiting for one of them to end. */
+  #unloadCalls = 0;
+  readonly #unloadWaiters: { go: () => void; fail: (err: TriodeError) => void }[] = [];
+  /** The unload under way or waiting, per model and unload_dependents: a second one joins it. */
+  readonly #unloads = new Map<string, Promise<void>>();
   /** Bytes of streamed responses waiting for their clients, all requests together (see maxGatewayBacklogBytes). */
   #backlogBytes = 0;
   /** The same per client call, by the cancel signal its requests share (see maxStreamBacklogBytes). */
@@ -1214,15 +1223,46 @@ export class RedisBackplane implements Backplane {
     checkModelName(name);
     // Each call holds a Redis connection of its own for up to timeoutMs (review: without a bound,
     // a client could open one per call, as many as it liked).
-    if (this.#controlCalls >= MAX_CONTROL_CALLS) {
-      throw Errors.unavailable(`failed to ${action} '${echo(name)}': ${MAX_CONTROL_CALLS} load/unload calls are under way on this gateway, try again when they end`);
+    if (action === 'unload') return this.#unload(name, extra, timeoutMs);
+    if (this.#loadCalls >= MAX_CONTROL_CALLS) {
+      throw Errors.unavailable(`failed to load '${echo(name)}': ${MAX_CONTROL_CALLS} load calls are under way on this gateway, try again when they end`);
     }
-    this.#controlCalls++;
+    this.#loadCalls++;
     try {
       await this.#controlCall(action, name, extra, timeoutMs);
     } finally {
-      this.#controlCalls--;
+      this.#loadCalls--;
     }
+  }
+
+  /**
+   * An unload is never refused, as in `triode serve`: MAX_CONTROL_CALLS loads that never end must
+   * not keep out the unload that gives them up (review: loads and unloads shared one bound). Past
+   * MAX_CONTROL_CALLS unloads under way it waits for one to end, and one of a model already being
+   * unloaded (with the same unload_dependents) joins that one: the connections stay bounded.
+   */
+  #unload(name: string, extra: Record<string, unknown>, timeoutMs: number): Promise<void> {
+    const key = `${extra['unloadDependents'] === true ? 1 : 0}${name}`;
+    const running = this.#unloads.get(key);
+    if (running) return running;
+    const call = (async () => {
+      try {
+        if (this.#unloadCalls >= MAX_CONTROL_CALLS) await new Promise<void>((go, fail) => { this.#unloadWaiters.push({ go, fail }); });
+        else this.#unloadCalls++;
+        try {
+          await this.#controlCall('unload', name, extra, timeoutMs);
+        } finally {
+          // The slot passes to the first waiting unload, or is freed.
+          const next = this.#unloadWaiters.shift();
+          if (next) next.go();
+          else this.#unloadCalls--;
+        }
+      } finally {
+        this.#unloads.delete(key);
+      }
+    })();
+    this.#unloads.set(key, call);
+    return call;
   }
 
   async #controlCall(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs: number): Promise<void> {
@@ -1320,6 +1360,7 @@ export class RedisBackplane implements Backplane {
       w.reject(Errors.serverStopping());
       this.#waiting.delete(k);
     }
+    for (const w of this.#unloadWaiters.splice(0)) w.fail(Errors.serverStopping());
     // A Redis that is gone must not hold the exit up (the reply stream is trimmed by MAXLEN anyway).
     if (this.#cmd.status === 'ready') await settleWithin(this.#cmd.del(this.#replyKey), 1000);
     this.#directServer?.close();

@@ -3,7 +3,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { CancelToken, InferenceServer, type Backend, type ExecuteRequest, type ExecuteResult, type Logger } from '@triode/core';
+import { CancelToken, InferenceServer, type Backend, type ExecuteRequest, type ExecuteResult, type Logger, type TriodeError } from '@triode/core';
 import { ClusterKeys } from '../keys.js';
 import { decodeReply, encodeRequestParts, type WireReply } from '../envelope/envelope-codec.js';
 import { FrameReader, confirmFrame, fetchKeyOf, tensorsFrameHead } from '../reply-frames.js';
@@ -524,9 +524,46 @@ describe('StreamConsumer', () => {
 
   it('attack: load/unload calls at once on a gateway are bounded (each holds a Redis connection; review: no bound)', async () => {
     const outcomes = await Promise.allSettled(Array.from({ length: MAX_CONTROL_CALLS + 4 }, () => gateway.loadModel('a')));
-    const over = outcomes.filter((o) => o.status === 'rejected' && /load\/unload calls are under way on this gateway/.test(String((o.reason as Error).message)));
+    const over = outcomes.filter((o) => o.status === 'rejected' && /load calls are under way on this gateway/.test(String((o.reason as Error).message)));
     expect(over).toHaveLength(4);
     for (const o of over) expect(((o as PromiseRejectedResult).reason as { code: string }).code).toBe('UNAVAILABLE');
+  });
+
+  it(`${MAX_CONTROL_CALLS} loads that never end keep out neither an unload (as in triode serve) nor the unload's effect: it gives them all up (review: refused while they ran, and on workers it waited behind them)`, async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-worker-stuck-'));
+    mkdirSync(join(repo, 'stuck', '1'), { recursive: true });
+    writeFileSync(join(repo, 'stuck', 'config.pbtxt'), 'backend: "stuck"\nmax_batch_size: 0\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
+    // An instance that never finishes initializing, but gives up when the load is cancelled.
+    const stuck: Backend = {
+      name: 'stuck',
+      async modelInitialize(ctx) {
+        return {
+          instanceInitialize: () => new Promise<never>((_r, reject) => ctx.signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true })),
+          async finalize() {},
+        };
+      },
+    };
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [stuck], modelControlMode: 'explicit', modelLoadTimeoutMs: 3_600_000 });
+    const worker = new StreamConsumer(s, { redis: redis.url, prefix: 'stuck' });
+    const g = new RedisBackplane({ redis: redis.url, prefix: 'stuck', registryRefreshMs: 50 });
+    try {
+      await worker.start();
+      await g.start();
+      const loads = Array.from({ length: MAX_CONTROL_CALLS }, () => g.loadModel('stuck').then(() => 'loaded', (e: TriodeError) => `${e.code}: ${e.message}`));
+      // One more load is refused; an unload is not.
+      await expect(g.loadModel('stuck')).rejects.toMatchObject({ code: 'UNAVAILABLE', message: `failed to load 'stuck': ${MAX_CONTROL_CALLS} load calls are under way on this gateway, try again when they end` });
+      await until(async () => s.repositoryIndex().some((r) => r.name === 'stuck' && r.state === 'LOADING'));
+      await g.unloadModel('stuck');
+      for (const answer of await Promise.all(loads)) expect(answer).toMatch(/^UNAVAILABLE: .*failed to load 'stuck': the load was cancelled by an unload of the model/);
+      expect(s.modelReady('stuck')).toBe(false);
+      // Unloads past the bound wait for their turn; those of one model share one call.
+      const unloads = await Promise.allSettled(Array.from({ length: 2 * MAX_CONTROL_CALLS + 4 }, (_, k) => g.unloadModel(k % 2 === 0 ? 'stuck' : `other${k}`)));
+      expect(unloads.filter((u) => u.status === 'rejected')).toEqual([]);
+    } finally {
+      await g.stop();
+      await worker.stop(1000);
+      await s.stop(1000);
+    }
   });
 
   it('a request cancelled before it is queued is answered CANCELLED and never reaches Redis (review: it ran for nobody, a decoupled one for good)', async () => {

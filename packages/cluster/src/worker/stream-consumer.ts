@@ -7,7 +7,7 @@
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import {
-  DeadlineHeap, CancelToken, MAX_MODEL_NAME_BYTES, TriodeError, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
+  DeadlineHeap, CancelToken, MAX_MODEL_NAME_BYTES, TriodeError, cancelledByUnload, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -261,7 +261,7 @@ export class StreamConsumer {
       // One command at a time, in the order Redis published them (the same order on every
       // worker): applied concurrently, an ensemble's load racing the unload of one of its steps
       // left workers disagreeing for good (review).
-      else this.#controlTail = this.#controlTail.then(() => this.#control(message), () => undefined);
+      else this.#receiveControl(message);
     });
     await this.#joinCluster();
     // A load under way when this worker joined was published before it listened and is recorded
@@ -370,16 +370,19 @@ export class StreamConsumer {
   }
 
   /**
-   * Applies a load/unload command and answers the gateway that sent it. With a secret, one that is
-   * not signed, is older than CONTROL_MAX_AGE_MS or was seen before is dropped unanswered; a
-   * model name that is not one (a path) is refused before it reaches the repository.
+   * Takes a load/unload command as it arrives: checked, then applied after those before it. With a
+   * secret, one that is not signed, is older than CONTROL_MAX_AGE_MS or was seen before is dropped
+   * unanswered (checked on arrival: one that waited behind a long load was dropped as stale). An
+   * unload gives up at once, as `triode serve`'s does, the model's load this worker is running
+   * and its loads still waiting here (review: it waited behind them, so loads that never ended
+   * kept out the unload that would give them up, on every worker).
    */
-  async #control(message: string): Promise<void> {
+  #receiveControl(message: string): void {
     const text = this.auth.openText('control', message, 'control message');
     if (text === undefined) return;
-    let cmd: { id: string; ts?: number; action: 'load' | 'unload'; model: string; config?: ModelConfig; files?: Record<string, string>; unloadDependents?: boolean };
+    let cmd: ControlCommand;
     try {
-      cmd = JSON.parse(text) as typeof cmd;
+      cmd = JSON.parse(text) as ControlCommand;
       if (typeof cmd.id !== 'string' || typeof cmd.model !== 'string' || (cmd.action !== 'load' && cmd.action !== 'unload')) throw new Error('not a control message');
     } catch {
       this.#junk('malformed control').warn('cluster: dropped a malformed control message');
@@ -398,9 +401,32 @@ export class StreamConsumer {
       this.#touched.add(cmd.model);
       if (this.#touched.size > MAX_TOUCHED) this.#touched = undefined;
     }
+    const queued: QueuedControl = { cmd, cancelled: false };
+    if (cmd.action === 'unload') {
+      if (this.#server.cancelLoads(cmd.model)) for (const q of this.#queuedLoads.get(cmd.model) ?? []) q.cancelled = true;
+    } else {
+      let loads = this.#queuedLoads.get(cmd.model);
+      if (!loads) this.#queuedLoads.set(cmd.model, (loads = new Set()));
+      loads.add(queued);
+    }
+    this.#controlTail = this.#controlTail.then(() => this.#control(queued), () => undefined);
+  }
+
+  /** Loads taken and not yet applied, per model: an unload taken after them gives them up. */
+  readonly #queuedLoads = new Map<string, Set<QueuedControl>>();
+
+  /**
+   * Applies a load/unload command and answers the gateway that sent it; a model name that is not
+   * one (a path) is refused before it reaches the repository.
+   */
+  async #control(queued: QueuedControl): Promise<void> {
+    const { cmd } = queued;
+    const loads = this.#queuedLoads.get(cmd.model);
+    if (loads?.delete(queued) && loads.size === 0) this.#queuedLoads.delete(cmd.model);
     let error: { code: string; message: string } | undefined;
     try {
       checkModelName(cmd.model);
+      if (queued.cancelled) throw cancelledByUnload(cmd.model);
       if (cmd.action === 'load') await this.#server.loadModel(cmd.model, loadOptions(cmd));
       else await this.#server.unloadModel(cmd.model, { unloadDependents: cmd.unloadDependents === true });
       await this.#refreshStreams();
@@ -1065,6 +1091,23 @@ export class StreamConsumer {
 const echoName = (name: string): string => echo(name, 64);
 
 /** The load options a control command or the desired set carries (files as base64). */
+/** A load/unload command as a gateway publishes it. */
+interface ControlCommand {
+  id: string;
+  ts?: number;
+  action: 'load' | 'unload';
+  model: string;
+  config?: ModelConfig;
+  files?: Record<string, string>;
+  unloadDependents?: boolean;
+}
+
+/** A command taken, waiting for its turn; `cancelled`: a load an unload taken after it gave up. */
+interface QueuedControl {
+  cmd: ControlCommand;
+  cancelled: boolean;
+}
+
 function loadOptions(cmd: { config?: ModelConfig; files?: Record<string, string> }): LoadOptions {
   return {
     ...(cmd.config ? { config: cmd.config } : {}),

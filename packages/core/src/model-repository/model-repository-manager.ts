@@ -667,9 +667,21 @@ export class ModelRepositoryManager {
     await this.#unload(name, options);
   }
 
+  /**
+   * What an unload of `name` does first, alone: the model's loads in progress (waiting for their
+   * turn too) are given up, UNAVAILABLE "...the load was cancelled by an unload of the model".
+   * A cluster worker calls it as an unload command arrives, before the commands ahead of it run.
+   * @returns false, giving up nothing, where an unload would be refused (not explicit mode, stopping)
+   */
+  cancelLoads(name: string): boolean {
+    if (this.#opts.modelControlMode !== 'explicit' || this.#stopping) return false;
+    this.#lifecycle.abortLoads(name, cancelledByUnload(name));
+    return true;
+  }
+
   async #unload(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     // A load of this model still in progress is given up rather than waited for.
-    this.#lifecycle.abortLoads(name, Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`));
+    this.#lifecycle.abortLoads(name, cancelledByUnload(name));
     let old: ModelEntry | undefined;
     await this.#serialize(name, async () => {
       old = this.#models.get(name);
@@ -762,6 +774,11 @@ export class ModelRepositoryManager {
       this.#polling = false;
     }
   }
+}
+
+/** A load's answer when an unload of its model gave it up. */
+export function cancelledByUnload(name: string): TriodeError {
+  return Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`);
 }
 
 /** The index's reason for a model, or version, that is not loaded. */
