@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Backend } from './backend-api.js';
+import type { Logger } from './logger.js';
 import { echoBackend } from './echo-backend.case.js';
 import { TriodeError } from './errors.js';
 import { InferenceServer } from './server.js';
@@ -197,6 +198,51 @@ describe('model control mode POLL', () => {
       await last;
       expect(made.sort()).toEqual(['a', 'b', 'c']);
     } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('does not wait for the unload of a removed model, as Triton (review: one request that never ended held every poll up to the load timeout)', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-poll-unload-'));
+    addModel(root, 'hung', config(1));
+    let release = (): void => undefined;
+    const gate = new Promise<void>((r) => { release = r; });
+    const hanging: Backend = {
+      name: 'echo',
+      async modelInitialize() {
+        return {
+          async instanceInitialize() {
+            return { async execute(requests) { await gate; return { responses: requests.map((r) => ({ outputs: [{ ...r.inputs[0]!, name: 'OUT' }] })) }; }, async finalize() {} };
+          },
+          async finalize() {},
+        };
+      },
+    };
+    const infos: string[] = [];
+    const logger: Logger = { error() {}, warning() {}, info: (m: string) => { infos.push(m); }, verbose() {} };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [hanging], modelControlMode: 'poll', repositoryPollMs: 3_600_000, modelLoadTimeoutMs: 3_600_000, logger });
+    try {
+      const stuck = s.infer({ modelName: 'hung', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }] });
+      while (s.inflightCount() === 0) await new Promise((r) => setTimeout(r, 5));
+      rmSync(join(root, 'hung'), { recursive: true });
+      addModel(root, 'b', config(4));
+      // Before: this poll waited for the request, up to --model-load-timeout-secs.
+      await s.pollRepository();
+      expect(s.modelReady('b')).toBe(true);
+      expect(s.modelReady('hung')).toBe(false);
+      // Back in the repository while its unload still waits: left for a poll after the unload.
+      addModel(root, 'hung', config(1));
+      await s.pollRepository();
+      await s.pollRepository();
+      expect(s.modelReady('hung')).toBe(false);
+      release();
+      await stuck;
+      for (let k = 0; k < 200 && !infos.includes("successfully unloaded 'hung'"); k++) await new Promise((r) => setTimeout(r, 10));
+      await s.pollRepository();
+      expect(s.modelReady('hung')).toBe(true);
+      expect(infos.filter((m) => m === "successfully unloaded 'hung'")).toHaveLength(1);
+    } finally {
+      release();
       await s.stop(1000);
     }
   });

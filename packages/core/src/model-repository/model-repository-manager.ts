@@ -109,6 +109,8 @@ export class ModelRepositoryManager {
   readonly #signatures = new Map<string, string>();
   #pollTimer: ReturnType<typeof setInterval> | undefined;
   #polling = false;
+  /** Poll mode: the models removed from the repositories whose unload is still under way. */
+  readonly #pollUnloads = new Set<string>();
   readonly #models = new Map<string, ModelEntry>();
   /** Per model name: the loads in progress (an ensemble's from when its steps start loading). */
   readonly #loadsInProgress = new Map<string, number>();
@@ -753,6 +755,9 @@ export class ModelRepositoryManager {
         // models of 10,000 files each held the event loop ~1 s on every poll (review).
         await new Promise((r) => setImmediate(r));
         if (this.#stopping) return;
+        // Back while its unload still runs: its load would wait behind the unload (and hold the
+        // poll). Its signature stays unset, so a poll after the unload loads it.
+        if (this.#pollUnloads.has(name)) continue;
         const sig = signature(m.path);
         if (this.#signatures.get(name) === sig) continue;
         this.#signatures.set(name, sig);
@@ -764,9 +769,15 @@ export class ModelRepositoryManager {
         }
       }
       for (const name of [...this.#models.keys()]) {
-        if (found.has(name) || this.#models.get(name)?.unloaded) continue;
+        if (found.has(name) || this.#models.get(name)?.unloaded || this.#pollUnloads.has(name)) continue;
         this.#signatures.delete(name);
-        await this.#unload(name).catch((err: unknown) => this.#logger.error((err as Error).message, { model: name }));
+        // Not waited for, as Triton's poll (AsyncUnload): the unload waits up to the load timeout
+        // for the model's requests, and one that never ended held every later poll that long
+        // (review). The next poll does not start another.
+        this.#pollUnloads.add(name);
+        void this.#unload(name)
+          .catch((err: unknown) => this.#logger.error((err as Error).message, { model: name }))
+          .finally(() => this.#pollUnloads.delete(name));
       }
     } catch (err) {
       this.#logger.error(`failed to poll from model repository: ${(err as Error).message}`);
