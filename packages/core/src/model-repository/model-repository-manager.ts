@@ -119,8 +119,12 @@ export class ModelRepositoryManager {
   #stopping = false;
   /** `loadModel` calls under way (at most `maxLoadCalls`). */
   #loadCalls = 0;
-  /** Repository directories already warned of as not usable model names (warned once each). */
+  /**
+   * Repository directories already warned of as not usable model names (warned once each): those
+   * the last scan found, at most MAX_SKIPPED_DIRS. `#skippedFull`: past it, warned of once.
+   */
   readonly #skippedDirs = new Set<string>();
+  #skippedFull = false;
 
   constructor(lifecycle: ModelLifecycle, options: ModelRepositoryManagerOptions) {
     this.#lifecycle = lifecycle;
@@ -152,20 +156,49 @@ export class ModelRepositoryManager {
    * with a warning the first time it is seen.
    */
   #scan(): Map<string, RepositoryModel> {
-    return scanRepositories(this.#opts.modelRepositories, { onSkip: this.#onSkip });
+    const skips = this.#skipRecord();
+    const found = scanRepositories(this.#opts.modelRepositories, { onSkip: skips.onSkip });
+    skips.end();
+    return found;
   }
 
   /** `#scan`, serving the event loop while it runs (a poll's). */
-  #scanAsync(): Promise<Map<string, RepositoryModel>> {
-    return scanRepositoriesAsync(this.#opts.modelRepositories, { onSkip: this.#onSkip });
+  async #scanAsync(): Promise<Map<string, RepositoryModel>> {
+    const skips = this.#skipRecord();
+    const found = await scanRepositoriesAsync(this.#opts.modelRepositories, { onSkip: skips.onSkip });
+    skips.end();
+    return found;
   }
 
-  readonly #onSkip = (name: string, repository: string, problem: string): void => {
-    const key = `${repository}/${name}`;
-    if (this.#skippedDirs.has(key)) return;
-    this.#skippedDirs.add(key);
-    this.#logger.warning(`skipping directory '${echo(name)}' of model repository '${repository}': invalid model name: ${problem}`);
-  };
+  /**
+   * What one scan skips: a directory not warned of before is warned of, up to MAX_SKIPPED_DIRS
+   * remembered (past it, one warning for the others); `end`, once the scan is complete, forgets
+   * those it did not find (review: in poll mode, the set grew by each new name, for good).
+   */
+  #skipRecord(): { onSkip: (name: string, repository: string, problem: string) => void; end: () => void } {
+    const seen = new Set<string>();
+    return {
+      onSkip: (name, repository, problem) => {
+        const key = `${repository}/${name}`;
+        if (this.#skippedDirs.has(key)) {
+          seen.add(key);
+          return;
+        }
+        if (this.#skippedDirs.size >= MAX_SKIPPED_DIRS) {
+          if (!this.#skippedFull) this.#logger.warning(`model repositories hold more than ${MAX_SKIPPED_DIRS} directories whose names are not usable model names: the others are skipped without a warning each`);
+          this.#skippedFull = true;
+          return;
+        }
+        this.#skippedDirs.add(key);
+        seen.add(key);
+        this.#logger.warning(`skipping directory '${echo(name)}' of model repository '${repository}': invalid model name: ${problem}`);
+      },
+      end: () => {
+        for (const key of this.#skippedDirs) if (!seen.has(key)) this.#skippedDirs.delete(key);
+        if (this.#skippedDirs.size < MAX_SKIPPED_DIRS) this.#skippedFull = false;
+      },
+    };
+  }
 
   async #loadAll(): Promise<void> {
     const found = this.#scan();
@@ -791,6 +824,9 @@ export class ModelRepositoryManager {
 export function cancelledByUnload(name: string): TriodeError {
   return Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`);
 }
+
+/** The most repository directories with unusable names remembered as warned of (each warned once). */
+export const MAX_SKIPPED_DIRS = 1000;
 
 /** The index's reason for a model, or version, that is not loaded. */
 const UNLOADED = 'unloaded';
