@@ -268,6 +268,25 @@ describe('model control mode POLL', () => {
 });
 
 describe('model loading', () => {
+  it("takes version folders as Triton's VersionsToLoad does and logs its warning for those it ignores (review: 3.0 was ignored, and 01 and abc without a word)", async () => {
+    const root = mkdtempSync(join(tmpdir(), 'triode-version-names-'));
+    addModel(root, 'm', `${config(4)}version_policy { all { } }\n`);
+    for (const v of ['3.0', '01', 'abc', 'warmup']) mkdirSync(join(root, 'm', v));
+    const warnings: string[] = [];
+    const logger: Logger = { error() {}, warning: (m: string) => { warnings.push(m); }, info() {}, verbose() {} };
+    const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], logger });
+    try {
+      // Version 3's files are read from '3', as Triton reads them (the echo backend reads none).
+      expect(s.repositoryIndex()).toEqual([{ name: 'm', version: '1', state: 'READY', reason: '' }, { name: 'm', version: '3', state: 'READY', reason: '' }]);
+      expect(warnings.filter((w) => w.startsWith('ignore version directory')).sort()).toEqual([
+        "ignore version directory '01' which contains leading zeros in its directory name",
+        "ignore version directory 'abc' which fails to convert to integral number",
+      ]);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('tries a failed load again --model-load-retry-count times, and loads at most --model-load-thread-count at once', async () => {
     let attempts = 0;
     let active = 0;

@@ -298,7 +298,13 @@ export class ModelRepositoryManager {
     // Agents see the files before anything reads them (Triton: TRITONREPOAGENT_ACTION_LOAD).
     await runRepositoryAgents(config, entry.path);
     autoCompleteBackendFields(config, listVersionFiles(entry.path));
-    const available = listVersions(entry.path);
+    // Triton's warning for each folder that gives no version, at most MAX_VERSION_WARNINGS a load
+    // (a model directory holds up to 10,000 entries, and a client can load it again and again).
+    let ignored = 0;
+    const available = listVersions(entry.path, (warning) => {
+      if (++ignored <= MAX_VERSION_WARNINGS) this.#logger.warning(warning, { model: entry.name });
+    });
+    if (ignored > MAX_VERSION_WARNINGS) this.#logger.warning(`ignored ${ignored - MAX_VERSION_WARNINGS} more version directories of model '${entry.name}'`, { model: entry.name });
     const backend = config.backend ? this.#opts.backends.get(config.backend) : undefined;
     if (config.backend && !backend && config.platform !== 'ensemble') {
       throw Errors.invalidArg(`unable to find backend '${echo(config.backend)}' for model '${entry.name}'`);
@@ -824,6 +830,9 @@ export class ModelRepositoryManager {
 export function cancelledByUnload(name: string): TriodeError {
   return Errors.unavailable(`failed to load '${name}': the load was cancelled by an unload of the model`);
 }
+
+/** The most warnings of ignored version folders a load of one model logs (then one line for the rest). */
+const MAX_VERSION_WARNINGS = 20;
 
 /** The most repository directories with unusable names remembered as warned of (each warned once). */
 export const MAX_SKIPPED_DIRS = 1000;

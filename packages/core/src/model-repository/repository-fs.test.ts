@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLabels } from './label-provider.js';
-import { MAX_CONFIG_BYTES, MAX_MODEL_DIR_ENTRIES, configPath, listVersionFiles, listVersions, readModelConfig, resolveInside, scanRepositories, selectVersions } from './repository-fs.js';
+import { MAX_CONFIG_BYTES, MAX_MODEL_DIR_ENTRIES, configPath, listVersionFiles, listVersions, readModelConfig, resolveInside, scanRepositories, selectVersions, versionOfFolder } from './repository-fs.js';
 import { signature } from './model-repository-manager.js';
 
 function repo(files: Record<string, string>): string {
@@ -20,6 +20,27 @@ describe('model repository', () => {
   it('lists numeric version folders only, ignoring names with a leading zero', () => {
     const r = repo({ 'm/1/x': '', 'm/3/x': '', 'm/10/x': '', 'm/01/x': '', 'm/abc/x': '', 'm/2': 'a file, not a folder' });
     expect(listVersions(join(r, 'm'))).toEqual([1, 3, 10]);
+  });
+
+  it("reads version folder names as Triton's VersionsToLoad (std::stoll), with its warning for each it ignores (review: 1e3, 2.0, ' 3', -1 were ignored without a word)", () => {
+    const names = ['1e3', '2.0', ' 3', '-1', '+4', '0', '-0', '5abc', '00', '007', '.hidden', 'abc', '-', ' ', '99999999999999999999', '9007199254740992', 'warmup', 'initial_state', 'configs'];
+    const r = repo(Object.fromEntries(names.map((n) => [`m/${n}/x`, ''])));
+    writeFileSync(join(r, 'm/6'), 'a file, not a folder');
+    symlinkSync(join(r, 'm/1e3'), join(r, 'm/7'));
+    const warnings: string[] = [];
+    expect(listVersions(join(r, 'm'), (w) => warnings.push(w))).toEqual([-1, 0, 1, 2, 3, 4, 5, 7]);
+    expect(warnings.sort()).toEqual([
+      "ignore version directory ' ' which fails to convert to integral number",
+      "ignore version directory '-' which fails to convert to integral number",
+      "ignore version directory '.hidden' which fails to convert to integral number",
+      "ignore version directory '00' which contains leading zeros in its directory name",
+      "ignore version directory '007' which contains leading zeros in its directory name",
+      "ignore version directory '9007199254740992' whose number is past 9007199254740991, the largest version Triode takes",
+      "ignore version directory '99999999999999999999' whose number is past 9007199254740991, the largest version Triode takes",
+      "ignore version directory 'abc' which fails to convert to integral number",
+    ]);
+    expect(versionOfFolder('\t\n12x')).toEqual({ version: 12 });
+    expect(versionOfFolder('a\u0001')).toEqual({ ignored: "ignore version directory 'a\\u0001' which fails to convert to integral number" });
   });
 
   it('selects versions by policy', () => {

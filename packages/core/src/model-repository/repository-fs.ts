@@ -5,7 +5,7 @@
 import { closeSync, constants, existsSync, fstatSync, opendirSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { basename, join, resolve, sep } from 'node:path';
-import { Errors, TriodeError } from '../errors.js';
+import { Errors, TriodeError, echo } from '../errors.js';
 import type { ModelConfig, ModelVersionPolicy } from '../model-config/model-config.js';
 import { parsePbtxt } from '../model-config/pbtxt-parser.js';
 import { modelNameProblem } from './model-name.js';
@@ -139,16 +139,19 @@ function isDir(p: string): boolean {
 export const MAX_MODEL_DIR_ENTRIES = 10_000;
 
 /**
- * The names in a model directory, read one at a time and no more than MAX_MODEL_DIR_ENTRIES.
+ * The entries of a model directory that are directories (or links to one), read one at a time
+ * and no more than MAX_MODEL_DIR_ENTRIES entries in all (files included): a file is told by its
+ * entry, only a link is looked at.
  * @throws TriodeError INVALID_ARG when it holds more
  */
-function modelDirEntries(modelPath: string): string[] {
+function modelSubdirs(modelPath: string): string[] {
   const dir = opendirSync(modelPath);
   const names: string[] = [];
+  let entries = 0;
   try {
     for (let e = dir.readSync(); e !== null; e = dir.readSync()) {
-      if (names.length >= MAX_MODEL_DIR_ENTRIES) throw Errors.invalidArg(`the model directory holds more than ${MAX_MODEL_DIR_ENTRIES} entries`);
-      names.push(e.name);
+      if (++entries > MAX_MODEL_DIR_ENTRIES) throw Errors.invalidArg(`the model directory holds more than ${MAX_MODEL_DIR_ENTRIES} entries`);
+      if (e.isDirectory() || (!e.isFile() && isDir(join(modelPath, e.name)))) names.push(e.name);
     }
   } finally {
     dir.closeSync();
@@ -156,18 +159,46 @@ function modelDirEntries(modelPath: string): string[] {
   return names;
 }
 
+/** Folders of a model directory that are not version folders (Triton: kWarmupDataFolder, kInitialStateFolder, kModelConfigFolder). */
+const NOT_VERSION_FOLDERS = new Set(['warmup', 'initial_state', 'configs']);
+
+/** What std::stoll reads: leading white space (isspace), a sign, digits; what follows the digits is ignored. */
+const STOLL_PREFIX = /^[ \t\n\v\f\r]*([+-]?)(\d+)/;
+
 /**
- * Numeric version folders of a model; names that are not numbers or that start with 0 are ignored.
+ * The version a version folder's name gives, as Triton's VersionsToLoad reads it, or why it is
+ * ignored (Triton's warning): a name of more than one character that starts with 0 is ignored;
+ * any other is read as std::stoll reads it, leading white space, a sign and what follows the
+ * digits taken (`" 3"` and `"+3"` are version 3, so are `"3.0"` and `"3e2"`, `"-1"` is version
+ * -1), and one with no digits to read is ignored. The version's files are then read from the
+ * folder its number names (`3/`), as Triton does. A version past 2^53 - 1 is ignored too (Triton
+ * takes it up to 2^63 - 1, and past that std::stoll's out_of_range is not caught).
+ */
+export function versionOfFolder(name: string): { version: number } | { ignored: string } {
+  if (name.length > 1 && name.startsWith('0')) return { ignored: `ignore version directory '${echo(name)}' which contains leading zeros in its directory name` };
+  const m = STOLL_PREFIX.exec(name);
+  if (!m) return { ignored: `ignore version directory '${echo(name)}' which fails to convert to integral number` };
+  const digits = m[2]!.replace(/^0+(?=\d)/, '');
+  const v = digits.length > 16 ? Number.POSITIVE_INFINITY : Number(digits);
+  if (!Number.isSafeInteger(v)) return { ignored: `ignore version directory '${echo(name)}' whose number is past ${Number.MAX_SAFE_INTEGER}, the largest version Triode takes` };
+  return { version: m[1] === '-' ? -v || 0 : v };
+}
+
+/**
+ * A model's versions, ascending: each folder of the model directory read as Triton's
+ * VersionsToLoad does (`versionOfFolder`), `warmup`, `initial_state` and `configs` left out.
+ * `onIgnored` is told Triton's warning for each folder that gives no version.
  * @throws TriodeError INVALID_ARG for a model directory of more than MAX_MODEL_DIR_ENTRIES entries
  */
-export function listVersions(modelPath: string): number[] {
-  const out: number[] = [];
-  for (const name of modelDirEntries(modelPath)) {
-    if (!/^[1-9]\d*$/.test(name) || !isDir(join(modelPath, name))) continue;
-    const v = Number(name);
-    if (Number.isSafeInteger(v)) out.push(v);
+export function listVersions(modelPath: string, onIgnored?: (warning: string) => void): number[] {
+  const out = new Set<number>();
+  for (const name of modelSubdirs(modelPath)) {
+    if (NOT_VERSION_FOLDERS.has(name)) continue;
+    const read = versionOfFolder(name);
+    if ('version' in read) out.add(read.version);
+    else onIgnored?.(read.ignored);
   }
-  return out.sort((a, b) => a - b);
+  return [...out].sort((a, b) => a - b);
 }
 
 /** The model file names whose presence in a version folder tells a model's backend. */
