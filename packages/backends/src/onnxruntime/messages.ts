@@ -4,6 +4,7 @@
  * `{ code, message }` (a thrown Error would lose its code on the way).
  */
 import type { DataType, ModelConfig, TensorData, WireError } from '@triode/core';
+import type { IoCheckConfig } from './model-io-check.js';
 
 /** A tensor as it crosses the thread boundary. */
 export interface WireTensor {
@@ -36,7 +37,7 @@ export interface LoadTask {
   /** Set for a model that takes ragged batches: its batches are joined and split by it. @default regular batches */
   raggedBatch?: RaggedBatchConfig;
   /** The config's inputs and outputs, checked against the model's when the session is made (model-io-check.ts). @default not checked */
-  ioCheck?: Pick<ModelConfig, 'name' | 'input' | 'output' | 'max_batch_size' | 'batch_output'>;
+  ioCheck?: IoCheckConfig;
 }
 
 /**

@@ -74,7 +74,7 @@ class OnnxModel implements BackendModel {
   async #loadTask(group: ModelInstanceGroup, index: number): Promise<LoadTask> {
     const ragged = raggedBatchConfig(this.#ctx.config);
     const c = this.#ctx.config;
-    const ioCheck = { name: c.name ?? this.#ctx.name, input: c.input ?? [], output: c.output ?? [], max_batch_size: c.max_batch_size ?? 0, batch_output: c.batch_output ?? [] };
+    const ioCheck = { name: c.name ?? this.#ctx.name, input: c.input ?? [], output: c.output ?? [], max_batch_size: c.max_batch_size ?? 0, batch_output: c.batch_output ?? [], batch_input: c.batch_input ?? [], ...(c.sequence_batching ? { sequence_batching: c.sequence_batching } : {}) };
     const task: LoadTask = { op: 'load', modelFile: this.#file, sessionOptions: sessionSettings(c), ioCheck, ...(ragged ? { raggedBatch: ragged } : {}) };
     if (group.kind !== 'KIND_GPU') return task;
     const devices = await this.#devices();

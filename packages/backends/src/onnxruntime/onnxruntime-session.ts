@@ -12,6 +12,7 @@ import type { ExecuteProviderList, ExecuteResult, ExecuteTask, LoadReply, LoadTa
 import { dataTypeToOrtType, ortTypeToDataType } from './onnxruntime-utils.js';
 import { classifyGpuFailure, gpuFailureMessage } from './gpu-errors.js';
 import { checkModelIo, onnxIo } from './model-io-check.js';
+import { onnxGraphInputNames } from './onnx-graph-inputs.js';
 import { OnnxLoader, type OrtFeed, type OrtSession } from './onnxruntime-loader.js';
 
 /** Runs with less input than this are not checked for arena growth (see SessionSettings.arenaResetBytes). */
@@ -94,7 +95,7 @@ export class OnnxSession {
       const reply = await this.#load(task.modelFile, task.sessionOptions, task.executionProviders, task.gpu);
       if (task.ioCheck) {
         try {
-          checkModelIo(task.ioCheck, onnxIo(this.#session!.inputMetadata), onnxIo(this.#session!.outputMetadata));
+          checkModelIo(task.ioCheck, onnxIo(this.#session!.inputMetadata), onnxIo(this.#session!.outputMetadata), () => onnxGraphInputNames(task.modelFile));
         } catch (err) {
           await this.#unload();
           throw err;
