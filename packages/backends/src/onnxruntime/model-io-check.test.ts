@@ -127,6 +127,12 @@ describe('checkModelIo (Triton: ValidateInputs, ValidateOutputs, CompareDimsSupp
       expect(s.modelReady('addb')).toBe(true);
       const x = { name: 'X', datatype: 'INT64' as const, shape: [2], data: BigInt64Array.of(1n, 2n) };
       expect(Array.from((await s.infer({ modelName: 'addb', inputs: [x] })).outputs[0]!.data as BigInt64Array)).toEqual([11n, 22n]);
+      // onnxruntime-node cannot feed it: a request that sends it is refused, not answered with the default (review: [11, 22]).
+      const b = { name: 'B', datatype: 'INT64' as const, shape: [2], data: BigInt64Array.of(100n, 200n) };
+      await expect(s.infer({ modelName: 'addb', inputs: [x, b] })).rejects.toMatchObject({
+        code: 'UNSUPPORTED',
+        message: "input 'B' of model 'addb' is an overridable initializer of the ONNX model, which the onnxruntime backend cannot pass (onnxruntime-node feeds a model's required inputs only): send the request without it to use the model's value",
+      });
     } finally {
       await s.stop(1000);
     }

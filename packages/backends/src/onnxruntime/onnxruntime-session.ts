@@ -5,7 +5,7 @@
  * Triton: onnxruntime_backend/src/onnxruntime.cc (ModelInstanceState::ProcessRequests)
  */
 import * as ort from 'onnxruntime-node';
-import { Errors, TriodeError, deserializeBytesTensor, serializeBytesTensor, toWireError, type TensorData, type WireError } from '@triode/core';
+import { Errors, TriodeError, echo, deserializeBytesTensor, serializeBytesTensor, toWireError, type TensorData, type WireError } from '@triode/core';
 import { collectBatchInputs } from '../common/backend-input-collector.js';
 import { respondBatchOutputs } from '../common/backend-output-responder.js';
 import type { ExecuteProviderList, ExecuteResult, ExecuteTask, LoadReply, LoadTask, RaggedBatchConfig, SessionSettings, WireTensor } from './messages.js';
@@ -60,6 +60,9 @@ export class OnnxSession {
   #made: { file: string; settings: SessionSettings; providers: ExecuteProviderList; gpu: string | undefined } | undefined;
   /** Set once the instance's GPU was lost: every later run answers UNAVAILABLE with it. */
   #lost: string | undefined;
+  /** The model's name, and its config inputs the session does not list (overridable initializers). */
+  #model = '';
+  #initializers: ReadonlySet<string> = new Set();
   /** Set for a model that takes ragged batches (LoadTask.raggedBatch). */
   #ragged: RaggedBatchConfig | undefined;
   /** Why the last remake failed, with what it was for: the next run loads the session again first. */
@@ -100,6 +103,9 @@ export class OnnxSession {
           await this.#unload();
           throw err;
         }
+        this.#model = task.ioCheck.name ?? '';
+        const listed = new Set(this.#session!.inputNames);
+        this.#initializers = new Set((task.ioCheck.input ?? []).map((i) => i.name).filter((n) => !listed.has(n)));
       }
       return reply;
     });
@@ -236,6 +242,16 @@ export class OnnxSession {
     const feeds: Record<string, OrtFeed> = {};
     const reqs = task.requests;
     const ragged = this.#ragged;
+    // A config input the session does not list is an overridable initializer (model-io-check.ts):
+    // onnxruntime-node's run feeds only the inputs it lists, so the value sent would be dropped and
+    // the model's own used, silently (such an input is optional, so the model does not batch).
+    if (this.#initializers.size > 0) {
+      for (const r of reqs) {
+        for (const t of r.inputs) {
+          if (this.#initializers.has(t.name)) throw Errors.unsupported(`input '${echo(t.name)}' of model '${echo(this.#model)}' is an overridable initializer of the ONNX model, which the onnxruntime backend cannot pass (onnxruntime-node feeds a model's required inputs only): send the request without it to use the model's value`);
+        }
+      }
+    }
     if (ragged) {
       // Triton's SetInputTensors: a ragged input is every request's elements as one [total
       // elements] tensor, the others are joined along the batch dim, and the batch inputs are
