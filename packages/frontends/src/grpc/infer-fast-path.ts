@@ -20,6 +20,8 @@ import { refuse } from './transport-guard.js';
 import { traceNow, type Tracer } from '../control/tracer.js';
 import { forwardHeaders } from '../control/header-forward.js';
 import { grpcTimeoutMs } from './grpc-timeout.js';
+import { endInPieces } from './response-stall.js';
+import type { StallGuards } from './transport-guard.js';
 import { versionNotFound } from '../model-version.js';
 
 /** The RPC this path serves. */
@@ -68,8 +70,11 @@ function eligible(headers: IncomingHttpHeaders): boolean {
  */
 const RESPOND_OPTIONS: ServerStreamResponseOptions & { sendDate: boolean } = { waitForTrailers: true, sendDate: false };
 
-function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: FastPathOptions): void {
+function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: FastPathOptions, stalls: StallGuards): void {
   const waitStart = opts.tracer ? traceNow() : 0;
+  // A client that stops sending its request, or stops taking its answer, is cut off (the stall guards).
+  const reading = stalls.request.track(stream);
+  const sending = stalls.response.track(stream);
   const chunks: Buffer[] = [];
   let received = 0;
   /** The message length its prefix announces; -1 until the 5 prefix bytes are in. */
@@ -88,6 +93,8 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
   };
   // Reset, GOAWAY, destroyed session or socket: the request is cancelled and its answer dropped.
   stream.once('close', () => {
+    stalls.request.untrack(stream);
+    stalls.response.untrack(stream);
     clearTimeout(timer);
     chunks.length = 0;
     if (answered) return;
@@ -98,6 +105,7 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
   const limitMs = grpcTimeoutMs(headers['grpc-timeout']);
   if (limitMs !== undefined && limitMs !== Infinity) timer = setTimeout(() => finish(DEADLINE_EXCEEDED, 'Deadline Exceeded'), limitMs);
   stream.on('data', (c: Buffer) => {
+    reading.received += c.byteLength;
     if (answered) return;
     received += c.byteLength;
     chunks.push(c);
@@ -119,6 +127,7 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
     }
   });
   stream.on('end', () => {
+    reading.ended = true;
     if (answered) return;
     void (async () => {
       if (announced < 0 || received !== PREFIX_BYTES + announced) {
@@ -194,7 +203,7 @@ function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, opts: Fa
             // the client went away before the trailers: nothing to tell it
           }
         });
-        stream.end(frame);
+        endInPieces(stream, sending, frame);
       } catch (err) {
         // The stream closed between the check and the answer (a reset in flight): the answer is dropped.
         opts.logger?.verbose(2, `gRPC ModelInfer answer dropped: ${(err as Error).message}`);
@@ -218,10 +227,10 @@ function metadataOf(headers: IncomingHttpHeaders): [string, string][] {
  * The fast path as the transport front door (transport-guard.ts) calls it: takes and serves the
  * ModelInfer calls it can (returns true), leaves every other stream to grpc-js (returns false).
  */
-export function inferFastPath(opts: FastPathOptions): (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean {
-  return (stream, headers) => {
+export function inferFastPath(opts: FastPathOptions): (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, stalls: StallGuards) => boolean {
+  return (stream, headers, stalls) => {
     if (!eligible(headers)) return false;
-    serve(stream, headers, opts);
+    serve(stream, headers, opts, stalls);
     return true;
   };
 }

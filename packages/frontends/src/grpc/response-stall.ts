@@ -21,8 +21,15 @@ export const DEFAULT_GRPC_RESPONSE_STALL_TIMEOUT_MS = 60_000;
 export interface ResponseStallGuard {
   /** Keeps the sockets of an HTTP/2 server's connections, to close one whose client reads nothing. */
   watchServer(h2: EventEmitter): void;
-  /** Watches `stream` until it closes. */
+  /** Watches `stream` until it closes (its writes are made in pieces: sendInPieces). */
   watch(stream: ServerHttp2Stream): void;
+  /**
+   * Watches a stream whose writer writes through `endInPieces` (the ModelInfer fast path), until
+   * `untrack`: nothing of the stream is wrapped (own `_write`/`_writev` closures on every stream
+   * cost a `simple` call a few % of its throughput; bench/RESULTS.md).
+   */
+  track(stream: ServerHttp2Stream): SentBytes;
+  untrack(stream: ServerHttp2Stream): void;
   /** True for a stream this guard reset (not a reset by its client). */
   resetHere(stream: ServerHttp2Stream): boolean;
   /** Stops watching (the server is closing). */
@@ -40,7 +47,7 @@ export const WRITE_PIECE_BYTES = 256 * 1024;
 type WriteCallback = (error?: Error | null) => void;
 
 /** A watched stream: the bytes it has sent, as of the last check, and since when that has not grown. */
-interface Watched {
+export interface SentBytes {
   /** Bytes of its writes the socket has taken (counted by sendInPieces). */
   sent: number;
   seen: number;
@@ -54,7 +61,7 @@ interface Watched {
  * next: the callback is held until the last piece has gone, so the Writable sees one write as
  * before (fast path and grpc-js alike: grpc-js writes each message with write(), then end()).
  */
-function sendInPieces(stream: ServerHttp2Stream, w: Watched): void {
+function sendInPieces(stream: ServerHttp2Stream, w: SentBytes): void {
   const write = stream._write;
   const writev = stream._writev;
   /** Writes `chunks` in order, each piece after the one before; `done` once all went (or one failed). */
@@ -110,12 +117,38 @@ function sendInPieces(stream: ServerHttp2Stream, w: Watched): void {
 }
 
 /**
+ * Ends `stream` with `frame`, written a piece of at most WRITE_PIECE_BYTES at a time, each once the
+ * one before has gone (counted in `w.sent`): as sendInPieces, with the stream's public write().
+ */
+export function endInPieces(stream: ServerHttp2Stream, w: SentBytes, frame: Buffer): void {
+  if (frame.byteLength <= WRITE_PIECE_BYTES) {
+    stream.end(frame);
+    return;
+  }
+  let at = 0;
+  const next = (err?: Error | null): void => {
+    if (err || stream.destroyed) return;
+    if (at >= frame.byteLength) {
+      stream.end();
+      return;
+    }
+    const piece = frame.subarray(at, at + WRITE_PIECE_BYTES);
+    at += piece.byteLength;
+    stream.write(piece, (e?: Error | null) => {
+      if (!e) w.sent += piece.byteLength;
+      next(e);
+    });
+  };
+  next();
+}
+
+/**
  * A guard that resets a stream whose unsent bytes (its Writable's: node:http2 holds a write until
  * the socket has taken it) have sent nothing for `stallMs`, and closes a connection that then does
  * not answer a PING within `stallMs`.
  */
 export function responseStallGuard(stallMs: number, logger: Logger): ResponseStallGuard {
-  const watched = new Map<ServerHttp2Stream, Watched>();
+  const watched = new Map<ServerHttp2Stream, SentBytes>();
   const reset = new WeakSet<ServerHttp2Stream>();
   /** Connections sent a PING after a stall, not yet answered. */
   const probing = new WeakSet<Http2Session>();
@@ -229,10 +262,18 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
       });
     },
     watch: (stream) => {
-      const w: Watched = { sent: 0, seen: 0, since: Date.now() };
+      const w: SentBytes = { sent: 0, seen: 0, since: Date.now() };
       sendInPieces(stream, w);
       watched.set(stream, w);
       stream.once('close', () => watched.delete(stream));
+    },
+    track: (stream) => {
+      const w: SentBytes = { sent: 0, seen: 0, since: Date.now() };
+      watched.set(stream, w);
+      return w;
+    },
+    untrack: (stream) => {
+      watched.delete(stream);
     },
     resetHere: (stream) => reset.has(stream),
     close: () => {

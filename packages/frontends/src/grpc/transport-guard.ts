@@ -17,9 +17,15 @@ import { constants as bufferConstants } from 'node:buffer';
 import { TriodeError, type Logger } from '@triode/core';
 import { inflateCounted, type DecompressionBudget, type DecompressionHold } from '../decompression-budget.js';
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
-import { responseStallGuard } from './response-stall.js';
-import { requestStallGuard } from './request-stall.js';
+import { responseStallGuard, type ResponseStallGuard } from './response-stall.js';
+import { requestStallGuard, type RequestStallGuard } from './request-stall.js';
 import { grpcJsTimeout, grpcTimeoutMs } from './grpc-timeout.js';
+
+/** The stall guards of a server's calls, for the fast path to track its calls with. */
+export interface StallGuards {
+  request: RequestStallGuard;
+  response: ResponseStallGuard;
+}
 
 /** Client stream resets a connection may make: a burst, refilled at a steady rate. */
 export interface ResetBudget {
@@ -38,7 +44,7 @@ export interface StreamFrontOptions {
   /** Throws (UNAVAILABLE) when `rpc` is restricted and the headers lack its key/value. */
   guard: (rpc: string, headers: IncomingHttpHeaders) => void;
   /** Takes the stream (and answers it) when the fast path serves it: returns true then. */
-  fastPath?: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
+  fastPath?: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, stalls: StallGuards) => boolean;
   /** The most bytes a message of `rpc` ('' for an unknown path) may inflate to. */
   inflateLimit: (rpc: string) => InflateLimit;
   /** Where compressed messages count what they inflate to, until their call (or request) ends. */
@@ -145,6 +151,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
   const { logger } = opts;
   const stalls = responseStallGuard(opts.responseStallTimeoutMs, logger);
   const stalledRequests = requestStallGuard(opts.requestStallTimeoutMs, logger, refuse);
+  const guards: StallGuards = { request: stalledRequests, response: stalls };
   const buckets = new WeakMap<Http2Session, ResetBucket>();
   /** Connections being closed for too many resets: streams still arriving on them are refused. */
   const calmed = new WeakSet<Http2Session>();
@@ -186,7 +193,6 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
       // Persistent: grpc-js listens with once('error') and the fast path has none of its own.
       stream.on('error', onStreamError);
       stream.once('aborted', () => onStreamAborted(stream));
-      stalls.watch(stream);
       if (stream.session && calmed.has(stream.session)) {
         try {
           stream.close(constants.NGHTTP2_REFUSED_STREAM);
@@ -214,10 +220,9 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         }
       }
       try {
-        if (opts.fastPath?.(stream, headers)) {
-          stalledRequests.watch(stream, rpc);
-          return;
-        }
+        // The fast path tracks its calls' stalls itself (with no wrapper on the stream).
+        if (opts.fastPath?.(stream, headers, guards)) return;
+        stalls.watch(stream);
         // grpc-js gets the deadline gRPC C++ would set, in words it reads right (grpc-timeout.ts).
         if (timeout === Infinity) delete headers['grpc-timeout'];
         else if (timeout !== undefined) headers['grpc-timeout'] = grpcJsTimeout(timeout);
