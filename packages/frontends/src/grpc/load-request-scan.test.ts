@@ -41,9 +41,26 @@ describe('loadRequestProblem', () => {
     expect(loadRequestProblem(field(3, Buffer.concat([field(1, Buffer.from('config')), field(2, times(MAX_LOAD_PARAMETER_FIELDS, field(3, Buffer.from('x'))))])))).toBeUndefined();
   });
 
-  it('leaves bytes that are not wire format to the decoder (which says what is wrong): a cut length, a cut varint, a group', () => {
+  it('refuses bytes that are not wire format as the decoder does (throws): a cut length, a cut varint, a group never ended or ended under another number', () => {
+    const decode = (b: Uint8Array) => messageType('RepositoryModelLoadRequest').decode(b);
     for (const b of [Uint8Array.of(0x1a, 0x05, 0x00), Uint8Array.of(0x1a, 0xff), Uint8Array.of(0x1b), new Uint8Array(11).fill(0xff), field(3, Uint8Array.of(0x0a, 0x09))]) {
-      expect(loadRequestProblem(b)).toBeUndefined();
+      expect(() => loadRequestProblem(b)).toThrow('malformed RepositoryModelLoadRequest');
+      expect(() => decode(b)).toThrow();
     }
+    // A group started as field 1 and ended as field 2: protobufjs takes it (it does not check a
+    // group's end); refused here, or all after it would pass unchecked.
+    const mismatched = Buffer.concat([Uint8Array.of(0x0b, 0x14), times(100_000, field(2, Buffer.from('a')))]);
+    expect(() => loadRequestProblem(mismatched)).toThrow('malformed RepositoryModelLoadRequest');
+  });
+
+  it('attack: a group (which the decoder skips) in front of the fields does not end the count (review: an empty group let 30M model_name fields through to the decoder)', () => {
+    const name = field(2, Buffer.from('a'));
+    const emptyGroup = Uint8Array.of(0x7b, 0x7c); // field 15, start and end
+    expect(loadRequestProblem(Buffer.concat([emptyGroup, times(100_000, name)]))).toBe(`a RepositoryModelLoad message with more than ${MAX_LOAD_OTHER_FIELDS} fields besides its parameters is not a load request`);
+    // Inside an entry too.
+    expect(loadRequestProblem(field(3, Buffer.concat([emptyGroup, times(100_000, field(1, Buffer.from('k')))])))).toBe(`a RepositoryModelLoad parameter with more than ${MAX_LOAD_PARAMETER_FIELDS} fields is not a load parameter`);
+    // A group counts as a field; a request with one still loads.
+    expect(loadRequestProblem(Buffer.concat([emptyGroup, encode({ model_name: 'm' })]))).toBeUndefined();
+    expect(messageType('RepositoryModelLoadRequest').decode(Buffer.concat([emptyGroup, encode({ model_name: 'm' })]))).toMatchObject({ model_name: 'm' });
   });
 });

@@ -6,6 +6,7 @@
  * message) held the event loop 29 s and grew the server by 2.2 GB, before the restricted-protocol
  * check or the model control mode could refuse the call (review).
  */
+import { ProtoWire } from '@triode/core';
 import { MAX_LOAD_PARAMETERS, tooManyLoadParameters } from '../control/load-parameters.js';
 
 export { MAX_LOAD_PARAMETERS };
@@ -21,78 +22,52 @@ export const MAX_LOAD_OTHER_FIELDS = 8;
 /** Most fields of one parameters entry, and of its value: a well-formed one has 2 (key, value) and 1 (the oneof). */
 export const MAX_LOAD_PARAMETER_FIELDS = 8;
 
-/**
- * Calls `field(number, start, end)` for each field of the message `b[from, to)` (a length-delimited
- * field's bytes are `b[start, end)`; others have start === end), until it returns false. Returns
- * false when stopped so, or when the bytes are not well-formed wire format (the decoder then says
- * what is wrong); nothing is decoded or copied.
- */
-function walk(b: Uint8Array, from: number, to: number, field: (n: number, start: number, end: number) => boolean): boolean {
-  let at = from;
-  const varint = (): number | undefined => {
-    let v = 0;
-    for (let i = 0, mul = 1; i < 10; i++, mul *= 128) {
-      if (at >= to) return undefined;
-      const byte = b[at++]!;
-      v += (byte & 0x7f) * mul;
-      if (byte < 0x80) return v;
-    }
-    return undefined;
-  };
-  while (at < to) {
-    const tag = varint();
-    if (tag === undefined) return false;
-    const wire = tag % 8;
-    let start = at;
-    if (wire === 0) {
-      if (varint() === undefined) return false;
-      start = at;
-    } else if (wire === 1 || wire === 5) {
-      at += wire === 1 ? 8 : 4;
-      start = at;
-    } else if (wire === 2) {
-      const len = varint();
-      if (len === undefined) return false;
-      start = at;
-      at += len;
-    } else {
-      return false;
-    }
-    if (at > to) return false;
-    if (!field(Math.floor(tag / 8), start, at)) return false;
-  }
-  return true;
-}
+/** What `loadRequestProblem` throws for bytes that are not wire format, as the decoder would throw. */
+const malformed = (): Error => new Error('malformed RepositoryModelLoadRequest (the message does not decode)');
+
+/** A limit passed: why the message is not a load request. */
+class NotALoad extends Error {}
 
 /**
  * Why the RepositoryModelLoadRequest `b` cannot be a load request, found on the wire before it is
  * decoded, or undefined. Decoding makes an object or a string for each field, repeated ones too:
  * 30 million `model_name` fields (90 MB), or as many keys in one parameters entry, held the event
  * loop 380 ms (8 s at the 2 GiB message limit) in any model control mode (review). So it holds at
- * most MAX_LOAD_PARAMETERS parameters, MAX_LOAD_OTHER_FIELDS other fields, and
- * MAX_LOAD_PARAMETER_FIELDS fields in each parameters entry and in its value. Work is bounded by
- * those counts, not by the message's size. Bytes that are not wire format are left to the decoder.
+ * most MAX_LOAD_PARAMETERS parameters, MAX_LOAD_OTHER_FIELDS other fields (a group, which the
+ * decoder skips, counts as one), and MAX_LOAD_PARAMETER_FIELDS fields in each parameters entry and
+ * in its value. Work is bounded by those counts, not by the message's size, but for the bytes of
+ * groups, which are skipped as the decoder skips them (to their end, 64 deep at most).
+ * @throws Error for bytes that are not wire format (a cut field, a group whose end names another
+ *   field): refused as a message that does not decode. Left to the decoder, they let what follows
+ *   them through unchecked (review: an empty group in front of 30M fields), and protobufjs takes
+ *   some of them (a group's end is not checked).
  */
 export function loadRequestProblem(b: Uint8Array): string | undefined {
   let params = 0;
   let others = 0;
-  let problem: string | undefined;
-  const fail = (what: string): boolean => {
-    problem = what;
-    return false;
-  };
-  const fieldsAtMost = (from: number, to: number, inner?: (n: number, start: number, end: number) => boolean): boolean => {
+  const fieldsAtMost = (wire: ProtoWire, inner?: (n: number, type: number, span: [number, number] | undefined) => void): void => {
     let n = 0;
-    return walk(b, from, to, (f, start, end) => (++n > MAX_LOAD_PARAMETER_FIELDS ? fail(`a RepositoryModelLoad parameter with more than ${MAX_LOAD_PARAMETER_FIELDS} fields is not a load parameter`) : inner ? inner(f, start, end) : true));
+    wire.fields((f, type, span) => {
+      if (++n > MAX_LOAD_PARAMETER_FIELDS) throw new NotALoad(`a RepositoryModelLoad parameter with more than ${MAX_LOAD_PARAMETER_FIELDS} fields is not a load parameter`);
+      inner?.(f, type, span);
+    });
   };
-  walk(b, 0, b.length, (f, start, end) => {
-    if (f !== PARAMETERS_FIELD) {
-      return ++others > MAX_LOAD_OTHER_FIELDS ? fail(`a RepositoryModelLoad message with more than ${MAX_LOAD_OTHER_FIELDS} fields besides its parameters is not a load request`) : true;
-    }
-    if (++params > MAX_LOAD_PARAMETERS) return fail(tooManyLoadParameters('a RepositoryModelLoad message'));
-    // The entry (key = 1, value = 2), then its value's fields. Malformed ones are the decoder's.
-    fieldsAtMost(start, end, (g, s, e) => (g === 2 && e > s ? fieldsAtMost(s, e) || problem === undefined : true));
-    return problem === undefined;
-  });
-  return problem;
+  const wire = new ProtoWire(b, 0, b.length, malformed);
+  try {
+    wire.fields((f, type, span) => {
+      if (f !== PARAMETERS_FIELD || type !== 2) {
+        if (++others > MAX_LOAD_OTHER_FIELDS) throw new NotALoad(`a RepositoryModelLoad message with more than ${MAX_LOAD_OTHER_FIELDS} fields besides its parameters is not a load request`);
+        return;
+      }
+      if (++params > MAX_LOAD_PARAMETERS) throw new NotALoad(tooManyLoadParameters('a RepositoryModelLoad message'));
+      // The entry (key = 1, value = 2), then its value's fields.
+      fieldsAtMost(wire.within(span!), (g, t, s) => {
+        if (g === 2 && t === 2) fieldsAtMost(wire.within(s!));
+      });
+    });
+  } catch (err) {
+    if (err instanceof NotALoad) return err.message;
+    throw err;
+  }
+  return undefined;
 }
