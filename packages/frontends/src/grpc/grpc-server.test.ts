@@ -1471,6 +1471,21 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     expect(await executions()).toBe(before);
   });
 
+  it('a malformed grpc-timeout is no deadline on every path, as on the fast path and in gRPC C++ (before: grpc-js answered INTERNAL "Invalid grpc-timeout value", or read a deadline out of "100mm")', async () => {
+    const s = await openSession(grpc.port);
+    try {
+      for (const timeout of ['abc', '1.5S', '100mm', 'x5S', '5', '123456789S', '-1S']) {
+        const st = s.request(grpcHeaders('/inference.GRPCInferenceService/ServerLive', { 'grpc-timeout': timeout }));
+        const r = grpcResult(st);
+        st.end(Buffer.alloc(5));
+        expect({ timeout, status: (await r).status }).toEqual({ timeout, status: 0 });
+      }
+    } finally {
+      s.destroy();
+    }
+    expect((await inferOnce(grpc.port, 10_000, { 'grpc-timeout': 'abc' })).status).toBe(0);
+  });
+
   it('a grpc-timeout beyond what a timer holds is no deadline (not one that fires at once)', async () => {
     expect((await inferOnce(grpc.port, 10_000, { 'grpc-timeout': '99999999H' })).status).toBe(0);
   });

@@ -224,8 +224,10 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         if (opts.fastPath?.(stream, headers, guards)) return;
         stalls.watch(stream);
         // grpc-js gets the deadline gRPC C++ would set, in words it reads right (grpc-timeout.ts).
-        if (timeout === Infinity) delete headers['grpc-timeout'];
-        else if (timeout !== undefined) headers['grpc-timeout'] = grpcJsTimeout(timeout);
+        // Malformed (undefined) is no deadline too, as on the fast path: grpc-js refused some such
+        // values INTERNAL and found a deadline in others ("100mm", "x5S": its pattern is not anchored).
+        if (timeout === undefined || timeout === Infinity) delete headers['grpc-timeout'];
+        else headers['grpc-timeout'] = grpcJsTimeout(timeout);
         const encoding = headers['grpc-encoding'];
         const limit = opts.inflateLimit(rpc);
         if (encoding === 'gzip' || encoding === 'deflate') inflateInFront(stream, encoding, rpc, limit, opts);
