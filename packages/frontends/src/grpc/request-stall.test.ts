@@ -3,11 +3,13 @@
  * receives nothing for requestStallTimeoutMs is cancelled and what it sent let go; a stream idle
  * between messages, and a client sending slowly but steadily, are left alone.
  */
-import { constants as http2, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
+import { EventEmitter } from 'node:events';
+import { constants as http2, type ClientHttp2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { messageType, type Backplane } from '@triode/core';
+import { messageType, silentLogger, type Backplane } from '@triode/core';
 import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, openSession } from '../../../../test/helpers/grpc-attack.js';
 import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
+import { requestStallGuard } from './request-stall.js';
 
 const CANCELLED = 1;
 const MESSAGE = /^the request was not received: no byte of it came for \d+ ms$/;
@@ -92,6 +94,34 @@ describe('a gRPC request its client stops sending (requestStallTimeoutMs)', () =
       expect(done.rstCode).toBe(http2.NGHTTP2_CANCEL);
     } finally {
       s.destroy();
+    }
+  });
+
+  it('a stream the server stopped reading (paused: its requests wait on the model) in the middle of a message is not cancelled; once read again and stalled, it is (review: paused reading looked like a client that stopped sending)', async () => {
+    // A stand-in stream: the guard reads its events, isPaused() and readableLength.
+    let paused = true;
+    const refused: number[] = [];
+    const stream = Object.assign(new EventEmitter(), {
+      headersSent: false,
+      session: undefined,
+      isPaused: () => paused,
+      readableLength: 0,
+    }) as unknown as ServerHttp2Stream;
+    const guard = requestStallGuard(100, silentLogger, (_s, code) => { refused.push(code); });
+    try {
+      guard.watch(stream, 'ModelStreamInfer');
+      // A prefix announcing 100 bytes and 3 of them: in the middle of a message.
+      const partial = Buffer.alloc(8);
+      partial.writeUInt32BE(100, 1);
+      stream.emit('data', partial);
+      await new Promise((res) => setTimeout(res, 600));
+      expect(refused).toEqual([]);
+      // Read again, and nothing more comes: a client that stopped sending.
+      paused = false;
+      await new Promise((res) => setTimeout(res, 600));
+      expect(refused).toEqual([CANCELLED]);
+    } finally {
+      guard.close();
     }
   });
 

@@ -90,7 +90,9 @@ export function requestStallGuard(stallMs: number, logger: Logger, refuse: (stre
   const check = setInterval(() => {
     const now = Date.now();
     for (const [stream, r] of watched) {
-      if (!unfinished(r) || r.received !== r.seen) {
+      // Not read (paused by the server: a ModelStreamInfer stream whose requests wait on the
+      // model; or bytes came that it has not read yet): the server waits, not the client.
+      if (!unfinished(r) || r.received !== r.seen || stream.isPaused() || stream.readableLength > 0) {
         r.seen = r.received;
         r.since = now;
         continue;
