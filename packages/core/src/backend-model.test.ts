@@ -462,6 +462,24 @@ describe('response cache', () => {
     expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 1 });
   });
 
+  it('a cached request whose large input is still being hashed when its model stops is refused, not answered from the cache (review: the stop checks came before the wait)', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-cache-stop-'));
+    mkdirSync(join(repo, 'm', '1'), { recursive: true });
+    writeFileSync(join(repo, 'm', 'config.pbtxt'), 'backend: "testing"\nmax_batch_size: 4\ninput { name: "IN" data_type: TYPE_INT32 dims: [ -1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\nresponse_cache { enable: true }\n');
+    const backend = backendWith(async (requests) => ({ responses: requests.map(() => ({ outputs: [{ name: 'OUT', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(1) }] })) }));
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [backend], responseCacheBytes: 1 << 20 });
+    const big = (): InferenceRequest => ({ modelName: 'm', inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 16 << 20], data: new Int32Array(16 << 20) }] });
+    await s.infer(big());
+    const hit = s.infer(big());
+    hit.catch(() => undefined);
+    // Its hashing under way (a slice at a time), the server stops.
+    await new Promise((r) => setImmediate(r));
+    const stopped = s.stop(5000);
+    await expect(hit).rejects.toThrow(Errors.schedulerStopping().message);
+    await stopped;
+    expect(s.responseCacheStats()).toMatchObject({ hits: 0, misses: 1 });
+  });
+
   it('a streamed request (gRPC stream, generate) to a cached model is looked up and stored like any other (before, it always ran)', async () => {
     const executions: number[][] = [];
     const repo = cachedModelRepo('triode-cache-stream-');

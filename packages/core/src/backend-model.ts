@@ -335,8 +335,20 @@ export class ModelVersion implements Model {
       this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - start);
       throw Errors.schedulerStopping();
     }
-    // Large inputs are hashed a slice at a time, the event loop served between (see keyAsync).
-    const key = await ResponseCache.keyAsync(req, this.name, `${this.version}@${this.#loadId}`);
+    // Large inputs are hashed a slice at a time, the event loop served between (see keyAsync);
+    // small ones at once, with no promise to wait on. After a wait, the model may have stopped.
+    const version = `${this.version}@${this.#loadId}`;
+    let key: string;
+    if (ResponseCache.hashedInSlices(req)) {
+      key = await ResponseCache.keyAsync(req, this.name, version);
+      if (this.#notReady) throw this.#notReady;
+      if (this.#refusing) {
+        this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - start);
+        throw Errors.schedulerStopping();
+      }
+    } else {
+      key = ResponseCache.key(req, this.name, version);
+    }
     const hit = cache.lookup(key);
     const lookupNs = this.#clock.nowNs() - start;
     if (hit) {

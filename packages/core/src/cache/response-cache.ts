@@ -140,15 +140,20 @@ export class ResponseCache {
     return h.digest('base64');
   }
 
+  /** True when `keyAsync` hashes the request's inputs in slices (more than KEY_HASH_CHUNK_BYTES in all); else `key` makes the same key at once. */
+  static hashedInSlices(req: InferenceRequest): boolean {
+    let total = 0;
+    for (const t of req.inputs) total += t.data.byteLength;
+    return total > KEY_HASH_CHUNK_BYTES;
+  }
+
   /**
    * The same key as `key`, for a request of any size: its inputs are hashed
    * {@link KEY_HASH_CHUNK_BYTES} at a time with the event loop served in between (hashed in one
    * go, a 2 GiB gRPC input held the event loop for 1.7 s).
    */
   static async keyAsync(req: InferenceRequest, model: string, version: number | string): Promise<string> {
-    let total = 0;
-    for (const t of req.inputs) total += t.data.byteLength;
-    if (total <= KEY_HASH_CHUNK_BYTES) return ResponseCache.key(req, model, version);
+    if (!ResponseCache.hashedInSlices(req)) return ResponseCache.key(req, model, version);
     const h = createHash('sha256');
     let hashed = 0;
     for (const part of keyParts(req, model, version)) {
