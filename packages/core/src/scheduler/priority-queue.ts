@@ -100,7 +100,7 @@ export class PriorityQueue<T extends QueueItem> {
    * @throws UNAVAILABLE "Exceeds maximum queue size" when the level is full.
    */
   enqueue(item: T, nowNs: number, priority = 0, timeoutUs = 0): void {
-    if (this.#removed.has(item)) this.#cutRemoved();
+    if (this.#removed.size > 0 && this.#removed.has(item)) this.#cutRemoved();
     const idx = (priority >= 1 && priority <= this.#levels.length ? priority : this.#defaultLevel) - 1;
     const level = this.#levels[idx]!;
     const { max_queue_size, default_timeout_microseconds, allow_timeout_override } = level.policy;
