@@ -26,6 +26,16 @@ export function simpleInferFrame(k = 1): Buffer {
   return frame;
 }
 
+/** A ModelInferRequest for model `m` with no inputs (for stand-in backplanes), with gRPC's 5-byte prefix. */
+export function emptyInferFrame(id = ''): Buffer {
+  const t = messageType('ModelInferRequest');
+  const msg = t.encode(t.fromObject({ model_name: 'm', id })).finish();
+  const f = Buffer.alloc(5 + msg.byteLength);
+  f.writeUInt32BE(msg.byteLength, 1);
+  f.set(msg, 5);
+  return f;
+}
+
 /** gRPC request headers for `path` (plus `extra`). */
 export function grpcHeaders(path = MODEL_INFER, extra: OutgoingHttpHeaders = {}): OutgoingHttpHeaders {
   return { ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', ...extra };

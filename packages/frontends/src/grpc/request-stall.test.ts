@@ -6,23 +6,15 @@
 import { EventEmitter } from 'node:events';
 import { constants as http2, type ClientHttp2Stream, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
-import { messageType, silentLogger, type Backplane } from '@triode/core';
-import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, openSession } from '../../../../test/helpers/grpc-attack.js';
+import { silentLogger, type Backplane } from '@triode/core';
+import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, openSession, emptyInferFrame } from '../../../../test/helpers/grpc-attack.js';
 import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
 import { requestStallGuard } from './request-stall.js';
 
 const CANCELLED = 1;
 const MESSAGE = /^the request was not received: no byte of it came for \d+ ms$/;
 
-/** A ModelInferRequest for model `m` with gRPC's prefix. */
-function frame(id = ''): Buffer {
-  const t = messageType('ModelInferRequest');
-  const msg = t.encode(t.fromObject({ model_name: 'm', id })).finish();
-  const f = Buffer.alloc(5 + msg.byteLength);
-  f.writeUInt32BE(msg.byteLength, 1);
-  f.set(msg, 5);
-  return f;
-}
+const frame = emptyInferFrame;
 
 /** A prefix announcing `announced` bytes, then `sent` of them. */
 function cutFrame(announced: number, sent: number): Buffer {

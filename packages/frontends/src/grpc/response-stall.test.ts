@@ -10,8 +10,8 @@ import { connect as tlsConnect } from 'node:tls';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { messageType, type Backplane, type Logger } from '@triode/core';
-import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, openSession } from '../../../../test/helpers/grpc-attack.js';
+import { type Backplane, type Logger } from '@triode/core';
+import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, openSession, emptyInferFrame } from '../../../../test/helpers/grpc-attack.js';
 import { startGrpcServer, type GrpcServerHandle } from './grpc-server.js';
 import { WRITE_PIECE_BYTES } from './response-stall.js';
 
@@ -20,15 +20,7 @@ setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 const WAIT = { timeout: 30_000, interval: 20 };
 
-/** A ModelInferRequest for model `m` (no inputs: the fake backplanes below need none), with gRPC's prefix. */
-function frame(id = ''): Buffer {
-  const t = messageType('ModelInferRequest');
-  const msg = t.encode(t.fromObject({ model_name: 'm', id })).finish();
-  const f = Buffer.alloc(5 + msg.byteLength);
-  f.writeUInt32BE(msg.byteLength, 1);
-  f.set(msg, 5);
-  return f;
-}
+const frame = emptyInferFrame;
 
 /** Answers every request with one UINT8 output of `bytes` bytes (ModelInfer and ModelStreamInfer). */
 function bigAnswers(bytes: number): Backplane {
