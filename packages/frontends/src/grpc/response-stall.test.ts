@@ -4,7 +4,7 @@
  * that reads slowly but steadily, or a stream that is only idle, is left alone.
  */
 import { readFileSync } from 'node:fs';
-import { connect as http2Connect, constants as http2, type ClientHttp2Stream } from 'node:http2';
+import { connect as http2Connect, constants as http2, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { setFlagsFromString } from 'node:v8';
@@ -19,6 +19,64 @@ const MiB = 1 << 20;
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 const WAIT = { timeout: 30_000, interval: 20 };
+
+const tlsFile = (f: string) => readFileSync(new URL(`../../../../test/fixtures/tls/${f}`, import.meta.url));
+
+/**
+ * A client of the server on `port` behind a TCP relay, with windows as large as HTTP/2 allows (so
+ * the server hands all its answers to its socket at once). `fillUnread` makes the relay's side
+ * toward the server read nothing more: the server's socket fills, as with a client that
+ * advertises large windows and never reads.
+ */
+async function throughRelay(port: number, secure = false): Promise<{ s: ClientHttp2Session; upstream: () => Socket; close(): void }> {
+  let upstream: Socket | undefined;
+  const relay: Server = createServer((c) => {
+    const u = netConnect(port, '127.0.0.1');
+    upstream = u;
+    c.pipe(u);
+    u.pipe(c);
+    c.on('error', () => undefined);
+    u.on('error', () => undefined);
+  });
+  await new Promise<void>((res) => relay.listen(0, '127.0.0.1', res));
+  const relayPort = (relay.address() as { port: number }).port;
+  const settings = { initialWindowSize: 2 ** 31 - 1 };
+  const s = secure
+    ? http2Connect(`https://localhost:${relayPort}`, { settings, createConnection: () => tlsConnect({ port: relayPort, host: '127.0.0.1', servername: 'localhost', ca: tlsFile('server.crt'), ALPNProtocols: ['h2'] }) })
+    : http2Connect(`http://127.0.0.1:${relayPort}`, { settings });
+  s.on('error', () => undefined);
+  if (s.connecting) await new Promise((res) => s.once('connect', res));
+  s.setLocalWindowSize(2 ** 31 - 1);
+  await new Promise<void>((res) => s.ping(() => res()));
+  return { s, upstream: () => upstream!, close: () => { s.destroy(); relay.close(); } };
+}
+
+/**
+ * Stops the relay reading toward the server, sends 20 calls for 4 MB answers, and waits until
+ * they are held in the server (over 60 MB); resolves with the arrayBuffers before them.
+ */
+async function fillUnread(c: { s: ClientHttp2Session; upstream: () => Socket }): Promise<number> {
+  c.upstream().unpipe();
+  c.upstream().pause();
+  gc();
+  const start = process.memoryUsage().arrayBuffers;
+  for (let i = 0; i < 20; i++) {
+    const st = c.s.request(grpcHeaders(MODEL_INFER));
+    st.on('error', () => undefined);
+    st.end(frame());
+  }
+  // 80 MB of answers wait in the server (the client's side holds none: the relay does not read).
+  await vi.waitFor(() => expect(process.memoryUsage().arrayBuffers - start).toBeGreaterThan(60 * MiB), WAIT);
+  return start;
+}
+
+/** Waits until what `fillUnread` made the server hold has been let go. */
+async function letGo(start: number): Promise<void> {
+  await vi.waitFor(() => {
+    gc();
+    expect(process.memoryUsage().arrayBuffers - start).toBeLessThan(20 * MiB);
+  }, WAIT);
+}
 
 const frame = emptyInferFrame;
 
@@ -144,59 +202,22 @@ describe('a gRPC answer its client stops taking (responseStallTimeoutMs)', () =>
   it.each([['plain', false], ['TLS', true]])('attack: a connection whose client reads nothing at all (not even a PING) is closed, and what it held let go (%s; before: session.destroy() left its socket and 200 MB open)', async (_, secure) => {
     const warnings: string[] = [];
     const logger: Logger = { error() {}, info() {}, verbose() {}, warning: (m) => warnings.push(m) };
-    const tlsFile = (f: string) => readFileSync(new URL(`../../../../test/fixtures/tls/${f}`, import.meta.url));
     h = await startGrpcServer(bigAnswers(4 * MiB), {
       address: '127.0.0.1:0', responseStallTimeoutMs: 300, logger,
       ...(secure ? { tls: { cert: tlsFile('server.crt'), key: tlsFile('server.key') } } : {}),
     });
-    const port = h.port;
-    // A TCP relay whose side toward the server stops reading once the calls are sent: the server's
-    // socket fills, as with a client that advertises large windows and never reads.
-    let upstream: Socket | undefined;
-    const relay: Server = createServer((c) => {
-      const u = netConnect(port, '127.0.0.1');
-      upstream = u;
-      c.pipe(u);
-      u.pipe(c);
-      c.on('error', () => undefined);
-      u.on('error', () => undefined);
-    });
-    await new Promise<void>((res) => relay.listen(0, '127.0.0.1', res));
-    const relayPort = (relay.address() as { port: number }).port;
-    // Windows as large as HTTP/2 allows: the server hands all 80 MB to its socket at once.
-    const settings = { initialWindowSize: 2 ** 31 - 1 };
-    const s = secure
-      ? http2Connect(`https://localhost:${relayPort}`, { settings, createConnection: () => tlsConnect({ port: relayPort, host: '127.0.0.1', servername: 'localhost', ca: tlsFile('server.crt'), ALPNProtocols: ['h2'] }) })
-      : http2Connect(`http://127.0.0.1:${relayPort}`, { settings });
-    s.on('error', () => undefined);
-    if (s.connecting) await new Promise((res) => s.once('connect', res));
+    const c = await throughRelay(h.port, secure);
     try {
-      s.setLocalWindowSize(2 ** 31 - 1);
-      await new Promise<void>((res) => s.ping(() => res()));
-      upstream!.unpipe();
-      upstream!.pause();
-      gc();
-      const start = process.memoryUsage().arrayBuffers;
-      for (let i = 0; i < 20; i++) {
-        const st = s.request(grpcHeaders(MODEL_INFER));
-        st.on('error', () => undefined);
-        st.end(frame());
-      }
-      // 80 MB of answers wait in the server (the client's side holds none: the relay does not read).
-      await vi.waitFor(() => expect(process.memoryUsage().arrayBuffers - start).toBeGreaterThan(60 * MiB), WAIT);
+      const start = await fillUnread(c);
       await vi.waitFor(() => expect(warnings.some((w) => w.includes('answered no PING'))).toBe(true), WAIT);
       // Let go while the client still reads nothing (its socket closed, not left to finish its write).
-      await vi.waitFor(() => {
-        gc();
-        expect(process.memoryUsage().arrayBuffers - start).toBeLessThan(20 * MiB);
-      }, WAIT);
+      await letGo(start);
       // The server closed its socket: the relay, reading again, sees its end.
-      const closed = new Promise<void>((res) => upstream!.once('close', () => res()));
-      upstream!.resume();
+      const closed = new Promise<void>((res) => c.upstream().once('close', () => res()));
+      c.upstream().resume();
       await closed;
     } finally {
-      s.destroy();
-      relay.close();
+      c.close();
     }
   }, 40_000);
 
@@ -205,41 +226,13 @@ describe('a gRPC answer its client stops taking (responseStallTimeoutMs)', () =>
     const logger: Logger = { error() {}, info() {}, verbose() {}, warning: (m) => warnings.push(m) };
     // grpc-js closes the connection (GOAWAY, then destroy) long before a stream would be seen stalled.
     h = await startGrpcServer(bigAnswers(4 * MiB), { address: '127.0.0.1:0', responseStallTimeoutMs: 1500, logger, keepalive: { maxConnectionAgeMs: 200, maxConnectionAgeGraceMs: 200 } });
-    const port = h.port;
-    let upstream: Socket | undefined;
-    const relay: Server = createServer((c) => {
-      const u = netConnect(port, '127.0.0.1');
-      upstream = u;
-      c.pipe(u);
-      u.pipe(c);
-      c.on('error', () => undefined);
-      u.on('error', () => undefined);
-    });
-    await new Promise<void>((res) => relay.listen(0, '127.0.0.1', res));
-    const s = http2Connect(`http://127.0.0.1:${(relay.address() as { port: number }).port}`, { settings: { initialWindowSize: 2 ** 31 - 1 } });
-    s.on('error', () => undefined);
-    await new Promise((res) => s.once('connect', res));
+    const c = await throughRelay(h.port);
     try {
-      s.setLocalWindowSize(2 ** 31 - 1);
-      await new Promise<void>((res) => s.ping(() => res()));
-      upstream!.unpipe();
-      upstream!.pause();
-      gc();
-      const start = process.memoryUsage().arrayBuffers;
-      for (let i = 0; i < 20; i++) {
-        const st = s.request(grpcHeaders(MODEL_INFER));
-        st.on('error', () => undefined);
-        st.end(frame());
-      }
-      await vi.waitFor(() => expect(process.memoryUsage().arrayBuffers - start).toBeGreaterThan(60 * MiB), WAIT);
+      const start = await fillUnread(c);
       await vi.waitFor(() => expect(warnings.some((w) => w.includes('its closed connection'))).toBe(true), WAIT);
-      await vi.waitFor(() => {
-        gc();
-        expect(process.memoryUsage().arrayBuffers - start).toBeLessThan(20 * MiB);
-      }, WAIT);
+      await letGo(start);
     } finally {
-      s.destroy();
-      relay.close();
+      c.close();
     }
   }, 40_000);
 
