@@ -18,6 +18,15 @@ function addModel(root: string, name: string, text: string): void {
   writeFileSync(join(root, name, 'config.pbtxt'), text);
 }
 
+
+/** Polls `s`'s repositories, checking that the poll lets the event loop turn before it ends. */
+async function pollYielding(s: InferenceServer): Promise<void> {
+  let polled = false;
+  const poll = s.pollRepository().then(() => { polled = true; });
+  await new Promise((r) => setImmediate(r));
+  expect(polled).toBe(false);
+  await poll;
+}
 describe('explicit mode: an ensemble brings the models of its steps (as Triton)', () => {
   const ensemble = (name: string, steps: string[]) => `name: "${name}"\nplatform: "ensemble"\nmax_batch_size: 4\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n` +
     `ensemble_scheduling { step [ ${steps.map((m, k) => {
@@ -184,12 +193,7 @@ describe('model control mode POLL', () => {
     const s = await InferenceServer.create({ modelRepositories: [root], backends: [counting], modelControlMode: 'poll', repositoryPollMs: 3_600_000 });
     try {
       // Nothing changed: before, the whole poll ran before anything else could.
-      let polled = false;
-      const poll = s.pollRepository().then(() => { polled = true; });
-      await new Promise((r) => setImmediate(r));
-      expect(polled).toBe(false);
-      await poll;
-      expect(polled).toBe(true);
+      await pollYielding(s);
       expect(['a', 'b', 'c'].every((n) => s.modelReady(n))).toBe(true);
       // A poll under way when the server stops reads no further.
       addModel(root, 'd', config(4));
@@ -253,11 +257,7 @@ describe('model control mode POLL', () => {
     const s = await InferenceServer.create({ modelRepositories: [root], backends: [echo], modelControlMode: 'poll', repositoryPollMs: 3_600_000 });
     try {
       // No model at all: before, the whole scan ran before anything else could.
-      let polled = false;
-      const poll = s.pollRepository().then(() => { polled = true; });
-      await new Promise((r) => setImmediate(r));
-      expect(polled).toBe(false);
-      await poll;
+      await pollYielding(s);
       addModel(root, 'a', config(4));
       await s.pollRepository();
       expect(s.modelReady('a')).toBe(true);
