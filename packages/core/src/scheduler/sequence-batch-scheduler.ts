@@ -401,10 +401,12 @@ export class SequenceBatchScheduler<T extends SequenceSchedulable> implements Sc
     // Only requests of the same shapes (and inputs, and implicit state shapes) batch together, as
     // in the dynamic batcher: the oldest decides, the others wait for a later batch. Mixed, the
     // batch was joined wrongly and one client's shape failed every sequence in it.
+    // The state shapes are asked for only of the requests whose own shapes match.
     const batchKey = this.#batchKey;
-    const keyOf = batchKey ? (s: Sequence<T>) => `${s.queue[0]!.shapeKey}|${batchKey(s.queue[0]!)}` : (s: Sequence<T>) => s.queue[0]!.shapeKey;
-    const key = keyOf(ready[0]!);
-    ready = ready.filter((s) => keyOf(s) === key);
+    const first = ready[0]!.queue[0]!;
+    const key = first.shapeKey;
+    const stateKey = batchKey?.(first);
+    ready = ready.filter((s) => s.queue[0]!.shapeKey === key && (batchKey === undefined || batchKey(s.queue[0]!) === stateKey));
     let n = Math.min(ready.length, this.#maxBatch);
     // As Triton's dynamic batcher (Oldest runs one): a batch grows no larger than the largest
     // preferred size, with a queue delay or without one.
