@@ -3,6 +3,7 @@
  * control-route bodies refused before they are sent.
  */
 import { connect, type Socket } from 'node:net';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LogSettings, silentLogger, type Backplane } from '@triode/core';
 import { createHttpApp } from './http-server.js';
@@ -33,7 +34,7 @@ afterAll(async () => {
  * Opens a socket, writes `bytes`; resolves with what came back and whether the server closed it
  * within `ms` (30 s: 10x and more past every limit here, so only a server that hangs reaches it).
  */
-function talk(bytes: string, ms = 30_000): Promise<{ reply: string; closed: boolean; socket: Socket }> {
+function talk(bytes: string | Uint8Array, ms = 30_000): Promise<{ reply: string; closed: boolean; socket: Socket }> {
   return new Promise((resolve) => {
     const socket = connect(http.port, '127.0.0.1');
     let reply = '';
@@ -90,6 +91,52 @@ describe('socket limits', () => {
     expect(reply).toMatch(/^HTTP\/1\.1 413/);
     expect(closed).toBe(true);
     expect(settings.log_info).toBe(true);
+  });
+});
+
+/** A request: `head` (its blank line included), then `body` as one chunk and the last chunk. */
+const withChunk = (head: string, body: Uint8Array | string): Buffer => {
+  const b = Buffer.from(body);
+  return Buffer.concat([Buffer.from(`${head}${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n0\r\n\r\n')]);
+};
+
+describe('transfer codings', () => {
+  const errorOf = (reply: string) => (JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)) as { error: string }).error;
+
+  it('attack: a body in a transfer coding besides chunked (gzip, chunked) is 501 and the connection closed (before: read as if plain, 400 on its compressed bytes)', async () => {
+    const infer = gzipSync('{"inputs":[]}');
+    for (const [path, te, body] of [
+      ['/v2/models/m/infer', 'gzip, chunked', infer],
+      ['/v2/models/m/infer', 'GZIP,chunked', infer],
+      ['/v2/logging', 'deflate, chunked', deflateSync('{"log_info":false}')],
+      ['/v2/logging', 'identity, chunked', '{"log_info":false}'],
+    ] as const) {
+      const { reply, closed } = await talk(withChunk(`POST ${path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ${te}\r\n\r\n`, body));
+      expect(reply, te).toMatch(/^HTTP\/1\.1 501 /);
+      expect(reply, te).toMatch(/\r\nconnection: close\r\n/i);
+      expect(errorOf(reply)).toBe(`Transfer-Encoding '${te}' is not supported: only chunked is (send a compressed body with Content-Encoding)`);
+      expect(closed, te).toBe(true);
+    }
+    // Two Transfer-Encoding fields are one list (RFC 9110 section 5.3).
+    const { reply, closed } = await talk(withChunk('POST /v2/logging HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n', gzipSync('{"log_info":false}')));
+    expect([reply.slice(0, 12), errorOf(reply).slice(0, 34), closed]).toEqual(['HTTP/1.1 501', "Transfer-Encoding 'gzip, chunked' ", true]);
+    expect(settings.log_info).toBe(true);
+  });
+
+  it('a Transfer-Encoding whose last coding is not chunked is 400 and the connection closed (RFC 9112 section 6.3)', async () => {
+    const { reply, closed } = await talk(withChunk('POST /v2/logging HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n', gzipSync('{"log_info":false}')));
+    expect(reply).toMatch(/^HTTP\/1\.1 400 /);
+    expect(closed).toBe(true);
+    expect(settings.log_info).toBe(true);
+  });
+
+  it('chunked (in any case) is read, and a chunked body with Content-Encoding gzip or deflate is decoded', async () => {
+    const doc = '{"log_info":true}';
+    for (const [te, ce, body] of [['chunked', '', doc], ['Chunked', '', doc], ['chunked', 'gzip', gzipSync(doc)], ['chunked', 'deflate', deflateSync(doc)]] as const) {
+      const { reply } = await talk(withChunk(`POST /v2/logging HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ${te}\r\n${ce ? `Content-Encoding: ${ce}\r\n` : ''}\r\n`, body));
+      expect(reply, `${te} ${ce}`).toMatch(/^HTTP\/1\.1 200 /);
+      expect(reply).toContain('"log_info":true');
+    }
   });
 });
 

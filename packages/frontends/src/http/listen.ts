@@ -2,13 +2,15 @@
  * @module Serving the HTTP app on a socket with @hono/node-server, with the socket limits that
  * keep slow or idle clients (slowloris) from holding connections: header and request timeouts,
  * a keep-alive timeout and a header size limit; requests of one connection served one at a time
- * (pipelined ones wait, at most MAX_PIPELINED), and a connection whose client stops taking its
- * answer closed after a while.
+ * (pipelined ones wait, at most MAX_PIPELINED), a connection whose client stops taking its
+ * answer closed after a while, and a request body in a transfer coding other than chunked refused
+ * (501, RFC 9112 section 6.1).
  */
 import type { AddressInfo, Socket } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
+import { echo } from '@triode/core';
 import { inferFastPathOf } from './infer-fast-path.js';
 import { keepServingOnError } from '../server-errors.js';
 
@@ -80,9 +82,9 @@ export interface ConnectionGuard {
 
 /**
  * The connection limits every HTTP port of Triode takes: requests served one at a time a
- * connection (oneAtATime) and connections whose answer stops going out closed after
- * `stallMs`. `wrap` a server's listener and listen to its 'clientError' with `clientError`;
- * `close` when the server closes.
+ * connection (oneAtATime), connections whose answer stops going out closed after `stallMs`, and
+ * bodies in a transfer coding Triode cannot decode refused (onlyChunked). `wrap` a server's
+ * listener and listen to its 'clientError' with `clientError`; `close` when the server closes.
  */
 export function connectionGuard(stallMs: number): ConnectionGuard {
   // Connections being answered: the unsent bytes of each, and since when they have not fallen.
@@ -103,7 +105,7 @@ export function connectionGuard(stallMs: number): ConnectionGuard {
   }, Math.max(10, Math.min(1000, Math.floor(stallMs / 4))));
   stallCheck.unref();
   return {
-    wrap: (handle) => oneAtATime(handle, connections, active),
+    wrap: (handle) => oneAtATime(onlyChunked(handle), connections, active),
     clientError: (err, socket) => {
       const c = connections.get(socket);
       // Node times out a request whose body (or head) it has not had whole in time. When the
@@ -135,6 +137,37 @@ function answerClientError(err: { code?: string }, socket: Socket, answering: bo
     socket.write(`HTTP/1.1 ${CLIENT_ERROR_ANSWERS[err.code ?? ''] ?? '400 Bad Request'}\r\nConnection: close\r\n\r\n`);
   }
   socket.destroy();
+}
+
+/**
+ * Refuses a request whose Transfer-Encoding names a coding besides chunked (`gzip, chunked`): 501
+ * (RFC 9112 section 6.1), and the connection closed, its body unread. Node framed such a body by
+ * its final chunked coding and handed it on still compressed: the gzip was ignored, and a model got
+ * compressed bytes as tensor data, or the client a JSON error about bytes it never sent (review).
+ * One whose last coding is not chunked has a body of no knowable length: 400, closed (section
+ * 6.3), as Node answers it when its parser gets there first. Triton (libevhtp) frames only a
+ * Transfer-Encoding of exactly `chunked`: any other is read as no body, its chunks as the next
+ * request. A compressed body is sent with Content-Encoding, which Triode decodes (body.ts).
+ */
+function onlyChunked(handle: Handler): Handler {
+  return (req, res) => {
+    const te = req.headers['transfer-encoding'];
+    if (te === undefined) {
+      handle(req, res);
+      return;
+    }
+    // Codings are case-insensitive; empty list elements are allowed (RFC 9110 section 5.6.1).
+    const codings = te.split(',').map((c) => c.trim().toLowerCase()).filter((c) => c !== '');
+    if (codings.every((c) => c === 'chunked')) {
+      handle(req, res);
+      return;
+    }
+    const [status, why] = codings.at(-1) === 'chunked'
+      ? [501, 'is not supported: only chunked is (send a compressed body with Content-Encoding)']
+      : [400, 'does not end in chunked: the length of the body cannot be known'];
+    const body = JSON.stringify({ error: `Transfer-Encoding '${echo(te)}' ${why}` });
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' }).end(body);
+  };
 }
 
 /** The most pipelined requests that may wait on one connection; past them it is closed. */
