@@ -157,6 +157,14 @@ describe('system shared memory over HTTP', () => {
     expect(await err('/v2/systemsharedmemory/region/r/register', '{"key":"io","byte_size":64}')).toEqual([400, "shared memory region 'r' already in manager"]);
   });
 
+  it('register: a field given twice takes its last value, as every JSON body Triode reads (Triton: the first, README)', async () => {
+    const register = (region: string, body: string) => fetch(url(`/v2/systemsharedmemory/region/${region}/register`), { method: 'POST', body });
+    const r = await register('a', '{"key":"io","key":"nope","byte_size":64}');
+    expect([r.status, ((await r.json()) as { error: string }).error]).toEqual([500, "Unable to open shared memory region: 'nope'"]);
+    expect((await register('b', '{"key":"nope","key":"io","byte_size":8,"offset":1.5,"offset":0,"byte_size":64}')).status).toBe(200);
+    expect(await (await fetch(url('/v2/systemsharedmemory/status'))).json()).toEqual([{ name: 'b', key: 'io', offset: 0, byte_size: 64 }]);
+  });
+
   it('infer: an output its window cannot hold is 500 in Triton\'s words (the model ran); a window past the region, a size the tensor cannot have, data with a region: 400', async () => {
     regions.register('io', 'io', 0, PAGE_SIZE);
     const fail = async (body: unknown) => {
