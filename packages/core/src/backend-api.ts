@@ -58,7 +58,10 @@ export interface ExecuteRequest {
   outputNames: string[];
   /** First dim of the inputs when the model batches, else 0. */
   batchSize: number;
-  /** The request's parameters. Read only: requests without any share one frozen object. */
+  /**
+   * The request's custom parameters (none of TRITON_REQUEST_PARAMETERS, which the core acts on).
+   * Read only: requests without any share one frozen object.
+   */
   parameters: Record<string, ParameterValue>;
   /** The request's id, when the client gave one. */
   id?: string;

@@ -430,6 +430,21 @@ describe('response cache', () => {
     expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 2 });
   });
 
+  it('a model sees only the custom parameters, not those Triton reads into the request (the cache key leaves those out: a model that read sequence_id was answered from another sequence id\'s entry)', async () => {
+    const seen: Record<string, unknown>[] = [];
+    const backend = backendWith(async (requests) => {
+      seen.push(...requests.map((r) => ({ ...r.parameters })));
+      return { responses: requests.map((r) => ({ outputs: [{ name: 'OUT', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(Number(r.parameters['sequence_id'] ?? 0)) }] })) };
+    });
+    const s = await InferenceServer.create({ modelRepositories: [cachedModelRepo('triode-cache-seen-')], backends: [backend], responseCacheBytes: 1 << 20 });
+    servers.push(s);
+    const scheduling = { sequence_start: true, sequence_end: true, priority: 0, timeout: 0, binary_data_output: true };
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 1, ...scheduling })))).toBe(0);
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 2 })))).toBe(0);
+    expect(seen).toEqual([{ tenant: 'alice' }]);
+    expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 1 });
+  });
+
   it('attack: a cached model hashes a 64 MiB input a slice at a time, other work served between (in one go: 55 ms a 64 MiB, so a 2 GiB gRPC input held the event loop about 1.7 s)', async () => {
     const repo = mkdtempSync(join(tmpdir(), 'triode-cache-big-'));
     mkdirSync(join(repo, 'm', '1'), { recursive: true });

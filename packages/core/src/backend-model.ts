@@ -7,7 +7,7 @@ import type { Backend, BackendModel, BackendModelInstance, ExecuteRequest, Execu
 import { classify } from './classification.js';
 import { abortable, settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
-import { applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse, type ResponseHandler } from './infer-request.js';
+import { applyReshape, customParameters, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse, type ResponseHandler } from './infer-request.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
 import { type Labels, readModelLabels } from './model-repository/label-provider.js';
 import { batchShapeKey, raggedInputNames } from './scheduler/batch-shape-key.js';
@@ -414,7 +414,8 @@ export class ModelVersion implements Model {
         inputs: req.inputs,
         outputNames,
         batchSize,
-        parameters: req.parameters ?? NO_PARAMETERS,
+        // As Triton: the model gets the custom parameters; the core acts on the others itself.
+        parameters: req.parameters ? customParameters(req.parameters) : NO_PARAMETERS,
         blsDepth: req.blsDepth ?? 0,
         blsChain: req.blsChain?.length ? [...req.blsChain, this.name] : this.#ownChain,
       };

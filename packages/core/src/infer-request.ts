@@ -328,6 +328,29 @@ export function applyReshape(shape: readonly number[], from: readonly number[], 
   return batching ? [shape[0]!, ...out] : out;
 }
 
+/**
+ * The request parameters Triton's frontends read into the request itself (its correlation id and
+ * flags, priority, timeout, the outputs' kind) and do not pass on: a backend never sees them among
+ * a request's parameters (TRITONBACKEND_RequestParameter*), and the response cache leaves them out
+ * of its key.
+ * Triton: server/src/http_server.cc ParseJsonTritonParams, grpc/infer_handler.cc SetInferenceRequestMetadata
+ */
+export const TRITON_REQUEST_PARAMETERS: ReadonlySet<string> = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output']);
+
+/**
+ * A request's parameters as a backend gets them: the custom ones, without TRITON_REQUEST_PARAMETERS
+ * (`params` itself when it holds none of those, as most requests).
+ */
+export function customParameters(params: Record<string, ParameterValue>): Record<string, ParameterValue> {
+  let custom: Record<string, ParameterValue> | undefined;
+  for (const k of TRITON_REQUEST_PARAMETERS) {
+    if (!Object.hasOwn(params, k)) continue;
+    custom ??= { ...params };
+    delete custom[k];
+  }
+  return custom ?? params;
+}
+
 const MAX_UINT64 = 2n ** 64n - 1n;
 
 /** A uint64 parameter (a safe-integer number, or a bigint in range), or undefined when absent. */

@@ -57,6 +57,12 @@ export interface Request {
   input(name: string): Tensor | undefined;
   /** The outputs the client asked for (all the model's outputs when it named none). */
   requestedOutputs: string[];
+  /**
+   * The request's custom parameters. As in Triton, those the server acts on itself
+   * (`sequence_id`, `sequence_start`, `sequence_end`, `priority`, `timeout`, `binary_data_output`)
+   * are not among them: a sequence model reads its sequence through its `sequence_batching`
+   * control inputs.
+   */
   parameters: Record<string, ParameterValue>;
   /**
    * Decoupled models (`model_transaction_policy { decoupled: true }`) answer through this instead

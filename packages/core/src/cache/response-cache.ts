@@ -2,8 +2,9 @@
  * @module Triton's response cache (`--cache-config local,size=<bytes>`, per model
  * `response_cache { enable: true }`): identical requests to a model version are answered from
  * memory. Entries are keyed by a hash of the model, version, every input (name, type, shape,
- * bytes), the outputs asked for and the request's custom parameters (Triton leaves parameters
- * out, but Triode's models read them: two tenants' requests must not share an answer); least
+ * bytes), the outputs asked for and the request's custom parameters, the ones a model sees
+ * (Triton leaves parameters out, but Triode's models read them: two tenants' requests must not
+ * share an answer); least
  * recently used entries go when the size, counted with a fixed cost per entry and per output, is
  * exceeded.
  * An entry holds a copy of its outputs in one buffer of its own, and every hit answers with a fresh
@@ -12,7 +13,7 @@
  * Triton: core/src/cache_manager.cc, local_cache (TRITONCACHE_*), docs/user_guide/response_cache.md
  */
 import { createHash } from 'node:crypto';
-import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
+import { TRITON_REQUEST_PARAMETERS, type InferenceRequest, type InferenceResponse } from '../infer-request.js';
 import { dataBytes } from '../tensor/data-type.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { plainTypedArrayClass, type TypedArrayClass } from '../tensor/transferable.js';
@@ -30,8 +31,6 @@ export interface ResponseCacheStats {
   insertNs: number;
 }
 
-/** Parameters that steer scheduling or the wire format, not what a model computes: not in the key. */
-const UNKEYED_PARAMETERS = new Set(['priority', 'timeout', 'sequence_id', 'sequence_start', 'sequence_end', 'binary_data_output']);
 
 /**
  * What an entry costs beyond its tensors' bytes, and what each of its outputs adds: the Map slot,
@@ -102,7 +101,7 @@ function* keyParts(req: InferenceRequest, model: string, version: number | strin
     yield* field('o', o.name);
     yield* field('c', String(o.classCount ?? 0));
   }
-  const params = req.parameters ? Object.keys(req.parameters).filter((k) => !UNKEYED_PARAMETERS.has(k)).sort() : [];
+  const params = req.parameters ? Object.keys(req.parameters).filter((k) => !TRITON_REQUEST_PARAMETERS.has(k)).sort() : [];
   for (const k of params) {
     const v = req.parameters![k]!;
     yield* field('p', k);
