@@ -188,6 +188,27 @@ describe('trace file writes', () => {
     expect(idsIn(`${f}.2`)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4']);
   });
 
+  it('log_frequency 0: the traces <file> is written with count once against MAX_HELD_TRACES while it waits for the writer (they counted twice: held, and waiting to be written)', async () => {
+    const f = traceFile();
+    const s = seam();
+    const settings = new TraceSettings({ trace_file: f, trace_level: ['TIMESTAMPS'], trace_rate: '1', log_frequency: '1' });
+    const t = new Tracer(settings, { fileSystem: s.fs });
+    s.hold();
+    trace(t, 'a'); // <file>.0, under way (held)
+    settings.update({ log_frequency: '0' });
+    const n = MAX_HELD_TRACES / 2 + 1;
+    for (let i = 0; i < n; i++) trace(t, `b${i}`);
+    // <file> waits behind <file>.0, with the n traces still held.
+    const flushed = t.flush();
+    for (let i = 0; i < 5; i++) trace(t, `c${i}`);
+    expect(t.dropped).toBe(0);
+    s.release();
+    await flushed;
+    await t.flush();
+    expect(idsIn(`${f}.0`)).toEqual(['a']);
+    expect(idsIn(f)).toHaveLength(n + 5);
+  });
+
   it('a trace dropped still counts as collected: the trace_count used up still cuts what is held at once', async () => {
     const f = traceFile();
     const s = seam();

@@ -75,6 +75,8 @@ export const traceNow = monotonicNs;
 interface Batch {
   path: string;
   records: TraceRecord[];
+  /** How many of `records` it counts in `FileState.queued`: none for `<file>`, whose records are still held. */
+  counted: number;
 }
 
 interface FileState {
@@ -84,7 +86,7 @@ interface FileState {
   next: number;
   /** Files cut and waiting for the writer, in the order they were cut. */
   queue: Batch[];
-  /** Records in `queue`. */
+  /** Records in `queue` that are no longer held (`<file>`'s are counted once, in `all`). */
   queued: number;
   /** The writer of this trace file, while it runs: one at a time, so its files go out in order. */
   writing: Promise<void> | undefined;
@@ -288,8 +290,9 @@ export class Tracer {
   async flush(timeoutMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     for (const [file, f] of this.#files) {
       if (f.pending.length) this.#enqueue(f, `${file}.${f.next++}`, f.pending.splice(0));
-      // <file> is rewritten whole each time: what it is written with is what is held now.
-      if (f.all.length) this.#enqueue(f, file, f.all.slice());
+      // <file> is rewritten whole each time: what it is written with is what is held now, and
+      // stays held, so it is counted there, not again while it waits for the writer.
+      if (f.all.length) this.#enqueue(f, file, f.all.slice(), false);
     }
     if (!Number.isFinite(timeoutMs)) {
       await this.idle();
@@ -313,10 +316,14 @@ export class Tracer {
     }
   }
 
-  /** Hands a file to the trace file's writer, starting it when it is not running. */
-  #enqueue(f: FileState, path: string, records: TraceRecord[]): void {
-    f.queue.push({ path, records });
-    f.queued += records.length;
+  /**
+   * Hands a file to the trace file's writer, starting it when it is not running; `cut`: its records
+   * are no longer held (they count as waiting until the writer takes them).
+   */
+  #enqueue(f: FileState, path: string, records: TraceRecord[], cut = true): void {
+    const counted = cut ? records.length : 0;
+    f.queue.push({ path, records, counted });
+    f.queued += counted;
     if (!f.writing) f.writing = this.#drain(f);
   }
 
@@ -328,7 +335,7 @@ export class Tracer {
    */
   async #drain(f: FileState): Promise<void> {
     for (let batch = f.queue.shift(); batch; batch = f.queue.shift()) {
-      f.queued -= batch.records.length;
+      f.queued -= batch.counted;
       await this.#write(batch);
     }
     f.writing = undefined;
