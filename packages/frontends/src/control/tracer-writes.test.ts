@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { silentLogger, type Logger } from '@triode/core';
 import { TraceSettings } from './trace-settings.js';
-import { MAX_HELD_TRACES, TRACE_WRITE_CHUNK_CHARS, Tracer, type TraceFileEntry, type TraceFileHandle, type TraceFileSystem } from './tracer.js';
+import { MAX_HELD_TRACE_BYTES, MAX_HELD_TRACES, MAX_TRACE_ID_CHARS, TRACE_WRITE_CHUNK_CHARS, Tracer, traceRecordBytes, type TraceFileEntry, type TraceFileHandle, type TraceFileSystem } from './tracer.js';
 
 const STAMPS = ['HTTP_RECV_START', 'HTTP_RECV_END', 'REQUEST_START', 'QUEUE_START', 'COMPUTE_START', 'COMPUTE_END', 'REQUEST_END', 'HTTP_SEND_START', 'HTTP_SEND_END'];
 
@@ -107,7 +107,8 @@ describe('trace file writes', () => {
       const h = await write(path);
       return { write: (text) => { turnsAtWrite.push(turns); return h.write(text); }, close: () => h.close() };
     };
-    const id = (i: number) => `${String(i).padStart(5, '0')}${'x'.repeat(4000)}`;
+    // Ids of 1,000 characters: MAX_HELD_TRACES of them stay under MAX_HELD_TRACE_BYTES.
+    const id = (i: number) => `${String(i).padStart(5, '0')}${'x'.repeat(1000)}`;
     for (let i = 0; i < MAX_HELD_TRACES; i++) trace(t, id(i));
     // The MAX_HELD_TRACES-th trace cut <file>.0: nothing of it is written when finish returns (the
     // file may be there, opened in the background, but empty: its first piece waits for the open).
@@ -116,7 +117,7 @@ describe('trace file writes', () => {
     await t.idle();
     ticking = false;
     const writes = s.log.filter((e) => e.op === 'write');
-    // ~45 MB in pieces of about TRACE_WRITE_CHUNK_CHARS (one record's entries over at most).
+    // ~16 MB in pieces of about TRACE_WRITE_CHUNK_CHARS (one record's entries over at most).
     expect(writes.length).toBeGreaterThan(20);
     for (const w of writes) expect(w.chars).toBeLessThanOrEqual(TRACE_WRITE_CHUNK_CHARS + 8 * 1024);
     for (let i = 1; i < turnsAtWrite.length; i++) expect(turnsAtWrite[i]).toBeGreaterThan(turnsAtWrite[i - 1]!);
@@ -170,6 +171,25 @@ describe('trace file writes', () => {
     expect(idsIn(`${f}.1`)[MAX_HELD_TRACES - 1]).toBe(`r${2 * MAX_HELD_TRACES - 1}`);
     expect(idsIn(f)).toEqual(['after']);
     expect(warnings).toHaveLength(1);
+  });
+
+  it('hold at most MAX_HELD_TRACE_BYTES of records with long request ids: a file is cut at that, and past it while one is written traces are dropped (before: MAX_HELD_TRACES of them, ~90 MB, held and as many again being written)', async () => {
+    const f = traceFile();
+    const s = seam();
+    const t = tracerFor(f, 0, { fileSystem: s.fs });
+    const id = (i: number) => `${String(i).padStart(5, '0')}${'x'.repeat(MAX_TRACE_ID_CHARS - 5)}`;
+    const bytes = traceRecordBytes({ id: 1, model_name: 'simple', model_version: 1, request_id: id(0), timestamps: STAMPS.map((name, i) => ({ name, ns: i })) });
+    const perFile = Math.ceil(MAX_HELD_TRACE_BYTES / bytes);
+    expect(perFile).toBeLessThan(MAX_HELD_TRACES / 2);
+    s.hold();
+    // <file>.0 is cut at perFile and written (held), <file>.1 is cut at perFile and waits: the next are dropped.
+    for (let i = 0; i < 2 * perFile + 3; i++) trace(t, id(i));
+    expect(t.dropped).toBe(3);
+    s.release();
+    await t.flush();
+    expect(idsIn(`${f}.0`)).toHaveLength(perFile);
+    expect(idsIn(`${f}.1`)).toHaveLength(perFile);
+    expect(existsSync(f)).toBe(false);
   });
 
   it('traces held for both kinds of file (log_frequency changed) are cut at MAX_HELD_TRACES in all, so none is dropped with the writer idle', async () => {

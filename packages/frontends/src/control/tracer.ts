@@ -77,17 +77,23 @@ interface Batch {
   records: TraceRecord[];
   /** How many of `records` it counts in `FileState.queued`: none for `<file>`, whose records are still held. */
   counted: number;
+  /** Their bytes it counts in `FileState.queuedBytes` (traceRecordBytes). */
+  countedBytes: number;
 }
 
 interface FileState {
   pending: TraceRecord[];
   /** All records so far (log_frequency 0: the file is rewritten whole). */
   all: TraceRecord[];
+  /** What `pending` and `all` hold, in bytes (traceRecordBytes). */
+  pendingBytes: number;
+  allBytes: number;
   next: number;
   /** Files cut and waiting for the writer, in the order they were cut. */
   queue: Batch[];
-  /** Records in `queue` that are no longer held (`<file>`'s are counted once, in `all`). */
+  /** Records in `queue` that are no longer held (`<file>`'s are counted once, in `all`), and their bytes. */
   queued: number;
+  queuedBytes: number;
   /** The writer of this trace file, while it runs: one at a time, so its files go out in order. */
   writing: Promise<void> | undefined;
 }
@@ -142,6 +148,22 @@ export const TRACE_WRITE_CHUNK_CHARS = 1 << 18;
  * warned of (at most every 10 s).
  */
 export const MAX_HELD_TRACES = 10_000;
+
+/**
+ * The same bound in bytes (traceRecordBytes), for records with long request ids: MAX_HELD_TRACES
+ * of them with ids of MAX_TRACE_ID_CHARS held 90 MB of heap (48 MB when the ids were ASCII), and
+ * as much again in the file being written. Records of a short id and the usual timestamps (under
+ * 1 KB) reach MAX_HELD_TRACES first.
+ */
+export const MAX_HELD_TRACE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * About what a trace record holds in memory, in bytes: its strings at two bytes a character, each
+ * timestamp's object, and the record's own objects.
+ */
+export function traceRecordBytes(r: TraceRecord): number {
+  return 256 + 2 * (r.request_id.length + r.model_name.length) + 64 * r.timestamps.length;
+}
 
 /**
  * How long a stopping server waits at least for its trace files to be written (past the exit
@@ -256,29 +278,46 @@ export class Tracer {
    */
   finish(t: ActiveTrace, modelVersion: string, requestId: string): void {
     let f = this.#files.get(t.file);
-    if (!f) this.#files.set(t.file, (f = { pending: [], all: [], next: 0, queue: [], queued: 0, writing: undefined }));
-    if (f.pending.length + f.all.length + f.queued >= MAX_HELD_TRACES) {
-      // Only while a file is being written (what is held is cut below MAX_HELD_TRACES, and the
+    if (!f) this.#files.set(t.file, (f = { pending: [], all: [], pendingBytes: 0, allBytes: 0, next: 0, queue: [], queued: 0, queuedBytes: 0, writing: undefined }));
+    const waiting = f.pending.length + f.all.length + f.queued >= MAX_HELD_TRACES;
+    if (waiting || f.pendingBytes + f.allBytes + f.queuedBytes >= MAX_HELD_TRACE_BYTES) {
+      // Only while a file is being written (what is held is cut below the bounds, and the
       // writer takes the first file cut at once): the disk does not keep up, and holding more
       // would grow without bound.
       this.#dropped++;
-      this.#dropWarning.warn(`trace file ${t.file}: ${MAX_HELD_TRACES} traces are waiting while a file is written, so traces are dropped (${this.#dropped} so far)`);
+      const what = waiting ? `${MAX_HELD_TRACES} traces are` : `${MAX_HELD_TRACE_BYTES / (1024 * 1024)} MiB of traces is`;
+      this.#dropWarning.warn(`trace file ${t.file}: ${what} waiting while a file is written, so traces are dropped (${this.#dropped} so far)`);
     } else {
       const id = requestId.length > MAX_TRACE_ID_CHARS ? `${detached(requestId.slice(0, MAX_TRACE_ID_CHARS))}...` : requestId;
       const record: TraceRecord = { id: t.id, model_name: t.model, model_version: Number(modelVersion) || -1, request_id: id, timestamps: t.trace.timestamps.map((x) => ({ name: x.name, ns: Math.round(x.ns) })) };
-      if (t.logFrequency > 0) f.pending.push(record);
-      else f.all.push(record);
+      if (t.logFrequency > 0) {
+        f.pending.push(record);
+        f.pendingBytes += traceRecordBytes(record);
+      } else {
+        f.all.push(record);
+        f.allBytes += traceRecordBytes(record);
+      }
     }
     // Triton's WriteTrace: once trace_count is used up and every request the setting saw was traced
     // and has finished, what is held goes to <file>.<k> whatever log_frequency says.
     const now = this.#settings.scope(t.model);
     const done = ++t.sampling.collected === t.sampling.seen && now.key === t.scope.key && now.generation === t.scope.generation && this.#settings.countLeft(t.scope.key) === 0;
-    // Held for both kinds of file (log_frequency changed by an update), MAX_HELD_TRACES in all
-    // cut both: what is held never reaches the bound that drops traces (only what waits for the
-    // writer can), so a file held and never cut cannot leave every later trace dropped.
-    const full = f.pending.length + f.all.length >= MAX_HELD_TRACES;
-    if (f.pending.length && (done || full || f.pending.length >= t.logFrequency)) this.#enqueue(f, `${t.file}.${f.next++}`, f.pending.splice(0));
-    if (f.all.length && (done || full)) this.#enqueue(f, `${t.file}.${f.next++}`, f.all.splice(0));
+    // Held for both kinds of file (log_frequency changed by an update), MAX_HELD_TRACES (or
+    // MAX_HELD_TRACE_BYTES) in all cut both: what is held never reaches the bound that drops
+    // traces (only what waits for the writer can), so a file held and never cut cannot leave
+    // every later trace dropped.
+    const full = f.pending.length + f.all.length >= MAX_HELD_TRACES || f.pendingBytes + f.allBytes >= MAX_HELD_TRACE_BYTES;
+    if (f.pending.length && (done || full || f.pending.length >= t.logFrequency)) this.#cutPending(f, t.file);
+    if (f.all.length && (done || full)) {
+      this.#enqueue(f, `${t.file}.${f.next++}`, f.all.splice(0), f.allBytes);
+      f.allBytes = 0;
+    }
+  }
+
+  /** Hands the records held for `<file>.<k>` to the writer. */
+  #cutPending(f: FileState, file: string): void {
+    this.#enqueue(f, `${file}.${f.next++}`, f.pending.splice(0), f.pendingBytes);
+    f.pendingBytes = 0;
   }
 
   /**
@@ -289,10 +328,10 @@ export class Tracer {
    */
   async flush(timeoutMs = Number.POSITIVE_INFINITY): Promise<boolean> {
     for (const [file, f] of this.#files) {
-      if (f.pending.length) this.#enqueue(f, `${file}.${f.next++}`, f.pending.splice(0));
+      if (f.pending.length) this.#cutPending(f, file);
       // <file> is rewritten whole each time: what it is written with is what is held now, and
       // stays held, so it is counted there, not again while it waits for the writer.
-      if (f.all.length) this.#enqueue(f, file, f.all.slice(), false);
+      if (f.all.length) this.#enqueue(f, file, f.all.slice(), 0, false);
     }
     if (!Number.isFinite(timeoutMs)) {
       await this.idle();
@@ -318,12 +357,14 @@ export class Tracer {
 
   /**
    * Hands a file to the trace file's writer, starting it when it is not running; `cut`: its records
-   * are no longer held (they count as waiting until the writer takes them).
+   * (of `bytes`) are no longer held, and count as waiting until the writer takes them.
    */
-  #enqueue(f: FileState, path: string, records: TraceRecord[], cut = true): void {
+  #enqueue(f: FileState, path: string, records: TraceRecord[], bytes: number, cut = true): void {
     const counted = cut ? records.length : 0;
-    f.queue.push({ path, records, counted });
+    const countedBytes = cut ? bytes : 0;
+    f.queue.push({ path, records, counted, countedBytes });
     f.queued += counted;
+    f.queuedBytes += countedBytes;
     if (!f.writing) f.writing = this.#drain(f);
   }
 
@@ -336,6 +377,7 @@ export class Tracer {
   async #drain(f: FileState): Promise<void> {
     for (let batch = f.queue.shift(); batch; batch = f.queue.shift()) {
       f.queued -= batch.counted;
+      f.queuedBytes -= batch.countedBytes;
       await this.#write(batch);
     }
     f.writing = undefined;
