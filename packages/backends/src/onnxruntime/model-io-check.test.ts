@@ -61,8 +61,9 @@ describe('checkModelIo (Triton: ValidateInputs, ValidateOutputs, CompareDimsSupp
     // silero_vad: two inputs and its state.
     const vad = [{ name: 'input', type: 'float32', dims: [-1, -1] }, { name: 'state', type: 'float32', dims: [2, -1, 128] }, { name: 'sr', type: 'int64', dims: [] }];
     const vadConfig = { name: 'vad', max_batch_size: 0, input: [io('input', 'TYPE_FP32', [1, -1]), io('sr', 'TYPE_INT64', [1])], sequence_batching: { state: [{ input_name: 'state', output_name: 'stateN', data_type: 'TYPE_FP32', dims: [2, 1, 128] }] } };
-    expect(() => checkModelIo(vadConfig, vad, [])).not.toThrow();
-    expect(() => checkModelIo({ ...vadConfig, sequence_batching: {} }, vad, [])).toThrow('configuration expects 2 inputs, model provides 3');
+    const vadOuts = [{ name: 'output', type: 'float32', dims: [-1, 1] }, { name: 'stateN', type: 'float32', dims: [2, -1, 128] }];
+    expect(() => checkModelIo(vadConfig, vad, vadOuts)).not.toThrow();
+    expect(() => checkModelIo({ ...vadConfig, sequence_batching: {} }, vad, vadOuts)).toThrow('configuration expects 2 inputs, model provides 3');
     // An optional input is for a model that does not batch.
     expect(() => checkModelIo({ name: 'simple', max_batch_size: 8, input: [SIMPLE_INPUTS[0]!, SIMPLE_INPUTS[1]!, { ...io('W', 'TYPE_INT32', [16]), optional: true }] }, INS, OUTS, () => ['W']))
       .toThrow("unable to load model 'simple', optional input 'W' is not supported for models that support batching");
@@ -80,6 +81,24 @@ describe('checkModelIo (Triton: ValidateInputs, ValidateOutputs, CompareDimsSupp
       .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "unable to load model 'seq', sequence control 'START', the model expects data-type INT32 but the model configuration specifies data-type TYPE_FP32" }));
     expect(() => checkModelIo(controls('START'), [ins[0]!, { ...ins[1]!, dims: [-1, 2] }, ins[2]!], []))
       .toThrow("unable to load model 'seq', sequence control 'START' in model has dims [2] but dims [1] is expected");
+  });
+
+  it("checks each implicit state: its input a model input and its output a model output, of the state's data type (review: a misnamed state loaded, and every request failed with onnxruntime's error)", () => {
+    const ins = [{ name: 'X', type: 'int32', dims: [1] }, { name: 'S', type: 'int32', dims: [1] }];
+    const outs = [{ name: 'Y', type: 'int32', dims: [1] }, { name: 'SO', type: 'int32', dims: [1] }];
+    const cfg = (input_name: string, output_name: string, data_type = 'TYPE_INT32') => ({
+      name: 'acc', max_batch_size: 0, input: [io('X', 'TYPE_INT32', [1])], output: [io('Y', 'TYPE_INT32', [1])],
+      sequence_batching: { state: [{ input_name, output_name, data_type, dims: [1] }] },
+    });
+    expect(() => checkModelIo(cfg('S', 'SO'), ins, outs)).not.toThrow();
+    // A state output may be a configured output too.
+    expect(() => checkModelIo(cfg('S', 'Y'), ins, outs)).not.toThrow();
+    expect(() => checkModelIo(cfg('S', 'SO_WRONG'), ins, outs)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "unexpected inference output 'SO_WRONG', allowed outputs are: SO, Y" }));
+    expect(() => checkModelIo(cfg('S_WRONG', 'SO'), ins, outs)).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "unexpected inference input 'S_WRONG', allowed inputs are: S, X" }));
+    expect(() => checkModelIo(cfg('S', 'SO', 'TYPE_FP32'), ins, outs))
+      .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "unable to load model 'acc', configuration expects datatype TYPE_FP32 for input state 'S', model provides TYPE_INT32" }));
+    expect(() => checkModelIo(cfg('S', 'SO'), ins, [outs[0]!, { ...outs[1]!, type: 'float32' }]))
+      .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "unable to load model 'acc', configuration expects datatype TYPE_INT32 for output state 'SO', model provides TYPE_FP32" }));
   });
 
   it('an output dim the model leaves open must be open in the config too (Triton compares outputs exactly)', () => {
@@ -133,6 +152,26 @@ describe('checkModelIo (Triton: ValidateInputs, ValidateOutputs, CompareDimsSupp
         code: 'UNSUPPORTED',
         message: "input 'B' of model 'addb' is an overridable initializer of the ONNX model, which the onnxruntime backend cannot pass (onnxruntime-node feeds a model's required inputs only): send the request without it to use the model's value",
       });
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
+  it('a served model whose implicit state the ONNX file does not have does not load (before, it loaded and every request failed: "\'fetches\' contains invalid output name")', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-iocheck-state-'));
+    // Y = X + S, SO = Y: an accumulator whose state is S / SO.
+    const acc = model('acc', [node('Add', ['X', 'S'], ['Y'], 'add'), node('Identity', ['Y'], ['SO'], 'id')], [valueInfo(11, 'X', T.INT32, [1]), valueInfo(11, 'S', T.INT32, [1])], [valueInfo(12, 'Y', T.INT32, [1]), valueInfo(12, 'SO', T.INT32, [1])]);
+    for (const [name, out] of [['acc', 'SO'], ['typo', 'SO_WRONG']] as const) {
+      mkdirSync(join(repo, name, '1'), { recursive: true });
+      writeFileSync(join(repo, name, '1', 'model.onnx'), acc);
+      writeFileSync(join(repo, name, 'config.pbtxt'), `name: "${name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 0\ninput [ { name: "X" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] } ]\n`
+        + `sequence_batching { state [ { input_name: "S" output_name: "${out}" data_type: TYPE_INT32 dims: [ 1 ] } ] }\n`);
+    }
+    const s = await InferenceServer.create({ modelRepositories: [repo], backends: [new OnnxRuntimeBackend()], strictReadiness: false });
+    try {
+      expect(s.repositoryIndex().find((r) => r.name === 'typo')?.reason).toContain("unexpected inference output 'SO_WRONG', allowed outputs are: SO, Y");
+      const ask = async (start: boolean) => (await s.infer({ modelName: 'acc', parameters: { sequence_id: 1, sequence_start: start }, inputs: [{ name: 'X', datatype: 'INT32', shape: [1], data: Int32Array.of(5) }] })).outputs[0]!.data[0];
+      expect([await ask(true), await ask(false)]).toEqual([5, 10]);
     } finally {
       await s.stop(1000);
     }

@@ -5,7 +5,8 @@
  * (optional ones aside) with its batch inputs, sequence controls and implicit states; every
  * configured input must be one of the model's (an overridable initializer counts: onnxruntime-node
  * does not list those, so they are read from the file when needed) and every configured output
- * too; and each must have the model's data type and a shape it accepts. Without it, a config that
+ * too; and each must have the model's data type and a shape it accepts; and each implicit state's
+ * input and output must be the model's, of the state's data type. Without it, a config that
  * contradicted the model loaded and answered with tensors labelled by the config (an INT32 output
  * described as FP32 went out as INT32, shaped [1,16] for a config of [4,4]), or failed every
  * request ("input 'INPUT0' is missing in 'feeds'").
@@ -126,13 +127,40 @@ function check(kind: 'input' | 'output', config: IoCheckConfig, found: readonly 
 }
 
 /**
+ * Each implicit state's input_name a model input and its output_name a model output, of the state's
+ * data type: a state the model does not have loaded, and every request of the model failed with
+ * onnxruntime's error ("input 'S' is missing in 'feeds'", "'fetches' contains invalid output name").
+ * The output's words are those of Triton's ValidateOutputs for states; that check of Triton's never
+ * runs (it reads the states only when `MemberAsArray("state")` fails, and a field `name` a state
+ * does not have), so Triton loads such a model and fails its requests.
+ */
+function checkStates(config: IoCheckConfig, inputs: readonly OnnxIo[], outputs: readonly OnnxIo[]): void {
+  const model = config.name ?? '';
+  const sorted = (list: readonly OnnxIo[]) => [...new Set(list.map((f) => f.name))].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))).map((n) => echo(n)).join(', ');
+  for (const st of config.sequence_batching?.state ?? []) {
+    for (const kind of ['input', 'output'] as const) {
+      const name = (kind === 'input' ? st.input_name : st.output_name) ?? '';
+      const found = kind === 'input' ? inputs : outputs;
+      const m = found.find((f) => f.name === name);
+      if (!m) throw Errors.invalidArg(`unexpected inference ${kind} '${echo(name)}', allowed ${kind}s are: ${sorted(found)}`);
+      const have = ortTypeToDataType(m.type);
+      if (configTypeToDataType(st.data_type ?? '') !== have) {
+        const modelType = have ? dataTypeToConfigType(have) : m.type || 'a value that is not a tensor';
+        throw Errors.invalidArg(`unable to load model '${model}', configuration expects datatype ${st.data_type ?? ''} for ${kind} state '${echo(name)}', model provides ${modelType}`);
+      }
+    }
+  }
+}
+
+/**
  * @param graphInputs the names of the model's graph inputs, overridable initializers included (read
  *   from the file only for a config input the session does not list); undefined, or throwing:
  *   such an input is taken for an overridable initializer
  * @throws TriodeError INVALID_ARG, with Triton's text, for a configured input or output the model
  * does not have, of another data type, or of a shape it cannot take; for a model whose inputs are
  * not as many as the config gives it; for a sequence control of another shape or data type
- * (INTERNAL for one the model does not have). A ragged input and a batch output (their tensors are
+ * (INTERNAL for one the model does not have); for an implicit state whose input or output the model
+ * does not have, or has of another data type. A ragged input and a batch output (their tensors are
  * joined or scattered, not batched) have their shapes left unchecked.
  */
 export function checkModelIo(config: IoCheckConfig, inputs: readonly OnnxIo[], outputs: readonly OnnxIo[], graphInputs?: () => readonly string[]): void {
@@ -161,6 +189,7 @@ export function checkModelIo(config: IoCheckConfig, inputs: readonly OnnxIo[], o
   };
   check('input', config, inputs, ragged, allowedNames);
   check('output', config, outputs, scattered);
+  checkStates(config, inputs, outputs);
 }
 
 /** A session's inputs or outputs as OnnxIo (symbolic and unknown dims become -1). */
