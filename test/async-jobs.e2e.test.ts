@@ -112,6 +112,7 @@ describe('async jobs through gateways', () => {
     expect(sync.status).toBe(503);
     expect(((await sync.json()) as { error: string }).error).toMatch(/within 1 s/);
     release(4);
+    await g.child.stop();
   }, 60_000);
 
   it('attack: a job still waiting for its model when its gateway exits goes back for the next gateway (it failed "Server is stopping" for good)', async () => {
@@ -145,5 +146,29 @@ describe('async jobs through gateways', () => {
     expect((await unloaded).status).toBe(200);
     expect((await fetch(`${g.base}/v2/repository/models/hold/load`, { method: 'POST' })).status).toBe(200);
     await g.child.stop();
+  }, 60_000);
+
+  it('attack: at SIGTERM a job whose request no worker has taken goes back to wait at once, while those a worker took drain (it waited out the whole --exit-timeout-secs)', async () => {
+    const first = await startGateway(['--exit-timeout-secs', '600']);
+    // The worker takes two requests of 'hold' (its one instance runs one, the other waits there);
+    // the third waits in Redis for room on a worker.
+    const ids = [await submit(first.base, 8), await submit(first.base, 9), await submit(first.base, 10)];
+    const states = async (): Promise<string[]> => Promise.all(ids.map(async (id) => (await state(first.base, id)).state));
+    await until(async () => (await states()).every((s) => s === 'active'));
+    process.kill(first.child.proc.pid!, 'SIGTERM');
+    await until(async () => first.child.output().includes('Received SIGTERM'));
+    // Before: all three stayed active until the exit timeout (600 s), then the third went back.
+    await until(async () => (await states()).filter((s) => s === 'waiting').length === 1);
+    const back = ids[(await states()).indexOf('waiting')]!;
+    expect((await states()).filter((s) => s === 'active')).toHaveLength(2);
+    for (const k of [8, 9, 10]) release(k);
+    // The two a worker took finish before the gateway exits; the other runs on the next gateway.
+    expect(await first.child.exited).toBe(0);
+    const next = await startGateway();
+    for (const id of ids.filter((i) => i !== back)) expect(await state(next.base, id)).toMatchObject({ state: 'completed' });
+    await until(async () => (await state(next.base, back)).state === 'completed');
+    const result = await fetch(`${next.base}/v2/jobs/${back}/result`);
+    expect(result.status).toBe(200);
+    await next.child.stop();
   }, 60_000);
 });

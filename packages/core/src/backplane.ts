@@ -52,6 +52,13 @@ export interface Backplane {
   unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void>;
   /** Cluster mode: the live workers (`GET /v2/cluster/workers`); absent in embedded mode. */
   clusterWorkers?(): Promise<ClusterWorkerInfo[]>;
+  /**
+   * Cluster mode: takes back a request sent with `infer` (this very object) and still waiting for
+   * a worker to take it: no worker will run it, and its `infer` fails CANCELLED. Resolves true if
+   * it was taken back; false, and the request goes on, once a worker has taken it, or when it is
+   * no longer waiting (or was never sent here). Absent in embedded mode.
+   */
+  withdraw?(request: InferenceRequest): Promise<boolean>;
 }
 
 /** The embedded mode's backplane: direct calls into an InferenceServer, nothing serialized. */

@@ -122,10 +122,16 @@ interface JobFields {
 }
 
 
-/** A job this gateway is running: `cancel` is its request's signal; `handedBack` is set by stop(). */
+/**
+ * A job this gateway is running: `cancel` is its request's signal; `handedBack` is set by stop().
+ * `request` is what it sent to the backplane; `withdrawn`, once asked for, whether the backplane
+ * took that request back before any worker took it (then the job goes back too).
+ */
 interface Run {
   cancel: CancelToken;
   handedBack: boolean;
+  request?: InferenceRequest;
+  withdrawn?: Promise<boolean>;
 }
 
 /** Submits that may wait for their turn at once: each takes a few Redis round trips, and holds its request meanwhile (up to maxRequestBytes). */
@@ -287,6 +293,9 @@ export class AsyncJobs implements AsyncInference {
       request.waitMs = (d.submittedMs ?? Date.now()) + this.#ttl * 1000 - Date.now();
       request.signal = run.cancel;
       await job.updateProgress(10);
+      // The gateway began to exit meanwhile: the backplane would refuse the request, failing the job.
+      if (this.#exiting) return undefined;
+      run.request = request;
       const response = await backplane.infer(request);
       const reply = encodeReply({ requestKey: id, response });
       if (reply.byteLength > this.maxRequestBytes) {
@@ -301,8 +310,9 @@ export class AsyncJobs implements AsyncInference {
       await client.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), REPLY_FIELD, stored);
       result = { digest: digestOf(stored) };
     } catch (err) {
-      // Given up by stop(): not the job's outcome; its request is kept for the next run.
-      if (run.handedBack) return undefined;
+      // Given up by stop(), or taken back before any worker took it: not the job's outcome; its
+      // request is kept for the next run.
+      if (run.handedBack || (run.withdrawn !== undefined && (await run.withdrawn))) return undefined;
       const e = TriodeError.from(err);
       result = { error: { code: e.code, message: e.message } };
     }
@@ -327,6 +337,16 @@ export class AsyncJobs implements AsyncInference {
   beginExit(): void {
     this.#exiting = true;
     void this.#worker.pause(true).catch(() => undefined);
+    // Those no worker has taken yet go back now, first in line for another gateway, instead of
+    // holding the drain up to the exit timeout (review); those a worker has taken drain with the
+    // gateway's other requests.
+    for (const run of this.#runs) this.#withdraw(run);
+  }
+
+  /** Asks the backplane to take a run's request back if no worker has taken it (once). */
+  #withdraw(run: Run): void {
+    if (run.request === undefined || run.withdrawn !== undefined || !this.#backplane.withdraw) return;
+    run.withdrawn = this.#backplane.withdraw(run.request).catch(() => false);
   }
 
   /** Removes finished jobs older than the result TTL. */

@@ -3,7 +3,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
-import { CancelToken, type InferenceResponse, type Logger } from '@triode/core';
+import { CancelToken, type InferenceRequest, type InferenceResponse, type Logger } from '@triode/core';
 import { RedisBackplane, waitingRequests } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
@@ -181,6 +181,37 @@ describe('RedisBackplane', () => {
       token.cancel();
       await expect(cancelled).rejects.toMatchObject({ code: 'CANCELLED' });
       expect(await count(0)).toBe(0);
+    });
+  });
+
+  it('withdraw takes back a waitMs request no worker has read (it fails CANCELLED and leaves the stream), and leaves one a worker has read (review: an exiting gateway waited out its exit timeout on async jobs no worker had taken)', async () => {
+    await withFakeWorker('withdraw', { requestTimeoutMs: 60_000, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {
+      const stream = keys.requests('m');
+      const entries = async (want: number): Promise<[string, string[]][]> => {
+        let list: [string, string[]][] = [];
+        for (let i = 0; i < 100 && list.length !== want; i++) {
+          list = await r.xrange(stream, '-', '+');
+          if (list.length !== want) await new Promise((res) => setTimeout(res, 10));
+        }
+        return list;
+      };
+      await r.xgroup('CREATE', stream, keys.group, '0', 'MKSTREAM');
+      const read: InferenceRequest = { modelName: 'm', inputs: [], waitMs: 60_000 };
+      const readAnswer = gateway.infer(read);
+      readAnswer.catch(() => undefined);
+      expect(await entries(1)).toHaveLength(1);
+      // A worker reads it: it stays with that worker.
+      expect(await r.xreadgroup('GROUP', keys.group, 'w', 'COUNT', 1, 'STREAMS', stream, '>')).toHaveLength(1);
+      const unread: InferenceRequest = { modelName: 'm', inputs: [], waitMs: 60_000 };
+      const unreadAnswer = gateway.infer(unread);
+      const [, second] = await entries(2);
+      expect(await gateway.withdraw(read)).toBe(false);
+      expect(await gateway.withdraw(unread)).toBe(true);
+      await expect(unreadAnswer).rejects.toMatchObject({ code: 'CANCELLED' });
+      expect((await entries(1)).map(([id]) => id)).not.toContain(second![0]);
+      // Once settled (or never sent here), there is nothing to take back.
+      expect(await gateway.withdraw(unread)).toBe(false);
+      expect(await gateway.withdraw({ modelName: 'm', inputs: [] })).toBe(false);
     });
   });
 

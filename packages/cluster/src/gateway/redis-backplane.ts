@@ -182,6 +182,33 @@ for i, k in ipairs(KEYS) do
 end
 return out`;
 
+/**
+ * Removes a request's entry from its stream if no consumer of the group has read it yet, in one
+ * step (so no worker can read it meanwhile). An entry is unread when its id is past the group's
+ * last delivered id (XREADGROUP delivers in id order; the group is made at id 0, so a stream
+ * without the group has no reader yet).
+ * Input: KEYS[1] the request stream; ARGV[1] the consumer group, ARGV[2] the entry id.
+ * Output: 1 when the entry was removed, else 0 (read by a worker, or gone).
+ */
+const WITHDRAW_UNREAD = `local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local ms, seq = parts(ARGV[2])
+if not ms then return 0 end
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local name, last
+  for i = 1, #g, 2 do
+    if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then last = g[i + 1] end
+  end
+  if name == ARGV[1] then
+    local lms, lseq = parts(last or '')
+    if not lms or ms < lms or (ms == lms and seq <= lseq) then return 0 end
+  end
+end
+return redis.call('XDEL', KEYS[1], ARGV[2])`;
+
 /** What a decoupled request's end resolves to: no response, told apart from one without outputs. */
 const STREAM_ENDS = new WeakSet<InferenceResponse>();
 
@@ -217,6 +244,8 @@ export class RedisBackplane implements Backplane {
   /** The requests' XADDs: a lean connection (resp-connection.ts), without ioredis's command object, promise and timer each. */
   readonly #xadd: RespConnection;
   readonly #waiting = new Map<string, Waiting>();
+  /** Requests that set `waitMs` (async jobs'), while they wait: how `withdraw` takes each back. */
+  readonly #withdrawable = new Map<InferenceRequest, () => Promise<boolean>>();
   #next = 0;
   #running = false;
   #loop: Promise<void> | undefined;
@@ -904,6 +933,17 @@ export class RedisBackplane implements Backplane {
   }
 
   /**
+   * Takes back a request that set `waitMs` (an async job's) while no worker has read its entry:
+   * the entry leaves its stream in one step with that check, and the request fails CANCELLED. An
+   * exiting gateway hands such jobs back at once instead of waiting for them (review: it waited
+   * out the whole exit timeout, then handed them back anyway).
+   */
+  async withdraw(request: InferenceRequest): Promise<boolean> {
+    const take = this.#withdrawable.get(request);
+    return take ? take() : false;
+  }
+
+  /**
    * Per sequence (model and correlation id): the routing of its latest request. Each request of
    * a sequence is routed, and its XADD issued, only after the one before it: a START fixes its
    * worker before the next request asks where the sequence lives (requests sent back to back on
@@ -1046,6 +1086,9 @@ export class RedisBackplane implements Backplane {
       // The entry's id once Redis has it, and whether the request was given up before that.
       let entryId: string | undefined;
       let abandoned = false;
+      // Settles when Redis has answered the latest XADD (with the id, or not).
+      let added: Promise<void> = Promise.resolve();
+      const withdrawable = request.waitMs !== undefined;
       // The entry leaves its stream (a worker that has not read it never will; one that has goes on
       // with its copy), and the worker that holds it drops it from its queue, or tells a decoupled
       // model (isCancelled). Before, an abandoned request stayed in Redis, bodies of up to the
@@ -1065,11 +1108,13 @@ export class RedisBackplane implements Backplane {
       const resolve = (r: InferenceResponse): void => {
         signal?.removeEventListener('abort', onAbort);
         if (fetched) this.#tensors.delete(requestKey);
+        if (withdrawable) this.#withdrawable.delete(request);
         settle(r);
       };
       const reject = (e: TriodeError): void => {
         signal?.removeEventListener('abort', onAbort);
         if (fetched) this.#tensors.delete(requestKey);
+        if (withdrawable) this.#withdrawable.delete(request);
         fail(e);
       };
       // Given up: the worker is told too, so it does not run on for nobody (a decoupled model
@@ -1113,7 +1158,7 @@ export class RedisBackplane implements Backplane {
       // stay in Redis for good, read by nobody (review).
       const own = stream !== this.#keys.requests(request.modelName);
       const add = (entry: (string | Buffer)[]): void => {
-        this.#xadd.send(respPieces('XADD', own ? [stream, 'NOMKSTREAM', 'MAXLEN', '~', '1000000', '*', ...entry] : [stream, 'MAXLEN', '~', '1000000', '*', ...entry])).then((id) => {
+        added = this.#xadd.send(respPieces('XADD', own ? [stream, 'NOMKSTREAM', 'MAXLEN', '~', '1000000', '*', ...entry] : [stream, 'MAXLEN', '~', '1000000', '*', ...entry])).then((id) => {
           if (id === null) {
             // No such stream: its worker has stopped (or expired), as a registry read would soon say.
             if (this.#waiting.get(requestKey) !== waiting) return;
@@ -1131,6 +1176,19 @@ export class RedisBackplane implements Backplane {
           reject(unavailable(err));
         });
       };
+      if (withdrawable) {
+        this.#withdrawable.set(request, async () => {
+          await added;
+          if (entryId === undefined || this.#waiting.get(requestKey) !== waiting) return false;
+          const removed = await (this.#cmd.eval(WITHDRAW_UNREAD, 1, stream, this.#keys.group, entryId) as Promise<unknown>).catch(() => 0);
+          // Unread and removed: no worker answers it, so only its own timer could have settled it meanwhile.
+          if (removed !== 1 || this.#waiting.get(requestKey) !== waiting) return false;
+          clearTimeout(waiting.timer);
+          this.#waiting.delete(requestKey);
+          reject(Errors.cancelled());
+          return true;
+        });
+      }
       if (fetched) {
         // The worker that took the entry could not fetch the tensors (a flood of connections on the
         // direct port shut it out, its connection failed: review, every such request was a 503).
