@@ -366,6 +366,31 @@ describe('AsyncJobs while Redis is away', () => {
     await j.stop();
   }, 30000);
 
+  it('a submit whose add Redis ran but answered too late says the job may be queued, and names it (review: the client saw a plain 503, retried, and the job ran twice)', async () => {
+    const own = await startRedis();
+    const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'late', commandTimeoutMs: 300 });
+    j.start();
+    // Redis runs the add; its answer comes after the submit's deadline.
+    const add = Queue.prototype.add;
+    const spy = vi.spyOn(Queue.prototype, 'add').mockImplementation(async function (this: Queue, ...args: Parameters<Queue['add']>) {
+      const job = await add.apply(this, args);
+      await new Promise((r) => setTimeout(r, 600));
+      return job;
+    });
+    try {
+      const err = await j.submit(request(1), encoding).then(() => undefined, (e: unknown) => e as TriodeError);
+      expect(err).toMatchObject({ code: 'UNAVAILABLE' });
+      // Before: "async jobs: Redis is unavailable (submit)", and nothing to tell the job by.
+      const id = /job '([0-9a-f-]{36})' may have been queued/.exec(err!.message)?.[1];
+      expect(id).toBeDefined();
+      await until(async () => (await j.status(id!)).state === 'completed');
+    } finally {
+      spy.mockRestore();
+      await j.stop();
+      await own.stop();
+    }
+  }, 30000);
+
   it('attack: answers UNAVAILABLE when Redis is connected but does not answer (paused), and the job count too (review: no answer ever)', async () => {
     const own = await startRedis();
     const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'paused', commandTimeoutMs: 300 });

@@ -413,12 +413,17 @@ export class AsyncJobs implements AsyncInference {
       throw Errors.unavailable(`too many async submits at once on this gateway (${this.#submitsWaiting} waiting): try again`);
     }
     this.#submitsWaiting++;
+    // Set once the add is sent: a failure after that (Redis answering too late, the connection
+    // lost) may come after Redis queued the job, so the client is told which job to look for
+    // before it submits again (review: it saw a plain 503, retried, and the job ran twice).
+    let sent = false;
     const added = this.#submitting.then(() => this.#redis('submit', async () => {
       let kept = await this.#kept();
       if (kept >= this.#maxJobs && (await this.#clean()) > 0) kept = await this.#kept();
       if (kept >= this.#maxJobs) {
         throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have expired (--async-result-ttl-secs) or were deleted (DELETE of v2/jobs/{id})`);
       }
+      sent = true;
       const job = await this.#queue.add(request.modelName, data, {
         jobId,
         removeOnComplete: { age: this.#ttl },
@@ -433,7 +438,10 @@ export class AsyncJobs implements AsyncInference {
         await client.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), NAME_SIG_FIELD, nameSig.toString('hex'));
       }
       return id;
-    }));
+    })).catch((err: unknown) => {
+      if (!sent || !(err instanceof TriodeError) || err.code !== 'UNAVAILABLE') throw err;
+      throw Errors.unavailable(`async jobs: Redis did not confirm the submit: job '${jobId}' may have been queued all the same; GET v2/jobs/${jobId} tells (404: it was not) before you submit again`);
+    });
     this.#submitting = added.catch(() => undefined);
     return added.finally(() => { this.#submitsWaiting--; });
   }
