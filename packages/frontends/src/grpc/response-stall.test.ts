@@ -4,6 +4,8 @@
  * that reads slowly but steadily, or a stream that is only idle, is left alone.
  */
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect as http2Connect, constants as http2, type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2';
 import { createServer, connect as netConnect, type Server, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
@@ -23,15 +25,15 @@ const WAIT = { timeout: 30_000, interval: 20 };
 const tlsFile = (f: string) => readFileSync(new URL(`../../../../test/fixtures/tls/${f}`, import.meta.url));
 
 /**
- * A client of the server on `port` behind a TCP relay, with windows as large as HTTP/2 allows (so
+ * A client of the server on `to` (a port on 127.0.0.1, or a unix socket's path) behind a TCP relay, with windows as large as HTTP/2 allows (so
  * the server hands all its answers to its socket at once). `fillUnread` makes the relay's side
  * toward the server read nothing more: the server's socket fills, as with a client that
  * advertises large windows and never reads.
  */
-async function throughRelay(port: number, secure = false): Promise<{ s: ClientHttp2Session; upstream: () => Socket; close(): void }> {
+async function throughRelay(to: number | { path: string }, secure = false): Promise<{ s: ClientHttp2Session; upstream: () => Socket; close(): void }> {
   let upstream: Socket | undefined;
   const relay: Server = createServer((c) => {
-    const u = netConnect(port, '127.0.0.1');
+    const u = typeof to === 'number' ? netConnect(to, '127.0.0.1') : netConnect(to.path);
     upstream = u;
     c.pipe(u);
     u.pipe(c);
@@ -218,6 +220,35 @@ describe('a gRPC answer its client stops taking (responseStallTimeoutMs)', () =>
       await closed;
     } finally {
       c.close();
+    }
+  }, 40_000);
+
+  it('attack: on a unix socket, of two connections only the one whose client reads nothing is closed (before: every connection had the same address, and the latest one was closed instead)', async () => {
+    const warnings: string[] = [];
+    const logger: Logger = { error() {}, info() {}, verbose() {}, warning: (m) => warnings.push(m) };
+    const path = join(tmpdir(), `triode-stall-${process.pid}-${Date.now()}.sock`);
+    h = await startGrpcServer(bigAnswers(4 * MiB), { address: `unix:${path}`, responseStallTimeoutMs: 300, logger });
+    const stalled = await throughRelay({ path });
+    // Connected after the stalled one: the one an address-keyed lookup found for both.
+    const healthy = await throughRelay({ path });
+    try {
+      const start = await fillUnread(stalled);
+      await vi.waitFor(() => expect(warnings.some((w) => w.includes('answered no PING'))).toBe(true), WAIT);
+      // The healthy connection still serves calls.
+      const st = healthy.s.request(grpcHeaders(MODEL_INFER));
+      const r = grpcResult(st);
+      st.end(frame('healthy'));
+      expect((await r).status).toBe(0);
+      expect(healthy.s.destroyed).toBe(false);
+      expect(healthy.upstream().destroyed).toBe(false);
+      // The stalled one's socket was closed while its client still read nothing.
+      await letGo(start);
+      const closed = new Promise<void>((res) => stalled.upstream().once('close', () => res()));
+      stalled.upstream().resume();
+      await closed;
+    } finally {
+      stalled.close();
+      healthy.close();
     }
   }, 40_000);
 

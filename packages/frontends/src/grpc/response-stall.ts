@@ -143,6 +143,31 @@ export function endInPieces(stream: ServerHttp2Stream, w: SentBytes, frame: Buff
 }
 
 /**
+ * The socket itself, set on each socket a server accepts (mark) and read through its session's
+ * `socket`, a Proxy that passes reads on to the socket but refuses destroy(): session.destroy()
+ * leaves a socket whose write cannot finish open, with all it holds (measured: 210 MB, for good).
+ * Sessions were once paired with sockets by their client's address and port, which every
+ * connection to a unix socket shares: the wrong connection was closed (review).
+ */
+const OWN_SOCKET = Symbol('triode.ownSocket');
+
+type Marked = Socket & { [OWN_SOCKET]?: Socket };
+
+function mark(socket: Socket): void {
+  (socket as Marked)[OWN_SOCKET] = socket;
+}
+
+/** The socket `session` reads, as marked when its server accepted it (undefined: not marked). */
+function socketOf(session: Http2Session): Socket | undefined {
+  try {
+    return (session.socket as Marked | undefined)?.[OWN_SOCKET];
+  } catch {
+    // a session whose socket is gone already
+    return undefined;
+  }
+}
+
+/**
  * A guard that resets a stream whose unsent bytes (its Writable's: node:http2 holds a write until
  * the socket has taken it) have sent nothing for `stallMs`, and closes a connection that then does
  * not answer a PING within `stallMs`.
@@ -152,21 +177,6 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
   const reset = new WeakSet<ServerHttp2Stream>();
   /** Connections sent a PING after a stall, not yet answered. */
   const probing = new WeakSet<Http2Session>();
-  /**
-   * The socket of each connection, by its client's address and port: session.destroy() leaves a
-   * socket whose write cannot finish open, with all it holds (measured: 210 MB, for good), and
-   * the session's own `socket` refuses destroy().
-   */
-  const sockets = new Map<string, Socket>();
-  const keyOf = (s: { remoteAddress?: string | undefined; remotePort?: number | undefined } | undefined): string => `${s?.remoteAddress}|${s?.remotePort}`;
-  const keep = (socket: Socket): void => {
-    const key = keyOf(socket);
-    sockets.set(key, socket);
-    socket.once('close', () => {
-      if (sockets.get(key) === socket) sockets.delete(key);
-    });
-  };
-
   const peerOf = (session: Http2Session | undefined): string =>
     `${session?.socket?.remoteAddress ?? '?'}:${session?.socket?.remotePort ?? '?'}`;
 
@@ -174,7 +184,7 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
   const probe = (session: Http2Session): void => {
     if (session.destroyed || probing.has(session)) return;
     probing.add(session);
-    const socket = sockets.get(keyOf(session.socket));
+    const socket = sessions.get(session)?.socket;
     const timer = setTimeout(() => {
       if (socket?.destroyed ?? session.destroyed) return;
       logger.warning(`gRPC client ${peerOf(session)} answered no PING within ${stallMs} ms of a stalled answer: connection closed`);
@@ -211,12 +221,12 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
   };
 
   /**
-   * Every session, until its 'close' (which node:http2 emits only once its socket is gone), and
-   * since when it has been destroyed: a session destroyed by anyone (grpc-js after
+   * Every session, until its 'close' (which node:http2 emits only once its socket is gone), with
+   * its socket and since when it has been destroyed: a session destroyed by anyone (grpc-js after
    * --grpc-max-connection-age or a failed keepalive, the rapid-reset defence) leaves its socket
    * open while a write to it cannot finish, and its streams are gone, so no stall is seen.
    */
-  const sessions = new Map<Http2Session, { key: string; since: number }>();
+  const sessions = new Map<Http2Session, { socket: Socket | undefined; peer: string; since: number }>();
 
   /** Destroys the socket of each session destroyed for stallMs whose socket is still open. */
   const reap = (now: number): void => {
@@ -228,9 +238,9 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
       }
       if (now - s.since < stallMs) continue;
       sessions.delete(session);
-      const socket = sockets.get(s.key);
+      const socket = s.socket;
       if (!socket || socket.destroyed) continue;
-      logger.warning(`gRPC client ${s.key.replace('|', ':')} took none of what its closed connection still had to send for ${stallMs} ms: socket closed`);
+      logger.warning(`gRPC client ${s.peer} took none of what its closed connection still had to send for ${stallMs} ms: socket closed`);
       socket.destroy();
     }
   };
@@ -253,11 +263,13 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
 
   return {
     watchServer: (h2) => {
-      // TLS: the TLS socket (the one the session reads); plain: the TCP socket.
-      h2.on('connection', keep);
-      h2.on('secureConnection', keep);
+      // Ahead of node:http2's own listener, which makes the connection's session and emits
+      // 'session' at once: the socket is marked before its session is seen. TLS: the TLS socket
+      // (the one the session reads); plain: the TCP socket (or a unix socket's).
+      h2.prependListener('connection', mark);
+      h2.prependListener('secureConnection', mark);
       h2.on('session', (session: Http2Session) => {
-        sessions.set(session, { key: keyOf(session.socket), since: 0 });
+        sessions.set(session, { socket: socketOf(session), peer: peerOf(session), since: 0 });
         session.once('close', () => sessions.delete(session));
       });
     },
@@ -279,7 +291,6 @@ export function responseStallGuard(stallMs: number, logger: Logger): ResponseSta
     close: () => {
       clearInterval(check);
       watched.clear();
-      sockets.clear();
       sessions.clear();
     },
   };
