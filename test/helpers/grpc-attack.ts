@@ -204,3 +204,66 @@ export async function rapidReset(port: number, resets = 10_000): Promise<{ goawa
   s.destroy();
   return { goawayCode, opened };
 }
+
+/** An HTTP/2 frame: 9-byte header (length, type, flags, stream id), then `payload`. */
+function h2Frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.byteLength, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(streamId, 5);
+  return Buffer.concat([head, payload]);
+}
+
+/** An HPACK integer with an `n`-bit prefix, its first byte or'ed with `first` (RFC 7541 §5.1). */
+function hpackInt(first: number, n: number, value: number): Buffer {
+  const max = (1 << n) - 1;
+  if (value < max) return Buffer.from([first | value]);
+  const out = [first | max];
+  for (value -= max; value >= 128; value >>= 7) out.push((value & 127) | 128);
+  out.push(value);
+  return Buffer.from(out);
+}
+
+const hpackString = (s: string): Buffer => Buffer.concat([hpackInt(0, 7, Buffer.byteLength(s)), Buffer.from(s)]);
+
+/**
+ * A raw HTTP/2 connection that never acknowledges the server's SETTINGS (node:http2 then holds it
+ * to its default header list limit, 64 KiB, not the server's), opening `streams` ModelStreamInfer
+ * streams whose headers carry `copies` copies of one 1000-byte value: HPACK indexes it once, then
+ * each copy is one byte on the wire. Resolves once the server has read them all (a PING round trip)
+ * with how many streams the server has closed so far (END_STREAM or RST_STREAM), as a function.
+ */
+export async function unacknowledgedStreams(port: number, streams: number, copies: number): Promise<{ closedByServer(): number; close(): void }> {
+  const socket = netConnect(port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  await new Promise((r) => socket.once('connect', r));
+  const closedIds = new Set<number>();
+  let pinged: (() => void) | undefined;
+  let pending = Buffer.alloc(0);
+  socket.on('data', (d: Buffer) => {
+    pending = Buffer.concat([pending, d]);
+    while (pending.byteLength >= 9 && pending.byteLength >= 9 + pending.readUIntBE(0, 3)) {
+      const [type, flags, id] = [pending[3]!, pending[4]!, pending.readUInt32BE(5) & 0x7fffffff];
+      if ((type === 1 && (flags & 1)) || type === 3) closedIds.add(id);
+      if (type === 6 && (flags & 1)) pinged?.();
+      pending = pending.subarray(9 + pending.readUIntBE(0, 3));
+    }
+  });
+  // :method POST and :scheme http (static table), then literals without indexing, then x-pad added to
+  // the dynamic table (index 62) and referenced (0xbe) for each further copy.
+  const fields = Buffer.concat([
+    Buffer.from([0x83, 0x86]), hpackInt(0, 4, 4), hpackString(MODEL_STREAM_INFER), hpackInt(0, 4, 1), hpackString('localhost'),
+    hpackInt(0, 4, 31), hpackString('application/grpc'), Buffer.from([0]), hpackString('te'), hpackString('trailers'),
+  ]);
+  const indexed = Buffer.concat([Buffer.from([0x40]), hpackString('x-pad'), hpackString('b'.repeat(1000))]);
+  const frames: Buffer[] = [Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), h2Frame(4, 0, 0, Buffer.alloc(0))];
+  for (let i = 0; i < streams; i++) {
+    const block = Buffer.concat([fields, i === 0 ? indexed : Buffer.alloc(0), Buffer.alloc(i === 0 ? copies - 1 : copies, 0xbe)]);
+    frames.push(h2Frame(1, 4, 1 + 2 * i, block)); // HEADERS, END_HEADERS (the stream stays open)
+  }
+  const answered = new Promise<void>((r) => { pinged = r; });
+  socket.write(Buffer.concat([...frames, h2Frame(6, 0, 0, Buffer.alloc(8))]));
+  await answered;
+  return { closedByServer: () => closedIds.size, close: () => socket.destroy() };
+}

@@ -13,7 +13,7 @@ import { Metadata, credentials, makeGenericClientConstructor, status, type Clien
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { Errors, InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backend, type Backplane } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
-import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset, simpleInferFrame } from '../../../../test/helpers/grpc-attack.js';
+import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset, simpleInferFrame, unacknowledgedStreams } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
 import { UNEXPECTED_ERROR_MESSAGE } from '../error-mapping.js';
 import { parseRestrictions } from '../control/restricted.js';
@@ -1146,6 +1146,28 @@ describe('transport hardening (issue #14): resets, GOAWAY, limits from headers a
     await call('ModelInfer', slowReq(3), new Metadata(), plainClient);
     expect(await executions() - before).toBe(2);
   });
+
+  it('attack: request metadata over 16 KiB (gRPC C++\'s hard limit) is refused RESOURCE_EXHAUSTED before any handler, from clients that acknowledge the limit or not (before: 64 KiB, 100 KB held per idle stream)', async () => {
+    const md = (bytes: number) => {
+      const m = new Metadata();
+      m.set('x-pad', 'a'.repeat(bytes));
+      return m;
+    };
+    // Under the limit: served (grpc-js, and the fast path).
+    expect((await call('ServerLive', {}, md(12_000)))['live']).toBe(true);
+    expect((await call('ModelInfer', simpleRequest(), md(12_000), plainClient))['model_name']).toBe('simple');
+    for (const [rpc, req, c] of [['ServerLive', {}, client], ['ModelInfer', simpleRequest(), plainClient]] as const) {
+      await expect(call(rpc, req, md(20_000), c)).rejects.toMatchObject({ code: status.RESOURCE_EXHAUSTED });
+    }
+    // A client that never acknowledges the server's SETTINGS: its streams (60 KB of headers each,
+    // 1 byte a copy on the wire) are closed all the same, not left open holding their headers.
+    const raw = await unacknowledgedStreams(grpc.port, 50, 60);
+    try {
+      await vi.waitFor(() => expect(raw.closedByServer()).toBe(50), { timeout: 5000, interval: 20 });
+    } finally {
+      raw.close();
+    }
+  }, 15_000);
 
   it('a restricted protocol is refused from the headers alone, before any message byte (fast path and grpc-js)', async () => {
     const s = await openSession(restricted.port);

@@ -840,6 +840,28 @@ function raiseFlowControlWindow(server: Server, maxBytes: number): void {
 }
 
 /**
+ * The most bytes of a call's request headers (its metadata, HTTP/2's header list size: each
+ * name and value plus 32): gRPC C++'s hard limit (GRPC_ARG_ABSOLUTE_MAX_METADATA_SIZE, 16 KiB),
+ * which Triton keeps, and the size of HTTP's header limit. Node's default is 64 KiB and HPACK lets
+ * a client send it in a few bytes (copies of one indexed value): 1,000 idle ModelStreamInfer
+ * streams, 150 KB on the wire, held 100 MB for as long as the connection stayed (review).
+ */
+export const GRPC_MAX_METADATA_BYTES = 16 * 1024;
+
+/**
+ * Caps request headers at GRPC_MAX_METADATA_BYTES: advertised as SETTINGS_MAX_HEADER_LIST_SIZE,
+ * which node:http2 enforces once the client has acknowledged it (RST_STREAM ENHANCE_YOUR_CALM,
+ * RESOURCE_EXHAUSTED to gRPC clients, before the headers reach JavaScript); the front door refuses
+ * a call over it from a client that has not (transport-guard.ts). Set in grpc-js's settings
+ * object, as raiseFlowControlWindow does.
+ */
+function capMetadata(server: Server): void {
+  const common = (server as unknown as { commonServerOptions?: { settings?: Record<string, unknown> } }).commonServerOptions;
+  if (!common) return;
+  common.settings = { ...common.settings, maxHeaderListSize: GRPC_MAX_METADATA_BYTES };
+}
+
+/**
  * The connection-level window (shared by all streams of a client) is not a setting: it is raised
  * on each new session. Without this, concurrent calls carrying large tensors queue behind 64 KiB
  * of connection window (measured: ppocr_cls over gRPC at c=16 went from 0.52x to 0.98x of HTTP).
@@ -934,6 +956,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     'grpc.max_concurrent_streams': options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
   });
   raiseFlowControlWindow(server, maxBytes);
+  capMetadata(server);
   const restrictions = options.restrictions ?? new Map();
   const logger = options.logger ?? silentLogger;
   // `value` reads one metadata key: grpc-js Metadata and the raw HTTP/2 headers alike.
@@ -988,6 +1011,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     logger,
     responseStallTimeoutMs: stallMs,
     requestStallTimeoutMs: requestStallMs,
+    maxMetadataBytes: GRPC_MAX_METADATA_BYTES,
     resets: {
       burst: options.maxStreamResetBurst ?? DEFAULT_MAX_STREAM_RESET_BURST,
       perSecond: options.maxStreamResetsPerSecond ?? DEFAULT_MAX_STREAM_RESETS_PER_SECOND,
