@@ -65,6 +65,18 @@ export interface ExecuteRequest {
   parameters: Record<string, ParameterValue>;
   /** The request's id, when the client gave one. */
   id?: string;
+  /**
+   * The request's correlation id (`sequence_id`: a uint64 as a bigint, or a string), whatever the
+   * model's scheduler; absent when it has none (TRITONBACKEND_RequestCorrelationId(String)).
+   */
+  correlationId?: bigint | string;
+  /**
+   * REQUEST_FLAG_SEQUENCE_START / REQUEST_FLAG_SEQUENCE_END bits (`sequence_start`,
+   * `sequence_end`); absent when none is set (TRITONBACKEND_RequestFlags).
+   */
+  flags?: number;
+  /** The request's `timeout` in µs; absent when it gave none (TRITONBACKEND_InferenceRequestTimeoutMicroseconds). */
+  timeoutUs?: number;
   /** How many BLS calls deep this request is (0: it came from a client). */
   blsDepth?: number;
   /**

@@ -279,6 +279,41 @@ describe('ModelVersion', () => {
     await expect(s.infer(req(1, { timeout: 'soon' }))).rejects.toThrow("parameter 'timeout' must be a non-negative integer");
   });
 
+  it('a backend gets a request\'s correlation id, flags and timeout, whatever the scheduler (Triton: TRITONBACKEND_RequestCorrelationId, RequestFlags, InferenceRequestTimeoutMicroseconds), each only when set', async () => {
+    const seen: Pick<ExecuteRequest, 'parameters' | 'correlationId' | 'flags' | 'timeoutUs'>[] = [];
+    const record = backendWith(async (requests) => {
+      for (const r of requests) {
+        const fields: Pick<ExecuteRequest, 'parameters' | 'correlationId' | 'flags' | 'timeoutUs'> = { parameters: r.parameters };
+        for (const k of ['correlationId', 'flags', 'timeoutUs'] as const) if (Object.hasOwn(r, k)) Object.assign(fields, { [k]: r[k] });
+        seen.push(fields);
+      }
+      return { responses: requests.map(() => ({ outputs: [{ name: 'OUT', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(0) }] })) };
+    });
+    const plain = await serve('max_batch_size: 4\ndynamic_batching { }', record);
+    await plain.infer(req(1));
+    await plain.infer(req(1, { tenant: 'a', priority: 0, binary_data_output: true }));
+    await plain.infer(req(1, { sequence_id: 2n ** 64n - 1n, sequence_start: true, timeout: 250 }));
+    await plain.infer(req(1, { sequence_id: 'abc', sequence_start: false, sequence_end: true, timeout: 0 }));
+    await plain.infer(req(1, { sequence_id: 0, sequence_end: true }));
+    await plain.infer(req(1, { sequence_id: '' }));
+    const sequenced = await serve('max_batch_size: 4\nsequence_batching { }\ninstance_group { count: 1 kind: KIND_CPU }', record);
+    await sequenced.infer(req(1, { sequence_id: 7, sequence_start: true }));
+    await sequenced.infer(req(1, { sequence_id: 7, sequence_end: true, tenant: 'b' }));
+    expect(seen).toEqual([
+      { parameters: {} },
+      { parameters: { tenant: 'a' } },
+      { parameters: {}, correlationId: 18446744073709551615n, flags: 1, timeoutUs: 250 },
+      { parameters: {}, correlationId: 'abc', flags: 2 },
+      { parameters: {}, flags: 2 },
+      { parameters: {} },
+      { parameters: {}, correlationId: 7n, flags: 1 },
+      { parameters: { tenant: 'b' }, correlationId: 7n, flags: 2 },
+    ]);
+    // Checked as the frontends check them, for every model (a model without sequence batching ignored them).
+    await expect(plain.infer(req(1, { sequence_start: 'yes' }))).rejects.toMatchObject({ code: 'INVALID_ARG', message: "parameter 'sequence_start' must be a boolean" });
+    await expect(plain.infer(req(1, { sequence_id: -5 }))).rejects.toMatchObject({ code: 'INVALID_ARG', message: "parameter 'sequence_id' must be a non-negative integer, got -5" });
+  });
+
   it('sequences: control tensors, and implicit state kept apart between interleaved sequences', async () => {
     const s = await serve([
       'max_batch_size: 4',
@@ -430,19 +465,28 @@ describe('response cache', () => {
     expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 2 });
   });
 
-  it('a model sees only the custom parameters, not those Triton reads into the request (the cache key leaves those out: a model that read sequence_id was answered from another sequence id\'s entry)', async () => {
+  it('a model sees only the custom parameters, not those Triton reads into the request; the cache key covers the correlation id, flags and timeout it reads instead (a model that read its correlation id was answered from another id\'s entry)', async () => {
     const seen: Record<string, unknown>[] = [];
     const backend = backendWith(async (requests) => {
       seen.push(...requests.map((r) => ({ ...r.parameters })));
-      return { responses: requests.map((r) => ({ outputs: [{ name: 'OUT', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(Number(r.parameters['sequence_id'] ?? 0)) }] })) };
+      // OUT: what the model read of the request (its correlation id, flags and timeout).
+      return { responses: requests.map((r) => ({ outputs: [{ name: 'OUT', datatype: 'INT32' as const, shape: [1, 1], data: Int32Array.of(Number(r.correlationId ?? 0) + 100 * (r.flags ?? 0) + (typeof r.correlationId === 'string' ? 1000 : 0) + (r.timeoutUs ?? 0)) }] })) };
     });
     const s = await InferenceServer.create({ modelRepositories: [cachedModelRepo('triode-cache-seen-')], backends: [backend], responseCacheBytes: 1 << 20 });
     servers.push(s);
-    const scheduling = { sequence_start: true, sequence_end: true, priority: 0, timeout: 0, binary_data_output: true };
-    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 1, ...scheduling })))).toBe(0);
-    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 2 })))).toBe(0);
-    expect(seen).toEqual([{ tenant: 'alice' }]);
+    const flags = { sequence_start: true, sequence_end: true };
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 1, ...flags, priority: 0, timeout: 0, binary_data_output: true })))).toBe(301);
+    // What no model reads (priority, binary_data_output) does not split the cache; a bigint id is the same id.
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 1n, ...flags })))).toBe(301);
     expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 1 });
+    // Each of what it reads does: another id, a string id, other flags, a timeout.
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 2, ...flags })))).toBe(302);
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: '1', ...flags })))).toBe(1301);
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 1, sequence_start: true })))).toBe(101);
+    expect(await out(s.infer(req(5, { tenant: 'alice', sequence_id: 1, ...flags, timeout: 7 })))).toBe(308);
+    expect(await out(s.infer(req(5, { tenant: 'alice' })))).toBe(0);
+    expect(s.responseCacheStats()).toMatchObject({ hits: 1, misses: 6 });
+    expect(seen).toEqual(Array.from({ length: 6 }, () => ({ tenant: 'alice' })));
   });
 
   it('attack: a cached model hashes a 64 MiB input a slice at a time, other work served between (in one go: 55 ms a 64 MiB, so a 2 GiB gRPC input held the event loop about 1.7 s)', async () => {

@@ -7,7 +7,7 @@ import type { Backend, BackendModel, BackendModelInstance, ExecuteRequest, Execu
 import { classify } from './classification.js';
 import { abortable, settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors, TriodeError } from './errors.js';
-import { applyReshape, customParameters, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest, type InferenceResponse, type ResponseHandler } from './infer-request.js';
+import { applyReshape, customParameters, normalizeRequest, requestControls, schedulePolicyParams, sequenceParams, type InferenceRequest, type RequestControls, type InferenceResponse, type ResponseHandler } from './infer-request.js';
 import type { ModelConfig, ModelInstanceGroup } from './model-config/model-config.js';
 import { type Labels, readModelLabels } from './model-repository/label-provider.js';
 import { batchShapeKey, raggedInputNames } from './scheduler/batch-shape-key.js';
@@ -324,6 +324,7 @@ export class ModelVersion implements Model {
     try {
       normalizeRequest(req, this.config);
       schedulePolicyParams(req.parameters);
+      requestControls(req.parameters);
     } catch (err) {
       this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - start);
       throw TriodeError.from(err);
@@ -383,10 +384,12 @@ export class ModelVersion implements Model {
     let batchSize: number;
     let sequence = NO_SEQUENCE;
     let policy: { priority: number; timeoutUs: number };
+    let controls: RequestControls | undefined;
     try {
       batchSize = normalizeRequest(req, this.config);
       policy = schedulePolicyParams(req.parameters);
       if (this.config.sequence_batching) sequence = this.#sequenceOf(req, batchSize);
+      controls = requestControls(req.parameters);
     } catch (err) {
       this.stats.recordFailure(this.#clock.epochMs(), this.#clock.nowNs() - startNs);
       return Promise.reject(TriodeError.from(err));
@@ -421,6 +424,13 @@ export class ModelVersion implements Model {
       };
       if (req.id !== undefined) exec.id = req.id;
       if (signal) exec.signal = signal;
+      // What the core read of the parameters it acts on, as Triton's backends read it of the
+      // request; set only when the request has any (most have none: nothing more is made).
+      if (controls) {
+        if (controls.correlationId !== undefined) exec.correlationId = controls.correlationId;
+        if (controls.flags !== undefined) exec.flags = controls.flags;
+        if (controls.timeoutUs !== undefined) exec.timeoutUs = controls.timeoutUs;
+      }
       const pending: Pending = {
         req,
         exec,

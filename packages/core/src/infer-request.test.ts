@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CancelToken, MAX_CORRELATION_ID_BYTES, applyReshape, normalizeRequest, schedulePolicyParams, sequenceParams, type InferenceRequest } from './infer-request.js';
+import { CancelToken, MAX_CORRELATION_ID_BYTES, REQUEST_FLAG_SEQUENCE_END, REQUEST_FLAG_SEQUENCE_START, applyReshape, normalizeRequest, requestControls, schedulePolicyParams, sequenceParams, type InferenceRequest } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 
@@ -179,6 +179,24 @@ describe('sequenceParams', () => {
       .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: `string correlation ID (sequence_id) of 5000000 bytes is longer than the ${MAX_CORRELATION_ID_BYTES} bytes accepted` }));
     // Counted in UTF-8 bytes: 129 two-byte characters are 258 bytes.
     expect(() => sequenceParams({ sequence_id: '\u00e9'.repeat(129) })).toThrow(/of 258 bytes is longer/);
+  });
+});
+
+describe('requestControls', () => {
+  it('reads what a backend sees of the parameters the core acts on; undefined when a request sets none of it', () => {
+    expect([REQUEST_FLAG_SEQUENCE_START, REQUEST_FLAG_SEQUENCE_END]).toEqual([1, 2]);
+    expect(requestControls(undefined)).toBeUndefined();
+    expect(requestControls({ tenant: 'a', priority: 3, binary_data_output: false })).toBeUndefined();
+    expect(requestControls({ sequence_id: 0, sequence_start: false, sequence_end: false, timeout: 0 })).toBeUndefined();
+    expect(requestControls({ sequence_id: '' })).toBeUndefined();
+    expect(requestControls({ sequence_id: 2n ** 64n - 1n, sequence_end: true })).toEqual({ correlationId: 18446744073709551615n, flags: 2 });
+    expect(requestControls({ sequence_id: 9 })).toEqual({ correlationId: 9n });
+    // A string id of any length (only sequence batching, which keeps it, limits it).
+    expect(requestControls({ sequence_id: 'x'.repeat(1000), sequence_start: true, sequence_end: true, timeout: 5 })).toEqual({ correlationId: 'x'.repeat(1000), flags: 3, timeoutUs: 5 });
+    expect(requestControls({ timeout: 2n ** 64n - 1n })).toEqual({ timeoutUs: Number.MAX_SAFE_INTEGER });
+    expect(() => requestControls({ sequence_end: 1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: "parameter 'sequence_end' must be a boolean" }));
+    expect(() => requestControls({ sequence_id: 1.5 })).toThrow("parameter 'sequence_id' must be a non-negative integer, got 1.5");
+    expect(() => requestControls({ timeout: 'soon' })).toThrow("parameter 'timeout' must be a non-negative integer");
   });
 });
 

@@ -352,6 +352,7 @@ export function customParameters(params: Record<string, ParameterValue>): Record
 }
 
 const MAX_UINT64 = 2n ** 64n - 1n;
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 /** A uint64 parameter (a safe-integer number, or a bigint in range), or undefined when absent. */
 function uintParam(params: Record<string, ParameterValue>, key: string): bigint | undefined {
@@ -360,6 +361,52 @@ function uintParam(params: Record<string, ParameterValue>, key: string): bigint 
   if (typeof v === 'bigint' && v >= 0n && v <= MAX_UINT64) return v;
   if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return BigInt(v);
   throw Errors.invalidArg(`parameter '${echo(key)}' must be a non-negative integer, got ${echo(typeof v === 'number' && !Number.isFinite(v) ? String(v) : JSON.stringify(typeof v === 'bigint' ? String(v) : v))}`);
+}
+
+/** TRITONSERVER_REQUEST_FLAG_SEQUENCE_START: the request starts a sequence (`sequence_start`). */
+export const REQUEST_FLAG_SEQUENCE_START = 1;
+/** TRITONSERVER_REQUEST_FLAG_SEQUENCE_END: the request ends a sequence (`sequence_end`). */
+export const REQUEST_FLAG_SEQUENCE_END = 2;
+
+/**
+ * What a backend reads of a request besides its inputs and custom parameters, as Triton's do
+ * (TRITONBACKEND_RequestCorrelationId / CorrelationIdString, RequestFlags,
+ * InferenceRequestTimeoutMicroseconds): each field only when set.
+ */
+export interface RequestControls {
+  /** `sequence_id`: a uint64 (as a bigint) or a string; absent when 0 or "". */
+  correlationId?: bigint | string;
+  /** REQUEST_FLAG_SEQUENCE_START / _END bits, from `sequence_start` / `sequence_end`; absent when none. */
+  flags?: number;
+  /** `timeout`, in µs (capped at Number.MAX_SAFE_INTEGER); absent when 0. */
+  timeoutUs?: number;
+}
+
+/**
+ * The request's controls (above), or undefined when it sets none (most requests: nothing is made).
+ * Checked as the frontends check them: a `sequence_id` that is neither a uint64 nor a string, a
+ * flag that is not a boolean or a timeout that is not a uint64 is INVALID_ARG. A string id's
+ * length is not limited here: sequence batching limits it (sequenceParams), as it keeps the id.
+ */
+export function requestControls(params: Record<string, ParameterValue> | undefined): RequestControls | undefined {
+  if (!params) return undefined;
+  const id = params['sequence_id'];
+  const start = params['sequence_start'];
+  const end = params['sequence_end'];
+  const timeout = params['timeout'];
+  if (id === undefined && start === undefined && end === undefined && timeout === undefined) return undefined;
+  const controls: RequestControls = {};
+  if (id !== undefined && id !== '' && id !== 0 && id !== 0n) controls.correlationId = typeof id === 'string' ? id : uintParam(params, 'sequence_id')!;
+  let flags = 0;
+  for (const [k, v, bit] of [['sequence_start', start, REQUEST_FLAG_SEQUENCE_START], ['sequence_end', end, REQUEST_FLAG_SEQUENCE_END]] as const) {
+    if (v === undefined) continue;
+    if (typeof v !== 'boolean') throw Errors.invalidArg(`parameter '${k}' must be a boolean`);
+    if (v) flags |= bit;
+  }
+  if (flags !== 0) controls.flags = flags;
+  const t = timeout === undefined ? 0n : uintParam(params, 'timeout')!;
+  if (t > 0n) controls.timeoutUs = Number(t > MAX_SAFE ? MAX_SAFE : t);
+  return controls.correlationId === undefined && controls.flags === undefined && controls.timeoutUs === undefined ? undefined : controls;
 }
 
 /** The `priority` (0: default level) and `timeout` (µs, 0: none) request parameters. */

@@ -1,7 +1,7 @@
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import type { InferenceRequest, InferenceResponse } from '../infer-request.js';
+import type { InferenceRequest, InferenceResponse, ParameterValue } from '../infer-request.js';
 import { ENTRY_OVERHEAD_BYTES, KEY_HASH_CHUNK_BYTES, ResponseCache, TENSOR_OVERHEAD_BYTES, entryBytes } from './response-cache.js';
 
 const detach = (b: ArrayBufferLike) => structuredClone(b, { transfer: [b as ArrayBuffer] });
@@ -54,6 +54,20 @@ describe('response cache key', () => {
     // Its last byte, in the last slice, counts.
     big[big.length - 1] = 0;
     expect(await ResponseCache.keyAsync(r, 'm', '1@2')).not.toBe(key);
+  });
+
+  it('covers what a model reads of the parameters the core acts on (correlation id, flags, timeout), as the model sees them, and nothing else of them', () => {
+    const key = (p: InferenceRequest['parameters']) => ResponseCache.key(req(p), 'm', 1);
+    const none = key({});
+    // Absent, 0, "" and false are what a model sees when they are not given.
+    const unseen: Record<string, ParameterValue>[] = [{ sequence_id: 0 }, { sequence_id: '' }, { sequence_start: false, sequence_end: false }, { timeout: 0 }, { priority: 2 }, { binary_data_output: true }];
+    for (const p of unseen) expect(key(p)).toBe(none);
+    const one = key({ sequence_id: 1 });
+    expect(key({ sequence_id: 1n })).toBe(one);
+    const others = [one, key({ sequence_id: 2 }), key({ sequence_id: '1' }), key({ sequence_id: 1, sequence_start: true }), key({ sequence_id: 1, sequence_end: true }), key({ sequence_id: 1, timeout: 10 }), key({ timeout: 10 }), none];
+    expect(new Set(others).size).toBe(others.length);
+    // A custom parameter cannot spell them.
+    expect(key({ qn1: '1' })).not.toBe(one);
   });
 
   it('keys an integer parameter the same whether it came as a number or a 64-bit integer', () => {

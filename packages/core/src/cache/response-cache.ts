@@ -2,9 +2,9 @@
  * @module Triton's response cache (`--cache-config local,size=<bytes>`, per model
  * `response_cache { enable: true }`): identical requests to a model version are answered from
  * memory. Entries are keyed by a hash of the model, version, every input (name, type, shape,
- * bytes), the outputs asked for and the request's custom parameters, the ones a model sees
- * (Triton leaves parameters out, but Triode's models read them: two tenants' requests must not
- * share an answer); least
+ * bytes), the outputs asked for, the request's custom parameters and its correlation id, flags
+ * and timeout: what a model sees (Triton leaves parameters out, but Triode's models read them:
+ * two tenants' requests must not share an answer); least
  * recently used entries go when the size, counted with a fixed cost per entry and per output, is
  * exceeded.
  * An entry holds a copy of its outputs in one buffer of its own, and every hit answers with a fresh
@@ -13,7 +13,7 @@
  * Triton: core/src/cache_manager.cc, local_cache (TRITONCACHE_*), docs/user_guide/response_cache.md
  */
 import { createHash } from 'node:crypto';
-import { TRITON_REQUEST_PARAMETERS, type InferenceRequest, type InferenceResponse } from '../infer-request.js';
+import { TRITON_REQUEST_PARAMETERS, requestControls, type InferenceRequest, type InferenceResponse } from '../infer-request.js';
 import { dataBytes } from '../tensor/data-type.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { plainTypedArrayClass, type TypedArrayClass } from '../tensor/transferable.js';
@@ -106,6 +106,16 @@ function* keyParts(req: InferenceRequest, model: string, version: number | strin
     const v = req.parameters![k]!;
     yield* field('p', k);
     yield* field(typeof v === 'bigint' ? 'number' : typeof v, String(v));
+  }
+  // What a backend reads of the parameters the core acts on (correlation id, flags, timeout), as
+  // the model sees them: two requests that differ in them must not share an answer either.
+  // Priority and binary_data_output reach no model, and stay out.
+  const controls = requestControls(req.parameters);
+  if (controls) {
+    const id = controls.correlationId;
+    if (id !== undefined) yield* field(typeof id === 'string' ? 'qs' : 'qn', String(id));
+    if (controls.flags !== undefined) yield* field('f', String(controls.flags));
+    if (controls.timeoutUs !== undefined) yield* field('u', String(controls.timeoutUs));
   }
 }
 
