@@ -1,10 +1,11 @@
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { InferenceServer, deserializeBytesTensor, serializeBytesTensor, type InferenceRequest, type Logger } from '@triode/core';
 import { Piscina } from 'piscina';
-import { makeRepository } from '../../../../test/helpers/repository.js';
+import { ROOT, makeRepository } from '../../../../test/helpers/repository.js';
 import { OnnxRuntimeBackend } from '../onnxruntime/onnxruntime-backend.js';
 import { JavaScriptBackend, blsRequestProblem } from './javascript-backend.js';
 import { MAX_UNTAKEN_KIB } from './model-api.js';
@@ -617,6 +618,69 @@ describe('javascript backend', () => {
     const s = await server;
     await s.stop(2000);
     expect(existsSync(marker) && readFileSync(marker, 'utf8')).toBe('done');
+  });
+});
+
+describe('a javascript request\'s correlation id, flags and timeout (Triton\'s request.correlation_id(), flags(), timeout())', () => {
+  const fixture = join(ROOT, 'test', 'fixtures', 'models', 'request_fields');
+  const config = readFileSync(join(fixture, 'config.pbtxt'), 'utf8');
+  const model = readFileSync(join(fixture, '1', 'model.mjs'), 'utf8');
+  const root = makeRepository([], {
+    'fields/config.pbtxt': config,
+    'fields/1/model.mjs': model,
+    'fields_stream/config.pbtxt': `${config}model_transaction_policy { decoupled: true }\n`,
+    'fields_stream/1/model.mjs': model,
+    // The batch as one set of tensors: each of batch.requests has them too.
+    'fields_batch/config.pbtxt': config,
+    'fields_batch/1/model.mjs': `
+      import { tensor } from 'triode';
+      import RequestFields, { describe } from ${JSON.stringify(pathToFileURL(join(fixture, '1', 'model.mjs')).href)};
+      export default class extends RequestFields {
+        executeBatch(batch) { return { outputs: [tensor('OUT', 'BYTES', [batch.requests.length, 1], batch.requests.map(describe))] }; }
+      }`,
+    // BLS: the callee reads what the caller set through the parameters the core acts on.
+    'fields_bls/config.pbtxt': config,
+    'fields_bls/1/model.mjs': `
+      import { infer } from 'triode';
+      export default class {
+        async execute(requests) {
+          return Promise.all(requests.map(async (r) => {
+            const res = await infer({ model: 'fields', inputs: [r.input('IN')], parameters: { sequence_id: 2n ** 64n - 2n, sequence_end: true, timeout: 9, priority: 1, tenant: 't' } });
+            return res.error ? { error: res.error, code: res.code } : { outputs: res.outputs };
+          }));
+        }
+      }`,
+  });
+  const fieldsServer = InferenceServer.create({ modelRepositories: [root], backends: [new JavaScriptBackend({ logger })] });
+  afterAll(async () => {
+    await (await fieldsServer).stop(2000);
+  });
+  const ask = (modelName: string, parameters?: InferenceRequest['parameters']): InferenceRequest => ({
+    modelName, inputs: [{ name: 'IN', datatype: 'INT32', shape: [1, 1], data: Int32Array.of(1) }], ...(parameters ? { parameters } : {}),
+  });
+  const text = (r: { outputs: { data: unknown }[] }) => new TextDecoder().decode(deserializeBytesTensor(r.outputs[0]!.data as Uint8Array)[0]);
+  const cases: [InferenceRequest['parameters'] | undefined, string][] = [
+    [undefined, 'id=n0 start=false end=false flags=0 timeout=0 params='],
+    [{ tenant: 'a', priority: 0, binary_data_output: true }, 'id=n0 start=false end=false flags=0 timeout=0 params=tenant'],
+    [{ sequence_id: 2n ** 64n - 1n, sequence_start: true, timeout: 1500, tenant: 'a' }, 'id=n18446744073709551615 start=true end=false flags=1 timeout=1500 params=tenant'],
+    [{ sequence_id: 'session-7', sequence_start: true, sequence_end: true }, 'id=ssession-7 start=true end=true flags=3 timeout=0 params='],
+    [{ sequence_id: 12, sequence_end: true }, 'id=n12 start=false end=true flags=2 timeout=0 params='],
+  ];
+
+  it('execute, executeBatch and decoupled models read them, as the request gave them (0 when it gave none)', async () => {
+    const s = await fieldsServer;
+    for (const [parameters, want] of cases) {
+      expect(text(await s.infer(ask('fields', parameters)))).toBe(want);
+      expect(text(await s.infer(ask('fields_batch', parameters)))).toBe(want);
+      const streamed: string[] = [];
+      await s.inferStream(ask('fields_stream', parameters), (r) => { streamed.push(text(r)); });
+      expect(streamed).toEqual([want]);
+    }
+  });
+
+  it('a BLS call sets them through the parameters the core acts on, and its callee reads them', async () => {
+    const s = await fieldsServer;
+    expect(text(await s.infer(ask('fields_bls', { sequence_id: 5 })))).toBe('id=n18446744073709551614 start=false end=true flags=2 timeout=9 params=tenant');
   });
 });
 

@@ -14,7 +14,7 @@ import {
   type DataType, type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
 import { threadFile } from '../common/thread-file.js';
-import { FLOW_SLOTS, type JsExecuteReply, type JsExecuteTask, type JsLoadTask } from './messages.js';
+import { FLOW_SLOTS, type JsExecuteReply, type JsExecuteRequest, type JsExecuteTask, type JsLoadTask } from './messages.js';
 import type { InferRequest, Tensor } from './model-api.js';
 
 const here = (name: string) => threadFile(import.meta.url, 'javascript', name);
@@ -285,14 +285,21 @@ class JsInstance implements BackendModelInstance {
     const task: JsExecuteTask = {
       op: 'execute',
       ...(token !== undefined ? { token } : {}),
-      requests: requests.map((r) => ({
-        ...(r.id !== undefined ? { id: r.id } : {}),
-        inputs: r.inputs as Tensor[],
-        outputNames: r.outputNames,
-        parameters: r.parameters,
-        chain: r.blsChain ?? [],
-        batchSize: r.batchSize,
-      })),
+      requests: requests.map((r) => {
+        const t: JsExecuteRequest = {
+          ...(r.id !== undefined ? { id: r.id } : {}),
+          inputs: r.inputs as Tensor[],
+          outputNames: r.outputNames,
+          parameters: r.parameters,
+          chain: r.blsChain ?? [],
+          batchSize: r.batchSize,
+        };
+        // Only what is set crosses to the thread (most requests have none of them).
+        if (r.correlationId !== undefined) t.correlationId = r.correlationId;
+        if (r.flags !== undefined) t.flags = r.flags;
+        if (r.timeoutUs !== undefined) t.timeoutUs = r.timeoutUs;
+        return t;
+      }),
     };
     let reply: JsExecuteReply;
     const endedBefore = this.threadsEnded;

@@ -18,6 +18,9 @@ register(new URL('./resolve-hooks.js', import.meta.url), { data: { apiUrl: new U
 
 type ModelClass = (new () => api.Model) & { autoCompleteConfig?: (config: ModelConfig) => ModelConfig | void | Promise<ModelConfig | void> };
 
+/** A request's correlation id when it has none (Triton's Python backend: 0). */
+const NO_CORRELATION_ID = 0n;
+
 let model: api.Model | undefined;
 /** The loaded model's config (executeBatch joins inputs and splits outputs by it). */
 let modelConfig: ModelConfig = {};
@@ -166,6 +169,9 @@ export default async function handle(task: JsTask): Promise<unknown> {
           input: (name: string) => inputs.find((t) => t.name === name),
           requestedOutputs: r.outputNames,
           parameters: r.parameters,
+          correlationId: r.correlationId ?? NO_CORRELATION_ID,
+          flags: r.flags ?? 0,
+          timeout: r.timeoutUs ?? 0,
           ...(token !== undefined ? { sender: api.__sender(token, i, (x) => checkResponse(x, r.outputNames, i)) } : {}),
           isCancelled: () => api.__isCancelled(token, i),
         };

@@ -36,8 +36,24 @@ export interface JsExecuteTask {
   op: 'execute';
   /** Set for decoupled models: responses come over the bridge port tagged with it. */
   token?: number;
-  /** `batchSize`: the first dim when the model batches, else 0 (ExecuteRequest.batchSize). */
-  requests: { id?: string; inputs: Tensor[]; outputNames: string[]; parameters: Record<string, ParameterValue>; chain: string[]; batchSize: number }[];
+  /**
+   * `batchSize`: the first dim when the model batches, else 0 (ExecuteRequest.batchSize);
+   * `correlationId`, `flags`, `timeoutUs`: ExecuteRequest's, only when set.
+   */
+  requests: JsExecuteRequest[];
+}
+
+/** One request of a JsExecuteTask. */
+export interface JsExecuteRequest {
+  id?: string;
+  inputs: Tensor[];
+  outputNames: string[];
+  parameters: Record<string, ParameterValue>;
+  chain: string[];
+  batchSize: number;
+  correlationId?: bigint | string;
+  flags?: number;
+  timeoutUs?: number;
 }
 
 /** Calls `finalize()`. */

@@ -16,7 +16,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import {
-  deserializeBytesTensor, isDataType, serializeBytesTensor,
+  REQUEST_FLAG_SEQUENCE_END, REQUEST_FLAG_SEQUENCE_START, deserializeBytesTensor, isDataType, serializeBytesTensor,
   type DataType, type ErrorCode, type ModelConfig, type ParameterValue, type TensorData, type WireError,
 } from '@triode/core';
 
@@ -48,6 +48,11 @@ export interface InitializeArgs {
   model_name: string;
 }
 
+/** `Request.flags` bit: the request starts a sequence (`sequence_start`), as in triton_python_backend_utils. */
+export const TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = REQUEST_FLAG_SEQUENCE_START;
+/** `Request.flags` bit: the request ends a sequence (`sequence_end`). */
+export const TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = REQUEST_FLAG_SEQUENCE_END;
+
 /** One request as `execute(requests)` receives it. */
 export interface Request {
   /** The client's request id, if any. */
@@ -60,10 +65,23 @@ export interface Request {
   /**
    * The request's custom parameters. As in Triton, those the server acts on itself
    * (`sequence_id`, `sequence_start`, `sequence_end`, `priority`, `timeout`, `binary_data_output`)
-   * are not among them: a sequence model reads its sequence through its `sequence_batching`
-   * control inputs.
+   * are not among them: the model reads them as `correlationId`, `flags` and `timeout` (a sequence
+   * model also through its `sequence_batching` control inputs); priority it does not see.
    */
   parameters: Record<string, ParameterValue>;
+  /**
+   * The request's correlation id (`sequence_id`), whatever the model's scheduler: a uint64 as a
+   * bigint (exact past 2^53), or a string; `0n` when it has none (Triton's
+   * `request.correlation_id()`, which returns 0).
+   */
+  readonly correlationId: bigint | string;
+  /**
+   * TRITONSERVER_REQUEST_FLAG_SEQUENCE_START and TRITONSERVER_REQUEST_FLAG_SEQUENCE_END bits
+   * (`sequence_start`, `sequence_end`); 0 when neither is set (Triton's `request.flags()`).
+   */
+  readonly flags: number;
+  /** The request's `timeout` in µs; 0 when it gave none (Triton's `request.timeout()`). */
+  readonly timeout: number;
   /**
    * Decoupled models (`model_transaction_policy { decoupled: true }`) answer through this instead
    * of returning responses: 0..N `send`s, the last with `{ final: true }` (or `close()`).
