@@ -142,6 +142,28 @@ describe('explicit mode: an ensemble brings the models of its steps (as Triton)'
     }
   });
 
+  it('modelsAffectedBy: a load reaches its steps down the chain (from the override config too), an unload the ensembles loaded that use the model, with unload_dependents its steps too', async () => {
+    const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit' });
+    const sorted = (names: string[]) => [...names].sort();
+    try {
+      expect(sorted(s.modelsAffectedBy('outer', { steps: true }))).toEqual(['a', 'b', 'inner', 'outer']);
+      expect(sorted(s.modelsAffectedBy('a', { steps: true }))).toEqual(['a']);
+      // Nothing loaded uses 'a' yet: its unload changes 'a' alone.
+      expect(s.modelsAffectedBy('a')).toEqual(['a']);
+      const override = { name: 'inner', platform: 'ensemble', max_batch_size: 4, ensemble_scheduling: { step: [{ model_name: 'b' }] } };
+      expect(sorted(s.modelsAffectedBy('inner', { steps: true, config: override as never }))).toEqual(['a', 'b', 'inner']);
+      // An override not yet read names junk where steps should be: skipped.
+      expect(s.modelsAffectedBy('x', { steps: true, config: { platform: 'ensemble', ensemble_scheduling: { step: [null, { model_name: 5 }, { model_name: '../b' }, { model_name: 'a' }] } } as never })).toEqual(['x', 'a']);
+      await s.loadModel('outer');
+      expect(sorted(s.modelsAffectedBy('a'))).toEqual(['a', 'inner', 'outer']);
+      expect(sorted(s.modelsAffectedBy('inner', { steps: true }))).toEqual(['a', 'b', 'inner', 'outer']);
+      // Names that are not names are looked up nowhere.
+      expect(s.modelsAffectedBy('../a', { steps: true })).toEqual(['../a']);
+    } finally {
+      await s.stop(1000);
+    }
+  });
+
   it('--load-model of an ensemble at start loads the models of its steps too', async () => {
     const s = await InferenceServer.create({ modelRepositories: [repo()], backends: [echo], modelControlMode: 'explicit', startupModels: ['outer'] });
     try {

@@ -11,6 +11,7 @@ import { settleWithin, systemClock, type Clock } from './clock.js';
 import { Errors } from './errors.js';
 import type { InferenceRequest, InferenceResponse, InferStreamOptions, ResponseHandler } from './infer-request.js';
 import { modelConfigToJson } from './model-config/model-config-json.js';
+import type { ModelConfig } from './model-config/model-config.js';
 import { withConfigWarnings } from './model-config/config-warnings.js';
 import { modelMetricSettings, type ModelMetricSettings } from './model-config/metric-reporter-config.js';
 import { ModelLifecycle, type LoadedModel } from './model-repository/model-lifecycle.js';
@@ -399,6 +400,17 @@ export class InferenceServer {
    */
   cancelLoads(name: string): boolean {
     return this.#repository.cancelLoads(name);
+  }
+
+  /**
+   * The models a load of `name` (`steps: true`, with its `config` override if any) or an unload
+   * (`steps`: its `unloadDependents`) may change: itself, with `steps` the models of its ensemble
+   * steps and theirs, and the loaded ensembles that use any of these. Loads and unloads whose sets
+   * share no model are independent (a cluster worker runs them at once, as Triton does).
+   * @example server.modelsAffectedBy('ensemble_x', { steps: true }) // ['ensemble_x', 'step_a', 'step_b']
+   */
+  modelsAffectedBy(name: string, options: { config?: ModelConfig; steps?: boolean } = {}): string[] {
+    return this.#repository.modelsAffectedBy(name, options);
   }
 
   /**

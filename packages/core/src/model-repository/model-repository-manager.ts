@@ -720,6 +720,54 @@ export class ModelRepositoryManager {
     return true;
   }
 
+  /**
+   * The models a load or unload of `name` may change: `name`; with `steps`, the models of its
+   * ensemble steps and theirs in turn (from `config`, the loaded config and the one on disk: a
+   * load's, or an unload's with `unloadDependents`); and the ensembles loaded or loading that use
+   * any of these (an unload takes them with it). Triton locks the same nodes of its dependency
+   * graph for a load or unload, so that those that share none run at once. A name that is not
+   * one stands alone. Reads each config file involved.
+   */
+  modelsAffectedBy(name: string, options: { config?: ModelConfig; steps?: boolean } = {}): string[] {
+    const affected = new Set([name]);
+    if (modelNameProblem(name) !== undefined) return [name];
+    if (options.steps) {
+      const todo = [name];
+      for (let m = todo.pop(); m !== undefined; m = todo.pop()) {
+        const configs = [this.#models.get(m)?.config, this.#candidates.get(m)?.config, this.#configOnDisk(m), m === name ? options.config : undefined];
+        for (const st of configs.flatMap((c) => ensembleSteps(c))) {
+          // An override's config is not read yet: anything may stand where a step should.
+          const step: unknown = typeof st === 'object' && st !== null ? st.model_name : undefined;
+          if (typeof step === 'string' && !affected.has(step) && modelNameProblem(step) === undefined) {
+            affected.add(step);
+            todo.push(step);
+          }
+        }
+      }
+    }
+    const ensembles = [...this.#models.values(), ...this.#candidates.values()].filter((m) => !m.unloaded && ensembleSteps(m.config).length > 0);
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const e of ensembles) {
+        if (!affected.has(e.name) && ensembleSteps(e.config).some((st) => affected.has(st.model_name ?? ''))) {
+          affected.add(e.name);
+          grew = true;
+        }
+      }
+    }
+    return [...affected];
+  }
+
+  /** A model's config as its directory has it (not auto-completed); undefined when it cannot be read. */
+  #configOnDisk(name: string): ModelConfig | undefined {
+    try {
+      const found = findInRepositories(this.#opts.modelRepositories, name);
+      return found && !found.error ? readModelConfig(found.path, { configName: this.#opts.modelConfigName, autoComplete: false }) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   async #unload(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
     // A load of this model still in progress is given up rather than waited for.
     this.#lifecycle.abortLoads(name, cancelledByUnload(name));
