@@ -1,12 +1,19 @@
 /**
  * The cluster's control plane while workers come and go (review of 2026-11-28): a load through a
- * gateway while a worker is killed, a worker that joins while a load is under way, and an
- * ensemble's load racing the unload of one of its steps. Real redis-server, gateway and workers.
+ * gateway while a worker is killed, a worker that joins while a load is under way, a load that
+ * never ends beside other models' commands, and an ensemble's load racing the unload of one of
+ * its steps. Real redis-server, gateway and workers.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, until, type Child } from './helpers/process.js';
 import { startRedis, type RedisHandle } from './helpers/redis.js';
+
+/** A JavaScript model whose load never ends (until an unload gives it up). */
+const stuckModel = (name: string): Record<string, string> => ({
+  [`${name}/config.pbtxt`]: `name: "${name}"\nbackend: "javascript"\nmax_batch_size: 0\ninput [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\noutput [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\n`,
+  [`${name}/1/model.mjs`]: `export default class Stuck {\n  initialize() { return new Promise(() => {}); }\n  execute() { return []; }\n}\n`,
+});
 
 /** A JavaScript model whose load takes `ms`: a load is still under way while the test acts. */
 const slowModel = (name: string, ms: number): Record<string, string> => ({
@@ -33,7 +40,7 @@ const load = (model: string) => fetch(`${base}/v2/repository/models/${model}/loa
 
 beforeAll(async () => {
   redis = await startRedis();
-  repo = makeRepository(['simple', 'identity_chain', 'custom_identity_int32'], { ...slowModel('slow_a', 3000), ...slowModel('slow_b', 3000), ...slowModel('slow_c', 2000) });
+  repo = makeRepository(['simple', 'identity_chain', 'custom_identity_int32'], { ...slowModel('slow_a', 3000), ...slowModel('slow_b', 3000), ...slowModel('slow_c', 2000), ...stuckModel('stuck') });
   await startWorker('w0');
   await startWorker('w1');
   const port = await freePort();
@@ -69,13 +76,20 @@ describe('cluster control while workers come and go', () => {
     await until(async () => (await readyOn())['w3']?.includes('slow_b') === true, 20_000);
   }, 60_000);
 
-  it('a worker applies control commands one at a time, in the order they were sent: an unload sent during a slow load is answered after it (before: at once, beside it)', async () => {
-    const order: string[] = [];
-    const slow = load('slow_c').then((r) => { order.push(`load ${r.status}`); });
-    await new Promise((r) => setTimeout(r, 200));
-    const quick = fetch(`${base}/v2/repository/models/slow_a/unload`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(60_000) }).then((r) => { order.push(`unload ${r.status}`); });
-    await Promise.all([slow, quick]);
-    expect(order).toEqual(['load 200', 'unload 200']);
+  it('a load that never ends holds up neither the load nor the unload of another model; the unload of its own model gives it up (before: every later command waited behind it, on every worker)', async () => {
+    let stuckAnswer: string | undefined;
+    const stuck = fetch(`${base}/v2/repository/models/stuck/load`, { method: 'POST', body: '{}' }).then(async (r) => { stuckAnswer = `${r.status} ${await r.text()}`; }, (e: Error) => { stuckAnswer = e.message; });
+    const loadingOn = async () => {
+      const { workers: list } = await (await fetch(`${base}/v2/cluster/workers`)).json() as { workers: { models: { name: string; state: string }[] }[] };
+      return list.filter((w) => w.models.some((m) => m.name === 'stuck' && m.state === 'LOADING')).length;
+    };
+    await until(async () => (await loadingOn()) === workers.size);
+    expect((await load('slow_c')).status).toBe(200);
+    expect((await fetch(`${base}/v2/repository/models/slow_a/unload`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(60_000) })).status).toBe(200);
+    expect(stuckAnswer).toBeUndefined();
+    expect((await fetch(`${base}/v2/repository/models/stuck/unload`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(60_000) })).status).toBe(200);
+    await stuck;
+    expect(stuckAnswer).toMatch(/^503 .*the load was cancelled by an unload of the model/);
   }, 60_000);
 
   it('an ensemble\'s load racing the unload of one of its steps leaves every worker in the same state (before: workers applied the commands in different orders and disagreed for good)', async () => {

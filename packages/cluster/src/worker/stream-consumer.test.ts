@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { MAX_CONTROL_CALLS, RedisBackplane } from '../gateway/redis-backplane.js';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { StreamConsumer } from './stream-consumer.js';
+import { MAX_CONTROL_COMMANDS } from './control-queue.js';
 import { ClusterAuth } from '../cluster-auth.js';
 import { rawMessage } from '../../../../test/helpers/raw-envelope.js';
 import { until } from '../../../../test/helpers/process.js';
@@ -564,6 +565,105 @@ describe('StreamConsumer', () => {
       await worker.stop(1000);
       await s.stop(1000);
     }
+  });
+
+  describe('control commands beside a load that never ends', () => {
+    /** A worker and a gateway on a repository of `stuck` (its load never ends until given up), `b`, `c`, and `e`, an ensemble of `stuck` then `b`. */
+    const cluster = async (prefix: string) => {
+      const repo = mkdtempSync(join(tmpdir(), 'triode-worker-scope-'));
+      const io = 'max_batch_size: 0\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n';
+      for (const [m, backend] of [['stuck', 'stuck'], ['b', 'slow'], ['c', 'slow']]) {
+        mkdirSync(join(repo, m!, '1'), { recursive: true });
+        writeFileSync(join(repo, m!, 'config.pbtxt'), `backend: "${backend}"\n${io}`);
+      }
+      mkdirSync(join(repo, 'e', '1'), { recursive: true });
+      writeFileSync(join(repo, 'e', 'config.pbtxt'), 'platform: "ensemble"\nmax_batch_size: 0\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n'
+        + 'ensemble_scheduling { step [ { model_name: "stuck" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "T" } }, { model_name: "b" model_version: -1 input_map { key: "IN" value: "T" } output_map { key: "OUT" value: "Y" } } ] }\n');
+      // An instance that never finishes initializing, but gives up when the load is cancelled.
+      const stuck: Backend = {
+        name: 'stuck',
+        async modelInitialize(ctx) {
+          return {
+            instanceInitialize: () => new Promise<never>((_r, reject) => ctx.signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true })),
+            async finalize() {},
+          };
+        },
+      };
+      const s = await InferenceServer.create({ modelRepositories: [repo], backends: [stuck, slow], modelControlMode: 'explicit', modelLoadTimeoutMs: 3_600_000 });
+      const worker = new StreamConsumer(s, { redis: redis.url, prefix });
+      const g = new RedisBackplane({ redis: redis.url, prefix, registryRefreshMs: 50 });
+      await worker.start();
+      await g.start();
+      const stuckLoading = () => until(async () => s.repositoryIndex().some((r) => r.name === 'stuck' && r.state === 'LOADING'));
+      const outcome = (p: Promise<void>) => p.then(() => 'ok', (e: TriodeError) => `${e.code}: ${e.message}`);
+      return { s, g, stuckLoading, outcome, close: async () => { await g.stop(); await worker.stop(1000); await s.stop(1000); } };
+    };
+
+    it('a load of another model is applied beside it; one of a model it may change (an ensemble\'s step) waits for it (before: every command waited, Triton locks only the models a load affects)', async () => {
+      const { s, g, stuckLoading, outcome, close } = await cluster('scope1');
+      try {
+        const e = outcome(g.loadModel('e'));
+        await stuckLoading();
+        let b: string | undefined;
+        const bLoad = outcome(g.loadModel('b')).then((o) => { b = o; });
+        await g.loadModel('c');
+        await g.unloadModel('c');
+        // e's load may load b as its step: b's load comes after it, on every worker alike.
+        expect(b).toBeUndefined();
+        await g.unloadModel('stuck');
+        expect(await e).toMatch(/^UNAVAILABLE: .*ensemble 'e' depends on 'stuck'/);
+        await bLoad;
+        expect(b).toBe('ok');
+        expect(s.modelReady('b')).toBe(true);
+      } finally {
+        await close();
+      }
+    });
+
+    it('an unload gives up its model\'s loads waiting behind another command at once (before: answered only at their turn, once the command ahead ended)', async () => {
+      const { s, g, stuckLoading, outcome, close } = await cluster('scope2');
+      try {
+        const e = outcome(g.loadModel('e'));
+        await stuckLoading();
+        const b = outcome(g.loadModel('b'));
+        const unloadB = outcome(g.unloadModel('b'));
+        expect(await b).toBe(`UNAVAILABLE: failed to load 'b': the load was cancelled by an unload of the model`);
+        await g.unloadModel('stuck');
+        expect(await e).toMatch(/^UNAVAILABLE: /);
+        expect(await unloadB).toBe('ok');
+        expect(s.modelReady('b')).toBe(false);
+      } finally {
+        await close();
+      }
+    });
+
+    it(`attack: a flood of control messages is bounded: the same load asked again joins the one waiting, and past ${MAX_CONTROL_COMMANDS} held one is answered UNAVAILABLE at once (before: every message waited, held, behind the load)`, async () => {
+      const { g, stuckLoading, close } = await cluster('flood');
+      const r = new Redis(redis.url);
+      const keys = new ClusterKeys('flood');
+      try {
+        const first = g.loadModel('stuck').catch(() => undefined);
+        await stuckLoading();
+        const n = MAX_CONTROL_COMMANDS + 100;
+        const ids = Array.from({ length: n }, (_, k) => `flood-${k}`);
+        for (const id of ids) await r.publish(keys.control, JSON.stringify({ id, ts: Date.now(), action: 'load', model: 'stuck' }));
+        const answers = async () => {
+          const p = r.pipeline();
+          for (const id of ids) p.lrange(keys.controlReplies(id), 0, -1);
+          return ((await p.exec()) ?? []).flatMap(([, list]) => list as string[]).map((a) => JSON.parse(a) as { error?: { code: string; message: string } });
+        };
+        // The load running, one waiting with all the others joined to it, and 101 refused.
+        await until(async () => (await answers()).length === 101);
+        for (const a of await answers()) expect(a.error).toEqual({ code: 'UNAVAILABLE', message: `failed to load 'stuck': ${MAX_CONTROL_COMMANDS} load and unload commands are under way on this worker, try again when they end` });
+        await g.unloadModel('stuck');
+        await first;
+        await until(async () => (await answers()).length === n);
+        expect((await answers()).filter((a) => /cancelled by an unload/.test(a.error?.message ?? ''))).toHaveLength(n - 101);
+      } finally {
+        r.disconnect();
+        await close();
+      }
+    });
   });
 
   it('a request cancelled before it is queued is answered CANCELLED and never reaches Redis (review: it ran for nobody, a decoupled one for good)', async () => {

@@ -4,10 +4,11 @@
  * replies to the sending gateway's stream, and acks. Reads only as many entries as it has room
  * for, so a busy worker leaves work to the others.
  */
+import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Redis } from 'ioredis';
 import {
-  DeadlineHeap, CancelToken, MAX_MODEL_NAME_BYTES, TriodeError, cancelledByUnload, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
+  DeadlineHeap, CancelToken, MAX_MODEL_NAME_BYTES, TriodeError, checkModelName, echo, toWireError, settleWithin, overrideFilesFromJson, type InferenceServer, type LoadOptions, type Logger, type ModelConfig,
 } from '@triode/core';
 import { ClusterAuth } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -15,6 +16,7 @@ import { fieldsOf, type StreamEntries } from '../redis/resp.js';
 import { decodeRequest, decodeRequestParts, encodeReply, fetchedRequestHead, requestEnvelope, type WireReply } from '../envelope/envelope-codec.js';
 import { fetchRequest } from '../reply-frames.js';
 import { type WorkerRecord } from '../registry.js';
+import { ControlQueue, MAX_CONTROL_COMMANDS } from './control-queue.js';
 import { DirectReplies } from './direct-replies.js';
 import { RateLimitedWarning } from '../rate-limited-warning.js';
 import { RespConnection } from '../redis/resp-connection.js';
@@ -66,6 +68,11 @@ export interface StreamConsumerOptions {
    * whose deadline comes first is forgotten. @default MAX_REQUESTS_SEEN
    */
   maxReplayGuard?: number;
+  /**
+   * The most load/unload commands this worker holds, running or waiting their turn; past it one is
+   * answered UNAVAILABLE at once. @default MAX_CONTROL_COMMANDS
+   */
+  maxControlCommands?: number;
   logger?: Logger;
 }
 
@@ -240,6 +247,7 @@ export class StreamConsumer {
     this.#claimIdleMs = options.claimIdleMs ?? 5000;
     this.#ownStreamTtlMs = options.ownStreamTtlMs ?? this.#heartbeatMs * 3 + OWN_STREAM_GRACE_MS;
     this.#maxRequestsSeen = options.maxReplayGuard ?? MAX_REQUESTS_SEEN;
+    this.#controls = new ControlQueue(options.maxControlCommands ?? MAX_CONTROL_COMMANDS);
     this.#logger = options.logger;
     this.#device = options.device ?? 'cpu';
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
@@ -258,9 +266,6 @@ export class StreamConsumer {
     await this.#sub.subscribe(this.#keys.control, this.#keys.cancel);
     this.#sub.on('message', (channel: string, message: string) => {
       if (channel === this.#keys.cancel) this.#cancel(message);
-      // One command at a time, in the order Redis published them (the same order on every
-      // worker): applied concurrently, an ensemble's load racing the unload of one of its steps
-      // left workers disagreeing for good (review).
       else this.#receiveControl(message);
     });
     await this.#joinCluster();
@@ -269,7 +274,7 @@ export class StreamConsumer {
     // while such a load may still end (the gateway waits up to 120 s; review: the worker never got
     // the model).
     for (const ms of REJOIN_AFTER_MS) {
-      const t = setTimeout(() => { this.#controlTail = this.#controlTail.then(() => this.#rejoin(), () => undefined); }, ms);
+      const t = setTimeout(() => { void this.#rejoin(); }, ms);
       t.unref();
       this.#rejoinTimers.push(t);
     }
@@ -291,22 +296,44 @@ export class StreamConsumer {
    */
   #touched: Set<string> | undefined = new Set();
 
-  /** Catches up on the loaded set again, leaving out what a control command has named since the start. */
+  /**
+   * Catches up on the loaded set again, leaving out what a control command has named since the
+   * start: each model's load is queued as a command is (after the commands taken before it that
+   * share a model with it).
+   */
   async #rejoin(): Promise<void> {
     if (!this.#running || this.#touched === undefined) return;
-    const before = this.#servingSignature();
-    await this.#joinCluster(this.#touched);
-    if (this.#servingSignature() !== before) {
-      await this.#refreshStreams();
-      await this.#beat();
+    for (const [model, options] of await this.#loadedSet()) {
+      if (!this.#running || this.#touched === undefined || this.#touched.has(model)) continue;
+      this.#controls.add({
+        model, action: 'load', scope: () => this.#scopeOf(model, true, options.config), same: 'rejoin',
+        apply: async () => {
+          if (this.#server.modelReady(model)) return;
+          await this.#server.loadModel(model, options);
+          await this.#refreshStreams();
+          await this.#beat();
+        },
+        answer: (error) => {
+          if (error) this.#junk('not loaded').warn(`could not load '${model}' that the cluster has loaded: ${error.message}`);
+        },
+      });
     }
   }
 
-  /** The control commands applied so far, in order (each waits for the one before). */
-  #controlTail: Promise<void> = Promise.resolve();
+  /** Loads what the cluster has loaded (a worker that joins later catches up). */
+  async #joinCluster(): Promise<void> {
+    for (const [model, options] of await this.#loadedSet()) {
+      try {
+        if (this.#server.modelReady(model)) continue;
+        await this.#server.loadModel(model, options);
+      } catch (err) {
+        this.#junk('not loaded').warn(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
+      }
+    }
+  }
 
-  /** Loads what the cluster has loaded (a worker that joins later catches up), but the models in `skip`. */
-  async #joinCluster(skip?: ReadonlySet<string>): Promise<void> {
+  /** The loaded set: the load options of each model the cluster has loaded (entries that do not read are dropped). */
+  async #loadedSet(): Promise<Map<string, LoadOptions>> {
     const desired = new Map<string, Buffer>();
     try {
       // Scanned as flat lists of buffers, names included: one field too long for a JS string (a
@@ -328,8 +355,9 @@ export class StreamConsumer {
       } while (cursor !== '0');
     } catch (err) {
       this.#logger?.warning(`could not read the models the cluster has loaded; loading none of them: ${(err as Error).message}`);
-      return;
+      return new Map();
     }
+    const loaded = new Map<string, LoadOptions>();
     for (const [model, bytes] of desired) {
       let raw: string;
       try {
@@ -348,12 +376,12 @@ export class StreamConsumer {
           continue;
         }
         checkModelName(model);
-        if (skip?.has(model) || this.#server.modelReady(model)) continue;
-        await this.#server.loadModel(model, loadOptions(want));
+        loaded.set(model, loadOptions(want));
       } catch (err) {
         this.#junk('not loaded').warn(`could not load '${model}' that the cluster has loaded: ${(err as Error).message}`);
       }
     }
+    return loaded;
   }
 
   /** A gateway's client went away: its request, if this worker holds it, is cancelled. */
@@ -370,12 +398,14 @@ export class StreamConsumer {
   }
 
   /**
-   * Takes a load/unload command as it arrives: checked, then applied after those before it. With a
-   * secret, one that is not signed, is older than CONTROL_MAX_AGE_MS or was seen before is dropped
-   * unanswered (checked on arrival: one that waited behind a long load was dropped as stale). An
-   * unload gives up at once, as `triode serve`'s does, the model's load this worker is running
-   * and its loads still waiting here (review: it waited behind them, so loads that never ended
-   * kept out the unload that would give them up, on every worker).
+   * Takes a load/unload command as it arrives: checked, then applied after the commands taken
+   * before it that may change a model it may change (ControlQueue: the same order on every
+   * worker, so racing commands end alike), beside the others. With a secret, one that is not
+   * signed, is older than CONTROL_MAX_AGE_MS or was seen before is dropped unanswered (checked on
+   * arrival: one that waited behind a long load was dropped as stale). An unload gives up at once,
+   * as `triode serve`'s does, the model's load this worker is running and its loads still waiting
+   * here (review: it waited behind them, so loads that never ended kept out the unload that would
+   * give them up, on every worker).
    */
   #receiveControl(message: string): void {
     const text = this.auth.openText('control', message, 'control message');
@@ -401,45 +431,51 @@ export class StreamConsumer {
       this.#touched.add(cmd.model);
       if (this.#touched.size > MAX_TOUCHED) this.#touched = undefined;
     }
-    const queued: QueuedControl = { cmd, cancelled: false };
-    if (cmd.action === 'unload') {
-      if (this.#server.cancelLoads(cmd.model)) for (const q of this.#queuedLoads.get(cmd.model) ?? []) q.cancelled = true;
-    } else {
-      let loads = this.#queuedLoads.get(cmd.model);
-      if (!loads) this.#queuedLoads.set(cmd.model, (loads = new Set()));
-      loads.add(queued);
-    }
-    this.#controlTail = this.#controlTail.then(() => this.#control(queued), () => undefined);
+    if (cmd.action === 'unload' && this.#server.cancelLoads(cmd.model)) this.#controls.cancelLoads(cmd.model);
+    const { id, model, action } = cmd;
+    const unloadDependents = cmd.unloadDependents === true;
+    this.#controls.add({
+      model, action,
+      scope: () => this.#scopeOf(model, action === 'load' || unloadDependents, cmd.config),
+      same: action === 'load' ? sameLoad(cmd) : String(unloadDependents),
+      apply: () => this.#apply(cmd),
+      answer: (error) => { void this.#answer(id, error); },
+    });
   }
 
-  /** Loads taken and not yet applied, per model: an unload taken after them gives them up. */
-  readonly #queuedLoads = new Map<string, Set<QueuedControl>>();
+  /** The load and unload commands taken and not yet answered. */
+  readonly #controls: ControlQueue;
 
-  /**
-   * Applies a load/unload command and answers the gateway that sent it; a model name that is not
-   * one (a path) is refused before it reaches the repository.
-   */
-  async #control(queued: QueuedControl): Promise<void> {
-    const { cmd } = queued;
-    const loads = this.#queuedLoads.get(cmd.model);
-    if (loads?.delete(queued) && loads.size === 0) this.#queuedLoads.delete(cmd.model);
-    let error: { code: string; message: string } | undefined;
+  /** The models a command may change (just its own when they cannot be told). */
+  #scopeOf(model: string, steps: boolean, config: ModelConfig | undefined): string[] {
+    try {
+      return this.#server.modelsAffectedBy(model, { steps, ...(config !== undefined ? { config } : {}) });
+    } catch {
+      return [model];
+    }
+  }
+
+  /** Applies a load/unload command; a model name that is not one (a path) is refused before it reaches the repository. */
+  async #apply(cmd: ControlCommand): Promise<void> {
     try {
       checkModelName(cmd.model);
-      if (queued.cancelled) throw cancelledByUnload(cmd.model);
       if (cmd.action === 'load') await this.#server.loadModel(cmd.model, loadOptions(cmd));
       else await this.#server.unloadModel(cmd.model, { unloadDependents: cmd.unloadDependents === true });
       await this.#refreshStreams();
       await this.#beat();
     } catch (err) {
-      const e = TriodeError.from(err);
-      error = { code: e.code, message: e.message };
       // A failed load changes the index too (the model UNAVAILABLE with the reason): published
       // before the answer, so the gateway answers a request to it as triode serve does.
       await this.#beat().catch(() => undefined);
+      throw err;
     }
-    const key = this.#keys.controlReplies(cmd.id);
-    const answer = this.auth.signText('control-reply', JSON.stringify({ id: cmd.id, workerId: this.workerId, ...(error !== undefined ? { error } : {}) }));
+  }
+
+  /** Answers the gateway that sent command `id`. */
+  async #answer(id: string, err: TriodeError | undefined): Promise<void> {
+    const key = this.#keys.controlReplies(id);
+    const error = err ? { code: err.code, message: err.message } : undefined;
+    const answer = this.auth.signText('control-reply', JSON.stringify({ id, workerId: this.workerId, ...(error !== undefined ? { error } : {}) }));
     await this.#cmd.rpush(key, answer).catch(() => undefined);
     await this.#cmd.pexpire(key, 60_000).catch(() => undefined);
   }
@@ -1102,10 +1138,16 @@ interface ControlCommand {
   unloadDependents?: boolean;
 }
 
-/** A command taken, waiting for its turn; `cancelled`: a load an unload taken after it gave up. */
-interface QueuedControl {
-  cmd: ControlCommand;
-  cancelled: boolean;
+/**
+ * What makes two loads of a model the same load: a digest of their config and files (which may be
+ * large). One that cannot be written back (junk nested too deep) is like no other.
+ */
+function sameLoad(cmd: { id: string; config?: unknown; files?: unknown }): string {
+  try {
+    return createHash('sha256').update(JSON.stringify([cmd.config ?? null, cmd.files ?? null])).digest('base64');
+  } catch {
+    return `unique ${cmd.id}`;
+  }
 }
 
 function loadOptions(cmd: { config?: ModelConfig; files?: Record<string, string> }): LoadOptions {
