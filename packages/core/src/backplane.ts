@@ -33,6 +33,14 @@ export interface StreamBacklog {
   oldestPendingAgeSeconds: number;
 }
 
+/** Options of `Backplane.unloadModel`. */
+export interface UnloadOptions {
+  /** Also unload the models of its steps that nothing else uses (`unload_dependents`). @default false */
+  unloadDependents?: boolean;
+  /** Aborted when the client that asked has left. @default none */
+  signal?: AbortSignal;
+}
+
 /** What a frontend needs from the server behind it. Every method may reject with a TriodeError. */
 export interface Backplane {
   isLive(): Promise<boolean>;
@@ -48,8 +56,11 @@ export interface Backplane {
   inferStream(request: InferenceRequest, onResponse: ResponseHandler, options?: InferStreamOptions): Promise<void>;
   /** Loads or reloads a model (explicit model control); `config` / `files` override its files. */
   loadModel(name: string, options?: LoadOptions): Promise<void>;
-  /** Unloads a model (explicit model control). */
-  unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void>;
+  /**
+   * Unloads a model (explicit model control). `signal`: its client has left; a cluster gateway
+   * then gives up an unload still waiting for its turn there (one already sent goes on).
+   */
+  unloadModel(name: string, options?: UnloadOptions): Promise<void>;
   /** Cluster mode: the live workers (`GET /v2/cluster/workers`); absent in embedded mode. */
   clusterWorkers?(): Promise<ClusterWorkerInfo[]>;
   /**
@@ -130,8 +141,9 @@ export class LocalBackplane implements Backplane {
     return this.server.loadModel(name, options);
   }
 
-  async unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void> {
+  async unloadModel(name: string, options?: UnloadOptions): Promise<void> {
     if (this.server.exiting) throw Errors.serverNotReady();
-    return this.server.unloadModel(name, options);
+    // Nothing waits for a turn here: the signal is not needed.
+    return this.server.unloadModel(name, { unloadDependents: options?.unloadDependents === true });
   }
 }

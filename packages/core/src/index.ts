@@ -33,7 +33,7 @@ export { classify } from './classification.js';
 
 // The seams: backends, backplanes, async inference, schedulers.
 export type { Backend, BackendModel, BackendModelInstance, ModelContext, AutoCompleteContext, ExecuteRequest, ExecuteResponse, ExecuteResult, ExecuteTimings } from './backend-api.js';
-export { LocalBackplane, type Backplane, type ClusterWorkerInfo, type StreamBacklog } from './backplane.js';
+export { LocalBackplane, type Backplane, type ClusterWorkerInfo, type StreamBacklog, type UnloadOptions } from './backplane.js';
 export type { AsyncInference, JobStatus, OutputEncoding } from './async-inference.js';
 export type { Scheduler, Schedulable, BatchRunner, InstanceGate, RejectHandler } from './scheduler/scheduler.js';
 export { createScheduler } from './scheduler/create-scheduler.js';

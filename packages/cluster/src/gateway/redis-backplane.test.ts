@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { CancelToken, type InferenceRequest, type InferenceResponse, type Logger } from '@triode/core';
-import { RedisBackplane, waitingRequests } from './redis-backplane.js';
+import { MAX_CONTROL_CALLS, RedisBackplane, waitingRequests } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
 import { FrameReader, fetchRequest, frame, framed, readGatewayMessage, type GatewayMessage } from '../reply-frames.js';
@@ -255,6 +255,39 @@ describe('RedisBackplane', () => {
       await gateway.stop();
       await redis.stop();
     }
+  });
+
+  it('an unload waiting for its turn is given up once every client that asked for it has left, and its turn passes to the next (review: it waited on for nobody)', async () => {
+    await withFakeWorker('ulw', { requestTimeoutMs: 60_000, registryRefreshMs: 50 }, async ({ r, keys, gateway }) => {
+      const sub = r.duplicate();
+      const sent: { id: string; model: string }[] = [];
+      await sub.subscribe(keys.control);
+      sub.on('message', (_channel: string, m: string) => sent.push(JSON.parse(m) as { id: string; model: string }));
+      // The test plays the worker 'w': each unload waits for its answer.
+      const answer = (id: string) => r.rpush(keys.controlReplies(id), JSON.stringify({ id, workerId: 'w' }));
+      try {
+        const first = Array.from({ length: MAX_CONTROL_CALLS }, (_, k) => gateway.unloadModel(`m${k}`));
+        await until(async () => sent.length === MAX_CONTROL_CALLS);
+        const left = new AbortController();
+        const gone = gateway.unloadModel('gone', { signal: left.signal });
+        // Two clients share this one: one leaves, the other waits on.
+        const oneLeft = new AbortController();
+        const kept = Promise.all([gateway.unloadModel('kept', { signal: oneLeft.signal }), gateway.unloadModel('kept')]);
+        left.abort();
+        oneLeft.abort();
+        await expect(gone).rejects.toMatchObject({ code: 'CANCELLED', message: 'unload of \'gone\' was cancelled by the client before it ran' });
+        await answer(sent[0]!.id);
+        await until(async () => sent.length === MAX_CONTROL_CALLS + 1);
+        expect(sent.at(-1)!.model).toBe('kept');
+        await answer(sent.at(-1)!.id);
+        await kept;
+        for (const c of sent.slice(1, MAX_CONTROL_CALLS)) await answer(c.id);
+        await Promise.all(first);
+        expect(sent.map((c) => c.model)).not.toContain('gone');
+      } finally {
+        sub.disconnect();
+      }
+    });
   });
 
   it('refuses a model name that is a path before anything reaches Redis', async () => {

@@ -10,7 +10,7 @@ import { networkInterfaces } from 'node:os';
 import type { Redis } from 'ioredis';
 import { GATEWAY_COMMAND_TIMEOUT_MS, openRedis } from '../redis/redis-connection.js';
 import {
-  CancelToken, Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type RequestTrace, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog,
+  CancelToken, Errors, compareModelNames, echo, fromWireError, isErrorCode, TriodeError, checkModelName, settleWithin, overrideFilesToJson, sequenceParams, type Backplane, type InferenceRequest, type InferenceResponse, type RequestTrace, type InferStreamOptions, type ResponseHandler, type LoadOptions, type Logger, type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type StreamBacklog, type UnloadOptions,
 } from '@triode/core';
 import { ClusterAuth, MAC_BYTES } from '../cluster-auth.js';
 import { ClusterKeys } from '../keys.js';
@@ -274,7 +274,7 @@ export class RedisBackplane implements Backplane {
   #unloadCalls = 0;
   readonly #unloadWaiters: { go: () => void; fail: (err: TriodeError) => void }[] = [];
   /** The unload under way or waiting, per model and unload_dependents: a second one joins it. */
-  readonly #unloads = new Map<string, Promise<void>>();
+  readonly #unloads = new Map<string, SharedUnload>();
   /** Bytes of streamed responses waiting for their clients, all requests together (see maxGatewayBacklogBytes). */
   #backlogBytes = 0;
   /** The same per client call, by the cancel signal its requests share (see maxStreamBacklogBytes). */
@@ -1277,11 +1277,11 @@ export class RedisBackplane implements Backplane {
    * (up to `timeoutMs`); fails with the workers' reasons (and the first one's code) if any failed,
    * naming the failed workers when others succeeded. Which worker said what is logged.
    */
-  async #control(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs = 120_000): Promise<void> {
+  async #control(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs = 120_000, signal?: AbortSignal): Promise<void> {
     checkModelName(name);
     // Each call holds a Redis connection of its own for up to timeoutMs (review: without a bound,
     // a client could open one per call, as many as it liked).
-    if (action === 'unload') return this.#unload(name, extra, timeoutMs);
+    if (action === 'unload') return this.#unload(name, extra, timeoutMs, signal);
     if (this.#loadCalls >= MAX_CONTROL_CALLS) {
       throw Errors.unavailable(`failed to load '${echo(name)}': ${MAX_CONTROL_CALLS} load calls are under way on this gateway, try again when they end`);
     }
@@ -1297,30 +1297,56 @@ export class RedisBackplane implements Backplane {
    * An unload is never refused, as in `triode serve`: MAX_CONTROL_CALLS loads that never end must
    * not keep out the unload that gives them up (review: loads and unloads shared one bound). Past
    * MAX_CONTROL_CALLS unloads under way it waits for one to end, and one of a model already being
-   * unloaded (with the same unload_dependents) joins that one: the connections stay bounded.
+   * unloaded (with the same unload_dependents) joins that one: the connections stay bounded. One
+   * still waiting for its turn when every client that asked for it has left (`signal`) is given up
+   * (review: it waited on, and the waiting ones grew with clients that came and went); once sent
+   * to the workers it goes on, as a load does, and is recorded when they have answered.
    */
-  #unload(name: string, extra: Record<string, unknown>, timeoutMs: number): Promise<void> {
+  #unload(name: string, extra: Record<string, unknown>, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    if (signal?.aborted) return Promise.reject(Errors.cancelled(`unload of '${echo(name)}'`));
     const key = `${extra['unloadDependents'] === true ? 1 : 0}${name}`;
-    const running = this.#unloads.get(key);
-    if (running) return running;
-    const call = (async () => {
-      try {
-        if (this.#unloadCalls >= MAX_CONTROL_CALLS) await new Promise<void>((go, fail) => { this.#unloadWaiters.push({ go, fail }); });
-        else this.#unloadCalls++;
+    let shared = this.#unloads.get(key);
+    if (!shared) {
+      const s: SharedUnload = { done: Promise.resolve(), clients: 0 };
+      s.done = (async () => {
         try {
-          await this.#controlCall('unload', name, extra, timeoutMs);
+          if (this.#unloadCalls >= MAX_CONTROL_CALLS) {
+            await new Promise<void>((go, fail) => {
+              const waiter = { go, fail };
+              this.#unloadWaiters.push(waiter);
+              s.giveUp = () => {
+                const i = this.#unloadWaiters.indexOf(waiter);
+                if (i >= 0) this.#unloadWaiters.splice(i, 1);
+                fail(Errors.cancelled(`unload of '${echo(name)}'`));
+              };
+            });
+          } else {
+            this.#unloadCalls++;
+          }
+          s.giveUp = undefined;
+          try {
+            await this.#controlCall('unload', name, extra, timeoutMs);
+          } finally {
+            // The slot passes to the first waiting unload, or is freed.
+            const next = this.#unloadWaiters.shift();
+            if (next) next.go();
+            else this.#unloadCalls--;
+          }
         } finally {
-          // The slot passes to the first waiting unload, or is freed.
-          const next = this.#unloadWaiters.shift();
-          if (next) next.go();
-          else this.#unloadCalls--;
+          if (this.#unloads.get(key) === s) this.#unloads.delete(key);
         }
-      } finally {
-        this.#unloads.delete(key);
-      }
-    })();
-    this.#unloads.set(key, call);
-    return call;
+      })();
+      this.#unloads.set(key, (shared = s));
+    }
+    const call = shared;
+    call.clients++;
+    if (signal) {
+      const leave = () => { if (--call.clients === 0) call.giveUp?.(); };
+      signal.addEventListener('abort', leave, { once: true });
+      const off = () => signal.removeEventListener('abort', leave);
+      call.done.then(off, off);
+    }
+    return call.done;
   }
 
   async #controlCall(action: 'load' | 'unload', name: string, extra: Record<string, unknown>, timeoutMs: number): Promise<void> {
@@ -1402,9 +1428,9 @@ export class RedisBackplane implements Backplane {
     });
   }
 
-  async unloadModel(name: string, options: { unloadDependents?: boolean } = {}): Promise<void> {
+  async unloadModel(name: string, options: UnloadOptions = {}): Promise<void> {
     if (this.#exiting) throw Errors.serverNotReady();
-    await this.#control('unload', name, { unloadDependents: options.unloadDependents === true });
+    await this.#control('unload', name, { unloadDependents: options.unloadDependents === true }, undefined, options.signal);
   }
 
   /** Stops reading replies; requests still waiting get an error. */
@@ -1456,4 +1482,13 @@ function addStats(a: ModelStatistics, b: ModelStatistics): ModelStatistics {
   }
   out.batch_stats.sort((x, y) => x.batch_size - y.batch_size);
   return out;
+}
+
+/** An unload under way or waiting for its turn, and the clients waiting for its answer. */
+interface SharedUnload {
+  done: Promise<void>;
+  /** Callers still waiting for it (one without a signal never leaves). */
+  clients: number;
+  /** While it waits for its turn: gives it up (every client has left). */
+  giveUp?: () => void;
 }

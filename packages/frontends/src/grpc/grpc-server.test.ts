@@ -13,6 +13,7 @@ import { Metadata, credentials, makeGenericClientConstructor, status, type Clien
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { Errors, InferenceServer, LocalBackplane, LogSettings, TriodeError, messageType, serializeBytesTensor, serviceDefinition, type Backend, type Backplane } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
+import { until } from '../../../../test/helpers/process.js';
 import { MODEL_INFER, MODEL_STREAM_INFER, grpcHeaders, grpcResult, inferOnce, openSession, rapidReset, simpleInferFrame, unacknowledgedStreams } from '../../../../test/helpers/grpc-attack.js';
 import { MAX_CLIENT_MESSAGE_CHARS, clientMessage, grpcError } from './grpc-status.js';
 import { UNEXPECTED_ERROR_MESSAGE } from '../error-mapping.js';
@@ -555,7 +556,24 @@ describe('statistics, repository, logging, trace, shared memory', () => {
       // Other names are ignored by an unload, as Triton's.
       await unload({ unload_dependents: { bool_param: true }, other: { int64_param: 1 } });
       await unload({});
-      expect(unloads).toEqual([{ unloadDependents: true }, { unloadDependents: false }]);
+      expect(unloads).toEqual([{ unloadDependents: true, signal: expect.any(AbortSignal) }, { unloadDependents: false, signal: expect.any(AbortSignal) }]);
+    } finally {
+      c.close();
+      await h.close(500);
+    }
+  });
+
+  it('a RepositoryModelUnload is told when its client cancels the call (a cluster gateway gives up one still waiting for its turn; review: it waited on)', async () => {
+    let seen: AbortSignal | undefined;
+    const backplane = { unloadModel: (_name: string, o: { signal?: AbortSignal }) => { seen = o.signal; return new Promise<void>(() => undefined); } } as unknown as Backplane;
+    const h = await startGrpcServer(backplane, { address: '127.0.0.1:0' });
+    const c = new Service(`127.0.0.1:${h.port}`, credentials.createInsecure()) as unknown as Client & Record<string, (req: object, cb: (err: unknown) => void) => { cancel(): void }>;
+    try {
+      const pending = c['RepositoryModelUnload']!({ model_name: 'm' }, () => undefined);
+      await until(async () => seen !== undefined);
+      expect(seen!.aborted).toBe(false);
+      pending.cancel();
+      await until(async () => seen!.aborted);
     } finally {
       c.close();
       await h.close(500);

@@ -317,9 +317,17 @@ function inferenceService(backplane: Backplane, options: GrpcServerOptions, guar
       await backplane.loadModel(name, loadOptionsFrom(name, grpcLoadParameters(req['parameters'] as Record<string, Plain> | undefined)));
       return {};
     }),
-    RepositoryModelUnload: unary('RepositoryModelUnload', 'RepositoryModelUnloadRequest', async (req) => {
+    RepositoryModelUnload: unary('RepositoryModelUnload', 'RepositoryModelUnloadRequest', async (req, call) => {
       refuseRepositoryName(req['repository_name'] as string | undefined);
-      await backplane.unloadModel(String(req['model_name'] ?? ''), { unloadDependents: grpcUnloadDependents(req['parameters'] as Record<string, Plain> | undefined) });
+      // A client that leaves gives up an unload still waiting for its turn (a cluster gateway's).
+      const left = new AbortController();
+      const leave = () => left.abort();
+      call.once('cancelled', leave);
+      try {
+        await backplane.unloadModel(String(req['model_name'] ?? ''), { unloadDependents: grpcUnloadDependents(req['parameters'] as Record<string, Plain> | undefined), signal: left.signal });
+      } finally {
+        call.off('cancelled', leave);
+      }
       return {};
     }),
     // Triton's CommonHandler: the same manager calls as HTTP's; an empty name is all regions

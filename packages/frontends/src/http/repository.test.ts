@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JavaScriptBackend, OnnxRuntimeBackend } from '@triode/backends';
 import { InferenceServer, LocalBackplane } from '@triode/core';
 import { makeRepository } from '../../../../test/helpers/repository.js';
+import { until } from '../../../../test/helpers/process.js';
 import { createHttpApp } from './http-server.js';
 
 let server: InferenceServer;
@@ -198,6 +199,18 @@ describe('model repository extension (explicit mode)', () => {
     // A request for that version is refused as for a version not ready (Triton: UNAVAILABLE), without 'unloaded' repeated.
     const r = await post('/v2/models/simple_int8/versions/1/infer', { inputs: [] });
     expect([r.status, await r.json()]).toEqual([503, { error: "Request for unknown model: 'simple_int8' version 1 is not at ready state" }]);
+  });
+
+  it('an unload is told when its client leaves (a cluster gateway gives up one still waiting for its turn; review: it waited on)', async () => {
+    let seen: AbortSignal | undefined;
+    const backplane = { unloadModel: (_name: string, o: { signal?: AbortSignal }) => { seen = o.signal; return new Promise<void>(() => undefined); } } as unknown as LocalBackplane;
+    const client = new AbortController();
+    const answer = createHttpApp(backplane).request('/v2/repository/models/m/unload', { method: 'POST', body: '{}', signal: client.signal });
+    await until(async () => seen !== undefined);
+    expect(seen!.aborted).toBe(false);
+    client.abort();
+    expect(seen!.aborted).toBe(true);
+    void Promise.resolve(answer).catch(() => undefined);
   });
 
   it('refuses load / unload when the model control mode is none', async () => {

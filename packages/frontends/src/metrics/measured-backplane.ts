@@ -7,7 +7,7 @@
 import {
   Errors, InferStats, TriodeError,
   type Backplane, type FailureReason, type InferenceRequest, type InferenceResponse, type InferStreamOptions, type ResponseHandler, type LatencyObservation, type LoadOptions,
-  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo,
+  type ModelIndexEntry, type ModelMetadata, type ModelStatistics, type ServerMetadata, type ClusterWorkerInfo, type UnloadOptions,
 } from '@triode/core';
 import type { MetricsSource } from './metrics.js';
 import { NO_CLUSTER } from '../http/routes/cluster.js';
@@ -157,7 +157,7 @@ export class MeasuredBackplane implements Backplane, MetricsSource {
   modelStatistics(name?: string, version?: number): Promise<ModelStatistics[]> { return this.#inner.modelStatistics(name, version); }
   repositoryIndex(readyOnly?: boolean): Promise<ModelIndexEntry[]> { return this.#inner.repositoryIndex(readyOnly); }
   loadModel(name: string, options?: LoadOptions): Promise<void> { return this.#inner.loadModel(name, options); }
-  unloadModel(name: string, options?: { unloadDependents?: boolean }): Promise<void> { return this.#inner.unloadModel(name, options); }
+  unloadModel(name: string, options?: UnloadOptions): Promise<void> { return this.#inner.unloadModel(name, options); }
   clusterWorkers(): Promise<ClusterWorkerInfo[]> {
     return this.#inner.clusterWorkers ? this.#inner.clusterWorkers() : Promise.reject(Errors.unsupported(NO_CLUSTER));
   }

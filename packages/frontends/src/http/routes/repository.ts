@@ -131,7 +131,8 @@ export function repositoryRoutes({ backplane }: HttpDeps): Hono {
       const name = c.req.param('model');
       checkModelName(name);
       const dependents = unloadDependents(await body(c));
-      await backplane.unloadModel(name, { unloadDependents: dependents });
+      // A client that leaves gives up an unload still waiting for its turn (a cluster gateway's).
+      await backplane.unloadModel(name, { unloadDependents: dependents, signal: c.req.raw.signal });
       return c.body('', 200, { 'Content-Type': 'application/json' });
     });
   }
