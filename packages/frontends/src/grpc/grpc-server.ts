@@ -32,6 +32,7 @@ import { loadRequestProblem } from './load-request-scan.js';
 import { inflatedMessages, installStreamFront, type InflatedMessage } from './transport-guard.js';
 import { DEFAULT_GRPC_RESPONSE_STALL_TIMEOUT_MS } from './response-stall.js';
 import { DEFAULT_GRPC_REQUEST_STALL_TIMEOUT_MS } from './request-stall.js';
+import { DEFAULT_GRPC_HANDSHAKE_TIMEOUT_MS } from './handshake-timeout.js';
 import { DecompressionBudget } from '../decompression-budget.js';
 
 /** Keepalive settings, as Triton's `--grpc-keepalive-*` / `--grpc-http2-*` flags. */
@@ -144,6 +145,13 @@ export interface GrpcServerOptions {
    * client that stopped sending held what it had sent for good. @default 60000
    */
   requestStallTimeoutMs?: number;
+  /**
+   * A connection whose client has not sent its HTTP/2 SETTINGS frame (the end of the HTTP/2
+   * handshake) this long after it connected (after its TLS handshake, on TLS) is closed, as gRPC
+   * C++ does (GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS): a client that connects and sends nothing held
+   * its connection for good. @default 120000
+   */
+  handshakeTimeoutMs?: number;
 }
 
 /** A running gRPC server. */
@@ -947,6 +955,8 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
   if (!Number.isSafeInteger(stallMs) || stallMs <= 0) throw new RangeError('options.responseStallTimeoutMs must be a positive integer');
   const requestStallMs = options.requestStallTimeoutMs ?? DEFAULT_GRPC_REQUEST_STALL_TIMEOUT_MS;
   if (!Number.isSafeInteger(requestStallMs) || requestStallMs <= 0) throw new RangeError('options.requestStallTimeoutMs must be a positive integer');
+  const handshakeMs = options.handshakeTimeoutMs ?? DEFAULT_GRPC_HANDSHAKE_TIMEOUT_MS;
+  if (!Number.isSafeInteger(handshakeMs) || handshakeMs <= 0) throw new RangeError('options.handshakeTimeoutMs must be a positive integer');
   const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const server = new Server({
     'grpc.max_receive_message_length': maxBytes,
@@ -1019,6 +1029,7 @@ export async function startGrpcServer(backplane: Backplane, options: GrpcServerO
     logger,
     responseStallTimeoutMs: stallMs,
     requestStallTimeoutMs: requestStallMs,
+    handshakeTimeoutMs: handshakeMs,
     maxMetadataBytes: GRPC_MAX_METADATA_BYTES,
     resets: {
       burst: options.maxStreamResetBurst ?? DEFAULT_MAX_STREAM_RESET_BURST,

@@ -157,8 +157,11 @@ function mark(socket: Socket): void {
   (socket as Marked)[OWN_SOCKET] = socket;
 }
 
-/** The socket `session` reads, as marked when its server accepted it (undefined: not marked). */
-function socketOf(session: Http2Session): Socket | undefined {
+/**
+ * The socket `session` reads, as marked when its server accepted it (undefined: not marked; the
+ * server's sockets are marked once `watchServer` has been called on it).
+ */
+export function socketOf(session: Http2Session): Socket | undefined {
   try {
     return (session.socket as Marked | undefined)?.[OWN_SOCKET];
   } catch {

@@ -4,7 +4,8 @@
  * destroyed sessions and sockets) are handled and logged, never thrown; a connection whose client
  * resets streams faster than a token bucket allows is closed with GOAWAY ENHANCE_YOUR_CALM (the
  * HTTP/2 rapid-reset defence of nghttp2, Go and Envoy after CVE-2023-44487); restricted protocols
- * are refused from the request headers alone, before a byte of the message is read. Compressed
+ * are refused from the request headers alone, before a byte of the message is read; a connection
+ * whose client never completes the HTTP/2 handshake is closed (handshake-timeout.ts). Compressed
  * messages (grpc-encoding gzip or deflate) are inflated here, each to at most its RPC's limit, and
  * handed to grpc-js uncompressed: grpc-js inflated them itself up to the server's receive limit
  * (2 GiB), so 2 MB of gzip to a control call held 4 GB before its 64 KiB limit was checked (review).
@@ -19,6 +20,7 @@ import { inflateCounted, type DecompressionBudget, type DecompressionHold } from
 import { GRPC_STATUS, clientMessage, encodeGrpcMessage } from './grpc-status.js';
 import { responseStallGuard, type ResponseStallGuard } from './response-stall.js';
 import { requestStallGuard, type RequestStallGuard } from './request-stall.js';
+import { handshakeGuard } from './handshake-timeout.js';
 import { grpcJsTimeout, grpcTimeoutMs } from './grpc-timeout.js';
 
 /** The stall guards of a server's calls, for the fast path to track its calls with. */
@@ -59,6 +61,8 @@ export interface StreamFrontOptions {
   responseStallTimeoutMs: number;
   /** A call whose unfinished request receives nothing for this long is cancelled (request-stall.ts). */
   requestStallTimeoutMs: number;
+  /** A connection whose client sends no HTTP/2 SETTINGS for this long is closed (handshake-timeout.ts). */
+  handshakeTimeoutMs: number;
   /**
    * The most bytes of a call's request headers (headerListBytes): a call over it is refused
    * RESOURCE_EXHAUSTED. node:http2 enforces the server's SETTINGS_MAX_HEADER_LIST_SIZE only once
@@ -168,6 +172,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
   const stalls = responseStallGuard(opts.responseStallTimeoutMs, logger);
   const stalledRequests = requestStallGuard(opts.requestStallTimeoutMs, logger, refuse);
   const guards: StallGuards = { request: stalledRequests, response: stalls };
+  const handshakes = handshakeGuard(opts.handshakeTimeoutMs, logger);
   const buckets = new WeakMap<Http2Session, ResetBucket>();
   /** Connections being closed for too many resets: streams still arriving on them are refused. */
   const calmed = new WeakSet<Http2Session>();
@@ -200,10 +205,12 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
   for (const h2 of http2Servers) {
     const grpcHandlers = h2.listeners('stream') as ((stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number) => void)[];
     h2.removeAllListeners('stream');
+    // First: it marks each socket as accepted, which the handshake guard reads (socketOf).
     stalls.watchServer(h2);
     h2.on('session', (session: Http2Session) => {
       session.on('error', onSessionError);
       buckets.set(session, new ResetBucket(opts.resets));
+      handshakes.watch(session);
     });
     h2.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[] | undefined) => {
       // Persistent: grpc-js listens with once('error') and the fast path has none of its own.
@@ -269,6 +276,7 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
     close: () => {
       stalls.close();
       stalledRequests.close();
+      handshakes.close();
     },
   };
 }
