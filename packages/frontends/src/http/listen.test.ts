@@ -53,6 +53,18 @@ describe('socket limits', () => {
     expect(reply).toMatch(/^HTTP\/1\.1 408/);
   });
 
+  it('a connection that sends nothing is answered 408 and disconnected (headersTimeout: Node times a connection\'s first request from when it connects)', async () => {
+    const { reply, closed } = await talk('');
+    expect(closed).toBe(true);
+    expect(reply).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('a connection that sends one byte of a request and stops is answered 408 and disconnected (headersTimeout, as for any unfinished head)', async () => {
+    const { reply, closed } = await talk('G');
+    expect(closed).toBe(true);
+    expect(reply).toMatch(/^HTTP\/1\.1 408/);
+  });
+
   it('a client that never finishes its body is disconnected (requestTimeout)', async () => {
     const { reply, closed } = await talk('POST /v2/repository/models/m/load HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"par');
     expect(closed).toBe(true);
@@ -91,6 +103,35 @@ describe('socket limits', () => {
     expect(reply).toMatch(/^HTTP\/1\.1 413/);
     expect(closed).toBe(true);
     expect(settings.log_info).toBe(true);
+  });
+});
+
+describe('a connection\'s first byte', () => {
+  it('a client that sends its first request late, but within headersTimeout, is served, and its connection is then timed by keepAliveTimeout alone', async () => {
+    // Margins of seconds, so that a loaded machine cannot turn "in time" into "late".
+    const h = await startHttpServer(createHttpApp({} as Backplane, { logSettings: settings, logger: silentLogger }), 0, '127.0.0.1', {
+      headersTimeoutMs: 3000, requestTimeoutMs: 6000, keepAliveTimeoutMs: 4000, connectionsCheckingIntervalMs: 50,
+    });
+    try {
+      const socket = connect(h.port, '127.0.0.1');
+      const opened = Date.now();
+      let reply = '';
+      let closedAt: number | undefined;
+      socket.on('data', (d) => { reply += d.toString('latin1'); });
+      socket.on('error', () => undefined);
+      socket.on('close', () => { closedAt = Date.now(); });
+      await new Promise((r) => setTimeout(r, 1000));
+      socket.write('GET /v2/logging HTTP/1.1\r\nHost: x\r\n\r\n');
+      for (const end = Date.now() + 30_000; !/^HTTP\/1\.1 200/.test(reply) && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+      expect(reply).toMatch(/^HTTP\/1\.1 200/);
+      // Past the first byte's deadline (3 s after connecting), still open: keep-alive now governs it.
+      await new Promise((r) => setTimeout(r, Math.max(0, opened + 4000 - Date.now())));
+      expect(closedAt).toBeUndefined();
+      for (const end = Date.now() + 30_000; closedAt === undefined && Date.now() < end;) await new Promise((r) => setTimeout(r, 20));
+      expect(closedAt).toBeDefined();
+    } finally {
+      await h.close();
+    }
   });
 });
 

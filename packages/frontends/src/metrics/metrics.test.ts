@@ -496,6 +496,24 @@ describe('the metrics port and slow clients', () => {
     }
   });
 
+  it('a connection that sends nothing is closed after the headers timeout, as on the HTTP port (Node times a connection\'s first request from when it connects)', async () => {
+    const { connect } = await import('node:net');
+    const m = await startMetricsServer(server, 0, '127.0.0.1', {}, { headersTimeoutMs: 300, requestTimeoutMs: 600, connectionsCheckingIntervalMs: 100 });
+    try {
+      const closed = await new Promise<boolean>((resolve) => {
+        const s = connect(m.port, '127.0.0.1');
+        // Read: a socket that is not read never sees the server close it.
+        s.on('data', () => undefined);
+        s.on('error', () => undefined);
+        const timer = setTimeout(() => { s.destroy(); resolve(false); }, 30_000);
+        s.on('close', () => { clearTimeout(timer); resolve(true); });
+      });
+      expect(closed).toBe(true);
+    } finally {
+      await m.close();
+    }
+  });
+
   it('pipelined scrapes on one connection, now served one at a time as on the HTTP port (listen-connection.test.ts attacks the queue), are all answered in order', async () => {
     const { connect } = await import('node:net');
     const m = await startMetricsServer(server, 0, '127.0.0.1');
