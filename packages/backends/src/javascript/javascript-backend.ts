@@ -14,6 +14,7 @@ import {
   type DataType, type ExecuteResult, type InferenceRequest, type Logger, type ModelConfig, type ModelContext, type ModelInstanceGroup, type WireError,
 } from '@triode/core';
 import { threadFile } from '../common/thread-file.js';
+import { blsControlsProblem, blsParameters } from './bls-request.js';
 import { FLOW_SLOTS, type JsExecuteReply, type JsExecuteRequest, type JsExecuteTask, type JsLoadTask } from './messages.js';
 import type { InferRequest, Tensor } from './model-api.js';
 
@@ -65,7 +66,7 @@ export function blsRequestProblem(r: unknown): string | undefined {
   for (const [k, v] of Object.entries((r['parameters'] ?? {}) as Record<string, unknown>)) {
     if (v !== undefined && !['string', 'number', 'boolean', 'bigint'].includes(typeof v)) return `parameter '${k.slice(0, 64)}' must be a string, number, boolean or bigint`;
   }
-  return undefined;
+  return blsControlsProblem(r);
 }
 
 function modelFile(versionPath: string, config: ModelConfig): string {
@@ -172,7 +173,7 @@ function serveBridge(port: MessagePort, ctx: ModelContext, logger: Logger, respo
       modelName: r.model,
       // Copies made for this call by the message: the request owns them.
       inputs: claimOwnership([r.inputs])[0]!,
-      parameters: r.parameters ?? {},
+      parameters: blsParameters(r),
       blsDepth: chain.length,
       blsChain: chain,
       ...(r.version !== undefined ? { modelVersion: r.version } : {}),

@@ -227,7 +227,19 @@ export const log = {
   verbose: (msg: string) => send({ type: 'log', level: 'verbose', msg }),
 };
 
-/** A request to another model (BLS). */
+/**
+ * A request to another model (BLS), as Python's `pb_utils.InferenceRequest(model_name=,
+ * model_version=, inputs=, requested_output_names=, parameters=, correlation_id=, flags=,
+ * timeout=)`. `correlationId`, `flags` and `timeout` reach the server as the `sequence_id`,
+ * `sequence_start` / `sequence_end` and `timeout` parameters a client would send (so the sequence
+ * batcher, the queue policy and the callee's `Request` see them); setting one both ways, or a
+ * value out of range, refuses the call with INVALID_ARG.
+ *
+ * @example
+ * // One step of a sequence on `accumulator`, in the caller's own sequence.
+ * const res = await infer({ model: 'accumulator', inputs: [x], correlationId: request.correlationId,
+ *   flags: TRITONSERVER_REQUEST_FLAG_SEQUENCE_START, timeout: 50_000 });
+ */
 export interface InferRequest {
   model: string;
   /** A version number; the highest ready version when absent. */
@@ -235,7 +247,27 @@ export interface InferRequest {
   inputs: Tensor[];
   /** Output names to return; all when absent. */
   outputs?: string[];
+  /** Custom parameters (and `priority`, which has no option of its own, as in Python). */
   parameters?: Record<string, ParameterValue>;
+  /**
+   * The correlation id (`sequence_id`): a uint64 as a bigint, or as a number up to 2^53 - 1 (a
+   * larger number is refused: it would not be exact), or a string; 0 or "" for none.
+   * @default none (Python's correlation_id=0)
+   */
+  correlationId?: bigint | number | string;
+  /**
+   * TRITONSERVER_REQUEST_FLAG_SEQUENCE_START and/or TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
+   * (`sequence_start`, `sequence_end`); other bits are refused.
+   * @default 0
+   */
+  flags?: number;
+  /**
+   * The request's timeout in µs (`timeout`), a uint64, applied as a client's: a dynamic batcher's
+   * queue policy uses it when it has `allow_timeout_override` and a longer
+   * `default_timeout_microseconds`, as in Triton.
+   * @default 0 (none)
+   */
+  timeout?: number | bigint;
 }
 
 /**
