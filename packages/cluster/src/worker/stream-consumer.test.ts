@@ -470,6 +470,32 @@ describe('StreamConsumer', () => {
     }
   }, 90_000);
 
+  it('a later read of the loaded set loads all its models however many, a few at a time (review: queued all at once, those past the control queue\'s bound were refused and never loaded)', async () => {
+    const repo = mkdtempSync(join(tmpdir(), 'triode-worker-rejoin-'));
+    const names = Array.from({ length: 12 }, (_, i) => `r${i}`);
+    for (const m of names) {
+      mkdirSync(join(repo, m, '1'), { recursive: true });
+      writeFileSync(join(repo, m, 'config.pbtxt'), 'backend: "slow"\nmax_batch_size: 8\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
+    }
+    const explicit = await InferenceServer.create({ modelRepositories: [repo], backends: [slow], modelControlMode: 'explicit' });
+    const admin = new Redis(redis.url);
+    const warnings: string[] = [];
+    const logger: Logger = { info: () => {}, warning: (m: string) => { warnings.push(m); }, error: () => {}, verbose: () => {} };
+    const worker = new StreamConsumer(explicit, { redis: redis.url, prefix: 'rejoin', maxControlCommands: 3, rejoinAfterMs: [300], logger });
+    try {
+      await worker.start();
+      // Loaded by the cluster while this worker joined: only the later read finds them.
+      const keys = new ClusterKeys('rejoin');
+      for (const m of names) await admin.hset(keys.desired, m, JSON.stringify({ model: m, action: 'load' }));
+      await until(async () => names.every((m) => explicit.modelReady(m)), 30_000);
+      expect(warnings.filter((w) => w.includes('could not load'))).toEqual([]);
+    } finally {
+      await worker.stop(1000);
+      await explicit.stop(1000);
+      admin.disconnect();
+    }
+  }, 60_000);
+
   it('a reply Redis refuses for good (over proto-max-bulk-len) is answered with an error at once, not left to time out', async () => {
     const small = await startRedis(undefined, ['--proto-max-bulk-len', '1mb']);
     const repo = mkdtempSync(join(tmpdir(), 'triode-worker-bigout-'));

@@ -73,6 +73,8 @@ export interface StreamConsumerOptions {
    * answered UNAVAILABLE at once. @default MAX_CONTROL_COMMANDS
    */
   maxControlCommands?: number;
+  /** When the loaded set is read again after joining (ms after the start). @default REJOIN_AFTER_MS */
+  rejoinAfterMs?: readonly number[];
   logger?: Logger;
 }
 
@@ -81,6 +83,9 @@ const CONTROL_MAX_AGE_MS = 5 * 60_000;
 
 /** When a joined worker reads the loaded set again (ms after it joined): past the gateway's 120 s wait for a load. */
 const REJOIN_AFTER_MS = [5_000, 30_000, 130_000];
+
+/** The most loads a later read of the loaded set has queued at once (each waits for the one it frees). */
+const REJOIN_IN_FLIGHT = 8;
 
 /** The most model names kept as named by control commands (junk on the channel ends the later reads). */
 const MAX_TOUCHED = 10_000;
@@ -244,10 +249,12 @@ export class StreamConsumer {
     this.#keys = new ClusterKeys(options.prefix);
     this.#maxInflight = options.maxInflight ?? 256;
     this.#heartbeatMs = options.heartbeatMs ?? 1000;
+    this.#rejoinAfterMs = options.rejoinAfterMs ?? REJOIN_AFTER_MS;
     this.#claimIdleMs = options.claimIdleMs ?? 5000;
     this.#ownStreamTtlMs = options.ownStreamTtlMs ?? this.#heartbeatMs * 3 + OWN_STREAM_GRACE_MS;
     this.#maxRequestsSeen = options.maxReplayGuard ?? MAX_REQUESTS_SEEN;
     this.#controls = new ControlQueue(options.maxControlCommands ?? MAX_CONTROL_COMMANDS);
+    this.#rejoinInFlight = Math.min(REJOIN_IN_FLIGHT, options.maxControlCommands ?? MAX_CONTROL_COMMANDS);
     this.#logger = options.logger;
     this.#device = options.device ?? 'cpu';
     this.auth = new ClusterAuth(options.clusterSecret || undefined, options.logger);
@@ -273,7 +280,7 @@ export class StreamConsumer {
     // in the loaded set only once every other worker has answered: read the set again a few times
     // while such a load may still end (the gateway waits up to 120 s; review: the worker never got
     // the model).
-    for (const ms of REJOIN_AFTER_MS) {
+    for (const ms of this.#rejoinAfterMs) {
       const t = setTimeout(() => { void this.#rejoin(); }, ms);
       t.unref();
       this.#rejoinTimers.push(t);
@@ -286,6 +293,9 @@ export class StreamConsumer {
     this.#claimer = setInterval(() => { void this.#claim(); }, Math.max(100, Math.min(1000, this.#claimIdleMs / 2)));
   }
 
+  readonly #rejoinAfterMs: readonly number[];
+  /** The most loads a later read of the loaded set queues at once (REJOIN_IN_FLIGHT, or fewer with a smaller queue). */
+  readonly #rejoinInFlight: number;
   /** Timers of the loaded set's later reads (cleared at stop). */
   readonly #rejoinTimers: ReturnType<typeof setTimeout>[] = [];
 
@@ -303,20 +313,29 @@ export class StreamConsumer {
    */
   async #rejoin(): Promise<void> {
     if (!this.#running || this.#touched === undefined) return;
+    // A few at a time, and only those not ready: queued all at once, a loaded set of more models
+    // than the queue holds had the rest refused, never loaded (review).
+    const inFlight = new Set<Promise<void>>();
     for (const [model, options] of await this.#loadedSet()) {
-      if (!this.#running || this.#touched === undefined || this.#touched.has(model)) continue;
-      this.#controls.add({
-        model, action: 'load', scope: () => this.#scopeOf(model, true, options.config), same: 'rejoin',
-        apply: async () => {
-          if (this.#server.modelReady(model)) return;
-          await this.#server.loadModel(model, options);
-          await this.#refreshStreams();
-          await this.#beat();
-        },
-        answer: (error) => {
-          if (error) this.#junk('not loaded').warn(`could not load '${model}' that the cluster has loaded: ${error.message}`);
-        },
+      if (!this.#running || this.#touched === undefined || this.#touched.has(model) || this.#server.modelReady(model)) continue;
+      const done = new Promise<void>((settled) => {
+        this.#controls.add({
+          model, action: 'load', scope: () => this.#scopeOf(model, true, options.config), same: 'rejoin',
+          apply: async () => {
+            if (this.#server.modelReady(model)) return;
+            await this.#server.loadModel(model, options);
+            await this.#refreshStreams();
+            await this.#beat();
+          },
+          answer: (error) => {
+            settled();
+            if (error) this.#junk('not loaded').warn(`could not load '${model}' that the cluster has loaded: ${error.message}`);
+          },
+        });
       });
+      inFlight.add(done);
+      void done.then(() => inFlight.delete(done));
+      if (inFlight.size >= this.#rejoinInFlight) await Promise.race(inFlight);
     }
   }
 
