@@ -145,4 +145,14 @@ describe('ControlQueue', () => {
     expect(log.at(-1)).toBe('start D');
     expect(() => new ControlQueue(0)).toThrow(RangeError);
   });
+
+  it('attack: a refusal repeats a junk model name escaped and cut (a control message\'s name is checked only when applied)', () => {
+    const log: string[] = [];
+    const q = new ControlQueue(1);
+    q.add(job(log, 'A', 'a').job);
+    q.add(job(log, 'J', `x\n${'y'.repeat(1000)}`).job);
+    const refusal = log.at(-1)!;
+    expect(refusal).toMatch(/^J: UNAVAILABLE failed to load 'x\\u000ay+\.\.\.': /);
+    expect(refusal.length).toBeLessThan(500);
+  });
 });

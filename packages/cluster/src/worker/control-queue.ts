@@ -5,7 +5,7 @@
  * (LoadUnloadModels locks the models a load or unload affects in its dependency graph; loads and
  * unloads of other models go on beside it).
  */
-import { Errors, TriodeError, cancelledByUnload } from '@triode/core';
+import { Errors, TriodeError, cancelledByUnload, echo } from '@triode/core';
 
 /** The most commands a worker holds, running or waiting (those that joined another included). */
 export const MAX_CONTROL_COMMANDS = 1024;
@@ -70,7 +70,7 @@ export class ControlQueue {
   /** Takes a command: it runs once those it must follow have ended, joins one, or is refused. */
   add(job: ControlJob): void {
     if (this.#held >= this.#max) {
-      answer(job.answer, Errors.unavailable(`failed to ${job.action} '${job.model}': ${this.#max} load and unload commands are under way on this worker, try again when they end`));
+      answer(job.answer, Errors.unavailable(`failed to ${job.action} '${echo(job.model)}': ${this.#max} load and unload commands are under way on this worker, try again when they end`));
       return;
     }
     const scope = [...new Set([job.model, ...job.scope()])];
