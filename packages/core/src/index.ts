@@ -26,7 +26,7 @@ export { MAX_WARMUP_INPUT_BYTES, MAX_WARMUP_SAMPLE_BYTES } from './model-warmup.
 // Requests and responses.
 export {
   normalizeRequest, applyReshape, schedulePolicyParams, sequenceParams, requestControls, MAX_CORRELATION_ID_BYTES,
-  REQUEST_FLAG_SEQUENCE_START, REQUEST_FLAG_SEQUENCE_END, type RequestControls,
+  REQUEST_FLAG_SEQUENCE_START, REQUEST_FLAG_SEQUENCE_END, TRITON_REQUEST_PARAMETERS, type RequestControls,
   type InferenceRequest, type InferenceResponse, type ParameterValue, type RequestedOutput, type RequestTrace, type CancelSignal, type ResponseHandler, type InferStreamOptions, CancelToken,
 } from './infer-request.js';
 export { classify } from './classification.js';

@@ -34,6 +34,12 @@ describe('header forwarding', () => {
     expect(req.parameters).toEqual({ 'x-tenant-id': 'own', 'x-tenant-region': 'eu' });
   });
 
+  it('attack: a header named as a parameter the core acts on is not forwarded (review: a `priority` header, sent by browsers and curl, failed every request; a `sequence_id` one became the correlation id)', () => {
+    const req = { modelName: 'm', inputs: [] };
+    forwardHeaders(req, [['priority', 'u=3, i'], ['Sequence_Id', '7'], ['timeout', 'x'], ['sequence_start', 'yes'], ['binary_data_output', 'no'], ['x-tenant', 't']], /./i);
+    expect(req).toEqual({ modelName: 'm', inputs: [], parameters: { 'x-tenant': 't' } });
+  });
+
   it('over HTTP (--http-header-forward-pattern) and gRPC (--grpc-header-forward-pattern)', async () => {
     const app = createHttpApp(new LocalBackplane(server), { headerForwardPattern: headerPattern('^X-Tenant')! });
     const r = await app.request('/v2/models/params/infer', {
