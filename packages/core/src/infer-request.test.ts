@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CancelToken, MAX_CORRELATION_ID_BYTES, REQUEST_FLAG_SEQUENCE_END, REQUEST_FLAG_SEQUENCE_START, applyReshape, normalizeRequest, requestControls, schedulePolicyParams, sequenceParams, type InferenceRequest } from './infer-request.js';
+import { CancelToken, MAX_CORRELATION_ID_BYTES, REQUEST_FLAG_SEQUENCE_END, REQUEST_FLAG_SEQUENCE_START, applyReshape, customParameters, normalizeRequest, requestControls, schedulePolicyParams, sequenceParams, type InferenceRequest } from './infer-request.js';
 import type { ModelConfig } from './model-config/model-config.js';
 import { serializeBytesTensor } from './tensor/bytes-tensor.js';
 
@@ -179,6 +179,22 @@ describe('sequenceParams', () => {
       .toThrow(expect.objectContaining({ code: 'INVALID_ARG', message: `string correlation ID (sequence_id) of 5000000 bytes is longer than the ${MAX_CORRELATION_ID_BYTES} bytes accepted` }));
     // Counted in UTF-8 bytes: 129 two-byte characters are 258 bytes.
     expect(() => sequenceParams({ sequence_id: '\u00e9'.repeat(129) })).toThrow(/of 258 bytes is longer/);
+  });
+});
+
+describe('customParameters', () => {
+  it('is the same object when no parameter is one the core acts on; else a copy without those, in order, a `__proto__` parameter kept as one', () => {
+    const plain = { tenant: 'a', n: 1 };
+    expect(customParameters(plain)).toBe(plain);
+    const mixed = { binary_data_output: true, tenant: 'a', priority: 2, sequence_id: 'x', n: 1 };
+    expect(Object.keys(customParameters(mixed))).toEqual(['tenant', 'n']);
+    expect(mixed).toEqual({ binary_data_output: true, tenant: 'a', priority: 2, sequence_id: 'x', n: 1 });
+    const only = customParameters({ binary_data_output: true });
+    expect(only).toEqual({});
+    expect(Object.isFrozen(only)).toBe(true);
+    const proto = customParameters(JSON.parse('{"timeout": 5, "__proto__": "p"}') as Record<string, string | number>);
+    expect(Object.keys(proto)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(proto)).toBe(Object.prototype);
   });
 });
 

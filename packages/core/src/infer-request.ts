@@ -337,18 +337,31 @@ export function applyReshape(shape: readonly number[], from: readonly number[], 
  */
 export const TRITON_REQUEST_PARAMETERS: ReadonlySet<string> = new Set(['sequence_id', 'sequence_start', 'sequence_end', 'priority', 'timeout', 'binary_data_output']);
 
+/** A request's parameters when none is left for a backend: one frozen object, shared. */
+const NO_CUSTOM_PARAMETERS: Record<string, ParameterValue> = Object.freeze({});
+
 /**
  * A request's parameters as a backend gets them: the custom ones, without TRITON_REQUEST_PARAMETERS
- * (`params` itself when it holds none of those, as most requests).
+ * (`params` itself when it holds none of those, as most requests). One pass over the keys; a copy
+ * is built, never `delete`d from (a Python client's `{binary_data_output: true}` on every request).
  */
 export function customParameters(params: Record<string, ParameterValue>): Record<string, ParameterValue> {
-  let custom: Record<string, ParameterValue> | undefined;
-  for (const k of TRITON_REQUEST_PARAMETERS) {
-    if (!Object.hasOwn(params, k)) continue;
-    custom ??= { ...params };
-    delete custom[k];
+  for (const k in params) {
+    if (TRITON_REQUEST_PARAMETERS.has(k)) return withoutRequestParameters(params);
   }
-  return custom ?? params;
+  return params;
+}
+
+function withoutRequestParameters(params: Record<string, ParameterValue>): Record<string, ParameterValue> {
+  let custom: Record<string, ParameterValue> | undefined;
+  for (const k of Object.keys(params)) {
+    if (TRITON_REQUEST_PARAMETERS.has(k)) continue;
+    custom ??= {};
+    // defineProperty: a parameter named `__proto__` stays a parameter (an assignment would set the prototype).
+    if (k === '__proto__') Object.defineProperty(custom, k, { value: params[k], enumerable: true, writable: true, configurable: true });
+    else custom[k] = params[k]!;
+  }
+  return custom ?? NO_CUSTOM_PARAMETERS;
 }
 
 const MAX_UINT64 = 2n ** 64n - 1n;
