@@ -225,7 +225,9 @@ export function installStreamFront(http2Servers: Iterable<EventEmitter>, opts: S
         return;
       }
       // gRPC C++'s refusal, in its words: the stream closes, and what its headers held goes with it.
-      const metadataBytes = rawHeaders ? headerListBytes(rawHeaders) : 0;
+      // Counted only while the client has not acknowledged the SETTINGS: after that node:http2
+      // enforces the limit itself, before the headers reach JavaScript.
+      const metadataBytes = rawHeaders && stream.session?.pendingSettingsAck === true ? headerListBytes(rawHeaders) : 0;
       if (metadataBytes > opts.maxMetadataBytes) {
         refuse(stream, RESOURCE_EXHAUSTED, `received metadata size exceeds hard limit (${metadataBytes} vs. ${opts.maxMetadataBytes})`);
         return;
