@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { CancelToken, type InferenceRequest, type InferenceResponse, type Logger } from '@triode/core';
-import { MAX_CONTROL_CALLS, RedisBackplane, waitingRequests } from './redis-backplane.js';
+import { MAX_CONTROL_CALLS, RedisBackplane, waitingRequests, type WaitingEntry } from './redis-backplane.js';
 import { ClusterKeys } from '../keys.js';
 import { decodeRequestParts, encodeReply } from '../envelope/envelope-codec.js';
 import { FrameReader, fetchRequest, frame, framed, readGatewayMessage, type GatewayMessage } from '../reply-frames.js';
@@ -213,6 +213,59 @@ describe('RedisBackplane', () => {
       expect(await gateway.withdraw(unread)).toBe(false);
       expect(await gateway.withdraw({ modelName: 'm', inputs: [] })).toBe(false);
     });
+  });
+
+  it('withdrawEntry, on another gateway, takes back a request one holds while no worker has read it, and tells the holder in the same step (its infer fails CANCELLED at once, the reply signed with the secret); a read entry, one gone, or one naming keys outside the cluster is left (review: an async job waiting behind busy ones could not be cancelled)', async () => {
+    const redis = await startRedis();
+    const prefix = 'withdraw-entry';
+    const keys = new ClusterKeys(prefix);
+    const r = new Redis(redis.url);
+    const options = { redis: redis.url, prefix, directReplies: false as const, requestTimeoutMs: 60_000, registryRefreshMs: 50, clusterSecret: 's3cret' };
+    const holder = new RedisBackplane(options);
+    const other = new RedisBackplane(options);
+    try {
+      // fakeWorker's entry, signed (with a secret, an unsigned one is dropped).
+      await r.set(keys.worker('w'), new ClusterAuth('s3cret').signText('registry', JSON.stringify({ workerId: 'w', heartbeatMs: Date.now(), ttlMs: 60_000, models: [{ name: 'm', version: '1', state: 'READY', config: { name: 'm' } }] })), 'PX', 60_000);
+      await Promise.all([holder.start(), other.start()]);
+      const stream = keys.requests('m');
+      await r.xgroup('CREATE', stream, keys.group, '0', 'MKSTREAM');
+      const send = async (): Promise<{ answer: Promise<InferenceResponse>; entry: WaitingEntry }> => {
+        const request: InferenceRequest = { modelName: 'm', inputs: [], waitMs: 60_000 };
+        const recorded = new Promise<WaitingEntry>((res) => holder.watchEntry(request, res));
+        const answer = holder.infer(request);
+        answer.catch(() => undefined);
+        return { answer, entry: await Promise.race([recorded, answer.then(() => { throw new Error('answered'); })]) };
+      };
+      const read = await send();
+      expect(read.entry).toMatchObject({ stream, replyTo: keys.replies(holder.gatewayId) });
+      // A worker reads it: it stays with that worker, and its gateway waits on.
+      expect(await r.xreadgroup('GROUP', keys.group, 'w', 'COUNT', 1, 'STREAMS', stream, '>')).toHaveLength(1);
+      const unread = await send();
+      expect(await other.withdrawEntry(read.entry)).toBe(false);
+      // Not this cluster's streams (a record someone else wrote): nothing is removed or written.
+      expect(await other.withdrawEntry({ ...unread.entry, replyTo: 'elsewhere' })).toBe(false);
+      expect(await other.withdrawEntry({ ...unread.entry, stream: 'elsewhere' })).toBe(false);
+      expect(await r.exists('elsewhere')).toBe(0);
+      expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual([read.entry.entryId, unread.entry.entryId]);
+      expect(await other.withdrawEntry(unread.entry)).toBe(true);
+      await expect(unread.answer).rejects.toMatchObject({ code: 'CANCELLED' });
+      expect(holder.auth.rejected.get('reply')).toBeUndefined();
+      expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual([read.entry.entryId]);
+      // Once: a second DELETE finds nothing to take back, and tells no one.
+      expect(await other.withdrawEntry(unread.entry)).toBe(false);
+      // Its holder gone (no reply stream): the entry still goes, and no stream is made.
+      const orphan = (await r.xadd(stream, '*', 'r', 'x'))!;
+      const gone = keys.replies('g-gone');
+      expect(await other.withdrawEntry({ stream, entryId: orphan, replyTo: gone, requestKey: '0' })).toBe(true);
+      expect(await r.exists(gone)).toBe(0);
+      expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual([read.entry.entryId]);
+      // The read one still waits for its worker.
+      expect(await Promise.race([read.answer.then(() => 'settled', () => 'settled'), new Promise((res) => setTimeout(() => res('waiting'), 200))])).toBe('waiting');
+    } finally {
+      await Promise.all([holder.stop(), other.stop()]);
+      r.disconnect();
+      await redis.stop();
+    }
   });
 
   it('attack: a TLS direct-reply connection that never completes its handshake is cut after authTimeoutMs (review: it stayed open)', async () => {

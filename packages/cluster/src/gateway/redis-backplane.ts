@@ -17,7 +17,7 @@ import { ClusterKeys } from '../keys.js';
 import { FrameBudget, FrameReader, MAX_AUTH_FRAME_BYTES, confirmFrame, fetchKeyOf, tensorsFrameHead } from '../reply-frames.js';
 import { corkForTurn } from '../cork-for-turn.js';
 import { RateLimitedWarning } from '../rate-limited-warning.js';
-import { decodeReply, encodeRequestParts, type WireEnvelope } from '../envelope/envelope-codec.js';
+import { decodeReply, encodeReply, encodeRequestParts, type WireEnvelope } from '../envelope/envelope-codec.js';
 import { type RegistryModel, type WorkerRecord, STAT_STAGES, checkWorkerRecord, clusterWorkerInfo, registryEntryProblem } from '../registry.js';
 import { type StreamEntries, fieldsOf, respPieces } from '../redis/resp.js';
 import { RespConnection } from '../redis/resp-connection.js';
@@ -183,14 +183,11 @@ end
 return out`;
 
 /**
- * Removes a request's entry from its stream if no consumer of the group has read it yet, in one
- * step (so no worker can read it meanwhile). An entry is unread when its id is past the group's
- * last delivered id (XREADGROUP delivers in id order; the group is made at id 0, so a stream
- * without the group has no reader yet).
- * Input: KEYS[1] the request stream; ARGV[1] the consumer group, ARGV[2] the entry id.
- * Output: 1 when the entry was removed, else 0 (read by a worker, or gone).
+ * The start of the withdraw scripts: returns 0 unless entry ARGV[2] of stream KEYS[1] is there and
+ * past the last id consumer group ARGV[1] has delivered (XREADGROUP delivers in id order; the group
+ * is made at id 0, so a stream without the group has no reader yet).
  */
-const WITHDRAW_UNREAD = `local function parts(id)
+const UNREAD_OR_RETURN = `local function parts(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
 end
@@ -206,8 +203,60 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
     local lms, lseq = parts(last or '')
     if not lms or ms < lms or (ms == lms and seq <= lseq) then return 0 end
   end
-end
+end`;
+
+/**
+ * Removes a request's entry from its stream if no consumer of the group has read it yet, in one
+ * step (so no worker can read it meanwhile). An entry is unread when its id is past the group's
+ * last delivered id (XREADGROUP delivers in id order; the group is made at id 0, so a stream
+ * without the group has no reader yet).
+ * Input: KEYS[1] the request stream; ARGV[1] the consumer group, ARGV[2] the entry id.
+ * Output: 1 when the entry was removed, else 0 (read by a worker, or gone).
+ */
+const WITHDRAW_UNREAD = `${UNREAD_OR_RETURN}
 return redis.call('XDEL', KEYS[1], ARGV[2])`;
+
+/**
+ * WITHDRAW_UNREAD for a request another gateway holds (an async job's DELETE on any gateway), and in
+ * the same step its gateway is told: a CANCELLED reply on its reply stream, as a worker would
+ * answer, so nothing can answer the request between the two. A reply stream that is not there
+ * (its gateway is gone) is not made; the entry is still removed (its job is run again elsewhere,
+ * where its cancellation is seen).
+ * Input: KEYS[1] the request stream, KEYS[2] the holding gateway's reply stream; ARGV[1] the
+ * consumer group, ARGV[2] the entry id, ARGV[3] the reply, ARGV[4] its MAC ('' without a secret).
+ * Output: 1 when the entry was removed, else 0 (read by a worker, or gone).
+ */
+const WITHDRAW_AND_TELL = `${UNREAD_OR_RETURN}
+if redis.call('XDEL', KEYS[1], ARGV[2]) == 0 then return 0 end
+if redis.call('TYPE', KEYS[2]).ok == 'stream' then
+  if ARGV[4] == '' then redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'r', ARGV[3])
+  else redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'r', ARGV[3], 's', ARGV[4]) end
+end
+return 1`;
+
+/**
+ * Where a request waits for a worker, as `RedisBackplane.watchEntry` reports it: what any gateway of
+ * the cluster needs to take it back and tell the gateway that holds it (`withdrawEntry`).
+ */
+export interface WaitingEntry {
+  /** The request stream. */
+  stream: string;
+  /** The request's entry in it. */
+  entryId: string;
+  /** The reply stream of the gateway that holds the request. */
+  replyTo: string;
+  /** The request's key on that gateway. */
+  requestKey: string;
+}
+
+/**
+ * What lets a gateway's async jobs cancel a job whose request another gateway holds while it waits
+ * for a worker (RedisBackplane has it; an async job's DELETE may reach any gateway).
+ */
+export interface EntryWithdrawal {
+  watchEntry(request: InferenceRequest, record: (entry: WaitingEntry) => void): void;
+  withdrawEntry(entry: WaitingEntry): Promise<boolean>;
+}
 
 /** What a decoupled request's end resolves to: no response, told apart from one without outputs. */
 const STREAM_ENDS = new WeakSet<InferenceResponse>();
@@ -235,7 +284,7 @@ export function waitingRequests(lag: unknown, entries: number, held: number): nu
 }
 
 /** The gateway's backplane over Redis Streams. */
-export class RedisBackplane implements Backplane {
+export class RedisBackplane implements Backplane, EntryWithdrawal {
   readonly gatewayId = `g-${randomUUID().slice(0, 8)}`;
   readonly #opts: Required<Omit<RedisBackplaneOptions, 'logger'>> & { logger?: Logger };
   readonly #keys: ClusterKeys;
@@ -246,6 +295,8 @@ export class RedisBackplane implements Backplane {
   readonly #waiting = new Map<string, Waiting>();
   /** Requests that set `waitMs` (async jobs'), while they wait: how `withdraw` takes each back. */
   readonly #withdrawable = new Map<InferenceRequest, () => Promise<boolean>>();
+  /** Who is told where a request waits (`watchEntry`), by request. */
+  readonly #entryWatchers = new WeakMap<InferenceRequest, (entry: WaitingEntry) => void>();
   #next = 0;
   #running = false;
   #loop: Promise<void> | undefined;
@@ -944,6 +995,36 @@ export class RedisBackplane implements Backplane {
   }
 
   /**
+   * Has `record` called with where `request` waits for a worker each time Redis has queued its entry
+   * (once; again if it is sent again with its tensors). Call it before `infer`.
+   */
+  watchEntry(request: InferenceRequest, record: (entry: WaitingEntry) => void): void {
+    this.#entryWatchers.set(request, record);
+  }
+
+  /**
+   * Takes back a request that any gateway of the cluster holds (an async job's, as `watchEntry`
+   * reported it) while no worker has read its entry: the entry leaves its stream and, in the same
+   * step, the gateway that holds it gets a CANCELLED reply, signed as a worker's, so its `infer`
+   * fails CANCELLED. Resolves false once a worker has read the entry (or it is gone), and for an
+   * entry naming anything but this cluster's request and reply streams (a record someone else
+   * wrote to Redis; with a cluster secret the caller checks its MAC first).
+   * @throws UNAVAILABLE when Redis fails
+   */
+  async withdrawEntry(entry: WaitingEntry): Promise<boolean> {
+    const { stream, entryId, replyTo, requestKey } = entry;
+    if (!stream.startsWith(this.#keys.requests('')) || !replyTo.startsWith(this.#keys.replies(''))
+      || !/^\d{1,20}-\d{1,20}$/.test(entryId) || !/^\d{1,20}$/.test(requestKey)) return false;
+    const body = encodeReply({ requestKey, error: { code: 'CANCELLED', message: Errors.cancelled().message } });
+    const mac = this.auth.mac('reply', [replyTo, body]);
+    try {
+      return (await this.#cmd.eval(WITHDRAW_AND_TELL, 2, stream, replyTo, this.#keys.group, entryId, body, mac ?? '')) === 1;
+    } catch (err) {
+      throw unavailable(err);
+    }
+  }
+
+  /**
    * Per sequence (model and correlation id): the routing of its latest request. Each request of
    * a sequence is routed, and its XADD issued, only after the one before it: a START fixes its
    * worker before the next request asks where the sequence lives (requests sent back to back on
@@ -1169,6 +1250,7 @@ export class RedisBackplane implements Backplane {
           }
           entryId = Buffer.isBuffer(id) ? id.toString() : typeof id === 'string' ? id : undefined;
           if (abandoned && entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
+          else if (entryId !== undefined) this.#entryWatchers.get(request)?.({ stream, entryId, replyTo: this.#replyKey, requestKey });
         }, (err: unknown) => {
           if (this.#waiting.get(requestKey) !== waiting) return;
           clearTimeout(waiting.timer);
