@@ -4,7 +4,7 @@
  * nothing here depends on how fast the machine is. Each case was a defect found by attacking the
  * async routes.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,10 +16,14 @@ const work = mkdtempSync(join(tmpdir(), 'triode-async-e2e-'));
 /** Lets the requests whose input is `k` finish. */
 const release = (k: number): void => writeFileSync(join(work, `release-${k}`), '');
 
+/** Whether the model has begun a request whose input is `k`. */
+const ran = (k: number): boolean => existsSync(join(work, `ran-${k}`));
+
 const HOLD = `import { tensor } from 'triode';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 export default class Hold {
   async execute(requests) {
+    for (const r of requests) writeFileSync(${JSON.stringify(work)} + '/ran-' + r.input('IN').data[0], '');
     for (const r of requests) {
       const file = ${JSON.stringify(work)} + '/release-' + r.input('IN').data[0];
       while (!existsSync(file)) await new Promise((res) => setTimeout(res, 20));
@@ -48,8 +52,8 @@ async function submit(base: string, k: number): Promise<string> {
   return ((await r.json()) as { job_id: string }).job_id;
 }
 
-async function state(base: string, id: string): Promise<{ state: string; error?: string }> {
-  return (await (await fetch(`${base}/v2/jobs/${id}`)).json()) as { state: string; error?: string };
+async function state(base: string, id: string): Promise<{ state: string; error?: string; finished_ms?: number }> {
+  return (await (await fetch(`${base}/v2/jobs/${id}`)).json()) as { state: string; error?: string; finished_ms?: number };
 }
 
 beforeAll(async () => {
@@ -171,4 +175,59 @@ describe('async jobs through gateways', () => {
     expect(result.status).toBe(200);
     await next.child.stop();
   }, 60_000);
+
+  it('a job whose request waits behind busy ones is cancelled by a DELETE on another gateway than the one holding it, and never runs; one a worker has taken still answers 503 (all three answered 503 "is running")', async () => {
+    const holder = await startGateway();
+    // The worker takes two requests of 'hold' (its one instance runs one, the other waits there);
+    // the third waits in Redis, unread.
+    const ks = [11, 12, 13];
+    const ids = [await submit(holder.base, 11), await submit(holder.base, 12), await submit(holder.base, 13)];
+    await until(async () => (await Promise.all(ids.map(async (id) => (await state(holder.base, id)).state))).every((s) => s === 'active'));
+    const inflight = async (): Promise<number | undefined> => ((await (await fetch(`${holder.base}/v2/cluster/workers`)).json()) as { workers: { inflight: number }[] }).workers[0]?.inflight;
+    await until(async () => (await inflight()) === 2);
+    // Started once the holder had taken all three: it holds none of them.
+    const other = await startGateway();
+    const del = (id: string) => fetch(`${other.base}/v2/jobs/${id}`, { method: 'DELETE' });
+    let cancelled: string | undefined;
+    // Tried again until one goes: the holder records where a request waits once Redis has queued it.
+    await until(async () => {
+      for (const id of ids) {
+        const r = await del(id);
+        if (r.status === 200) {
+          expect(await r.json()).toEqual({ job_id: id, state: 'cancelled' });
+          cancelled = id;
+          return true;
+        }
+        expect(r.status).toBe(503);
+      }
+      return false;
+    });
+    const taken = ids.filter((id) => id !== cancelled);
+    // The two a worker has taken can no longer be cancelled.
+    for (const id of taken) {
+      const r = await del(id);
+      expect(r.status).toBe(503);
+      expect(((await r.json()) as { error: string }).error).toBe(`async job '${id}' is running and can no longer be cancelled`);
+    }
+    // Cancelled from the DELETE on, on every gateway; then its holder, told, ends it.
+    expect(await state(other.base, cancelled!)).toMatchObject({ state: 'cancelled' });
+    expect(await state(holder.base, cancelled!)).toMatchObject({ state: 'cancelled' });
+    await until(async () => (await state(holder.base, cancelled!)).finished_ms !== undefined);
+    expect(await state(holder.base, cancelled!)).toMatchObject({ state: 'cancelled' });
+    const result = await fetch(`${other.base}/v2/jobs/${cancelled!}/result`);
+    expect(result.status).toBe(400);
+    expect(((await result.json()) as { error: string }).error).toBe(`async job '${cancelled!}' was cancelled by the client before it ran`);
+    for (const k of ks) release(k);
+    for (const id of taken) await until(async () => (await state(holder.base, id)).state === 'completed');
+    // A job submitted after it runs: the worker has read the stream past where it was.
+    release(14);
+    const after = await submit(holder.base, 14);
+    await until(async () => (await state(holder.base, after)).state === 'completed');
+    expect(ran(ks[ids.indexOf(cancelled!)]!)).toBe(false);
+    for (const id of taken) expect(ran(ks[ids.indexOf(id)]!)).toBe(true);
+    // A cancelled job's DELETE deletes it, as a finished one's.
+    expect(await (await del(cancelled!)).json()).toEqual({ job_id: cancelled, state: 'deleted' });
+    expect((await fetch(`${holder.base}/v2/jobs/${cancelled!}`)).status).toBe(404);
+    await Promise.all([holder.child.stop(), other.child.stop()]);
+  }, 90_000);
 });

@@ -17,7 +17,8 @@ export interface JobStatus {
   job_id: string;
   /** Left out, with a cluster secret, when it is not signed as the job's own (someone else wrote it to Redis). */
   model_name?: string;
-  state: 'waiting' | 'active' | 'completed' | 'failed' | 'delayed' | 'unknown';
+  /** 'cancelled': by a DELETE while its request waited for a worker (a job cancelled before any gateway took it is removed). */
+  state: 'waiting' | 'active' | 'completed' | 'failed' | 'delayed' | 'cancelled' | 'unknown';
   progress: number;
   created_ms: number;
   finished_ms?: number;

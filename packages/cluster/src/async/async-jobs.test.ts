@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { InferenceServer, LocalBackplane, TriodeError, type Backend, type InferenceRequest, type OutputEncoding } from '@triode/core';
+import { Errors, InferenceServer, LocalBackplane, TriodeError, type Backend, type InferenceRequest, type InferenceResponse, type OutputEncoding } from '@triode/core';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { ClusterAuth } from '../cluster-auth.js';
 import { AsyncJobs } from './async-jobs.js';
+import type { EntryWithdrawal, WaitingEntry } from '../gateway/redis-backplane.js';
 
 /** OUT = IN, after `IN[0]` ms. */
 const echoBackend: Backend = {
@@ -299,6 +300,121 @@ describe('AsyncJobs with a cluster secret', () => {
     await until(async () => ['completed', 'failed'].includes((await j.status(id)).state));
     // Before: it ran (a job re-added under its own id after it expired ran again).
     expect(await j.status(id)).toMatchObject({ state: 'failed', error: expect.stringMatching(/submitted more than 1 s ago/) });
+  });
+});
+
+/**
+ * A backplane whose requests wait, as if queued in a model's stream, until `withdrawEntry` takes one
+ * back (it fails CANCELLED), or forever once `read` (a worker has it); each reports where it waits.
+ */
+class StreamLikeBackplane extends LocalBackplane implements EntryWithdrawal {
+  read = false;
+  readonly withdrawn: WaitingEntry[] = [];
+  readonly infers: InferenceRequest[] = [];
+  readonly #records = new WeakMap<InferenceRequest, (entry: WaitingEntry) => void>();
+  readonly #waiting = new Map<string, (err: TriodeError) => void>();
+
+  watchEntry(request: InferenceRequest, record: (entry: WaitingEntry) => void): void {
+    this.#records.set(request, record);
+  }
+
+  override infer(request: InferenceRequest): Promise<InferenceResponse> {
+    const requestKey = String(this.infers.push(request));
+    return new Promise((_, reject) => {
+      this.#waiting.set(requestKey, reject);
+      // Given up when the gateway stops.
+      request.signal?.addEventListener('abort', () => reject(Errors.cancelled()));
+      this.#records.get(request)?.({ stream: 'p:req:m', entryId: `1-${requestKey}`, replyTo: 'p:reply:g', requestKey });
+    });
+  }
+
+  async withdrawEntry(entry: WaitingEntry): Promise<boolean> {
+    this.withdrawn.push(entry);
+    const reject = this.#waiting.get(entry.requestKey);
+    if (this.read || !reject) return false;
+    this.#waiting.delete(entry.requestKey);
+    reject(Errors.cancelled());
+    return true;
+  }
+}
+
+describe('AsyncJobs: DELETE of a job whose request waits for a worker', () => {
+  function withdrawable(auth: ClusterAuth): { j: AsyncJobs; backplane: StreamLikeBackplane; key: (id: string) => string } {
+    const backplane = new StreamLikeBackplane(server);
+    const prefix = `t${prefixes++}`;
+    const j = new AsyncJobs(backplane, { redis: redis.url, prefix, auth });
+    j.start();
+    open.push(j);
+    return { j, backplane, key: (id) => `bull:${prefix}-async:${id}` };
+  }
+
+  it('a running job whose request no worker has read is taken back where its gateway recorded it, reads cancelled from then on, and its result is CANCELLED; one a worker has read answers 503 (review: every running job answered 503)', async () => {
+    const { j, backplane, key } = withdrawable(new ClusterAuth('s3cret'));
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const id = await j.submit(request(1), encoding);
+      await until(async () => (await r.hexists(key(id), 'triode-entry')) === 1);
+      expect(await j.status(id)).toMatchObject({ state: 'active' });
+      expect(await j.cancel(id)).toBe('cancelled');
+      expect(backplane.withdrawn).toEqual([{ stream: 'p:req:m', entryId: '1-1', replyTo: 'p:reply:g', requestKey: '1' }]);
+      expect(await j.status(id)).toMatchObject({ state: 'cancelled' });
+      // Its gateway, told, ends it: still cancelled, and finished.
+      await until(async () => (await j.status(id)).finished_ms !== undefined);
+      expect(await j.status(id)).toMatchObject({ state: 'cancelled' });
+      await expect(j.result(id)).rejects.toMatchObject({ code: 'CANCELLED', message: `async job '${id}' was cancelled by the client before it ran` });
+      // Then a DELETE deletes it, as a finished job.
+      expect(await j.cancel(id)).toBe('deleted');
+      expect(await code(j.status(id))).toBe('NOT_FOUND');
+      backplane.read = true;
+      const running = await j.submit(request(1), encoding);
+      await until(async () => (await r.hexists(key(running), 'triode-entry')) === 1);
+      await expect(j.cancel(running)).rejects.toMatchObject({ code: 'UNAVAILABLE', message: `async job '${running}' is running and can no longer be cancelled` });
+      expect(await j.status(running)).toMatchObject({ state: 'active' });
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('attack: with a secret, a request entry or a cancel mark someone else wrote to Redis is not acted on: 503, nothing taken back, the job still active (a DELETE would sign a CANCELLED reply for any request named)', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const { j, backplane, key } = withdrawable(auth);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const first = await j.submit(request(1), encoding);
+      const second = await j.submit(request(1), encoding);
+      await until(async () => (await r.hexists(key(first), 'triode-entry')) === 1 && (await r.hexists(key(second), 'triode-entry')) === 1);
+      // Another job's signed entry, and an unsigned one.
+      await r.hset(key(first), 'triode-entry', (await r.hget(key(second), 'triode-entry'))!);
+      await expect(j.cancel(first)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      await r.hset(key(first), 'triode-entry', JSON.stringify({ stream: 'p:req:m', entryId: '1-1', replyTo: 'p:reply:g', requestKey: '1' }));
+      await expect(j.cancel(first)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      expect(backplane.withdrawn).toEqual([]);
+      await r.hset(key(first), 'triode-cancelled', '1');
+      expect(await j.status(first)).toMatchObject({ state: 'active' });
+      expect(auth.rejected.get('job')).toBeGreaterThanOrEqual(3);
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('a cancelled job that a gateway takes again (the one that held it died) is not run', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const backplane = new StreamLikeBackplane(server);
+    const prefix = `t${prefixes++}`;
+    const j = new AsyncJobs(backplane, { redis: redis.url, prefix, auth });
+    open.push(j);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      // Waiting (not started), with the mark a DELETE leaves.
+      const id = await j.submit(request(1), encoding);
+      await r.hset(`bull:${prefix}-async:${id}`, 'triode-cancelled', auth.mac('job', ['cancelled', id])!.toString('hex'));
+      j.start();
+      await until(async () => (await j.status(id)).finished_ms !== undefined);
+      expect(backplane.infers).toHaveLength(0);
+      await expect(j.result(id)).rejects.toMatchObject({ code: 'CANCELLED' });
+    } finally {
+      r.disconnect();
+    }
   });
 });
 

@@ -23,6 +23,7 @@ import { ClusterAuth } from '../cluster-auth.js';
 import { RateLimitedWarning } from '../rate-limited-warning.js';
 import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../envelope/envelope-codec.js';
 import { GATEWAY_COMMAND_TIMEOUT_MS, redisOptions } from '../redis/redis-connection.js';
+import type { EntryWithdrawal, WaitingEntry } from '../gateway/redis-backplane.js';
 
 /** What `submit` issues (randomUUID); anything else is no job of ours. */
 const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -44,6 +45,20 @@ const REPLY_FIELD = 'triode-reply';
  * job's data (its request, up to maxRequestBytes).
  */
 const NAME_SIG_FIELD = 'triode-name-sig';
+
+/**
+ * The job hash field where the gateway running a job records where its request waits for a worker
+ * (the backplane's WaitingEntry as JSON; with a cluster secret, with its MAC): a DELETE on any
+ * gateway takes the request back from there while no worker has read it.
+ */
+const ENTRY_FIELD = 'triode-entry';
+
+/**
+ * The job hash field a DELETE sets once it has taken the job's request back (with a cluster secret
+ * the MAC of the job id, else '1'): the job reads as cancelled from then on, whatever its gateway
+ * makes of it, and a gateway that comes to run it again (its own died) does not run it.
+ */
+const CANCELLED_FIELD = 'triode-cancelled';
 
 /**
  * The failure reasons BullMQ itself writes for a job of ours (Triode's own failures are the job's
@@ -119,6 +134,8 @@ interface JobFields {
   returnvalue?: unknown;
   /** NAME_SIG_FIELD, if there is one. */
   nameSig?: string;
+  /** CANCELLED_FIELD, if there is one. */
+  cancelled?: string;
 }
 
 
@@ -181,7 +198,7 @@ export class AsyncJobs implements AsyncInference {
   readonly #maxJobs: number;
   /** Jobs this gateway is running now. */
   #running = 0;
-  readonly #backplane: Backplane;
+  readonly #backplane: Backplane & Partial<EntryWithdrawal>;
   /** Removes expired results now and then (BullMQ removes them only when another job finishes). */
   #cleaner: NodeJS.Timeout | undefined;
   /** Submits of this gateway, one at a time: the count of kept jobs and the add are one step. */
@@ -198,7 +215,11 @@ export class AsyncJobs implements AsyncInference {
   /** The jobs running now: `stop` hands back those still waiting for their answer. */
   readonly #runs = new Set<Run>();
 
-  constructor(backplane: Backplane, options: AsyncJobsOptions) {
+  /**
+   * @param backplane where jobs' requests go; with `EntryWithdrawal` (RedisBackplane), a job whose
+   * request waits unread for a worker can be cancelled from any gateway.
+   */
+  constructor(backplane: Backplane & Partial<EntryWithdrawal>, options: AsyncJobsOptions) {
     this.#backplane = backplane;
     const conn = redisOptions(options.redis, 'jobs');
     const name = `${options.prefix ?? 'triode'}-async`;
@@ -261,6 +282,50 @@ export class AsyncJobs implements AsyncInference {
     return ['name', id, model];
   }
 
+  /** What a job's ENTRY_FIELD signs: all of it, so a DELETE acts on no entry but the one its gateway recorded. */
+  #entryParts(id: string, e: WaitingEntry): string[] {
+    return ['entry', id, e.stream, e.entryId, e.replyTo, e.requestKey];
+  }
+
+  /** What CANCELLED_FIELD signs. */
+  #cancelledParts(id: string): string[] {
+    return ['cancelled', id];
+  }
+
+  /** True when the job was cancelled while it ran (its CANCELLED_FIELD, signed with the secret). */
+  #wasCancelled(id: string, f: Pick<JobFields, 'cancelled'>): boolean {
+    return f.cancelled !== undefined && this.#auth.verify('job', this.#cancelledParts(id), sigOf(f.cancelled), 'async job cancellation');
+  }
+
+  /** HSET of one field of a job's hash through `client` (BullMQ's ioredis), only if the job is still there. */
+  async #writeIfJob(client: Promise<unknown>, id: string, field: string, value: string): Promise<void> {
+    // BullMQ's client is ioredis (its IRedisClient type leaves eval out).
+    const c = (await client) as { eval(script: string, keys: number, ...args: string[]): Promise<unknown> };
+    await c.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), field, value);
+  }
+
+  /** Records where a job's request waits (ENTRY_FIELD), each time its backplane has queued it. */
+  #recordEntry(id: string, entry: WaitingEntry): void {
+    const mac = this.#auth.mac('job', this.#entryParts(id, entry));
+    const text = JSON.stringify({ ...entry, ...(mac ? { sig: mac.toString('hex') } : {}) });
+    this.#writeIfJob(this.#worker.client, id, ENTRY_FIELD, text).catch((e: unknown) => this.#logger?.verbose(1, `async jobs: recording where job '${id}' waits: ${(e as Error).message}`));
+  }
+
+  /** A job's ENTRY_FIELD, if it has the shape #recordEntry writes and (with a secret) its MAC. */
+  #entryOf(id: string, text: string | null): WaitingEntry | undefined {
+    let e: unknown;
+    try {
+      e = JSON.parse(text ?? '') as unknown;
+    } catch {
+      return undefined;
+    }
+    if (typeof e !== 'object' || e === null) return undefined;
+    const { stream, entryId, replyTo, requestKey, sig } = e as Record<string, unknown>;
+    if (typeof stream !== 'string' || typeof entryId !== 'string' || typeof replyTo !== 'string' || typeof requestKey !== 'string') return undefined;
+    const entry: WaitingEntry = { stream, entryId, replyTo, requestKey };
+    return this.#auth.verify('job', this.#entryParts(id, entry), sigOf(sig), 'async job request entry') ? entry : undefined;
+  }
+
   #resultParts(id: string, r: JobResult): string[] {
     return [id, r.digest ?? '', JSON.stringify(r.error ?? null)];
   }
@@ -271,7 +336,7 @@ export class AsyncJobs implements AsyncInference {
   }
 
   /** Runs a job; its outcome (the reply or the error, as data) is the job's return value. */
-  async #run(backplane: Backplane, job: Job<JobData>, run: Run): Promise<JobResult | undefined> {
+  async #run(backplane: Backplane & Partial<EntryWithdrawal>, job: Job<JobData>, run: Run): Promise<JobResult | undefined> {
     const id = job.id ?? '';
     let result: JobResult;
     try {
@@ -292,10 +357,15 @@ export class AsyncJobs implements AsyncInference {
       // behind a model that took 15 s a batch failed "no worker answered ... within 30 s").
       request.waitMs = (d.submittedMs ?? Date.now()) + this.#ttl * 1000 - Date.now();
       request.signal = run.cancel;
+      // Cancelled while its request waited for a worker, and taken again since (the gateway that
+      // held it died, or handed it back as it exited): it is not run.
+      const cancelled = backplane.withdrawEntry ? await (await this.#worker.client).hget(this.#queue.toKey(id), CANCELLED_FIELD) : null;
+      if (cancelled !== null && this.#wasCancelled(id, { cancelled })) throw Errors.cancelled(`async job '${echo(id)}'`);
       await job.updateProgress(10);
       // The gateway began to exit meanwhile: the backplane would refuse the request, failing the job.
       if (this.#exiting) return undefined;
       run.request = request;
+      backplane.watchEntry?.(request, (entry) => this.#recordEntry(id, entry));
       const response = await backplane.infer(request);
       const reply = encodeReply({ requestKey: id, response });
       if (reply.byteLength > this.maxRequestBytes) {
@@ -305,9 +375,7 @@ export class AsyncJobs implements AsyncInference {
       // Only into the job's hash as it still is: a job removed meanwhile (deleted by its client,
       // cleaned after a stall) must not come back as a key no one expires (review: a gateway that
       // stalled past its lock wrote up to maxRequestBytes into Redis for good, each time).
-      // BullMQ's client is ioredis (its IRedisClient type leaves eval out).
-      const client = (await this.#worker.client) as unknown as { eval(script: string, keys: number, ...args: string[]): Promise<unknown> };
-      await client.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), REPLY_FIELD, stored);
+      await this.#writeIfJob(this.#worker.client, id, REPLY_FIELD, stored);
       result = { digest: digestOf(stored) };
     } catch (err) {
       // Given up by stop(), or taken back before any worker took it: not the job's outcome; its
@@ -432,11 +500,8 @@ export class AsyncJobs implements AsyncInference {
       });
       const id = job.id!;
       const nameSig = this.#auth.mac('job', this.#nameParts(id, request.modelName));
-      if (nameSig) {
-        // Before the id is answered, so no client polls the job without it.
-        const client = (await this.#queue.client) as unknown as { eval(script: string, keys: number, ...args: string[]): Promise<unknown> };
-        await client.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), NAME_SIG_FIELD, nameSig.toString('hex'));
-      }
+      // Before the id is answered, so no client polls the job without it.
+      if (nameSig) await this.#writeIfJob(this.#queue.client, id, NAME_SIG_FIELD, nameSig.toString('hex'));
       return id;
     })).catch((err: unknown) => {
       if (!sent || !(err instanceof TriodeError) || err.code !== 'UNAVAILABLE') throw err;
@@ -473,8 +538,8 @@ export class AsyncJobs implements AsyncInference {
   async #fields(id: string): Promise<JobFields> {
     if (!JOB_ID.test(id)) throw this.#notFound(id);
     const key = this.#queue.toKey(id);
-    const [name, timestamp, finishedOn, progress, failedReason, returnvalue, nameSig] = await this.#redis('get job', async () =>
-      (await this.#queue.client).hmget(key, 'name', 'timestamp', 'finishedOn', 'progress', 'failedReason', 'returnvalue', NAME_SIG_FIELD));
+    const [name, timestamp, finishedOn, progress, failedReason, returnvalue, nameSig, cancelled] = await this.#redis('get job', async () =>
+      (await this.#queue.client).hmget(key, 'name', 'timestamp', 'finishedOn', 'progress', 'failedReason', 'returnvalue', NAME_SIG_FIELD, CANCELLED_FIELD));
     if (name === null || name === undefined) throw this.#notFound(id);
     const json = (text: string | null | undefined): unknown => {
       if (!text) return undefined;
@@ -489,6 +554,7 @@ export class AsyncJobs implements AsyncInference {
     if (finishedOn) f.finishedOn = Number(finishedOn) || 0;
     if (failedReason) f.failedReason = failedReason;
     if (nameSig) f.nameSig = nameSig;
+    if (cancelled) f.cancelled = cancelled;
     return f;
   }
 
@@ -524,7 +590,10 @@ export class AsyncJobs implements AsyncInference {
     const [first, job] = await this.#stateAndFields(id);
     let state = first;
     let error: string | undefined;
-    if (state === 'completed') {
+    // Cancelled while it ran (its request taken back before a worker read it): so from the DELETE
+    // on, whatever its gateway has made of it yet.
+    if (this.#wasCancelled(id, job)) state = 'cancelled';
+    else if (state === 'completed') {
       const out = this.#outcome(id, job.returnvalue);
       if (out.error) {
         state = 'failed';
@@ -539,7 +608,7 @@ export class AsyncJobs implements AsyncInference {
     const s: JobStatus = {
       job_id: id,
       ...(named ? { model_name: job.name } : {}),
-      state: (['waiting', 'active', 'completed', 'failed', 'delayed'].includes(state) ? state : state === 'prioritized' || state === 'waiting-children' ? 'waiting' : 'unknown') as JobStatus['state'],
+      state: (['waiting', 'active', 'completed', 'failed', 'delayed', 'cancelled'].includes(state) ? state : state === 'prioritized' || state === 'waiting-children' ? 'waiting' : 'unknown') as JobStatus['state'],
       progress: state === 'completed' ? 100 : job.progress,
       created_ms: job.timestamp,
     };
@@ -578,6 +647,7 @@ export class AsyncJobs implements AsyncInference {
   /** The result of a completed job, with the output encoding the request asked for. */
   async result(id: string): Promise<{ response: InferenceResponse; encoding: OutputEncoding }> {
     const [state, job] = await this.#stateAndFields(id);
+    if (this.#wasCancelled(id, job)) throw Errors.cancelled(`async job '${echo(id)}'`);
     // BullMQ's own failures (a job stalled past its limit: gateways that died running it). Final,
     // so not UNAVAILABLE, which would have the client retry until the job expires.
     // Its reason only if BullMQ wrote it (review: anyone who writes to Redis could set one).
@@ -609,14 +679,38 @@ export class AsyncJobs implements AsyncInference {
   }
 
   /**
-   * Cancels a job that has not started ('cancelled'), or deletes a finished job and its result
-   * ('deleted'), which frees its place under maxJobs before its TTL.
-   * @throws UNAVAILABLE for a job that is running.
+   * Cancels a job that has not started ('cancelled'): one no gateway has taken is removed; one whose
+   * request waits for a worker that has not read it is taken back (by whichever gateway holds it)
+   * and kept as cancelled. Or deletes a finished job and its result ('deleted'), which frees its
+   * place under maxJobs before its TTL.
+   * @throws UNAVAILABLE for a job that is running (a worker has read its request).
    */
   async cancel(id: string): Promise<'cancelled' | 'deleted'> {
-    const [state] = await this.#stateAndFields(id);
+    let [state, job] = await this.#stateAndFields(id);
     const running = () => new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
-    if (state === 'active') throw running();
+    if (state === 'active') {
+      if (this.#wasCancelled(id, job)) return 'cancelled';
+      const withdraw = this.#backplane.withdrawEntry?.bind(this.#backplane);
+      const key = this.#queue.toKey(id);
+      const text = withdraw ? await this.#redis('get job request entry', async () => (await this.#queue.client).hget(key, ENTRY_FIELD)) : null;
+      const entry = this.#entryOf(id, text);
+      if (!withdraw || !entry) throw running();
+      if (await this.#redis('withdraw job request', () => withdraw(entry))) {
+        // The gateway that holds it is told in the same step (it fails the job CANCELLED); the mark
+        // makes the job read as cancelled from now on, and keeps it from running if that gateway
+        // died meanwhile and another takes it.
+        const mark = this.#auth.mac('job', this.#cancelledParts(id))?.toString('hex') ?? '1';
+        await this.#redis('mark job cancelled', () => this.#writeIfJob(this.#queue.client, id, CANCELLED_FIELD, mark));
+        return 'cancelled';
+      }
+      // A worker has read it, or another DELETE took it back first, or its gateway did as it
+      // exited (then the job waits again, and is removed below).
+      [state, job] = await this.#stateAndFields(id);
+      if (state === 'active') {
+        if (this.#wasCancelled(id, job)) return 'cancelled';
+        throw running();
+      }
+    }
     const removed = await this.#redis('remove job', () => this.#queue.remove(id));
     if (removed !== 1) {
       // A worker took it between the state and the remove (it is running now), or it expired.
