@@ -33,6 +33,17 @@ function backendOf(name: string, execute: (requests: ExecuteRequest[]) => Promis
   };
 }
 
+/** An instance that never finishes initializing, but gives up when the load is cancelled. */
+const stuck: Backend = {
+  name: 'stuck',
+  async modelInitialize(ctx) {
+    return {
+      instanceInitialize: () => new Promise<never>((_r, reject) => ctx.signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true })),
+      async finalize() {},
+    };
+  },
+};
+
 const slow: Backend = {
   name: 'slow',
   async modelInitialize() {
@@ -560,16 +571,6 @@ describe('StreamConsumer', () => {
     const repo = mkdtempSync(join(tmpdir(), 'triode-worker-stuck-'));
     mkdirSync(join(repo, 'stuck', '1'), { recursive: true });
     writeFileSync(join(repo, 'stuck', 'config.pbtxt'), 'backend: "stuck"\nmax_batch_size: 0\ninput { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] }\n');
-    // An instance that never finishes initializing, but gives up when the load is cancelled.
-    const stuck: Backend = {
-      name: 'stuck',
-      async modelInitialize(ctx) {
-        return {
-          instanceInitialize: () => new Promise<never>((_r, reject) => ctx.signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true })),
-          async finalize() {},
-        };
-      },
-    };
     const s = await InferenceServer.create({ modelRepositories: [repo], backends: [stuck], modelControlMode: 'explicit', modelLoadTimeoutMs: 3_600_000 });
     const worker = new StreamConsumer(s, { redis: redis.url, prefix: 'stuck' });
     const g = new RedisBackplane({ redis: redis.url, prefix: 'stuck', registryRefreshMs: 50 });
@@ -605,16 +606,6 @@ describe('StreamConsumer', () => {
       mkdirSync(join(repo, 'e', '1'), { recursive: true });
       writeFileSync(join(repo, 'e', 'config.pbtxt'), 'platform: "ensemble"\nmax_batch_size: 0\ninput { name: "X" data_type: TYPE_INT32 dims: [ 1 ] }\noutput { name: "Y" data_type: TYPE_INT32 dims: [ 1 ] }\n'
         + 'ensemble_scheduling { step [ { model_name: "stuck" model_version: -1 input_map { key: "IN" value: "X" } output_map { key: "OUT" value: "T" } }, { model_name: "b" model_version: -1 input_map { key: "IN" value: "T" } output_map { key: "OUT" value: "Y" } } ] }\n');
-      // An instance that never finishes initializing, but gives up when the load is cancelled.
-      const stuck: Backend = {
-        name: 'stuck',
-        async modelInitialize(ctx) {
-          return {
-            instanceInitialize: () => new Promise<never>((_r, reject) => ctx.signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true })),
-            async finalize() {},
-          };
-        },
-      };
       const s = await InferenceServer.create({ modelRepositories: [repo], backends: [stuck, slow], modelControlMode: 'explicit', modelLoadTimeoutMs: 3_600_000 });
       const worker = new StreamConsumer(s, { redis: redis.url, prefix });
       const g = new RedisBackplane({ redis: redis.url, prefix, registryRefreshMs: 50 });
