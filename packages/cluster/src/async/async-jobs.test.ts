@@ -507,6 +507,40 @@ describe('AsyncJobs while Redis is away', () => {
     }
   }, 30000);
 
+  it('a submit whose deadline passes before its add was sent does not add it afterwards: its plain 503 means nothing was queued (review: the count answered late, the add followed, and the retried job ran twice)', async () => {
+    const own = await startRedis();
+    const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'slow-count', commandTimeoutMs: 300 });
+    j.start();
+    // The count answers only once the submit has failed.
+    let open!: () => void;
+    const gate = new Promise<void>((r) => { open = r; });
+    let counted: Promise<unknown> | undefined;
+    const getJobCounts = Queue.prototype.getJobCounts;
+    const counts = vi.spyOn(Queue.prototype, 'getJobCounts').mockImplementation(function (this: Queue, ...types: Parameters<Queue['getJobCounts']>) {
+      const p = getJobCounts.apply(this, types).then(async (c) => { await gate; return c; });
+      counted = p;
+      return p;
+    });
+    const add = vi.spyOn(Queue.prototype, 'add');
+    try {
+      const err = await j.submit(request(1), encoding).then(() => undefined, (e: unknown) => e as TriodeError);
+      expect(err).toMatchObject({ code: 'UNAVAILABLE', message: 'async jobs: Redis is unavailable (submit)' });
+      open();
+      await counted;
+      // Whatever followed the count has run by now (the add is issued in the same turn).
+      await new Promise((r) => setImmediate(r));
+      // Before: the add was sent here, and the job ran.
+      expect(add).not.toHaveBeenCalled();
+      counts.mockRestore();
+      expect(await j.counts()).toMatchObject({ waiting: 0, active: 0, completed: 0 });
+    } finally {
+      counts.mockRestore();
+      add.mockRestore();
+      await j.stop();
+      await own.stop();
+    }
+  }, 30000);
+
   it('attack: answers UNAVAILABLE when Redis is connected but does not answer (paused), and the job count too (review: no answer ever)', async () => {
     const own = await startRedis();
     const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'paused', commandTimeoutMs: 300 });

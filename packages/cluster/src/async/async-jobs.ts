@@ -428,14 +428,18 @@ export class AsyncJobs implements AsyncInference {
    * A Redis call from a client's request: anything but a TriodeError means Redis failed it (503).
    * The whole call (a submit is several commands) gets commandTimeoutMs, then 503.
    */
-  async #redis<T>(what: string, call: () => Promise<T>): Promise<T> {
+  async #redis<T>(what: string, call: (gaveUp: () => boolean) => Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
+    // The race does not stop `call`: it goes on after its caller has its answer, and can ask
+    // whether it was given up before a step that must not happen then.
+    let over = false;
     try {
       const late = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer from Redis in ${this.#commandTimeoutMs} ms`)), this.#commandTimeoutMs);
       });
-      return await Promise.race([call(), late]);
+      return await Promise.race([call(() => over), late]);
     } catch (err) {
+      over = true;
       if (err instanceof TriodeError) throw err;
       this.#logger?.verbose(1, `async jobs: ${what}: ${(err as Error).message}`);
       throw Errors.unavailable(`async jobs: Redis is unavailable (${what})`);
@@ -485,12 +489,16 @@ export class AsyncJobs implements AsyncInference {
     // lost) may come after Redis queued the job, so the client is told which job to look for
     // before it submits again (review: it saw a plain 503, retried, and the job ran twice).
     let sent = false;
-    const added = this.#submitting.then(() => this.#redis('submit', async () => {
+    const added = this.#submitting.then(() => this.#redis('submit', async (gaveUp) => {
       let kept = await this.#kept();
       if (kept >= this.#maxJobs && (await this.#clean()) > 0) kept = await this.#kept();
       if (kept >= this.#maxJobs) {
         throw Errors.unavailable(`too many async jobs (${kept}, the limit is ${this.#maxJobs}, --async-max-jobs): try again when results have expired (--async-result-ttl-secs) or were deleted (DELETE of v2/jobs/{id})`);
       }
+      // The deadline passed during the count or the clean: the client has its plain 503 (nothing
+      // was queued) and may submit again, so this one must not add its job after all (review: it
+      // did, and the job ran twice).
+      if (gaveUp()) throw Errors.unavailable('async jobs: the submit was given up before its add');
       sent = true;
       const job = await this.#queue.add(request.modelName, data, {
         jobId,
