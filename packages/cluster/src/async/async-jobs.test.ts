@@ -418,6 +418,60 @@ describe('AsyncJobs: DELETE of a job whose request waits for a worker', () => {
   });
 });
 
+/**
+ * A backplane as RedisBackplane is while it routes a request (a registry read, its sequence's
+ * turn): the request waits for `route()`, and is then refused in the stopping schedulers' words if
+ * the gateway has begun to exit meanwhile; `withdraw` finds nothing to take back before that.
+ */
+class RoutingBackplane extends LocalBackplane {
+  exiting = false;
+  readonly infers: InferenceRequest[] = [];
+  readonly withdraws: InferenceRequest[] = [];
+  #routed!: () => void;
+  readonly #route = new Promise<void>((r) => { this.#routed = r; });
+
+  route(): void {
+    this.#routed();
+  }
+
+  override async infer(request: InferenceRequest): Promise<InferenceResponse> {
+    this.infers.push(request);
+    await this.#route;
+    if (this.exiting) throw Errors.schedulerStopping();
+    return super.infer(request);
+  }
+
+  async withdraw(request: InferenceRequest): Promise<boolean> {
+    this.withdraws.push(request);
+    return false;
+  }
+}
+
+describe('AsyncJobs at the gateway\'s exit', () => {
+  it('a job whose request the exiting backplane refused before sending it (still being routed when the exit began) goes back to wait, and runs on another gateway (review: it failed "Server is stopping" for good)', async () => {
+    const backplane = new RoutingBackplane(server);
+    const prefix = `t${prefixes++}`;
+    const exiting = new AsyncJobs(backplane, { redis: redis.url, prefix });
+    exiting.start();
+    open.push(exiting);
+    const id = await exiting.submit(request(1), encoding);
+    await until(async () => backplane.infers.length === 1);
+    // As `triode gateway` at SIGTERM: the backplane first, then the jobs.
+    backplane.exiting = true;
+    exiting.beginExit();
+    expect(backplane.withdraws).toEqual(backplane.infers);
+    backplane.route();
+    await until(async () => (await exiting.status(id)).state !== 'active');
+    // Before: 'failed', "Server is stopping, scheduler for model has stopped accepting new inference requests".
+    expect(await exiting.status(id)).toMatchObject({ state: 'waiting' });
+    const next = new AsyncJobs(new LocalBackplane(server), { redis: redis.url, prefix });
+    next.start();
+    open.push(next);
+    await until(async () => (await next.status(id)).state === 'completed');
+    expect((await next.result(id)).response.outputs[0]!.data).toEqual(Int32Array.of(1));
+  });
+});
+
 describe('AsyncJobs and hostile job data', () => {
   it('attack: a job whose data is not JSON fails (malformed) instead of staying active, so DELETE works and its place frees (review)', async () => {
     const j = new AsyncJobs(new LocalBackplane(server), { redis: redis.url, prefix: `t${prefixes++}`, maxJobs: 1 });

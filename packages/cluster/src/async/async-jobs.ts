@@ -157,6 +157,15 @@ const MAX_SUBMITS_WAITING = 32;
 /** HSET KEYS[1] ARGV[1] ARGV[2], only if the hash KEYS[1] exists. */
 const WRITE_IF_JOB = "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return -1";
 
+/**
+ * True for the refusal of an exiting backplane (a new request refused in the stopping schedulers'
+ * words): the request was not sent, so no worker ran it.
+ */
+function refusedAtExit(err: unknown): boolean {
+  const refusal = Errors.schedulerStopping();
+  return err instanceof TriodeError && err.code === refusal.code && err.message === refusal.message;
+}
+
 /** A MAC in hex as a job carries it, if it is text (anything else counts as unsigned). */
 const sigOf = (sig: unknown): Buffer | undefined => (typeof sig === 'string' && sig ? Buffer.from(sig, 'hex') : undefined);
 
@@ -378,9 +387,11 @@ export class AsyncJobs implements AsyncInference {
       await this.#writeIfJob(this.#worker.client, id, REPLY_FIELD, stored);
       result = { digest: digestOf(stored) };
     } catch (err) {
-      // Given up by stop(), or taken back before any worker took it: not the job's outcome; its
-      // request is kept for the next run.
-      if (run.handedBack || (run.withdrawn !== undefined && (await run.withdrawn))) return undefined;
+      // Given up by stop(), or taken back before any worker took it, or refused by the exiting
+      // backplane before it was sent (it was still being routed at beginExit, a registry read or
+      // its sequence's turn, so the withdraw found nothing): not the job's outcome; its request is
+      // kept for the next run (review: such a job failed "Server is stopping" for good).
+      if (run.handedBack || (run.withdrawn !== undefined && (await run.withdrawn)) || (this.#exiting && refusedAtExit(err))) return undefined;
       const e = TriodeError.from(err);
       result = { error: { code: e.code, message: e.message } };
     }
