@@ -1167,9 +1167,9 @@ export class RedisBackplane implements Backplane, EntryWithdrawal {
       // The entry's id once Redis has it, and whether the request was given up before that.
       let entryId: string | undefined;
       let abandoned = false;
-      // Settles when Redis has answered the latest XADD (with the id, or not).
-      let added: Promise<void> = Promise.resolve();
       const withdrawable = request.waitMs !== undefined;
+      // A withdrawable request's: settles when Redis has answered its latest XADD (with the id, or not).
+      let added: Promise<void> | undefined;
       // The entry leaves its stream (a worker that has not read it never will; one that has goes on
       // with its copy), and the worker that holds it drops it from its queue, or tells a decoupled
       // model (isCancelled). Before, an abandoned request stayed in Redis, bodies of up to the
@@ -1239,7 +1239,7 @@ export class RedisBackplane implements Backplane, EntryWithdrawal {
       // stay in Redis for good, read by nobody (review).
       const own = stream !== this.#keys.requests(request.modelName);
       const add = (entry: (string | Buffer)[]): void => {
-        added = this.#xadd.send(respPieces('XADD', own ? [stream, 'NOMKSTREAM', 'MAXLEN', '~', '1000000', '*', ...entry] : [stream, 'MAXLEN', '~', '1000000', '*', ...entry])).then((id) => {
+        const answered = this.#xadd.send(respPieces('XADD', own ? [stream, 'NOMKSTREAM', 'MAXLEN', '~', '1000000', '*', ...entry] : [stream, 'MAXLEN', '~', '1000000', '*', ...entry])).then((id) => {
           if (id === null) {
             // No such stream: its worker has stopped (or expired), as a registry read would soon say.
             if (this.#waiting.get(requestKey) !== waiting) return;
@@ -1257,6 +1257,7 @@ export class RedisBackplane implements Backplane, EntryWithdrawal {
           this.#waiting.delete(requestKey);
           reject(unavailable(err));
         });
+        if (withdrawable) added = answered;
       };
       if (withdrawable) {
         this.#withdrawable.set(request, async () => {
