@@ -7,6 +7,7 @@
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeRepository } from './helpers/repository.js';
 import { freePort, startTriode, until, type Child } from './helpers/process.js';
@@ -89,6 +90,15 @@ describe('async jobs through gateways', () => {
     }
     release(1);
     expect(await first.child.exited).toBe(0);
+    // Never taken by the exiting gateway, not even for a moment (BullMQ counts each take in the
+    // job's 'ats' field): before, a wait for a job that began before the SIGTERM took it when it
+    // came, and the gateway handed it back, so a poll now and then saw it 'active'.
+    const r = new Redis(redis.url);
+    try {
+      expect(await r.hget(`bull:triode-async:${late}`, 'ats')).toBeNull();
+    } finally {
+      r.disconnect();
+    }
     // The job in flight finished before it exited; the other one waited for the next gateway.
     const next = await startGateway();
     expect(await state(next.base, held)).toMatchObject({ state: 'completed' });

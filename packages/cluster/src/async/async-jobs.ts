@@ -250,8 +250,8 @@ export class AsyncJobs implements AsyncInference {
     });
     this.#queue.on('error', (e) => options.logger?.verbose(1, `async jobs queue: ${e.message}`));
     this.#worker = new TolerantWorker<JobData>(name, async (job: Job<JobData>, token?: string) => {
-      // Taken as this gateway began to exit (a blocking wait for a job ends after the pause): it
-      // goes back, first in line, for another gateway.
+      // Taken just as this gateway began to exit (the take was on its way to Redis when beginExit
+      // closed the worker): it goes back, first in line, for another gateway.
       if (this.#exiting) {
         // (Failing that, its lock lapses and it is taken again as a stalled job.)
         await job.moveToWait(token).catch(() => undefined);
@@ -415,7 +415,12 @@ export class AsyncJobs implements AsyncInference {
    */
   beginExit(): void {
     this.#exiting = true;
-    void this.#worker.pause(true).catch(() => undefined);
+    // BullMQ's close, not its pause: the jobs running go on (close waits for them, and keeps the
+    // worker's connection and locks until then), and the blocking wait for the next job is cut at
+    // once. pause(true) left that wait in place: the next job queued (one submitted during the
+    // drain), or any waiting job once the wait timed out, was taken, then handed back (review: a
+    // poll of that job saw it 'active' now and then).
+    void this.#worker.close().catch(() => undefined);
     // Those no worker has taken yet go back now, first in line for another gateway, instead of
     // holding the drain up to the exit timeout (review); those a worker has taken drain with the
     // gateway's other requests.
