@@ -996,7 +996,7 @@ export class RedisBackplane implements Backplane, EntryWithdrawal {
 
   /**
    * Has `record` called with where `request` waits for a worker each time Redis has queued its entry
-   * (once; again if it is sent again with its tensors). Call it before `infer`.
+   * (once; again if it is sent again with its tensors), for a request that sets `waitMs` (an async job's). Call it before `infer`.
    */
   watchEntry(request: InferenceRequest, record: (entry: WaitingEntry) => void): void {
     this.#entryWatchers.set(request, record);
@@ -1250,7 +1250,7 @@ export class RedisBackplane implements Backplane, EntryWithdrawal {
           }
           entryId = Buffer.isBuffer(id) ? id.toString() : typeof id === 'string' ? id : undefined;
           if (abandoned && entryId !== undefined) (this.#cmd.xdel(stream, entryId) as Promise<unknown>).catch(() => undefined);
-          else if (entryId !== undefined) this.#entryWatchers.get(request)?.({ stream, entryId, replyTo: this.#replyKey, requestKey });
+          else if (withdrawable && entryId !== undefined) this.#entryWatchers.get(request)?.({ stream, entryId, replyTo: this.#replyKey, requestKey });
         }, (err: unknown) => {
           if (this.#waiting.get(requestKey) !== waiting) return;
           clearTimeout(waiting.timer);
