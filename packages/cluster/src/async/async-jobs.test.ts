@@ -13,7 +13,7 @@ import { Errors, InferenceServer, LocalBackplane, TriodeError, type Backend, typ
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { ClusterAuth } from '../cluster-auth.js';
 import { AsyncJobs } from './async-jobs.js';
-import type { EntryWithdrawal, WaitingEntry } from '../gateway/redis-backplane.js';
+import type { EntryGuard, EntryWithdrawal, EntryWithdrawOutcome, WaitingEntry } from '../gateway/redis-backplane.js';
 
 /** OUT = IN, after `IN[0]` ms. */
 const echoBackend: Backend = {
@@ -52,6 +52,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const j of open) await j.stop();
   await server?.stop(1000);
+  fakeRedis?.disconnect();
   await redis?.stop();
 });
 
@@ -303,16 +304,31 @@ describe('AsyncJobs with a cluster secret', () => {
   });
 });
 
+/** A model's stream as the fakes below share it: each unread request, by `${replyTo} ${requestKey}`. */
+type FakeStream = Map<string, { read: () => boolean; reject: (err: TriodeError) => void }>;
+
+/** A client of the tests' Redis for the fakes' guard checks. */
+let fakeRedis: Redis | undefined;
+
 /**
  * A backplane whose requests wait, as if queued in a model's stream, until `withdrawEntry` takes one
- * back (it fails CANCELLED), or forever once `read` (a worker has it); each reports where it waits.
+ * back (it fails CANCELLED), or forever once `read` (a worker has it); each reports where it waits
+ * (unless `records` is false: not yet). Backplanes given one stream are gateways of one cluster.
  */
 class StreamLikeBackplane extends LocalBackplane implements EntryWithdrawal {
   read = false;
+  records = true;
   readonly withdrawn: WaitingEntry[] = [];
   readonly infers: InferenceRequest[] = [];
   readonly #records = new WeakMap<InferenceRequest, (entry: WaitingEntry) => void>();
-  readonly #waiting = new Map<string, (err: TriodeError) => void>();
+  readonly #stream: FakeStream;
+  readonly #replyTo: string;
+
+  constructor(server: InferenceServer, stream: FakeStream = new Map(), gateway = 'g') {
+    super(server);
+    this.#stream = stream;
+    this.#replyTo = `p:reply:${gateway}`;
+  }
 
   watchEntry(request: InferenceRequest, record: (entry: WaitingEntry) => void): void {
     this.#records.set(request, record);
@@ -321,20 +337,25 @@ class StreamLikeBackplane extends LocalBackplane implements EntryWithdrawal {
   override infer(request: InferenceRequest): Promise<InferenceResponse> {
     const requestKey = String(this.infers.push(request));
     return new Promise((_, reject) => {
-      this.#waiting.set(requestKey, reject);
+      // Its gateway gone, it stays unread.
+      this.#stream.set(`${this.#replyTo} ${requestKey}`, { read: () => this.read, reject });
       // Given up when the gateway stops.
       request.signal?.addEventListener('abort', () => reject(Errors.cancelled()));
-      this.#records.get(request)?.({ stream: 'p:req:m', entryId: `1-${requestKey}`, replyTo: 'p:reply:g', requestKey });
+      if (this.records) this.#records.get(request)?.({ stream: 'p:req:m', entryId: `1-${requestKey}`, replyTo: this.#replyTo, requestKey });
     });
   }
 
-  async withdrawEntry(entry: WaitingEntry): Promise<boolean> {
+  async withdrawEntry(entry: WaitingEntry, guard?: EntryGuard): Promise<EntryWithdrawOutcome> {
     this.withdrawn.push(entry);
-    const reject = this.#waiting.get(entry.requestKey);
-    if (this.read || !reject) return false;
-    this.#waiting.delete(entry.requestKey);
-    reject(Errors.cancelled());
-    return true;
+    fakeRedis ??= new Redis(redis.port, '127.0.0.1');
+    if (guard && (await fakeRedis.hget(guard.key, guard.field)) !== guard.text) return 'moved';
+    const waiting = this.#stream.get(`${entry.replyTo} ${entry.requestKey}`);
+    if (!waiting) return 'gone';
+    if (waiting.read()) return 'read';
+    this.#stream.delete(`${entry.replyTo} ${entry.requestKey}`);
+    if (guard) await fakeRedis.hset(guard.key, guard.markField, guard.mark);
+    waiting.reject(Errors.cancelled());
+    return 'withdrawn';
   }
 }
 

@@ -23,7 +23,7 @@ import { ClusterAuth } from '../cluster-auth.js';
 import { RateLimitedWarning } from '../rate-limited-warning.js';
 import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../envelope/envelope-codec.js';
 import { GATEWAY_COMMAND_TIMEOUT_MS, redisOptions } from '../redis/redis-connection.js';
-import type { EntryWithdrawal, WaitingEntry } from '../gateway/redis-backplane.js';
+import type { EntryWithdrawal, EntryWithdrawOutcome, WaitingEntry } from '../gateway/redis-backplane.js';
 
 /** What `submit` issues (randomUUID); anything else is no job of ours. */
 const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -718,17 +718,20 @@ export class AsyncJobs implements AsyncInference {
       const key = this.#queue.toKey(id);
       const text = withdraw ? await this.#redis('get job request entry', async () => (await this.#queue.client).hget(key, ENTRY_FIELD)) : null;
       const entry = this.#entryOf(id, text);
-      if (!withdraw || !entry) throw running();
-      if (await this.#redis('withdraw job request', () => withdraw(entry))) {
-        // The gateway that holds it is told in the same step (it fails the job CANCELLED); the mark
-        // makes the job read as cancelled from now on, and keeps it from running if that gateway
-        // died meanwhile and another takes it.
-        const mark = this.#auth.mac('job', this.#cancelledParts(id))?.toString('hex') ?? '1';
-        await this.#redis('mark job cancelled', () => this.#writeIfJob(this.#queue.client, id, CANCELLED_FIELD, mark));
-        return 'cancelled';
-      }
+      if (!withdraw || !entry || text === null) throw running();
+      // The gateway that holds it is told in the same step (it fails the job CANCELLED), and the
+      // job is marked, only while its hash still records this entry: the mark makes the job read as cancelled from now on, and keeps it from
+      // running if that gateway died meanwhile and another takes it (review: the mark was a step
+      // of its own, after the withdraw, and a gateway could take the job in between).
+      const mark = this.#auth.mac('job', this.#cancelledParts(id))?.toString('hex') ?? '1';
+      const outcome: EntryWithdrawOutcome = await this.#redis('withdraw job request', () =>
+        withdraw(entry, { key, field: ENTRY_FIELD, text, markField: CANCELLED_FIELD, mark }));
+      if (outcome === 'withdrawn') return 'cancelled';
+      // Its gateway's reply stream is not there (nothing was done): it died, and BullMQ gives the
+      // job to another gateway once its lock lapses, or its stream expired.
+      if (outcome === 'no-holder') throw Errors.unavailable(`async job '${echo(id)}' cannot be cancelled now (the gateway running it has no reply stream: gone, or its stream expired): try again`);
       // A worker has read it, or another DELETE took it back first, or its gateway did as it
-      // exited (then the job waits again, and is removed below).
+      // exited (then the job waits again, and is removed below), or another gateway took the job.
       [state, job] = await this.#stateAndFields(id);
       if (state === 'active') {
         if (this.#wasCancelled(id, job)) return 'cancelled';

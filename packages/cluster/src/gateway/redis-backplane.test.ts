@@ -241,28 +241,73 @@ describe('RedisBackplane', () => {
       // A worker reads it: it stays with that worker, and its gateway waits on.
       expect(await r.xreadgroup('GROUP', keys.group, 'w', 'COUNT', 1, 'STREAMS', stream, '>')).toHaveLength(1);
       const unread = await send();
-      expect(await other.withdrawEntry(read.entry)).toBe(false);
+      expect(await other.withdrawEntry(read.entry)).toBe('read');
       // Not this cluster's streams (a record someone else wrote): nothing is removed or written.
-      expect(await other.withdrawEntry({ ...unread.entry, replyTo: 'elsewhere' })).toBe(false);
-      expect(await other.withdrawEntry({ ...unread.entry, stream: 'elsewhere' })).toBe(false);
+      expect(await other.withdrawEntry({ ...unread.entry, replyTo: 'elsewhere' })).toBe('gone');
+      expect(await other.withdrawEntry({ ...unread.entry, stream: 'elsewhere' })).toBe('gone');
       expect(await r.exists('elsewhere')).toBe(0);
       expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual([read.entry.entryId, unread.entry.entryId]);
-      expect(await other.withdrawEntry(unread.entry)).toBe(true);
+      expect(await other.withdrawEntry(unread.entry)).toBe('withdrawn');
       await expect(unread.answer).rejects.toMatchObject({ code: 'CANCELLED' });
       expect(holder.auth.rejected.get('reply')).toBeUndefined();
       expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual([read.entry.entryId]);
       // Once: a second DELETE finds nothing to take back, and tells no one.
-      expect(await other.withdrawEntry(unread.entry)).toBe(false);
-      // Its holder gone (no reply stream): the entry still goes, and no stream is made.
+      expect(await other.withdrawEntry(unread.entry)).toBe('gone');
+      // Its holder gone (no reply stream): nothing is done (review: the entry went, and a holder
+      // whose stream had expired was never told), and no stream is made.
       const orphan = (await r.xadd(stream, '*', 'r', 'x'))!;
       const gone = keys.replies('g-gone');
-      expect(await other.withdrawEntry({ stream, entryId: orphan, replyTo: gone, requestKey: '0' })).toBe(true);
+      expect(await other.withdrawEntry({ stream, entryId: orphan, replyTo: gone, requestKey: '0' })).toBe('no-holder');
       expect(await r.exists(gone)).toBe(0);
-      expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual([read.entry.entryId]);
+      expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual([read.entry.entryId, orphan]);
       // The read one still waits for its worker.
       expect(await Promise.race([read.answer.then(() => 'settled', () => 'settled'), new Promise((res) => setTimeout(() => res('waiting'), 200))])).toBe('waiting');
     } finally {
       await Promise.all([holder.stop(), other.stop()]);
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
+  it('withdrawEntry writes nothing unless it can do it all: a holder\'s reply stream that refuses the reply leaves the entry (review: the XDEL ran before the XADD failed, the holder was never told, and the job stayed active up to its TTL); with a guard, an entry its hash no longer records is left, and the mark is set in the same step as the withdraw', async () => {
+    const redis = await startRedis();
+    const prefix = 'withdraw-whole';
+    const keys = new ClusterKeys(prefix);
+    const r = new Redis(redis.url);
+    const options = { redis: redis.url, prefix, directReplies: false as const, requestTimeoutMs: 60_000, registryRefreshMs: 50 };
+    const other = new RedisBackplane(options);
+    try {
+      await other.start();
+      const stream = keys.requests('m');
+      await r.xgroup('CREATE', stream, keys.group, '0', 'MKSTREAM');
+      const replyTo = keys.replies('g-holder');
+      await r.xadd(replyTo, '*', 'x', 'y');
+      const ids = async () => (await r.xrange(stream, '-', '+')).map(([id]) => id);
+      const entry: WaitingEntry = { stream, entryId: (await r.xadd(stream, '*', 'r', 'x'))!, replyTo, requestKey: '7' };
+      // A reply stream at its last possible id: the XADD fails.
+      await r.xsetid(replyTo, '18446744073709551615-18446744073709551615');
+      await expect(other.withdrawEntry(entry)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      expect(await ids()).toEqual([entry.entryId]);
+      await r.del(replyTo);
+      await r.xadd(replyTo, '*', 'x', 'y');
+      // The job hash records another entry (its job was taken again): nothing done.
+      const job = `bull:${prefix}-async:j`;
+      await r.hset(job, 'entry', 'another');
+      const guard = { key: job, field: 'entry', text: 'this', markField: 'cancelled', mark: 'm' };
+      expect(await other.withdrawEntry(entry, guard)).toBe('moved');
+      await r.hdel(job, 'entry');
+      expect(await other.withdrawEntry(entry, guard)).toBe('moved');
+      expect(await ids()).toEqual([entry.entryId]);
+      expect(await r.xlen(replyTo)).toBe(1);
+      expect(await r.hget(job, 'cancelled')).toBeNull();
+      // It records this one: withdrawn, told, and marked.
+      await r.hset(job, 'entry', 'this');
+      expect(await other.withdrawEntry(entry, guard)).toBe('withdrawn');
+      expect(await ids()).toEqual([]);
+      expect(await r.xlen(replyTo)).toBe(2);
+      expect(await r.hget(job, 'cancelled')).toBe('m');
+    } finally {
+      await other.stop();
       r.disconnect();
       await redis.stop();
     }

@@ -219,20 +219,51 @@ return redis.call('XDEL', KEYS[1], ARGV[2])`;
 /**
  * WITHDRAW_UNREAD for a request another gateway holds (an async job's DELETE on any gateway), and in
  * the same step its gateway is told: a CANCELLED reply on its reply stream, as a worker would
- * answer, so nothing can answer the request between the two. A reply stream that is not there
- * (its gateway is gone) is not made; the entry is still removed (its job is run again elsewhere,
- * where its cancellation is seen).
- * Input: KEYS[1] the request stream, KEYS[2] the holding gateway's reply stream; ARGV[1] the
- * consumer group, ARGV[2] the entry id, ARGV[3] the reply, ARGV[4] its MAC ('' without a secret).
- * Output: 1 when the entry was removed, else 0 (read by a worker, or gone).
+ * answer, so nothing can answer the request between the two. Every check comes before the first
+ * write, and the XADD (the write that can fail: a reply stream at its last possible id) before the
+ * XDEL: Redis does not undo a script that fails midway (review: the entry was gone, its gateway
+ * never told, and the job stayed active up to its TTL). With KEYS[3] (the job's hash), that hash
+ * must still record this entry (ARGV[5] equal to ARGV[6]; a job taken again has its record
+ * cleared), and the job is marked cancelled (ARGV[7] set to ARGV[8]) in the same step, so no
+ * gateway that takes the job meanwhile runs it.
+ * Input: KEYS[1] the request stream, KEYS[2] the holding gateway's reply stream, KEYS[3] (if any)
+ * the job hash; ARGV[1] the consumer group, ARGV[2] the entry id, ARGV[3] the reply, ARGV[4] its
+ * MAC ('' without a secret), ARGV[5..8] as above.
+ * Output: 1 withdrawn; 0 read by a worker; 2 the entry is gone; 3 the hash records another entry
+ * (or none); 4 the reply stream is not there (nothing done: its gateway is gone, or its stream
+ * expired).
  */
-const WITHDRAW_AND_TELL = `${UNREAD_OR_RETURN}
-if redis.call('XDEL', KEYS[1], ARGV[2]) == 0 then return 0 end
-if redis.call('TYPE', KEYS[2]).ok == 'stream' then
-  if ARGV[4] == '' then redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'r', ARGV[3])
-  else redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'r', ARGV[3], 's', ARGV[4]) end
-end
+const WITHDRAW_AND_TELL = `if KEYS[3] and redis.call('HGET', KEYS[3], ARGV[5]) ~= ARGV[6] then return 3 end
+if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then return 2 end
+${UNREAD_OR_RETURN}
+if redis.call('TYPE', KEYS[2]).ok ~= 'stream' then return 4 end
+if ARGV[4] == '' then redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'r', ARGV[3])
+else redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'r', ARGV[3], 's', ARGV[4]) end
+redis.call('XDEL', KEYS[1], ARGV[2])
+if KEYS[3] then redis.call('HSET', KEYS[3], ARGV[7], ARGV[8]) end
 return 1`;
+
+/** What `withdrawEntry` made of an entry, by WITHDRAW_AND_TELL's answer. */
+const WITHDRAW_OUTCOMES = { 0: 'read', 1: 'withdrawn', 2: 'gone', 3: 'moved', 4: 'no-holder' } as const;
+
+/**
+ * How `withdrawEntry` ended: 'withdrawn' (taken back, its gateway told); 'read' (a worker has it);
+ * 'gone' (no longer in its stream: taken back already, or done); 'moved' (the guard's hash no longer
+ * records it); 'no-holder' (its gateway's reply stream is not there: nothing was done).
+ */
+export type EntryWithdrawOutcome = (typeof WITHDRAW_OUTCOMES)[keyof typeof WITHDRAW_OUTCOMES];
+
+/**
+ * What `withdrawEntry` checks and writes in the same step as the withdraw: hash `key` (an async
+ * job's, named by the caller) must hold `text` in `field`, and gets `mark` in `markField`.
+ */
+export interface EntryGuard {
+  key: string;
+  field: string;
+  text: string;
+  markField: string;
+  mark: string;
+}
 
 /**
  * Where a request waits for a worker, as `RedisBackplane.watchEntry` reports it: what any gateway of
@@ -255,7 +286,7 @@ export interface WaitingEntry {
  */
 export interface EntryWithdrawal {
   watchEntry(request: InferenceRequest, record: (entry: WaitingEntry) => void): void;
-  withdrawEntry(entry: WaitingEntry): Promise<boolean>;
+  withdrawEntry(entry: WaitingEntry, guard?: EntryGuard): Promise<EntryWithdrawOutcome>;
 }
 
 /** What a decoupled request's end resolves to: no response, told apart from one without outputs. */
@@ -1006,22 +1037,29 @@ export class RedisBackplane implements Backplane, EntryWithdrawal {
    * Takes back a request that any gateway of the cluster holds (an async job's, as `watchEntry`
    * reported it) while no worker has read its entry: the entry leaves its stream and, in the same
    * step, the gateway that holds it gets a CANCELLED reply, signed as a worker's, so its `infer`
-   * fails CANCELLED. Resolves false once a worker has read the entry (or it is gone), and for an
-   * entry naming anything but this cluster's request and reply streams (a record someone else
-   * wrote to Redis; with a cluster secret the caller checks its MAC first).
+   * fails CANCELLED; with `guard`, only while its hash still records the entry, and the hash is
+   * marked in the same step. Anything but 'withdrawn' means nothing was written. An entry naming
+   * anything but this cluster's request and reply streams (a record someone else wrote to Redis;
+   * with a cluster secret the caller checks its MAC first) counts as 'gone'.
    * @throws UNAVAILABLE when Redis fails
    */
-  async withdrawEntry(entry: WaitingEntry): Promise<boolean> {
+  async withdrawEntry(entry: WaitingEntry, guard?: EntryGuard): Promise<EntryWithdrawOutcome> {
     const { stream, entryId, replyTo, requestKey } = entry;
     if (!stream.startsWith(this.#keys.requests('')) || !replyTo.startsWith(this.#keys.replies(''))
-      || !/^\d{1,20}-\d{1,20}$/.test(entryId) || !/^\d{1,20}$/.test(requestKey)) return false;
+      || !/^\d{1,20}-\d{1,20}$/.test(entryId) || !/^\d{1,20}$/.test(requestKey)) return 'gone';
     const body = encodeReply({ requestKey, error: { code: 'CANCELLED', message: Errors.cancelled().message } });
     const mac = this.auth.mac('reply', [replyTo, body]);
+    const keys = guard ? [stream, replyTo, guard.key] : [stream, replyTo];
+    const args = [this.#keys.group, entryId, body, mac ?? '', ...(guard ? [guard.field, guard.text, guard.markField, guard.mark] : [])];
+    let answer: unknown;
     try {
-      return (await this.#cmd.eval(WITHDRAW_AND_TELL, 2, stream, replyTo, this.#keys.group, entryId, body, mac ?? '')) === 1;
+      answer = await this.#cmd.eval(WITHDRAW_AND_TELL, keys.length, ...keys, ...args);
     } catch (err) {
       throw unavailable(err);
     }
+    const outcome = WITHDRAW_OUTCOMES[answer as keyof typeof WITHDRAW_OUTCOMES] as EntryWithdrawOutcome | undefined;
+    if (!outcome) throw unavailable(new Error(`withdraw: unexpected answer ${String(answer)}`));
+    return outcome;
   }
 
   /**
