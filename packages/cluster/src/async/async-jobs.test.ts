@@ -418,6 +418,34 @@ describe('AsyncJobs: DELETE of a job whose request waits for a worker', () => {
     }
   });
 
+  it('attack: a job taken again is not cancelled through the entry its former take recorded, still unread: the DELETE answers 503 while the new take runs it (review: it withdrew that entry and marked the job cancelled; GET said cancelled, the result CANCELLED, and the job ran to completion)', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const stream: FakeStream = new Map();
+    const prefix = `t${prefixes++}`;
+    const first = new AsyncJobs(new StreamLikeBackplane(server, stream, 'g1'), { redis: redis.url, prefix, auth });
+    first.start();
+    open.push(first);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const id = await first.submit(request(1), encoding);
+      await until(async () => (await r.hexists(`bull:${prefix}-async:${id}`, 'triode-entry')) === 1);
+      // Its gateway goes (its request's entry stays unread in the stream, as if it died), and
+      // another takes the job; a worker has read its request, not yet recorded.
+      await first.stop();
+      const backplane = new StreamLikeBackplane(server, stream, 'g2');
+      backplane.read = true;
+      backplane.records = false;
+      const second = new AsyncJobs(backplane, { redis: redis.url, prefix, auth });
+      second.start();
+      open.push(second);
+      await until(async () => backplane.infers.length === 1);
+      await expect(second.cancel(id)).rejects.toMatchObject({ code: 'UNAVAILABLE', message: `async job '${id}' is running and can no longer be cancelled` });
+      expect(await second.status(id)).toMatchObject({ state: 'active' });
+    } finally {
+      r.disconnect();
+    }
+  });
+
   it('a cancelled job that a gateway takes again (the one that held it died) is not run', async () => {
     const auth = new ClusterAuth('s3cret');
     const backplane = new StreamLikeBackplane(server);

@@ -158,6 +158,19 @@ const MAX_SUBMITS_WAITING = 32;
 const WRITE_IF_JOB = "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return -1";
 
 /**
+ * As a gateway takes a job: HGET KEYS[1] ARGV[1] (the cancelled mark) and HDEL KEYS[1] ARGV[2] (the
+ * entry a former take recorded) in one step, so a DELETE acts on no entry of a former take once
+ * this one runs, and one that acted before has its mark seen here.
+ */
+const TAKE_JOB = "local c = redis.call('HGET', KEYS[1], ARGV[1]) redis.call('HDEL', KEYS[1], ARGV[2]) return c";
+
+/**
+ * HSET KEYS[1] ARGV[1] ARGV[2] while the job's lock KEYS[2] is still ARGV[3] (this take's token):
+ * a gateway that stalled past its lock records no entry over the one of the take after it.
+ */
+const WRITE_IF_LOCKED = "if redis.call('GET', KEYS[2]) == ARGV[3] then return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end return -1";
+
+/**
  * True for the refusal of an exiting backplane (a new request refused in the stopping schedulers'
  * words): the request was not sent, so no worker ran it.
  */
@@ -261,7 +274,7 @@ export class AsyncJobs implements AsyncInference {
       const run: Run = { cancel: new CancelToken(), handedBack: false };
       this.#runs.add(run);
       try {
-        const result = await this.#run(backplane, job, run);
+        const result = await this.#run(backplane, job, run, token);
         if (result) return result;
         // Handed back by stop(): first in line for another gateway, as it was never run.
         await job.moveToWait(token).catch(() => undefined);
@@ -313,11 +326,22 @@ export class AsyncJobs implements AsyncInference {
     await c.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), field, value);
   }
 
-  /** Records where a job's request waits (ENTRY_FIELD), each time its backplane has queued it. */
-  #recordEntry(id: string, entry: WaitingEntry): void {
+  /** The eval of BullMQ's client (ioredis; its IRedisClient type leaves eval out). */
+  async #eval(client: Promise<unknown>, script: string, keys: string[], ...args: string[]): Promise<unknown> {
+    const c = (await client) as { eval(script: string, keys: number, ...args: string[]): Promise<unknown> };
+    return c.eval(script, keys.length, ...keys, ...args);
+  }
+
+  /**
+   * Records where a job's request waits (ENTRY_FIELD), each time its backplane has queued it, while
+   * this take (`token`) still holds the job's lock.
+   */
+  #recordEntry(id: string, token: string, entry: WaitingEntry): void {
     const mac = this.#auth.mac('job', this.#entryParts(id, entry));
     const text = JSON.stringify({ ...entry, ...(mac ? { sig: mac.toString('hex') } : {}) });
-    this.#writeIfJob(this.#worker.client, id, ENTRY_FIELD, text).catch((e: unknown) => this.#logger?.verbose(1, `async jobs: recording where job '${id}' waits: ${(e as Error).message}`));
+    const key = this.#queue.toKey(id);
+    this.#eval(this.#worker.client, WRITE_IF_LOCKED, [key, `${key}:lock`], ENTRY_FIELD, text, token)
+      .catch((e: unknown) => this.#logger?.verbose(1, `async jobs: recording where job '${id}' waits: ${(e as Error).message}`));
   }
 
   /** A job's ENTRY_FIELD, if it has the shape #recordEntry writes and (with a secret) its MAC. */
@@ -345,7 +369,7 @@ export class AsyncJobs implements AsyncInference {
   }
 
   /** Runs a job; its outcome (the reply or the error, as data) is the job's return value. */
-  async #run(backplane: Backplane & Partial<EntryWithdrawal>, job: Job<JobData>, run: Run): Promise<JobResult | undefined> {
+  async #run(backplane: Backplane & Partial<EntryWithdrawal>, job: Job<JobData>, run: Run, token: string | undefined): Promise<JobResult | undefined> {
     const id = job.id ?? '';
     let result: JobResult;
     try {
@@ -367,14 +391,19 @@ export class AsyncJobs implements AsyncInference {
       request.waitMs = (d.submittedMs ?? Date.now()) + this.#ttl * 1000 - Date.now();
       request.signal = run.cancel;
       // Cancelled while its request waited for a worker, and taken again since (the gateway that
-      // held it died, or handed it back as it exited): it is not run.
-      const cancelled = backplane.withdrawEntry ? await (await this.#worker.client).hget(this.#queue.toKey(id), CANCELLED_FIELD) : null;
-      if (cancelled !== null && this.#wasCancelled(id, { cancelled })) throw Errors.cancelled(`async job '${echo(id)}'`);
+      // held it died, or handed it back as it exited): it is not run. The entry a former take
+      // recorded goes in the same step: a DELETE from now on finds this take's own, or none
+      // (review: it took back the former take's entry, still unread, and marked the job cancelled
+      // while this take ran it).
+      const cancelled = backplane.withdrawEntry
+        ? await this.#eval(this.#worker.client, TAKE_JOB, [this.#queue.toKey(id)], CANCELLED_FIELD, ENTRY_FIELD)
+        : null;
+      if (typeof cancelled === 'string' && this.#wasCancelled(id, { cancelled })) throw Errors.cancelled(`async job '${echo(id)}'`);
       await job.updateProgress(10);
       // The gateway began to exit meanwhile: the backplane would refuse the request, failing the job.
       if (this.#exiting) return undefined;
       run.request = request;
-      backplane.watchEntry?.(request, (entry) => this.#recordEntry(id, entry));
+      if (token !== undefined) backplane.watchEntry?.(request, (entry) => this.#recordEntry(id, token, entry));
       const response = await backplane.infer(request);
       const reply = encodeReply({ requestKey: id, response });
       if (reply.byteLength > this.maxRequestBytes) {
@@ -720,7 +749,8 @@ export class AsyncJobs implements AsyncInference {
       const entry = this.#entryOf(id, text);
       if (!withdraw || !entry || text === null) throw running();
       // The gateway that holds it is told in the same step (it fails the job CANCELLED), and the
-      // job is marked, only while its hash still records this entry: the mark makes the job read as cancelled from now on, and keeps it from
+      // job is marked, only while its hash still records this entry (a gateway that takes the job
+      // again clears it): the mark makes the job read as cancelled from now on, and keeps it from
       // running if that gateway died meanwhile and another takes it (review: the mark was a step
       // of its own, after the withdraw, and a gateway could take the job in between).
       const mark = this.#auth.mac('job', this.#cancelledParts(id))?.toString('hex') ?? '1';
