@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Queue } from 'bullmq';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { Errors, InferenceServer, LocalBackplane, TriodeError, type Backend, type InferenceRequest, type InferenceResponse, type OutputEncoding } from '@triode/core';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
@@ -583,6 +583,28 @@ describe('AsyncJobs while Redis is away', () => {
     expect(await code(j.submit(request(1), encoding))).toBe('UNAVAILABLE');
     expect(Date.now() - t0).toBeLessThan(5000);
     await j.stop();
+  }, 30000);
+
+  it('stop() after beginExit with Redis gone leaves none of the worker\'s connections trying to reconnect (review: beginExit\'s graceful close was what the forced close got back, so nothing was forced, and the worker went on reconnecting for good)', async () => {
+    const own = await startRedis();
+    const run = vi.spyOn(Worker.prototype, 'run');
+    const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'exit-down' });
+    try {
+      j.start();
+      const worker = run.mock.contexts[0] as Worker;
+      const [client, blocking] = [await worker.client, await worker.waitUntilReady()];
+      await own.stop();
+      j.beginExit();
+      await j.stop();
+      // BullMQ's connections retry every second or more; one that does within 2.5 s was left on.
+      let attempts = 0;
+      for (const c of [client, blocking]) c.on('connecting', () => attempts++);
+      await new Promise((res) => setTimeout(res, 2500));
+      expect(attempts).toBe(0);
+    } finally {
+      run.mockRestore();
+      await own.stop();
+    }
   }, 30000);
 
   it('a submit whose add Redis ran but answered too late says the job may be queued, and names it (review: the client saw a plain 503, retried, and the job ran twice)', async () => {

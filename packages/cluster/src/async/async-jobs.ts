@@ -792,7 +792,15 @@ export class AsyncJobs implements AsyncInference {
     // With nothing running there is nothing to wait for (and a Redis that is gone would make
     // a graceful close wait for it).
     const graceful = this.#running > 0 && (await settleWithin(this.#worker.close(), 5000));
-    if (!graceful) await settleWithin(this.#worker.close(true), 1000);
+    if (!graceful && !(await settleWithin(this.#worker.close(true), 1000))) {
+      // A close begun before (beginExit's graceful one) is what close(true) gives back: nothing was
+      // forced, and with Redis gone the worker's connections went on reconnecting for good
+      // (review). Cut them, without waiting for an 'end' that a client between two tries never
+      // emits (its disconnect only cancels the next try).
+      await settleWithin(Promise.all([this.#worker.client, this.#worker.waitUntilReady()]).then((clients) => {
+        for (const c of clients) c.disconnect();
+      }), 1000);
+    }
     if (!(await settleWithin(this.#queue.close(), 1000))) await settleWithin(this.#queue.disconnect(), 1000);
   }
 }
