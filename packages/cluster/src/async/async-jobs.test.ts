@@ -319,6 +319,10 @@ class StreamLikeBackplane extends LocalBackplane implements EntryWithdrawal {
   read = false;
   records = true;
   readonly withdrawn: WaitingEntry[] = [];
+  /** Called before each `withdrawEntry` checks anything (what the rest of the cluster did meanwhile). */
+  beforeWithdraw: (() => Promise<void>) | undefined;
+  /** Called with each `withdrawEntry`'s answer, before the caller gets it. */
+  afterWithdraw: ((outcome: EntryWithdrawOutcome) => void) | undefined;
   readonly infers: InferenceRequest[] = [];
   readonly #records = new WeakMap<InferenceRequest, (entry: WaitingEntry) => void>();
   readonly #stream: FakeStream;
@@ -346,6 +350,13 @@ class StreamLikeBackplane extends LocalBackplane implements EntryWithdrawal {
   }
 
   async withdrawEntry(entry: WaitingEntry, guard?: EntryGuard): Promise<EntryWithdrawOutcome> {
+    await this.beforeWithdraw?.();
+    const outcome = await this.#withdrawEntry(entry, guard);
+    this.afterWithdraw?.(outcome);
+    return outcome;
+  }
+
+  async #withdrawEntry(entry: WaitingEntry, guard?: EntryGuard): Promise<EntryWithdrawOutcome> {
     this.withdrawn.push(entry);
     fakeRedis ??= new Redis(redis.port, '127.0.0.1');
     if (guard && (await fakeRedis.hget(guard.key, guard.field)) !== guard.text) return 'moved';
@@ -441,6 +452,82 @@ describe('AsyncJobs: DELETE of a job whose request waits for a worker', () => {
       await until(async () => backplane.infers.length === 1);
       await expect(second.cancel(id)).rejects.toMatchObject({ code: 'UNAVAILABLE', message: `async job '${id}' is running and can no longer be cancelled` });
       expect(await second.status(id)).toMatchObject({ state: 'active' });
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('a DELETE that loses the race with the holding gateway\'s exit withdraw (its entry gone, the job still active, waiting again 200 ms later) removes the job as a waiting one (review: it answered 503 "can no longer be cancelled" at once)', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const stream: FakeStream = new Map();
+    const prefix = `t${prefixes++}`;
+    const holder = new AsyncJobs(new StreamLikeBackplane(server, stream, 'g1'), { redis: redis.url, prefix, auth });
+    holder.start();
+    open.push(holder);
+    // The gateway the DELETE reaches (it takes no jobs, so none is taken again meanwhile).
+    const backplane = new StreamLikeBackplane(server, stream, 'g2');
+    const other = new AsyncJobs(backplane, { redis: redis.url, prefix, auth });
+    open.push(other);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const id = await holder.submit(request(1), encoding);
+      await until(async () => (await r.hexists(`bull:${prefix}-async:${id}`, 'triode-entry')) === 1);
+      // The holder, exiting, has taken its unread request back (so the DELETE's withdraw finds it
+      // gone) and moves the job back to wait a moment later.
+      let stopped: Promise<void> | undefined;
+      backplane.beforeWithdraw = async () => stream.clear();
+      backplane.afterWithdraw = () => { setTimeout(() => { stopped = holder.stop(); }, 200); };
+      expect(await other.status(id)).toMatchObject({ state: 'active' });
+      expect(await other.cancel(id)).toBe('cancelled');
+      expect(backplane.withdrawn).toHaveLength(1);
+      expect(await code(other.status(id))).toBe('NOT_FOUND');
+      await stopped;
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('a DELETE whose withdraw finds the entry gone while the job stays active waits a bounded time, then answers 503 "try again", not "can no longer be cancelled"', async () => {
+    const stream: FakeStream = new Map();
+    const backplane = new StreamLikeBackplane(server, stream);
+    const prefix = `t${prefixes++}`;
+    const j = new AsyncJobs(backplane, { redis: redis.url, prefix, auth: new ClusterAuth('s3cret') });
+    j.start();
+    open.push(j);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const id = await j.submit(request(1), encoding);
+      await until(async () => (await r.hexists(`bull:${prefix}-async:${id}`, 'triode-entry')) === 1);
+      backplane.beforeWithdraw = async () => stream.clear();
+      const err = await j.cancel(id).then(() => undefined, (e: unknown) => e as TriodeError);
+      expect(err).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringMatching(/^async job '[^']+' cannot be cancelled now \(.*\): try again$/) });
+      expect(backplane.withdrawn).toHaveLength(1);
+      expect(await j.status(id)).toMatchObject({ state: 'active' });
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it('a DELETE whose withdraw finds the job\'s record changed meanwhile (\'moved\') tries once more with the new record, and takes the request back (it answered 503)', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const { j, backplane, key } = withdrawable(auth);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      const id = await j.submit(request(1), encoding);
+      await until(async () => (await r.hexists(key(id), 'triode-entry')) === 1);
+      // The same entry, recorded again (as a take records each time Redis queues its request):
+      // another text, so the guard of the record the DELETE read no longer holds.
+      const text = (await r.hget(key(id), 'triode-entry'))!;
+      const again = JSON.stringify(Object.fromEntries(Object.entries(JSON.parse(text) as Record<string, unknown>).reverse()));
+      backplane.beforeWithdraw = async () => {
+        backplane.beforeWithdraw = undefined;
+        await r.hset(key(id), 'triode-entry', again);
+      };
+      const outcomes: EntryWithdrawOutcome[] = [];
+      backplane.afterWithdraw = (o) => outcomes.push(o);
+      expect(await j.cancel(id)).toBe('cancelled');
+      expect(outcomes).toEqual(['moved', 'withdrawn']);
+      expect(await j.status(id)).toMatchObject({ state: 'cancelled' });
     } finally {
       r.disconnect();
     }

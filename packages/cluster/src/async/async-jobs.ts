@@ -61,6 +61,16 @@ const ENTRY_FIELD = 'triode-entry';
 const CANCELLED_FIELD = 'triode-cancelled';
 
 /**
+ * How long a DELETE of an active job waits for the job to settle (ms) once its withdraw found the
+ * request's entry gone or the job's record changed, re-reading it every CANCEL_POLL_MS: the gateway
+ * holding it took it back as it exited and moves it back to wait (a few Redis round trips), then
+ * the DELETE removes it; or another gateway takes it again and records its new entry, which the
+ * DELETE then takes back. Bounded, so a DELETE answers within it (503, try again).
+ */
+const CANCEL_SETTLE_MS = 2000;
+const CANCEL_POLL_MS = 50;
+
+/**
  * The failure reasons BullMQ itself writes for a job of ours (Triode's own failures are the job's
  * signed result). Any other reason came from someone else who writes to Redis: it is not shown
  * (review: a forged "Your result moved: fetch it from http://..." reached the client).
@@ -736,45 +746,89 @@ export class AsyncJobs implements AsyncInference {
    * request waits for a worker that has not read it is taken back (by whichever gateway holds it)
    * and kept as cancelled. Or deletes a finished job and its result ('deleted'), which frees its
    * place under maxJobs before its TTL.
-   * @throws UNAVAILABLE for a job that is running (a worker has read its request).
+   * @throws UNAVAILABLE for a job that is running (a worker has read its request), or that cannot
+   * be cancelled now (try again).
    */
   async cancel(id: string): Promise<'cancelled' | 'deleted'> {
-    let [state, job] = await this.#stateAndFields(id);
-    const running = () => new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
+    const [first, job] = await this.#stateAndFields(id);
+    let state = first;
     if (state === 'active') {
-      if (this.#wasCancelled(id, job)) return 'cancelled';
-      const withdraw = this.#backplane.withdrawEntry?.bind(this.#backplane);
-      const key = this.#queue.toKey(id);
-      const text = withdraw ? await this.#redis('get job request entry', async () => (await this.#queue.client).hget(key, ENTRY_FIELD)) : null;
-      const entry = this.#entryOf(id, text);
-      if (!withdraw || !entry || text === null) throw running();
-      // The gateway that holds it is told in the same step (it fails the job CANCELLED), and the
-      // job is marked, only while its hash still records this entry (a gateway that takes the job
-      // again clears it): the mark makes the job read as cancelled from now on, and keeps it from
-      // running if that gateway died meanwhile and another takes it (review: the mark was a step
-      // of its own, after the withdraw, and a gateway could take the job in between).
-      const mark = this.#auth.mac('job', this.#cancelledParts(id))?.toString('hex') ?? '1';
-      const outcome: EntryWithdrawOutcome = await this.#redis('withdraw job request', () =>
-        withdraw(entry, { key, field: ENTRY_FIELD, text, markField: CANCELLED_FIELD, mark }));
-      if (outcome === 'withdrawn') return 'cancelled';
-      // Its gateway's reply stream is not there (nothing was done): it died, and BullMQ gives the
-      // job to another gateway once its lock lapses, or its stream expired.
-      if (outcome === 'no-holder') throw Errors.unavailable(`async job '${echo(id)}' cannot be cancelled now (the gateway running it has no reply stream: gone, or its stream expired): try again`);
-      // A worker has read it, or another DELETE took it back first, or its gateway did as it
-      // exited (then the job waits again, and is removed below), or another gateway took the job.
-      [state, job] = await this.#stateAndFields(id);
-      if (state === 'active') {
-        if (this.#wasCancelled(id, job)) return 'cancelled';
-        throw running();
-      }
+      const left = await this.#cancelActive(id, job);
+      if (left === 'cancelled') return left;
+      state = left.state;
     }
     const removed = await this.#redis('remove job', () => this.#queue.remove(id));
     if (removed !== 1) {
       // A worker took it between the state and the remove (it is running now), or it expired.
       await this.#fields(id);
-      throw running();
+      throw this.#runningError(id);
     }
     return state === 'completed' || state === 'failed' ? 'deleted' : 'cancelled';
+  }
+
+  /** A DELETE of a job a worker is running (it has read its request). */
+  #runningError(id: string): TriodeError {
+    return new TriodeError('UNAVAILABLE', `async job '${echo(id)}' is running and can no longer be cancelled`);
+  }
+
+  /**
+   * A DELETE of an active job: takes its request back where the job's record says it waits
+   * ('cancelled'), or answers the state the job has left 'active' for meanwhile (waiting again, or
+   * finished), for `cancel` to remove it as such.
+   */
+  async #cancelActive(id: string, first: JobFields): Promise<'cancelled' | { state: string }> {
+    const withdraw = this.#backplane.withdrawEntry?.bind(this.#backplane);
+    const key = this.#queue.toKey(id);
+    const record = async (): Promise<string | null> =>
+      withdraw ? this.#redis('get job request entry', async () => (await this.#queue.client).hget(key, ENTRY_FIELD)) : null;
+    const mark = this.#auth.mac('job', this.#cancelledParts(id))?.toString('hex') ?? '1';
+    let job = first;
+    let text = await record();
+    // The record last withdrawn through, and how many more a changed record may be tried.
+    let tried: string | undefined;
+    let retries = 1;
+    // Set once a withdraw found the entry gone or the record changed: till then the job settles.
+    let deadline: number | undefined;
+    for (;;) {
+      if (this.#wasCancelled(id, job)) return 'cancelled';
+      if (text !== null && text !== tried && (tried === undefined || retries-- > 0)) {
+        const entry = this.#entryOf(id, text);
+        if (!withdraw || !entry) throw this.#runningError(id);
+        // The gateway that holds it is told in the same step (it fails the job CANCELLED), and the
+        // job is marked, only while its hash still records this entry (a gateway that takes the job
+        // again clears it): the mark makes the job read as cancelled from now on, and keeps it from
+        // running if that gateway died meanwhile and another takes it (review: the mark was a step
+        // of its own, after the withdraw, and a gateway could take the job in between).
+        const guarded = text;
+        const outcome: EntryWithdrawOutcome = await this.#redis('withdraw job request', () =>
+          withdraw(entry, { key, field: ENTRY_FIELD, text: guarded, markField: CANCELLED_FIELD, mark }));
+        if (outcome === 'withdrawn') return 'cancelled';
+        if (outcome === 'read') throw this.#runningError(id);
+        // Its gateway's reply stream is not there (nothing was done): it died, and BullMQ gives the
+        // job to another gateway once its lock lapses, or its stream expired.
+        if (outcome === 'no-holder') throw Errors.unavailable(`async job '${echo(id)}' cannot be cancelled now (the gateway running it has no reply stream: gone, or its stream expired): try again`);
+        // 'gone': another DELETE took it back first (the job is marked), or its gateway did as it
+        // exited and moves the job back to wait (a few steps), or a worker has answered it (the job
+        // finishes). 'moved': another gateway took the job again (its record is cleared, and
+        // written anew once Redis queues its request). Either way the job settles in a moment
+        // (review: re-read at once, it was still active, and the DELETE answered 503 "can no
+        // longer be cancelled" where a retry a moment later removed it).
+        tried = text;
+        deadline ??= Date.now() + CANCEL_SETTLE_MS;
+      } else if (tried === undefined) {
+        // No record yet (between a gateway taking it and Redis queuing its request), or none kept
+        // (a backplane without withdrawEntry: it runs here).
+        throw this.#runningError(id);
+      } else if (deadline === undefined || Date.now() >= deadline) {
+        throw Errors.unavailable(`async job '${echo(id)}' cannot be cancelled now (its request left the stream it waited in, and the job has neither gone back to wait nor finished yet): try again`);
+      } else {
+        await new Promise((r) => setTimeout(r, CANCEL_POLL_MS));
+      }
+      let state: string;
+      [state, job] = await this.#stateAndFields(id);
+      if (state !== 'active') return { state };
+      text = await record();
+    }
   }
 
   /** Stops taking jobs: those running finish first, unless Redis is gone (then it does not wait). */
