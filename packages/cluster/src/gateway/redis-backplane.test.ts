@@ -313,6 +313,35 @@ describe('RedisBackplane', () => {
     }
   });
 
+  it('attack: withdrawEntry compares entry ids exactly past 2^53 (review: a read entry was withdrawn, its holder told CANCELLED while a worker had it), and an id past 2^64-1 is gone, not a Redis error (review: every DELETE of the job failed 503)', async () => {
+    const redis = await startRedis();
+    const prefix = 'withdraw-ids';
+    const keys = new ClusterKeys(prefix);
+    const r = new Redis(redis.url);
+    const other = new RedisBackplane({ redis: redis.url, prefix, directReplies: false, requestTimeoutMs: 60_000, registryRefreshMs: 50 });
+    try {
+      await other.start();
+      const stream = keys.requests('m');
+      const replyTo = keys.replies('g-holder');
+      await r.xadd(replyTo, '*', 'x', 'y');
+      await r.xgroup('CREATE', stream, keys.group, '0', 'MKSTREAM');
+      // Two entries a double cannot tell apart; a worker has read both.
+      await r.xadd(stream, '9007199254740992-5', 'r', 'a');
+      await r.xadd(stream, '9007199254740993-0', 'r', 'b');
+      await r.xreadgroup('GROUP', keys.group, 'w', 'COUNT', '10', 'STREAMS', stream, '>');
+      const entry: WaitingEntry = { stream, entryId: '9007199254740992-5', replyTo, requestKey: '7' };
+      expect(await other.withdrawEntry(entry)).toBe('read');
+      expect((await r.xrange(stream, '-', '+')).map(([id]) => id)).toEqual(['9007199254740992-5', '9007199254740993-0']);
+      expect(await r.xlen(replyTo)).toBe(1);
+      expect(await other.withdrawEntry({ ...entry, entryId: '99999999999999999999-0' })).toBe('gone');
+      expect(await other.withdrawEntry({ ...entry, entryId: '0-18446744073709551616' })).toBe('gone');
+    } finally {
+      await other.stop();
+      r.disconnect();
+      await redis.stop();
+    }
+  });
+
   it('attack: a TLS direct-reply connection that never completes its handshake is cut after authTimeoutMs (review: it stayed open)', async () => {
     const redis = await startRedis();
     const tls = join(ROOT, 'test', 'fixtures', 'tls');

@@ -185,11 +185,14 @@ return out`;
 /**
  * The start of the withdraw scripts: returns 0 unless entry ARGV[2] of stream KEYS[1] is there and
  * past the last id consumer group ARGV[1] has delivered (XREADGROUP delivers in id order; the group
- * is made at id 0, so a stream without the group has no reader yet).
+ * is made at id 0, so a stream without the group has no reader yet). Ids are compared as 20-digit
+ * strings: Lua's numbers are doubles, and past 2^53 two ids read as one (review: a read entry was
+ * taken for unread and withdrawn).
  */
 const UNREAD_OR_RETURN = `local function parts(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
+  if not ms or #ms > 20 or #seq > 20 then return nil end
+  return string.rep('0', 20 - #ms) .. ms, string.rep('0', 20 - #seq) .. seq
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local ms, seq = parts(ARGV[2])
@@ -242,6 +245,17 @@ else redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'r', ARGV[3], 's'
 redis.call('XDEL', KEYS[1], ARGV[2])
 if KEYS[3] then redis.call('HSET', KEYS[3], ARGV[7], ARGV[8]) end
 return 1`;
+
+const MAX_UINT64 = 2n ** 64n - 1n;
+
+/**
+ * A stream entry id Redis takes (`<ms>-<seq>`, each a uint64). One past 2^64-1 made XRANGE fail
+ * "Invalid stream ID", so a forged record failed every DELETE of its job 503 (review).
+ */
+function isStreamId(id: string): boolean {
+  const m = /^(\d{1,20})-(\d{1,20})$/.exec(id);
+  return m !== null && BigInt(m[1]!) <= MAX_UINT64 && BigInt(m[2]!) <= MAX_UINT64;
+}
 
 /** What `withdrawEntry` made of an entry, by WITHDRAW_AND_TELL's answer. */
 const WITHDRAW_OUTCOMES = { 0: 'read', 1: 'withdrawn', 2: 'gone', 3: 'moved', 4: 'no-holder' } as const;
@@ -1046,7 +1060,7 @@ export class RedisBackplane implements Backplane, EntryWithdrawal {
   async withdrawEntry(entry: WaitingEntry, guard?: EntryGuard): Promise<EntryWithdrawOutcome> {
     const { stream, entryId, replyTo, requestKey } = entry;
     if (!stream.startsWith(this.#keys.requests('')) || !replyTo.startsWith(this.#keys.replies(''))
-      || !/^\d{1,20}-\d{1,20}$/.test(entryId) || !/^\d{1,20}$/.test(requestKey)) return 'gone';
+      || !isStreamId(entryId) || !/^\d{1,20}$/.test(requestKey)) return 'gone';
     const body = encodeReply({ requestKey, error: { code: 'CANCELLED', message: Errors.cancelled().message } });
     const mac = this.auth.mac('reply', [replyTo, body]);
     const keys = guard ? [stream, replyTo, guard.key] : [stream, replyTo];
