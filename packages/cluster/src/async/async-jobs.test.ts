@@ -3,6 +3,7 @@
  * ours, and Redis going away. Each case here was a defect found by attacking the async routes.
  */
 import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { Redis } from 'ioredis';
 import { Errors, InferenceServer, LocalBackplane, TriodeError, type Backend, type InferenceRequest, type InferenceResponse, type OutputEncoding } from '@triode/core';
 import { startRedis, type RedisHandle } from '../../../../test/helpers/redis.js';
 import { ClusterAuth } from '../cluster-auth.js';
+import { redisOptions } from '../redis/redis-connection.js';
 import { AsyncJobs } from './async-jobs.js';
 import type { EntryGuard, EntryWithdrawal, EntryWithdrawOutcome, WaitingEntry } from '../gateway/redis-backplane.js';
 
@@ -654,6 +656,28 @@ describe('AsyncJobs takes only its own job ids', () => {
   });
 });
 
+// stop() reaches into BullMQ's worker where its close never finishes (Redis gone): bullmq is
+// pinned exactly, and these fail if what it uses changes.
+describe('bullmq private API used by stop() (pinned)', () => {
+  it('bullmq is the pinned version', () => {
+    expect((createRequire(import.meta.url)('bullmq/package.json') as { version: string }).version).toBe('5.81.5');
+  });
+
+  it("a running worker has blockingConnection.client, lockManager.close/isRunning (close stops the renewal) and stalledCheckStopper", async () => {
+    const w = new Worker(`pinned-${randomUUID()}`, async () => undefined, { connection: redisOptions(redis.url, 'jobs'), autorun: false });
+    try {
+      void w.run();
+      const p = w as unknown as { blockingConnection: { client: Promise<Redis> }; lockManager: { close(): Promise<void>; isRunning(): boolean }; stalledCheckStopper?: () => void };
+      expect((await p.blockingConnection.client).status).toBe('ready');
+      await until(async () => p.lockManager.isRunning() && typeof p.stalledCheckStopper === 'function');
+      await p.lockManager.close();
+      expect(p.lockManager.isRunning()).toBe(false);
+    } finally {
+      await w.close();
+    }
+  });
+});
+
 describe('AsyncJobs while Redis is away', () => {
   it('answers UNAVAILABLE at once instead of waiting for Redis', async () => {
     const own = await startRedis();
@@ -672,9 +696,10 @@ describe('AsyncJobs while Redis is away', () => {
     await j.stop();
   }, 30000);
 
-  it('stop() after beginExit with Redis gone leaves none of the worker\'s connections trying to reconnect (review: beginExit\'s graceful close was what the forced close got back, so nothing was forced, and the worker went on reconnecting for good)', async () => {
+  it('stop() after beginExit with Redis gone leaves none of the worker\'s or the queue\'s connections trying to reconnect, and BullMQ\'s lock renewal stopped (review: beginExit\'s graceful close was what the forced close got back, so nothing was forced, and the worker went on reconnecting for good)', async () => {
     const own = await startRedis();
     const run = vi.spyOn(Worker.prototype, 'run');
+    const close = vi.spyOn(Queue.prototype, 'close');
     const j = new AsyncJobs(new LocalBackplane(server), { redis: own.url, prefix: 'exit-down' });
     try {
       j.start();
@@ -683,13 +708,20 @@ describe('AsyncJobs while Redis is away', () => {
       await own.stop();
       j.beginExit();
       await j.stop();
+      // The queue's client too (review: its close "succeeded" with Redis gone, and nothing cut it).
+      const queue = close.mock.contexts[0] as Queue;
+      const queueClient = await queue.client;
+      // BullMQ's lock renewal (a timer every 7.5 s that keeps the process alive) is stopped (review:
+      // the graceful close never got to it).
+      expect((worker as unknown as { lockManager: { isRunning(): boolean } }).lockManager.isRunning()).toBe(false);
       // BullMQ's connections retry every second or more; one that does within 2.5 s was left on.
       let attempts = 0;
-      for (const c of [client, blocking]) c.on('connecting', () => attempts++);
+      for (const c of [client, blocking, queueClient]) c.on('connecting', () => attempts++);
       await new Promise((res) => setTimeout(res, 2500));
       expect(attempts).toBe(0);
     } finally {
       run.mockRestore();
+      close.mockRestore();
       await own.stop();
     }
   }, 30000);

@@ -14,7 +14,7 @@
  * is connected but does not answer (paused, wedged), they fail after commandTimeoutMs (503).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { Queue, WaitingError, Worker, type Job, type JobJsonRaw } from 'bullmq';
+import { Queue, WaitingError, Worker, type Job, type JobJsonRaw, type RedisClient } from 'bullmq';
 import {
   CancelToken, Errors, TriodeError, checkModelName, echo, fromWireError, normalizeRequest, settleWithin, type Backplane, type InferenceRequest, type InferenceResponse, type Logger, type ModelConfig,
   type AsyncInference, type JobStatus, type OutputEncoding,
@@ -217,12 +217,28 @@ class TolerantWorker<D> extends Worker<D> {
       return super.createJob({ ...rest, data: 'null', opts: '{}', progress: '0' }, jobId);
     }
   }
+
+  /** The blocking connection's client (bullmq is pinned exactly: a private field, checked in the tests). */
+  blockingClient(): Promise<RedisClient> {
+    return (this as unknown as { blockingConnection: { client: Promise<RedisClient> } }).blockingConnection.client;
+  }
+
+  /**
+   * What BullMQ's close does once the jobs have finished, for a close that never gets there (Redis
+   * gone: its wait for the next job never ends): stops the lock renewal (a timer every 7.5 s that
+   * kept the process alive) and the stalled-job check (one every 30 s). Private API of the pinned
+   * bullmq, checked in the tests.
+   */
+  stopTimers(): Promise<void> {
+    (this as unknown as { stalledCheckStopper?: () => void }).stalledCheckStopper?.();
+    return this.lockManager.close();
+  }
 }
 
 /** Async jobs over BullMQ. */
 export class AsyncJobs implements AsyncInference {
   readonly #queue: Queue;
-  readonly #worker: Worker;
+  readonly #worker: TolerantWorker<JobData>;
   readonly #ttl: number;
   readonly #auth: ClusterAuth;
   /** The largest request (and result) a job may carry, in bytes. */
@@ -849,12 +865,24 @@ export class AsyncJobs implements AsyncInference {
     if (!graceful && !(await settleWithin(this.#worker.close(true), 1000))) {
       // A close begun before (beginExit's graceful one) is what close(true) gives back: nothing was
       // forced, and with Redis gone the worker's connections went on reconnecting for good
-      // (review). Cut them, without waiting for an 'end' that a client between two tries never
-      // emits (its disconnect only cancels the next try).
-      await settleWithin(Promise.all([this.#worker.client, this.#worker.waitUntilReady()]).then((clients) => {
-        for (const c of clients) c.disconnect();
+      // (review). Cut each one that is not ready, on its own, without waiting for an 'end' that a
+      // client between two tries never emits (its disconnect only cancels the next try); a ready
+      // one (Redis slow, not gone) lets the close finish what it has in flight (a handback).
+      let ready = 0;
+      const cut = (client: Promise<RedisClient>): Promise<boolean> => settleWithin(client.then((c) => {
+        if (c.status === 'ready') ready++;
+        else c.disconnect();
       }), 1000);
+      await Promise.all([cut(this.#worker.client), cut(this.#worker.blockingClient())]);
+      // That close never gets to stopping BullMQ's timers either: its lock renewal went on for
+      // good, and kept the process alive (review).
+      if (ready < 2) await settleWithin(this.#worker.stopTimers(), 1000);
     }
-    if (!(await settleWithin(this.#queue.close(), 1000))) await settleWithin(this.#queue.disconnect(), 1000);
+    // With Redis gone the queue's close "succeeds" (its QUIT fails at once, offline queue off, and
+    // BullMQ takes that as closed) and its client went on reconnecting for good (review): cut it.
+    await settleWithin(this.#queue.close(), 1000);
+    await settleWithin(this.#queue.client.then((c) => {
+      if (c.status !== 'end') c.disconnect();
+    }), 1000);
   }
 }
