@@ -554,6 +554,27 @@ describe('AsyncJobs: DELETE of a job whose request waits for a worker', () => {
       r.disconnect();
     }
   });
+
+  it('a take refused by its checks (here the TTL) still clears the entry a former take recorded (review: the clearing step came after the checks, so a DELETE could still withdraw that entry and mark the finished job cancelled)', async () => {
+    const auth = new ClusterAuth('s3cret');
+    const backplane = new StreamLikeBackplane(server);
+    const prefix = `t${prefixes++}`;
+    const j = new AsyncJobs(backplane, { redis: redis.url, prefix, resultTtlSecs: 1, auth });
+    open.push(j);
+    const r = new Redis(redis.port, '127.0.0.1');
+    try {
+      // Waiting (not started) with a former take's record, taken once it is over a second old.
+      const id = await j.submit(request(1), encoding);
+      await r.hset(`bull:${prefix}-async:${id}`, 'triode-entry', JSON.stringify({ stream: 'p:req:m', entryId: '1-1', replyTo: 'p:reply:g', requestKey: '1' }));
+      await new Promise((res) => setTimeout(res, 1500));
+      j.start();
+      await until(async () => (await j.status(id)).finished_ms !== undefined);
+      expect(await j.status(id)).toMatchObject({ state: 'failed', error: expect.stringMatching(/submitted more than 1 s ago/) });
+      expect(await r.hexists(`bull:${prefix}-async:${id}`, 'triode-entry')).toBe(0);
+    } finally {
+      r.disconnect();
+    }
+  });
 });
 
 /**

@@ -399,6 +399,13 @@ export class AsyncJobs implements AsyncInference {
     const id = job.id ?? '';
     let result: JobResult;
     try {
+      // The entry a former take recorded goes first, in the step that reads the cancelled mark
+      // (acted on below, after the checks): a DELETE from now on finds this take's own, or none
+      // (review: it took back the former take's entry, still unread, and marked the job cancelled
+      // while this take ran it; and a take refused by a check below, before this step, left it).
+      const cancelled = backplane.withdrawEntry
+        ? await this.#eval(this.#worker.client, TAKE_JOB, [this.#queue.toKey(id)], CANCELLED_FIELD, ENTRY_FIELD)
+        : null;
       const d = job.data as unknown;
       if (!isJobData(d)) throw Errors.invalidArg('the async job is malformed: refused');
       if (!this.#auth.verify('job', this.#dataParts(id, job.name, d), sigOf(d.sig), 'async job')) {
@@ -417,13 +424,7 @@ export class AsyncJobs implements AsyncInference {
       request.waitMs = (d.submittedMs ?? Date.now()) + this.#ttl * 1000 - Date.now();
       request.signal = run.cancel;
       // Cancelled while its request waited for a worker, and taken again since (the gateway that
-      // held it died, or handed it back as it exited): it is not run. The entry a former take
-      // recorded goes in the same step: a DELETE from now on finds this take's own, or none
-      // (review: it took back the former take's entry, still unread, and marked the job cancelled
-      // while this take ran it).
-      const cancelled = backplane.withdrawEntry
-        ? await this.#eval(this.#worker.client, TAKE_JOB, [this.#queue.toKey(id)], CANCELLED_FIELD, ENTRY_FIELD)
-        : null;
+      // held it died, or handed it back as it exited): it is not run.
       if (typeof cancelled === 'string' && this.#wasCancelled(id, { cancelled })) throw Errors.cancelled(`async job '${echo(id)}'`);
       await job.updateProgress(10);
       // The gateway began to exit meanwhile: the backplane would refuse the request, failing the job.
