@@ -347,9 +347,7 @@ export class AsyncJobs implements AsyncInference {
 
   /** HSET of one field of a job's hash through `client` (BullMQ's ioredis), only if the job is still there. */
   async #writeIfJob(client: Promise<unknown>, id: string, field: string, value: string): Promise<void> {
-    // BullMQ's client is ioredis (its IRedisClient type leaves eval out).
-    const c = (await client) as { eval(script: string, keys: number, ...args: string[]): Promise<unknown> };
-    await c.eval(WRITE_IF_JOB, 1, this.#queue.toKey(id), field, value);
+    await this.#eval(client, WRITE_IF_JOB, [this.#queue.toKey(id)], field, value);
   }
 
   /** The eval of BullMQ's client (ioredis; its IRedisClient type leaves eval out). */
